@@ -1,0 +1,22 @@
+module github.com/cnikit/cni
+
+go 1.26.8
+
+require (
+	github.com/containernetworking/cni v1.3.0
+	github.com/coreos/go-iptables v0.8.0
+	github.com/google/nftables v0.3.0
+	github.com/stretchr/testify v1.12.1
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
+)
+
+require (
+	github.com/google/go-cmp v0.6.0 // indirect
+	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
+	github.com/mdlayher/socket v0.5.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.33.0 // indirect
+	golang.org/x/sync v0.6.0 // indirect
+	golang.org/x/sys v0.28.0 // indirect
+)

@@ -1,0 +1,173 @@
+// Package dispatch is the multi-call entry point: it picks a built-in plugin by the name
+// the binary was executed under, or, invoked as `cni`, runs one of the toolkit's own
+// subcommands. It is the only code main hands the process to.
+package dispatch
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Set at link time by the Makefile (-ldflags -X); never written at run time.
+var (
+	buildVersion = "dev"
+	buildCommit  = "unknown"
+)
+
+// Process is what main hands over: arguments, environment and standard streams.
+type Process struct {
+	Args   []string
+	Env    []string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Main runs the process and returns its exit status.
+func Main(p Process) int {
+	name := "cni"
+	if len(p.Args) > 0 {
+		name = strings.TrimSuffix(filepath.Base(p.Args[0]), ".exe")
+	}
+	if plugin := lookupApplet(name); plugin != nil {
+		return skel.Run(plugin, p.Env, p.Stdin, p.Stdout, p.Stderr)
+	}
+	if name != "cni" {
+		return unknownName(p, name)
+	}
+	var args []string
+	if len(p.Args) > 1 {
+		args = p.Args[1:]
+	}
+	return runCommand(p, args)
+}
+
+// lookupApplet finds the plugin for an executable name. Renamed links such as
+// "buildkit-cni-bridge" are accepted by dropping dash-separated prefixes.
+func lookupApplet(name string) *skel.Plugin {
+	for {
+		if p := Lookup(name); p != nil {
+			return p
+		}
+		_, rest, ok := strings.Cut(name, "-")
+		if !ok || rest == "" {
+			return nil
+		}
+		name = rest
+	}
+}
+
+// unknownName answers an executable name that is no plugin: a runtime (CNI_COMMAND set)
+// gets a CNI error and a failure, never a banner and success.
+func unknownName(p Process, name string) int {
+	if hasCNICommand(p.Env) {
+		e := cnierror.Newf(cnierror.CodeInvalidEnv, "unknown plugin %q: this cni binary has no plugin of that name", name).
+			WithDetails("known plugins: " + strings.Join(names(), ", "))
+		fmt.Fprintln(p.Stdout, string(e.JSON()))
+		return 1
+	}
+	fmt.Fprintf(p.Stderr, "cni: no plugin named %q\n\n", name)
+	writeHelp(p.Stderr)
+	return 1
+}
+
+func runCommand(p Process, args []string) int {
+	if len(args) == 0 {
+		if hasCNICommand(p.Env) {
+			return unknownName(p, "cni")
+		}
+		writeHelp(p.Stderr)
+		return 2
+	}
+	switch args[0] {
+	case "--list", "list":
+		for _, n := range names() {
+			fmt.Fprintln(p.Stdout, n)
+		}
+		return 0
+	case "version", "--version", "-v":
+		writeVersion(p.Stdout)
+		return 0
+	case "help", "--help", "-h":
+		writeHelp(p.Stdout)
+		return 0
+	}
+	if plugin := Lookup(args[0]); plugin != nil {
+		return skel.Run(plugin, p.Env, p.Stdin, p.Stdout, p.Stderr)
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(p, args[1:])
+		}
+	}
+	if hasCNICommand(p.Env) {
+		return unknownName(p, args[0])
+	}
+	fmt.Fprintf(p.Stderr, "cni: unknown command or plugin %q\n\n", args[0])
+	writeHelp(p.Stderr)
+	return 2
+}
+
+// command is one of the binary's own subcommands (the runtime side).
+type command struct {
+	name    string
+	summary string
+	run     func(p Process, args []string) int
+}
+
+// commands is the table of runtime-side subcommands.
+func commands() []command {
+	return nil
+}
+
+func names() []string {
+	reg := Registry()
+	out := make([]string, len(reg))
+	for i, p := range reg {
+		out[i] = p.Name
+	}
+	return out
+}
+
+func hasCNICommand(env []string) bool {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "CNI_COMMAND="); ok && v != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func writeVersion(w io.Writer) {
+	fmt.Fprintf(w, "cni %s (commit %s)\n", buildVersion, buildCommit)
+	fmt.Fprintf(w, "go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "CNI spec versions: %s\n", strings.Join(version.All(), ", "))
+}
+
+func writeHelp(w io.Writer) {
+	fmt.Fprint(w, `cni: a CNI plugin toolkit in one binary.
+
+Run as a plugin: link this binary under a plugin's name (scripts/install-symlinks.sh),
+or run "cni PLUGIN" with the CNI_* environment and the config on stdin.
+
+Usage:
+  cni PLUGIN             run a built-in plugin (as if exec'd under its name)
+  cni --list             print the built-in plugin names, one per line
+  cni version            print build version, commit, Go version and CNI versions
+  cni help               print this help
+`)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  cni %-18s  %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nPlugins:")
+	for _, p := range Registry() {
+		fmt.Fprintf(w, "  %-12s  %s\n", p.Name, p.About)
+	}
+}

@@ -1,0 +1,24 @@
+package dispatch
+
+import (
+	"github.com/cnikit/cni/internal/plugins/loopback"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// Registry returns every built-in plugin, one line each. `cni --list`, help, the install
+// script and in-process lookups all read this one table.
+func Registry() []*skel.Plugin {
+	return []*skel.Plugin{
+		loopback.Plugin(),
+	}
+}
+
+// Lookup returns the built-in plugin called name, or nil.
+func Lookup(name string) *skel.Plugin {
+	for _, p := range Registry() {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}

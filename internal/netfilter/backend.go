@@ -1,0 +1,66 @@
+// Package netfilter chooses between the iptables and nftables rule backends, one
+// decision shared by every plugin that installs packet-filter rules (bridge and ptp
+// masquerade, portmap), so they never disagree on a node.
+package netfilter
+
+import (
+	"os"
+	"strings"
+
+	"github.com/google/nftables"
+
+	"github.com/cnikit/cni/internal/cnierror"
+)
+
+// Backend is a rule engine.
+type Backend string
+
+// The backends.
+const (
+	IPTables Backend = "iptables"
+	NFTables Backend = "nftables"
+)
+
+// Choose resolves a config value ("", "auto", "iptables", "nftables"); field names the
+// config key for the error message.
+func Choose(field, setting string) (Backend, error) {
+	switch setting {
+	case "", "auto":
+		return Detect(), nil
+	case string(IPTables):
+		return IPTables, nil
+	case string(NFTables):
+		return NFTables, nil
+	}
+	return "", cnierror.Newf(cnierror.CodeInvalidConfig,
+		"%s: invalid value %q (want \"iptables\", \"nftables\" or \"auto\")", field, setting)
+}
+
+// Detect picks nftables when the kernel speaks nf_tables and the legacy iptables
+// backend has no tables in use in this network namespace; iptables otherwise. It execs
+// nothing: the legacy tables in use are listed in /proc/net/ip_tables_names (per netns),
+// and nf_tables support is probed with one netlink request.
+func Detect() Backend {
+	if legacyTablesInUse("/proc/net/ip_tables_names") || legacyTablesInUse("/proc/net/ip6_tables_names") {
+		return IPTables
+	}
+	if !kernelHasNFTables() {
+		return IPTables
+	}
+	return NFTables
+}
+
+func legacyTablesInUse(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.TrimSpace(string(b)) != ""
+}
+
+func kernelHasNFTables() bool {
+	conn, err := nftables.New()
+	if err != nil {
+		return false
+	}
+	defer conn.CloseLasting()
+	_, err = conn.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	return err == nil
+}

@@ -1,0 +1,118 @@
+// Package loopback is the loopback plugin: it brings up "lo" inside the container's
+// network namespace. CNI_IFNAME is ignored; there is only one loopback device.
+package loopback
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns the loopback plugin's registry entry.
+func Plugin() *skel.Plugin {
+	return &skel.Plugin{
+		Name:     "loopback",
+		About:    "brings up the loopback interface in the container",
+		Versions: version.All(),
+		Add:      add,
+		Del:      del,
+		Check:    check,
+	}
+}
+
+// add sets lo up and reports it with its addresses, or, when chained, passes the
+// previous result through unchanged.
+func add(req *skel.Request) (*result.Result, error) {
+	var addrs []netlink.Addr
+	err := ns.Do(req.Args.Netns, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return fmt.Errorf("find lo: %w", err)
+		}
+		if err := netlink.LinkSetUp(lo); err != nil {
+			return fmt.Errorf("set lo up: %w", err)
+		}
+		addrs, err = netlink.AddrList(lo, netlink.FAMILY_ALL)
+		if err != nil {
+			return fmt.Errorf("list lo addresses: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, netnsError(req.Args.Netns, err)
+	}
+	if req.PrevResult != nil {
+		return req.PrevResult, nil
+	}
+	res := &result.Result{CNIVersion: req.Net.CNIVersion}
+	idx := res.AddInterface(result.Interface{Name: "lo", Mac: "00:00:00:00:00:00", Sandbox: req.Args.Netns})
+	for _, a := range addrs {
+		if !a.IP.IsLoopback() {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "loopback interface has a non-loopback address %s", a.IPNet)
+		}
+		p, ok := prefixOf(a.IPNet)
+		if !ok {
+			continue
+		}
+		i := idx
+		res.IPs = append(res.IPs, result.IPConfig{Interface: &i, Address: p})
+	}
+	return res, nil
+}
+
+// del sets lo down; a namespace that is already gone has nothing left to undo.
+func del(req *skel.Request) error {
+	if req.Args.Netns == "" {
+		return nil
+	}
+	err := ns.Do(req.Args.Netns, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return fmt.Errorf("find lo: %w", err)
+		}
+		return netlink.LinkSetDown(lo)
+	})
+	if errors.Is(err, ns.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// check verifies that lo is up.
+func check(req *skel.Request) error {
+	return netnsError(req.Args.Netns, ns.Do(req.Args.Netns, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return fmt.Errorf("find lo: %w", err)
+		}
+		if lo.Attrs().Flags&net.FlagUp == 0 {
+			return fmt.Errorf("loopback interface is down")
+		}
+		return nil
+	}))
+}
+
+func netnsError(path string, err error) error {
+	if errors.Is(err, ns.ErrNotExist) {
+		return cnierror.Newf(cnierror.CodeUnknownContainer, "netns %q does not exist", path)
+	}
+	return err
+}
+
+func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
+	addr, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(addr.Unmap(), ones), true
+}

@@ -1,0 +1,213 @@
+package skel
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/cnikit/cni/internal/cnierror"
+)
+
+// Args are the CNI_* inputs of one invocation.
+type Args struct {
+	Command     string
+	ContainerID string
+	Netns       string
+	IfName      string
+	// CNIArgs is CNI_ARGS as given; plugins parse it with ParseCNIArgs.
+	CNIArgs string
+	Path    []string
+	// NetnsOverride turns off the "CNI_NETNS is my own namespace" safety check.
+	NetnsOverride bool
+	// Env is the full environment of the invocation, handed on unchanged (but for
+	// CNI_COMMAND) to delegates that are exec'd. Nil for pure in-process calls.
+	Env []string
+}
+
+// ArgsFromEnv reads the CNI_* variables from an environment list.
+func ArgsFromEnv(env []string) Args {
+	a := Args{Env: env}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "CNI_COMMAND":
+			a.Command = v
+		case "CNI_CONTAINERID":
+			a.ContainerID = v
+		case "CNI_NETNS":
+			a.Netns = v
+		case "CNI_IFNAME":
+			a.IfName = v
+		case "CNI_ARGS":
+			a.CNIArgs = v
+		case "CNI_PATH":
+			a.Path = filepath.SplitList(v)
+		case "CNI_NETNS_OVERRIDE":
+			a.NetnsOverride = v == "1" || strings.EqualFold(v, "true")
+		}
+	}
+	return a
+}
+
+// Environ returns the environment a delegate exec'd for command should see: the
+// invocation's own environment with the CNI_* variables set from a.
+func (a Args) Environ(command string) []string {
+	cni := map[string]string{
+		"CNI_COMMAND":     command,
+		"CNI_CONTAINERID": a.ContainerID,
+		"CNI_NETNS":       a.Netns,
+		"CNI_IFNAME":      a.IfName,
+		"CNI_ARGS":        a.CNIArgs,
+		"CNI_PATH":        strings.Join(a.Path, string(os.PathListSeparator)),
+	}
+	out := make([]string, 0, len(a.Env)+len(cni))
+	for _, kv := range a.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ours := cni[k]; !ours {
+			out = append(out, kv)
+		}
+	}
+	for _, k := range [...]string{"CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH"} {
+		out = append(out, k+"="+cni[k])
+	}
+	return out
+}
+
+// required lists, per command, the variables the reference skeleton insists on.
+func required(command string) []string {
+	switch command {
+	case CmdAdd, CmdCheck:
+		return []string{"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"}
+	case CmdDel:
+		return []string{"CNI_CONTAINERID", "CNI_IFNAME", "CNI_PATH"}
+	case CmdGC, CmdStatus:
+		return []string{"CNI_PATH"}
+	}
+	return nil
+}
+
+// validate checks the variables a command needs, reporting every missing one at once.
+func (a Args) validate() error {
+	switch a.Command {
+	case CmdAdd, CmdDel, CmdCheck, CmdGC, CmdStatus:
+	default:
+		return cnierror.Newf(cnierror.CodeInvalidEnv, "unknown CNI_COMMAND: %s", a.Command)
+	}
+	var missing []string
+	for _, name := range required(a.Command) {
+		if a.value(name) == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return cnierror.Newf(cnierror.CodeInvalidEnv, "required env variables [%s] missing", strings.Join(missing, ","))
+	}
+	if a.ContainerID != "" {
+		if err := ValidateContainerID(a.ContainerID); err != nil {
+			return err
+		}
+	}
+	if a.IfName != "" {
+		if err := ValidateIfName(a.IfName); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a Args) value(name string) string {
+	switch name {
+	case "CNI_CONTAINERID":
+		return a.ContainerID
+	case "CNI_NETNS":
+		return a.Netns
+	case "CNI_IFNAME":
+		return a.IfName
+	case "CNI_PATH":
+		return strings.Join(a.Path, ":")
+	}
+	return ""
+}
+
+var idPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
+
+// ValidateContainerID applies the spec's container id rule.
+func ValidateContainerID(id string) error {
+	if id == "" {
+		return cnierror.New(cnierror.CodeInvalidEnv, "missing containerID")
+	}
+	if !idPattern.MatchString(id) {
+		return cnierror.Newf(cnierror.CodeInvalidEnv, "invalid characters in containerID %q", id)
+	}
+	return nil
+}
+
+// ValidateIfName applies the kernel's and the reference library's interface name rules.
+func ValidateIfName(name string) error {
+	switch {
+	case name == "":
+		return cnierror.New(cnierror.CodeInvalidEnv, "interface name is empty")
+	case len(name) > 15:
+		return cnierror.Newf(cnierror.CodeInvalidEnv, "interface name %q is longer than 15 bytes", name)
+	case name == "." || name == "..":
+		return cnierror.Newf(cnierror.CodeInvalidEnv, "interface name %q is not allowed", name)
+	}
+	for _, r := range name {
+		if r == '/' || r == ':' || unicode.IsSpace(r) {
+			return cnierror.Newf(cnierror.CodeInvalidEnv, "interface name %q contains an invalid character %q", name, r)
+		}
+	}
+	return nil
+}
+
+// ValidateNetworkName applies the spec's network name rule (code 7).
+func ValidateNetworkName(name string) error {
+	if name == "" {
+		return cnierror.New(cnierror.CodeInvalidConfig, "missing network name")
+	}
+	if !idPattern.MatchString(name) {
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "invalid characters found in network name %q", name)
+	}
+	return nil
+}
+
+// ParseCNIArgs parses CNI_ARGS ("K=V;K2=V2") into a map. Keys outside known are an error
+// unless IgnoreUnknown is 1 or true, as in the reference library.
+func ParseCNIArgs(raw string, known ...string) (map[string]string, error) {
+	out := map[string]string{}
+	if raw == "" {
+		return out, nil
+	}
+	for _, pair := range strings.Split(raw, ";") {
+		kv := strings.Split(pair, "=")
+		if len(kv) != 2 {
+			return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_ARGS: invalid pair %q", pair)
+		}
+		out[kv[0]] = kv[1]
+	}
+	ignore := out["IgnoreUnknown"]
+	if ignore == "1" || strings.EqualFold(ignore, "true") {
+		return out, nil
+	}
+	for k := range out {
+		if k == "IgnoreUnknown" || contains(known, k) {
+			continue
+		}
+		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_ARGS: unknown key %q", k)
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,60 @@
+// Package skel is the spec layer every plugin runs on: it turns CNI_* variables and the
+// stdin config into a validated Request, negotiates the spec version, calls the plugin's
+// callback for the command, and writes the result or a CNI error in the config's version.
+// It has two entry points: Run for an exec'd process and Invoke for in-process callers
+// (IPAM delegation, the chain runner), which share every rule.
+package skel
+
+import (
+	"context"
+	"io"
+
+	"github.com/cnikit/cni/internal/result"
+)
+
+// The CNI commands.
+const (
+	CmdAdd     = "ADD"
+	CmdDel     = "DEL"
+	CmdCheck   = "CHECK"
+	CmdGC      = "GC"
+	CmdStatus  = "STATUS"
+	CmdVersion = "VERSION"
+)
+
+// Plugin is one built-in plugin: what it is called, what it speaks, and one callback per
+// command. A nil GC or Status callback succeeds, as the spec lets a plugin that keeps no
+// such state answer.
+type Plugin struct {
+	Name     string
+	About    string
+	Versions []string
+
+	Add    func(*Request) (*result.Result, error)
+	Del    func(*Request) error
+	Check  func(*Request) error
+	GC     func(*Request) error
+	Status func(*Request) error
+}
+
+// Request is everything a callback needs about one invocation.
+type Request struct {
+	Ctx  context.Context
+	Args Args
+	// Config is the request configuration exactly as received on stdin.
+	Config []byte
+	// Net holds the fields the spec gives every plugin config.
+	Net NetConf
+	// PrevResult is the parsed prevResult, already converted to Net.CNIVersion.
+	PrevResult *result.Result
+	// ValidAttachments is the GC list of attachments that are still in use.
+	ValidAttachments []Attachment
+	// Stderr is for logs; stdout belongs to the result.
+	Stderr io.Writer
+}
+
+// Attachment names one (container, interface) pair in a GC request.
+type Attachment struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifname"`
+}

@@ -1,0 +1,206 @@
+package skel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Run is the exec'd entry point: it reads the invocation from env and stdin, writes a
+// result or an error to stdout, and returns the exit status.
+func Run(p *Plugin, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	args := ArgsFromEnv(env)
+	switch args.Command {
+	case "":
+		fmt.Fprintf(stderr, "%s\nCNI protocol versions supported: %s\n", p.about(), strings.Join(p.Versions, ", "))
+		return 0
+	case CmdVersion:
+		return writeJSON(stdout, stderr, p.VersionInfo())
+	}
+	if err := args.validate(); err != nil {
+		return writeError(stdout, stderr, "", err)
+	}
+	data, err := io.ReadAll(stdin)
+	if err != nil {
+		return writeError(stdout, stderr, "", cnierror.Newf(cnierror.CodeIO, "reading from stdin: %v", err))
+	}
+	res, confVersion, err := invoke(context.Background(), p, args, data, stderr)
+	if err != nil {
+		return writeError(stdout, stderr, confVersion, err)
+	}
+	if res == nil {
+		return 0
+	}
+	if err := res.Print(stdout); err != nil {
+		fmt.Fprintf(stderr, "%s: writing result: %v\n", p.Name, err)
+		return 1
+	}
+	return 0
+}
+
+// Invoke is the in-process entry point: the same checks as Run, with the result or a
+// typed *cnierror.Error returned instead of printed. ADD returns the result in the
+// config's version; the other commands return a nil result.
+func Invoke(ctx context.Context, p *Plugin, args Args, config []byte, stderr io.Writer) (*result.Result, error) {
+	if args.Command == CmdVersion {
+		return nil, nil
+	}
+	if err := args.validate(); err != nil {
+		return nil, err
+	}
+	res, _, err := invoke(ctx, p, args, config, stderr)
+	if err != nil {
+		return nil, cnierror.From(err)
+	}
+	return res, nil
+}
+
+// VersionInfo is the VERSION answer: the toolkit's spec version and the plugin's list.
+type VersionInfo struct {
+	CNIVersion        string   `json:"cniVersion"`
+	SupportedVersions []string `json:"supportedVersions"`
+}
+
+// VersionInfo returns what VERSION prints for p.
+func (p *Plugin) VersionInfo() VersionInfo {
+	return VersionInfo{CNIVersion: version.Current, SupportedVersions: p.Versions}
+}
+
+func (p *Plugin) about() string {
+	if p.About == "" {
+		return p.Name
+	}
+	return p.Name + ": " + p.About
+}
+
+// invoke runs the validated pipeline shared by Run and Invoke. It also returns the
+// config's version so that errors can carry it.
+func invoke(ctx context.Context, p *Plugin, args Args, data []byte, stderr io.Writer) (*result.Result, string, error) {
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	conf, prev, err := parseNetConf(p, args.Command, data)
+	if err != nil {
+		return nil, conf.CNIVersion, err
+	}
+	if err := checkNetnsIsNotOwn(args); err != nil {
+		return nil, conf.CNIVersion, err
+	}
+	req := &Request{
+		Ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
+		ValidAttachments: conf.ValidAttachments, Stderr: stderr,
+	}
+	res, err := call(p, req)
+	if err != nil {
+		return nil, conf.CNIVersion, err
+	}
+	if args.Command != CmdAdd {
+		return nil, conf.CNIVersion, nil
+	}
+	if res == nil {
+		return nil, conf.CNIVersion, cnierror.Newf(cnierror.CodeInternal, "%s: ADD returned no result", p.Name)
+	}
+	v := conf.CNIVersion
+	if v == "" {
+		v = "0.1.0"
+	}
+	if res.CNIVersion == "" {
+		res.CNIVersion = v
+	}
+	out, err := res.Convert(v)
+	return out, conf.CNIVersion, err
+}
+
+// call runs the callback for the command, turning a panic into a CNI error so that a
+// runtime never sees a Go stack trace where it expects JSON.
+func call(p *Plugin, req *Request) (res *result.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(req.Stderr, "%s: panic: %v\n%s", p.Name, r, debug.Stack())
+			res, err = nil, cnierror.Newf(cnierror.CodeInternal, "%s: internal error: %v", p.Name, r)
+		}
+	}()
+	switch req.Args.Command {
+	case CmdAdd:
+		if p.Add == nil {
+			return nil, cnierror.Newf(cnierror.CodeInternal, "%s does not implement ADD", p.Name)
+		}
+		return p.Add(req)
+	case CmdDel:
+		return nil, optional(p.Del, req)
+	case CmdCheck:
+		if p.Check == nil {
+			return nil, cnierror.Newf(cnierror.CodeInternal, "%s does not implement CHECK", p.Name)
+		}
+		return nil, p.Check(req)
+	case CmdGC:
+		return nil, optional(p.GC, req)
+	case CmdStatus:
+		return nil, optional(p.Status, req)
+	}
+	return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "unknown CNI_COMMAND: %s", req.Args.Command)
+}
+
+func optional(fn func(*Request) error, req *Request) error {
+	if fn == nil {
+		return nil
+	}
+	return fn(req)
+}
+
+// checkNetnsIsNotOwn refuses an ADD, DEL or CHECK whose CNI_NETNS is the namespace the
+// plugin itself runs in: acting there would rename or delete the host's own interfaces.
+// The reference checks this only after the callback ran; checking first is safer.
+func checkNetnsIsNotOwn(args Args) error {
+	if args.NetnsOverride || args.Netns == "" {
+		return nil
+	}
+	switch args.Command {
+	case CmdAdd, CmdDel, CmdCheck:
+	default:
+		return nil
+	}
+	var target, own syscall.Stat_t
+	if syscall.Stat(args.Netns, &target) != nil {
+		return nil // a vanished netns is the plugin's to handle (DEL must succeed)
+	}
+	if syscall.Stat("/proc/thread-self/ns/net", &own) != nil {
+		return nil
+	}
+	if target.Dev == own.Dev && target.Ino == own.Ino {
+		return cnierror.Newf(cnierror.CodeInvalidNetNS,
+			"netns %q is the plugin's own network namespace; refusing to act on it", args.Netns)
+	}
+	return nil
+}
+
+func writeJSON(stdout, stderr io.Writer, v any) int {
+	b, err := json.Marshal(v)
+	if err == nil {
+		_, err = stdout.Write(append(b, '\n'))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "writing output: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func writeError(stdout, stderr io.Writer, confVersion string, err error) int {
+	ce := cnierror.From(err)
+	if ce.CNIVersion == "" {
+		ce = &cnierror.Error{CNIVersion: confVersion, Code: ce.Code, Msg: ce.Msg, Details: ce.Details}
+	}
+	if _, werr := stdout.Write(append(ce.JSON(), '\n')); werr != nil {
+		fmt.Fprintf(stderr, "%v (and writing the error failed: %v)\n", ce, werr)
+	}
+	return 1
+}

@@ -1,0 +1,206 @@
+// Package testns gives tests throwaway network namespaces: a "host" in which a plugin
+// runs and "containers" it configures. A namespace is held by an open file descriptor
+// and addressed as /proc/<pid>/fd/<n>, so nothing is mounted and nothing outlives the
+// test process, even when it is killed.
+package testns
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/cnikit/cni/internal/ns"
+)
+
+// NS is one throwaway network namespace.
+type NS struct {
+	handle netns.NsHandle
+	// Path is what a runtime would pass as CNI_NETNS.
+	Path string
+	once sync.Once
+}
+
+// New creates a network namespace that is closed (and so destroyed, once nothing else
+// holds it) when the test ends.
+func New(t testing.TB) *NS {
+	t.Helper()
+	n, err := create()
+	if err != nil {
+		t.Fatalf("testns: %v", err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+// NewWithLoopback is New with lo up, as a real host or a chained loopback would leave it.
+func NewWithLoopback(t testing.TB) *NS {
+	t.Helper()
+	n := New(t)
+	n.Run(t, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(lo)
+	})
+	return n
+}
+
+func create() (*NS, error) {
+	type made struct {
+		h   netns.NsHandle
+		err error
+	}
+	c := make(chan made, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			c <- made{err: err}
+			return
+		}
+		defer orig.Close()
+		h, err := netns.New()
+		if err != nil {
+			runtime.UnlockOSThread()
+			c <- made{err: fmt.Errorf("unshare: %w", err)}
+			return
+		}
+		if err := netns.Set(orig); err != nil {
+			c <- made{h: h, err: fmt.Errorf("return to original netns: %w", err)}
+			return // thread stays locked and is discarded
+		}
+		runtime.UnlockOSThread()
+		c <- made{h: h}
+	}()
+	m := <-c
+	if m.err != nil {
+		if m.h.IsOpen() {
+			m.h.Close()
+		}
+		return nil, m.err
+	}
+	return &NS{handle: m.h, Path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(m.h))}, nil
+}
+
+// Close releases the namespace; its path stops existing. Closing twice is harmless.
+func (n *NS) Close() {
+	n.once.Do(func() { n.handle.Close() })
+}
+
+// Do runs fn inside the namespace on a locked OS thread.
+func (n *NS) Do(fn func() error) error { return ns.DoHandle(n.handle, fn) }
+
+// Run is Do that fails the test on error.
+func (n *NS) Run(t testing.TB, fn func() error) {
+	t.Helper()
+	if err := n.Do(fn); err != nil {
+		t.Fatalf("in netns %s: %v", n.Path, err)
+	}
+}
+
+// Handle returns a netlink handle bound to the namespace, closed with the test.
+func (n *NS) Handle(t testing.TB) *netlink.Handle {
+	t.Helper()
+	h, err := netlink.NewHandleAt(n.handle)
+	if err != nil {
+		t.Fatalf("netlink handle for %s: %v", n.Path, err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// Exec runs a command (e.g. iptables-save, ping) inside the namespace and returns its
+// combined output.
+func (n *NS) Exec(t testing.TB, name string, arg ...string) (string, error) {
+	t.Helper()
+	var out []byte
+	err := n.Do(func() error {
+		var err error
+		out, err = exec.Command(name, arg...).CombinedOutput()
+		return err
+	})
+	return string(out), err
+}
+
+// RequireRoot skips tests that need CAP_NET_ADMIN when run unprivileged; the project's
+// suite runs as root, so in CI this never skips.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_NET_ADMIN) to create network namespaces")
+	}
+}
+
+// Binary returns the path of the cni binary for exec-level tests: $CNI_TEST_BINARY when
+// set (the full-kernel VM has no Go toolchain), otherwise a build of ./cmd/cni made once
+// per test process into a temp dir.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CNI_TEST_BINARY"); p != "" {
+		return p
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatalf("building cni: %v", err)
+	}
+	return bin
+}
+
+var buildOnce = sync.OnceValues(func() (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "cni-test-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "cni")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cni")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, out)
+	}
+	return bin, nil
+})
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// LinkPluginDir makes a temp dir holding links named after plugins, all pointing at the
+// cni binary, as /opt/cni/bin would; it returns the dir for CNI_PATH.
+func LinkPluginDir(t testing.TB, names ...string) string {
+	t.Helper()
+	bin := Binary(t)
+	dir := t.TempDir()
+	for _, name := range names {
+		if err := os.Symlink(bin, filepath.Join(dir, name)); err != nil {
+			t.Fatalf("link %s: %v", name, err)
+		}
+	}
+	return dir
+}

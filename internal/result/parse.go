@@ -1,0 +1,229 @@
+package result
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	"github.com/cnikit/cni/internal/cnierror"
+)
+
+// Parse decodes a result of any known version. The version is the JSON's "cniVersion";
+// when that is missing, empty or null, defaultVersion is used (pass the config's version:
+// libcni does so, issue #895), and when both are empty, 0.1.0 as the spec says.
+//
+// The literal input null gives an empty result in that version, because libcni turns
+// a plugin's null output into {"cniVersion": <config version>}.
+//
+// Decode failures are *cnierror.Error with code 6; an unknown version has code 1.
+// Each wire shape reads only the fields its reference type has: an "mtu" on a 0.4.0
+// interface is ignored, while every version keeps the extended route fields.
+func Parse(data []byte, defaultVersion string) (*Result, error) {
+	var head struct {
+		CNIVersion json.RawMessage `json:"cniVersion"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, cnierror.Newf(cnierror.CodeDecode, "decode CNI result: %v", err)
+	}
+	v := defaultVersion
+	var s string
+	if json.Unmarshal(head.CNIVersion, &s) == nil && s != "" {
+		v = s
+	}
+	if v == "" {
+		v = "0.1.0"
+	}
+	sh, ok := shapeOf(v)
+	if !ok {
+		return nil, cnierror.Newf(cnierror.CodeIncompatibleVersion, "unsupported CNI result version %q", v)
+	}
+	r, err := decodeShape(sh, data)
+	if err != nil {
+		return nil, cnierror.Newf(cnierror.CodeDecode, "decode CNI %s result: %v", v, err)
+	}
+	r.CNIVersion = v
+	return r, nil
+}
+
+// UnmarshalJSON decodes a result the way Parse does with no default version, so a
+// result without "cniVersion" is a 0.1.0 one.
+func (r *Result) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
+	p, err := Parse(data, "")
+	if err != nil {
+		return err
+	}
+	*r = *p
+	return nil
+}
+
+func decodeShape(sh shape, data []byte) (*Result, error) {
+	switch sh {
+	case shape02:
+		var w wireResult02
+		if err := json.Unmarshal(data, &w); err != nil {
+			return nil, err
+		}
+		return fromWire02(&w)
+	case shape04:
+		var w wireResult04
+		if err := json.Unmarshal(data, &w); err != nil {
+			return nil, err
+		}
+		return fromWire04(&w)
+	default:
+		var w wireResult1
+		if err := json.Unmarshal(data, &w); err != nil {
+			return nil, err
+		}
+		return fromWire1(&w)
+	}
+}
+
+// fromWire02 lists ip4 before ip6 and their routes in the same order, as the reference
+// 0.2.0 -> 0.4.0 converter does.
+func fromWire02(w *wireResult02) (*Result, error) {
+	r := &Result{DNS: fromWireDNS0(w.DNS)}
+	for _, f := range []struct {
+		name string
+		ip   *wireIP02
+	}{{"ip4", w.IP4}, {"ip6", w.IP6}} {
+		if f.ip == nil {
+			continue
+		}
+		addr, err := parsePrefix(f.ip.IP)
+		if err != nil {
+			return nil, fmt.Errorf("%s: ip: %w", f.name, err)
+		}
+		gw, err := parseAddr(f.ip.Gateway)
+		if err != nil {
+			return nil, fmt.Errorf("%s: gateway: %w", f.name, err)
+		}
+		r.IPs = append(r.IPs, IPConfig{Address: addr, Gateway: gw})
+		for i, wr := range f.ip.Routes {
+			rt, err := fromWireRoute(wr)
+			if err != nil {
+				return nil, fmt.Errorf("%s: routes[%d]: %w", f.name, i, err)
+			}
+			r.Routes = append(r.Routes, rt)
+		}
+	}
+	return r, nil
+}
+
+// fromWire04 ignores each ip's "version": the model derives it from the address, so a
+// 0.4.0 entry whose "version" contradicts its address is read by its address.
+func fromWire04(w *wireResult04) (*Result, error) {
+	r := &Result{DNS: fromWireDNS0(w.DNS)}
+	for _, wi := range w.Interfaces {
+		r.Interfaces = append(r.Interfaces, Interface{Name: wi.Name, Mac: wi.Mac, Sandbox: wi.Sandbox})
+	}
+	for i, wip := range w.IPs {
+		ip, err := fromWireIP(wip.Interface, wip.Address, wip.Gateway)
+		if err != nil {
+			return nil, fmt.Errorf("ips[%d]: %w", i, err)
+		}
+		r.IPs = append(r.IPs, ip)
+	}
+	for i, wr := range w.Routes {
+		rt, err := fromWireRoute(wr)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d]: %w", i, err)
+		}
+		r.Routes = append(r.Routes, rt)
+	}
+	return r, nil
+}
+
+func fromWire1(w *wireResult1) (*Result, error) {
+	r := &Result{}
+	if w.DNS != nil {
+		r.DNS = DNS{Nameservers: w.DNS.Nameservers, Domain: w.DNS.Domain, Search: w.DNS.Search, Options: w.DNS.Options}
+	}
+	for _, wi := range w.Interfaces {
+		r.Interfaces = append(r.Interfaces, Interface{
+			Name: wi.Name, Mac: wi.Mac, MTU: wi.MTU, Sandbox: wi.Sandbox, SocketPath: wi.SocketPath, PciID: wi.PciID,
+		})
+	}
+	for i, wip := range w.IPs {
+		ip, err := fromWireIP(wip.Interface, wip.Address, wip.Gateway)
+		if err != nil {
+			return nil, fmt.Errorf("ips[%d]: %w", i, err)
+		}
+		r.IPs = append(r.IPs, ip)
+	}
+	for i, wr := range w.Routes {
+		rt, err := fromWireRoute(wireRoute{
+			Dst: wr.Dst, GW: wr.GW, MTU: wr.MTU, AdvMSS: wr.AdvMSS, Priority: wr.Priority, Table: wr.Table, Scope: wr.Scope,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d]: %w", i, err)
+		}
+		r.Routes = append(r.Routes, rt)
+	}
+	return r, nil
+}
+
+func fromWireIP(iface *int, address, gateway string) (IPConfig, error) {
+	addr, err := parsePrefix(address)
+	if err != nil {
+		return IPConfig{}, fmt.Errorf("address: %w", err)
+	}
+	gw, err := parseAddr(gateway)
+	if err != nil {
+		return IPConfig{}, fmt.Errorf("gateway: %w", err)
+	}
+	return IPConfig{Interface: iface, Address: addr, Gateway: gw}, nil
+}
+
+func fromWireRoute(w wireRoute) (Route, error) {
+	dst, err := parsePrefix(w.Dst)
+	if err != nil {
+		return Route{}, fmt.Errorf("dst: %w", err)
+	}
+	gw, err := parseAddr(w.GW)
+	if err != nil {
+		return Route{}, fmt.Errorf("gw: %w", err)
+	}
+	return Route{Dst: dst, GW: gw, MTU: w.MTU, AdvMSS: w.AdvMSS, Priority: w.Priority, Table: w.Table, Scope: w.Scope}, nil
+}
+
+func fromWireDNS0(w wireDNS0) DNS {
+	return DNS{Nameservers: w.Nameservers, Domain: w.Domain, Search: w.Search, Options: w.Options}
+}
+
+// parsePrefix reads a CIDR keeping its host bits. The reference library would accept a
+// missing address and later print it as "<nil>", which nothing can read back, so a
+// missing one is an error here. An IPv4-mapped IPv6 address is read as IPv4, as Go's
+// net package (and so the reference) treats it.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if s == "" {
+		return netip.Prefix{}, fmt.Errorf("missing CIDR")
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if a := p.Addr(); a.Is4In6() {
+		return netip.PrefixFrom(a.Unmap(), max(p.Bits()-96, 0)), nil
+	}
+	return p, nil
+}
+
+// parseAddr reads an optional address: "" is no address, like the reference's net.IP.
+// Zones are refused because net.ParseIP refuses them.
+func parseAddr(s string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if a.Zone() != "" {
+		return netip.Addr{}, fmt.Errorf("address %q has a zone", s)
+	}
+	return a.Unmap(), nil
+}

@@ -111,4 +111,3 @@ func TestDelWithVanishedNetnsSucceeds(t *testing.T) {
 		assert.Equal(t, 0, code, "DEL is idempotent: %s", out)
 	}
 }
-

@@ -1,0 +1,127 @@
+package iptables
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Batch collects the changes of one operation on one table. Each call consults the
+// snapshot and records a change only when it is needed, and updates the snapshot, so a
+// later call sees the earlier ones (deleting a rule twice records one delete).
+type Batch struct {
+	t     *Table
+	lines []string
+	err   error
+}
+
+// NewBatch starts a batch against a snapshot, which it takes over.
+func NewBatch(t *Table) *Batch { return &Batch{t: t} }
+
+// Table is the snapshot as changed by the batch so far.
+func (b *Batch) Table() *Table { return b.t }
+
+// Len is the number of recorded restore lines.
+func (b *Batch) Len() int { return len(b.lines) }
+
+// Err is the first misuse recorded (a rule for a chain that does not exist).
+func (b *Batch) Err() error { return b.err }
+
+// Script is the iptables-restore input of the batch.
+func (b *Batch) Script() string {
+	if len(b.lines) == 0 {
+		return ""
+	}
+	return "*" + b.t.Name + "\n" + strings.Join(b.lines, "\n") + "\nCOMMIT\n"
+}
+
+func (b *Batch) add(format string, a ...any) {
+	b.lines = append(b.lines, fmt.Sprintf(format, a...))
+}
+
+func (b *Batch) chain(name string) *Chain {
+	c := b.t.Chain(name)
+	if c == nil && b.err == nil {
+		b.err = fmt.Errorf("%s table %s: chain %s does not exist", b.t.Family, b.t.Name, name)
+	}
+	return c
+}
+
+// EnsureChain creates a user chain unless it exists. It uses `-N`, never a `:CHAIN`
+// line, which under --noflush would flush a chain that a concurrent writer just filled.
+func (b *Batch) EnsureChain(name string) {
+	if b.t.Chain(name) != nil {
+		return
+	}
+	b.t.addChain(name, "-")
+	b.add("-N %s", name)
+}
+
+// AppendRule appends r to chain unless chain already holds it.
+func (b *Batch) AppendRule(chain string, r Rule) {
+	c := b.chain(chain)
+	if c == nil || c.Has(r) {
+		return
+	}
+	c.Rules = append(c.Rules, r)
+	b.add("-A %s %s", chain, r)
+}
+
+// InsertRule puts r first in chain unless chain already holds it (anywhere).
+func (b *Batch) InsertRule(chain string, r Rule) {
+	c := b.chain(chain)
+	if c == nil || c.Has(r) {
+		return
+	}
+	c.Rules = append([]Rule{r}, c.Rules...)
+	b.add("-I %s 1 %s", chain, r)
+}
+
+// DeleteRule deletes r from chain if the chain holds it.
+func (b *Batch) DeleteRule(chain string, r Rule) {
+	c := b.t.Chain(chain)
+	if c == nil {
+		return
+	}
+	i := c.index(r)
+	if i < 0 {
+		return
+	}
+	c.Rules = append(c.Rules[:i:i], c.Rules[i+1:]...)
+	b.add("-D %s %s", chain, r)
+}
+
+// DeleteRulesFunc deletes every rule of chain for which match is true; it is how a
+// caller removes rules it can only recognise (by comment or target), not rebuild.
+func (b *Batch) DeleteRulesFunc(chain string, match func(Rule) bool) {
+	c := b.t.Chain(chain)
+	if c == nil {
+		return
+	}
+	for _, r := range append([]Rule(nil), c.Rules...) {
+		if match(r) {
+			b.DeleteRule(chain, r)
+		}
+	}
+}
+
+// FlushChain removes every rule of chain, if it has any.
+func (b *Batch) FlushChain(name string) {
+	c := b.t.Chain(name)
+	if c == nil || len(c.Rules) == 0 {
+		return
+	}
+	c.Rules = nil
+	b.add("-F %s", name)
+}
+
+// DeleteChain flushes and deletes a user chain if it exists. Rules jumping to it must be
+// deleted first (earlier in the batch).
+func (b *Batch) DeleteChain(name string) {
+	c := b.t.Chain(name)
+	if c == nil || c.Builtin() {
+		return
+	}
+	b.FlushChain(name)
+	delete(b.t.chains, name)
+	b.add("-X %s", name)
+}

@@ -1,0 +1,99 @@
+package iptables
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"github.com/google/nftables"
+)
+
+// attempts bounds the optimistic retries of Update.
+const attempts = 3
+
+// Load takes a snapshot of one table with one iptables-save (ip6tables-save) exec.
+func Load(ctx context.Context, fam Family, table string) (*Table, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, fam.String()+"-save", "-t", table)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s-save -t %s: %w: %s", fam, table, err, strings.TrimSpace(stderr.String()))
+	}
+	return Parse(fam, table, stdout.String())
+}
+
+// Restore applies an iptables-restore script without flushing anything else, waiting
+// for the xtables lock.
+func Restore(ctx context.Context, fam Family, script string) error {
+	if script == "" {
+		return nil
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, fam.String()+"-restore", "--noflush", "-w")
+	cmd.Stdin = strings.NewReader(script)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s-restore: %w: %s", fam, err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// Update plans a change of one table against a fresh snapshot and applies it in one
+// restore: at most one save and one restore exec when nothing races, none of the latter
+// when plan records nothing. If the restore fails and a fresh snapshot yields a
+// different plan (a concurrent writer changed the table in between), it tries again.
+func Update(ctx context.Context, fam Family, table string, plan func(*Batch) error) error {
+	var last string
+	for try := 1; ; try++ {
+		t, err := Load(ctx, fam, table)
+		if err != nil {
+			return err
+		}
+		b := NewBatch(t)
+		if err := plan(b); err != nil {
+			return err
+		}
+		if b.Err() != nil {
+			return b.Err()
+		}
+		script := b.Script()
+		if script == "" {
+			return nil
+		}
+		err = Restore(ctx, fam, script)
+		if err == nil || script == last || try == attempts {
+			return err
+		}
+		last = script
+	}
+}
+
+// TableInUse reports, without exec'ing anything, whether this network namespace has the
+// table in either iptables flavour: the legacy tables are listed in /proc, iptables-nft
+// keeps a same-named nftables table of family ip (ip6). A cleanup can skip the
+// save/restore execs of a family whose table does not exist.
+func TableInUse(fam Family, table string) bool {
+	legacy, nftFam := "/proc/net/ip_tables_names", nftables.TableFamilyIPv4
+	if fam == IPv6 {
+		legacy, nftFam = "/proc/net/ip6_tables_names", nftables.TableFamilyIPv6
+	}
+	if b, err := os.ReadFile(legacy); err == nil {
+		for _, name := range strings.Fields(string(b)) {
+			if name == table {
+				return true
+			}
+		}
+	}
+	conn, err := nftables.New()
+	if err != nil {
+		return true // cannot tell: let the caller look with iptables-save
+	}
+	defer conn.CloseLasting()
+	_, err = conn.ListTableOfFamily(table, nftFam)
+	return err == nil || !errors.Is(err, syscall.ENOENT)
+}

@@ -3,7 +3,6 @@ package skel
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"unicode"
 
@@ -134,14 +133,28 @@ func (a Args) value(name string) string {
 	return ""
 }
 
-var idPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
+// validID applies the spec's ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$ by hand: a package-level
+// regexp would be compiled at start-up of every plugin exec.
+func validID(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidateContainerID applies the spec's container id rule.
 func ValidateContainerID(id string) error {
 	if id == "" {
 		return cnierror.New(cnierror.CodeInvalidEnv, "missing containerID")
 	}
-	if !idPattern.MatchString(id) {
+	if !validID(id) {
 		return cnierror.Newf(cnierror.CodeInvalidEnv, "invalid characters in containerID %q", id)
 	}
 	return nil
@@ -170,7 +183,7 @@ func ValidateNetworkName(name string) error {
 	if name == "" {
 		return cnierror.New(cnierror.CodeInvalidConfig, "missing network name")
 	}
-	if !idPattern.MatchString(name) {
+	if !validID(name) {
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "invalid characters found in network name %q", name)
 	}
 	return nil

@@ -408,3 +408,12 @@ func TestLoadConfigNamesTheBadField(t *testing.T) {
 	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
 	assert.Contains(t, err.Error(), "mtu")
 }
+
+func TestValidIDMatchesTheSpecPattern(t *testing.T) {
+	for id, ok := range map[string]bool{
+		"a": true, "0": true, "a-b_c.d": true, "A9": true,
+		"": false, "-a": false, "_a": false, ".a": false, "a b": false, "a/b": false, "ä": false, "a:b": false,
+	} {
+		assert.Equal(t, ok, validID(id), id)
+	}
+}

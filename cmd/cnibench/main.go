@@ -1,0 +1,136 @@
+// Command cnibench is the project's performance record (`make bench`): it measures the
+// figures a node operator cares about, the same way every run, inside throwaway network
+// namespaces, prints a table and writes the same figures as JSON. It is a development
+// tool, not part of the shipped binary, and so may use libcni as an independent client.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+func main() {
+	bin := flag.String("bin", "bin/cni", "the cni binary to measure (build with make build)")
+	out := flag.String("out", "bin/bench.json", "where to write the JSON record")
+	only := flag.String("only", "", "comma-separated section names to run (default: all)")
+	quick := flag.Bool("quick", false, "fewer iterations (a smoke run)")
+	flag.Parse()
+
+	abs, err := filepath.Abs(*bin)
+	if err != nil {
+		fatal(err)
+	}
+	b := &bench{bin: abs, quick: *quick}
+	if os.Geteuid() != 0 {
+		fatal(fmt.Errorf("must run as root: it creates network namespaces"))
+	}
+	fmt.Printf("cnibench: %s, %d cores, kernel %s, %s\n", abs, runtime.NumCPU(), kernelRelease(), runtime.Version())
+	for _, s := range b.sections() {
+		if *only != "" && !strings.Contains(","+*only+",", ","+s.name+",") {
+			continue
+		}
+		start := time.Now()
+		if err := s.run(); err != nil {
+			b.record(s.name, "error", 0, "", err.Error())
+			fmt.Printf("  %s: error: %v\n", s.name, err)
+		}
+		fmt.Fprintf(os.Stderr, "  (%s took %s)\n", s.name, time.Since(start).Round(time.Millisecond))
+	}
+	b.printTable(os.Stdout)
+	if err := b.writeJSON(*out); err != nil {
+		fatal(err)
+	}
+	fmt.Printf("\nJSON record: %s\n", *out)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "cnibench:", err)
+	os.Exit(1)
+}
+
+func kernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// figure is one measured number.
+type figure struct {
+	Section string  `json:"section"`
+	Name    string  `json:"name"`
+	Value   float64 `json:"value"`
+	Unit    string  `json:"unit"`
+	Note    string  `json:"note,omitempty"`
+	Target  string  `json:"target,omitempty"`
+}
+
+type section struct {
+	name string
+	run  func() error
+}
+
+type bench struct {
+	bin     string
+	quick   bool
+	figures []figure
+}
+
+func (b *bench) record(section, name string, value float64, unit, note string) {
+	b.figures = append(b.figures, figure{Section: section, Name: name, Value: value, Unit: unit, Note: note})
+}
+
+func (b *bench) target(t string) {
+	if n := len(b.figures); n > 0 {
+		b.figures[n-1].Target = t
+	}
+}
+
+func (b *bench) iterations(full int) int {
+	if b.quick {
+		return max(full/10, 5)
+	}
+	return full
+}
+
+func (b *bench) printTable(w *os.File) {
+	fmt.Fprintf(w, "\n%-14s %-58s %12s  %-8s %s\n", "section", "figure", "value", "unit", "target / note")
+	last := ""
+	for _, f := range b.figures {
+		sec := f.Section
+		if sec == last {
+			sec = ""
+		}
+		last = f.Section
+		extra := f.Target
+		if f.Note != "" {
+			extra = strings.TrimSpace(extra + "  " + f.Note)
+		}
+		fmt.Fprintf(w, "%-14s %-58s %12.3f  %-8s %s\n", sec, f.Name, f.Value, f.Unit, extra)
+	}
+}
+
+func (b *bench) writeJSON(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	rec := struct {
+		When    time.Time `json:"when"`
+		Cores   int       `json:"cores"`
+		Kernel  string    `json:"kernel"`
+		Go      string    `json:"go"`
+		Figures []figure  `json:"figures"`
+	}{time.Now().UTC(), runtime.NumCPU(), kernelRelease(), runtime.Version(), b.figures}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}

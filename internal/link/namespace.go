@@ -1,0 +1,148 @@
+// Package link holds the interface plumbing every interface plugin shares: opening a
+// network namespace with a netlink handle bound to it, creating a veth pair whose
+// container end is born inside the container, configuring a result's addresses and
+// routes on an interface, checking them again for CHECK, finding a container
+// interface's host-side peer, and waiting for a link to come up.
+//
+// Netlink work goes through handles bound to a namespace (netlink.NewHandleAt), so the
+// calling thread rarely switches namespaces; only sysctls, which the kernel resolves
+// through the opening thread's namespace, run inside ns.DoHandle. Handles are opened on
+// first use: nothing is opened at package load.
+package link
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/cnikit/cni/internal/ns"
+)
+
+// NS is an open network namespace: a file descriptor that keeps it alive and a netlink
+// handle (route family only) bound to it, opened on first use.
+type NS struct {
+	// Path is the namespace's path as given ("" for the caller's own namespace).
+	Path string
+	fd   netns.NsHandle
+	h    *netlink.Handle
+}
+
+// Open opens the namespace at path. A path that does not exist gives an error that
+// matches ns.ErrNotExist, which DEL treats as "nothing left to do".
+func Open(path string) (*NS, error) {
+	fd, err := netns.GetFromPath(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("netns %q: %w", path, ns.ErrNotExist)
+		}
+		return nil, fmt.Errorf("netns %q: open: %w", path, err)
+	}
+	return &NS{Path: path, fd: fd}, nil
+}
+
+// Current opens the calling thread's own namespace: the host side for a plugin. In
+// tests that play "host" inside ns.Do this is that namespace, as the thread is locked.
+func Current() (*NS, error) {
+	fd, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("netns: open current: %w", err)
+	}
+	return &NS{fd: fd}, nil
+}
+
+// Handle returns the netlink handle bound to the namespace, opening it on first use.
+func (n *NS) Handle() (*netlink.Handle, error) {
+	if n.h != nil {
+		return n.h, nil
+	}
+	h, err := netlink.NewHandleAt(n.fd, syscall.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netns %s: netlink handle: %w", n.name(), err)
+	}
+	n.h = h
+	return h, nil
+}
+
+// Fd is the namespace's file descriptor, for attributes such as a veth peer's
+// IFLA_NET_NS_FD. It stays valid until Close.
+func (n *NS) Fd() int { return int(n.fd) }
+
+// Do runs fn inside the namespace on a locked OS thread (for sysctls).
+func (n *NS) Do(fn func() error) error { return ns.DoHandle(n.fd, fn) }
+
+// Close releases the handle and the descriptor. Closing twice is harmless.
+func (n *NS) Close() {
+	if n == nil {
+		return
+	}
+	if n.h != nil {
+		n.h.Close()
+		n.h = nil
+	}
+	if n.fd.IsOpen() {
+		n.fd.Close()
+		n.fd = netns.None()
+	}
+}
+
+func (n *NS) name() string {
+	if n.Path == "" {
+		return "(current)"
+	}
+	return n.Path
+}
+
+// IsNotFound reports whether err says a link does not exist.
+func IsNotFound(err error) bool {
+	var nf netlink.LinkNotFoundError
+	return errors.As(err, &nf) || errors.Is(err, syscall.ENODEV)
+}
+
+// ByName returns the link called name in the namespace.
+func (n *NS) ByName(name string) (netlink.Link, error) {
+	h, err := n.Handle()
+	if err != nil {
+		return nil, err
+	}
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("link %q: %w", name, err)
+	}
+	return l, nil
+}
+
+// Delete removes the link called name; a link that is already gone is not an error.
+func (n *NS) Delete(name string) error {
+	l, err := n.ByName(name)
+	if IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	h, _ := n.Handle()
+	if err := h.LinkDel(l); err != nil && !IsNotFound(err) {
+		return fmt.Errorf("link %q: delete: %w", name, err)
+	}
+	return nil
+}
+
+// retryDump runs a netlink dump again when the kernel flags it as interrupted by a
+// concurrent change (NLM_F_DUMP_INTR), as the partial answer may miss entries.
+func retryDump[T any](dump func() ([]T, error)) ([]T, error) {
+	var (
+		out []T
+		err error
+	)
+	for range 5 {
+		out, err = dump()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return out, err
+		}
+	}
+	return out, err
+}

@@ -140,7 +140,9 @@ func inNewNetns(fn func(h *netlink.Handle) error) error {
 	// Closing the last reference (this fd, the handle's sockets, the
 	// thread) destroys the namespace and its links; it has no name to remove.
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
+	// Route netlink only: asking for every family would also open xfrm
+	// netlink, which fails on kernels without xfrm_user loaded.
+	h, err := netlink.NewHandleAt(ns, syscall.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink handle in throwaway netns: %w", err)
 	}

@@ -1,0 +1,34 @@
+// Package chain is the embedded chain runner: it loads network configuration lists the
+// way libcni does and runs them (ADD, CHECK, DEL, GC, STATUS) against a container,
+// keeping libcni's result cache so that libcni-based runtimes and this runner can each
+// CHECK and DEL what the other ADDed. Built-in plugins run in-process; any other plugin
+// type is exec'd from the plugin path exactly as libcni would exec it.
+//
+// Embedding it takes a configuration, a Runner and an Attachment:
+//
+//	net, err := chain.Load("/etc/cni/net.d", "mynet") // or chain.Parse(bytes)
+//	r := &chain.Runner{
+//		Builtin:    dispatch.Lookup,          // nil: exec every plugin
+//		PluginPath: []string{"/opt/cni/bin"},
+//		CacheDir:   "/var/lib/cni",           // "" means the same default
+//		Timeout:    30 * time.Second,
+//	}
+//	att := chain.Attachment{ContainerID: "c1", Netns: "/run/netns/c1", IfName: "eth0",
+//		CapabilityArgs: map[string]any{"portMappings": ports}}
+//	res, err := r.Add(ctx, net, att) // *result.Result, cached on disk
+//	err = r.Check(ctx, net, att)
+//	err = r.Del(ctx, net, att)
+//	err = r.GC(ctx, net, &chain.GCArgs{ValidAttachments: stillInUse})
+//	err = r.Status(ctx, net)
+//
+// Errors: loading gives *NotFoundError, *NoConfigsError or *InvalidError; a failing
+// plugin gives *PluginError ("plugin type=... name=... failed (add): ..."), which wraps
+// the plugin's *cnierror.Error so cnierror.Code(err) is the plugin's CNI code. Runner.Invoke
+// runs a single plugin by hand (what `cni exec` does) and Runner.Version asks one for
+// its versions.
+//
+// Deliberate differences from libcni: a network defined in two files of a directory is
+// an error instead of the first file silently winning; files above MaxFileSize are
+// refused; the cache entry is written atomically; a "text file busy" exec is really
+// retried; large integers in plugin configs survive the injection round trip.
+package chain

@@ -1,0 +1,296 @@
+package chain
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Runner runs network configuration lists. The zero value execs every plugin from an
+// empty path; set at least PluginPath. A Runner holds no state between calls (the
+// result cache is on disk), so one value may serve concurrent calls for different
+// attachments; like any CNI runtime, never run two operations on one attachment at once.
+type Runner struct {
+	// Builtin returns the in-process plugin for a type, or nil to exec the type from
+	// PluginPath. The cni binary passes its registry lookup.
+	Builtin func(pluginType string) *skel.Plugin
+	// PluginPath is CNI_PATH: where exec'd plugins are found, and what every plugin
+	// (built-in or not) is told for its own delegates.
+	PluginPath []string
+	// CacheDir holds the result cache; empty means DefaultCacheDir (/var/lib/cni).
+	CacheDir string
+	// Env is the environment exec'd plugins inherit (the CNI_* variables are replaced);
+	// nil means this process's environment, as libcni does.
+	Env []string
+	// Stderr receives the plugins' logs; nil discards them.
+	Stderr io.Writer
+	// Timeout bounds each operation (Add, Check, Del, GC, Status) as a whole; zero means
+	// only the caller's context does. An exec'd plugin still running at the deadline is
+	// killed.
+	Timeout time.Duration
+}
+
+// Attachment says which container a network is attached to: what a runtime passes as
+// CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS and capability args.
+type Attachment struct {
+	ContainerID string
+	Netns       string
+	IfName      string
+	// Args are the CNI_ARGS pairs, sent as K=V;K2=V2.
+	Args [][2]string
+	// CapabilityArgs are offered to each plugin as "runtimeConfig", filtered by the
+	// capabilities the plugin declares true.
+	CapabilityArgs map[string]any
+}
+
+func (a *Attachment) cniArgs() string {
+	pairs := make([]string, len(a.Args))
+	for i, kv := range a.Args {
+		pairs[i] = kv[0] + "=" + kv[1]
+	}
+	return strings.Join(pairs, ";")
+}
+
+// validate applies libcni's checks before ADD; they also keep the cache file name a
+// plain file name.
+func (a *Attachment) validate(network string) error {
+	if err := skel.ValidateContainerID(a.ContainerID); err != nil {
+		return err
+	}
+	if err := skel.ValidateNetworkName(network); err != nil {
+		return err
+	}
+	return skel.ValidateIfName(a.IfName)
+}
+
+// GCArgs is what GC is told about the attachments still in use. A nil *GCArgs means
+// none was given: every cached attachment of the network is stale and the plugins get no
+// valid-attachments key (cnitool's gc).
+type GCArgs struct {
+	ValidAttachments []skel.Attachment
+}
+
+func (r *Runner) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.Timeout > 0 {
+		return context.WithTimeout(ctx, r.Timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// Add runs ADD through the plugins in order, each getting the previous result as
+// prevResult, and caches the final result. On failure nothing is cached and nothing is
+// undone: as with libcni, the caller should DEL.
+func (r *Runner) Add(ctx context.Context, n *Network, att Attachment) (*result.Result, error) {
+	ctx, cancel := r.context(ctx)
+	defer cancel()
+	if err := att.validate(n.Name); err != nil {
+		return nil, err
+	}
+	var res *result.Result
+	for _, pc := range n.Plugins {
+		conf, err := pluginConfig(n, pc, res, &att, nil)
+		if err != nil {
+			return nil, &PluginError{Type: pc.Type, Network: n.Name, Step: "add", Err: err}
+		}
+		if res, err = r.Invoke(ctx, pc.Type, skel.CmdAdd, conf, att); err != nil {
+			return nil, &PluginError{Type: pc.Type, Network: n.Name, Step: "add", Err: err}
+		}
+	}
+	if err := r.writeCache(n, &att, res); err != nil {
+		return nil, fmt.Errorf("failed to set network %q cached result: %w", n.Name, err)
+	}
+	return res, nil
+}
+
+// Check runs CHECK through the plugins in order with the cached result as prevResult
+// (none when nothing is cached, as libcni). It needs a config of 0.4.0 or later and does
+// nothing when the list sets disableCheck.
+func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
+	ctx, cancel := r.context(ctx)
+	defer cancel()
+	if !version.AtLeast(n.CNIVersion, "0.4.0") {
+		return cnierror.Newf(cnierror.CodeIncompatibleVersion,
+			"configuration version %q does not support the CHECK command", n.CNIVersion)
+	}
+	if n.DisableCheck {
+		return nil
+	}
+	if err := att.validate(n.Name); err != nil {
+		return err
+	}
+	prev, err := r.cachedResult(n, &att)
+	if err != nil {
+		return fmt.Errorf("failed to get network %q cached result: %w", n.Name, err)
+	}
+	for _, pc := range n.Plugins {
+		if err := r.run(ctx, n, pc, skel.CmdCheck, "check", prev, &att, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Del runs DEL through the plugins in reverse order with the cached result as
+// prevResult (configs of 0.4.0 or later), then removes the cache entry. An empty or
+// corrupt cache entry never blocks DEL: it is dropped and DEL runs without prevResult.
+func (r *Runner) Del(ctx context.Context, n *Network, att Attachment) error {
+	ctx, cancel := r.context(ctx)
+	defer cancel()
+	return r.del(ctx, n, &att)
+}
+
+func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
+	if err := att.validate(n.Name); err != nil {
+		return err
+	}
+	var prev *result.Result
+	if version.AtLeast(n.CNIVersion, "0.4.0") {
+		var err error
+		if prev, err = r.cachedResult(n, att); err != nil {
+			r.logf("ignoring unusable cached result: %v", err)
+			prev = nil
+		}
+	}
+	for i := len(n.Plugins) - 1; i >= 0; i-- {
+		if err := r.run(ctx, n, n.Plugins[i], skel.CmdDel, "delete", prev, att, nil); err != nil {
+			return err
+		}
+	}
+	if err := r.removeCache(n.Name, att); err != nil {
+		r.logf("removing cached result: %v", err)
+	}
+	return nil
+}
+
+// GC deletes every cached attachment of the network that args does not list as valid
+// (a full DEL each, with the cached netns and args), then, for configs of 1.1.0 or
+// later, sends GC to every plugin with the valid list under both
+// "cni.dev/valid-attachments" and "cni.dev/attachments". It keeps going after errors and
+// returns them all. Nothing happens when the list sets disableGC.
+func (r *Runner) GC(ctx context.Context, n *Network, args *GCArgs) error {
+	ctx, cancel := r.context(ctx)
+	defer cancel()
+	if n.DisableGC {
+		return nil
+	}
+	var errs []error
+	cached, err := r.CachedAttachments("")
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing cached attachments: %w", err))
+	}
+	valid := map[skel.Attachment]bool{}
+	if args != nil {
+		for _, a := range args.ValidAttachments {
+			valid[a] = true
+		}
+	}
+	for _, c := range cached {
+		if c.Network != n.Name || valid[skel.Attachment{ContainerID: c.ContainerID, IfName: c.IfName}] {
+			continue
+		}
+		if err := r.del(ctx, n, &c.Attachment); err != nil {
+			errs = append(errs, fmt.Errorf("failed to delete stale attachment %s %s: %w", c.ContainerID, c.IfName, err))
+		}
+	}
+	if version.AtLeast(n.CNIVersion, "1.1.0") {
+		var extra map[string]any
+		if args != nil {
+			extra = map[string]any{
+				"cni.dev/valid-attachments": args.ValidAttachments,
+				"cni.dev/attachments":       args.ValidAttachments,
+			}
+		}
+		for _, pc := range n.Plugins {
+			if err := r.run(ctx, n, pc, skel.CmdGC, "gc", nil, nil, extra); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Status sends STATUS to each plugin in order (configs of 1.1.0 or later; older ones
+// have no STATUS and report nothing) and returns the first failure, whose code (50, 51,
+// ...) cnierror.Code reads.
+func (r *Runner) Status(ctx context.Context, n *Network) error {
+	ctx, cancel := r.context(ctx)
+	defer cancel()
+	if !version.AtLeast(n.CNIVersion, "1.1.0") {
+		return nil
+	}
+	for _, pc := range n.Plugins {
+		if err := r.run(ctx, n, pc, skel.CmdStatus, "status", nil, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run invokes one plugin of the list for a command that returns no result. att is nil
+// for GC and STATUS, which concern no attachment.
+func (r *Runner) run(ctx context.Context, n *Network, pc PluginConf, command, step string,
+	prev *result.Result, att *Attachment, extra map[string]any) error {
+	conf, err := pluginConfig(n, pc, prev, att, extra)
+	if err == nil {
+		var a Attachment
+		if att != nil {
+			a = *att
+		}
+		_, err = r.Invoke(ctx, pc.Type, command, conf, a)
+	}
+	if err != nil {
+		return &PluginError{Type: pc.Type, Network: n.Name, Step: step, Err: err}
+	}
+	return nil
+}
+
+// pluginConfig builds the request configuration of one plugin the way libcni does:
+// name and cniVersion of the list, the prevResult, and, when the attachment's
+// capability args match at least one capability the plugin declares true, a
+// runtimeConfig made of exactly those (replacing any static one). Keys come out sorted,
+// as libcni's re-encoding leaves them.
+func pluginConfig(n *Network, pc PluginConf, prev *result.Result, att *Attachment, extra map[string]any) ([]byte, error) {
+	// UseNumber keeps large integers exact; libcni's float64 round trip would not.
+	dec := json.NewDecoder(bytes.NewReader(pc.Bytes))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, fmt.Errorf("plugin config: %w", err)
+	}
+	obj["name"] = n.Name
+	obj["cniVersion"] = n.CNIVersion
+	if prev != nil {
+		obj["prevResult"] = prev
+	}
+	if att != nil {
+		rc := map[string]any{}
+		for capability, on := range pc.Capabilities {
+			if v, ok := att.CapabilityArgs[capability]; ok && on {
+				rc[capability] = v
+			}
+		}
+		if len(rc) > 0 {
+			obj["runtimeConfig"] = rc
+		}
+	}
+	for k, v := range extra {
+		obj[k] = v
+	}
+	return json.Marshal(obj)
+}
+
+func (r *Runner) logf(format string, a ...any) {
+	if r.Stderr != nil {
+		fmt.Fprintf(r.Stderr, "cni: "+format+"\n", a...)
+	}
+}

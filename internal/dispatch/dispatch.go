@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/cnikit/cni/internal/cli"
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/version"
@@ -122,9 +123,17 @@ type command struct {
 	run     func(p Process, args []string) int
 }
 
-// commands is the table of runtime-side subcommands.
+// commands is the table of runtime-side subcommands (internal/cli), each running with
+// this binary's registry so that built-in plugin types run in-process.
 func commands() []command {
-	return nil
+	cmds := cli.Commands()
+	out := make([]command, len(cmds))
+	for i, c := range cmds {
+		out[i] = command{name: c.Name, summary: c.Summary, run: func(p Process, args []string) int {
+			return c.Run(cli.Process{Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup}, args)
+		}}
+	}
+	return out
 }
 
 func names() []string {

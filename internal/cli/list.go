@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/cnikit/cni/internal/chain"
+)
+
+// runList prints one line per configuration file: network, version, plugin types, file.
+// An unusable file is listed with its error and makes the exit status 1.
+func runList(p Process, args []string) int {
+	fs := newFlagSet(p, "ls", "[flags]")
+	confDir := fs.String("conf-dir", p.envOr("NETCONFPATH", chain.DefaultConfDir), "network config dir (env NETCONFPATH)")
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 0 {
+		return p.usageError(fs, "unexpected argument %q", pos[0])
+	}
+	entries, err := chain.List(*confDir)
+	if err != nil {
+		return p.fail("ls", err)
+	}
+	if len(entries) == 0 {
+		fmt.Fprintf(p.Stderr, "cni ls: no network configurations in %s\n", *confDir)
+		return ExitOK
+	}
+	status := ExitOK
+	tw := tabwriter.NewWriter(p.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NETWORK\tVERSION\tPLUGINS\tFILE")
+	for _, e := range entries {
+		if e.Err != nil {
+			fmt.Fprintf(tw, "-\t-\tinvalid: %v\t%s\n", e.Err, e.File)
+			status = ExitFailure
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Network.Name, e.Network.CNIVersion, strings.Join(e.Network.Types(), ","), e.File)
+	}
+	if err := tw.Flush(); err != nil {
+		return p.fail("ls", err)
+	}
+	return status
+}

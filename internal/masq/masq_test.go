@@ -1,0 +1,317 @@
+package masq
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+var backends = []netfilter.Backend{netfilter.IPTables, netfilter.NFTables}
+
+// world is a host netns with one container behind it and one external machine in
+// front of it. The external machine routes the container subnets back through the
+// host, so an unmasqueraded connection works too and shows the container's address.
+type world struct {
+	host, ctr, ext *testns.NS
+	att            Attachment
+}
+
+var (
+	ctr4  = netip.MustParsePrefix("10.1.0.5/24")
+	ctr6  = netip.MustParsePrefix("fd01::5/64")
+	host4 = netip.MustParseAddr("192.168.7.1")
+	host6 = netip.MustParseAddr("fd07::1")
+	ext4  = netip.MustParseAddr("192.168.7.2")
+	ext6  = netip.MustParseAddr("fd07::2")
+)
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	testns.RequireRoot(t)
+	w := &world{host: testns.NewWithLoopback(t), ctr: testns.NewWithLoopback(t), ext: testns.NewWithLoopback(t)}
+	w.att = Attachment{Network: "net1", ContainerID: "c1", IfName: "eth0", IPs: []netip.Prefix{ctr4, ctr6}}
+	pair(t, w.host, "hc", []string{"10.1.0.1/24", "fd01::1/64"}, w.ctr, "eth0", []string{ctr4.String(), ctr6.String()})
+	pair(t, w.host, "he", []string{"192.168.7.1/24", "fd07::1/64"}, w.ext, "eth0", []string{"192.168.7.2/24", "fd07::2/64"})
+	route(t, w.ctr, "eth0", "0.0.0.0/0", "10.1.0.1")
+	route(t, w.ctr, "eth0", "::/0", "fd01::1")
+	route(t, w.ext, "eth0", "10.1.0.0/16", "192.168.7.1")
+	route(t, w.ext, "eth0", "fd01::/16", "fd07::1")
+	w.host.Run(t, func() error {
+		for _, f := range []string{"/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"} {
+			if err := os.WriteFile(f, []byte("1"), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return w
+}
+
+// pair links two namespaces with a veth whose ends get the given addresses (no DAD).
+func pair(t *testing.T, a *testns.NS, aName string, aAddrs []string, b *testns.NS, bName string, bAddrs []string) {
+	t.Helper()
+	ha, hb := a.Handle(t), b.Handle(t)
+	peerNS, err := os.Open(b.Path)
+	require.NoError(t, err)
+	defer peerNS.Close()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: aName}, PeerName: bName, PeerNamespace: netlink.NsFd(peerNS.Fd())}
+	require.NoError(t, ha.LinkAdd(veth))
+	for _, side := range []struct {
+		h     *netlink.Handle
+		name  string
+		addrs []string
+	}{{ha, aName, aAddrs}, {hb, bName, bAddrs}} {
+		l, err := side.h.LinkByName(side.name)
+		require.NoError(t, err)
+		for _, s := range side.addrs {
+			addr, err := netlink.ParseAddr(s)
+			require.NoError(t, err)
+			addr.Flags = unix.IFA_F_NODAD
+			require.NoError(t, side.h.AddrAdd(l, addr))
+		}
+		require.NoError(t, side.h.LinkSetUp(l))
+	}
+}
+
+func route(t *testing.T, n *testns.NS, dev, dst, gw string) {
+	t.Helper()
+	h := n.Handle(t)
+	l, err := h.LinkByName(dev)
+	require.NoError(t, err)
+	_, d, err := net.ParseCIDR(dst)
+	require.NoError(t, err)
+	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: d, Gw: net.ParseIP(gw)}))
+}
+
+// peer connects from the container to the external machine and returns the source
+// address the external machine saw.
+func (w *world) peer(t *testing.T, to netip.Addr) netip.Addr {
+	t.Helper()
+	var ln net.Listener
+	w.ext.Run(t, func() error {
+		var err error
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(to, 0).String())
+		return err
+	})
+	defer ln.Close()
+	seen := make(chan netip.Addr, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			seen <- netip.Addr{}
+			return
+		}
+		seen <- c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+		c.Close()
+	}()
+	w.ctr.Run(t, func() error {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	return <-seen
+}
+
+func (w *world) do(t *testing.T, fn func(ctx context.Context) error) {
+	t.Helper()
+	w.host.Run(t, func() error { return fn(context.Background()) })
+}
+
+// ruleset prints both backends' state of the host namespace.
+func (w *world) ruleset(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, cmd := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := w.host.Exec(t, cmd, "-t", "nat")
+		require.NoError(t, err, out)
+		b.WriteString(out)
+	}
+	out, err := w.host.Exec(t, "nft", "list", "ruleset")
+	require.NoError(t, err, out)
+	b.WriteString(out)
+	return b.String()
+}
+
+func TestSetupMasqueradesBehindTheHostAddress(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(string(backend), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			assert.Equal(t, ctr4.Addr(), w.peer(t, ext4), "without masquerade the container's own address arrives")
+			opts := Options{Backend: backend, IPv4: true, IPv6: true}
+			w.do(t, func(ctx context.Context) error { return Setup(ctx, w.att, opts) })
+			assert.Equal(t, host4, w.peer(t, ext4))
+			assert.Equal(t, host6, w.peer(t, ext6))
+			w.do(t, func(ctx context.Context) error { return Check(ctx, w.att, opts) })
+		})
+	}
+}
+
+func TestIPv4OnlyLeavesIPv6Alone(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(string(backend), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.do(t, func(ctx context.Context) error {
+				return Setup(ctx, w.att, Options{Backend: backend, IPv4: true})
+			})
+			assert.Equal(t, host4, w.peer(t, ext4))
+			assert.Equal(t, ctr6.Addr(), w.peer(t, ext6))
+			assert.NotContains(t, w.ruleset(t), "fd01:", "no IPv6 state at all")
+		})
+	}
+}
+
+func TestTeardownWithoutAddressesLeavesNothingOfTheAttachment(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(string(backend), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			other := Attachment{Network: "net1", ContainerID: "c2", IfName: "eth0",
+				IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24"), netip.MustParsePrefix("fd01::6/64")}}
+			opts := Options{Backend: backend, IPv4: true, IPv6: true}
+			w.do(t, func(ctx context.Context) error {
+				if err := Setup(ctx, w.att, opts); err != nil {
+					return err
+				}
+				if err := Setup(ctx, w.att, opts); err != nil { // a repeated ADD changes nothing
+					return err
+				}
+				return Setup(ctx, other, opts)
+			})
+			before := w.ruleset(t)
+			require.Contains(t, before, "10.1.0.5")
+			if backend == netfilter.IPTables {
+				save, err := w.host.Exec(t, "iptables-save", "-t", "nat")
+				require.NoError(t, err)
+				assert.Equal(t, 1, strings.Count(save, "-s 10.1.0.5/32"), "a second Setup does not duplicate")
+				assert.Equal(t, 2, strings.Count(save, "-A "+iptChainName("net1", "c1")), save)
+			} else {
+				assert.Equal(t, 1, strings.Count(before, "10.1.0.5 : goto"), "a second Setup does not duplicate")
+				assert.Equal(t, 1, strings.Count(before, "ips=10.1.0.5,fd01::5 net=net1 id=c1 if=eth0"), before)
+			}
+
+			w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
+			after := w.ruleset(t)
+			for _, gone := range []string{"10.1.0.5", "fd01::5", iptChainName("net1", "c1"), nftChainName("net1", "c1", "eth0"), `id: \"c1\"`, "id=c1"} {
+				assert.NotContains(t, after, gone)
+			}
+			assert.Contains(t, after, "10.1.0.6", "the other attachment stays")
+			assert.Equal(t, ctr4.Addr(), w.peer(t, ext4))
+			w.do(t, func(ctx context.Context) error {
+				assert.Error(t, Check(ctx, w.att, opts))
+				assert.NoError(t, Check(ctx, other, opts))
+				return Teardown(ctx, "net1", "c1", "eth0") // twice: still fine
+			})
+		})
+	}
+}
+
+func TestTeardownRemovesTheReferencePluginsRules(t *testing.T) {
+	w := newWorld(t)
+	chain := iptChainName("net1", "c1")
+	require.Equal(t, 28, len(chain))
+	comment := `"name: \"net1\" id: \"c1\""`
+	for _, v := range []struct{ cmd, src, subnet, mcast string }{
+		{"iptables-restore", "10.1.0.5", "10.1.0.0/24", "224.0.0.0/4"},
+		{"ip6tables-restore", "fd01::5", "fd01::/64", "ff00::/8"},
+	} {
+		script := fmt.Sprintf("*nat\n:%[1]s - [0:0]\n-A POSTROUTING -s %[2]s -m comment --comment %[5]s -j %[1]s\n"+
+			"-A %[1]s -d %[3]s -m comment --comment %[5]s -j ACCEPT\n"+
+			"-A %[1]s ! -d %[4]s -m comment --comment %[5]s -j MASQUERADE\n"+
+			"-A POSTROUTING -s %[3]s -j RETURN\nCOMMIT\n", chain, v.src, v.subnet, v.mcast, comment)
+		w.host.Run(t, func() error {
+			cmd := execIn(v.cmd, script)
+			return cmd()
+		})
+	}
+	assert.Equal(t, host4, w.peer(t, ext4), "the written rules work")
+	w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
+	after := w.ruleset(t)
+	assert.NotContains(t, after, chain)
+	assert.Contains(t, after, "-A POSTROUTING -s 10.1.0.0/24 -j RETURN", "unrelated rules stay")
+	assert.Contains(t, after, "-A POSTROUTING -s fd01::/64 -j RETURN")
+	assert.Equal(t, ctr4.Addr(), w.peer(t, ext4))
+}
+
+func TestGCRemovesExactlyTheStaleAttachments(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(string(backend), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			opts := Options{Backend: backend, IPv4: true, IPv6: true}
+			atts := []Attachment{
+				{Network: "net1", ContainerID: "keep", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.10/24")}},
+				{Network: "net1", ContainerID: "stale", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.11/24"), netip.MustParsePrefix("fd01::11/64")}},
+				{Network: "net1", ContainerID: "keep", IfName: "eth1", IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.12/24")}},
+				{Network: "net2", ContainerID: "other", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.2.0.13/24")}},
+			}
+			w.do(t, func(ctx context.Context) error {
+				for _, a := range atts {
+					if err := Setup(ctx, a, opts); err != nil {
+						return err
+					}
+				}
+				return GC(ctx, "net1", []skel.Attachment{{ContainerID: "keep", IfName: "eth0"}, {ContainerID: "keep", IfName: "eth1"}})
+			})
+			rs := w.ruleset(t)
+			assert.NotContains(t, rs, "10.1.0.11")
+			assert.NotContains(t, rs, "fd01::11")
+			for _, ip := range []string{"10.1.0.10", "10.1.0.12", "10.2.0.13"} {
+				assert.Contains(t, rs, ip)
+			}
+			w.do(t, func(ctx context.Context) error {
+				for _, a := range []Attachment{atts[0], atts[2], atts[3]} {
+					assert.NoError(t, Check(ctx, a, opts), a.ContainerID)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func TestTeardownInAnUntouchedNamespaceCreatesNothing(t *testing.T) {
+	w := newWorld(t)
+	w.do(t, func(ctx context.Context) error {
+		if err := Teardown(ctx, "net1", "c1", "eth0"); err != nil {
+			return err
+		}
+		return GC(ctx, "net1", nil)
+	})
+	out, err := w.host.Exec(t, "nft", "list", "ruleset")
+	require.NoError(t, err)
+	assert.Empty(t, strings.TrimSpace(out))
+}
+
+func TestSetupTakesAnAddressOverFromAStaleAttachment(t *testing.T) {
+	w := newWorld(t)
+	opts := Options{Backend: netfilter.NFTables, IPv4: true, IPv6: true}
+	stale := w.att
+	stale.ContainerID = "old"
+	w.do(t, func(ctx context.Context) error {
+		if err := Setup(ctx, stale, opts); err != nil {
+			return err
+		}
+		if err := Setup(ctx, w.att, opts); err != nil {
+			return err
+		}
+		return Check(ctx, w.att, opts)
+	})
+	assert.Equal(t, host4, w.peer(t, ext4))
+}

@@ -1,0 +1,417 @@
+package masq
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/skel"
+)
+
+const (
+	nftTableName = "cni_masquerade"
+	nftBaseChain = "postrouting"
+	nftMap4      = "masq4"
+	nftMap6      = "masq6"
+	// commentMax is the longest comment nft shows in full.
+	commentMax = 128
+)
+
+// The objects of the layout. Their values are built per call; nothing is kept.
+func nftTable() *nftables.Table {
+	return &nftables.Table{Name: nftTableName, Family: nftables.TableFamilyINet}
+}
+
+func nftMap(t *nftables.Table, v6 bool) *nftables.Set {
+	s := &nftables.Set{Table: t, Name: nftMap4, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict, IsMap: true}
+	if v6 {
+		s.Name, s.KeyType = nftMap6, nftables.TypeIP6Addr
+	}
+	return s
+}
+
+// conn opens a netlink connection in the calling thread's network namespace.
+func conn() (*nftables.Conn, error) {
+	c, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return nil, fmt.Errorf("masquerade: nftables: %w", err)
+	}
+	return c, nil
+}
+
+// nfproto matches the packet's family inside the inet table.
+func nfproto(v6 bool) []expr.Any {
+	p := byte(unix.NFPROTO_IPV4)
+	if v6 {
+		p = unix.NFPROTO_IPV6
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+	}
+}
+
+// addrOffset is where the source or destination address sits in the network header.
+func addrOffset(v6, dst bool) (offset, length uint32) {
+	switch {
+	case v6 && dst:
+		return 24, 16
+	case v6:
+		return 8, 16
+	case dst:
+		return 16, 4
+	}
+	return 12, 4
+}
+
+// inPrefix matches a destination address inside p.
+func inPrefix(p netip.Prefix) []expr.Any {
+	v6 := p.Addr().Is6()
+	off, n := addrOffset(v6, true)
+	e := append(nfproto(v6), &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n})
+	mask := netip.PrefixFrom(p.Addr(), p.Bits()).Masked()
+	full := make([]byte, n)
+	for i := 0; i < p.Bits(); i++ {
+		full[i/8] |= 0x80 >> (i % 8)
+	}
+	if p.Bits() < int(n)*8 {
+		e = append(e, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: full, Xor: make([]byte, n)})
+	}
+	return append(e, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: mask.Addr().AsSlice()})
+}
+
+// nftBase adds the table, the maps and the base chain with its rules: multicast is never
+// masqueraded, every other source is looked up in the family's map.
+func nftBase(c *nftables.Conn) error {
+	t := c.CreateTable(nftTable()) // fails the transaction if a concurrent Setup made it first
+	chain := c.AddChain(&nftables.Chain{
+		Name: nftBaseChain, Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
+	})
+	for _, v6 := range []bool{false, true} {
+		m := nftMap(t, v6)
+		if err := c.AddSet(m, nil); err != nil {
+			return fmt.Errorf("masquerade: nftables map %s: %w", m.Name, err)
+		}
+		multicast := netip.MustParsePrefix("224.0.0.0/4")
+		if v6 {
+			multicast = netip.MustParsePrefix("ff00::/8")
+		}
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain,
+			Exprs: append(inPrefix(multicast), &expr.Verdict{Kind: expr.VerdictReturn})})
+		off, n := addrOffset(v6, false)
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: append(nfproto(v6),
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+			&expr.Lookup{SourceRegister: 1, SetName: m.Name, SetID: m.ID, IsDestRegSet: true, DestRegister: 0})})
+	}
+	return nil
+}
+
+// nftComment names the attachment; the addresses come first so that they survive when
+// a long network or container name is cut.
+func nftComment(att Attachment, ips []netip.Prefix) string {
+	addrs := make([]string, len(ips))
+	for i, p := range ips {
+		addrs[i] = p.Addr().String()
+	}
+	s := fmt.Sprintf("ips=%s net=%s id=%s if=%s", strings.Join(addrs, ","), att.Network, att.ContainerID, att.IfName)
+	if len(s) > commentMax {
+		s = s[:commentMax]
+	}
+	return s
+}
+
+// commentIPs reads the addresses back from the comment of an attachment chain's rules.
+func commentIPs(rules []*nftables.Rule) []netip.Addr {
+	var out []netip.Addr
+	for _, r := range rules {
+		s, ok := userdata.GetString(r.UserData, userdata.TypeComment)
+		if !ok {
+			continue
+		}
+		list, ok := strings.CutPrefix(strings.Fields(s + " ")[0], "ips=")
+		if !ok {
+			continue
+		}
+		for _, a := range strings.Split(list, ",") {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
+}
+
+func commentField(rules []*nftables.Rule, key string) string {
+	for _, r := range rules {
+		s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		for _, f := range strings.Fields(s) {
+			if v, ok := strings.CutPrefix(f, key+"="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// nftAttachment queues the attachment chain (emptied if it existed) and its map elements.
+func nftAttachment(c *nftables.Conn, att Attachment, ips []netip.Prefix) error {
+	t := nftTable()
+	chain := c.AddChain(&nftables.Chain{Name: nftChainName(att.Network, att.ContainerID, att.IfName), Table: t})
+	c.FlushChain(chain)
+	for _, p := range ips {
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: append(inPrefix(p), &expr.Verdict{Kind: expr.VerdictReturn})})
+	}
+	c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: []expr.Any{&expr.Masq{}},
+		UserData: userdata.AppendString(nil, userdata.TypeComment, nftComment(att, ips))})
+	for _, v6 := range []bool{false, true} {
+		if elems := nftElements(addrsOf(ips), v6, chain.Name); len(elems) > 0 {
+			if err := c.SetAddElements(nftMap(t, v6), elems); err != nil {
+				return fmt.Errorf("masquerade: nftables map elements: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// nftElements are the map elements of the addresses of one family; with a chain they
+// jump there, without they serve as keys for deletion.
+func nftElements(ips []netip.Addr, v6 bool, chain string) []nftables.SetElement {
+	var out []nftables.SetElement
+	for _, a := range ips {
+		if a.Is6() != v6 {
+			continue
+		}
+		e := nftables.SetElement{Key: a.AsSlice()}
+		if chain != "" {
+			e.VerdictData = &expr.Verdict{Kind: expr.VerdictGoto, Chain: chain}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func addrsOf(ips []netip.Prefix) []netip.Addr {
+	out := make([]netip.Addr, len(ips))
+	for i, p := range ips {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+func tableExists(c *nftables.Conn) bool {
+	_, err := c.ListTableOfFamily(nftTableName, nftables.TableFamilyINet)
+	return err == nil
+}
+
+func nftSetup(att Attachment, ips []netip.Prefix) error {
+	c, err := conn()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	for try := 1; ; try++ {
+		fresh := !tableExists(c)
+		if fresh {
+			if err := nftBase(c); err != nil {
+				return err
+			}
+		} else if try > 1 {
+			// An address still maps to a stale attachment whose DEL never came: take it.
+			if err := nftDropClaims(c, ips, nftChainName(att.Network, att.ContainerID, att.IfName)); err != nil {
+				return err
+			}
+		}
+		if err := nftAttachment(c, att, ips); err != nil {
+			return err
+		}
+		err := c.Flush()
+		if err == nil || try == 3 {
+			if err != nil {
+				return fmt.Errorf("masquerade: nftables: %w", err)
+			}
+			return nil
+		}
+	}
+}
+
+// nftDropClaims queues the deletion of map elements for ips that jump elsewhere.
+func nftDropClaims(c *nftables.Conn, ips []netip.Prefix, chain string) error {
+	t := nftTable()
+	for _, v6 := range []bool{false, true} {
+		m := nftMap(t, v6)
+		elems, err := c.GetSetElements(m)
+		if err != nil {
+			return fmt.Errorf("masquerade: nftables map %s: %w", m.Name, err)
+		}
+		var drop []nftables.SetElement
+		for _, e := range elems {
+			mine := slices.ContainsFunc(ips, func(p netip.Prefix) bool { return bytes.Equal(p.Addr().AsSlice(), e.Key) })
+			if mine && verdictChain(e.Val) != chain {
+				drop = append(drop, nftables.SetElement{Key: e.Key})
+			}
+		}
+		if len(drop) > 0 {
+			if err := c.SetDeleteElements(m, drop); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// nftRules returns the rules of an attachment chain; none when it or the table is
+// missing.
+func nftRules(c *nftables.Conn, name string) ([]*nftables.Rule, error) {
+	t := nftTable()
+	rules, err := c.GetRules(t, &nftables.Chain{Name: name, Table: t})
+	if err != nil && strings.Contains(err.Error(), syscall.ENOENT.Error()) {
+		return nil, nil // the library does not wrap this error
+	}
+	return rules, err
+}
+
+// nftRemove queues the deletion of an attachment chain and of the map elements its
+// comment names.
+func nftRemove(c *nftables.Conn, name string, rules []*nftables.Rule) error {
+	t := nftTable()
+	ips := commentIPs(rules)
+	for _, v6 := range []bool{false, true} {
+		if elems := nftElements(ips, v6, ""); len(elems) > 0 {
+			if err := c.SetDeleteElements(nftMap(t, v6), elems); err != nil {
+				return err
+			}
+		}
+	}
+	c.DelChain(&nftables.Chain{Name: name, Table: t})
+	return nil
+}
+
+func nftTeardown(network, containerID, ifName string) error {
+	c, err := conn()
+	if err != nil {
+		return nil // no nf_tables in this kernel: nothing of ours can exist
+	}
+	defer c.CloseLasting()
+	name := nftChainName(network, containerID, ifName)
+	rules, err := nftRules(c, name)
+	if err != nil {
+		return fmt.Errorf("masquerade teardown: nftables chain %s: %w", name, err)
+	}
+	if len(rules) == 0 {
+		return nil
+	}
+	if err := nftRemove(c, name, rules); err != nil {
+		return fmt.Errorf("masquerade teardown: %w", err)
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("masquerade teardown: nftables chain %s: %w", name, err)
+	}
+	return nil
+}
+
+func nftCheck(att Attachment, ips []netip.Prefix) error {
+	c, err := conn()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	name := nftChainName(att.Network, att.ContainerID, att.IfName)
+	rules, err := nftRules(c, name)
+	if err != nil {
+		return fmt.Errorf("masquerade check: nftables chain %s: %w", name, err)
+	}
+	if len(rules) != len(ips)+1 {
+		return fmt.Errorf("masquerade check: nftables chain %s missing or incomplete", name)
+	}
+	for _, v6 := range []bool{false, true} {
+		want := nftElements(addrsOf(ips), v6, name)
+		if len(want) == 0 {
+			continue
+		}
+		have, err := c.GetSetElements(nftMap(nftTable(), v6))
+		if err != nil {
+			return fmt.Errorf("masquerade check: nftables map: %w", err)
+		}
+		for _, w := range want {
+			if !slices.ContainsFunc(have, func(e nftables.SetElement) bool {
+				return bytes.Equal(e.Key, w.Key) && verdictChain(e.Val) == name
+			}) {
+				a, _ := netip.AddrFromSlice(w.Key)
+				return fmt.Errorf("masquerade check: %s not in nftables map", a)
+			}
+		}
+	}
+	return nil
+}
+
+// nftGC deletes the chains (and map elements) of network's attachments not in valid,
+// in one transaction. Chains are found by their network prefix and confirmed by comment.
+func nftGC(network string, valid []skel.Attachment) error {
+	c, err := conn()
+	if err != nil {
+		return nil
+	}
+	defer c.CloseLasting()
+	if !tableExists(c) {
+		return nil
+	}
+	keep := map[string]bool{}
+	for _, a := range valid {
+		keep[nftChainName(network, a.ContainerID, a.IfName)] = true
+	}
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return fmt.Errorf("masquerade gc: nftables chains: %w", err)
+	}
+	prefix, queued := nftChainPrefix(network), 0
+	for _, ch := range chains {
+		if ch.Table.Name != nftTableName || !strings.HasPrefix(ch.Name, prefix) || keep[ch.Name] {
+			continue
+		}
+		rules, err := nftRules(c, ch.Name)
+		if err != nil {
+			return fmt.Errorf("masquerade gc: nftables chain %s: %w", ch.Name, err)
+		}
+		if net := commentField(rules, "net"); net != "" && !strings.HasPrefix(network, net) {
+			continue // a hash prefix shared with another network
+		}
+		if err := nftRemove(c, ch.Name, rules); err != nil {
+			return fmt.Errorf("masquerade gc: %w", err)
+		}
+		queued++
+	}
+	if queued == 0 {
+		return nil
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("masquerade gc: nftables: %w", err)
+	}
+	return nil
+}
+
+// verdictChain returns the chain a map element's verdict jumps to. The library hands a
+// verdict back as its raw netlink attributes (NFTA_VERDICT_CODE, NFTA_VERDICT_CHAIN).
+func verdictChain(val []byte) string {
+	for len(val) >= 4 {
+		n := int(binary.NativeEndian.Uint16(val))
+		typ := binary.NativeEndian.Uint16(val[2:]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+		if n < 4 || n > len(val) {
+			return ""
+		}
+		if typ == unix.NFTA_VERDICT_CHAIN {
+			return strings.TrimRight(string(val[4:n]), "\x00")
+		}
+		val = val[min((n+3)&^3, len(val)):]
+	}
+	return ""
+}

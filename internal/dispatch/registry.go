@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/loopback"
 	"github.com/cnikit/cni/internal/skel"
 )
@@ -10,6 +11,7 @@ import (
 func Registry() []*skel.Plugin {
 	return []*skel.Plugin{
 		loopback.Plugin(),
+		bandwidth.Plugin(),
 	}
 }
 

@@ -1,0 +1,207 @@
+// Package bandwidth is the bandwidth plugin: a chained plugin that limits a veth-attached
+// container's traffic with tbf qdiscs. Traffic into the container is shaped by a root
+// tbf on the host veth; traffic out of it is redirected from the host veth's ingress to
+// an ifb device ("bwp<hash>") that carries its own root tbf. Rates are in bit/s and
+// bursts in bits, as in the reference plugin. Everything happens in the namespace the
+// plugin runs in (the host) apart from reading the container veth's peer index.
+package bandwidth
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns the bandwidth plugin's registry entry.
+func Plugin() *skel.Plugin {
+	return &skel.Plugin{
+		Name:     "bandwidth",
+		About:    "limits a veth-attached container's ingress and egress rate with tbf",
+		Versions: version.From("0.3.0"),
+		Add:      add,
+		Del:      del,
+		Check:    check,
+		GC:       gc,
+	}
+}
+
+// add shapes the attachment and returns prevResult with the ifb (if any) appended.
+// With no limit configured it passes prevResult through and touches nothing.
+func add(req *skel.Request) (_ *result.Result, err error) {
+	shaping, err := load(req)
+	if err != nil {
+		return nil, err
+	}
+	if req.PrevResult == nil {
+		return nil, errNotChained
+	}
+	res := req.PrevResult.Clone()
+	if shaping.IsZero() {
+		return res, nil
+	}
+	host, veth, err := hostVeth(req)
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	h, err := host.Handle()
+	if err != nil {
+		return nil, err
+	}
+
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+	if shaping.Ingress.Enabled() {
+		if err := setRootTBF(h, veth, tbfFor(shaping.Ingress)); err != nil {
+			return nil, err
+		}
+		undo.Push("host veth root tbf", func() error { return delRootQdisc(h, veth) })
+	}
+	if shaping.Egress.Enabled() {
+		name := ifbName(req.Net.Name, req.Args.ContainerID)
+		ifb, err := createIfb(host, name, ownerAlias(req.Net.Name, req.Args.ContainerID), veth.Attrs().MTU)
+		if err != nil {
+			return nil, err
+		}
+		undo.Push("ifb "+name, func() error { return host.Delete(name) })
+		if err := setRootTBF(h, ifb, tbfFor(shaping.Egress)); err != nil {
+			return nil, err
+		}
+		undo.Push("host veth ingress qdisc", func() error { return delIngress(h, veth) })
+		if err := redirectToIfb(h, veth, ifb); err != nil {
+			return nil, err
+		}
+		res.AddInterface(result.Interface{Name: name, Mac: ifb.Attrs().HardwareAddr.String()})
+	}
+	return res, nil
+}
+
+// del removes the attachment's ifb, found from the network name and container id alone
+// so that it works without prevResult or netns. The host veth's qdiscs go with the veth.
+func del(req *skel.Request) error {
+	if _, err := load(req); err != nil {
+		return err
+	}
+	host, err := link.Current()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	return deleteIfb(host, ifbName(req.Net.Name, req.Args.ContainerID))
+}
+
+// check recomputes the tbf settings and compares them with the kernel's, on the host
+// veth for ingress and on the ifb (plus the redirect to it) for egress.
+func check(req *skel.Request) error {
+	shaping, err := load(req)
+	if err != nil {
+		return err
+	}
+	if req.PrevResult == nil {
+		return errNotChained
+	}
+	if shaping.IsZero() {
+		return nil
+	}
+	host, veth, err := hostVeth(req)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	h, err := host.Handle()
+	if err != nil {
+		return err
+	}
+	if shaping.Ingress.Enabled() {
+		if err := checkRootTBF(h, veth, tbfFor(shaping.Ingress)); err != nil {
+			return fmt.Errorf("ingress: %w", err)
+		}
+	}
+	if shaping.Egress.Enabled() {
+		ifb, err := host.ByName(ifbName(req.Net.Name, req.Args.ContainerID))
+		if err != nil {
+			return fmt.Errorf("egress: %w", err)
+		}
+		if err := checkRootTBF(h, ifb, tbfFor(shaping.Egress)); err != nil {
+			return fmt.Errorf("egress: %w", err)
+		}
+		if err := checkRedirect(h, veth, ifb); err != nil {
+			return fmt.Errorf("egress: %w", err)
+		}
+	}
+	return nil
+}
+
+// gc deletes this network's ifbs whose attachment is not in the valid list. Ownership
+// comes from the alias each ifb was given at ADD, so other networks' ifbs are kept.
+func gc(req *skel.Request) error {
+	host, err := link.Current()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	keep := make(map[string]bool, len(req.ValidAttachments))
+	for _, a := range req.ValidAttachments {
+		keep[ifbName(req.Net.Name, a.ContainerID)] = true
+	}
+	stale, err := staleIfbs(host, req.Net.Name, keep)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range stale {
+		if err := host.Delete(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var errNotChained = cnierror.New(cnierror.CodeInvalidConfig, "prevResult: bandwidth must be called as a chained plugin")
+
+func load(req *skel.Request) (Shaping, error) {
+	conf, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return Shaping{}, err
+	}
+	return conf.Shaping()
+}
+
+// hostVeth opens the plugin's own namespace and finds the host end of the container
+// interface's veth, which prevResult must list as a host interface (empty sandbox).
+func hostVeth(req *skel.Request) (*link.NS, netlink.Link, error) {
+	cont, err := link.Open(req.Args.Netns)
+	if err != nil {
+		if errors.Is(err, ns.ErrNotExist) {
+			return nil, nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", req.Args.Netns)
+		}
+		return nil, nil, err
+	}
+	defer cont.Close()
+	host, err := link.Current()
+	if err != nil {
+		return nil, nil, err
+	}
+	veth, err := link.HostPeer(host, cont, req.Args.IfName)
+	if err != nil {
+		host.Close()
+		return nil, nil, fmt.Errorf("bandwidth needs a veth: %w", err)
+	}
+	for _, i := range req.PrevResult.Interfaces {
+		if i.Sandbox == "" && i.Name == veth.Attrs().Name {
+			return host, veth, nil
+		}
+	}
+	host.Close()
+	return nil, nil, cnierror.Newf(cnierror.CodeInvalidConfig,
+		"prevResult: host veth %q (peer of %q) is not listed as a host interface", veth.Attrs().Name, req.Args.IfName)
+}

@@ -1,0 +1,352 @@
+package bandwidth
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// attachment is a container joined to the test's host namespace by a veth, as bridge or
+// ptp would leave it, plus the prevResult they would report.
+type attachment struct {
+	cid      string
+	cont     *testns.NS
+	hostVeth string
+	contAddr netip.Prefix
+	hostAddr netip.Prefix
+	prev     string
+}
+
+// attach creates a container namespace and a veth to host; subnet picks 10.77.<subnet>.0/24.
+func attach(t testing.TB, host *testns.NS, cid string, subnet int) *attachment {
+	t.Helper()
+	cont := testns.NewWithLoopback(t)
+	hl, err := link.Open(host.Path)
+	require.NoError(t, err)
+	defer hl.Close()
+	cl, err := link.Open(cont.Path)
+	require.NoError(t, err)
+	defer cl.Close()
+	v, err := link.CreateVeth(hl, cl, link.VethOptions{IfName: "eth0", ContainerUp: true})
+	require.NoError(t, err)
+	a := &attachment{
+		cid: cid, cont: cont, hostVeth: v.Host.Attrs().Name,
+		contAddr: netip.MustParsePrefix(fmt.Sprintf("10.77.%d.2/24", subnet)),
+		hostAddr: netip.MustParsePrefix(fmt.Sprintf("10.77.%d.1/24", subnet)),
+	}
+	a.prev = fmt.Sprintf(`{"cniVersion":"1.0.0","interfaces":[{"name":%q},{"name":"eth0","sandbox":%q}],`+
+		`"ips":[{"interface":1,"address":%q,"gateway":%q}]}`, a.hostVeth, cont.Path, a.contAddr, a.hostAddr.Addr())
+	return a
+}
+
+// address puts the attachment's addresses on both ends and a default route in the container.
+func (a *attachment) address(t testing.TB, host *testns.NS) {
+	t.Helper()
+	hh := host.Handle(t)
+	hl, err := hh.LinkByName(a.hostVeth)
+	require.NoError(t, err)
+	require.NoError(t, hh.AddrAdd(hl, &netlink.Addr{IPNet: ipNet(a.hostAddr)}))
+	ch := a.cont.Handle(t)
+	cl, err := ch.LinkByName("eth0")
+	require.NoError(t, err)
+	require.NoError(t, ch.AddrAdd(cl, &netlink.Addr{IPNet: ipNet(a.contAddr)}))
+	require.NoError(t, ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Gw: a.hostAddr.Addr().AsSlice()}))
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// conf builds a network config; limits are extra top-level keys ("" for none), prev a
+// prevResult ("" for none).
+func conf(network, limits, prev string) []byte {
+	s := `{"cniVersion":"1.0.0","name":"` + network + `","type":"bandwidth"`
+	if limits != "" {
+		s += "," + limits
+	}
+	if prev != "" {
+		s += `,"prevResult":` + prev
+	}
+	return []byte(s + "}")
+}
+
+// invoke runs the plugin in-process inside host, as an exec'd plugin would run there.
+func invoke(t testing.TB, host *testns.NS, cmd, cid, netns string, config []byte) (*result.Result, error) {
+	t.Helper()
+	args := skel.Args{Command: cmd, ContainerID: cid, Netns: netns, IfName: "eth0", Path: []string{"/nonexistent"}}
+	var res *result.Result
+	var err error
+	require.NoError(t, host.Do(func() error {
+		res, err = skel.Invoke(context.Background(), Plugin(), args, config, nil)
+		return nil
+	}))
+	return res, err
+}
+
+const bothLimits = `"ingressRate":16000000,"ingressBurst":400000,"egressRate":8000000,"egressBurst":200000`
+
+func TestAddShapesBothDirectionsAndDelRemovesTheIfb(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	host := testns.NewWithLoopback(t)
+	a := attach(t, host, "ctr-both", 1)
+	hh := host.Handle(t)
+
+	res, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	require.NoError(t, err)
+
+	veth, err := hh.LinkByName(a.hostVeth)
+	require.NoError(t, err)
+	got, err := rootTBF(hh, veth)
+	require.NoError(t, err)
+	assert.Equal(t, tbfFor(Direction{16000000, 400000}), got, "ingress tbf on the host veth")
+	assert.Equal(t, uint64(2_000_000), got.Rate)
+
+	name := ifbName("net1", a.cid)
+	ifb, err := hh.LinkByName(name)
+	require.NoError(t, err)
+	assert.Equal(t, "ifb", ifb.Type())
+	assert.Equal(t, "cni-bandwidth net=net1 id=ctr-both", ifb.Attrs().Alias)
+	assert.Equal(t, veth.Attrs().MTU, ifb.Attrs().MTU)
+	assert.NotZero(t, ifb.Attrs().Flags&net.FlagUp)
+	got, err = rootTBF(hh, ifb)
+	require.NoError(t, err)
+	assert.Equal(t, tbfFor(Direction{8000000, 200000}), got, "egress tbf on the ifb")
+
+	qdiscs, err := hh.QdiscList(veth)
+	require.NoError(t, err)
+	var ingress bool
+	for _, q := range qdiscs {
+		if _, ok := q.(*netlink.Ingress); ok && q.Attrs().Handle == netlink.MakeHandle(0xffff, 0) {
+			ingress = true
+		}
+	}
+	assert.True(t, ingress, "ingress qdisc ffff: on the host veth")
+	filters, err := hh.FilterList(veth, netlink.MakeHandle(0xffff, 0))
+	require.NoError(t, err)
+	require.Len(t, filters, 1)
+	u32, ok := filters[0].(*netlink.U32)
+	require.True(t, ok, "filter is u32")
+	assert.Equal(t, ifb.Attrs().Index, u32.RedirIndex, "mirred redirects to the ifb")
+
+	require.Len(t, res.Interfaces, 3)
+	assert.Equal(t, name, res.Interfaces[2].Name)
+	assert.Equal(t, ifb.Attrs().HardwareAddr.String(), res.Interfaces[2].Mac)
+
+	_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	assert.NoError(t, err)
+
+	// DEL needs neither prevResult nor the netns.
+	_, err = invoke(t, host, "DEL", a.cid, "", conf("net1", bothLimits, ""))
+	require.NoError(t, err)
+	_, err = hh.LinkByName(name)
+	assert.True(t, link.IsNotFound(err), "ifb deleted: %v", err)
+	_, err = invoke(t, host, "DEL", a.cid, "", conf("net1", bothLimits, ""))
+	assert.NoError(t, err, "second DEL")
+}
+
+func TestCheckFailsAfterAQdiscWasChangedByHand(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	for _, where := range []string{"host veth", "ifb"} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			host := testns.NewWithLoopback(t)
+			a := attach(t, host, "ctr-check", 1)
+			hh := host.Handle(t)
+			c := conf("net1", bothLimits, a.prev)
+			_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, c)
+			require.NoError(t, err)
+			target := a.hostVeth
+			if where == "ifb" {
+				target = ifbName("net1", a.cid)
+			}
+			l, err := hh.LinkByName(target)
+			require.NoError(t, err)
+			p, err := rootTBF(hh, l)
+			require.NoError(t, err)
+			p.Rate *= 2
+			require.NoError(t, setRootTBF(hh, l, p))
+
+			_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, c)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), target)
+		})
+	}
+}
+
+func TestCheckFailsWhenTheRedirectIsGone(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	host := testns.NewWithLoopback(t)
+	a := attach(t, host, "ctr-redirect", 1)
+	c := conf("net1", bothLimits, a.prev)
+	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, c)
+	require.NoError(t, err)
+	hh := host.Handle(t)
+	veth, err := hh.LinkByName(a.hostVeth)
+	require.NoError(t, err)
+	require.NoError(t, delIngress(hh, veth))
+	_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, c)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "redirect")
+}
+
+func TestZeroLimitsPassPrevResultThroughAndChangeNothing(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	host := testns.NewWithLoopback(t)
+	a := attach(t, host, "ctr-zero", 1)
+	for _, limits := range []string{"", `"ingressRate":0,"egressRate":0`, `"runtimeConfig":{"bandwidth":{}}`} {
+		res, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+		require.NoError(t, err, limits)
+		require.Len(t, res.Interfaces, 2)
+		assert.Equal(t, a.hostVeth, res.Interfaces[0].Name)
+		links, err := host.Handle(t).LinkList()
+		require.NoError(t, err)
+		for _, l := range links {
+			assert.NotEqual(t, "ifb", l.Type(), "no ifb for %s", limits)
+		}
+		veth, err := host.Handle(t).LinkByName(a.hostVeth)
+		require.NoError(t, err)
+		_, err = rootTBF(host.Handle(t), veth)
+		assert.Error(t, err, "no tbf on the host veth for %s", limits)
+	}
+}
+
+func TestCapabilityLimitsApplyWithoutStaticKeys(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	tests := []struct {
+		name, limits string
+		want         Direction
+	}{
+		{"capability", `"runtimeConfig":{"bandwidth":{"ingressRate":24000000,"ingressBurst":300000}}`,
+			Direction{24000000, 300000}},
+		{"static wins", `"ingressRate":8000000,"ingressBurst":100000,` +
+			`"runtimeConfig":{"bandwidth":{"ingressRate":24000000,"ingressBurst":300000}}`, Direction{8000000, 100000}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			host := testns.NewWithLoopback(t)
+			a := attach(t, host, "ctr-cap", 1)
+			res, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", tt.limits, a.prev))
+			require.NoError(t, err)
+			assert.Len(t, res.Interfaces, 2, "no egress limit, no ifb")
+			hh := host.Handle(t)
+			veth, err := hh.LinkByName(a.hostVeth)
+			require.NoError(t, err)
+			got, err := rootTBF(hh, veth)
+			require.NoError(t, err)
+			assert.Equal(t, tbfFor(tt.want), got)
+		})
+	}
+}
+
+func TestGCRemovesOnlyThisNetworksStaleIfbs(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	host := testns.NewWithLoopback(t)
+	keep := attach(t, host, "ctr-keep", 1)
+	stale := attach(t, host, "ctr-stale", 2)
+	other := attach(t, host, "ctr-other", 3)
+	egress := `"egressRate":8000000,"egressBurst":200000`
+	for _, a := range []*attachment{keep, stale} {
+		_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", egress, a.prev))
+		require.NoError(t, err)
+	}
+	_, err := invoke(t, host, "ADD", other.cid, other.cont.Path, conf("net2", egress, other.prev))
+	require.NoError(t, err)
+
+	gcConf := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"bandwidth",` +
+		`"cni.dev/valid-attachments":[{"containerID":"ctr-keep","ifname":"eth0"}]}`)
+	_, err = invoke(t, host, "GC", "", "", gcConf)
+	require.NoError(t, err)
+
+	hh := host.Handle(t)
+	_, err = hh.LinkByName(ifbName("net1", "ctr-keep"))
+	assert.NoError(t, err, "valid attachment keeps its ifb")
+	_, err = hh.LinkByName(ifbName("net1", "ctr-stale"))
+	assert.True(t, link.IsNotFound(err), "stale ifb removed: %v", err)
+	_, err = hh.LinkByName(ifbName("net2", "ctr-other"))
+	assert.NoError(t, err, "another network's ifb is not this GC's business")
+}
+
+func TestAddErrorsAreTyped(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	host := testns.NewWithLoopback(t)
+	a := attach(t, host, "ctr-err", 1)
+	noHostIface := fmt.Sprintf(`{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":%q}]}`, a.cont.Path)
+	tests := []struct {
+		name   string
+		config []byte
+		code   uint
+		msg    string
+	}{
+		{"no prevResult", conf("net1", bothLimits, ""), cnierror.CodeInvalidConfig, "prevResult"},
+		{"invalid limits", conf("net1", `"ingressRate":1000`, a.prev), cnierror.CodeInvalidConfig, "ingressBurst"},
+		{"wrong type", conf("net1", `"egressRate":"fast"`, a.prev), cnierror.CodeInvalidConfig, "egressRate"},
+		{"host veth not in prevResult", conf("net1", bothLimits, noHostIface), cnierror.CodeInvalidConfig, a.hostVeth},
+		{"too old a version", []byte(`{"cniVersion":"0.2.0","name":"net1","type":"bandwidth"}`),
+			cnierror.CodeIncompatibleVersion, "incompatible"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, tt.config)
+			require.Error(t, err)
+			assert.Equal(t, tt.code, cnierror.Code(err), err.Error())
+			assert.Contains(t, err.Error(), tt.msg)
+		})
+	}
+	links, err := host.Handle(t).LinkList()
+	require.NoError(t, err)
+	for _, l := range links {
+		assert.NotEqual(t, "ifb", l.Type(), "a failed ADD leaves no ifb")
+	}
+}
+
+func TestAddRollsBackWhenTheIfbNameIsTaken(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	host := testns.NewWithLoopback(t)
+	a := attach(t, host, "ctr-taken", 1)
+	hh := host.Handle(t)
+	// An ifb owned by nobody we know sits on the name.
+	require.NoError(t, hh.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: ifbName("net1", a.cid)}}))
+
+	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	require.Error(t, err)
+	veth, err := hh.LinkByName(a.hostVeth)
+	require.NoError(t, err)
+	_, err = rootTBF(hh, veth)
+	assert.Error(t, err, "the ingress tbf added before the failure was undone")
+	_, err = hh.LinkByName(ifbName("net1", a.cid))
+	assert.NoError(t, err, "somebody else's ifb is left alone")
+}
+
+func TestAddTwiceReplacesItsOwnIfb(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	host := testns.NewWithLoopback(t)
+	a := attach(t, host, "ctr-twice", 1)
+	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	require.NoError(t, err)
+	_, err = invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	require.NoError(t, err)
+	_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	assert.NoError(t, err)
+}

@@ -1,0 +1,100 @@
+package bandwidth
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/cnierror"
+)
+
+func parse(t *testing.T, conf string) *Config {
+	t.Helper()
+	var c Config
+	require.NoError(t, json.Unmarshal([]byte(conf), &c))
+	return &c
+}
+
+func TestStaticLimitsWinCompletelyOverTheCapability(t *testing.T) {
+	tests := []struct {
+		name string
+		conf string
+		want Shaping
+	}{
+		{"runtime only", `{"runtimeConfig":{"bandwidth":{"ingressRate":8000,"ingressBurst":800,"egressRate":16000,"egressBurst":1600}}}`,
+			Shaping{Ingress: Direction{8000, 800}, Egress: Direction{16000, 1600}}},
+		{"static only", `{"egressRate":8000,"egressBurst":800}`,
+			Shaping{Egress: Direction{8000, 800}}},
+		{"one static key hides every runtime key", `{"ingressRate":8000,"ingressBurst":800,
+			"runtimeConfig":{"bandwidth":{"egressRate":16000,"egressBurst":1600}}}`,
+			Shaping{Ingress: Direction{8000, 800}}},
+		{"a static zero still wins", `{"ingressRate":0,"runtimeConfig":{"bandwidth":{"egressRate":16000,"egressBurst":1600}}}`,
+			Shaping{}},
+		{"nothing", `{}`, Shaping{}},
+		{"empty runtime entry", `{"runtimeConfig":{"bandwidth":{}}}`, Shaping{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parse(t, tt.conf).Shaping()
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestInvalidLimitsAreRefusedNamingTheField(t *testing.T) {
+	tests := []struct {
+		name, conf, field string
+	}{
+		{"rate without burst", `{"ingressRate":8000}`, "ingressBurst"},
+		{"burst without rate", `{"egressBurst":8000}`, "egressRate"},
+		{"rate below a byte", `{"egressRate":7,"egressBurst":8000}`, "egressRate"},
+		{"burst below a byte", `{"ingressRate":8000,"ingressBurst":7}`, "ingressBurst"},
+		{"burst of 4 GiB", `{"ingressRate":8000000000,"ingressBurst":34359738360}`, "ingressBurst"},
+		{"burst far too long to drain", `{"egressRate":8,"egressBurst":80000000}`, "egressBurst"},
+		{"queue limit beyond 32 bits", `{"egressRate":18000000000000,"egressBurst":8000}`, "egressRate"},
+		{"runtime entry is validated too", `{"runtimeConfig":{"bandwidth":{"ingressRate":1000}}}`,
+			"runtimeConfig.bandwidth.ingressBurst"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parse(t, tt.conf).Shaping()
+			require.Error(t, err)
+			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+			assert.Regexp(t, "^"+tt.field+":", err.Error())
+		})
+	}
+}
+
+func TestGigabyteBurstAtGigabitIsAccepted(t *testing.T) {
+	c := parse(t, `{"ingressRate":1000000000,"ingressBurst":8589934592}`)
+	s, err := c.Shaping()
+	require.NoError(t, err)
+	assert.True(t, s.Ingress.Enabled())
+}
+
+func TestTBFParametersFollowTheReferenceFormulas(t *testing.T) {
+	p := tbfFor(Direction{Rate: 8_000_000, Burst: 800_000})
+	assert.Equal(t, uint64(1_000_000), p.Rate, "bytes per second")
+	assert.Equal(t, uint32(1_000_000/40+100_000), p.Limit, "25 ms of rate plus the burst")
+	// 100 000 bytes at 1 MB/s drain in 100 ms.
+	assert.Equal(t, uint32(100_000*ticksPerUsec()), p.Buffer)
+}
+
+func TestIfbNameAndOwnerAliasFitKernelLimits(t *testing.T) {
+	name := ifbName("net1", "ctr")
+	assert.Regexp(t, `^bwp[0-9a-f]{12}$`, name)
+	assert.NotEqual(t, name, ifbName("net2", "ctr"))
+	assert.Equal(t, "cni-bandwidth net=net1 id=ctr", ownerAlias("net1", "ctr"))
+
+	long := make([]byte, 400)
+	for i := range long {
+		long[i] = 'a'
+	}
+	a := ownerAlias(string(long), string(long))
+	assert.LessOrEqual(t, len(a), maxAlias)
+	assert.Contains(t, a, ownerPrefix(string(long)))
+	assert.NotEqual(t, ownerPrefix(string(long)), ownerPrefix(string(long[1:])))
+}

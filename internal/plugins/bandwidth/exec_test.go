@@ -1,0 +1,115 @@
+package bandwidth
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// execBandwidth runs the cni binary as "bandwidth" inside host, the way a runtime does.
+func execBandwidth(tb testing.TB, host *testns.NS, plugin, cmd, cid, netns string, config []byte) (string, error) {
+	tb.Helper()
+	var out bytes.Buffer
+	err := host.Do(func() error {
+		c := exec.Command(plugin)
+		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + netns,
+			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin)}
+		c.Stdin = bytes.NewReader(config)
+		c.Stdout = &out
+		return c.Run()
+	})
+	return out.String(), err
+}
+
+func TestExecdAddAndDel(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	plugin := filepath.Join(testns.LinkPluginDir(t, "bandwidth"), "bandwidth")
+	host := testns.NewWithLoopback(t)
+	a := attach(t, host, "ctr-exec", 1)
+
+	out, err := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	require.NoError(t, err, out)
+	var res struct {
+		CNIVersion string `json:"cniVersion"`
+		Interfaces []struct {
+			Name string `json:"name"`
+		} `json:"interfaces"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	assert.Equal(t, "1.0.0", res.CNIVersion)
+	require.Len(t, res.Interfaces, 3)
+	name := ifbName("net1", a.cid)
+	assert.Equal(t, name, res.Interfaces[2].Name)
+	_, err = host.Handle(t).LinkByName(name)
+	require.NoError(t, err, "ifb exists after ADD")
+
+	out, err = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path, conf("net1", bothLimits, ""))
+	require.NoError(t, err, out)
+	assert.Empty(t, out)
+	_, err = host.Handle(t).LinkByName(name)
+	assert.True(t, link.IsNotFound(err), "ifb gone after DEL: %v", err)
+}
+
+// BenchmarkExecdAddDel measures one exec'd ADD plus DEL with both directions shaped and
+// reports the medians.
+func BenchmarkExecdAddDel(b *testing.B) {
+	testns.RequireRoot(b)
+	plugin := filepath.Join(testns.LinkPluginDir(b, "bandwidth"), "bandwidth")
+	host := testns.NewWithLoopback(b)
+	a := attach(b, host, "ctr-bench", 1)
+	add, del := conf("net1", bothLimits, a.prev), conf("net1", bothLimits, "")
+	var adds, dels []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if out, err := execBandwidth(b, host, plugin, "ADD", a.cid, a.cont.Path, add); err != nil {
+			b.Fatalf("ADD: %v: %s", err, out)
+		}
+		mid := time.Now()
+		if out, err := execBandwidth(b, host, plugin, "DEL", a.cid, a.cont.Path, del); err != nil {
+			b.Fatalf("DEL: %v: %s", err, out)
+		}
+		adds, dels = append(adds, mid.Sub(start)), append(dels, time.Since(mid))
+	}
+	b.ReportMetric(median(adds), "add-ms")
+	b.ReportMetric(median(dels), "del-ms")
+}
+
+func median(d []time.Duration) float64 {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return float64(s[len(s)/2].Microseconds()) / 1000
+}
+
+// BenchmarkInProcessAddDel is BenchmarkExecdAddDel without the process start, to show
+// where the time goes (the kernel's link creation and deletion dominate).
+func BenchmarkInProcessAddDel(b *testing.B) {
+	testns.RequireRoot(b)
+	host := testns.NewWithLoopback(b)
+	a := attach(b, host, "ctr-bench", 1)
+	add, del := conf("net1", bothLimits, a.prev), conf("net1", bothLimits, "")
+	var adds, dels []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if _, err := invoke(b, host, "ADD", a.cid, a.cont.Path, add); err != nil {
+			b.Fatalf("ADD: %v", err)
+		}
+		mid := time.Now()
+		if _, err := invoke(b, host, "DEL", a.cid, a.cont.Path, del); err != nil {
+			b.Fatalf("DEL: %v", err)
+		}
+		adds, dels = append(adds, mid.Sub(start)), append(dels, time.Since(mid))
+	}
+	b.ReportMetric(median(adds), "add-ms")
+	b.ReportMetric(median(dels), "del-ms")
+}

@@ -1,0 +1,158 @@
+package bandwidth
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+)
+
+// ticksPerUsec is the kernel's packet-scheduler clock (/proc/net/psched), which tbf's
+// buffer is expressed in.
+func ticksPerUsec() float64 { return netlink.TickInUsec() }
+
+// tbfParams are a tbf qdisc's settings as the kernel stores them: rate in bytes/s,
+// buffer in scheduler ticks, limit in bytes.
+type tbfParams struct {
+	Rate   uint64
+	Buffer uint32
+	Limit  uint32
+}
+
+// tbfFor converts a limit in bits into the reference's tbf settings: rate and burst
+// divided by 8, buffer = the time the burst takes at the rate, limit = what the rate
+// sends in the fixed latency plus the burst.
+func tbfFor(d Direction) tbfParams {
+	rate := d.Rate / 8
+	burst := uint32(d.Burst / 8)
+	drainUsec := uint32(float64(burst) * 1e6 / float64(rate))
+	return tbfParams{
+		Rate:   rate,
+		Buffer: uint32(float64(drainUsec) * ticksPerUsec()),
+		Limit:  uint32(float64(rate)*latencyUsec/1e6) + burst,
+	}
+}
+
+func (p tbfParams) String() string {
+	return fmt.Sprintf("rate %d B/s, buffer %d ticks, limit %d B", p.Rate, p.Buffer, p.Limit)
+}
+
+// setRootTBF installs (or replaces) a root tbf with handle 1: on the link.
+func setRootTBF(h *netlink.Handle, l netlink.Link, p tbfParams) error {
+	q := &netlink.Tbf{
+		QdiscAttrs: netlink.QdiscAttrs{
+			LinkIndex: l.Attrs().Index,
+			Handle:    netlink.MakeHandle(1, 0),
+			Parent:    netlink.HANDLE_ROOT,
+		},
+		Rate:   p.Rate,
+		Buffer: p.Buffer,
+		Limit:  p.Limit,
+	}
+	if err := h.QdiscReplace(q); err != nil {
+		return fmt.Errorf("%s: add root tbf (%s): %w", l.Attrs().Name, p, err)
+	}
+	return nil
+}
+
+// delRootQdisc removes whatever root qdisc the link has; the kernel puts its default
+// back. A link or qdisc that is already gone is fine.
+func delRootQdisc(h *netlink.Handle, l netlink.Link) error {
+	q := &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: l.Attrs().Index, Parent: netlink.HANDLE_ROOT, Handle: netlink.MakeHandle(1, 0),
+	}, QdiscType: "tbf"}
+	return ignoreGone(h.QdiscDel(q))
+}
+
+// rootTBF returns the tbf at the link's root, or an error saying what is there instead.
+func rootTBF(h *netlink.Handle, l netlink.Link) (tbfParams, error) {
+	qs, err := h.QdiscList(l)
+	if err != nil {
+		return tbfParams{}, fmt.Errorf("%s: list qdiscs: %w", l.Attrs().Name, err)
+	}
+	for _, q := range qs {
+		if q.Attrs().Parent != netlink.HANDLE_ROOT {
+			continue
+		}
+		tbf, ok := q.(*netlink.Tbf)
+		if !ok {
+			return tbfParams{}, fmt.Errorf("%s: root qdisc is %s, not tbf", l.Attrs().Name, q.Type())
+		}
+		return tbfParams{Rate: tbf.Rate, Buffer: tbf.Buffer, Limit: tbf.Limit}, nil
+	}
+	return tbfParams{}, fmt.Errorf("%s: no root qdisc", l.Attrs().Name)
+}
+
+// checkRootTBF compares the link's root tbf with the expected settings.
+func checkRootTBF(h *netlink.Handle, l netlink.Link, want tbfParams) error {
+	got, err := rootTBF(h, l)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("%s: root tbf has %s, want %s", l.Attrs().Name, got, want)
+	}
+	return nil
+}
+
+// redirectToIfb adds an ingress qdisc (ffff:) on the host veth and a u32 match-all
+// filter whose mirred action redirects every packet the container sends to the ifb. An
+// ingress qdisc left by an earlier ADD of the attachment is replaced with its filters,
+// whose redirect would point at an ifb that no longer exists.
+func redirectToIfb(h *netlink.Handle, veth, ifb netlink.Link) error {
+	if err := delIngress(h, veth); err != nil {
+		return fmt.Errorf("%s: delete old ingress qdisc: %w", veth.Attrs().Name, err)
+	}
+	ingress := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: veth.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_INGRESS,
+	}}
+	if err := h.QdiscAdd(ingress); err != nil {
+		return fmt.Errorf("%s: add ingress qdisc: %w", veth.Attrs().Name, err)
+	}
+	filter := &netlink.U32{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: veth.Attrs().Index,
+			Parent:    ingress.Handle,
+			Priority:  1,
+			Protocol:  syscall.ETH_P_ALL,
+		},
+		ClassId: netlink.MakeHandle(1, 1),
+		Actions: []netlink.Action{netlink.NewMirredAction(ifb.Attrs().Index)},
+	}
+	if err := h.FilterAdd(filter); err != nil {
+		return fmt.Errorf("%s: add u32 redirect to %s: %w", veth.Attrs().Name, ifb.Attrs().Name, err)
+	}
+	return nil
+}
+
+// delIngress removes the ingress qdisc and with it the redirect filter.
+func delIngress(h *netlink.Handle, veth netlink.Link) error {
+	q := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: veth.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_INGRESS,
+	}}
+	return ignoreGone(h.QdiscDel(q))
+}
+
+// checkRedirect verifies that the host veth's ingress qdisc redirects to the ifb.
+func checkRedirect(h *netlink.Handle, veth, ifb netlink.Link) error {
+	filters, err := h.FilterList(veth, netlink.MakeHandle(0xffff, 0))
+	if err != nil {
+		return fmt.Errorf("%s: list ingress filters: %w", veth.Attrs().Name, err)
+	}
+	for _, f := range filters {
+		if u, ok := f.(*netlink.U32); ok && u.RedirIndex == ifb.Attrs().Index {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: no ingress filter redirects to %s", veth.Attrs().Name, ifb.Attrs().Name)
+}
+
+// ignoreGone treats "nothing to delete" as success: ENOENT/ENODEV for a missing qdisc or
+// link, EINVAL for a root that is already the kernel's default (handle 0).
+func ignoreGone(err error) error {
+	if err == nil || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EINVAL) {
+		return nil
+	}
+	return err
+}

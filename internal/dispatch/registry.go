@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"github.com/cnikit/cni/internal/ipam/hostlocal"
+	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/loopback"
 	"github.com/cnikit/cni/internal/skel"
@@ -11,6 +13,8 @@ import (
 func Registry() []*skel.Plugin {
 	return []*skel.Plugin{
 		loopback.Plugin(),
+		hostlocal.Plugin(),
+		static.Plugin(),
 		bandwidth.Plugin(),
 	}
 }

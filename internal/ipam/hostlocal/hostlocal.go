@@ -1,0 +1,394 @@
+// Package hostlocal is the host-local IPAM plugin: it hands out addresses from
+// configured ranges and records each reservation as a file under
+// <dataDir>/<network>/, in exactly the reference plugin's layout, so reservations made
+// by either implementation are honoured by the other:
+//
+//   - <ip>: one file per reserved address, content "<containerID>\r\n<ifname>" (no
+//     trailing newline); files holding only "<containerID>" (reference before v0.8.0)
+//     are honoured and released by container id;
+//   - last_reserved_ip.<n>: the last address handed out from range set n (round-robin);
+//   - lock: flock()ed for the whole of each operation, by both implementations.
+//
+// # The index
+//
+// The reference reads every file of the directory on every ADD (its duplicate
+// allocation check), DEL and CHECK, so its cost grows with the number of reservations.
+// Ours keeps an index instead: .cni-index/<containerID>:<ifname> (a hash of both when
+// that is too long) lists the addresses of one attachment. It is written by temp file +
+// rename under the lock, and its content starts with a '#' header line, so the
+// reference's recursive walk never mistakes it for a reservation of anyone.
+//
+// The index is only trusted while it is known to be current. After every operation
+// the network directory's mtime is set to a random stamp which is then recorded in
+// .cni-index/state (see seal). Any later change of the directory that did not go
+// through us (the reference plugin reserving or releasing, an operator deleting a
+// file, a crash of ours half-way) moves the mtime to the kernel's current time, and the
+// next operation rebuilds the index with one walk. Every address the index names is
+// checked against its reservation file before use, and reservations themselves are
+// claimed by link(2) (exclusive like O_EXCL), so the index can never cause a double
+// allocation or release someone else's address: at worst it costs a walk.
+//
+// # Crash safety
+//
+// A reservation's content is written to a temp file that is then hard-linked to the
+// address's name, so a reservation never exists without its owner. last_reserved_ip
+// and the index are replaced by rename, never truncated. An ADD killed half-way leaves
+// at most complete reservations of an attachment the runtime never saw succeed, which
+// the runtime's DEL or a GC releases, and temp files GC removes. An empty or garbage
+// reservation file (another writer's crash) keeps its address taken, is reported on
+// stderr, and is released by GC.
+package hostlocal
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns the host-local registry entry.
+func Plugin() *skel.Plugin {
+	return &skel.Plugin{
+		Name:     "host-local",
+		About:    "allocates addresses from local ranges, recorded on disk",
+		Versions: version.All(),
+		Add:      add,
+		Del:      del,
+		Check:    check,
+		GC:       gc,
+		Status:   status,
+	}
+}
+
+func add(req *skel.Request) (res *result.Result, err error) {
+	conf, err := loadConfig(req, true)
+	if err != nil {
+		return nil, err
+	}
+	dns, err := readResolvConf(conf.ResolvConf)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(conf.DataDir, conf.Network, true, req.Stderr)
+	if err != nil {
+		return nil, cnierror.Newf(cnierror.CodeIO, "host-local: %v", err)
+	}
+	defer st.close()
+	if err := st.refresh(); err != nil {
+		return nil, fmt.Errorf("host-local: %w", err)
+	}
+	att := attachment{ID: req.Args.ContainerID, IfName: req.Args.IfName}
+	held := st.lookup(att)
+	ips, err := allocate(st, conf, att, held)
+	if err != nil {
+		return nil, err
+	}
+	all := append(slices.Clone(held), addrsOf(ips)...)
+	if err := st.putEntry(att, all); err != nil {
+		fmt.Fprintf(req.Stderr, "host-local: %v\n", err) // the next operation rebuilds
+	}
+	if err := st.seal(); err != nil {
+		fmt.Fprintf(req.Stderr, "host-local: %v\n", err)
+	}
+	return &result.Result{CNIVersion: conf.Version, IPs: ips, Routes: conf.Routes, DNS: dns}, nil
+}
+
+// allocate takes one address from every range set, the requested one where a request
+// falls into the set. On failure everything taken so far is released again.
+func allocate(st *store, conf *config, att attachment, held []netip.Addr) (ips []result.IPConfig, err error) {
+	defer func() {
+		if err != nil {
+			for _, ip := range ips {
+				st.release(ip.Address.Addr(), att)
+			}
+			ips = nil
+			st.seal()
+		}
+	}()
+	requested := slices.Clone(conf.Requested)
+	for n, set := range conf.Sets {
+		var want netip.Addr
+		for i, a := range requested {
+			if set.contains(a) {
+				want = a
+				requested = slices.Delete(requested, i, i+1)
+				break
+			}
+		}
+		ip, err := allocateFrom(st, n, set, att, want, held)
+		if err != nil {
+			return ips, err
+		}
+		ips = append(ips, ip)
+	}
+	if len(requested) > 0 {
+		return ips, cnierror.Newf(cnierror.CodeInvalidConfig, "failed to allocate all requested IPs: %s", joinAddrs(requested))
+	}
+	return ips, nil
+}
+
+// allocateFrom reserves want, or the next free address round-robin, from range set n.
+func allocateFrom(st *store, n int, set rangeSet, att attachment, want netip.Addr, held []netip.Addr) (result.IPConfig, error) {
+	var got netip.Addr
+	var pool ipRange
+	if want.IsValid() {
+		pool, _ = set.rangeFor(want)
+		if want == pool.Gateway {
+			return result.IPConfig{}, cnierror.Newf(cnierror.CodeInvalidConfig, "requested ip %s is subnet's gateway", want)
+		}
+		ok, err := st.reserve(want, att)
+		if err != nil {
+			return result.IPConfig{}, fmt.Errorf("host-local: %w", err)
+		}
+		if !ok {
+			return result.IPConfig{}, cnierror.Newf(cnierror.CodeTryAgainLater,
+				"requested IP address %s is not available in range set %s", want, set)
+		}
+		got = want
+	} else {
+		for _, a := range held {
+			if set.contains(a) {
+				return result.IPConfig{}, cnierror.Newf(cnierror.CodeInvalidConfig,
+					"%s has been allocated to %s, duplicate allocation is not allowed", a, att.ID)
+			}
+		}
+		it := newIterator(set, st.lastReserved(n))
+		for {
+			a, r, more := it.next()
+			if !more {
+				return result.IPConfig{}, cnierror.Newf(cnierror.CodeNotAvailable,
+					"failed to allocate for range %d: no IP addresses available in range set: %s", n, set)
+			}
+			ok, err := st.reserve(a, att)
+			if err != nil {
+				return result.IPConfig{}, fmt.Errorf("host-local: %w", err)
+			}
+			if ok {
+				got, pool = a, r
+				break
+			}
+		}
+	}
+	if err := st.setLastReserved(n, got); err != nil {
+		fmt.Fprintf(st.log, "host-local: %v\n", err) // only round-robin suffers
+	}
+	return result.IPConfig{Address: netip.PrefixFrom(got, pool.Subnet.Bits()), Gateway: pool.Gateway}, nil
+}
+
+func addrsOf(ips []result.IPConfig) []netip.Addr {
+	out := make([]netip.Addr, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.Address.Addr()
+	}
+	return out
+}
+
+func joinAddrs(addrs []netip.Addr) string {
+	s := make([]string, len(addrs))
+	for i, a := range addrs {
+		s[i] = a.String()
+	}
+	return strings.Join(s, " ")
+}
+
+// del releases the attachment's addresses; reservations written with the container id
+// only are released when the attachment has none of its own, as the reference does.
+// A network without state and a second DEL succeed.
+func del(req *skel.Request) error {
+	conf, err := loadConfig(req, false)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(conf.DataDir, conf.Network, false, req.Stderr)
+	if errors.Is(err, errNoStore) {
+		return nil
+	}
+	if err != nil {
+		return cnierror.Newf(cnierror.CodeIO, "host-local: %v", err)
+	}
+	defer st.close()
+	if err := st.refresh(); err != nil {
+		return fmt.Errorf("host-local: %w", err)
+	}
+	att := attachment{ID: req.Args.ContainerID, IfName: req.Args.IfName}
+	released, err := releaseAll(st, att)
+	if err == nil && released == 0 {
+		_, err = releaseAll(st, attachment{ID: att.ID})
+	}
+	if serr := st.seal(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("host-local: %w", err)
+	}
+	return nil
+}
+
+// releaseAll removes att's reservations and its index entry.
+func releaseAll(st *store, att attachment) (int, error) {
+	var errs []error
+	n := 0
+	for _, a := range st.lookup(att) {
+		ok, err := st.release(a, att)
+		if err != nil {
+			errs = append(errs, err)
+		} else if ok {
+			n++
+		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, st.putEntry(att, nil))
+	}
+	return n, errors.Join(errs...)
+}
+
+// check succeeds when the attachment (or, for old reservations, its container) holds
+// an address on this network.
+func check(req *skel.Request) error {
+	conf, err := loadConfig(req, false)
+	if err != nil {
+		return err
+	}
+	notFound := fmt.Errorf("host-local: Failed to find address added by container %v", req.Args.ContainerID)
+	st, err := openStore(conf.DataDir, conf.Network, false, req.Stderr)
+	if errors.Is(err, errNoStore) {
+		return notFound
+	}
+	if err != nil {
+		return cnierror.Newf(cnierror.CodeIO, "host-local: %v", err)
+	}
+	defer st.close()
+	if err := st.refresh(); err != nil {
+		return fmt.Errorf("host-local: %w", err)
+	}
+	if err := st.seal(); err != nil {
+		return err
+	}
+	att := attachment{ID: req.Args.ContainerID, IfName: req.Args.IfName}
+	if len(st.lookup(att)) == 0 && len(st.lookup(attachment{ID: att.ID})) == 0 {
+		return notFound
+	}
+	return nil
+}
+
+// gc releases every reservation whose owner is not a valid attachment: reservations of
+// other attachments, id-only reservations of ids with no valid attachment, and files
+// whose content names no attachment at all. Leftover temp files go too.
+func gc(req *skel.Request) error {
+	conf, err := loadConfig(req, false)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(conf.DataDir, conf.Network, false, req.Stderr)
+	if errors.Is(err, errNoStore) {
+		return nil
+	}
+	if err != nil {
+		return cnierror.Newf(cnierror.CodeIO, "host-local: %v", err)
+	}
+	defer st.close()
+	recs, err := st.walk()
+	if err != nil {
+		return fmt.Errorf("host-local: %w", err)
+	}
+	valid := map[attachment]bool{}
+	validIDs := map[string]bool{}
+	for _, a := range req.ValidAttachments {
+		valid[attachment{ID: a.ContainerID, IfName: a.IfName}] = true
+		validIDs[a.ContainerID] = true
+	}
+	var errs []error
+	kept := recs[:0]
+	for _, r := range recs {
+		keep := r.Valid && (valid[r.Owner] || (r.Owner.IfName == "" && validIDs[r.Owner.ID]))
+		if keep {
+			kept = append(kept, r)
+			continue
+		}
+		if err := os.Remove(st.path(r.Addr)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, removeTemps(st.dir), removeTemps(st.indexDir()), st.rebuild(kept), st.seal())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("host-local: gc: %w", err)
+	}
+	return nil
+}
+
+// removeTemps deletes temp files a crashed operation left in dir; the lock is held,
+// so none of them is being written.
+func removeTemps(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// status reports code 50 when ADD cannot succeed: the data directory is unusable, or a
+// range set has no free address left (ADD needs one from every set).
+func status(req *skel.Request) error {
+	conf, err := loadConfig(req, false)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(conf.DataDir, conf.Network, true, req.Stderr)
+	if err != nil {
+		return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: data dir %s unusable: %v", conf.DataDir, err)
+	}
+	defer st.close()
+	probe, err := st.writeTemp(st.dir, "status", nil)
+	if err != nil {
+		return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: data dir %s unusable: %v", conf.DataDir, err)
+	}
+	os.Remove(probe)
+	taken, err := st.reservedAddrs()
+	if err != nil {
+		return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: data dir %s unusable: %v", conf.DataDir, err)
+	}
+	for n, set := range conf.Sets {
+		if !hasFree(set, taken) {
+			return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: range set %d (%s) is exhausted", n, set)
+		}
+	}
+	return nil
+}
+
+// hasFree reports whether set has an address that is neither reserved nor a gateway.
+func hasFree(set rangeSet, taken []netip.Addr) bool {
+	for _, r := range set {
+		n := r.size()
+		if r.contains(r.Gateway) {
+			n--
+		}
+		for _, a := range taken {
+			if a != r.Gateway && r.contains(a) {
+				n--
+			}
+		}
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}

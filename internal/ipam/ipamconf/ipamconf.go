@@ -1,0 +1,92 @@
+// Package ipamconf holds the config pieces the built-in IPAM types share: the JSON
+// shape of ipam.routes and ipam.dns, turned into the result model with errors that
+// name the offending field.
+package ipamconf
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+)
+
+// Route is one entry of ipam.routes, with the 1.1.0 extensions.
+type Route struct {
+	Dst      string `json:"dst"`
+	GW       string `json:"gw,omitempty"`
+	MTU      int    `json:"mtu,omitempty"`
+	AdvMSS   int    `json:"advmss,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	Table    *int   `json:"table,omitempty"`
+	Scope    *int   `json:"scope,omitempty"`
+}
+
+// DNS is ipam.dns.
+type DNS struct {
+	Nameservers []string `json:"nameservers,omitempty"`
+	Domain      string   `json:"domain,omitempty"`
+	Search      []string `json:"search,omitempty"`
+	Options     []string `json:"options,omitempty"`
+}
+
+// Result returns d in the result model.
+func (d DNS) Result() result.DNS {
+	return result.DNS{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}
+}
+
+// Routes validates routes; field is their config path, e.g. "ipam.routes". A dst keeps
+// its host bits, as the reference's CIDR type does.
+func Routes(field string, in []Route) ([]result.Route, error) {
+	var out []result.Route
+	for i, r := range in {
+		dst, err := netip.ParsePrefix(r.Dst)
+		if err != nil {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s[%d].dst: invalid CIDR %q", field, i, r.Dst)
+		}
+		rt := result.Route{Dst: Unmap(dst), MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope}
+		if r.GW != "" {
+			gw, err := netip.ParseAddr(r.GW)
+			if err != nil {
+				return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s[%d].gw: invalid IP address %q", field, i, r.GW)
+			}
+			rt.GW = gw.Unmap()
+		}
+		out = append(out, rt)
+	}
+	return out, nil
+}
+
+// Unmap turns an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/120) into its IPv4 form,
+// as the reference canonicalises addresses to 4 bytes.
+func Unmap(p netip.Prefix) netip.Prefix {
+	if !p.Addr().Is4In6() {
+		return p
+	}
+	bits := p.Bits() - 96
+	if bits < 0 {
+		bits = 0
+	}
+	return netip.PrefixFrom(p.Addr().Unmap(), bits)
+}
+
+// ParseCIDR parses an address with its prefix length, keeping the host bits.
+func ParseCIDR(field, s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid CIDR %q", field, s)
+	}
+	return Unmap(p), nil
+}
+
+// ParseAddr parses a plain address.
+func ParseAddr(field, s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid IP address %q", field, s)
+	}
+	return a.Unmap(), nil
+}
+
+// Field formats an indexed field path.
+func Field(base string, i int) string { return fmt.Sprintf("%s[%d]", base, i) }

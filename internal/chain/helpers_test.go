@@ -1,0 +1,136 @@
+package chain_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/chain"
+	"github.com/cnikit/cni/internal/dispatch"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// buildRecorder builds the external test plugin once per test process.
+var buildRecorder = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "chain-recorder-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "recorder")
+	cmd := exec.Command("go", "build", "-o", bin, "./testdata/recorder")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, out)
+	}
+	return bin, nil
+})
+
+// pluginDir returns a CNI_PATH dir holding the recorder plus links to the cni binary
+// under the given built-in names (for libcni, which execs everything).
+func pluginDir(t testing.TB, builtins ...string) string {
+	t.Helper()
+	rec, err := buildRecorder()
+	require.NoError(t, err)
+	dir := testns.LinkPluginDir(t, builtins...)
+	require.NoError(t, os.Symlink(rec, filepath.Join(dir, "recorder")))
+	return dir
+}
+
+func newRunner(t testing.TB, dir string) *chain.Runner {
+	return &chain.Runner{
+		Builtin:    dispatch.Lookup,
+		PluginPath: []string{dir},
+		CacheDir:   t.TempDir(),
+		Env:        os.Environ(),
+	}
+}
+
+type record struct {
+	Command string            `json:"command"`
+	Env     map[string]string `json:"env"`
+	Stdin   string            `json:"stdin"`
+}
+
+func (r record) conf(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.Stdin), &m))
+	return m
+}
+
+func readRecords(t testing.TB, path string) []record {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	defer f.Close()
+	var out []record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r record
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
+		out = append(out, r)
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+}
+
+// parse is chain.Parse that fails the test on error.
+func parse(t testing.TB, conf string) *chain.Network {
+	t.Helper()
+	n, err := chain.Parse([]byte(conf))
+	require.NoError(t, err)
+	return n
+}
+
+// loUp reports whether lo is up in n.
+func loUp(t testing.TB, n *testns.NS) bool {
+	t.Helper()
+	lo, err := n.Handle(t).LinkByName("lo")
+	require.NoError(t, err)
+	return lo.Attrs().Flags&net.FlagUp != 0
+}
+
+func cacheFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dir, "results"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// recorderConf is a recorder plugin object writing to file, plus extra JSON keys.
+func recorderConf(file string, extra ...string) string {
+	return fmt.Sprintf(`{"type":"recorder","recordFile":%q%s}`, file, prefixComma(extra))
+}
+
+func prefixComma(extra []string) string {
+	if len(extra) == 0 {
+		return ""
+	}
+	return "," + strings.Join(extra, ",")
+}

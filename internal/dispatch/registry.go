@@ -5,6 +5,7 @@ import (
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/loopback"
+	"github.com/cnikit/cni/internal/plugins/ptp"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -16,6 +17,7 @@ func Registry() []*skel.Plugin {
 		hostlocal.Plugin(),
 		static.Plugin(),
 		bandwidth.Plugin(),
+		ptp.Plugin(),
 	}
 }
 

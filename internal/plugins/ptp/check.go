@@ -1,0 +1,139 @@
+package ptp
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/masq"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// check verifies what ADD built against the prevResult: the IPAM reservation, the veth
+// and its host peer, the container's addresses and routes (the ptp pair per address
+// included), the host side, and the masquerade.
+func check(req *skel.Request) error {
+	conf, err := load(req)
+	if err != nil {
+		return err
+	}
+	prev := req.PrevResult
+	if prev == nil {
+		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
+	}
+	backend, err := conf.backend()
+	if err != nil {
+		return err
+	}
+	if err := ipam.Check(req); err != nil {
+		return err
+	}
+	host, cont, err := openNamespaces(req.Args.Netns)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	defer cont.Close()
+
+	ifName := req.Args.IfName
+	hl, err := link.HostPeer(host, cont, ifName)
+	if err != nil {
+		return err
+	}
+	if len(prev.Interfaces) > ifHost && prev.Interfaces[ifHost].Name != hl.Attrs().Name {
+		return fmt.Errorf("host veth: prevResult names %q, the peer of %s is %q",
+			prev.Interfaces[ifHost].Name, ifName, hl.Attrs().Name)
+	}
+	if err := link.VerifyIface(cont, ifName, prev); err != nil {
+		return err
+	}
+	ips, err := link.IfaceIPs(prev, ifName)
+	if err != nil {
+		return err
+	}
+	if err := verifyPtpRoutes(cont, ifName, ips); err != nil {
+		return err
+	}
+	if err := verifyHost(host, hl, ips); err != nil {
+		return err
+	}
+	if conf.masquerading() {
+		att := masq.Attachment{Network: conf.Name, ContainerID: req.Args.ContainerID, IfName: ifName}
+		for _, ip := range ips {
+			att.IPs = append(att.IPs, ip.Address)
+		}
+		if err := masq.Check(req.Ctx, att, masq.Options{Backend: backend, IPv4: conf.masq4, IPv6: conf.masq6}); err != nil {
+			return fmt.Errorf("ipMasq: %w", err)
+		}
+	}
+	return nil
+}
+
+func verifyPtpRoutes(cont *link.NS, ifName string, ips []result.IPConfig) error {
+	l, err := cont.ByName(ifName)
+	if err != nil {
+		return err
+	}
+	h, _ := cont.Handle()
+	for _, ip := range ips {
+		if !ip.Gateway.IsValid() {
+			continue
+		}
+		for _, want := range ptpRoutes(l.Attrs().Index, ip) {
+			if !hasRoute(h, want) {
+				return fmt.Errorf("container %s: route to %s (via %s) missing", ifName, want.Dst, want.Gw)
+			}
+		}
+	}
+	return nil
+}
+
+func hasRoute(h *netlink.Handle, want *netlink.Route) bool {
+	family := netlink.FAMILY_V4
+	if want.Dst.IP.To4() == nil {
+		family = netlink.FAMILY_V6
+	}
+	routes, err := h.RouteListFiltered(family, &netlink.Route{Dst: want.Dst, LinkIndex: want.LinkIndex},
+		netlink.RT_FILTER_DST|netlink.RT_FILTER_OIF)
+	if err != nil {
+		return false
+	}
+	for _, r := range routes {
+		if r.Gw.Equal(want.Gw) || r.Gw == nil && want.Gw == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// verifyHost checks the gateway addresses and the host routes on the host veth.
+func verifyHost(host *link.NS, hl netlink.Link, ips []result.IPConfig) error {
+	h, err := host.Handle()
+	if err != nil {
+		return err
+	}
+	addrs, err := h.AddrList(hl, netlink.FAMILY_ALL)
+	if err != nil {
+		return fmt.Errorf("host veth %s: list addresses: %w", hl.Attrs().Name, err)
+	}
+	for _, ip := range ips {
+		found := false
+		for _, a := range addrs {
+			found = found || a.IP.Equal(net.IP(ip.Gateway.AsSlice()))
+		}
+		if ip.Gateway.IsValid() && !found {
+			return fmt.Errorf("host veth %s: gateway address %s missing", hl.Attrs().Name, ip.Gateway)
+		}
+		dst := ipNet(netip.PrefixFrom(ip.Address.Addr(), ip.Address.Addr().BitLen()))
+		if !hasRoute(h, &netlink.Route{LinkIndex: hl.Attrs().Index, Dst: dst}) {
+			return fmt.Errorf("host veth %s: route to %s missing", hl.Attrs().Name, dst)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,294 @@
+// Package ptp is the ptp plugin: it connects a container to the host through a veth
+// pair and routes, with no bridge. The container gets its addresses with every route
+// going through the gateway address, which sits as a /32 (/128) on the host end of the
+// veth (the same gateway on every host veth); the host reaches the container through a
+// host route. ADD asks IPAM for the addresses first, DEL releases them, deletes the veth
+// and the masquerade rules even when the netns is already gone, CHECK verifies all of
+// it, GC removes the masquerade of attachments no longer in use and asks IPAM to do the
+// same, STATUS asks IPAM.
+package ptp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/masq"
+	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns the ptp plugin's registry entry.
+func Plugin() *skel.Plugin {
+	return &skel.Plugin{
+		Name:     "ptp",
+		About:    "connects containers to the host through a routed veth pair",
+		Versions: version.All(),
+		Add:      add,
+		Del:      del,
+		Check:    check,
+		GC:       gc,
+		Status:   status,
+	}
+}
+
+// The result's interfaces, in the reference's order; IPs point at the container's.
+const (
+	ifHost = iota
+	ifContainer
+)
+
+func add(req *skel.Request) (_ *result.Result, err error) {
+	conf, err := load(req)
+	if err != nil {
+		return nil, err
+	}
+	backend, err := conf.backend()
+	if err != nil {
+		return nil, err
+	}
+	host, cont, err := openNamespaces(req.Args.Netns)
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	defer cont.Close()
+
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+
+	res, err := ipam.Add(req)
+	if err != nil {
+		return nil, err
+	}
+	undo.Push("ipam", ipam.Release(req))
+	if err := checkIPAMResult(res); err != nil {
+		return nil, err
+	}
+	if err := sysctl.EnableForwarding(hasFamily(res, false), hasFamily(res, true)); err != nil {
+		return nil, fmt.Errorf("enable forwarding: %w", err)
+	}
+
+	veth, err := link.CreateVeth(host, cont, link.VethOptions{IfName: req.Args.IfName, MTU: conf.MTU})
+	if err != nil {
+		if errors.Is(err, link.ErrExists) {
+			return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", err)
+		}
+		return nil, err
+	}
+	undo.Push("veth", func() error { return cont.Delete(req.Args.IfName) })
+
+	out := &result.Result{CNIVersion: req.Net.CNIVersion, Routes: res.Routes, DNS: res.DNS}
+	out.AddInterface(result.Interface{Name: veth.Host.Attrs().Name, Mac: veth.Host.Attrs().HardwareAddr.String(),
+		MTU: veth.Host.Attrs().MTU})
+	ci := out.AddInterface(result.Interface{Name: req.Args.IfName, Mac: veth.Container.Attrs().HardwareAddr.String(),
+		MTU: veth.Container.Attrs().MTU, Sandbox: req.Args.Netns})
+	for _, ip := range res.IPs {
+		ip.Interface = &ci
+		out.IPs = append(out.IPs, ip)
+	}
+	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
+		out.DNS = req.Net.DNS.Result()
+	}
+
+	// Masquerade needs only the addresses; set up before the interfaces so that a
+	// later failure also proves its undo.
+	if conf.masquerading() {
+		att := masq.Attachment{Network: conf.Name, ContainerID: req.Args.ContainerID, IfName: req.Args.IfName,
+			IPs: addresses(out)}
+		if err := masq.Setup(req.Ctx, att, masq.Options{Backend: backend, IPv4: conf.masq4, IPv6: conf.masq6}); err != nil {
+			return nil, fmt.Errorf("ipMasq: %w", err)
+		}
+		undo.Push("ipMasq", func() error {
+			return masq.Teardown(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName)
+		})
+	}
+	if err := configureContainer(cont, req.Args.IfName, out); err != nil {
+		return nil, err
+	}
+	if err := configureHost(host, veth.Host, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkIPAMResult insists on what ptp builds its routes from: at least one address,
+// each with a gateway of its own family.
+func checkIPAMResult(res *result.Result) error {
+	if len(res.IPs) == 0 {
+		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: returned no IP configuration")
+	}
+	for _, ip := range res.IPs {
+		if !ip.Gateway.IsValid() || ip.Gateway.Is4() != ip.Address.Addr().Is4() {
+			return cnierror.Newf(cnierror.CodeInvalidConfig, "ipam: address %s has no gateway of its family; ptp routes through it", ip.Address)
+		}
+	}
+	return nil
+}
+
+// configureContainer puts the addresses and routes on the container interface, then
+// replaces each connected subnet route with a link route to the gateway plus the subnet
+// route via the gateway: all traffic, even to the subnet, goes through the host.
+func configureContainer(cont *link.NS, ifName string, res *result.Result) error {
+	// The veth has exactly two ends and the gateway lives on the host's: a duplicate
+	// address cannot exist, so DAD would only delay the interface by a second or more.
+	if hasFamily(res, true) {
+		if err := cont.Do(func() error {
+			return sysctl.Ensure(sysctl.Iface("ipv6", ifName, "accept_dad"), "0")
+		}); err != nil {
+			return fmt.Errorf("container %s: %w", ifName, err)
+		}
+	}
+	if err := link.ConfigureIface(cont, ifName, res); err != nil {
+		return err
+	}
+	l, err := cont.ByName(ifName)
+	if err != nil {
+		return err
+	}
+	h, _ := cont.Handle()
+	for _, ip := range res.IPs {
+		connected := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: ipNet(ip.Address.Masked()), Scope: netlink.SCOPE_NOWHERE}
+		if err := h.RouteDel(connected); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("container %s: delete subnet route %s: %w", ifName, ip.Address.Masked(), err)
+		}
+		for _, r := range ptpRoutes(l.Attrs().Index, ip) {
+			if err := h.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
+				return fmt.Errorf("container %s: add route %s: %w", ifName, r.Dst, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ptpRoutes are the container's routes for one address: the gateway on the link, and
+// the address's subnet through the gateway, both with the address as source.
+func ptpRoutes(ifIndex int, ip result.IPConfig) []*netlink.Route {
+	src := net.IP(ip.Address.Addr().AsSlice())
+	return []*netlink.Route{
+		{LinkIndex: ifIndex, Dst: ipNet(netip.PrefixFrom(ip.Gateway, ip.Gateway.BitLen())), Scope: netlink.SCOPE_LINK, Src: src},
+		{LinkIndex: ifIndex, Dst: ipNet(ip.Address.Masked()), Scope: netlink.SCOPE_UNIVERSE,
+			Gw: net.IP(ip.Gateway.AsSlice()), Src: src},
+	}
+}
+
+// configureHost gives the host veth each gateway as a single address and routes each
+// container address to it.
+func configureHost(host *link.NS, hl netlink.Link, res *result.Result) error {
+	h, err := host.Handle()
+	if err != nil {
+		return err
+	}
+	name := hl.Attrs().Name
+	for _, ip := range res.IPs {
+		gw := netip.PrefixFrom(ip.Gateway, ip.Gateway.BitLen())
+		// The same gateway sits on every host veth: DAD would only flag those copies.
+		addr := &netlink.Addr{IPNet: ipNet(gw), Flags: unix.IFA_F_NODAD}
+		if err := h.AddrAdd(hl, addr); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("host veth %s: add address %s: %w", name, gw, err)
+		}
+		dst := netip.PrefixFrom(ip.Address.Addr(), ip.Address.Addr().BitLen())
+		r := &netlink.Route{LinkIndex: hl.Attrs().Index, Dst: ipNet(dst), Scope: netlink.SCOPE_LINK}
+		if err := h.RouteAdd(r); err != nil {
+			return fmt.Errorf("host veth %s: add route to %s: %w", name, dst, err)
+		}
+	}
+	return nil
+}
+
+func del(req *skel.Request) error {
+	conf, err := load(req)
+	if err != nil {
+		return err
+	}
+	errs := []error{ipam.Del(req)}
+	if req.Args.Netns != "" {
+		errs = append(errs, deleteContainerLink(req.Args.Netns, req.Args.IfName))
+	}
+	// Found by network and container, not by the addresses in the netns: the rules go
+	// even when the netns is already gone.
+	if conf.masquerading() {
+		if err := masq.Teardown(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName); err != nil {
+			errs = append(errs, fmt.Errorf("ipMasq: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteContainerLink removes the container interface (and with it the host veth and
+// its routes); a namespace or link that is already gone is success.
+func deleteContainerLink(path, ifName string) error {
+	cont, err := link.Open(path)
+	if errors.Is(err, ns.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer cont.Close()
+	return cont.Delete(ifName)
+}
+
+func gc(req *skel.Request) error {
+	conf, err := load(req)
+	if err != nil {
+		return err
+	}
+	return errors.Join(masq.GC(req.Ctx, conf.Name, req.ValidAttachments), ipam.GC(req))
+}
+
+func status(req *skel.Request) error {
+	if _, err := load(req); err != nil {
+		return err
+	}
+	return ipam.Status(req)
+}
+
+func openNamespaces(path string) (host, cont *link.NS, err error) {
+	cont, err = link.Open(path)
+	if err != nil {
+		if errors.Is(err, ns.ErrNotExist) {
+			return nil, nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
+		}
+		return nil, nil, err
+	}
+	host, err = link.Current()
+	if err != nil {
+		cont.Close()
+		return nil, nil, err
+	}
+	return host, cont, nil
+}
+
+// addresses returns the container's addresses with their prefix lengths.
+func addresses(res *result.Result) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(res.IPs))
+	for _, ip := range res.IPs {
+		out = append(out, ip.Address)
+	}
+	return out
+}
+
+func hasFamily(res *result.Result, v6 bool) bool {
+	for _, ip := range res.IPs {
+		if ip.Address.Addr().Is6() == v6 {
+			return true
+		}
+	}
+	return false
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}

@@ -1,0 +1,330 @@
+package ptp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+type env struct {
+	host, cont *testns.NS
+	dataDir    string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	testns.RequireRoot(t)
+	return &env{host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t), dataDir: t.TempDir()}
+}
+
+// config builds a ptp config; extra keys are merged in at the top level.
+func (e *env) config(t *testing.T, extra map[string]any, ranges ...string) []byte {
+	t.Helper()
+	if len(ranges) == 0 {
+		ranges = []string{"10.10.0.0/24", "fd10::/64"}
+	}
+	var rs [][]map[string]string
+	for _, r := range ranges {
+		rs = append(rs, []map[string]string{{"subnet": r}})
+	}
+	conf := map[string]any{
+		"cniVersion": "1.1.0", "name": "ptpnet", "type": "ptp",
+		"ipam": map[string]any{"type": "host-local", "dataDir": e.dataDir, "ranges": rs},
+	}
+	for k, v := range extra {
+		conf[k] = v
+	}
+	b, err := json.Marshal(conf)
+	require.NoError(t, err)
+	return b
+}
+
+func (e *env) invoke(cmd, cid string, config []byte) (*result.Result, error) {
+	var res *result.Result
+	err := e.host.Do(func() error {
+		var err error
+		res, err = skel.Invoke(context.Background(), Plugin(),
+			skel.Args{Command: cmd, ContainerID: cid, Netns: e.cont.Path, IfName: "eth0", Path: []string{"/nonexistent"}},
+			config, nil)
+		return err
+	})
+	return res, err
+}
+
+func (e *env) add(t *testing.T, config []byte) *result.Result {
+	t.Helper()
+	res, err := e.invoke(skel.CmdAdd, "c1", config)
+	require.NoError(t, err)
+	return res
+}
+
+// withPrev returns config with res as prevResult, as a runtime sends it for CHECK.
+func withPrev(t *testing.T, config []byte, res *result.Result) []byte {
+	t.Helper()
+	var conf map[string]any
+	require.NoError(t, json.Unmarshal(config, &conf))
+	var buf strings.Builder
+	require.NoError(t, res.Print(&buf))
+	conf["prevResult"] = json.RawMessage(buf.String())
+	b, err := json.Marshal(conf)
+	require.NoError(t, err)
+	return b
+}
+
+// dial connects from one namespace to addr:port and reports the error.
+func dial(n *testns.NS, addr netip.Addr, port int) error {
+	return n.Do(func() error {
+		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(addr, uint16(port)).String(), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+}
+
+// listen opens a TCP listener on all addresses inside n that accepts until the test ends.
+func listen(t *testing.T, n *testns.NS, network string) int {
+	t.Helper()
+	var ln net.Listener
+	n.Run(t, func() error {
+		var err error
+		ln, err = net.Listen(network, ":0")
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// reservations lists host-local's address files for the network.
+func (e *env) reservations(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(e.dataDir, "ptpnet"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []string
+	for _, en := range entries {
+		if _, err := netip.ParseAddr(en.Name()); err == nil {
+			out = append(out, en.Name())
+		}
+	}
+	return out
+}
+
+func (e *env) ruleset(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, cmd := range [][]string{{"iptables-save", "-t", "nat"}, {"ip6tables-save", "-t", "nat"}, {"nft", "list", "ruleset"}} {
+		out, err := e.host.Exec(t, cmd[0], cmd[1:]...)
+		require.NoError(t, err, out)
+		b.WriteString(out)
+	}
+	return b.String()
+}
+
+func (e *env) links(t *testing.T, n *testns.NS) []string {
+	t.Helper()
+	ls, err := n.Handle(t).LinkList()
+	require.NoError(t, err)
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Attrs().Name)
+	}
+	return out
+}
+
+func TestAddConnectsContainerAndHostDualStack(t *testing.T) {
+	e := newEnv(t)
+	conf := e.config(t, map[string]any{"mtu": 1400, "dns": map[string]any{"nameservers": []string{"10.10.0.53"}}})
+	res := e.add(t, conf)
+
+	require.Len(t, res.Interfaces, 2)
+	assert.True(t, strings.HasPrefix(res.Interfaces[0].Name, "veth"))
+	assert.Equal(t, "eth0", res.Interfaces[1].Name)
+	assert.Equal(t, e.cont.Path, res.Interfaces[1].Sandbox)
+	assert.Equal(t, 1400, res.Interfaces[1].MTU)
+	assert.Equal(t, []string{"10.10.0.53"}, res.DNS.Nameservers)
+	require.Len(t, res.IPs, 2)
+	for _, ip := range res.IPs {
+		require.NotNil(t, ip.Interface)
+		assert.Equal(t, 1, *ip.Interface)
+	}
+	ip4, ip6 := res.IPs[0], res.IPs[1]
+	assert.Equal(t, "10.10.0.2/24", ip4.Address.String())
+	assert.Equal(t, "10.10.0.1", ip4.Gateway.String())
+	assert.Equal(t, "fd10::1", ip6.Gateway.String())
+
+	hostPort, contPort := listen(t, e.host, "tcp"), listen(t, e.cont, "tcp")
+	for _, ip := range res.IPs {
+		assert.NoError(t, dial(e.cont, ip.Gateway, hostPort), "container reaches the host at %s", ip.Gateway)
+		assert.NoError(t, dial(e.host, ip.Address.Addr(), contPort), "host reaches the container at %s", ip.Address.Addr())
+	}
+
+	routes, err := e.cont.Handle(t).RouteList(nil, netlink.FAMILY_V4)
+	require.NoError(t, err)
+	var got []string
+	for _, r := range routes {
+		got = append(got, fmt.Sprintf("%s via %s src %s", r.Dst, r.Gw, r.Src))
+	}
+	assert.Contains(t, got, "10.10.0.1/32 via <nil> src 10.10.0.2")
+	assert.Contains(t, got, "10.10.0.0/24 via 10.10.0.1 src 10.10.0.2")
+	assert.NotContains(t, got, "10.10.0.0/24 via <nil> src 10.10.0.2", "the connected route is replaced")
+
+	_, err = e.invoke(skel.CmdCheck, "c1", withPrev(t, conf, res))
+	assert.NoError(t, err)
+}
+
+func TestMasqueradeFollowsThePerFamilyKeys(t *testing.T) {
+	for _, backend := range []string{"iptables", "nftables"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqIPv6": false, "ipMasqBackend": backend})
+			res := e.add(t, conf)
+			rs := e.ruleset(t)
+			assert.Contains(t, rs, "10.10.0.2")
+			assert.NotContains(t, rs, "fd10::2")
+			_, err := e.invoke(skel.CmdCheck, "c1", withPrev(t, conf, res))
+			assert.NoError(t, err)
+			_, err = e.invoke(skel.CmdDel, "c1", conf)
+			require.NoError(t, err)
+			assert.NotContains(t, e.ruleset(t), "10.10.0.2")
+		})
+	}
+}
+
+func TestDelTwiceSucceeds(t *testing.T) {
+	e := newEnv(t)
+	conf := e.config(t, map[string]any{"ipMasq": true})
+	e.add(t, conf)
+	for i := 0; i < 2; i++ {
+		_, err := e.invoke(skel.CmdDel, "c1", conf)
+		require.NoError(t, err, "DEL %d", i+1)
+	}
+	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+	assert.Equal(t, []string{"lo"}, e.links(t, e.host))
+	assert.Empty(t, e.reservations(t))
+}
+
+func TestDelWithNetnsGoneLeavesNoMasqueradeState(t *testing.T) {
+	for _, backend := range []string{"iptables", "nftables"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
+			e.add(t, conf)
+			require.Contains(t, e.ruleset(t), "10.10.0.2")
+			e.cont.Close() // the runtime already removed the sandbox
+			_, err := e.invoke(skel.CmdDel, "c1", conf)
+			require.NoError(t, err)
+			rs := e.ruleset(t)
+			assert.NotContains(t, rs, "10.10.0.2")
+			assert.NotContains(t, rs, "fd10::2")
+			assert.Empty(t, e.reservations(t))
+		})
+	}
+}
+
+func TestFailedAddLeavesNothingBehind(t *testing.T) {
+	e := newEnv(t)
+	conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": "nftables"})
+	// A route through a gateway the container cannot reach fails the ADD after IPAM,
+	// the veth and the masquerade were set up.
+	var c map[string]any
+	require.NoError(t, json.Unmarshal(conf, &c))
+	c["ipam"].(map[string]any)["routes"] = []map[string]string{{"dst": "192.168.0.0/16", "gw": "10.99.0.1"}}
+	conf, err := json.Marshal(c)
+	require.NoError(t, err)
+
+	_, err = e.invoke(skel.CmdAdd, "c1", conf)
+	require.ErrorContains(t, err, "192.168.0.0/16", "fails at the route, after everything else was set up")
+	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+	assert.Equal(t, []string{"lo"}, e.links(t, e.host))
+	assert.Empty(t, e.reservations(t))
+	rs := e.ruleset(t)
+	assert.NotContains(t, rs, "10.10.0.2")
+	assert.NotContains(t, rs, "id=c1")
+}
+
+func TestCheckFailsWhenARouteWasRemovedByHand(t *testing.T) {
+	e := newEnv(t)
+	conf := e.config(t, nil, "10.10.0.0/24")
+	res := e.add(t, conf)
+	h := e.cont.Handle(t)
+	l, err := h.LinkByName("eth0")
+	require.NoError(t, err)
+	_, subnet, _ := net.ParseCIDR("10.10.0.0/24")
+	require.NoError(t, h.RouteDel(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: subnet, Gw: net.ParseIP("10.10.0.1")}))
+	_, err = e.invoke(skel.CmdCheck, "c1", withPrev(t, conf, res))
+	assert.ErrorContains(t, err, "10.10.0.0/24")
+}
+
+func TestGCRemovesStaleMasqueradeAndReservations(t *testing.T) {
+	e := newEnv(t)
+	conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": "nftables"})
+	e.add(t, conf)
+	var c map[string]any
+	require.NoError(t, json.Unmarshal(conf, &c))
+	c["cni.dev/valid-attachments"] = []skel.Attachment{}
+	gcConf, err := json.Marshal(c)
+	require.NoError(t, err)
+	_, err = e.invoke(skel.CmdGC, "", gcConf)
+	require.NoError(t, err)
+	assert.NotContains(t, e.ruleset(t), "10.10.0.2")
+	assert.Empty(t, e.reservations(t))
+}
+
+func TestStatusAsksIPAM(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.invoke(skel.CmdStatus, "", e.config(t, nil))
+	assert.NoError(t, err)
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		name  string
+		patch map[string]any
+		want  string
+	}{
+		{"mtu too small", map[string]any{"mtu": 10}, "mtu"},
+		{"unknown backend", map[string]any{"ipMasq": true, "ipMasqBackend": "pf"}, "ipMasqBackend"},
+		{"no ipam", map[string]any{"ipam": map[string]any{}}, "ipam"},
+		{"wrong type", map[string]any{"ipMasq": "yes"}, "ipMasq"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.invoke(skel.CmdAdd, "c1", e.config(t, tc.patch))
+			var ce *cnierror.Error
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, cnierror.CodeInvalidConfig, ce.Code)
+			assert.Contains(t, ce.Msg, tc.want)
+		})
+	}
+	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+}

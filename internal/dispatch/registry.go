@@ -4,6 +4,7 @@ import (
 	"github.com/cnikit/cni/internal/ipam/hostlocal"
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
+	"github.com/cnikit/cni/internal/plugins/bridge"
 	"github.com/cnikit/cni/internal/plugins/loopback"
 	"github.com/cnikit/cni/internal/plugins/ptp"
 	"github.com/cnikit/cni/internal/skel"
@@ -17,6 +18,7 @@ func Registry() []*skel.Plugin {
 		hostlocal.Plugin(),
 		static.Plugin(),
 		bandwidth.Plugin(),
+		bridge.Plugin(),
 		ptp.Plugin(),
 	}
 }

@@ -1,0 +1,269 @@
+// Package bridge is the bridge plugin: it connects a container to a Linux bridge on the
+// host through a veth pair, optionally makes the bridge the container's gateway, and
+// masquerades and spoof-checks the container's traffic. ADD ensures the bridge, creates
+// the veth with its container end inside the container, plugs the host end into the
+// bridge, asks IPAM for addresses and configures them in the container. DEL releases the
+// addresses and removes the veth and every rule, even when the container's netns is
+// already gone. CHECK verifies all of it; GC removes rules of attachments no longer in
+// use; STATUS asks IPAM.
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/masq"
+	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns the bridge plugin's registry entry.
+func Plugin() *skel.Plugin {
+	return &skel.Plugin{
+		Name:     "bridge",
+		About:    "connects containers to a Linux bridge on the host through veth pairs",
+		Versions: version.All(),
+		Add:      add,
+		Del:      del,
+		Check:    check,
+		GC:       gc,
+		Status:   status,
+	}
+}
+
+// operUpWait bounds the wait for the host veth to carry traffic: it is normally up
+// within a millisecond or two of both ends being set up.
+const operUpWait = 5 * time.Second
+
+// The result's interfaces, in the reference's order; IPs point at the container's.
+const (
+	ifBridge = iota
+	ifHostVeth
+	ifContainer
+)
+
+func add(req *skel.Request) (_ *result.Result, err error) {
+	conf, err := load(req)
+	if err != nil {
+		return nil, err
+	}
+	backend, err := conf.chooseBackend()
+	if err != nil {
+		return nil, err
+	}
+	host, cont, err := openNamespaces(req.Args.Netns)
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	defer cont.Close()
+
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+
+	br, err := ensureBridge(host, conf)
+	if err != nil {
+		return nil, err
+	}
+	veth, err := link.CreateVeth(host, cont, link.VethOptions{IfName: req.Args.IfName, MTU: conf.MTU, MAC: conf.mac})
+	if err != nil {
+		if errors.Is(err, link.ErrExists) {
+			return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", err)
+		}
+		return nil, err
+	}
+	undo.Push("container veth", func() error { return cont.Delete(req.Args.IfName) })
+	if err := plugPort(host, br, veth.Host, conf); err != nil {
+		return nil, err
+	}
+	key := spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}
+	if conf.MacSpoofChk {
+		if err := setupSpoofCheck(key, veth.Host.Attrs().Name, veth.Container.Attrs().HardwareAddr); err != nil {
+			return nil, err
+		}
+		undo.Push("mac spoof check", func() error { return teardownSpoofCheck(key) })
+	}
+
+	res := &result.Result{CNIVersion: req.Net.CNIVersion}
+	res.AddInterface(result.Interface{Name: br.Attrs().Name})
+	res.AddInterface(result.Interface{Name: veth.Host.Attrs().Name, Mac: veth.Host.Attrs().HardwareAddr.String(),
+		MTU: veth.Host.Attrs().MTU})
+	res.AddInterface(result.Interface{Name: req.Args.IfName, Mac: veth.Container.Attrs().HardwareAddr.String(),
+		MTU: veth.Container.Attrs().MTU, Sandbox: req.Args.Netns})
+
+	if conf.hasIPAM {
+		if err := addIPs(req, conf, host, cont, br, res, &undo, backend); err != nil {
+			return nil, err
+		}
+	} else if err := setupL2(cont, req.Args.IfName, conf); err != nil {
+		return nil, err
+	}
+
+	if !conf.DisableContainerInterface {
+		if _, err := link.WaitOperUp(host, veth.Host.Attrs().Name, operUpWait); err != nil {
+			return nil, fmt.Errorf("bridge port in error state: %w", err)
+		}
+	}
+	// The bridge's MAC can have changed while ports joined; report it as it is now.
+	if br, err = host.ByName(conf.Bridge); err != nil {
+		return nil, err
+	}
+	res.Interfaces[ifBridge].Mac = br.Attrs().HardwareAddr.String()
+	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
+		res.DNS = req.Net.DNS.Result()
+	}
+	return res, nil
+}
+
+// addIPs runs IPAM and puts its addresses on the container interface, the gateways on
+// the bridge, and the masquerade rules in place.
+func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br netlink.Link, res *result.Result,
+	undo *rollback.Stack, backend netfilter.Backend) error {
+	ipamRes, err := ipam.Add(req)
+	if err != nil {
+		return err
+	}
+	undo.Push("ipam", func() error { return ipam.Del(req) })
+	if len(ipamRes.IPs) == 0 {
+		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: returned no IP configuration")
+	}
+	gws, err := assignGateways(conf, ipamRes)
+	if err != nil {
+		return err
+	}
+	res.IPs, res.Routes, res.DNS = ipamRes.IPs, ipamRes.Routes, ipamRes.DNS
+	if err := prepareContainer(cont, req.Args.IfName, conf.EnableDAD); err != nil {
+		return err
+	}
+	if err := link.ConfigureIface(cont, req.Args.IfName, res); err != nil {
+		return err
+	}
+	if conf.IsGateway {
+		if err := setupGateways(host, conf, br, gws, res); err != nil {
+			return err
+		}
+	}
+	if conf.masquerading() {
+		att := masq.Attachment{Network: conf.Name, ContainerID: req.Args.ContainerID, IfName: req.Args.IfName,
+			IPs: addresses(res)}
+		opts := masq.Options{Backend: backend, IPv4: conf.masq4, IPv6: conf.masq6}
+		if err := masq.Setup(req.Ctx, att, opts); err != nil {
+			return fmt.Errorf("ipMasq: %w", err)
+		}
+		undo.Push("ipMasq", func() error {
+			return masq.Teardown(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName)
+		})
+	}
+	return nil
+}
+
+func del(req *skel.Request) error {
+	conf, err := load(req)
+	if err != nil {
+		return err
+	}
+	if conf.hasIPAM {
+		if err := ipam.Del(req); err != nil {
+			return err
+		}
+	}
+	if req.Args.Netns != "" {
+		if err := deleteContainerLink(req.Args.Netns, req.Args.IfName); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	if conf.MacSpoofChk {
+		errs = append(errs, teardownSpoofCheck(spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}))
+	}
+	if conf.masquerading() {
+		if err := masq.Teardown(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName); err != nil {
+			errs = append(errs, fmt.Errorf("ipMasq: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteContainerLink removes the container interface (and with it the host veth); a
+// namespace or link that is already gone is success.
+func deleteContainerLink(path, ifName string) error {
+	cont, err := link.Open(path)
+	if errors.Is(err, ns.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer cont.Close()
+	return cont.Delete(ifName)
+}
+
+func gc(req *skel.Request) error {
+	conf, err := load(req)
+	if err != nil {
+		return err
+	}
+	errs := []error{
+		masq.GC(req.Ctx, conf.Name, req.ValidAttachments),
+		gcSpoofChecks(conf.Name, req.ValidAttachments),
+	}
+	if conf.hasIPAM {
+		errs = append(errs, ipam.GC(req))
+	}
+	return errors.Join(errs...)
+}
+
+func status(req *skel.Request) error {
+	if _, err := load(req); err != nil {
+		return err
+	}
+	if req.Net.IPAM.Type == "" {
+		return nil
+	}
+	return ipam.Status(req)
+}
+
+// chooseBackend resolves ipMasqBackend, detecting only when masquerading is on: the
+// detection costs a netlink round trip that a plain ADD need not pay.
+func (c *Config) chooseBackend() (netfilter.Backend, error) {
+	if !c.masquerading() && c.IPMasqBackend == "" {
+		return "", nil
+	}
+	return netfilter.Choose("ipMasqBackend", c.IPMasqBackend)
+}
+
+func openNamespaces(path string) (host, cont *link.NS, err error) {
+	cont, err = link.Open(path)
+	if err != nil {
+		if errors.Is(err, ns.ErrNotExist) {
+			return nil, nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
+		}
+		return nil, nil, err
+	}
+	host, err = link.Current()
+	if err != nil {
+		cont.Close()
+		return nil, nil, err
+	}
+	return host, cont, nil
+}
+
+// addresses returns the container's addresses with their prefix lengths.
+func addresses(res *result.Result) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(res.IPs))
+	for _, ip := range res.IPs {
+		out = append(out, ip.Address)
+	}
+	return out
+}

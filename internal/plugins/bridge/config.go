@@ -1,0 +1,172 @@
+package bridge
+
+import (
+	"net"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// Config is the bridge plugin's configuration (the keys beyond the spec's common ones).
+type Config struct {
+	Name                      string      `json:"name"`
+	Bridge                    string      `json:"bridge"`
+	IsGateway                 bool        `json:"isGateway"`
+	IsDefaultGateway          bool        `json:"isDefaultGateway"`
+	ForceAddress              bool        `json:"forceAddress"`
+	IPMasq                    bool        `json:"ipMasq"`
+	IPMasqIPv4                *bool       `json:"ipMasqIPv4"`
+	IPMasqIPv6                *bool       `json:"ipMasqIPv6"`
+	IPMasqBackend             string      `json:"ipMasqBackend"`
+	MTU                       int         `json:"mtu"`
+	HairpinMode               bool        `json:"hairpinMode"`
+	PromiscMode               bool        `json:"promiscMode"`
+	VLAN                      int         `json:"vlan"`
+	VLANTrunk                 []VLANRange `json:"vlanTrunk"`
+	PreserveDefaultVLAN       bool        `json:"preserveDefaultVlan"`
+	EnableDAD                 bool        `json:"enabledad"`
+	MacSpoofChk               bool        `json:"macspoofchk"`
+	DisableContainerInterface bool        `json:"disableContainerInterface"`
+	PortIsolation             bool        `json:"portIsolation"`
+
+	Args struct {
+		CNI struct {
+			MAC string `json:"mac"`
+		} `json:"cni"`
+	} `json:"args"`
+	RuntimeConfig struct {
+		MAC string `json:"mac"`
+	} `json:"runtimeConfig"`
+
+	// Derived by load.
+	mac      net.HardwareAddr
+	trunk    []VLANRange
+	masq4    bool
+	masq6    bool
+	hasIPAM  bool
+	backend  netfilter.Backend
+	needVLAN bool
+}
+
+// VLANRange is one vlanTrunk entry: a single {"id"} or a {"minID","maxID"} range.
+type VLANRange struct {
+	ID    *int `json:"id,omitempty"`
+	MinID *int `json:"minID,omitempty"`
+	MaxID *int `json:"maxID,omitempty"`
+}
+
+const (
+	defaultBridge = "cni0"
+	minMTU        = 68 // the smallest MTU IPv4 allows
+	maxMTU        = 65535
+)
+
+func invalid(format string, a ...any) error {
+	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
+}
+
+// load parses and validates the config once, resolving the MAC from CNI_ARGS, args and
+// runtimeConfig (later ones win, as in the reference) and the masquerade families.
+func load(req *skel.Request) (*Config, error) {
+	c, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return nil, err
+	}
+	if c.Bridge == "" {
+		c.Bridge = defaultBridge
+	}
+	if err := skel.ValidateIfName(c.Bridge); err != nil {
+		return nil, invalid("bridge: %v", err)
+	}
+	c.hasIPAM = req.Net.IPAM.Type != ""
+	if c.IsDefaultGateway {
+		c.IsGateway = true
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.resolveMAC(req.Args.CNIArgs); err != nil {
+		return nil, err
+	}
+	c.masq4, c.masq6 = c.IPMasq, c.IPMasq
+	if c.IPMasqIPv4 != nil {
+		c.masq4 = *c.IPMasqIPv4
+	}
+	if c.IPMasqIPv6 != nil {
+		c.masq6 = *c.IPMasqIPv6
+	}
+	return c, nil
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.MTU != 0 && (c.MTU < minMTU || c.MTU > maxMTU):
+		return invalid("mtu: must be %d-%d, got %d", minMTU, maxMTU, c.MTU)
+	case c.HairpinMode && c.PromiscMode:
+		return invalid("hairpinMode, promiscMode: cannot both be set")
+	case c.VLAN < 0 || c.VLAN > 4094:
+		return invalid("vlan: must be 0-4094, got %d", c.VLAN)
+	case c.DisableContainerInterface && c.hasIPAM:
+		return invalid("disableContainerInterface: cannot be used with ipam")
+	}
+	for i, r := range c.VLANTrunk {
+		norm, err := r.normalise(i)
+		if err != nil {
+			return err
+		}
+		c.trunk = append(c.trunk, norm)
+	}
+	c.needVLAN = c.VLAN != 0 || len(c.trunk) > 0
+	return nil
+}
+
+// normalise checks one trunk entry and returns it as a min/max range.
+func (r VLANRange) normalise(i int) (VLANRange, error) {
+	valid := func(v int) bool { return v >= 1 && v <= 4094 }
+	switch {
+	case r.ID != nil && (r.MinID != nil || r.MaxID != nil):
+		return r, invalid("vlanTrunk[%d]: set either id or minID/maxID", i)
+	case r.ID != nil:
+		if !valid(*r.ID) {
+			return r, invalid("vlanTrunk[%d].id: must be 1-4094, got %d", i, *r.ID)
+		}
+		return VLANRange{MinID: r.ID, MaxID: r.ID}, nil
+	case r.MinID == nil || r.MaxID == nil:
+		return r, invalid("vlanTrunk[%d]: needs id, or both minID and maxID", i)
+	case !valid(*r.MinID) || !valid(*r.MaxID):
+		return r, invalid("vlanTrunk[%d]: minID and maxID must be 1-4094, got %d-%d", i, *r.MinID, *r.MaxID)
+	case *r.MinID > *r.MaxID:
+		return r, invalid("vlanTrunk[%d]: minID %d is greater than maxID %d", i, *r.MinID, *r.MaxID)
+	}
+	return r, nil
+}
+
+func (c *Config) resolveMAC(cniArgs string) error {
+	args, err := skel.ParseCNIArgs(cniArgs, "MAC", "IP", "GATEWAY")
+	if err != nil {
+		return err
+	}
+	mac, field := args["MAC"], "CNI_ARGS MAC"
+	if c.Args.CNI.MAC != "" {
+		mac, field = c.Args.CNI.MAC, "args.cni.mac"
+	}
+	if c.RuntimeConfig.MAC != "" {
+		mac, field = c.RuntimeConfig.MAC, "runtimeConfig.mac"
+	}
+	if mac == "" {
+		return nil
+	}
+	hw, err := net.ParseMAC(mac)
+	if err != nil || len(hw) != 6 {
+		return invalid("%s: invalid MAC address %q", field, mac)
+	}
+	if hw[0]&1 == 1 {
+		return invalid("%s: %q is a multicast address", field, mac)
+	}
+	c.mac = hw
+	return nil
+}
+
+// masquerading reports whether any family is masqueraded.
+func (c *Config) masquerading() bool { return c.masq4 || c.masq6 }

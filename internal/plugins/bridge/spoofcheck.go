@@ -1,0 +1,205 @@
+package bridge
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// The MAC spoof check lives in one bridge-family table of the host: a base chain at the
+// bridge prerouting hook jumps, per attachment, from frames entering through the host
+// veth to a chain that returns for the container's own source MAC and drops the rest.
+// Everything is found again from (network, container id, ifname) alone: the chain name
+// is a hash of them and the jump rule's comment spells them out, so DEL and GC need no
+// prevResult and no netns.
+const (
+	spoofTable       = "cni_macspoofchk"
+	spoofBaseChain   = "prerouting"
+	spoofCommentHead = "macspoofchk"
+)
+
+// spoofKey identifies one attachment's spoof-check state.
+type spoofKey struct{ network, containerID, ifName string }
+
+func (k spoofKey) chain() string {
+	sum := sha256.Sum256([]byte(k.network + "\x00" + k.containerID + "\x00" + k.ifName))
+	return "cni-sc-" + hex.EncodeToString(sum[:12])
+}
+
+func (k spoofKey) comment() string {
+	return fmt.Sprintf("%s net=%s id=%s if=%s", spoofCommentHead, k.network, k.containerID, k.ifName)
+}
+
+// parseSpoofComment reads back a jump rule's comment; ok is false for foreign rules.
+func parseSpoofComment(c string) (k spoofKey, ok bool) {
+	f := strings.Fields(c)
+	if len(f) != 4 || f[0] != spoofCommentHead {
+		return k, false
+	}
+	var found int
+	for _, kv := range f[1:] {
+		key, v, _ := strings.Cut(kv, "=")
+		switch key {
+		case "net":
+			k.network, found = v, found+1
+		case "id":
+			k.containerID, found = v, found+1
+		case "if":
+			k.ifName, found = v, found+1
+		}
+	}
+	return k, found == 3
+}
+
+func spoofTableRef() *nftables.Table {
+	return &nftables.Table{Name: spoofTable, Family: nftables.TableFamilyBridge}
+}
+
+// setupSpoofCheck installs the rules that let frames from hostVeth through only with
+// source MAC mac. Earlier state of the same attachment is replaced.
+func setupSpoofCheck(k spoofKey, hostVeth string, mac net.HardwareAddr) error {
+	if err := teardownSpoofCheck(k); err != nil {
+		return err
+	}
+	conn, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("macspoofchk: nftables: %w", err)
+	}
+	table := conn.AddTable(spoofTableRef())
+	prio := nftables.ChainPriority(-300)
+	policy := nftables.ChainPolicyAccept
+	base := conn.AddChain(&nftables.Chain{
+		Name: spoofBaseChain, Table: table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: &prio, Policy: &policy,
+	})
+	per := conn.AddChain(&nftables.Chain{Name: k.chain(), Table: table})
+	conn.AddRule(&nftables.Rule{Table: table, Chain: per, Exprs: []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(mac)},
+		&expr.Verdict{Kind: expr.VerdictReturn},
+	}})
+	conn.AddRule(&nftables.Rule{Table: table, Chain: per, Exprs: []expr.Any{
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	}})
+	conn.AddRule(&nftables.Rule{
+		Table: table, Chain: base,
+		Exprs: []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameData(hostVeth)},
+			&expr.Verdict{Kind: expr.VerdictJump, Chain: per.Name},
+		},
+		UserData: userdata.AppendString(nil, userdata.TypeComment, k.comment()),
+	})
+	if err := conn.Flush(); err != nil {
+		return fmt.Errorf("macspoofchk: install rules for %s: %w", hostVeth, err)
+	}
+	return nil
+}
+
+// ifnameData is an interface name as the kernel's meta iifname compares it: padded
+// with NULs to IFNAMSIZ.
+func ifnameData(name string) []byte {
+	b := make([]byte, 16)
+	copy(b, name)
+	return b
+}
+
+// teardownSpoofCheck removes the attachment's rules and chain; missing ones are fine.
+func teardownSpoofCheck(k spoofKey) error {
+	return removeSpoofChecks(func(have spoofKey) bool { return have == k }, k.chain())
+}
+
+// gcSpoofChecks removes the spoof checks of network's attachments not in valid.
+func gcSpoofChecks(network string, valid []skel.Attachment) error {
+	keep := make(map[spoofKey]bool, len(valid))
+	for _, a := range valid {
+		keep[spoofKey{network, a.ContainerID, a.IfName}] = true
+	}
+	return removeSpoofChecks(func(have spoofKey) bool { return have.network == network && !keep[have] }, "")
+}
+
+// removeSpoofChecks deletes every attachment whose jump rule matches doomed, plus the
+// chain named extra when it exists without a jump rule (a half-removed attachment).
+func removeSpoofChecks(doomed func(spoofKey) bool, extra string) error {
+	conn, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("macspoofchk: nftables: %w", err)
+	}
+	table := spoofTableRef()
+	chains, err := conn.ListChainsOfTableFamily(nftables.TableFamilyBridge)
+	if err != nil {
+		return fmt.Errorf("macspoofchk: list chains: %w", err)
+	}
+	present := map[string]*nftables.Chain{}
+	for _, c := range chains {
+		if c.Table.Name == spoofTable {
+			present[c.Name] = c
+		}
+	}
+	base := present[spoofBaseChain]
+	if base == nil && present[extra] == nil {
+		return nil
+	}
+	gone := map[string]bool{}
+	if base != nil {
+		rules, err := conn.GetRules(table, base)
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("macspoofchk: list rules: %w", err)
+		}
+		for _, r := range rules {
+			c, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+			k, ok := parseSpoofComment(c)
+			if !ok || !doomed(k) {
+				continue
+			}
+			if err := conn.DelRule(r); err != nil {
+				return fmt.Errorf("macspoofchk: %w", err)
+			}
+			gone[k.chain()] = true
+		}
+	}
+	if extra != "" {
+		gone[extra] = true
+	}
+	for name := range gone {
+		if c := present[name]; c != nil {
+			conn.FlushChain(c)
+			conn.DelChain(c)
+		}
+	}
+	if err := conn.Flush(); err != nil {
+		return fmt.Errorf("macspoofchk: remove rules: %w", err)
+	}
+	return nil
+}
+
+// checkSpoofCheck verifies that the attachment's chain and jump rule exist.
+func checkSpoofCheck(k spoofKey) error {
+	conn, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("macspoofchk: nftables: %w", err)
+	}
+	table := spoofTableRef()
+	base := &nftables.Chain{Name: spoofBaseChain, Table: table}
+	rules, err := conn.GetRules(table, base)
+	if err != nil {
+		return fmt.Errorf("macspoofchk: rules for %s/%s missing: %w", k.containerID, k.ifName, err)
+	}
+	for _, r := range rules {
+		c, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		if have, ok := parseSpoofComment(c); ok && have == k {
+			return nil
+		}
+	}
+	return fmt.Errorf("macspoofchk: rule for %s/%s missing", k.containerID, k.ifName)
+}

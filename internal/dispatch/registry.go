@@ -6,7 +6,9 @@ import (
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/bridge"
 	"github.com/cnikit/cni/internal/plugins/loopback"
+	"github.com/cnikit/cni/internal/plugins/portmap"
 	"github.com/cnikit/cni/internal/plugins/ptp"
+	"github.com/cnikit/cni/internal/plugins/tuning"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -20,6 +22,8 @@ func Registry() []*skel.Plugin {
 		bandwidth.Plugin(),
 		bridge.Plugin(),
 		ptp.Plugin(),
+		portmap.Plugin(),
+		tuning.Plugin(),
 	}
 }
 

@@ -1,0 +1,285 @@
+package portmap
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// env is one test's world: a host netns, an external client netns behind veth "vx"
+// (10.77.0.0/24, fd77::/64) and containers behind veths "vc<N>" (10.<N>.1.0/24).
+type env struct {
+	t      *testing.T
+	host   *testns.NS
+	client *testns.NS
+	conts  int
+}
+
+// container is one container netns with a TCP and a UDP server answering its name.
+type container struct {
+	ns   *testns.NS
+	id   string
+	ip4  string
+	ip6  string
+	host string // host side address of its veth
+}
+
+const (
+	tcpPort = 8000
+	udpPort = 8001
+)
+
+func newEnv(t *testing.T) *env {
+	testns.RequireRoot(t)
+	e := &env{t: t, host: testns.NewWithLoopback(t), client: testns.NewWithLoopback(t)}
+	e.host.Run(t, func() error {
+		if err := sysctl.EnableForwarding(true, true); err != nil {
+			return err
+		}
+		// Links created from now on skip DAD, so that their link-local addresses
+		// (which neighbour discovery uses) are usable at once.
+		if err := sysctl.Set("net/ipv6/conf/all/accept_dad", "0"); err != nil {
+			return err
+		}
+		return sysctl.Set("net/ipv6/conf/default/accept_dad", "0")
+	})
+	e.veth("vx", e.client, "10.77.0.1/24", "fd77::1/64", "10.77.0.2/24", "fd77::2/64")
+	return e
+}
+
+// veth connects ns to the host with a veth pair, addresses on both ends and default
+// routes in ns via the host.
+func (e *env) veth(hostName string, other *testns.NS, host4, host6, peer4, peer6 string) {
+	t := e.t
+	f, err := os.Open(other.Path)
+	require.NoError(t, err)
+	defer f.Close()
+	e.host.Run(t, func() error {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hostName}, PeerName: hostName + "p"}
+		if err := netlink.LinkAdd(v); err != nil {
+			return err
+		}
+		peer, err := netlink.LinkByName(hostName + "p")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetNsFd(peer, int(f.Fd())); err != nil {
+			return err
+		}
+		return upWithAddrs(hostName, host4, host6)
+	})
+	other.Run(t, func() error {
+		l, err := netlink.LinkByName(hostName + "p")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetName(l, "eth0"); err != nil {
+			return err
+		}
+		if err := upWithAddrs("eth0", peer4, peer6); err != nil {
+			return err
+		}
+		l, _ = netlink.LinkByName("eth0")
+		for _, gw := range []string{strings.Split(host4, "/")[0], strings.Split(host6, "/")[0]} {
+			if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.ParseIP(gw)}); err != nil {
+				return fmt.Errorf("default route via %s: %w", gw, err)
+			}
+		}
+		return nil
+	})
+}
+
+func upWithAddrs(name string, addrs ...string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		addr, err := netlink.ParseAddr(a)
+		if err != nil {
+			return err
+		}
+		addr.Flags = syscall.IFA_F_NODAD
+		if err := netlink.AddrAdd(l, addr); err != nil {
+			return fmt.Errorf("%s: add %s: %w", name, a, err)
+		}
+	}
+	return netlink.LinkSetUp(l)
+}
+
+// container adds a container with its servers.
+func (e *env) container(id string) *container {
+	e.conts++
+	n := e.conts
+	c := &container{ns: testns.NewWithLoopback(e.t), id: id,
+		ip4: fmt.Sprintf("10.%d.1.2", n), ip6: fmt.Sprintf("fd%02d::2", n), host: fmt.Sprintf("10.%d.1.1", n)}
+	e.veth(fmt.Sprintf("vc%d", n), c.ns, c.host+"/24", fmt.Sprintf("fd%02d::1/64", n), c.ip4+"/24", c.ip6+"/64")
+	c.serve(e.t)
+	return c
+}
+
+// serve starts the servers. The listeners are created inside the netns (a socket keeps
+// its netns) and served from ordinary goroutines.
+func (c *container) serve(t *testing.T) {
+	var (
+		ln net.Listener
+		pc net.PacketConn
+	)
+	c.ns.Run(t, func() error {
+		var err error
+		if ln, err = net.Listen("tcp", fmt.Sprintf(":%d", tcpPort)); err != nil {
+			return err
+		}
+		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", udpPort))
+		return err
+	})
+	t.Cleanup(func() { ln.Close(); pc.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(conn, "%s\n", c.id)
+			conn.Close()
+		}
+	}()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			_, addr, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo([]byte(c.id), addr)
+		}
+	}()
+}
+
+// dialTCP connects from inside ns and returns the server's answer, or "" and the error.
+func dialTCP(ns *testns.NS, addr string) (string, error) {
+	var got string
+	err := ns.Do(func() error {
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		got = strings.TrimSpace(line)
+		return err
+	})
+	return got, err
+}
+
+// dialUDP sends one datagram from inside ns and returns the answer.
+func dialUDP(ns *testns.NS, addr string) (string, error) {
+	var got string
+	err := ns.Do(func() error {
+		conn, err := net.Dial("udp", addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		buf := make([]byte, 64)
+		for try := 0; try < 3; try++ {
+			if _, err := conn.Write([]byte("ping")); err != nil {
+				return err
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(700 * time.Millisecond))
+			n, err := conn.Read(buf)
+			if err == nil {
+				got = string(buf[:n])
+				return nil
+			}
+		}
+		return fmt.Errorf("no UDP answer from %s", addr)
+	})
+	return got, err
+}
+
+// netconf builds a chained portmap config for c; mappings nil means no runtimeConfig.
+func (c *container) netconf(t *testing.T, netName string, extra map[string]any, mappings []PortMapping) []byte {
+	conf := map[string]any{
+		"cniVersion": "1.1.0", "name": netName, "type": "portmap",
+		"capabilities": map[string]bool{"portMappings": true},
+		"prevResult": map[string]any{
+			"cniVersion": "1.1.0",
+			"interfaces": []map[string]any{{"name": "eth0", "sandbox": c.ns.Path}},
+			"ips": []map[string]any{
+				{"address": c.ip4 + "/24", "interface": 0},
+				{"address": c.ip6 + "/64", "interface": 0},
+			},
+		},
+	}
+	for k, v := range extra {
+		conf[k] = v
+	}
+	if mappings != nil {
+		conf["runtimeConfig"] = map[string]any{"portMappings": mappings}
+	}
+	b, err := json.Marshal(conf)
+	require.NoError(t, err)
+	return b
+}
+
+// invoke runs a portmap command in-process inside the host netns.
+func (e *env) invoke(command string, c *container, conf []byte) error {
+	args := skel.Args{Command: command, ContainerID: c.id, IfName: "eth0", Path: []string{"/nonexistent"}}
+	if command != skel.CmdGC {
+		args.Netns = c.ns.Path
+	} else {
+		args.ContainerID, args.IfName = "", ""
+	}
+	return e.host.Do(func() error {
+		_, err := skel.Invoke(context.Background(), Plugin(), args, conf, io.Discard)
+		return err
+	})
+}
+
+// ruleset returns everything a backend shows of the host's rules.
+func (e *env) ruleset() string {
+	var b strings.Builder
+	for _, cmd := range [][]string{{"nft", "list", "ruleset"}, {"iptables-save", "-t", "nat"}, {"ip6tables-save", "-t", "nat"}} {
+		out, err := e.host.Exec(e.t, cmd[0], cmd[1:]...)
+		require.NoError(e.t, err, out)
+		b.WriteString(out)
+	}
+	return b.String()
+}
+
+// conntrackTo lists the host's conntrack entries answered by addr.
+func (e *env) conntrackTo(addr string) []string {
+	var out []string
+	e.host.Run(e.t, func() error {
+		for _, fam := range []netlink.InetFamily{syscall.AF_INET, syscall.AF_INET6} {
+			flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, fam)
+			if err != nil {
+				return err
+			}
+			for _, f := range flows {
+				if f.Reverse.SrcIP.Equal(net.ParseIP(addr)) {
+					out = append(out, f.String())
+				}
+			}
+		}
+		return nil
+	})
+	return out
+}

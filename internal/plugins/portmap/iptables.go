@@ -1,0 +1,313 @@
+package portmap
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/nftables"
+
+	"github.com/cnikit/cni/internal/iptables"
+)
+
+// The reference's iptables layout in table nat, name for name, so that operators'
+// tooling and nodes upgraded from the reference keep working:
+//
+//	PREROUTING, OUTPUT: -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT
+//	CNI-HOSTPORT-DNAT:  -p P -m comment --comment "dnat name: \"N\" id: \"C\"" -m multiport --dports p1,..,p15 [conds] -j CNI-DN-<hash>
+//	CNI-DN-<hash>:      per mapping: hairpin and (v4) localhost -j CNI-HOSTPORT-SETMARK, then -j DNAT --to-destination
+//	CNI-HOSTPORT-SETMARK: -m comment --comment "CNI portfwd masquerade mark" -j MARK --set-xmark 0x2000/0x2000
+//	POSTROUTING (first): -m comment --comment "CNI portfwd requiring masquerade" -j CNI-HOSTPORT-MASQ
+//	CNI-HOSTPORT-MASQ:  -m mark --mark 0x2000/0x2000 -j MASQUERADE
+//
+// Rules are written the way iptables-save prints them, so presence checks are exact.
+// Every change of one command and family is one iptables-restore --noflush.
+const (
+	iptDNAT     = "CNI-HOSTPORT-DNAT"
+	iptSetMark  = "CNI-HOSTPORT-SETMARK"
+	iptMasq     = "CNI-HOSTPORT-MASQ"
+	iptDNPrefix = "CNI-DN-"
+	// iptSNPrefix is the chain of reference versions before 0.8; DEL still removes it.
+	iptSNPrefix = "CNI-SN-"
+	// multiportMax is the number of ports one multiport match takes.
+	multiportMax = 15
+)
+
+// iptBackend installs port mappings with iptables-restore batches.
+type iptBackend struct{}
+
+func iptFamily(v6 bool) iptables.Family {
+	if v6 {
+		return iptables.IPv6
+	}
+	return iptables.IPv4
+}
+
+func markDef(bit int) string {
+	v := uint32(1) << bit
+	return fmt.Sprintf("%#x/%#x", v, v)
+}
+
+var toplevelRule = iptables.Rule{"-m", "addrtype", "--dst-type", "LOCAL", "-j", iptDNAT}
+
+// planShared queues the shared chains and their jumps; it returns the chain that
+// hairpin and localhost traffic is sent to for marking ("" without snat).
+func planShared(b *iptables.Batch, s *settings) string {
+	b.EnsureChain(iptDNAT)
+	b.AppendRule("PREROUTING", toplevelRule)
+	b.AppendRule("OUTPUT", toplevelRule)
+	if !s.snat {
+		return ""
+	}
+	if s.externalSet != "" {
+		return s.externalSet
+	}
+	mark := markDef(s.markBit)
+	b.EnsureChain(iptSetMark)
+	b.AppendRule(iptSetMark, iptables.Rule{"-m", "comment", "--comment", "CNI portfwd masquerade mark", "-j", "MARK", "--set-xmark", mark})
+	b.EnsureChain(iptMasq)
+	b.AppendRule(iptMasq, iptables.Rule{"-m", "mark", "--mark", mark, "-j", "MASQUERADE"})
+	b.InsertRule("POSTROUTING", iptables.Rule{"-m", "comment", "--comment", "CNI portfwd requiring masquerade", "-j", iptMasq})
+	return iptSetMark
+}
+
+// entryRules are the attachment's jumps from CNI-HOSTPORT-DNAT: per protocol, its
+// host ports in groups of 15.
+func entryRules(o owner, f family, dn string) []iptables.Rule {
+	ports := map[string][]string{}
+	for _, m := range f.mappings {
+		ports[m.proto] = append(ports[m.proto], strconv.Itoa(int(m.hostPort)))
+	}
+	var out []iptables.Rule
+	for _, proto := range []string{"sctp", "tcp", "udp"} {
+		for p := ports[proto]; len(p) > 0; {
+			n := min(len(p), multiportMax)
+			r := iptables.Rule{"-p", proto, "-m", "comment", "--comment", o.comment(), "-m", "multiport", "--dports", strings.Join(p[:n], ",")}
+			r = append(r, f.conds...)
+			out = append(out, append(r, "-j", dn))
+			p = p[n:]
+		}
+	}
+	return out
+}
+
+func hostPrefix(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).String() }
+
+// dnRules are the CNI-DN-<hash> chain's rules, in the reference's order.
+func dnRules(s *settings, f family, markChain string) []iptables.Rule {
+	target := f.addr.Addr()
+	var out []iptables.Rule
+	for _, m := range f.mappings {
+		var dst iptables.Rule
+		if m.hostIP.IsValid() {
+			dst = iptables.Rule{"-d", hostPrefix(m.hostIP)}
+		}
+		match := append(slices.Clone(dst), "-p", m.proto, "-m", m.proto, "--dport", strconv.Itoa(int(m.hostPort)))
+		if markChain != "" {
+			// iptables-save omits a match on 0.0.0.0/0, which masqAll would be.
+			hairpin := iptables.Rule{}
+			if !s.masqAll {
+				hairpin = iptables.Rule{"-s", f.addr.Masked().String()}
+			}
+			out = append(out, append(append(hairpin, match...), "-j", markChain))
+			if !f.v6 {
+				out = append(out, append(append(iptables.Rule{"-s", "127.0.0.1/32"}, match...), "-j", markChain))
+			}
+		}
+		to := netip.AddrPortFrom(target, m.containerPort).String()
+		if target.Is4() {
+			to = target.String() + ":" + strconv.Itoa(int(m.containerPort))
+		}
+		out = append(out, append(slices.Clone(match), "-j", "DNAT", "--to-destination", to))
+	}
+	return out
+}
+
+func (iptBackend) add(ctx context.Context, o owner, s *settings, fams []family) error {
+	dn := iptDNPrefix + o.hash()
+	for _, f := range fams {
+		err := iptables.Update(ctx, iptFamily(f.v6), "nat", func(b *iptables.Batch) error {
+			markChain := planShared(b, s)
+			b.DeleteRulesFunc(iptDNAT, func(r iptables.Rule) bool { return r.Target() == dn })
+			b.EnsureChain(dn)
+			b.FlushChain(dn)
+			for _, r := range dnRules(s, f, markChain) {
+				b.AppendRule(dn, r)
+			}
+			for _, r := range entryRules(o, f, dn) {
+				b.AppendRule(iptDNAT, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("iptables: install port mappings of %s: %w", o.cid, err)
+		}
+	}
+	return nil
+}
+
+// iptMayHold tells, without exec'ing anything where it can, whether the family's nat
+// table may hold any of the chains: with legacy iptables only a save can tell; with
+// iptables-nft the chains are nftables chains of table "nat" and one netlink request
+// answers.
+func iptMayHold(fam iptables.Family, chains ...string) bool {
+	legacy, nfam := "/proc/net/ip_tables_names", nftables.TableFamilyIPv4
+	if fam == iptables.IPv6 {
+		legacy, nfam = "/proc/net/ip6_tables_names", nftables.TableFamilyIPv6
+	}
+	if b, err := os.ReadFile(legacy); err == nil && slices.Contains(strings.Fields(string(b)), "nat") {
+		return true
+	}
+	c, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return true
+	}
+	defer c.CloseLasting()
+	nat := &nftables.Table{Name: "nat", Family: nfam}
+	for _, ch := range chains {
+		if _, err := c.ListChain(nat, ch); err == nil || !isNotExist(err) {
+			return true
+		}
+	}
+	return false
+}
+
+func (iptBackend) del(ctx context.Context, o owner) ([]flow, error) {
+	dn, sn := iptDNPrefix+o.hash(), iptSNPrefix+o.hash()
+	var flows []flow
+	for _, v6 := range []bool{false, true} {
+		fam := iptFamily(v6)
+		if !iptMayHold(fam, dn, sn) {
+			continue
+		}
+		var found []flow
+		err := iptables.Update(ctx, fam, "nat", func(b *iptables.Batch) error {
+			found = nil
+			if ch := b.Table().Chain(dn); ch != nil {
+				for _, r := range ch.Rules {
+					if f, ok := flowOfDNAT(r); ok {
+						found = append(found, f)
+					}
+				}
+			}
+			jumpsToMine := func(r iptables.Rule) bool { return r.Target() == dn || r.Target() == sn }
+			for _, ch := range b.Table().Chains() {
+				b.DeleteRulesFunc(ch.Name, jumpsToMine)
+			}
+			b.DeleteChain(dn)
+			b.DeleteChain(sn)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("iptables: remove port mappings of %s: %w", o.cid, err)
+		}
+		flows = append(flows, found...)
+	}
+	return flows, nil
+}
+
+// flowOfDNAT reads a CNI-DN DNAT rule back: "-p P -m P --dport H ... -j DNAT
+// --to-destination T:C".
+func flowOfDNAT(r iptables.Rule) (flow, bool) {
+	if r.Target() != "DNAT" {
+		return flow{}, false
+	}
+	var f flow
+	for i := 0; i+1 < len(r); i++ {
+		switch r[i] {
+		case "-p":
+			f.proto = r[i+1]
+		case "--dport":
+			p, err := strconv.ParseUint(r[i+1], 10, 16)
+			if err != nil {
+				return flow{}, false
+			}
+			f.hostPort = uint16(p)
+		case "--to-destination":
+			ap, err := netip.ParseAddrPort(r[i+1])
+			if err != nil {
+				return flow{}, false
+			}
+			f.target = ap.Addr()
+		}
+	}
+	return f, f.target.IsValid() && f.hostPort != 0 && f.proto != ""
+}
+
+func (iptBackend) check(ctx context.Context, o owner, s *settings, fams []family) error {
+	dn := iptDNPrefix + o.hash()
+	for _, f := range fams {
+		t, err := iptables.Load(ctx, iptFamily(f.v6), "nat")
+		if err != nil {
+			return fmt.Errorf("iptables: %w", err)
+		}
+		b := iptables.NewBatch(t)
+		markChain := planShared(b, s)
+		if b.Len() > 0 {
+			return fmt.Errorf("iptables %s: shared port-forwarding chains or jumps are missing", iptFamily(f.v6))
+		}
+		ch := t.Chain(dn)
+		if ch == nil {
+			return fmt.Errorf("iptables %s: chain %s is missing", iptFamily(f.v6), dn)
+		}
+		for _, r := range dnRules(s, f, markChain) {
+			if !ch.Has(r) {
+				return fmt.Errorf("iptables %s: chain %s lacks rule %s", iptFamily(f.v6), dn, r)
+			}
+		}
+		entries := t.Chain(iptDNAT)
+		for _, want := range entryRules(o, f, dn) {
+			if !slices.ContainsFunc(entries.Rules, func(r iptables.Rule) bool { return sameEntry(r, want) }) {
+				return fmt.Errorf("iptables %s: %s lacks rule %s", iptFamily(f.v6), iptDNAT, want)
+			}
+		}
+	}
+	return nil
+}
+
+// sameEntry compares entry rules by protocol, comment, ports and target: conditions
+// are user syntax that iptables-save may print reordered.
+func sameEntry(have, want iptables.Rule) bool {
+	arg := func(r iptables.Rule, flag string) string {
+		if i := slices.Index(r, flag); i >= 0 && i+1 < len(r) {
+			return r[i+1]
+		}
+		return ""
+	}
+	for _, flag := range []string{"-p", "--comment", "--dports"} {
+		if arg(have, flag) != arg(want, flag) {
+			return false
+		}
+	}
+	return have.Target() == want.Target()
+}
+
+func (iptBackend) owners(ctx context.Context) ([]owner, error) {
+	seen := map[owner]bool{}
+	var out []owner
+	for _, v6 := range []bool{false, true} {
+		fam := iptFamily(v6)
+		if !iptMayHold(fam, iptDNAT) {
+			continue
+		}
+		t, err := iptables.Load(ctx, fam, "nat")
+		if err != nil {
+			return nil, fmt.Errorf("iptables: %w", err)
+		}
+		ch := t.Chain(iptDNAT)
+		if ch == nil {
+			continue
+		}
+		for _, r := range ch.Rules {
+			if o, ok := ownerFromComment(r.Comment()); ok && !seen[o] && strings.HasPrefix(r.Target(), iptDNPrefix) {
+				seen[o] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,208 @@
+// Package portmap is the portmap meta plugin: it forwards ports of the host to a
+// container (runtimeConfig.portMappings), with DNAT rules in iptables (the reference
+// layout, chain for chain) or in nftables (maps looked up per packet, over netlink).
+// ADD installs the mappings of one attachment, DEL removes everything of an attachment
+// from its network name and container id alone, CHECK verifies the rules, and GC
+// removes the mappings of attachments of the network that are no longer valid.
+package portmap
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/conntrack"
+	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns portmap's registry entry.
+func Plugin() *skel.Plugin {
+	return &skel.Plugin{
+		Name:     "portmap",
+		About:    "forwards host ports to the container (iptables or nftables)",
+		Versions: version.All(),
+		Add:      add,
+		Del:      del,
+		Check:    check,
+		GC:       gc,
+	}
+}
+
+// backend is one rule engine's implementation of the mappings.
+type backend interface {
+	add(ctx context.Context, o owner, s *settings, fams []family) error
+	// del removes everything of o and returns the mappings it removed.
+	del(ctx context.Context, o owner) ([]flow, error)
+	check(ctx context.Context, o owner, s *settings, fams []family) error
+	// owners lists the attachments that have mappings installed.
+	owners(ctx context.Context) ([]owner, error)
+}
+
+func backendFor(b netfilter.Backend) backend {
+	if b == netfilter.IPTables {
+		return iptBackend{}
+	}
+	return nftBackend{}
+}
+
+func load(req *skel.Request) (*settings, error) {
+	conf, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return nil, err
+	}
+	return parseSettings(conf)
+}
+
+// add installs the attachment's mappings. Without mappings it passes the previous
+// result through and touches nothing.
+func add(req *skel.Request) (_ *result.Result, err error) {
+	if req.PrevResult == nil {
+		return nil, cnierror.New(cnierror.CodeInvalidConfig, "prevResult: portmap must be called as a chained plugin")
+	}
+	s, err := load(req)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.mappings) == 0 {
+		return req.PrevResult, nil
+	}
+	v4, v6 := containerIPs(req.PrevResult, req.Args.IfName)
+	if !v4.IsValid() && !v6.IsValid() {
+		return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
+			"prevResult: no address on interface %q in a sandbox to map ports to", req.Args.IfName)
+	}
+	fams := s.families(v4, v6)
+	if len(fams) == 0 {
+		return req.PrevResult, nil
+	}
+	o := owner{net: req.Net.Name, cid: req.Args.ContainerID}
+	b := backendFor(s.backend)
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+	if err := b.add(req.Ctx, o, s, fams); err != nil {
+		return nil, err
+	}
+	undo.Push("port mappings", func() error { _, err := b.del(req.Ctx, o); return err })
+	for _, f := range fams {
+		if s.snat && !f.v6 {
+			if err := enableLocalnet(f.addr.Addr()); err != nil {
+				return nil, err
+			}
+		}
+		// Stale UDP flows to an earlier holder of a host port would keep their old
+		// DNAT forever; TCP ones end on their own.
+		var stale []conntrack.Match
+		for _, m := range f.mappings {
+			if m.proto == "udp" {
+				stale = append(stale, conntrack.Match{Proto: protoNumber["udp"], OrigDstPort: m.hostPort})
+			}
+		}
+		if _, err := conntrack.Delete(f.v6, stale); err != nil {
+			fmt.Fprintf(req.Stderr, "portmap: %v\n", err)
+		}
+	}
+	return req.PrevResult, nil
+}
+
+// enableLocalnet sets route_localnet on the host interface that routes to the
+// container, so that 127.0.0.1:hostPort can be DNATed out of it.
+func enableLocalnet(target netip.Addr) error {
+	routes, err := netlink.RouteGet(net.IP(target.AsSlice()))
+	if err != nil || len(routes) == 0 {
+		return fmt.Errorf("portmap: find the route to %s: %v", target, err)
+	}
+	l, err := netlink.LinkByIndex(routes[0].LinkIndex)
+	if err != nil {
+		return fmt.Errorf("portmap: interface routing to %s: %w", target, err)
+	}
+	if err := sysctl.Ensure(sysctl.Iface("ipv4", l.Attrs().Name, "route_localnet"), "1"); err != nil {
+		return fmt.Errorf("portmap: %w", err)
+	}
+	return nil
+}
+
+// del removes everything of the attachment in both backends (a node's backend choice
+// can change between ADD and DEL) and the conntrack entries of its mappings. It needs
+// neither runtimeConfig nor prevResult.
+// The config is deliberately not validated: a config that became invalid must not
+// keep an attachment's rules alive.
+func del(req *skel.Request) error {
+	return removeAttachment(req.Ctx, owner{net: req.Net.Name, cid: req.Args.ContainerID})
+}
+
+func removeAttachment(ctx context.Context, o owner) error {
+	var flows []flow
+	for _, b := range []backend{nftBackend{}, iptBackend{}} {
+		f, err := b.del(ctx, o)
+		if err != nil {
+			return err
+		}
+		flows = append(flows, f...)
+	}
+	var m4, m6 []conntrack.Match
+	for _, f := range flows {
+		m := conntrack.Match{Proto: protoNumber[f.proto], OrigDstPort: f.hostPort, ReplySrc: f.target}
+		if f.target.Is6() {
+			m6 = append(m6, m)
+		} else {
+			m4 = append(m4, m)
+		}
+	}
+	if _, err := conntrack.Delete(false, m4); err != nil {
+		return fmt.Errorf("portmap: %w", err)
+	}
+	if _, err := conntrack.Delete(true, m6); err != nil {
+		return fmt.Errorf("portmap: %w", err)
+	}
+	return nil
+}
+
+// check verifies the attachment's rules against the mappings it was given.
+func check(req *skel.Request) error {
+	if req.PrevResult == nil {
+		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: portmap must be called as a chained plugin")
+	}
+	s, err := load(req)
+	if err != nil {
+		return err
+	}
+	if len(s.mappings) == 0 {
+		return nil
+	}
+	v4, v6 := containerIPs(req.PrevResult, req.Args.IfName)
+	o := owner{net: req.Net.Name, cid: req.Args.ContainerID}
+	return backendFor(s.backend).check(req.Ctx, o, s, s.families(v4, v6))
+}
+
+// gc removes the mappings of every attachment of this network whose container is not
+// in the valid list, in both backends.
+func gc(req *skel.Request) error {
+	valid := map[string]bool{}
+	for _, a := range req.ValidAttachments {
+		valid[a.ContainerID] = true
+	}
+	for _, b := range []backend{nftBackend{}, iptBackend{}} {
+		owners, err := b.owners(req.Ctx)
+		if err != nil {
+			return err
+		}
+		for _, o := range owners {
+			if o.net != req.Net.Name || valid[o.cid] {
+				continue
+			}
+			if err := removeAttachment(req.Ctx, o); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

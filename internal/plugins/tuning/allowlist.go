@@ -1,0 +1,59 @@
+package tuning
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/cnikit/cni/internal/cnierror"
+)
+
+// DefaultAllowList is the node's sysctl allow-list: one regular expression per line,
+// matched against the sysctl key as configured. Without the file every key is allowed.
+const DefaultAllowList = "/etc/cni/tuning/allowlist.conf"
+
+// checkAllowList refuses any sysctl that no line of the allow-list at path matches. Empty
+// lines and lines starting with "#" are skipped.
+func checkAllowList(path string, want []Sysctl) error {
+	if len(want) == 0 {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sysctl allow-list: %w", err)
+	}
+	var allowed []*regexp.Regexp
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		re, err := regexp.Compile(line)
+		if err != nil {
+			return cnierror.Newf(cnierror.CodeInvalidConfig, "sysctl allow-list %s line %d: %v", path, n+1, err)
+		}
+		allowed = append(allowed, re)
+	}
+	for _, s := range want {
+		if !matchesAny(allowed, s.Key) {
+			return cnierror.Newf(cnierror.CodeInvalidConfig,
+				"sysctl: key %q is not in the node's allow-list %s", s.Key, path)
+		}
+	}
+	return nil
+}
+
+func matchesAny(res []*regexp.Regexp, s string) bool {
+	for _, re := range res {
+		if re.MatchString(s) {
+			return true
+		}
+	}
+	return false
+}

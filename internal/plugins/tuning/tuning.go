@@ -1,0 +1,283 @@
+// Package tuning is the tuning plugin: a chained plugin that changes the container
+// interface's sysctls (under net. only, filtered by the node's allow-list) and link
+// attributes (mac, mtu, promisc, allmulti, txqueuelen). What it changes is saved first to
+// <dataDir>/<containerID>_<ifname>.json, and DEL puts it back: the link attributes as the
+// reference does, and, unlike the reference, the sysctls too.
+package tuning
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"strings"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns the tuning plugin's registry entry, reading the node allow-list at
+// its default path.
+func Plugin() *skel.Plugin { return New(DefaultAllowList) }
+
+// New returns the tuning plugin with the sysctl allow-list read from allowList. The
+// path is not a config key: it is the node's policy over configs, so a config must not
+// be able to point it elsewhere.
+func New(allowList string) *skel.Plugin {
+	t := tuner{allowList: allowList}
+	return &skel.Plugin{
+		Name:     "tuning",
+		About:    "changes sysctls and link attributes of the container interface, restoring them on DEL",
+		Versions: version.All(),
+		Add:      t.add,
+		Del:      t.del,
+		Check:    t.check,
+	}
+}
+
+type tuner struct {
+	allowList string
+}
+
+var errNotChained = cnierror.New(cnierror.CodeInvalidConfig, "prevResult: tuning must be called as a chained plugin")
+
+// prepare parses and validates the request's settings for ADD and CHECK.
+func (t tuner) prepare(req *skel.Request) (*Plan, error) {
+	p, err := plan(req)
+	if err != nil {
+		return nil, err
+	}
+	if req.PrevResult == nil {
+		return nil, errNotChained
+	}
+	if err := checkAllowList(t.allowList, p.Sysctls); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// add saves the current values, applies the new ones inside the container and returns
+// prevResult with the interface's new MAC.
+func (t tuner) add(req *skel.Request) (*result.Result, error) {
+	p, err := t.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	cont, err := openNetns(req.Args.Netns)
+	if err != nil {
+		return nil, err
+	}
+	defer cont.Close()
+	path := backupPath(p.DataDir, req.Args.ContainerID, req.Args.IfName)
+	if err := cont.Do(func() error { return apply(cont, req.Args.IfName, path, p) }); err != nil {
+		return nil, err
+	}
+	res := req.PrevResult.Clone()
+	if p.Mac != nil {
+		setResultMac(res, req.Args.IfName, p.Mac.String())
+	}
+	return res, nil
+}
+
+// apply runs inside the container namespace: sysctls resolve through the calling
+// thread's namespace. A failure part-way restores what was already changed.
+func apply(cont *link.NS, ifName, path string, p *Plan) (err error) {
+	l, err := cont.ByName(ifName)
+	if err != nil {
+		return fmt.Errorf("container interface: %w", err)
+	}
+	h, err := cont.Handle()
+	if err != nil {
+		return err
+	}
+	before, err := snapshot(l, p)
+	if err != nil {
+		return err
+	}
+	older, err := readBackup(path)
+	if err != nil {
+		return err
+	}
+	saved := *before
+	saved.Sysctls = maps.Clone(before.Sysctls)
+	saved.keepOlder(older)
+	if len(saved.Sysctls) == 0 && !p.changesLink() && older == nil {
+		return nil // nothing to change, nothing to restore
+	}
+
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+	if err := writeBackup(path, &saved); err != nil {
+		return err
+	}
+	undo.Push("backup "+path, func() error {
+		if older == nil {
+			return os.Remove(path)
+		}
+		return writeBackup(path, older)
+	})
+	for _, s := range p.Sysctls {
+		undo.Push("sysctl "+s.Name, func() error { return sysctl.Set(s.Name, before.Sysctls[s.Name]) })
+		if err := sysctl.Set(s.Name, s.Value); err != nil {
+			return fmt.Errorf("sysctl: key %q: %w", s.Key, err)
+		}
+	}
+	if p.changesLink() {
+		undo.Push("link attributes of "+ifName, func() error { return setLink(h, ifName, before.linkState()) })
+		if err := setLink(h, ifName, p.linkState()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snapshot records the current values of everything p is about to change.
+func snapshot(l linkAttrs, p *Plan) (*Backup, error) {
+	b := current(l, p.Mac != nil, p.Mtu != 0, p.Promisc != nil, p.Allmulti != nil, p.TxQLen != nil)
+	for _, s := range p.Sysctls {
+		v, err := sysctl.Get(s.Name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "sysctl: key %q: %s does not exist", s.Key, s.Name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sysctl: key %q: %w", s.Key, err)
+		}
+		if b.Sysctls == nil {
+			b.Sysctls = map[string]string{}
+		}
+		b.Sysctls[s.Name] = v
+	}
+	return b, nil
+}
+
+// del restores the saved values and deletes the backup. With no backup there is
+// nothing to do; with the namespace gone there is nothing left to restore.
+func (t tuner) del(req *skel.Request) error {
+	conf, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return err
+	}
+	dataDir := conf.DataDir
+	if dataDir == "" {
+		dataDir = DefaultDataDir
+	}
+	path := backupPath(dataDir, req.Args.ContainerID, req.Args.IfName)
+	b, err := readBackup(path)
+	if err != nil {
+		// A backup that cannot be read can never be restored; keeping it would make
+		// every later DEL fail too.
+		fmt.Fprintf(req.Stderr, "tuning: dropping unreadable backup: %v\n", err)
+		return removeBackup(path)
+	}
+	if b == nil {
+		return nil
+	}
+	if req.Args.Netns != "" {
+		cont, err := link.Open(req.Args.Netns)
+		if err != nil && !errors.Is(err, ns.ErrNotExist) {
+			return err
+		}
+		if err == nil {
+			defer cont.Close()
+			if err := cont.Do(func() error { return restore(cont, req.Args.IfName, b) }); err != nil {
+				return err
+			}
+		}
+	}
+	return removeBackup(path)
+}
+
+// restore puts the backup's values back inside the container namespace. Sysctls and an
+// interface that no longer exist have nothing to restore.
+func restore(cont *link.NS, ifName string, b *Backup) error {
+	var errs []error
+	for name, v := range b.Sysctls {
+		if err := sysctl.Set(name, v); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	h, err := cont.Handle()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if err := setLink(h, ifName, b.linkState()); err != nil && !link.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func removeBackup(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("tuning backup: %w", err)
+	}
+	return nil
+}
+
+// check compares the configured sysctls and attributes with the container's.
+func (t tuner) check(req *skel.Request) error {
+	p, err := t.prepare(req)
+	if err != nil {
+		return err
+	}
+	cont, err := openNetns(req.Args.Netns)
+	if err != nil {
+		return err
+	}
+	defer cont.Close()
+	return cont.Do(func() error {
+		for _, s := range p.Sysctls {
+			cur, err := sysctl.Get(s.Name)
+			if err != nil {
+				return fmt.Errorf("sysctl: key %q: %w", s.Key, err)
+			}
+			if !sameSysctl(cur, s.Value) {
+				return fmt.Errorf("sysctl %s is %q, configured %q", s.Name, cur, s.Value)
+			}
+		}
+		l, err := cont.ByName(req.Args.IfName)
+		if err != nil {
+			return fmt.Errorf("container interface: %w", err)
+		}
+		return verifyLink(l, p.linkState())
+	})
+}
+
+// sameSysctl compares values the way the kernel prints them: multi-value sysctls come
+// back tab-separated whatever separator was written.
+func sameSysctl(a, b string) bool {
+	return strings.Join(strings.Fields(a), " ") == strings.Join(strings.Fields(b), " ")
+}
+
+func openNetns(path string) (*link.NS, error) {
+	cont, err := link.Open(path)
+	if errors.Is(err, ns.ErrNotExist) {
+		return nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
+	}
+	return cont, err
+}
+
+// setResultMac updates the MAC of the container interface in the result: the entry
+// with that name inside a sandbox, or, if none has a sandbox, any entry with that name.
+func setResultMac(res *result.Result, ifName, mac string) {
+	found := false
+	for i := range res.Interfaces {
+		if res.Interfaces[i].Name == ifName && res.Interfaces[i].Sandbox != "" {
+			res.Interfaces[i].Mac, found = mac, true
+		}
+	}
+	if found {
+		return
+	}
+	for i := range res.Interfaces {
+		if res.Interfaces[i].Name == ifName {
+			res.Interfaces[i].Mac = mac
+		}
+	}
+}

@@ -82,7 +82,10 @@ func plugPort(host *link.NS, br, port netlink.Link, conf *Config) error {
 			return fmt.Errorf("host veth %q: set isolated: %w", name, err)
 		}
 	}
-	return setPortVLANs(h, port, conf.VLAN, conf.trunk, conf.PreserveDefaultVLAN)
+	if err := setPortVLANs(h, port, conf.VLAN, conf.trunk, conf.PreserveDefaultVLAN); err != nil {
+		return err
+	}
+	return pinMAC(h, br.Attrs().Name)
 }
 
 // setPortVLANs makes vlan the port's untagged PVID and adds the trunk VLANs tagged. The
@@ -227,9 +230,6 @@ func setupGateways(host *link.NS, conf *Config, br netlink.Link, gws []netip.Pre
 			return err
 		}
 		v4, v6 = v4 || gw.Addr().Is4(), v6 || gw.Addr().Is6()
-	}
-	if err := pinMAC(h, br.Attrs().Name); err != nil {
-		return err
 	}
 	if err := sysctl.EnableForwarding(v4, v6); err != nil {
 		return fmt.Errorf("enable forwarding: %w", err)

@@ -53,6 +53,10 @@ func NewWithLoopback(t testing.TB) *NS {
 	return n
 }
 
+// Create makes a namespace without a test to tie it to (benchmark programs); the caller
+// closes it.
+func Create() (*NS, error) { return create() }
+
 func create() (*NS, error) {
 	type made struct {
 		h   netns.NsHandle

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/version"
@@ -119,8 +118,7 @@ func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
 	ctx, cancel := r.context(ctx)
 	defer cancel()
 	if !version.AtLeast(n.CNIVersion, "0.4.0") {
-		return cnierror.Newf(cnierror.CodeIncompatibleVersion,
-			"configuration version %q does not support the CHECK command", n.CNIVersion)
+		return fmt.Errorf("configuration version %q does not support the CHECK command", n.CNIVersion)
 	}
 	if n.DisableCheck {
 		return nil
@@ -281,12 +279,31 @@ func pluginConfig(n *Network, pc PluginConf, prev *result.Result, att *Attachmen
 		}
 		if len(rc) > 0 {
 			obj["runtimeConfig"] = rc
+			// libcni injects runtimeConfig by decoding and re-encoding the whole config,
+			// which also sorts the keys of prevResult; do the same so plugins see the
+			// same bytes from both runtimes.
+			return canonical(obj)
 		}
 	}
 	for k, v := range extra {
 		obj[k] = v
 	}
 	return json.Marshal(obj)
+}
+
+// canonical encodes v with the keys of every object sorted.
+func canonical(v any) ([]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var generic any
+	if err := dec.Decode(&generic); err != nil {
+		return nil, err
+	}
+	return json.Marshal(generic)
 }
 
 func (r *Runner) logf(format string, a ...any) {

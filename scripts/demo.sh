@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# demo.sh BIN: a real ADD, CHECK and DEL into a throwaway network namespace, printing
-# each step. Everything happens inside a private "host" namespace (unshare), so the
-# machine's own network is never touched and nothing outlives the demo.
+# demo.sh BIN: the standard chain through the embedded runner (`cni add|check|del`), the
+# way a container runtime uses it: a "loopback" network on lo, then "demo" made of
+# bridge (+host-local, ipMasq on), portmap (one TCP mapping from CAP_ARGS) and bandwidth,
+# as far as those plugins are built in. ADD prints the result, then CHECK and DEL, into a
+# throwaway netns. Everything happens inside a private "host" namespace (unshare) with a
+# tmpfs /run and temp cache and IPAM dirs, so the machine's own network is never touched
+# and nothing outlives the demo. With only loopback built in, it falls back to exec'ing
+# the loopback plugin by hand.
 set -euo pipefail
 bin=$(readlink -f "${1:-bin/cni}")
 
@@ -11,21 +16,71 @@ fi
 
 work=$(mktemp -d)
 trap 'ip netns del demo-ctr 2>/dev/null || true; rm -rf "$work"' EXIT
-mount -t tmpfs tmpfs /run/netns 2>/dev/null || { mkdir -p /run/netns && mount -t tmpfs tmpfs /run/netns; }
+# A private /run: netns mounts and lock files stay in this mount namespace.
+mount -t tmpfs tmpfs /run
+mkdir -p /run/netns
 ip link set lo up
 ip netns add demo-ctr
 
-mkdir -p "$work/bin"
+mkdir -p "$work/bin" "$work/net.d"
 for p in $("$bin" --list); do ln -s "$bin" "$work/bin/$p"; done
-conf='{"cniVersion":"1.1.0","name":"demo","type":"loopback"}'
+has() { [ -e "$work/bin/$1" ]; }
 
-step() {
-	echo "== $1"
-	echo "$conf" | CNI_COMMAND=$1 CNI_CONTAINERID=demo1 CNI_NETNS=/run/netns/demo-ctr \
-		CNI_IFNAME=eth0 CNI_PATH="$work/bin" "$work/bin/loopback"
-	echo "(exit $?)"
+if ! has bridge; then
+	conf='{"cniVersion":"1.1.0","name":"demo","type":"loopback"}'
+	step() {
+		echo "== $1"
+		echo "$conf" | CNI_COMMAND=$1 CNI_CONTAINERID=demo1 CNI_NETNS=/run/netns/demo-ctr \
+			CNI_IFNAME=eth0 CNI_PATH="$work/bin" "$work/bin/loopback"
+		echo "(exit $?)"
+	}
+	step ADD
+	ip netns exec demo-ctr ip -br addr show lo
+	step CHECK
+	step DEL
+	exit 0
+fi
+
+plugins='{"type":"bridge","bridge":"cni-demo0","isGateway":true,"ipMasq":true,
+  "ipam":{"type":"host-local","dataDir":"'"$work/ipam"'","ranges":[[{"subnet":"10.88.0.0/24"}]],
+          "routes":[{"dst":"0.0.0.0/0"}]}}'
+if has portmap; then
+	plugins+=',{"type":"portmap","capabilities":{"portMappings":true}}'
+fi
+if has bandwidth; then
+	plugins+=',{"type":"bandwidth","capabilities":{"bandwidth":true}}'
+fi
+cat >"$work/net.d/10-demo.conflist" <<CONF
+{"cniVersion":"1.1.0","name":"demo","plugins":[$plugins]}
+CONF
+cat >"$work/net.d/99-loopback.conflist" <<CONF
+{"cniVersion":"1.1.0","name":"loopback","plugins":[{"type":"loopback"}]}
+CONF
+
+export NETCONFPATH="$work/net.d" CNI_PATH="$work/bin" CNI_CACHE_DIR="$work/cache"
+export CAP_ARGS='{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}],
+  "bandwidth":{"ingressRate":10000000,"ingressBurst":1000000,"egressRate":10000000,"egressBurst":1000000}}'
+ns=/run/netns/demo-ctr
+
+run() {
+	echo "== cni $*"
+	"$bin" "$@"
 }
-step ADD
-ip netns exec demo-ctr ip -br addr show lo
-step CHECK
-step DEL
+run ls
+run add loopback "$ns" --ifname lo
+run add demo "$ns"
+echo "== container:"
+ip netns exec demo-ctr ip -br addr
+ip netns exec demo-ctr ip route
+echo "== host:"
+ip -br link
+if has portmap; then
+	echo "== host port mapping (8080 -> container 80):"
+	{ nft list ruleset 2>/dev/null; iptables-save -t nat 2>/dev/null; } | grep -E '8080' || true
+fi
+run check loopback "$ns" --ifname lo
+run check demo "$ns"
+run del demo "$ns"
+run del loopback "$ns" --ifname lo
+echo "== after DEL: cache entries left: $(find "$work/cache" -type f | wc -l)"
+ip netns exec demo-ctr ip -br addr

@@ -37,7 +37,7 @@ test-kernel:
 	scripts/test-kernel.sh
 
 install: build
-	scripts/install-symlinks.sh --binary $(BIN) --dir $(DESTDIR)$(BINDIR)
+	DESTDIR='$(DESTDIR)' scripts/install-symlinks.sh --binary $(BIN) --dir $(BINDIR)
 
 demo: build
 	scripts/demo.sh $(BIN)

@@ -40,12 +40,14 @@ func Main(p Process) int {
 	if plugin := lookupApplet(name); plugin != nil {
 		return skel.Run(plugin, p.Env, p.Stdin, p.Stdout, p.Stderr)
 	}
-	if name != "cni" {
-		return unknownName(p, name)
-	}
 	var args []string
 	if len(p.Args) > 1 {
 		args = p.Args[1:]
+	}
+	// Under any other name (a renamed or versioned copy such as cni-v1.2) the binary still
+	// answers its own subcommands, but a runtime's call is never mistaken for one.
+	if name != "cni" && (len(args) == 0 || hasCNICommand(p.Env)) {
+		return unknownName(p, name)
 	}
 	return runCommand(p, args)
 }

@@ -104,3 +104,11 @@ func TestVersionAndHelp(t *testing.T) {
 		assert.Contains(t, o.stdout, p.Name)
 	}
 }
+
+func TestRenamedBinaryStillAnswersSubcommands(t *testing.T) {
+	o := run([]string{"/usr/local/bin/cni-v1.2", "--list"}, nil, "")
+	assert.Equal(t, 0, o.code)
+	assert.Contains(t, o.stdout, "loopback")
+	o = run([]string{"/usr/local/bin/cni-v1.2", "--list"}, []string{"CNI_COMMAND=ADD"}, "")
+	assert.Equal(t, 1, o.code, "a runtime call under an unknown name still fails")
+}

@@ -5,6 +5,7 @@ import (
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/bridge"
+	"github.com/cnikit/cni/internal/plugins/firewall"
 	"github.com/cnikit/cni/internal/plugins/loopback"
 	"github.com/cnikit/cni/internal/plugins/portmap"
 	"github.com/cnikit/cni/internal/plugins/ptp"
@@ -24,6 +25,7 @@ func Registry() []*skel.Plugin {
 		ptp.Plugin(),
 		portmap.Plugin(),
 		tuning.Plugin(),
+		firewall.Plugin(),
 	}
 }
 

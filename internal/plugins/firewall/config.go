@@ -1,0 +1,99 @@
+package firewall
+
+import (
+	"strings"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// The backends.
+const (
+	BackendIPTables  = "iptables"
+	BackendFirewalld = "firewalld"
+)
+
+// The ingress policies.
+const (
+	PolicyOpen       = "open"
+	PolicySameBridge = "same-bridge"
+	PolicyIsolated   = "isolated"
+)
+
+// Defaults of the reference plugin.
+const (
+	DefaultAdminChain = "CNI-ADMIN"
+	DefaultZone       = "trusted"
+)
+
+// Config is the plugin's part of the network config.
+type Config struct {
+	Backend       string `json:"backend,omitempty"`
+	AdminChain    string `json:"iptablesAdminChainName,omitempty"`
+	Zone          string `json:"firewalldZone,omitempty"`
+	IngressPolicy string `json:"ingressPolicy,omitempty"`
+}
+
+// maxChainName is the longest chain name iptables accepts (XT_EXTENSION_MAXNAMELEN - 1).
+const maxChainName = 28
+
+// loadConfig parses the config once and fills in the defaults; Backend stays "" when
+// unset, so that the (D-Bus) detection runs only when it is needed.
+func loadConfig(req *skel.Request) (*Config, error) {
+	conf, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return nil, err
+	}
+	if conf.AdminChain == "" {
+		conf.AdminChain = DefaultAdminChain
+	}
+	if conf.Zone == "" {
+		conf.Zone = DefaultZone
+	}
+	if conf.IngressPolicy == "" {
+		conf.IngressPolicy = PolicyOpen
+	}
+	return conf, conf.validate()
+}
+
+func (c *Config) validate() error {
+	switch c.Backend {
+	case "", BackendIPTables, BackendFirewalld:
+	default:
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "backend: must be %q or %q, got %q",
+			BackendIPTables, BackendFirewalld, c.Backend)
+	}
+	if err := validChainName(c.AdminChain); err != nil {
+		return err
+	}
+	switch c.IngressPolicy {
+	case PolicyOpen, PolicySameBridge, PolicyIsolated:
+	default:
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "ingressPolicy: must be %q, %q or %q, got %q",
+			PolicyOpen, PolicySameBridge, PolicyIsolated, c.IngressPolicy)
+	}
+	if strings.ContainsAny(c.Zone, " \t\n/") {
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "firewalldZone: %q is not a zone name", c.Zone)
+	}
+	return nil
+}
+
+// validChainName refuses names iptables would reject, and the chains the plugin itself
+// manages: the admin chain is the operator's, so a config must not make the plugin jump
+// from CNI-FORWARD into CNI-FORWARD or into a built-in chain.
+func validChainName(name string) error {
+	switch {
+	case len(name) > maxChainName:
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %q is longer than %d characters", name, maxChainName)
+	case strings.HasPrefix(name, "-") || strings.HasPrefix(name, "!"):
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %q must not start with - or !", name)
+	case strings.IndexFunc(name, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == '\'' || r == '\\' }) >= 0:
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %q contains a blank, a quote or a non-ASCII character", name)
+	}
+	switch name {
+	case forwardChain, "INPUT", "OUTPUT", "PREROUTING", "POSTROUTING", privChain, stage1Chain, stage2Chain,
+		"ACCEPT", "DROP", "RETURN", "REJECT", "QUEUE":
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %q is reserved", name)
+	}
+	return nil
+}

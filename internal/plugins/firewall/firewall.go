@@ -1,0 +1,212 @@
+// Package firewall is the firewall plugin: a chained plugin that lets the container's
+// addresses through the host's forwarding firewall, with iptables rules or firewalld
+// zone sources, and optionally isolates bridges from each other (ingressPolicy).
+//
+// The iptables backend keeps the reference layout (filter table, both families):
+// FORWARD's first rule jumps to CNI-FORWARD, whose first rule jumps to the operator's
+// admin chain (CNI-ADMIN), followed per container address by `-d <ip>/32 -m conntrack
+// --ctstate RELATED,ESTABLISHED -j ACCEPT` and `-s <ip>/32 -j ACCEPT`. Unlike the
+// reference, each of those two rules also carries the comment `name: "<network>" id:
+// "<containerID>"`, so DEL (without prevResult, or with the netns gone) and GC find an
+// attachment's rules from its network and container ID alone; the chains and jumps that
+// tooling looks for are unchanged. Like the reference masquerade rules, the key is
+// network + container: two interfaces of one container on one network share it. The
+// admin chain is never flushed and CNI-FORWARD is never flushed wholesale, so rules an
+// operator put there survive every ADD and DEL. One ADD, DEL or GC is one iptables-save
+// and one iptables-restore per family.
+//
+// The firewalld backend binds each address (/32, /128) as a source to a zone over
+// D-Bus. firewalld cannot say which sources belong to a container, so its DEL needs the
+// prevResult: without one the sources stay until firewalld reloads (they are runtime
+// state only). GC cleans iptables rules only.
+//
+// With backend unset, firewalld is chosen when it owns its D-Bus name on the system bus
+// ($DBUS_SYSTEM_BUS_ADDRESS or /run/dbus/system_bus_socket); a missing bus socket means
+// iptables at once.
+package firewall
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns the firewall plugin's registry entry.
+func Plugin() *skel.Plugin {
+	return &skel.Plugin{
+		Name:     "firewall",
+		About:    "lets container addresses through the host firewall (iptables or firewalld), optional bridge isolation",
+		Versions: version.From("0.4.0"),
+		Add:      add,
+		Del:      del,
+		Check:    check,
+		GC:       gc,
+	}
+}
+
+var errNotChained = cnierror.New(cnierror.CodeInvalidConfig, "prevResult: firewall must be called as a chained plugin")
+
+// systemBus is the bus address the invocation's environment names.
+func systemBus(req *skel.Request) string {
+	for _, kv := range req.Args.Env {
+		if v, ok := cutEnv(kv, "DBUS_SYSTEM_BUS_ADDRESS"); ok && v != "" {
+			return v
+		}
+	}
+	return DefaultSystemBus
+}
+
+func cutEnv(kv, key string) (string, bool) {
+	if len(kv) > len(key) && kv[:len(key)] == key && kv[len(key)] == '=' {
+		return kv[len(key)+1:], true
+	}
+	return "", false
+}
+
+// backend resolves an unset backend by asking the bus.
+func backend(req *skel.Request, conf *Config) string {
+	if conf.Backend != "" {
+		return conf.Backend
+	}
+	if firewalldRunning(req.Ctx, systemBus(req)) {
+		return BackendFirewalld
+	}
+	return BackendIPTables
+}
+
+// addresses are prevResult's IPs.
+func addresses(prev *result.Result) []netip.Addr {
+	if prev == nil {
+		return nil
+	}
+	out := make([]netip.Addr, 0, len(prev.IPs))
+	for _, ip := range prev.IPs {
+		out = append(out, ip.Address.Addr().Unmap())
+	}
+	return out
+}
+
+// bridgeName is the host-side interface the ingress policy is keyed on: the first
+// interface outside any sandbox (the bridge plugin lists its bridge first, which is the
+// reference's interfaces[0]).
+func bridgeName(conf *Config, prev *result.Result) (string, error) {
+	if conf.IngressPolicy == PolicyOpen {
+		return "", nil
+	}
+	for _, i := range prev.Interfaces {
+		if i.Sandbox == "" && i.Name != "" {
+			return i.Name, nil
+		}
+	}
+	return "", cnierror.Newf(cnierror.CodeInvalidConfig,
+		"ingressPolicy: %q needs a host interface (the bridge) in prevResult.interfaces", conf.IngressPolicy)
+}
+
+func attachmentOf(req *skel.Request) attachment {
+	return attachment{network: req.Net.Name, containerID: req.Args.ContainerID}
+}
+
+func add(req *skel.Request) (res *result.Result, err error) {
+	conf, err := loadConfig(req)
+	if err != nil {
+		return nil, err
+	}
+	if req.PrevResult == nil {
+		return nil, errNotChained
+	}
+	bridge, err := bridgeName(conf, req.PrevResult)
+	if err != nil {
+		return nil, err
+	}
+	ips := addresses(req.PrevResult)
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+	switch backend(req, conf) {
+	case BackendFirewalld:
+		fw, err := dialFirewalld(req.Ctx, systemBus(req))
+		if err != nil {
+			return nil, cnierror.Newf(cnierror.CodeTryAgainLater, "firewalld: %v", err)
+		}
+		defer fw.Close()
+		if err := fw.addSources(req.Ctx, conf.Zone, ips, undo.Push); err != nil {
+			return nil, err
+		}
+		// The ingress policy is iptables whatever the backend, as in the reference.
+		if err := iptIsolation(req.Ctx, conf, ips, bridge); err != nil {
+			return nil, err
+		}
+	default:
+		if err := iptAdd(req.Ctx, conf, attachmentOf(req), ips, bridge, undo.Push); err != nil {
+			return nil, err
+		}
+	}
+	return req.PrevResult.Clone(), nil
+}
+
+// del removes the attachment's iptables rules whatever the backend (a node that
+// switched backend is left clean), and its firewalld sources when the backend is
+// firewalld and prevResult names them. A bus that is not there means firewalld has no
+// runtime sources to remove.
+func del(req *skel.Request) error {
+	conf, err := loadConfig(req)
+	if err != nil {
+		return err
+	}
+	errs := []error{iptDel(req.Ctx, attachmentOf(req))}
+	if ips := addresses(req.PrevResult); len(ips) > 0 && backend(req, conf) == BackendFirewalld {
+		fw, err := dialFirewalld(req.Ctx, systemBus(req))
+		if err != nil {
+			fmt.Fprintf(req.Stderr, "firewall: DEL: firewalld not reachable, no sources to remove: %v\n", err)
+		} else {
+			defer fw.Close()
+			errs = append(errs, fw.removeSources(req.Ctx, conf.Zone, ips))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func check(req *skel.Request) error {
+	conf, err := loadConfig(req)
+	if err != nil {
+		return err
+	}
+	if req.PrevResult == nil {
+		return errNotChained
+	}
+	bridge, err := bridgeName(conf, req.PrevResult)
+	if err != nil {
+		return err
+	}
+	ips := addresses(req.PrevResult)
+	if backend(req, conf) == BackendFirewalld {
+		fw, err := dialFirewalld(req.Ctx, systemBus(req))
+		if err != nil {
+			return fmt.Errorf("firewalld: %w", err)
+		}
+		defer fw.Close()
+		if err := fw.checkSources(req.Ctx, conf.Zone, ips); err != nil {
+			return err
+		}
+		return iptCheckIsolation(req.Ctx, conf, ips, bridge)
+	}
+	return iptCheck(req.Ctx, conf, attachmentOf(req), ips, bridge)
+}
+
+// gc removes the iptables rules of this network's containers that are not among the
+// valid attachments.
+func gc(req *skel.Request) error {
+	if _, err := loadConfig(req); err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, a := range req.ValidAttachments {
+		keep[a.ContainerID] = true
+	}
+	return iptGC(req.Ctx, req.Net.Name, keep)
+}

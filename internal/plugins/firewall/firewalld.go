@@ -1,0 +1,158 @@
+package firewall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// firewalld's D-Bus API, as the reference plugin calls it.
+const (
+	firewalldName      = "org.fedoraproject.FirewallD1"
+	firewalldPath      = "/org/fedoraproject/FirewallD1"
+	firewalldZoneIface = "org.fedoraproject.FirewallD1.zone"
+
+	// DefaultSystemBus is the system bus address when DBUS_SYSTEM_BUS_ADDRESS is unset.
+	DefaultSystemBus = "unix:path=/run/dbus/system_bus_socket"
+
+	// detectTimeout bounds the whole "does firewalld own its name" question, so that a
+	// wedged bus delays an ADD by at most this much before iptables is chosen.
+	detectTimeout = 2 * time.Second
+)
+
+// firewalld error codes (the start of the exception's message) that mean the wanted
+// state is already there.
+const (
+	errZoneAlreadySet = "ZONE_ALREADY_SET"
+	errUnknownSource  = "UNKNOWN_SOURCE"
+)
+
+// busPath returns the socket path of a unix:path= address, or "" for another form.
+func busPath(addr string) string {
+	for _, part := range strings.Split(addr, ";") {
+		rest, ok := strings.CutPrefix(part, "unix:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if p, ok := strings.CutPrefix(kv, "path="); ok {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// connect opens a connection to the bus. A unix socket path that does not exist is
+// reported as os.ErrNotExist at once, without dialling.
+func connect(ctx context.Context, addr string) (*dbus.Conn, error) {
+	if p := busPath(addr); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("system bus %s: %w", p, err)
+		}
+	}
+	conn, err := dbus.Connect(addr, dbus.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("system bus %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// firewalldRunning reports whether firewalld owns its name on the bus. Any failure to
+// ask means no: the plugin then falls back to iptables, as the reference does.
+func firewalldRunning(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, detectTimeout)
+	defer cancel()
+	conn, err := connect(ctx, addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	var owned bool
+	err = conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, firewalldName).Store(&owned)
+	return err == nil && owned
+}
+
+// firewalld is one connection to firewalld's zone interface.
+type firewalld struct {
+	conn *dbus.Conn
+	obj  dbus.BusObject
+}
+
+func dialFirewalld(ctx context.Context, addr string) (*firewalld, error) {
+	conn, err := connect(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &firewalld{conn: conn, obj: conn.Object(firewalldName, firewalldPath)}, nil
+}
+
+func (f *firewalld) Close() { f.conn.Close() }
+
+func (f *firewalld) call(ctx context.Context, method string, args ...any) (string, error) {
+	var out string
+	err := f.obj.CallWithContext(ctx, firewalldZoneIface+"."+method, 0, args...).Store(&out)
+	return out, err
+}
+
+// isCode reports whether err is a firewalld exception with the given code.
+func isCode(err error, code string) bool {
+	var de dbus.Error
+	if errors.As(err, &de) {
+		for _, b := range de.Body {
+			if s, ok := b.(string); ok && strings.HasPrefix(s, code) {
+				return true
+			}
+		}
+	}
+	return err != nil && strings.Contains(err.Error(), code)
+}
+
+// addSources binds each address to zone; one already bound to it is fine.
+func (f *firewalld) addSources(ctx context.Context, zone string, ips []netip.Addr, push func(string, func() error)) error {
+	for _, ip := range ips {
+		src := hostPrefix(ip)
+		if _, err := f.call(ctx, "addSource", zone, src); err != nil && !isCode(err, errZoneAlreadySet) {
+			return fmt.Errorf("firewalld: add source %s to zone %s: %w", src, zone, err)
+		}
+		push("firewalld source "+src, func() error { return f.removeSource(ctx, zone, src) })
+	}
+	return nil
+}
+
+// removeSource unbinds a source; one firewalld does not know is already gone.
+func (f *firewalld) removeSource(ctx context.Context, zone, src string) error {
+	if _, err := f.call(ctx, "removeSource", zone, src); err != nil && !isCode(err, errUnknownSource) {
+		return fmt.Errorf("firewalld: remove source %s from zone %s: %w", src, zone, err)
+	}
+	return nil
+}
+
+func (f *firewalld) removeSources(ctx context.Context, zone string, ips []netip.Addr) error {
+	var errs []error
+	for _, ip := range ips {
+		errs = append(errs, f.removeSource(ctx, zone, hostPrefix(ip)))
+	}
+	return errors.Join(errs...)
+}
+
+// checkSources verifies that each address is bound to zone.
+func (f *firewalld) checkSources(ctx context.Context, zone string, ips []netip.Addr) error {
+	for _, ip := range ips {
+		src := hostPrefix(ip)
+		got, err := f.call(ctx, "getZoneOfSource", src)
+		if err != nil {
+			return fmt.Errorf("firewalld: zone of source %s: %w", src, err)
+		}
+		if got != zone {
+			return fmt.Errorf("firewalld: source %s is in zone %q, want %q", src, got, zone)
+		}
+	}
+	return nil
+}

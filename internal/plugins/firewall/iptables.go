@@ -1,0 +1,216 @@
+package firewall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/cnikit/cni/internal/iptables"
+)
+
+// The reference layout's names.
+const (
+	filterTable  = "filter"
+	forwardChain = "FORWARD"
+	privChain    = "CNI-FORWARD"
+
+	forwardComment = "CNI firewall plugin rules"
+	adminComment   = "CNI firewall plugin admin overrides"
+)
+
+var families = [...]iptables.Family{iptables.IPv4, iptables.IPv6}
+
+func familyOf(a netip.Addr) iptables.Family {
+	if a.Unmap().Is4() {
+		return iptables.IPv4
+	}
+	return iptables.IPv6
+}
+
+// hostPrefix is the address as a single-host prefix (/32, /128), the form iptables-save
+// prints for `-s`/`-d` and firewalld takes as a source.
+func hostPrefix(a netip.Addr) string {
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()).String()
+}
+
+// attachment is one container on one network, as its rules are keyed.
+type attachment struct {
+	network, containerID string
+}
+
+// comment tags the per-attachment rules, so that DEL and GC find them without the
+// container's addresses. It is the masquerade rules' comment of the reference.
+func (a attachment) comment() string {
+	return fmt.Sprintf("name: %q id: %q", a.network, a.containerID)
+}
+
+// parseComment returns the container ID of network's comment, or false.
+func parseComment(network, comment string) (string, bool) {
+	rest, ok := strings.CutPrefix(comment, fmt.Sprintf("name: %q id: ", network))
+	if !ok || len(rest) < 2 || rest[0] != '"' || rest[len(rest)-1] != '"' {
+		return "", false
+	}
+	cid := rest[1 : len(rest)-1]
+	return cid, attachment{network, cid}.comment() == comment
+}
+
+func forwardRule() iptables.Rule {
+	return iptables.Rule{"-m", "comment", "--comment", forwardComment, "-j", privChain}
+}
+
+func adminRule(admin string) iptables.Rule {
+	return iptables.Rule{"-m", "comment", "--comment", adminComment, "-j", admin}
+}
+
+// ipRules are the reference's two rules per address, plus the attachment's comment:
+// replies to the container and everything from it are accepted.
+func ipRules(att attachment, fam iptables.Family, ips []netip.Addr) []iptables.Rule {
+	var out []iptables.Rule
+	c := att.comment()
+	for _, ip := range ips {
+		if familyOf(ip) != fam {
+			continue
+		}
+		p := hostPrefix(ip)
+		out = append(out,
+			iptables.Rule{"-d", p, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-m", "comment", "--comment", c, "-j", "ACCEPT"},
+			iptables.Rule{"-s", p, "-m", "comment", "--comment", c, "-j", "ACCEPT"})
+	}
+	return out
+}
+
+// planShared queues the chains every attachment shares: FORWARD jumps first to
+// CNI-FORWARD, whose first rule jumps to the admin chain. The admin chain is created
+// empty and never flushed: it belongs to the operator.
+func planShared(b *iptables.Batch, admin string) {
+	b.EnsureChain(privChain)
+	b.EnsureChain(admin)
+	b.InsertRule(forwardChain, forwardRule())
+	b.InsertRule(privChain, adminRule(admin))
+}
+
+// planRemove queues the deletion of the rules tagged with one of the given containers'
+// comments of network (a nil match means exactly att's).
+func planRemove(b *iptables.Batch, network string, stale func(cid string) bool) {
+	b.DeleteRulesFunc(privChain, func(r iptables.Rule) bool {
+		cid, ok := parseComment(network, r.Comment())
+		return ok && stale(cid)
+	})
+}
+
+// iptAdd installs the shared chains, the attachment's rules and the ingress policy, one
+// restore per family that has addresses. A family done before a later one fails is
+// undone through undo.
+func iptAdd(ctx context.Context, conf *Config, att attachment, ips []netip.Addr, bridge string, push func(string, func() error)) error {
+	for _, fam := range families {
+		rules := ipRules(att, fam, ips)
+		if len(rules) == 0 {
+			continue
+		}
+		err := iptables.Update(ctx, fam, filterTable, func(b *iptables.Batch) error {
+			planShared(b, conf.AdminChain)
+			for _, r := range rules {
+				b.AppendRule(privChain, r)
+			}
+			planIsolation(b, conf.IngressPolicy, bridge)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("firewall %s: %w", fam, err)
+		}
+		push("firewall rules "+fam.String(), func() error { return iptRemoveFamily(ctx, fam, att) })
+	}
+	return nil
+}
+
+func iptRemoveFamily(ctx context.Context, fam iptables.Family, att attachment) error {
+	return iptables.Update(ctx, fam, filterTable, func(b *iptables.Batch) error {
+		planRemove(b, att.network, func(cid string) bool { return cid == att.containerID })
+		return nil
+	})
+}
+
+// iptDel removes the attachment's rules of both families, found by their comment. The
+// shared chains, the admin chain and the isolation rules (other attachments' too) stay.
+func iptDel(ctx context.Context, att attachment) error {
+	var errs []error
+	for _, fam := range families {
+		if !iptables.TableInUse(fam, filterTable) {
+			continue // no rules, and no iptables-save exec spent finding that out
+		}
+		if err := iptRemoveFamily(ctx, fam, att); err != nil {
+			errs = append(errs, fmt.Errorf("firewall %s: %w", fam, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// iptGC removes the rules of network's containers that are not in keep.
+func iptGC(ctx context.Context, network string, keep map[string]bool) error {
+	var errs []error
+	for _, fam := range families {
+		if !iptables.TableInUse(fam, filterTable) {
+			continue
+		}
+		err := iptables.Update(ctx, fam, filterTable, func(b *iptables.Batch) error {
+			planRemove(b, network, func(cid string) bool { return !keep[cid] })
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("firewall gc %s: %w", fam, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// iptCheck verifies, per family with addresses, the jumps, the admin chain, the
+// attachment's rules and the ingress policy's rules.
+func iptCheck(ctx context.Context, conf *Config, att attachment, ips []netip.Addr, bridge string) error {
+	for _, fam := range families {
+		rules := ipRules(att, fam, ips)
+		if len(rules) == 0 {
+			continue
+		}
+		t, err := iptables.Load(ctx, fam, filterTable)
+		if err != nil {
+			return fmt.Errorf("firewall check: %w", err)
+		}
+		if err := checkTable(t, conf, rules, bridge); err != nil {
+			return fmt.Errorf("firewall check %s: %w", fam, err)
+		}
+	}
+	return nil
+}
+
+func checkTable(t *iptables.Table, conf *Config, rules []iptables.Rule, bridge string) error {
+	if t.Chain(conf.AdminChain) == nil {
+		return fmt.Errorf("admin chain %s missing", conf.AdminChain)
+	}
+	want := map[string][]iptables.Rule{
+		forwardChain: {forwardRule()},
+		privChain:    append([]iptables.Rule{adminRule(conf.AdminChain)}, rules...),
+	}
+	for chain, rs := range isolationRules(conf.IngressPolicy, bridge) {
+		want[chain] = append(want[chain], rs...)
+	}
+	return hasRules(t, want)
+}
+
+// hasRules reports the first wanted rule the snapshot lacks.
+func hasRules(t *iptables.Table, want map[string][]iptables.Rule) error {
+	for chain, rs := range want {
+		c := t.Chain(chain)
+		if c == nil {
+			return fmt.Errorf("chain %s missing", chain)
+		}
+		for _, r := range rs {
+			if !c.Has(r) {
+				return fmt.Errorf("chain %s lacks %q", chain, r.String())
+			}
+		}
+	}
+	return nil
+}

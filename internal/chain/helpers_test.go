@@ -134,3 +134,12 @@ func prefixComma(extra []string) string {
 	}
 	return "," + strings.Join(extra, ",")
 }
+
+// requireBuiltins fails when a plugin the test needs is not in the registry: every
+// plugin named here is part of the toolkit, so its absence is a build problem.
+func requireBuiltins(t testing.TB, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		require.NotNil(t, dispatch.Lookup(name), "plugin %q is not registered", name)
+	}
+}

@@ -5,5 +5,8 @@ func (b *bench) sections() []section {
 	return []section{
 		{"startup", b.startup},
 		{"size", b.size},
+		{"host-local", b.hostLocal},
+		{"chain", b.chainPerPod},
+		{"concurrency", b.concurrency},
 	}
 }

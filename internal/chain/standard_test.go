@@ -1,0 +1,65 @@
+package chain_test
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/chain"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// volatile hides what differs on every ADD whoever runs it: MACs, veth and ifb names,
+// interface indexes in "ip" output.
+var volatile = regexp.MustCompile(`([0-9a-f]{2}:){5}[0-9a-f]{2}|veth[0-9a-f]{8}|bwp[0-9a-f]{12}|@if[0-9]+|fe80::[0-9a-f:]+/64`)
+
+func TestStandardChainGivesTheSameResultAndStateAsLibcni(t *testing.T) {
+	testns.RequireRoot(t)
+	requireBuiltins(t, "bridge", "host-local", "portmap", "bandwidth")
+	dir := pluginDir(t, "bridge", "host-local", "portmap", "bandwidth")
+	type observed struct {
+		result, ctrAfterAdd, hostAfterAdd, ctrAfterDel, hostAfterDel string
+		cacheLeft                                                    []string
+	}
+	got := map[string]observed{}
+	for _, impl := range []string{"libcni", "ours"} {
+		host, ctr := testns.New(t), testns.New(t)
+		cacheDir := t.TempDir()
+		var rt runtime = newReference(t, dir, cacheDir)
+		if impl == "ours" {
+			r := newRunner(t, dir)
+			r.CacheDir = cacheDir
+			rt = ours{t: t, r: r}
+		}
+		conf := standardChain(filepath.Join(t.TempDir(), "ipam"))
+		att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0", CapabilityArgs: standardCaps}
+		var o observed
+		ip := func(n *testns.NS, args ...string) string {
+			out, err := n.Exec(t, "ip", args...)
+			require.NoError(t, err, out)
+			return volatile.ReplaceAllString(out, "X")
+		}
+		host.Run(t, func() error {
+			res, err := rt.add(conf, att)
+			if err != nil {
+				return err
+			}
+			o.result = volatile.ReplaceAllString(strings.ReplaceAll(res, ctr.Path, "NETNS"), "X")
+			return rt.check(conf, att)
+		})
+		o.ctrAfterAdd = ip(ctr, "-br", "addr") + ip(ctr, "route")
+		o.hostAfterAdd = ip(host, "-br", "link") + ip(host, "-br", "addr", "show", "cni-std0") + ip(host, "route")
+		host.Run(t, func() error { return rt.del(conf, att) })
+		o.ctrAfterDel = ip(ctr, "-br", "addr")
+		o.hostAfterDel = ip(host, "-br", "link")
+		o.cacheLeft = cacheFiles(t, cacheDir)
+		got[impl] = o
+	}
+	assert.Contains(t, got["ours"].result, `"address":"10.77.0.2/24"`)
+	assert.Contains(t, got["ours"].ctrAfterAdd, "default via 10.77.0.1")
+	assert.Equal(t, got["libcni"], got["ours"])
+}

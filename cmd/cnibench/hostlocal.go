@@ -26,7 +26,7 @@ func (b *bench) hostLocal() error {
 			"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.200.0.0/16"}]]}}`, dir))
 		plugin := hostlocal.Plugin()
 		args := func(cmd, id string) skel.Args {
-			return skel.Args{Command: cmd, ContainerID: id, Netns: "/run/netns/cnibench-none", IfName: "eth0", Path: []string{dir}}
+			return skel.Args{Command: cmd, ContainerID: id, Netns: "/run/netns/cnibench-none", IfName: "eth0", Path: []string{dir}, Env: os.Environ()}
 		}
 		ctx := context.Background()
 		for i := 0; i < existing; i++ {

@@ -5,8 +5,10 @@ func (b *bench) sections() []section {
 	return []section{
 		{"startup", b.startup},
 		{"size", b.size},
+		{"rss", b.rss},
 		{"host-local", b.hostLocal},
 		{"chain", b.chainPerPod},
+		{"portmap", b.portmap},
 		{"concurrency", b.concurrency},
 	}
 }

@@ -21,8 +21,13 @@ const (
 	isolatedComment   = "CNI firewall plugin rules (ingressPolicy: isolated)"
 )
 
+// withComment builds a rule in iptables-save order: interface matches, then the
+// comment match, then the target.
 func withComment(comment string, r ...string) iptables.Rule {
-	return append(iptables.Rule{"-m", "comment", "--comment", comment}, r...)
+	n := len(r) - 2 // the last two are -j <target>
+	out := append(iptables.Rule{}, r[:n]...)
+	out = append(out, "-m", "comment", "--comment", comment)
+	return append(out, r[n:]...)
 }
 
 // isolationRules are the rules policy needs for bridge, per chain; none for "open".

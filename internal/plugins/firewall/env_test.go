@@ -1,0 +1,264 @@
+package firewall_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/chain"
+	"github.com/cnikit/cni/internal/dispatch"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// env is one test's world: a host netns whose FORWARD policy is DROP (both families),
+// an external netns "ext" routed behind veth vx (10.99.0.2, fd99::2), and containers on
+// bridges made by the bridge and host-local plugins through the chain runner.
+type env struct {
+	t       *testing.T
+	host    *testns.NS
+	ext     *testns.NS
+	dataDir string
+	runner  *chain.Runner
+}
+
+const (
+	extAddr  = "10.99.0.2"
+	echoPort = 7000
+)
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	testns.RequireRoot(t)
+	e := &env{t: t, host: testns.NewWithLoopback(t), ext: testns.NewWithLoopback(t), dataDir: t.TempDir()}
+	e.runner = &chain.Runner{Builtin: dispatch.Lookup, PluginPath: []string{t.TempDir()}, CacheDir: t.TempDir(), Timeout: time.Minute}
+	e.host.Run(t, func() error {
+		if err := sysctl.EnableForwarding(true, true); err != nil {
+			return err
+		}
+		return sysctl.Set("net/ipv6/conf/default/accept_dad", "0")
+	})
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		out, err := e.host.Exec(t, cmd, "-w", "-P", "FORWARD", "DROP")
+		require.NoError(t, err, out)
+	}
+	e.vethToExt()
+	serve(t, e.ext, "ext")
+	return e
+}
+
+// vethToExt connects ext to the host, routed: ext's default route points at the host.
+func (e *env) vethToExt() {
+	t := e.t
+	f, err := os.Open(e.ext.Path)
+	require.NoError(t, err)
+	defer f.Close()
+	e.host.Run(t, func() error {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "vx"}, PeerName: "vxp"}
+		if err := netlink.LinkAdd(v); err != nil {
+			return err
+		}
+		peer, err := netlink.LinkByName("vxp")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetNsFd(peer, int(f.Fd())); err != nil {
+			return err
+		}
+		return upWithAddrs("vx", "10.99.0.1/24", "fd99::1/64")
+	})
+	e.ext.Run(t, func() error {
+		if err := upWithAddrs("vxp", extAddr+"/24", "fd99::2/64"); err != nil {
+			return err
+		}
+		l, err := netlink.LinkByName("vxp")
+		if err != nil {
+			return err
+		}
+		for _, gw := range []string{"10.99.0.1", "fd99::1"} {
+			if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.ParseIP(gw)}); err != nil {
+				return fmt.Errorf("default route via %s: %w", gw, err)
+			}
+		}
+		return nil
+	})
+}
+
+func upWithAddrs(name string, addrs ...string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		addr, err := netlink.ParseAddr(a)
+		if err != nil {
+			return err
+		}
+		addr.Flags = syscall.IFA_F_NODAD
+		if err := netlink.AddrAdd(l, addr); err != nil {
+			return fmt.Errorf("%s: add %s: %w", name, a, err)
+		}
+	}
+	return netlink.LinkSetUp(l)
+}
+
+// serve answers every TCP connection on echoPort with name, from inside n.
+func serve(t *testing.T, n *testns.NS, name string) {
+	var ln net.Listener
+	n.Run(t, func() error {
+		var err error
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", echoPort))
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "%s\n", name)
+			c.Close()
+		}
+	}()
+}
+
+// dial connects from inside n to addr:echoPort and returns the peer's name.
+func dial(n *testns.NS, addr string) (string, error) {
+	var got string
+	err := n.Do(func() error {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, fmt.Sprint(echoPort)), time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 64)
+		k, err := c.Read(buf)
+		got = strings.TrimSpace(string(buf[:k]))
+		return err
+	})
+	return got, err
+}
+
+// netOpts describe one network: its bridge, subnets and firewall keys (nil: no firewall
+// in the chain).
+type netOpts struct {
+	name     string
+	bridge   string
+	subnets  []string
+	firewall map[string]any
+	version  string
+}
+
+func (e *env) conflist(o netOpts) *chain.Network {
+	var ranges []any
+	for _, s := range o.subnets {
+		ranges = append(ranges, []any{map[string]any{"subnet": s}})
+	}
+	plugins := []any{map[string]any{
+		"type": "bridge", "bridge": o.bridge, "isGateway": true,
+		"ipam": map[string]any{"type": "host-local", "dataDir": e.dataDir, "ranges": ranges,
+			"routes": []any{map[string]any{"dst": "0.0.0.0/0"}}},
+	}}
+	if o.firewall != nil {
+		fw := map[string]any{"type": "firewall"}
+		for k, v := range o.firewall {
+			fw[k] = v
+		}
+		plugins = append(plugins, fw)
+	}
+	v := o.version
+	if v == "" {
+		v = "1.1.0"
+	}
+	b, err := json.Marshal(map[string]any{"cniVersion": v, "name": o.name, "plugins": plugins})
+	require.NoError(e.t, err)
+	n, err := chain.Parse(b)
+	require.NoError(e.t, err)
+	return n
+}
+
+// ctr is one container attached to a network.
+type ctr struct {
+	ns  *testns.NS
+	id  string
+	res *result.Result
+	att chain.Attachment
+}
+
+func (c *ctr) ip4() string {
+	for _, ip := range c.res.IPs {
+		if ip.Address.Addr().Is4() {
+			return ip.Address.Addr().String()
+		}
+	}
+	return ""
+}
+
+// add attaches a new container (serving its id) to the network.
+func (e *env) add(n *chain.Network, id string) *ctr {
+	e.t.Helper()
+	c := &ctr{ns: testns.NewWithLoopback(e.t), id: id}
+	c.att = chain.Attachment{ContainerID: id, Netns: c.ns.Path, IfName: "eth0"}
+	e.host.Run(e.t, func() error {
+		var err error
+		c.res, err = e.runner.Add(context.Background(), n, c.att)
+		return err
+	})
+	serve(e.t, c.ns, id)
+	return c
+}
+
+func (e *env) inHost(fn func() error) error { return e.host.Do(fn) }
+
+// save is the host's filter table of one family as iptables-save prints it.
+func (e *env) save(cmd string) string {
+	e.t.Helper()
+	out, err := e.host.Exec(e.t, cmd+"-save", "-t", "filter")
+	require.NoError(e.t, err, out)
+	return out
+}
+
+// invoke runs the firewall plugin in-process in the host netns.
+func (e *env) invoke(command string, conf map[string]any, c *ctr, env ...string) (*result.Result, error) {
+	e.t.Helper()
+	b, err := json.Marshal(conf)
+	require.NoError(e.t, err)
+	args := skel.Args{Command: command, ContainerID: c.id, Netns: c.ns.Path, IfName: "eth0", Path: e.runner.PluginPath, Env: env}
+	var res *result.Result
+	err = e.host.Do(func() error {
+		var err error
+		res, err = skel.Invoke(context.Background(), dispatch.Lookup("firewall"), args, b, nil)
+		return err
+	})
+	return res, err
+}
+
+// fwConf is a standalone firewall config for network name, with prev as prevResult
+// when it is not nil.
+func fwConf(t *testing.T, name string, keys map[string]any, prev *result.Result) map[string]any {
+	c := map[string]any{"cniVersion": "1.1.0", "name": name, "type": "firewall"}
+	for k, v := range keys {
+		c[k] = v
+	}
+	if prev != nil {
+		var raw map[string]any
+		b, err := json.Marshal(prev)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &raw))
+		c["prevResult"] = raw
+	}
+	return c
+}

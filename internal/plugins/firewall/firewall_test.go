@@ -1,0 +1,309 @@
+package firewall_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/chain"
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+var iptablesBackend = map[string]any{"backend": "iptables"}
+
+func TestForwardDropNeedsFirewallToReachOutside(t *testing.T) {
+	e := newEnv(t)
+	bare := e.add(e.conflist(netOpts{name: "bare", bridge: "br-bare", subnets: []string{"10.10.0.0/24"}}), "c-bare")
+	_, err := dial(bare.ns, extAddr)
+	require.Error(t, err, "without the firewall plugin the host's FORWARD DROP policy must block the container")
+
+	fw := e.add(e.conflist(netOpts{name: "fw", bridge: "br-fw", subnets: []string{"10.11.0.0/24"}, firewall: iptablesBackend}), "c-fw")
+	got, err := dial(fw.ns, extAddr)
+	require.NoError(t, err)
+	assert.Equal(t, "ext", got)
+
+	// Only replies come back in: the outside cannot open connections to the container.
+	_, err = dial(e.ext, fw.ip4())
+	assert.Error(t, err, "new connections from outside must still be dropped")
+}
+
+func TestAddKeepsReferenceLayoutWithAttachmentComment(t *testing.T) {
+	e := newEnv(t)
+	n := e.conflist(netOpts{name: "lay", bridge: "br-lay", subnets: []string{"10.12.0.0/24", "fd12::/64"}, firewall: iptablesBackend})
+	c := e.add(n, "c-lay")
+	var ip6 string
+	for _, ip := range c.res.IPs {
+		if ip.Address.Addr().Is6() {
+			ip6 = ip.Address.Addr().String()
+		}
+	}
+	comment := `--comment "name: \"lay\" id: \"c-lay\""`
+	for _, tc := range []struct{ cmd, host string }{{"iptables", c.ip4() + "/32"}, {"ip6tables", ip6 + "/128"}} {
+		save := e.save(tc.cmd)
+		lines := ruleLines(save)
+		require.NotEmpty(t, lines, tc.cmd)
+		assert.Equal(t, `-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD`, lines[0], tc.cmd)
+		assert.Contains(t, save, ":CNI-ADMIN - ", tc.cmd)
+		assert.Contains(t, lines, `-A CNI-FORWARD -m comment --comment "CNI firewall plugin admin overrides" -j CNI-ADMIN`, tc.cmd)
+		assert.Contains(t, lines, "-A CNI-FORWARD -d "+tc.host+" -m conntrack --ctstate RELATED,ESTABLISHED -m comment "+comment+" -j ACCEPT", tc.cmd)
+		assert.Contains(t, lines, "-A CNI-FORWARD -s "+tc.host+" -m comment "+comment+" -j ACCEPT", tc.cmd)
+		assert.Equal(t, "-A CNI-FORWARD -m comment --comment \"CNI firewall plugin admin overrides\" -j CNI-ADMIN",
+			chainLines(save, "CNI-FORWARD")[0], "admin jump must stay first")
+	}
+	e.host.Run(t, func() error { return e.runner.Check(context.Background(), n, c.att) })
+
+	before := e.save("iptables") + e.save("ip6tables")
+	_, err := e.invoke(skel.CmdAdd, fwConf(t, "lay", map[string]any{"backend": "iptables", "ingressPolicy": "isolated"}, c.res), c)
+	require.NoError(t, err)
+	_, err = e.invoke(skel.CmdAdd, fwConf(t, "lay", map[string]any{"backend": "iptables", "ingressPolicy": "isolated"}, c.res), c)
+	require.NoError(t, err)
+	after := e.save("iptables") + e.save("ip6tables")
+	assert.Equal(t, len(ruleLines(before))+2*6, len(ruleLines(after)),
+		"a repeated ADD adds only the isolation rules (6 per family), once")
+}
+
+func TestDelWithoutPrevResultRemovesAttachmentRulesOfBothFamilies(t *testing.T) {
+	e := newEnv(t)
+	n := e.conflist(netOpts{name: "del", bridge: "br-del", subnets: []string{"10.13.0.0/24", "fd13::/64"}, firewall: iptablesBackend})
+	c1 := e.add(n, "c-del-1")
+	c2 := e.add(n, "c-del-2")
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		require.Contains(t, e.save(cmd), `id: \"c-del-1\"`, cmd)
+	}
+
+	// A runtime that lost its cache (or a gone netns): DEL with no prevResult.
+	conf := fwConf(t, "del", iptablesBackend, nil)
+	_, err := e.invoke(skel.CmdDel, conf, c1)
+	require.NoError(t, err)
+	_, err = e.invoke(skel.CmdDel, conf, c1)
+	require.NoError(t, err, "DEL twice must succeed")
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		save := e.save(cmd)
+		assert.NotContains(t, save, `id: \"c-del-1\"`, cmd)
+		assert.Contains(t, save, `id: \"c-del-2\"`, "%s: another attachment's rules must stay", cmd)
+		assert.Contains(t, save, "-A FORWARD -m comment --comment \"CNI firewall plugin rules\" -j CNI-FORWARD", cmd)
+	}
+	got, err := dial(c2.ns, extAddr)
+	require.NoError(t, err)
+	assert.Equal(t, "ext", got)
+}
+
+func TestDelThroughChainLeavesNoRuleOfTheAttachment(t *testing.T) {
+	e := newEnv(t)
+	n := e.conflist(netOpts{name: "cdel", bridge: "br-cdel", subnets: []string{"10.14.0.0/24"}, firewall: iptablesBackend})
+	c := e.add(n, "c-cdel")
+	e.host.Run(t, func() error { return e.runner.Del(context.Background(), n, c.att) })
+	e.host.Run(t, func() error { return e.runner.Del(context.Background(), n, c.att) })
+	save := e.save("iptables")
+	assert.NotContains(t, save, "c-cdel")
+	assert.NotContains(t, save, c.ip4())
+}
+
+func TestAdminChainRulesSurviveAddAndDel(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{{"-N", "CNI-ADMIN"}, {"-A", "CNI-ADMIN", "-d", extAddr + "/32", "-p", "tcp", "-j", "DROP"}} {
+		out, err := e.host.Exec(t, "iptables", append([]string{"-w"}, args...)...)
+		require.NoError(t, err, out)
+	}
+	n := e.conflist(netOpts{name: "adm", bridge: "br-adm", subnets: []string{"10.15.0.0/24"}, firewall: iptablesBackend})
+	c1 := e.add(n, "c-adm-1")
+	adminRule := "-A CNI-ADMIN -d " + extAddr + "/32 -p tcp -j DROP"
+	assert.Contains(t, ruleLines(e.save("iptables")), adminRule)
+	_, err := dial(c1.ns, extAddr)
+	assert.Error(t, err, "the operator's admin rule must win over the plugin's ACCEPT")
+
+	c2 := e.add(n, "c-adm-2")
+	e.host.Run(t, func() error { return e.runner.Del(context.Background(), n, c1.att) })
+	e.host.Run(t, func() error { return e.runner.Del(context.Background(), n, c2.att) })
+	assert.Contains(t, ruleLines(e.save("iptables")), adminRule)
+}
+
+func TestCheckFailsWhenARuleIsMissing(t *testing.T) {
+	e := newEnv(t)
+	n := e.conflist(netOpts{name: "chk", bridge: "br-chk", subnets: []string{"10.16.0.0/24"}, firewall: iptablesBackend})
+	c := e.add(n, "c-chk")
+	e.host.Run(t, func() error { return e.runner.Check(context.Background(), n, c.att) })
+
+	var victim string
+	for _, l := range ruleLines(e.save("iptables")) {
+		if strings.HasPrefix(l, "-A CNI-FORWARD -s ") {
+			victim = l
+		}
+	}
+	require.NotEmpty(t, victim)
+	out, err := e.host.Exec(t, "sh", "-c", "iptables -w -D"+strings.TrimPrefix(victim, "-A"))
+	require.NoError(t, err, out)
+	err = e.host.Do(func() error { return e.runner.Check(context.Background(), n, c.att) })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "CNI-FORWARD lacks")
+}
+
+func TestGCRemovesOnlyStaleAttachmentsOfTheNetwork(t *testing.T) {
+	e := newEnv(t)
+	n := e.conflist(netOpts{name: "gc", bridge: "br-gc", subnets: []string{"10.17.0.0/24", "fd17::/64"}, firewall: iptablesBackend})
+	other := e.conflist(netOpts{name: "gc-other", bridge: "br-gco", subnets: []string{"10.18.0.0/24"}, firewall: iptablesBackend})
+	keep := e.add(n, "c-keep")
+	stale := e.add(n, "c-stale")
+	foreign := e.add(other, "c-foreign")
+	_ = stale
+	e.host.Run(t, func() error {
+		return e.runner.GC(context.Background(), n, &chain.GCArgs{ValidAttachments: []skel.Attachment{{ContainerID: keep.id, IfName: "eth0"}}})
+	})
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		save := e.save(cmd)
+		assert.NotContains(t, save, `id: \"c-stale\"`, cmd)
+		assert.Contains(t, save, `id: \"c-keep\"`, cmd)
+	}
+	assert.Contains(t, e.save("iptables"), `id: \"c-foreign\"`, "another network's rules must stay")
+	got, err := dial(foreign.ns, extAddr)
+	require.NoError(t, err)
+	assert.Equal(t, "ext", got)
+}
+
+func TestSameBridgePolicyIsolatesBridges(t *testing.T) {
+	e := newEnv(t)
+	fw := map[string]any{"backend": "iptables", "ingressPolicy": "same-bridge"}
+	a := e.conflist(netOpts{name: "iso-a", bridge: "br-a", subnets: []string{"10.20.0.0/24"}, firewall: fw})
+	b := e.conflist(netOpts{name: "iso-b", bridge: "br-b", subnets: []string{"10.21.0.0/24"}, firewall: fw})
+	a1, a2 := e.add(a, "c-a1"), e.add(a, "c-a2")
+	b1 := e.add(b, "c-b1")
+
+	got, err := dial(a1.ns, a2.ip4())
+	require.NoError(t, err, "same bridge must stay reachable")
+	assert.Equal(t, "c-a2", got)
+	_, err = dial(a1.ns, b1.ip4())
+	assert.Error(t, err, "another isolated bridge must not be reachable")
+	_, err = dial(b1.ns, a1.ip4())
+	assert.Error(t, err)
+	got, err = dial(a1.ns, extAddr)
+	require.NoError(t, err, "the outside must stay reachable")
+	assert.Equal(t, "ext", got)
+
+	lines := ruleLines(e.save("iptables"))
+	assert.Equal(t, `-A FORWARD -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j CNI-ISOLATION-STAGE-1`, lines[0])
+	assert.Equal(t, `-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD`, lines[1])
+	s1 := chainLines(e.save("iptables"), "CNI-ISOLATION-STAGE-1")
+	assert.Equal(t, `-A CNI-ISOLATION-STAGE-1 -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j RETURN`, s1[len(s1)-1])
+	for _, c := range []*ctr{a1, a2, b1} {
+		net := a
+		if c == b1 {
+			net = b
+		}
+		e.host.Run(t, func() error { return e.runner.Check(context.Background(), net, c.att) })
+	}
+}
+
+func TestOpenPolicyLetsBridgesTalk(t *testing.T) {
+	e := newEnv(t)
+	a := e.conflist(netOpts{name: "open-a", bridge: "br-oa", subnets: []string{"10.22.0.0/24"}, firewall: iptablesBackend})
+	b := e.conflist(netOpts{name: "open-b", bridge: "br-ob", subnets: []string{"10.23.0.0/24"}, firewall: iptablesBackend})
+	a1, b1 := e.add(a, "c-oa"), e.add(b, "c-ob")
+	got, err := dial(a1.ns, b1.ip4())
+	require.NoError(t, err)
+	assert.Equal(t, "c-ob", got)
+}
+
+func TestIsolatedPolicyBlocksSameBridgeAndOtherBridges(t *testing.T) {
+	e := newEnv(t)
+	iso := map[string]any{"backend": "iptables", "ingressPolicy": "isolated"}
+	a := e.conflist(netOpts{name: "isol-a", bridge: "br-ia", subnets: []string{"10.24.0.0/24"}, firewall: iso})
+	b := e.conflist(netOpts{name: "isol-b", bridge: "br-ib", subnets: []string{"10.25.0.0/24"}, firewall: iso})
+	a1, a2 := e.add(a, "c-ia1"), e.add(a, "c-ia2")
+	b1 := e.add(b, "c-ib1")
+
+	_, err := dial(a1.ns, a2.ip4())
+	assert.Error(t, err, "containers on one isolated bridge must not reach each other")
+	_, err = dial(a1.ns, b1.ip4())
+	assert.Error(t, err, "nor containers on another bridge")
+	got, err := dial(a1.ns, extAddr)
+	require.NoError(t, err, "the outside must stay reachable")
+	assert.Equal(t, "ext", got)
+	e.host.Run(t, func() error { return e.runner.Check(context.Background(), a, a1.att) })
+
+	// DEL keeps the per-bridge rules: other attachments of the bridge rely on them.
+	e.host.Run(t, func() error { return e.runner.Del(context.Background(), a, a1.att) })
+	assert.Contains(t, e.save("iptables"), "-A CNI-ISOLATION-STAGE-1 -i br-ia -o br-ia")
+}
+
+func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
+	e := newEnv(t)
+	c := &ctr{ns: e.ext, id: "c-bad"}
+	n := e.conflist(netOpts{name: "bad", bridge: "br-bad", subnets: []string{"10.26.0.0/24"}})
+	good := e.add(n, "c-good")
+	for _, tc := range []struct {
+		name    string
+		keys    map[string]any
+		noPrev  bool
+		version string
+		code    uint
+		msg     string
+	}{
+		{name: "unknown backend", keys: map[string]any{"backend": "nftables"}, code: cnierror.CodeInvalidConfig, msg: "backend"},
+		{name: "unknown ingress policy", keys: map[string]any{"backend": "iptables", "ingressPolicy": "closed"}, code: cnierror.CodeInvalidConfig, msg: "ingressPolicy"},
+		{name: "admin chain too long", keys: map[string]any{"backend": "iptables", "iptablesAdminChainName": strings.Repeat("A", 29)}, code: cnierror.CodeInvalidConfig, msg: "iptablesAdminChainName"},
+		{name: "admin chain is a built-in", keys: map[string]any{"backend": "iptables", "iptablesAdminChainName": "FORWARD"}, code: cnierror.CodeInvalidConfig, msg: "iptablesAdminChainName"},
+		{name: "admin chain is the plugin's", keys: map[string]any{"backend": "iptables", "iptablesAdminChainName": "CNI-FORWARD"}, code: cnierror.CodeInvalidConfig, msg: "iptablesAdminChainName"},
+		{name: "admin chain with a blank", keys: map[string]any{"backend": "iptables", "iptablesAdminChainName": "MY ADMIN"}, code: cnierror.CodeInvalidConfig, msg: "iptablesAdminChainName"},
+		{name: "backend of the wrong type", keys: map[string]any{"backend": 4}, code: cnierror.CodeInvalidConfig, msg: "firewall"},
+		{name: "not chained", keys: iptablesBackend, noPrev: true, code: cnierror.CodeInvalidConfig, msg: "prevResult"},
+		{name: "version before 0.4.0", keys: iptablesBackend, version: "0.3.1", code: cnierror.CodeIncompatibleVersion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := good.res
+			if tc.noPrev {
+				prev = nil
+			}
+			conf := fwConf(t, "bad", tc.keys, prev)
+			if tc.version != "" {
+				conf["cniVersion"] = tc.version
+				delete(conf, "prevResult")
+			}
+			_, err := e.invoke(skel.CmdAdd, conf, c)
+			require.Error(t, err)
+			assert.Equal(t, tc.code, cnierror.Code(err), err.Error())
+			assert.Contains(t, err.Error(), tc.msg)
+		})
+	}
+	assert.NotContains(t, e.save("iptables"), "c-bad", "a refused ADD must change nothing")
+}
+
+func TestSameBridgePolicyNeedsAHostInterface(t *testing.T) {
+	e := newEnv(t)
+	n := e.conflist(netOpts{name: "nobr", bridge: "br-nobr", subnets: []string{"10.27.0.0/24"}})
+	c := e.add(n, "c-nobr")
+	prev := c.res.Clone()
+	prev.Interfaces = nil
+	for i := range prev.IPs {
+		prev.IPs[i].Interface = nil
+	}
+	_, err := e.invoke(skel.CmdAdd, fwConf(t, "nobr", map[string]any{"backend": "iptables", "ingressPolicy": "same-bridge"}, prev), c)
+	require.Error(t, err)
+	assert.Equal(t, uint(cnierror.CodeInvalidConfig), cnierror.Code(err))
+	assert.NotContains(t, e.save("iptables"), "c-nobr")
+}
+
+// ruleLines are the -A lines of an iptables-save output.
+func ruleLines(save string) []string {
+	var out []string
+	for _, l := range strings.Split(save, "\n") {
+		if strings.HasPrefix(l, "-A ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// chainLines are the -A lines of one chain.
+func chainLines(save, chain string) []string {
+	var out []string
+	for _, l := range ruleLines(save) {
+		if strings.HasPrefix(l, "-A "+chain+" ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}

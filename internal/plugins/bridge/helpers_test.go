@@ -202,7 +202,7 @@ func (w *world) execPlugin(pluginDir, name, cmd, cid, netns string, conf []byte)
 	err := w.host.Do(func() error {
 		c := exec.Command(filepath.Join(pluginDir, name))
 		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + netns,
-			"CNI_IFNAME=eth0", "CNI_PATH=" + pluginDir}
+			"CNI_IFNAME=eth0", "CNI_PATH=" + pluginDir, "PATH=" + os.Getenv("PATH")}
 		c.Stdin = bytes.NewReader(conf)
 		c.Stdout, c.Stderr = &out, &errb
 		return c.Run()

@@ -1,0 +1,97 @@
+package ptp
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// execPlugin runs the ptp binary (a link named ptp to the cni binary) inside the host
+// namespace, as a runtime would, and returns stdout.
+func (e *env) execPlugin(t testing.TB, bin, cmd, cid string, config []byte, path string) ([]byte, error) {
+	t.Helper()
+	var stdout bytes.Buffer
+	err := e.host.Do(func() error {
+		c := exec.Command(bin)
+		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + e.cont.Path,
+			"CNI_IFNAME=eth0", "CNI_PATH=/nonexistent", "PATH=" + path}
+		c.Stdin, c.Stdout = bytes.NewReader(config), &stdout
+		return c.Run()
+	})
+	return stdout.Bytes(), err
+}
+
+const sysPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+func TestExecAddCheckDelThroughTheBinary(t *testing.T) {
+	e := newEnv(t)
+	bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+	conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": "iptables"})
+
+	out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
+	require.NoError(t, err, string(out))
+	res, err := result.Parse(out, "1.1.0")
+	require.NoError(t, err)
+	require.Len(t, res.IPs, 2)
+	save, err := e.host.Exec(t, "iptables-save", "-t", "nat")
+	require.NoError(t, err)
+	assert.Contains(t, save, "-A POSTROUTING -s 10.10.0.2/32")
+
+	out, err = e.execPlugin(t, bin, "CHECK", "c1", withPrev(t, conf, res), sysPath)
+	require.NoError(t, err, string(out))
+	for i := 0; i < 2; i++ {
+		out, err = e.execPlugin(t, bin, "DEL", "c1", conf, sysPath)
+		require.NoError(t, err, string(out))
+	}
+	save, err = e.host.Exec(t, "iptables-save", "-t", "nat")
+	require.NoError(t, err)
+	assert.NotContains(t, save, "CNI-")
+	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+}
+
+func TestExecAddFailingAtMasqueradeLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+	conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": "iptables"})
+	// Without iptables-restore in PATH the masquerade step fails after IPAM and veth.
+	out, err := e.execPlugin(t, bin, "ADD", "c1", conf, "/nonexistent")
+	require.Error(t, err)
+	assert.True(t, strings.Contains(string(out), "ipMasq"), string(out))
+	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+	assert.Equal(t, []string{"lo"}, e.links(t, e.host))
+	assert.Empty(t, e.reservations(t))
+}
+
+// BenchmarkExecAddDel measures one exec'd ADD plus DEL of a dual-stack ptp attachment
+// with nftables masquerade, the binary cost a runtime pays per pod.
+func BenchmarkExecAddDel(b *testing.B) {
+	testns.RequireRoot(b)
+	e := &env{host: testns.NewWithLoopback(b), cont: testns.NewWithLoopback(b), dataDir: b.TempDir()}
+	bin := filepath.Join(testns.LinkPluginDir(b, "ptp"), "ptp")
+	for _, backend := range []string{"nftables", "iptables"} {
+		b.Run(backend, func(b *testing.B) {
+			conf := benchConfig(b, e, backend)
+			for b.Loop() {
+				if out, err := e.execPlugin(b, bin, "ADD", "c1", conf, sysPath); err != nil {
+					b.Fatalf("ADD: %v: %s", err, out)
+				}
+				if out, err := e.execPlugin(b, bin, "DEL", "c1", conf, sysPath); err != nil {
+					b.Fatalf("DEL: %v: %s", err, out)
+				}
+			}
+		})
+	}
+}
+
+func benchConfig(b *testing.B, e *env, backend string) []byte {
+	return []byte(`{"cniVersion":"1.1.0","name":"ptpnet","type":"ptp","ipMasq":true,"ipMasqBackend":"` + backend +
+		`","ipam":{"type":"host-local","dataDir":"` + e.dataDir + `","ranges":[[{"subnet":"10.10.0.0/24"}],[{"subnet":"fd10::/64"}]]}}`)
+}

@@ -112,7 +112,7 @@ func attachmentOf(req *skel.Request) attachment {
 	return attachment{network: req.Net.Name, containerID: req.Args.ContainerID}
 }
 
-func add(req *skel.Request) (res *result.Result, err error) {
+func add(req *skel.Request) (*result.Result, error) {
 	conf, err := loadConfig(req)
 	if err != nil {
 		return nil, err
@@ -125,28 +125,34 @@ func add(req *skel.Request) (res *result.Result, err error) {
 		return nil, err
 	}
 	ips := addresses(req.PrevResult)
-	var undo rollback.Stack
-	defer undo.OnError(&err)
-	switch backend(req, conf) {
-	case BackendFirewalld:
-		fw, err := dialFirewalld(req.Ctx, systemBus(req))
-		if err != nil {
-			return nil, cnierror.Newf(cnierror.CodeTryAgainLater, "firewalld: %v", err)
-		}
-		defer fw.Close()
-		if err := fw.addSources(req.Ctx, conf.Zone, ips, undo.Push); err != nil {
-			return nil, err
-		}
-		// The ingress policy is iptables whatever the backend, as in the reference.
-		if err := iptIsolation(req.Ctx, conf, ips, bridge); err != nil {
-			return nil, err
-		}
-	default:
-		if err := iptAdd(req.Ctx, conf, attachmentOf(req), ips, bridge, undo.Push); err != nil {
-			return nil, err
-		}
+	if backend(req, conf) == BackendFirewalld {
+		err = firewalldAdd(req, conf, ips, bridge)
+	} else {
+		var undo rollback.Stack
+		err = iptAdd(req.Ctx, conf, attachmentOf(req), ips, bridge, undo.Push)
+		undo.OnError(&err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return req.PrevResult.Clone(), nil
+}
+
+// firewalldAdd binds the addresses to the zone and installs the ingress policy, which
+// is iptables whatever the backend, as in the reference. The connection stays open
+// until a failure's rollback has run.
+func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge string) (err error) {
+	fw, err := dialFirewalld(req.Ctx, systemBus(req))
+	if err != nil {
+		return cnierror.Newf(cnierror.CodeTryAgainLater, "firewalld: %v", err)
+	}
+	defer fw.Close()
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+	if err := fw.addSources(req.Ctx, conf.Zone, ips, undo.Push); err != nil {
+		return err
+	}
+	return iptIsolation(req.Ctx, conf, ips, bridge)
 }
 
 // del removes the attachment's iptables rules whatever the backend (a node that

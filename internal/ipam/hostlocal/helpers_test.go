@@ -30,10 +30,13 @@ type network struct {
 
 func newNetwork(t *testing.T, ipam map[string]any) *network {
 	t.Helper()
-	n := &network{t: t, dataDir: t.TempDir(), name: "testnet", version: "1.1.0", ipam: ipam, extra: map[string]any{}}
-	ipam["type"] = "host-local"
+	n := &network{t: t, dataDir: t.TempDir(), name: "testnet", version: "1.1.0", ipam: map[string]any{}, extra: map[string]any{}}
+	for k, v := range ipam {
+		n.ipam[k] = v
+	}
+	n.ipam["type"] = "host-local"
 	if _, ok := ipam["dataDir"]; !ok {
-		ipam["dataDir"] = n.dataDir
+		n.ipam["dataDir"] = n.dataDir
 	}
 	return n
 }

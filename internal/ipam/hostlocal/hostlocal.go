@@ -313,6 +313,7 @@ func gc(req *skel.Request) error {
 			kept = append(kept, r)
 			continue
 		}
+		st.current = false
 		if err := os.Remove(st.path(r.Addr)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

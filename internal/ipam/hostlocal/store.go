@@ -69,6 +69,9 @@ type store struct {
 	dir  string
 	lock *os.File
 	log  io.Writer
+	// current is true while the index is known to describe the directory: refresh
+	// found it fresh or seal stamped it, and nothing changed the directory since.
+	current bool
 	// staged is a temp file holding this operation's reservation content, hard-linked
 	// to each address it reserves so a reservation never exists without its content.
 	staged string
@@ -104,11 +107,16 @@ func openStore(dataDir, network string, create bool, log io.Writer) (*store, err
 
 // close drops the staged temp file and the lock.
 func (s *store) close() {
+	s.dropStaged()
+	s.lock.Close() // closing the only descriptor releases the flock
+}
+
+func (s *store) dropStaged() {
 	if s.staged != "" {
+		s.current = false
 		os.Remove(s.staged)
 		s.staged = ""
 	}
-	s.lock.Close() // closing the only descriptor releases the flock
 }
 
 func (s *store) path(a netip.Addr) string { return filepath.Join(s.dir, a.String()) }
@@ -117,6 +125,7 @@ func (s *store) path(a netip.Addr) string { return filepath.Join(s.dir, a.String
 // content is written to a temp file first and hard-linked into place: link(2) fails on
 // an existing name like O_EXCL does, and the reservation appears with its content.
 func (s *store) reserve(a netip.Addr, att attachment) (bool, error) {
+	s.current = false
 	if s.staged == "" {
 		name, err := s.writeTemp(s.dir, "reserve", []byte(att.content()))
 		if err != nil {
@@ -139,6 +148,7 @@ func (s *store) reserve(a netip.Addr, att attachment) (bool, error) {
 // reserveExclusive is the reference's way: O_EXCL create, then write. A crash between
 // the two leaves an empty file, which counts as taken until GC reclaims it.
 func (s *store) reserveExclusive(a netip.Addr, att attachment) (bool, error) {
+	s.current = false
 	f, err := os.OpenFile(s.path(a), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil
@@ -171,6 +181,7 @@ func (s *store) release(a netip.Addr, att attachment) (bool, error) {
 	if got, ok := s.owner(a); !ok || got != att {
 		return false, nil
 	}
+	s.current = false
 	if err := os.Remove(s.path(a)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("release %s: %w", a, err)
 	}
@@ -215,6 +226,7 @@ func (s *store) writeTemp(dir, what string, data []byte) (string, error) {
 
 // replace atomically sets dir/name to data (temp file + rename).
 func (s *store) replace(dir, name string, data []byte) error {
+	s.current = false
 	tmp, err := s.writeTemp(dir, name, data)
 	if err != nil {
 		return err

@@ -57,4 +57,3 @@ func benchAttachment(i int) Attachment {
 	return Attachment{Network: "bench", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0",
 		IPs: []netip.Prefix{netip.PrefixFrom(v4, 16), netip.PrefixFrom(v6, 64)}}
 }
-

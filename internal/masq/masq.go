@@ -25,7 +25,10 @@
 // Teardown needs only network, container ID and interface: it finds the state by chain
 // name and comment, never by the container's addresses, so a DEL whose netns is gone
 // still removes it (the reference leaks it, #810). It always cleans both backends, so a
-// node that switched backend (or came from the reference plugins) is left clean.
+// node that switched backend (or came from the reference plugins) is left clean: that
+// includes the reference's own nftables rules (table inet cni_plugins_masquerade, chain
+// masq_checks, recognised by the hash their comment starts with), at the cost of one
+// table lookup on nodes that never had them. GC does the same for a whole network.
 // IPv4 and IPv6 are enabled separately (#398).
 package masq
 

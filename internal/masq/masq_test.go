@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -314,4 +315,39 @@ func TestSetupTakesAnAddressOverFromAStaleAttachment(t *testing.T) {
 		return Check(ctx, w.att, opts)
 	})
 	assert.Equal(t, host4, w.peer(t, ext4))
+}
+
+func TestTeardownAndGCRemoveTheReferencePluginsNftablesRules(t *testing.T) {
+	w := newWorld(t)
+	rule := func(ip, cid string) string {
+		return fmt.Sprintf("add rule inet cni_plugins_masquerade masq_checks ip saddr == %s ip daddr != 10.1.0.0/24 masquerade comment \"%s, net: net1, if: eth0, id: %s\"\n",
+			ip, refInstanceHash("net1", "eth0", cid), cid)
+	}
+	script := "add table inet cni_plugins_masquerade\n" +
+		"add chain inet cni_plugins_masquerade masq_checks\n" +
+		"add chain inet cni_plugins_masquerade postrouting { type nat hook postrouting priority srcnat; }\n" +
+		"add rule inet cni_plugins_masquerade postrouting ip daddr == 224.0.0.0/4 return\n" +
+		"add rule inet cni_plugins_masquerade postrouting goto masq_checks\n" +
+		rule("10.1.0.5", "c1") + rule("10.1.0.6", "c2") + rule("10.1.0.7", "c3")
+	w.host.Run(t, func() error {
+		cmd := exec.Command("nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	assert.Equal(t, host4, w.peer(t, ext4), "the reference rules work")
+	w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
+	rs := w.ruleset(t)
+	assert.NotContains(t, rs, "10.1.0.5")
+	assert.Contains(t, rs, "10.1.0.6")
+	assert.Equal(t, ctr4.Addr(), w.peer(t, ext4))
+
+	w.do(t, func(ctx context.Context) error {
+		return GC(ctx, "net1", []skel.Attachment{{ContainerID: "c3", IfName: "eth0"}})
+	})
+	rs = w.ruleset(t)
+	assert.NotContains(t, rs, "10.1.0.6")
+	assert.Contains(t, rs, "10.1.0.7")
 }

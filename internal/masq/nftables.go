@@ -2,7 +2,9 @@ package masq
 
 import (
 	"bytes"
+	"crypto/sha512"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -307,11 +309,20 @@ func nftTeardown(network, containerID, ifName string) error {
 	if err != nil {
 		return fmt.Errorf("masquerade teardown: nftables chain %s: %w", name, err)
 	}
-	if len(rules) == 0 {
-		return nil
+	queued := 0
+	if len(rules) > 0 {
+		if err := nftRemove(c, name, rules); err != nil {
+			return fmt.Errorf("masquerade teardown: %w", err)
+		}
+		queued++
 	}
-	if err := nftRemove(c, name, rules); err != nil {
+	instance := refInstanceHash(network, ifName, containerID)
+	n, err := refRemove(c, func(comment string) bool { return strings.HasPrefix(comment, instance) })
+	if err != nil {
 		return fmt.Errorf("masquerade teardown: %w", err)
+	}
+	if queued+n == 0 {
+		return nil
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("masquerade teardown: nftables chain %s: %w", name, err)
@@ -362,16 +373,15 @@ func nftGC(network string, valid []skel.Attachment) error {
 		return nil
 	}
 	defer c.CloseLasting()
-	if !tableExists(c) {
-		return nil
-	}
 	keep := map[string]bool{}
 	for _, a := range valid {
 		keep[nftChainName(network, a.ContainerID, a.IfName)] = true
 	}
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return fmt.Errorf("masquerade gc: nftables chains: %w", err)
+	var chains []*nftables.Chain
+	if tableExists(c) {
+		if chains, err = c.ListChainsOfTableFamily(nftables.TableFamilyINet); err != nil {
+			return fmt.Errorf("masquerade gc: nftables chains: %w", err)
+		}
 	}
 	prefix, queued := nftChainPrefix(network), 0
 	for _, ch := range chains {
@@ -390,7 +400,19 @@ func nftGC(network string, valid []skel.Attachment) error {
 		}
 		queued++
 	}
-	if queued == 0 {
+	keepRef := map[string]bool{}
+	for _, a := range valid {
+		keepRef[refInstanceHash(network, a.IfName, a.ContainerID)] = true
+	}
+	netHash := refNetworkHash(network) + "-"
+	n, err := refRemove(c, func(comment string) bool {
+		inst, _, _ := strings.Cut(comment, ",")
+		return strings.HasPrefix(inst, netHash) && !keepRef[inst]
+	})
+	if err != nil {
+		return fmt.Errorf("masquerade gc: %w", err)
+	}
+	if queued+n == 0 {
 		return nil
 	}
 	if err := c.Flush(); err != nil {
@@ -414,4 +436,48 @@ func verdictChain(val []byte) string {
 		val = val[min((n+3)&^3, len(val)):]
 	}
 	return ""
+}
+
+// The reference plugins' nftables layout (v1.6+): table inet cni_plugins_masquerade,
+// one rule per address in chain masq_checks, with a comment that starts with
+// hex(sha512(network))[:16] "-" hex(sha512(ifName ":" containerID))[:16]. Teardown and
+// GC also remove those rules, so a node upgraded from the reference is left clean.
+const (
+	refTableName = "cni_plugins_masquerade"
+	refChainName = "masq_checks"
+)
+
+func refNetworkHash(network string) string {
+	sum := sha512.Sum512([]byte(network))
+	return hex.EncodeToString(sum[:8])
+}
+
+func refInstanceHash(network, ifName, containerID string) string {
+	sum := sha512.Sum512([]byte(ifName + ":" + containerID))
+	return refNetworkHash(network) + "-" + hex.EncodeToString(sum[:8])
+}
+
+// refRemove queues the deletion of the reference rules whose comment matches and
+// returns how many it queued; a node without the reference table costs one lookup.
+func refRemove(c *nftables.Conn, match func(comment string) bool) (int, error) {
+	t, err := c.ListTableOfFamily(refTableName, nftables.TableFamilyINet)
+	if err != nil {
+		return 0, nil // the table does not exist
+	}
+	chain := &nftables.Chain{Name: refChainName, Table: t}
+	rules, err := c.GetRules(t, chain)
+	if err != nil && !strings.Contains(err.Error(), syscall.ENOENT.Error()) {
+		return 0, fmt.Errorf("nftables chain %s %s: %w", refTableName, refChainName, err)
+	}
+	n := 0
+	for _, r := range rules {
+		comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		if comment != "" && match(comment) {
+			if err := c.DelRule(&nftables.Rule{Table: t, Chain: chain, Handle: r.Handle}); err != nil {
+				return 0, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }

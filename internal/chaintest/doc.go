@@ -1,0 +1,5 @@
+// Package chaintest holds end-to-end tests of the network configurations that container
+// runtimes ship by default (podman's "podman" network, Nomad's bridge mode), run by
+// libcni itself on the cni binary's plugins, so that what those runtimes do on a node
+// is what the tests do. It has no code of its own.
+package chaintest

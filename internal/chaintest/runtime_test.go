@@ -1,0 +1,235 @@
+package chaintest_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/testns"
+)
+
+const (
+	hostAddr      = "10.99.0.1"
+	clientAddr    = "10.99.0.2"
+	containerPort = 80
+	hostPort      = 8080
+)
+
+// podmanConf is podman's default network (87-podman-bridge.conflist) with the
+// host-local (and tuning) data dirs moved into the test's temp dirs.
+const podmanConf = `{
+  "cniVersion": "0.4.0",
+  "name": "podman",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cni-podman0",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": %q,
+        "routes": [{ "dst": "0.0.0.0/0" }],
+        "ranges": [[{ "subnet": "10.88.0.0/16", "gateway": "10.88.0.1" }]]
+      }
+    },
+    { "type": "portmap", "capabilities": { "portMappings": true } },
+    { "type": "firewall" },
+    { "type": "tuning", "dataDir": %q }
+  ]
+}`
+
+// nomadConf is the chain Nomad writes for a task group in bridge networking mode.
+const nomadConf = `{
+  "cniVersion": "0.4.0",
+  "name": "nomad",
+  "plugins": [
+    { "type": "loopback" },
+    {
+      "type": "bridge",
+      "bridge": "nomad",
+      "ipMasq": true,
+      "isGateway": true,
+      "forceAddress": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": %q,
+        "ranges": [[{ "subnet": "172.26.64.0/20" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }]
+      }
+    },
+    { "type": "firewall", "backend": "iptables", "iptablesAdminChainName": "NOMAD-ADMIN" },
+    { "type": "portmap", "capabilities": { "portMappings": true }, "snat": true }
+  ]
+}`
+
+func TestPodmanDefaultNetworkThroughLibcni(t *testing.T) {
+	// Keep the auto-detected firewall backend away from any firewalld of the machine:
+	// the exec'd plugins inherit this environment.
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+filepath.Join(t.TempDir(), "no-system-bus"))
+	conf := fmt.Sprintf(podmanConf, t.TempDir(), t.TempDir())
+	lifecycle(t, conf, "cni-podman0", "CNI-ADMIN",
+		[]string{"bridge", "host-local", "portmap", "firewall", "tuning"})
+}
+
+func TestNomadBridgeModeThroughLibcni(t *testing.T) {
+	conf := fmt.Sprintf(nomadConf, t.TempDir())
+	lifecycle(t, conf, "nomad", "NOMAD-ADMIN",
+		[]string{"loopback", "bridge", "host-local", "firewall", "portmap"})
+}
+
+// lifecycle runs ADD, CHECK and DEL of conf through libcni in a host netns, with a
+// client netns routed to the host, and checks that the mapped port answers from the
+// container and that DEL leaves no firewall rule of the container.
+func lifecycle(t *testing.T, conf, bridge, adminChain string, plugins []string) {
+	testns.RequireRoot(t)
+	host, client, cont := testns.NewWithLoopback(t), testns.NewWithLoopback(t), testns.New(t)
+	connect(t, host, client)
+	serve(t, cont, "container")
+
+	list, err := libcni.ConfListFromBytes([]byte(conf))
+	require.NoError(t, err)
+	cni := libcni.NewCNIConfigWithCacheDir([]string{testns.LinkPluginDir(t, plugins...)}, t.TempDir(), nil)
+	rt := &libcni.RuntimeConf{
+		ContainerID: "ctr-" + list.Name, NetNS: cont.Path, IfName: "eth0",
+		CapabilityArgs: map[string]any{"portMappings": []map[string]any{
+			{"hostPort": hostPort, "containerPort": containerPort, "protocol": "tcp"}}},
+	}
+	ctx := context.Background()
+
+	host.Run(t, func() error {
+		_, err := cni.AddNetworkList(ctx, list, rt)
+		return err
+	})
+	host.Run(t, func() error { return cni.CheckNetworkList(ctx, list, rt) })
+
+	got, err := dialName(client, net.JoinHostPort(hostAddr, fmt.Sprint(hostPort)))
+	require.NoError(t, err, "the mapped port must answer from the container")
+	assert.Equal(t, "container", got)
+
+	save, err := host.Exec(t, "iptables-save", "-t", "filter")
+	require.NoError(t, err, save)
+	assert.Contains(t, save, `-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD`)
+	assert.Contains(t, save, "-j "+adminChain)
+	assert.Contains(t, save, `id: \"`+rt.ContainerID+`\"`)
+	links, err := host.Handle(t).LinkList()
+	require.NoError(t, err)
+	assert.True(t, hasLink(links, bridge), "bridge %s must exist", bridge)
+
+	host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
+	host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
+	save, err = host.Exec(t, "iptables-save", "-t", "filter")
+	require.NoError(t, err, save)
+	assert.NotContains(t, save, rt.ContainerID, "DEL must leave no firewall rule of the container")
+	_, err = dialName(client, net.JoinHostPort(hostAddr, fmt.Sprint(hostPort)))
+	assert.Error(t, err, "the mapped port must be gone after DEL")
+}
+
+func hasLink(links []netlink.Link, name string) bool {
+	for _, l := range links {
+		if l.Attrs().Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// connect links client to host with a veth: hostAddr on the host, clientAddr in the
+// client, whose default route points at the host.
+func connect(t *testing.T, host, client *testns.NS) {
+	f, err := os.Open(client.Path)
+	require.NoError(t, err)
+	defer f.Close()
+	host.Run(t, func() error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "vclient"}, PeerName: "vclientp"}); err != nil {
+			return err
+		}
+		peer, err := netlink.LinkByName("vclientp")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetNsFd(peer, int(f.Fd())); err != nil {
+			return err
+		}
+		return up("vclient", hostAddr+"/24")
+	})
+	client.Run(t, func() error {
+		if err := up("vclientp", clientAddr+"/24"); err != nil {
+			return err
+		}
+		l, err := netlink.LinkByName("vclientp")
+		if err != nil {
+			return err
+		}
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.ParseIP(hostAddr)})
+	})
+}
+
+func up(name, addr string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	a, err := netlink.ParseAddr(addr)
+	if err != nil {
+		return err
+	}
+	a.Flags = syscall.IFA_F_NODAD
+	if err := netlink.AddrAdd(l, a); err != nil {
+		return err
+	}
+	return netlink.LinkSetUp(l)
+}
+
+// serve answers TCP connections on containerPort inside n with name. The listener is
+// made before the network exists; a socket bound to the wildcard address keeps working
+// once the interface arrives.
+func serve(t *testing.T, n *testns.NS, name string) {
+	var ln net.Listener
+	n.Run(t, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", containerPort))
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "%s\n", name)
+			c.Close()
+		}
+	}()
+}
+
+func dialName(n *testns.NS, addr string) (string, error) {
+	var got string
+	err := n.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		got = strings.TrimSpace(line)
+		return err
+	})
+	return got, err
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/version"
 )
 
 type env struct {
@@ -327,4 +328,30 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		})
 	}
 	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+}
+
+func TestAddDelInEverySpecVersion(t *testing.T) {
+	for _, v := range version.All() {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			var c map[string]any
+			require.NoError(t, json.Unmarshal(e.config(t, nil, "10.10.0.0/24"), &c))
+			c["cniVersion"] = v
+			conf, err := json.Marshal(c)
+			require.NoError(t, err)
+			res, err := e.invoke(skel.CmdAdd, "c1", conf)
+			require.NoError(t, err)
+			assert.Equal(t, v, res.CNIVersion)
+			require.NotEmpty(t, res.IPs)
+			assert.Equal(t, "10.10.0.2/24", res.IPs[0].Address.String())
+			if version.AtLeast(v, "0.4.0") {
+				_, err = e.invoke(skel.CmdCheck, "c1", withPrev(t, conf, res))
+				assert.NoError(t, err)
+			}
+			_, err = e.invoke(skel.CmdDel, "c1", conf)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+		})
+	}
 }

@@ -78,9 +78,10 @@ func TestDelWithTheNetnsGoneRemovesIPsMasqueradeAndSpoofCheck(t *testing.T) {
 			c := w.add(conf)
 			require.True(t, w.masqPresent(c, backend))
 			require.Equal(t, 3, w.spoofRules(), "jump, return-for-own-MAC and drop")
-			path := c.ns.Path
+			// The namespace is destroyed; its old /proc/<pid>/fd path could be reused by
+			// another test's fd, so DEL gets a path that is certain not to exist.
 			c.ns.Close()
-			_, err := w.invoke("DEL", c.id, path, "eth0", conf)
+			_, err := w.invoke("DEL", c.id, t.TempDir()+"/netns-gone", "eth0", conf)
 			require.NoError(t, err)
 			assert.Empty(t, w.reservations())
 			assert.False(t, w.masqPresent(c, backend), "masquerade removed without addresses (#810)")

@@ -26,6 +26,8 @@ import (
 type env struct {
 	host, cont *testns.NS
 	dataDir    string
+	// netns overrides cont.Path as CNI_NETNS when set.
+	netns string
 }
 
 func newEnv(t *testing.T) *env {
@@ -61,11 +63,18 @@ func (e *env) invoke(cmd, cid string, config []byte) (*result.Result, error) {
 	err := e.host.Do(func() error {
 		var err error
 		res, err = skel.Invoke(context.Background(), Plugin(),
-			skel.Args{Command: cmd, ContainerID: cid, Netns: e.cont.Path, IfName: "eth0", Path: []string{"/nonexistent"}},
+			skel.Args{Command: cmd, ContainerID: cid, Netns: e.netnsPath(), IfName: "eth0", Path: []string{"/nonexistent"}},
 			config, nil)
 		return err
 	})
 	return res, err
+}
+
+func (e *env) netnsPath() string {
+	if e.netns != "" {
+		return e.netns
+	}
+	return e.cont.Path
 }
 
 func (e *env) add(t *testing.T, config []byte) *result.Result {
@@ -241,7 +250,11 @@ func TestDelWithNetnsGoneLeavesNoMasqueradeState(t *testing.T) {
 			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
 			e.add(t, conf)
 			require.Contains(t, e.ruleset(t), "10.10.0.2")
-			e.cont.Close() // the runtime already removed the sandbox
+			// The runtime already removed the sandbox (and the veth with it). The
+			// closed namespace's /proc fd path could be reused by another test's file,
+			// so the DEL gets a path that surely does not exist.
+			e.cont.Close()
+			e.netns = filepath.Join(t.TempDir(), "gone")
 			_, err := e.invoke(skel.CmdDel, "c1", conf)
 			require.NoError(t, err)
 			rs := e.ruleset(t)

@@ -215,7 +215,7 @@ func dialUDP(ns *testns.NS, addr string) (string, error) {
 }
 
 // netconf builds a chained portmap config for c; mappings nil means no runtimeConfig.
-func (c *container) netconf(t *testing.T, netName string, extra map[string]any, mappings []PortMapping) []byte {
+func (c *container) netconf(t testing.TB, netName string, extra map[string]any, mappings []PortMapping) []byte {
 	conf := map[string]any{
 		"cniVersion": "1.1.0", "name": netName, "type": "portmap",
 		"capabilities": map[string]bool{"portMappings": true},

@@ -293,3 +293,95 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		})
 	}
 }
+
+func TestIPTablesLayoutMatchesTheReference(t *testing.T) {
+	e := newEnv(t)
+	c := e.container("ctr-a")
+	many := []PortMapping{{HostPort: 8081, ContainerPort: udpPort, Protocol: "udp"}}
+	for p := 9000; p < 9016; p++ {
+		many = append(many, PortMapping{HostPort: p, ContainerPort: tcpPort, Protocol: "tcp"})
+	}
+	require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": "iptables", "markMasqBit": 5}, many)))
+	out, err := e.host.Exec(t, "iptables-save", "-t", "nat")
+	require.NoError(t, err, out)
+	dn := "CNI-DN-" + owner{net: "net1", cid: "ctr-a"}.hash()
+	comment := `-m comment --comment "dnat name: \"net1\" id: \"ctr-a\""`
+	for _, line := range []string{
+		"-A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+		"-A OUTPUT -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+		`-A POSTROUTING -m comment --comment "CNI portfwd requiring masquerade" -j CNI-HOSTPORT-MASQ`,
+		"-A CNI-HOSTPORT-MASQ -m mark --mark 0x20/0x20 -j MASQUERADE",
+		`-A CNI-HOSTPORT-SETMARK -m comment --comment "CNI portfwd masquerade mark" -j MARK --set-xmark 0x20/0x20`,
+		"-A CNI-HOSTPORT-DNAT -p tcp " + comment + " -m multiport --dports 9000,9001,9002,9003,9004,9005,9006,9007,9008,9009,9010,9011,9012,9013,9014 -j " + dn,
+		"-A CNI-HOSTPORT-DNAT -p tcp " + comment + " -m multiport --dports 9015 -j " + dn,
+		"-A CNI-HOSTPORT-DNAT -p udp " + comment + " -m multiport --dports 8081 -j " + dn,
+		"-A " + dn + " -s 10.1.1.0/24 -p udp -m udp --dport 8081 -j CNI-HOSTPORT-SETMARK",
+		"-A " + dn + " -s 127.0.0.1/32 -p udp -m udp --dport 8081 -j CNI-HOSTPORT-SETMARK",
+		"-A " + dn + " -p udp -m udp --dport 8081 -j DNAT --to-destination 10.1.1.2:8001",
+	} {
+		assert.Contains(t, out, line+"\n")
+	}
+	out6, err := e.host.Exec(t, "ip6tables-save", "-t", "nat")
+	require.NoError(t, err, out6)
+	assert.Contains(t, out6, "-A "+dn+" -s fd01::/64 -p udp -m udp --dport 8081 -j CNI-HOSTPORT-SETMARK\n")
+	assert.Contains(t, out6, "-A "+dn+" -p udp -m udp --dport 8081 -j DNAT --to-destination [fd01::2]:8001\n")
+	assert.NotContains(t, out6, "127.0.0.1")
+}
+
+func TestIPTablesExternalMarkChainAndMasqAll(t *testing.T) {
+	e := newEnv(t)
+	c := e.container("ctr-a")
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		out, err := e.host.Exec(t, tool, "-t", "nat", "-N", "KUBE-MARK-MASQ")
+		require.NoError(t, err, out)
+	}
+	conf := c.netconf(t, "net1", map[string]any{"backend": "iptables", "externalSetMarkChain": "KUBE-MARK-MASQ", "masqAll": true},
+		[]PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
+	require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+	out, err := e.host.Exec(t, "iptables-save", "-t", "nat")
+	require.NoError(t, err, out)
+	dn := "CNI-DN-" + owner{net: "net1", cid: "ctr-a"}.hash()
+	assert.Contains(t, out, "-A "+dn+" -p tcp -m tcp --dport 8080 -j KUBE-MARK-MASQ\n")
+	assert.NotContains(t, out, "CNI-HOSTPORT-SETMARK")
+	assert.NotContains(t, out, "CNI-HOSTPORT-MASQ")
+	require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+}
+
+func TestSNATOffInstallsNoMasquerade(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			c := e.container("ctr-a")
+			conf := c.netconf(t, "net1", map[string]any{"backend": backend, "snat": false}, standardMappings())
+			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+			rules := e.ruleset()
+			assert.NotContains(t, rules, "masquerade")
+			assert.NotContains(t, rules, "MASQUERADE")
+			got, err := dialTCP(e.client, "10.77.0.1:8080")
+			require.NoError(t, err)
+			assert.Equal(t, "ctr-a", got)
+			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+		})
+	}
+}
+
+func TestMasqAllMasqueradesExternalClients(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			c := e.container("ctr-a")
+			conf := c.netconf(t, "net1", map[string]any{"backend": backend, "masqAll": true}, standardMappings())
+			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+			_, err := dialTCP(e.client, "10.77.0.1:8080")
+			require.NoError(t, err)
+			// The container sees the host, not the client, as the peer.
+			flows := e.conntrackTo(c.ip4)
+			require.NotEmpty(t, flows)
+			for _, f := range flows {
+				assert.Contains(t, f, "dst="+c.host, "reply goes to the masquerading host: %s", f)
+			}
+		})
+	}
+}

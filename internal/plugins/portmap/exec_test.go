@@ -1,0 +1,143 @@
+package portmap
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// execPlugin runs the cni binary as "portmap" inside the host netns (the child
+// inherits the locked thread's namespace) and returns its stdout.
+func execPlugin(tb testing.TB, host *testns.NS, plugin, command, cid, netnsPath string, conf []byte) ([]byte, error) {
+	out, _, err := execPluginCPU(host, plugin, command, cid, netnsPath, conf)
+	return out, err
+}
+
+// execPluginCPU is execPlugin that also returns the CPU time (user+system) of the
+// plugin and of the processes it waited for, a figure that a loaded machine distorts
+// less than wall time.
+func execPluginCPU(host *testns.NS, plugin, command, cid, netnsPath string, conf []byte) ([]byte, time.Duration, error) {
+	var (
+		stdout, stderr bytes.Buffer
+		cpu            time.Duration
+	)
+	err := host.Do(func() error {
+		cmd := exec.Command(plugin)
+		cmd.Env = []string{
+			"CNI_COMMAND=" + command, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + netnsPath,
+			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + os.Getenv("PATH"),
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(conf), &stdout, &stderr
+		err := cmd.Run()
+		if cmd.ProcessState != nil {
+			cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		}
+		return err
+	})
+	if err != nil {
+		return stdout.Bytes(), cpu, fmt.Errorf("%s %s: %w: %s %s", plugin, command, err, stdout.String(), stderr.String())
+	}
+	return stdout.Bytes(), cpu, nil
+}
+
+func TestExecAddForwardsAndDelRemoves(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			c := e.container("ctr-a")
+			plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
+			conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
+			out, err := execPlugin(t, e.host, plugin, "ADD", c.id, c.ns.Path, conf)
+			require.NoError(t, err)
+			var res map[string]any
+			require.NoError(t, json.Unmarshal(out, &res))
+			assert.Len(t, res["ips"], 2, "the prevResult is passed through")
+
+			got, err := dialTCP(e.client, "10.77.0.1:8080")
+			require.NoError(t, err)
+			assert.Equal(t, "ctr-a", got)
+			_, err = execPlugin(t, e.host, plugin, "CHECK", c.id, c.ns.Path, conf)
+			require.NoError(t, err)
+
+			bare := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)
+			_, err = execPlugin(t, e.host, plugin, "DEL", c.id, "", bare)
+			require.NoError(t, err)
+			assert.NotContains(t, e.ruleset(), c.ip4)
+		})
+	}
+}
+
+// BenchmarkExec measures exec'd ADD and DEL of one attachment on a host that already
+// holds n attachments with mappings, per backend. It reports the medians.
+func BenchmarkExec(b *testing.B) {
+	for _, backend := range backends {
+		for _, n := range []int{10, 300} {
+			b.Run(fmt.Sprintf("%s/%d", backend, n), func(b *testing.B) { benchExec(b, backend, n) })
+		}
+	}
+}
+
+func benchExec(b *testing.B, backend string, n int) {
+	testns.RequireRoot(b)
+	host := testns.NewWithLoopback(b)
+	cont := testns.New(b)
+	// The container addresses only need a route (route_localnet looks it up).
+	host.Run(b, func() error {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "vb"}, PeerName: "vbp"}
+		if err := netlink.LinkAdd(v); err != nil {
+			return err
+		}
+		if err := upWithAddrs("vbp"); err != nil {
+			return err
+		}
+		return upWithAddrs("vb", "10.200.0.1/16", "fdc8::1/64")
+	})
+	plugin := filepath.Join(testns.LinkPluginDir(b, "portmap"), "portmap")
+	conf := func(i int) []byte {
+		c := &container{ns: cont, ip4: fmt.Sprintf("10.200.%d.%d", i/250, i%250+2), ip6: fmt.Sprintf("fdc8::%x", i+2)}
+		return c.netconf(b, "bench", map[string]any{"backend": backend}, []PortMapping{
+			{HostPort: 10000 + i, ContainerPort: 80, Protocol: "tcp"},
+			{HostPort: 20000 + i, ContainerPort: 53, Protocol: "udp"},
+		})
+	}
+	for i := 0; i < n; i++ {
+		_, err := execPlugin(b, host, plugin, "ADD", fmt.Sprintf("present-%d", i), cont.Path, conf(i))
+		require.NoError(b, err)
+	}
+	var adds, dels, addCPU, delCPU []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cfg := conf(n + 1)
+		start := time.Now()
+		_, cpu, err := execPluginCPU(host, plugin, "ADD", "bench-ctr", cont.Path, cfg)
+		adds, addCPU = append(adds, time.Since(start)), append(addCPU, cpu)
+		require.NoError(b, err)
+		start = time.Now()
+		_, cpu, err = execPluginCPU(host, plugin, "DEL", "bench-ctr", cont.Path, cfg)
+		dels, delCPU = append(dels, time.Since(start)), append(delCPU, cpu)
+		require.NoError(b, err)
+	}
+	b.StopTimer()
+	b.ReportMetric(median(adds), "add-ms")
+	b.ReportMetric(median(dels), "del-ms")
+	b.ReportMetric(median(addCPU), "add-cpu-ms")
+	b.ReportMetric(median(delCPU), "del-cpu-ms")
+}
+
+func median(d []time.Duration) float64 {
+	slices.Sort(d)
+	return float64(d[len(d)/2].Microseconds()) / 1000
+}

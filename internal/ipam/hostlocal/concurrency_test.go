@@ -1,0 +1,154 @@
+package hostlocal
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+const (
+	workers   = 8
+	perWorker = 100
+)
+
+// checkUnique fails on any address handed out twice.
+func checkUnique(t *testing.T, got [][]string) {
+	t.Helper()
+	seen := map[string]string{}
+	for w, list := range got {
+		for i, a := range list {
+			who := fmt.Sprintf("worker %d add %d", w, i)
+			require.NotContains(t, seen, a, "%s got %s, already given to %s", who, a, seen[a])
+			seen[a] = who
+		}
+	}
+	assert.Len(t, seen, workers*perWorker)
+}
+
+func TestConcurrentAddDelInOneProcess(t *testing.T) {
+	n := newNetwork(t, obj{"subnet": "10.2.0.0/22"})
+	got := make([][]string, workers)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWorker; i++ {
+				res, _, err := n.invoke(skel.CmdAdd, fmt.Sprintf("w%d-%d", w, i), "eth0", "")
+				if err != nil {
+					errs <- err
+					return
+				}
+				got[w] = append(got[w], res.IPs[0].Address.Addr().String())
+			}
+			for i := 0; i < perWorker; i++ {
+				if _, _, err := n.invoke(skel.CmdDel, fmt.Sprintf("w%d-%d", w, i), "eth0", ""); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	checkUnique(t, got)
+	assert.Empty(t, n.reservations())
+}
+
+// runBinary execs host-local like a runtime would.
+func runBinary(bin string, n *network, cmd, id string) (*result.Result, error) {
+	c := exec.Command(bin)
+	c.Env = execEnv(cmd, id, "eth0", filepath.Dir(bin))
+	c.Stdin = bytes.NewReader(n.config())
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		return nil, fmt.Errorf("%s %s: %v: %s %s", cmd, id, err, stdout.String(), stderr.String())
+	}
+	if cmd != skel.CmdAdd {
+		return nil, nil
+	}
+	return result.Parse(stdout.Bytes(), n.version)
+}
+
+func hostLocalBinary(t *testing.T) string {
+	return filepath.Join(testns.LinkPluginDir(t, "host-local"), "host-local")
+}
+
+func TestConcurrentAddDelProcesses(t *testing.T) {
+	bin := hostLocalBinary(t)
+	n := newNetwork(t, obj{"subnet": "10.3.0.0/22"})
+	got := make([][]string, workers)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWorker; i++ {
+				res, err := runBinary(bin, n, skel.CmdAdd, fmt.Sprintf("p%d-%d", w, i))
+				if err != nil {
+					errs <- err
+					return
+				}
+				got[w] = append(got[w], res.IPs[0].Address.Addr().String())
+			}
+			for i := 0; i < perWorker; i++ {
+				if _, err := runBinary(bin, n, skel.CmdDel, fmt.Sprintf("p%d-%d", w, i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	checkUnique(t, got)
+	assert.Empty(t, n.reservations())
+}
+
+// TestKilledAddsLoseNoAddress kills ADDs at random moments; GC with no valid
+// attachment must then leave nothing behind and the whole pool must be allocatable.
+func TestKilledAddsLoseNoAddress(t *testing.T) {
+	bin := hostLocalBinary(t)
+	n := newNetwork(t, obj{"subnet": "10.4.0.0/28"}) // .2-.14: 13 addresses
+	for i := 0; i < 40; i++ {
+		c := exec.Command(bin)
+		c.Env = execEnv(skel.CmdAdd, fmt.Sprintf("k%d", i), "eth0", filepath.Dir(bin))
+		c.Stdin = bytes.NewReader(n.config())
+		require.NoError(t, c.Start())
+		time.Sleep(time.Duration(rand.IntN(4000)) * time.Microsecond)
+		c.Process.Signal(syscall.SIGKILL)
+		c.Wait()
+	}
+	_, _, err := n.invoke(skel.CmdGC, "", "", "")
+	require.NoError(t, err)
+	assert.Empty(t, n.reservations())
+	matches, err := filepath.Glob(filepath.Join(n.dir(), ".tmp-*"))
+	require.NoError(t, err)
+	assert.Empty(t, matches, "no temp file left")
+	for i := 0; i < 13; i++ {
+		_, err := runBinary(bin, n, skel.CmdAdd, fmt.Sprintf("after%d", i))
+		require.NoError(t, err, "address %d of 13", i)
+	}
+}

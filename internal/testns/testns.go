@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -92,7 +94,38 @@ func create() (*NS, error) {
 		}
 		return nil, m.err
 	}
-	return &NS{handle: m.h, Path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(m.h))}, nil
+	h, err := uniqueFd(m.h)
+	if err != nil {
+		return nil, err
+	}
+	return &NS{handle: h, Path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(h))}, nil
+}
+
+// nextFd numbers namespace descriptors upwards from high above the ones the process
+// uses, so a path of a closed namespace never comes to name another test's namespace
+// (or a socket) through descriptor reuse: ordinary opens take the lowest free number.
+var nextFd atomic.Int64
+
+func uniqueFd(h netns.NsHandle) (netns.NsHandle, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return h, nil
+	}
+	base := int64(lim.Cur / 2)
+	nextFd.CompareAndSwap(0, base)
+	min := nextFd.Add(1)
+	if uint64(min) >= lim.Cur {
+		return h, nil // out of high numbers: keep the ordinary descriptor
+	}
+	fd, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(h), syscall.F_DUPFD_CLOEXEC, uintptr(min))
+	if errno != 0 {
+		return h, nil
+	}
+	h.Close()
+	if int64(fd) >= min {
+		nextFd.Store(int64(fd))
+	}
+	return netns.NsHandle(fd), nil
 }
 
 // Close releases the namespace; its path stops existing. Closing twice is harmless.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strings"
 
@@ -114,6 +115,9 @@ func iptTeardown(ctx context.Context, network, containerID string) error {
 			iptRemove(b, names)
 			return nil
 		})
+		if errors.Is(err, exec.ErrNotFound) {
+			continue // a nat table made by nft itself, and no iptables tools to have used it
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("masquerade teardown %s: %w", fam, err))
 		}
@@ -185,6 +189,9 @@ func iptGC(ctx context.Context, network string, valid []skel.Attachment) error {
 			iptRemove(b, stale)
 			return nil
 		})
+		if errors.Is(err, exec.ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("masquerade gc %s: %w", fam, err))
 		}

@@ -351,3 +351,15 @@ func TestTeardownAndGCRemoveTheReferencePluginsNftablesRules(t *testing.T) {
 	assert.NotContains(t, rs, "10.1.0.6")
 	assert.Contains(t, rs, "10.1.0.7")
 }
+
+func TestTeardownWithoutIptablesToolsSucceeds(t *testing.T) {
+	w := newWorld(t)
+	out, err := w.host.Exec(t, "nft", "add", "table", "ip", "nat") // a nat table made by nft itself
+	require.NoError(t, err, out)
+	t.Setenv("PATH", t.TempDir())
+	w.do(t, func(ctx context.Context) error {
+		assert.NoError(t, Teardown(ctx, "net1", "c1", "eth0"))
+		assert.NoError(t, GC(ctx, "net1", nil))
+		return nil
+	})
+}

@@ -1,0 +1,296 @@
+package ipam
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+var buildExt = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "extipam-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "ext-ipam")
+	cmd := exec.Command("go", "build", "-o", bin, "./testdata/extipam")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, out)
+	}
+	return dir, nil
+})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if dir, err := buildExt(); err == nil {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// extIPAMDir returns a CNI_PATH directory holding the stand-in external IPAM "ext-ipam".
+func extIPAMDir(t *testing.T) string {
+	t.Helper()
+	dir, err := buildExt()
+	require.NoError(t, err, "building testdata/extipam")
+	return dir
+}
+
+// standIn is a main plugin as bridge or ptp would write it: IPAM first, its release
+// pushed on the rollback stack, then its own work, which fails when the config says so.
+func standIn() *skel.Plugin {
+	return &skel.Plugin{
+		Name:     "stand-in",
+		Versions: []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"},
+		Add: func(req *skel.Request) (_ *result.Result, err error) {
+			var undo rollback.Stack
+			defer undo.OnError(&err)
+			res, err := Add(req)
+			if err != nil {
+				return nil, err
+			}
+			undo.Push("release IPAM", Release(req))
+			var own struct {
+				FailAfterIPAM bool `json:"failAfterIPAM"`
+			}
+			if err := json.Unmarshal(req.Config, &own); err != nil {
+				return nil, err
+			}
+			if own.FailAfterIPAM {
+				return nil, cnierror.New(cnierror.CodeInternal, "stand-in: link setup failed")
+			}
+			idx := res.AddInterface(result.Interface{Name: req.Args.IfName, Sandbox: req.Args.Netns})
+			for i := range res.IPs {
+				res.IPs[i].Interface = &idx
+			}
+			return res, nil
+		},
+		Del:    Del,
+		Check:  Check,
+		GC:     GC,
+		Status: Status,
+	}
+}
+
+type call struct {
+	t       *testing.T
+	version string
+	ipam    map[string]any
+	extra   map[string]any
+	env     []string
+	path    []string
+	stderr  bytes.Buffer
+}
+
+func (c *call) config() []byte {
+	m := map[string]any{"cniVersion": c.version, "name": "delegation", "type": "stand-in", "ipam": c.ipam}
+	for k, v := range c.extra {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	require.NoError(c.t, err)
+	return b
+}
+
+func (c *call) run(cmd string) (*result.Result, error) {
+	args := skel.Args{Command: cmd, ContainerID: "ctr1", Netns: "/var/run/netns/absent", IfName: "eth0",
+		Path: c.path, Env: c.env}
+	return skel.Invoke(context.Background(), standIn(), args, c.config(), &c.stderr)
+}
+
+func newCall(t *testing.T, ipam map[string]any) *call {
+	return &call{t: t, version: "1.1.0", ipam: ipam, extra: map[string]any{}, path: []string{"/nonexistent"}}
+}
+
+func reservations(t *testing.T, dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "10.") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func TestBuiltinHostLocalRunsInProcess(t *testing.T) {
+	data := t.TempDir()
+	c := newCall(t, map[string]any{"type": "host-local", "subnet": "10.66.0.0/24", "dataDir": data})
+	res, err := c.run(skel.CmdAdd)
+	require.NoError(t, err)
+	assert.Equal(t, "1.1.0", res.CNIVersion)
+	require.Len(t, res.IPs, 1)
+	assert.Equal(t, "10.66.0.2/24", res.IPs[0].Address.String())
+	assert.Equal(t, []string{"10.66.0.2"}, reservations(t, filepath.Join(data, "delegation")))
+	_, err = c.run(skel.CmdCheck)
+	require.NoError(t, err)
+	_, err = c.run(skel.CmdStatus)
+	require.NoError(t, err)
+	_, err = c.run(skel.CmdDel)
+	require.NoError(t, err)
+	assert.Empty(t, reservations(t, filepath.Join(data, "delegation")))
+}
+
+func TestFailureAfterIPAMReleasesTheReservation(t *testing.T) {
+	data := t.TempDir()
+	c := newCall(t, map[string]any{"type": "host-local", "subnet": "10.66.0.0/24", "dataDir": data})
+	c.extra["failAfterIPAM"] = true
+	_, err := c.run(skel.CmdAdd)
+	require.ErrorContains(t, err, "link setup failed")
+	assert.Empty(t, reservations(t, filepath.Join(data, "delegation")), "rollback released the address")
+
+	c.extra["failAfterIPAM"] = false
+	_, err = c.run(skel.CmdAdd)
+	require.NoError(t, err, "no duplicate-allocation leftover from the failed ADD")
+}
+
+func TestExternalIPAMIsExecedWithTheSameEnvironmentAndFullConfig(t *testing.T) {
+	dir := extIPAMDir(t)
+	record := filepath.Join(t.TempDir(), "record")
+	c := newCall(t, map[string]any{"type": "ext-ipam", "record": record})
+	c.path = []string{"/nonexistent", dir}
+	c.env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=ctr1", "CNI_NETNS=/var/run/netns/absent", "CNI_IFNAME=eth0",
+		"CNI_PATH=/nonexistent:" + dir, "CNI_ARGS=", "PATH=/usr/bin:/bin", "MY_VAR=kept"}
+	res, err := c.run(skel.CmdAdd)
+	require.NoError(t, err)
+	assert.Equal(t, "1.1.0", res.CNIVersion, "converted to the config's version")
+	require.Len(t, res.IPs, 1)
+	assert.Equal(t, "10.77.0.5/24", res.IPs[0].Address.String())
+	assert.Equal(t, "10.77.0.1", res.IPs[0].Gateway.String())
+	require.NotNil(t, res.IPs[0].Interface, "the stand-in attached its interface")
+	assert.Contains(t, c.stderr.String(), "extipam: called for ADD", "stderr passed through")
+
+	_, err = c.run(skel.CmdDel)
+	require.NoError(t, err)
+	recs := readRecords(t, record)
+	require.Len(t, recs, 2)
+	assert.Equal(t, string(c.config()), recs[0].Stdin, "the full network config on stdin")
+	assert.ElementsMatch(t, c.env, recs[0].Env, "the same environment for ADD")
+	wantDel := append([]string{"CNI_COMMAND=DEL"}, c.env[1:]...)
+	assert.ElementsMatch(t, wantDel, recs[1].Env, "only CNI_COMMAND changes for DEL")
+}
+
+type record struct {
+	Env   []string `json:"env"`
+	Stdin string   `json:"stdin"`
+}
+
+func readRecords(t *testing.T, path string) []record {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var out []record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r record
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestBuiltinAndExternalResultsHaveTheSameShape(t *testing.T) {
+	dir := extIPAMDir(t)
+	in := newCall(t, map[string]any{"type": "host-local", "subnet": "10.77.0.0/24", "dataDir": t.TempDir(),
+		"routes": []any{map[string]any{"dst": "0.0.0.0/0"}}})
+	ext := newCall(t, map[string]any{"type": "ext-ipam"})
+	ext.path = []string{dir}
+	for _, v := range []string{"0.3.1", "1.0.0", "1.1.0"} {
+		in.version, ext.version = v, v
+		a, err := in.run(skel.CmdAdd)
+		require.NoError(t, err)
+		b, err := ext.run(skel.CmdAdd)
+		require.NoError(t, err)
+		assert.Equal(t, v, a.CNIVersion)
+		assert.Equal(t, v, b.CNIVersion)
+		assert.Equal(t, len(a.IPs), len(b.IPs))
+		assert.Equal(t, len(a.Interfaces), len(b.Interfaces))
+		assert.Equal(t, a.Routes, b.Routes)
+		_, err = in.run(skel.CmdDel)
+		require.NoError(t, err)
+	}
+}
+
+func TestExternalResultWithoutVersionTakesTheConfigVersion(t *testing.T) {
+	c := newCall(t, map[string]any{"type": "ext-ipam", "mode": "noversion"})
+	c.path = []string{extIPAMDir(t)}
+	c.version = "0.4.0"
+	res, err := c.run(skel.CmdAdd)
+	require.NoError(t, err)
+	assert.Equal(t, "0.4.0", res.CNIVersion)
+	assert.Equal(t, "10.77.0.5/24", res.IPs[0].Address.String())
+}
+
+func TestExternalIPAMErrorKeepsItsCode(t *testing.T) {
+	c := newCall(t, map[string]any{"type": "ext-ipam", "mode": "error"})
+	c.path = []string{extIPAMDir(t)}
+	_, err := c.run(skel.CmdAdd)
+	require.Error(t, err)
+	assert.Equal(t, cnierror.CodeTryAgainLater, cnierror.Code(err))
+	assert.Contains(t, err.Error(), "pool busy")
+}
+
+func TestExternalIPAMFailingSilentlyReportsItsStderr(t *testing.T) {
+	c := newCall(t, map[string]any{"type": "ext-ipam", "mode": "silent"})
+	c.path = []string{extIPAMDir(t)}
+	_, err := c.run(skel.CmdAdd)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "extipam: something broke")
+}
+
+func TestIPAMTypeErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		ipam map[string]any
+		path []string
+		want string
+		code uint
+	}{
+		{"missing type", map[string]any{}, nil, "ipam.type", cnierror.CodeInvalidConfig},
+		{"path separator", map[string]any{"type": "../bin/host-local"}, nil, "must not contain a path separator", cnierror.CodeInvalidConfig},
+		{"not on CNI_PATH", map[string]any{"type": "no-such-ipam"}, nil, `failed to find plugin "no-such-ipam"`, cnierror.CodeInvalidConfig},
+		{"directory is no plugin", map[string]any{"type": "sub"}, nil, `failed to find plugin "sub"`, cnierror.CodeInvalidConfig},
+	}
+	root := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(root, "sub"), 0o755))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCall(t, tc.ipam)
+			c.path = []string{root}
+			_, err := c.run(skel.CmdAdd)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Equal(t, tc.code, cnierror.Code(err))
+		})
+	}
+}
+
+func TestFindInPathTakesTheFirstRegularFile(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(b, "x"), nil, 0o600))
+	require.NoError(t, os.Symlink(filepath.Join(b, "x"), filepath.Join(a, "x")))
+	got, err := FindInPath("x", []string{"/nonexistent", a, b})
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(a, "x"), got, "a symlink to a regular file counts")
+}

@@ -88,10 +88,12 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	b := backendFor(s.backend)
 	var undo rollback.Stack
 	defer undo.OnError(&err)
+	// Pushed first: a failure in the second family must also undo the first, and
+	// del copes with whatever part was installed.
+	undo.Push("port mappings", func() error { _, err := b.del(req.Ctx, o); return err })
 	if err := b.add(req.Ctx, o, s, fams); err != nil {
 		return nil, err
 	}
-	undo.Push("port mappings", func() error { _, err := b.del(req.Ctx, o); return err })
 	for _, f := range fams {
 		if s.snat && !f.v6 {
 			if err := enableLocalnet(f.addr.Addr()); err != nil {

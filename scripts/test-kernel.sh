@@ -12,6 +12,8 @@
 #   CNI_KERNEL_TEST_TIMEOUT  -test.timeout per package inside the VM (default 15m)
 #   CNI_KERNEL_TEST_ARGS     extra test flags, e.g. "-test.run TestVLAN"
 #   CNI_KERNEL_VM_MEMORY     VM memory (default 2G); CNI_KERNEL_VM_CPUS (default 2)
+#   CNI_KERNEL_TEST_JOBS     test packages run side by side (default: the vCPUs);
+#                            1 streams output live instead of per package
 #
 # Exit status: 0 only if every package built and passed in the VM; non-zero
 # when a test failed, a build failed, or the VM never printed its result
@@ -239,6 +241,7 @@ write_env() {
 		CNI_TEST_MODULES='$modules'
 		CNI_TEST_TIMEOUT='$test_timeout'
 		CNI_TEST_ARGS='${CNI_KERNEL_TEST_ARGS:-}'
+		CNI_TEST_JOBS='${CNI_KERNEL_TEST_JOBS:-${CNI_KERNEL_VM_CPUS:-2}}'
 	EOF
 }
 

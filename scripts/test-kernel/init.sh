@@ -36,34 +36,79 @@ fi
 echo "test-kernel: kernel $(uname -r), $(nproc) CPUs, $(grep MemTotal /proc/meminfo)"
 echo "test-kernel: iptables: $(iptables --version 2>&1); nft: $(nft --version 2>&1)"
 
-summary=/tmp/summary
-: > "$summary"
+# run_package runs one test binary from its package directory (tests read
+# testdata relative to it, as under go test) and records its verdict. With
+# several lanes the output is buffered per package and printed whole under a
+# lock, so packages never interleave on the console.
+run_package() {
+	pkg=$1 dir=$2 bin=$3
+	log=/tmp/results/$bin.log
+	start=$(date +%s)
+	if [ "$CNI_TEST_JOBS" -gt 1 ]; then
+		(cd "/src/$dir" && "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" $CNI_TEST_ARGS) > "$log" 2>&1
+		rc=$?
+	else
+		echo "=== PACKAGE $pkg"
+		(cd "/src/$dir" && "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" $CNI_TEST_ARGS)
+		rc=$?
+	fi
+	took=$(($(date +%s) - start))
+	if [ "$rc" -eq 0 ]; then
+		verdict="PASS  $pkg (${took}s)"
+	else
+		verdict="FAIL  $pkg (${took}s, exit $rc)"
+	fi
+	echo "$verdict" > "/tmp/results/$bin.verdict"
+	if [ "$CNI_TEST_JOBS" -gt 1 ]; then
+		# mkdir is atomic: the lane that creates the directory owns the console.
+		until mkdir /tmp/results/console.lock 2>/dev/null; do sleep 1; done
+		echo "=== PACKAGE $pkg"
+		cat "$log"
+		echo "=== $verdict"
+		rmdir /tmp/results/console.lock
+	fi
+}
+
+# lane runs every CNI_TEST_JOBS-th package of the list, starting at $1: like
+# go test ./..., packages run side by side, each on its own.
+lane() {
+	i=0
+	while read -r pkg dir bin; do
+		[ -n "$pkg" ] || continue
+		[ $((i % CNI_TEST_JOBS)) -eq "$1" ] && run_package "$pkg" "$dir" "$bin"
+		i=$((i + 1))
+	done < /tests/list
+}
+
+mkdir -p /tmp/results
+l=0
+while [ "$l" -lt "$CNI_TEST_JOBS" ]; do
+	lane "$l" &
+	l=$((l + 1))
+done
+wait
+
 status=0
 passed=0
 failed=0
-[ -n "$failed_modules" ] && status=1
-
+echo "=== SUMMARY (full kernel $(uname -r))"
 while read -r pkg dir bin; do
 	[ -n "$pkg" ] || continue
-	echo "=== PACKAGE $pkg"
-	start=$(date +%s)
-	# Tests read testdata relative to their package directory, as under go test.
-	(cd "/src/$dir" && "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" $CNI_TEST_ARGS)
-	rc=$?
-	took=$(($(date +%s) - start))
-	if [ "$rc" -eq 0 ]; then
-		passed=$((passed + 1))
-		echo "PASS  $pkg (${took}s)" >> "$summary"
+	if [ -f "/tmp/results/$bin.verdict" ]; then
+		verdict=$(cat "/tmp/results/$bin.verdict")
 	else
-		failed=$((failed + 1))
-		status=1
-		echo "FAIL  $pkg (${took}s, exit $rc)" >> "$summary"
+		verdict="FAIL  $pkg (no verdict recorded)"
 	fi
+	echo "$verdict"
+	case $verdict in
+	PASS*) passed=$((passed + 1)) ;;
+	*) failed=$((failed + 1)) status=1 ;;
+	esac
 done < /tests/list
-
-echo "=== SUMMARY (full kernel $(uname -r))"
-cat "$summary"
-[ -n "$failed_modules" ] && echo "FAIL  module load:$failed_modules"
+if [ -n "$failed_modules" ]; then
+	echo "FAIL  module load:$failed_modules"
+	status=1
+fi
 echo "CNI-KERNEL-TEST-RESULT status=$status passed=$passed failed=$failed"
 sync
 poweroff -f

@@ -363,3 +363,44 @@ func TestTeardownWithoutIptablesToolsSucceeds(t *testing.T) {
 		return nil
 	})
 }
+
+func TestRepeatedSetupWithOtherAddressesLeavesNothingAfterTeardown(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(string(backend), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			opts := Options{Backend: backend, IPv4: true, IPv6: true}
+			moved := w.att
+			moved.IPs = []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}
+			w.do(t, func(ctx context.Context) error {
+				if err := Setup(ctx, w.att, opts); err != nil {
+					return err
+				}
+				if err := Setup(ctx, moved, opts); err != nil {
+					return err
+				}
+				return Check(ctx, moved, opts)
+			})
+			if backend == netfilter.NFTables {
+				assert.NotContains(t, w.ruleset(t), "10.1.0.5", "the old address no longer masquerades")
+			}
+			w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
+			rs := w.ruleset(t)
+			assert.NotContains(t, rs, "10.1.0.5")
+			assert.NotContains(t, rs, "10.1.0.9")
+		})
+	}
+}
+
+func TestTeardownSurvivesAMapElementRemovedByHand(t *testing.T) {
+	w := newWorld(t)
+	w.do(t, func(ctx context.Context) error {
+		return Setup(ctx, w.att, Options{Backend: netfilter.NFTables, IPv4: true, IPv6: true})
+	})
+	out, err := w.host.Exec(t, "nft", "delete", "element", "inet", "cni_masquerade", "masq4", "{ 10.1.0.5 }")
+	require.NoError(t, err, out)
+	w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
+	rs := w.ruleset(t)
+	assert.NotContains(t, rs, "fd01::5")
+	assert.NotContains(t, rs, nftChainName("net1", "c1", "eth0"))
+}

@@ -227,6 +227,8 @@ func nftSetup(att Attachment, ips []netip.Prefix) error {
 			if err := nftBase(c); err != nil {
 				return err
 			}
+		} else if err := nftDropOwnStale(c, att, ips); err != nil {
+			return err
 		} else if try > 1 {
 			// An address still maps to a stale attachment whose DEL never came: take it.
 			if err := nftDropClaims(c, ips, nftChainName(att.Network, att.ContainerID, att.IfName)); err != nil {
@@ -244,6 +246,31 @@ func nftSetup(att Attachment, ips []netip.Prefix) error {
 			return nil
 		}
 	}
+}
+
+// nftDropOwnStale queues the deletion of the map elements of addresses that an earlier
+// Setup of the same attachment gave and this one does not (an ADD repeated without DEL),
+// so that none is left pointing at the chain.
+func nftDropOwnStale(c *nftables.Conn, att Attachment, ips []netip.Prefix) error {
+	rules, err := nftRules(c, nftChainName(att.Network, att.ContainerID, att.IfName))
+	if err != nil {
+		return fmt.Errorf("masquerade: nftables: %w", err)
+	}
+	var stale []netip.Addr
+	for _, a := range commentIPs(rules) {
+		if !slices.Contains(addrsOf(ips), a) {
+			stale = append(stale, a)
+		}
+	}
+	t := nftTable()
+	for _, v6 := range []bool{false, true} {
+		if elems := nftElements(stale, v6, ""); len(elems) > 0 {
+			if err := c.SetDeleteElements(nftMap(t, v6), elems); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // nftDropClaims queues the deletion of map elements for ips that jump elsewhere.
@@ -305,27 +332,72 @@ func nftTeardown(network, containerID, ifName string) error {
 	}
 	defer c.CloseLasting()
 	name := nftChainName(network, containerID, ifName)
-	rules, err := nftRules(c, name)
+	instance := refInstanceHash(network, ifName, containerID)
+	err = nftTeardownTx(c, name, instance, false)
+	if err != nil {
+		// The comment and the map disagree (an element removed or added by hand): find
+		// the chain's elements in the maps instead.
+		err = nftTeardownTx(c, name, instance, true)
+	}
 	if err != nil {
 		return fmt.Errorf("masquerade teardown: nftables chain %s: %w", name, err)
 	}
+	return nil
+}
+
+// nftTeardownTx removes an attachment chain, its map elements and any reference rule of
+// the instance in one transaction. Thorough looks the elements up in the maps (a dump)
+// instead of trusting the chain's comment.
+func nftTeardownTx(c *nftables.Conn, name, instance string, thorough bool) error {
+	rules, err := nftRules(c, name)
+	if err != nil {
+		return err
+	}
 	queued := 0
-	if len(rules) > 0 {
+	switch {
+	case len(rules) == 0:
+	case thorough:
+		if err := nftDropPointing(c, name); err != nil {
+			return err
+		}
+		c.DelChain(&nftables.Chain{Name: name, Table: nftTable()})
+		queued++
+	default:
 		if err := nftRemove(c, name, rules); err != nil {
-			return fmt.Errorf("masquerade teardown: %w", err)
+			return err
 		}
 		queued++
 	}
-	instance := refInstanceHash(network, ifName, containerID)
 	n, err := refRemove(c, func(comment string) bool { return strings.HasPrefix(comment, instance) })
 	if err != nil {
-		return fmt.Errorf("masquerade teardown: %w", err)
+		return err
 	}
 	if queued+n == 0 {
 		return nil
 	}
-	if err := c.Flush(); err != nil {
-		return fmt.Errorf("masquerade teardown: nftables chain %s: %w", name, err)
+	return c.Flush()
+}
+
+// nftDropPointing queues the deletion of every map element that jumps to chain.
+func nftDropPointing(c *nftables.Conn, chain string) error {
+	t := nftTable()
+	for _, v6 := range []bool{false, true} {
+		m := nftMap(t, v6)
+		elems, err := c.GetSetElements(m)
+		if err != nil {
+			return fmt.Errorf("nftables map %s: %w", m.Name, err)
+		}
+		var drop []nftables.SetElement
+		for _, e := range elems {
+			if verdictChain(e.Val) == chain {
+				drop = append(drop, nftables.SetElement{Key: e.Key})
+			}
+		}
+		if len(drop) > 0 {
+			if err := c.SetDeleteElements(m, drop); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -74,13 +74,15 @@ func Update(ctx context.Context, fam Family, table string, plan func(*Batch) err
 }
 
 // TableInUse reports, without exec'ing anything, whether this network namespace has the
-// table in either iptables flavour: the legacy tables are listed in /proc, iptables-nft
+// table in either iptables flavour: the legacy tables are listed in /proc (read through
+// thread-self: /proc/net shows the main thread's namespace, not the one this locked
+// thread may have entered), iptables-nft
 // keeps a same-named nftables table of family ip (ip6). A cleanup can skip the
 // save/restore execs of a family whose table does not exist.
 func TableInUse(fam Family, table string) bool {
-	legacy, nftFam := "/proc/net/ip_tables_names", nftables.TableFamilyIPv4
+	legacy, nftFam := "/proc/thread-self/net/ip_tables_names", nftables.TableFamilyIPv4
 	if fam == IPv6 {
-		legacy, nftFam = "/proc/net/ip6_tables_names", nftables.TableFamilyIPv6
+		legacy, nftFam = "/proc/thread-self/net/ip6_tables_names", nftables.TableFamilyIPv6
 	}
 	if b, err := os.ReadFile(legacy); err == nil {
 		for _, name := range strings.Fields(string(b)) {

@@ -74,11 +74,11 @@ func Update(ctx context.Context, fam Family, table string, plan func(*Batch) err
 }
 
 // TableInUse reports, without exec'ing anything, whether this network namespace has the
-// table in either iptables flavour: the legacy tables are listed in /proc (read through
-// thread-self: /proc/net shows the main thread's namespace, not the one this locked
-// thread may have entered), iptables-nft
+// table in either iptables flavour: the legacy tables are listed in /proc, iptables-nft
 // keeps a same-named nftables table of family ip (ip6). A cleanup can skip the
-// save/restore execs of a family whose table does not exist.
+// save/restore execs of a family whose table does not exist. The list is read through
+// /proc/thread-self: /proc/net shows the main thread's namespace, not the one a locked
+// thread may have entered.
 func TableInUse(fam Family, table string) bool {
 	legacy, nftFam := "/proc/thread-self/net/ip_tables_names", nftables.TableFamilyIPv4
 	if fam == IPv6 {

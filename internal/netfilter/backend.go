@@ -38,10 +38,12 @@ func Choose(field, setting string) (Backend, error) {
 
 // Detect picks nftables when the kernel speaks nf_tables and the legacy iptables
 // backend has no tables in use in this network namespace; iptables otherwise. It execs
-// nothing: the legacy tables in use are listed in /proc/net/ip_tables_names (per netns),
+// nothing: the legacy tables in use are listed in ip_tables_names (per netns),
 // and nf_tables support is probed with one netlink request.
 func Detect() Backend {
-	if legacyTablesInUse("/proc/net/ip_tables_names") || legacyTablesInUse("/proc/net/ip6_tables_names") {
+	// /proc/thread-self, not /proc/net (the main thread's namespace): the plugin may run
+	// on a locked thread inside another namespace (in-process runner, tests).
+	if legacyTablesInUse("/proc/thread-self/net/ip_tables_names") || legacyTablesInUse("/proc/thread-self/net/ip6_tables_names") {
 		return IPTables
 	}
 	if !kernelHasNFTables() {

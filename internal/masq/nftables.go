@@ -34,9 +34,11 @@ func nftTable() *nftables.Table {
 }
 
 func nftMap(t *nftables.Table, v6 bool) *nftables.Set {
-	s := &nftables.Set{Table: t, Name: nftMap4, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict, IsMap: true}
+	// A non-zero ID keeps AddSet from bumping the library's unguarded package-level ID
+	// counter, a data race when several attachments are set up in one process.
+	s := &nftables.Set{Table: t, ID: 1, Name: nftMap4, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict, IsMap: true}
 	if v6 {
-		s.Name, s.KeyType = nftMap6, nftables.TypeIP6Addr
+		s.ID, s.Name, s.KeyType = 2, nftMap6, nftables.TypeIP6Addr
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package hostlocal
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -123,4 +124,48 @@ func TestRangeDefaults(t *testing.T) {
 			assert.Equal(t, tc.gw, r.Gateway.String())
 		})
 	}
+}
+
+func TestRangeSize(t *testing.T) {
+	cases := []struct {
+		start, end string
+		want       uint64
+	}{
+		{"10.1.0.1", "10.1.0.254", 254},
+		{"10.1.0.7", "10.1.0.7", 1},
+		{"0.0.0.0", "255.255.255.255", 1 << 32},
+		{"fd00::1", "fd00::ff", 255},
+		{"fd00::", "fd00::ffff:ffff:ffff:ffff", ^uint64(0)},
+		{"fd00::", "fd00:0:0:1::5", ^uint64(0)},
+		{"fd00::ffff:ffff:ffff:fffe", "fd00:0:0:1::1", 4},
+	}
+	for _, tc := range cases {
+		r := ipRange{Start: netip.MustParseAddr(tc.start), End: netip.MustParseAddr(tc.end)}
+		assert.Equal(t, tc.want, r.size(), "%s-%s", tc.start, tc.end)
+	}
+}
+
+func TestIteratorStartsAfterTheLastReservedAddress(t *testing.T) {
+	set := rangeSet{
+		{Subnet: netip.MustParsePrefix("10.1.0.0/24"), Start: netip.MustParseAddr("10.1.0.10"),
+			End: netip.MustParseAddr("10.1.0.12"), Gateway: netip.MustParseAddr("10.1.0.1")},
+		{Subnet: netip.MustParsePrefix("10.2.0.0/24"), Start: netip.MustParseAddr("10.2.0.1"),
+			End: netip.MustParseAddr("10.2.0.2"), Gateway: netip.MustParseAddr("10.2.0.1")},
+	}
+	walk := func(last string) []string {
+		var l netip.Addr
+		if last != "" {
+			l = netip.MustParseAddr(last)
+		}
+		it := newIterator(set, l)
+		var out []string
+		for a, _, ok := it.next(); ok; a, _, ok = it.next() {
+			out = append(out, a.String())
+		}
+		return out
+	}
+	assert.Equal(t, []string{"10.1.0.10", "10.1.0.11", "10.1.0.12", "10.2.0.2"}, walk(""))
+	assert.Equal(t, []string{"10.1.0.12", "10.2.0.2", "10.1.0.10", "10.1.0.11"}, walk("10.1.0.11"))
+	assert.Equal(t, []string{"10.1.0.10", "10.1.0.11", "10.1.0.12", "10.2.0.2"}, walk("10.2.0.2"))
+	assert.Equal(t, []string{"10.1.0.10", "10.1.0.11", "10.1.0.12", "10.2.0.2"}, walk("10.9.9.9"), "outside the set: start over")
 }

@@ -14,19 +14,27 @@
 // The reference reads every file of the directory on every ADD (its duplicate
 // allocation check), DEL and CHECK, so its cost grows with the number of reservations.
 // Ours keeps an index instead: .cni-index/<containerID>:<ifname> (a hash of both when
-// that is too long) lists the addresses of one attachment. It is written by temp file +
-// rename under the lock, and its content starts with a '#' header line, so the
-// reference's recursive walk never mistakes it for a reservation of anyone.
+// that is too long) lists the addresses of one attachment. Entries are symbolic links
+// used as small atomic records (the target text is the record): created complete by
+// one symlink(2), replaced by rename, read by one readlink(2), and with no data block
+// to flush. The reference's recursive walk reads them too, but reading a link follows
+// it to a name that never exists, which the reference skips; nothing in .cni-index can
+// be mistaken for "<id>\r\n<ifname>" or "<id>".
 //
 // The index is only trusted while it is known to be current. After every operation
-// the network directory's mtime is set to a random stamp which is then recorded in
-// .cni-index/state (see seal). Any later change of the directory that did not go
-// through us (the reference plugin reserving or releasing, an operator deleting a
-// file, a crash of ours half-way) moves the mtime to the kernel's current time, and the
-// next operation rebuilds the index with one walk. Every address the index names is
-// checked against its reservation file before use, and reservations themselves are
-// claimed by link(2) (exclusive like O_EXCL), so the index can never cause a double
-// allocation or release someone else's address: at worst it costs a walk.
+// that changed anything, both the network directory and .cni-index get the same
+// mtime, a "seal" stamp that ends in a fixed sub-millisecond pattern (see seal). Any
+// later change of the network directory that did not go through us (the reference
+// plugin reserving or releasing, an operator deleting a file, an operation of ours
+// killed half-way) moves its mtime to the kernel's current time, and the next
+// operation rebuilds the index with one walk. On a filesystem that cannot store the
+// stamp exactly, every operation walks, as the reference does. Every address the index
+// names is checked against its reservation file before use, and reservations
+// themselves are claimed by link(2), which is exclusive like O_EXCL, so a wrong index
+// can never cause a double allocation or release someone else's address: at worst it
+// costs a walk. Per ADD the cost is then a handful of syscalls on names known in
+// advance (lock, stamp check, one readlink, the reservation, last_reserved_ip, one
+// symlink, the stamps), whatever the number of reservations; DEL is fewer still.
 //
 // # Crash safety
 //

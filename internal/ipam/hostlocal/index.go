@@ -11,23 +11,19 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
 
 const (
-	// indexDirName holds one entry per attachment. Entries and the state are symbolic
-	// links used as small atomic records: the target text is the record. A symlink is
-	// created and replaced (rename) without any data block, which on ext4 avoids the
-	// forced flush a rename over a regular file triggers, and it is read with a single
-	// readlink. The reference plugin walks this directory too (its walk is recursive),
+	// indexDirName holds one entry per attachment. Entries are symbolic links used as
+	// small atomic records: the target text is the record. A symlink is created and
+	// replaced (rename) without any data block, which on ext4 avoids the forced flush a
+	// rename over a regular file triggers, and it is read with a single readlink. The reference plugin walks this directory too (its walk is recursive),
 	// but reading a link follows it to a name that never exists, which it skips; nothing
 	// here can be mistaken for "<id>\r\n<ifname>" or "<id>".
 	indexDirName = ".cni-index"
 	recordPrefix = "cni-index-v1|"
-	// stateName records the stamp this index was sealed with (see seal).
-	stateName = "state"
 )
 
 func (s *store) indexDir() string { return filepath.Join(s.dir, indexDirName) }
@@ -80,8 +76,13 @@ func parseEntry(rec string) (attachment, []netip.Addr, bool) {
 	return attachment{ID: id, IfName: ifname}, addrs, true
 }
 
-// putRecord atomically sets the record dir/name (symlink + rename).
+// putRecord atomically sets the record dir/name. A new name is one symlink(2), which
+// creates it complete; an existing one is replaced by symlink + rename.
 func putRecord(dir, name, rec string) error {
+	err := os.Symlink(rec, filepath.Join(dir, name))
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
 	tmp := filepath.Join(dir, fmt.Sprintf("%s%s-%d", tempPrefix, name, rand.Uint64()))
 	if err := os.Symlink(rec, tmp); err != nil {
 		return err
@@ -93,67 +94,50 @@ func putRecord(dir, name, rec string) error {
 	return nil
 }
 
-// fresh reports whether the index still describes the directory: the directory's
-// mtime must be exactly the stamp seal() set. Any change to the directory by anyone
-// else (the reference plugin creating or removing a reservation) or by a crashed
-// operation of ours sets the mtime to the current time, which is not the stamp.
+// stampMark is the sub-millisecond part of every seal stamp. A kernel-made timestamp
+// ends in it with odds of one in a million, so a directory whose mtime was last set by
+// a create, rename or unlink is not taken for sealed.
+const stampMark = 424_242
+
+// fresh reports whether the index still describes the directory: the network
+// directory and the index directory must both carry the same seal stamp as mtime.
+// Any change to the network directory by anyone else (the reference plugin reserving
+// or releasing, an operator deleting a file) or by an operation of ours that crashed
+// before sealing moves its mtime to the kernel's current time, which is not a stamp.
 func (s *store) fresh() bool {
-	rec, err := os.Readlink(filepath.Join(s.indexDir(), stateName))
+	top, err := os.Stat(s.dir)
 	if err != nil {
 		return false
 	}
-	stamp, ok := parseState(rec)
-	if !ok {
+	idx, err := os.Stat(s.indexDir())
+	if err != nil {
 		return false
 	}
-	st, err := os.Stat(s.dir)
-	return err == nil && st.ModTime().Equal(stamp)
+	stamp := top.ModTime()
+	return stamp.Nanosecond()%1_000_000 == stampMark && idx.ModTime().Equal(stamp)
 }
 
-func parseState(rec string) (time.Time, bool) {
-	rest, ok := strings.CutPrefix(rec, recordPrefix)
-	if !ok {
-		return time.Time{}, false
-	}
-	sec, nsec, ok := strings.Cut(rest, ".")
-	if !ok {
-		return time.Time{}, false
-	}
-	s, err1 := strconv.ParseInt(sec, 10, 64)
-	n, err2 := strconv.ParseInt(nsec, 10, 64)
-	if err1 != nil || err2 != nil {
-		return time.Time{}, false
-	}
-	return time.Unix(s, n), true
-}
-
-// seal stamps the directory after an operation changed it: its mtime is set to the
-// current second with random nanoseconds (a value a kernel-made timestamp matches
-// with odds of one in a billion), read back, and only then recorded in the state file,
-// which lives in the index directory so writing it leaves the stamp intact. A crash
-// before the state is written leaves the old stamp recorded, which no longer matches:
-// the next operation rebuilds. A filesystem that cannot store the stamp exactly gets no
-// state file, so every operation falls back to the walk.
+// seal stamps both directories after an operation changed them: the stamp is the
+// current second plus random milliseconds plus stampMark, so a later kernel-made mtime
+// (the reference plugin touching the directory, even within the same clock tick)
+// differs from it. The network directory is stamped first: a crash between the two
+// leaves them different, and the next operation rebuilds. A filesystem that cannot
+// store the stamp exactly never looks sealed, so every operation there falls back to
+// the walk; so does a directory we may not stamp.
 func (s *store) seal() error {
 	s.dropStaged() // removing it changes the directory, so it must happen first
 	if s.current {
 		return nil
 	}
-	stamp := time.Unix(time.Now().Unix(), rand.Int64N(int64(time.Second)))
-	statePath := filepath.Join(s.indexDir(), stateName)
+	ns := rand.Int64N(1000)*1_000_000 + stampMark
+	stamp := time.Unix(time.Now().Unix(), ns)
 	if err := os.Chtimes(s.dir, time.Time{}, stamp); err != nil {
-		os.Remove(statePath)
-		return nil // not our directory to stamp; correctness stays with the walk
-	}
-	st, err := os.Stat(s.dir)
-	if err != nil || !st.ModTime().Equal(stamp) {
-		os.Remove(statePath)
 		return nil
 	}
-	if err := putRecord(s.indexDir(), stateName, fmt.Sprintf("%s%d.%09d", recordPrefix, stamp.Unix(), stamp.Nanosecond())); err != nil {
-		return fmt.Errorf("index: %w", err)
+	if err := os.Chtimes(s.indexDir(), time.Time{}, stamp); err != nil {
+		return nil
 	}
-	s.current = true
+	s.current = s.fresh()
 	return nil
 }
 
@@ -179,6 +163,7 @@ func (s *store) lookup(att attachment) []netip.Addr {
 // putEntry records att's addresses; none removes the entry.
 func (s *store) putEntry(att attachment, addrs []netip.Addr) error {
 	name := entryName(att)
+	s.current = false
 	if len(addrs) == 0 {
 		err := os.Remove(filepath.Join(s.indexDir(), name))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -189,6 +174,7 @@ func (s *store) putEntry(att attachment, addrs []netip.Addr) error {
 	if err := os.MkdirAll(s.indexDir(), 0o755); err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
+	s.current = false
 	if err := putRecord(s.indexDir(), name, entryRecord(att, addrs)); err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
@@ -219,9 +205,6 @@ func (s *store) rebuild(recs []record) error {
 	}
 	for _, e := range have {
 		name := e.Name()
-		if name == stateName {
-			continue
-		}
 		path := filepath.Join(s.indexDir(), name)
 		rec, keep := want[name]
 		if keep {

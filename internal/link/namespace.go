@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ns"
 )
 
@@ -42,6 +43,40 @@ func Open(path string) (*NS, error) {
 		return nil, fmt.Errorf("netns %q: open: %w", path, err)
 	}
 	return &NS{Path: path, fd: fd}, nil
+}
+
+// OpenPair opens the container's namespace at path and the caller's own (the host's)
+// for an ADD or CHECK. A container namespace that does not exist is the spec's "invalid
+// netns" error; the caller closes both.
+func OpenPair(path string) (host, cont *NS, err error) {
+	cont, err = Open(path)
+	if err != nil {
+		if errors.Is(err, ns.ErrNotExist) {
+			return nil, nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
+		}
+		return nil, nil, err
+	}
+	host, err = Current()
+	if err != nil {
+		cont.Close()
+		return nil, nil, err
+	}
+	return host, cont, nil
+}
+
+// DeleteIn removes the interface ifName from the namespace at path, for DEL: a veth
+// takes its peer (and that peer's routes) with it, and a namespace or link that is
+// already gone is success.
+func DeleteIn(path, ifName string) error {
+	n, err := Open(path)
+	if errors.Is(err, ns.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	return n.Delete(ifName)
 }
 
 // Current opens the calling thread's own namespace: the host side for a plugin. In

@@ -11,7 +11,6 @@ package bridge
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -20,8 +19,6 @@ import (
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/masq"
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
@@ -58,11 +55,11 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	backend, err := conf.chooseBackend()
+	masqOpts, err := conf.MasqOptions()
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := openNamespaces(req.Args.Netns)
+	host, cont, err := link.OpenPair(req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +100,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		MTU: veth.Container.Attrs().MTU, Sandbox: req.Args.Netns})
 
 	if conf.hasIPAM {
-		if err := addIPs(req, conf, host, cont, br, res, &undo, backend); err != nil {
+		if err := addIPs(req, conf, host, cont, br, res, &undo, masqOpts); err != nil {
 			return nil, err
 		}
 	} else if err := setupL2(cont, req.Args.IfName, conf); err != nil {
@@ -129,7 +126,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 // addIPs runs IPAM and puts its addresses on the container interface, the gateways on
 // the bridge, and the masquerade rules in place.
 func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br netlink.Link, res *result.Result,
-	undo *rollback.Stack, backend netfilter.Backend) error {
+	undo *rollback.Stack, masqOpts masq.Options) error {
 	ipamRes, err := ipam.Add(req)
 	if err != nil {
 		return err
@@ -154,11 +151,9 @@ func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br netlink.Lin
 			return err
 		}
 	}
-	if conf.masquerading() {
-		att := masq.Attachment{Network: conf.Name, ContainerID: req.Args.ContainerID, IfName: req.Args.IfName,
-			IPs: addresses(res)}
-		opts := masq.Options{Backend: backend, IPv4: conf.masq4, IPv6: conf.masq6}
-		if err := masq.Setup(req.Ctx, att, opts); err != nil {
+	if conf.Masquerading() {
+		att := masq.RequestAttachment(req, conf.Name, res.IPs)
+		if err := masq.Setup(req.Ctx, att, masqOpts); err != nil {
 			return fmt.Errorf("ipMasq: %w", err)
 		}
 		undo.Push("ipMasq", func() error {
@@ -179,7 +174,7 @@ func del(req *skel.Request) error {
 		}
 	}
 	if req.Args.Netns != "" {
-		if err := deleteContainerLink(req.Args.Netns, req.Args.IfName); err != nil {
+		if err := link.DeleteIn(req.Args.Netns, req.Args.IfName); err != nil {
 			return err
 		}
 	}
@@ -187,26 +182,8 @@ func del(req *skel.Request) error {
 	if conf.MacSpoofChk {
 		errs = append(errs, teardownSpoofCheck(spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}))
 	}
-	if conf.masquerading() {
-		if err := masq.Teardown(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName); err != nil {
-			errs = append(errs, fmt.Errorf("ipMasq: %w", err))
-		}
-	}
+	errs = append(errs, conf.Unmasquerade(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName))
 	return errors.Join(errs...)
-}
-
-// deleteContainerLink removes the container interface (and with it the host veth); a
-// namespace or link that is already gone is success.
-func deleteContainerLink(path, ifName string) error {
-	cont, err := link.Open(path)
-	if errors.Is(err, ns.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer cont.Close()
-	return cont.Delete(ifName)
 }
 
 func gc(req *skel.Request) error {
@@ -232,38 +209,4 @@ func status(req *skel.Request) error {
 		return nil
 	}
 	return ipam.Status(req)
-}
-
-// chooseBackend resolves ipMasqBackend, detecting only when masquerading is on: the
-// detection costs a netlink round trip that a plain ADD need not pay.
-func (c *Config) chooseBackend() (netfilter.Backend, error) {
-	if !c.masquerading() && c.IPMasqBackend == "" {
-		return "", nil
-	}
-	return netfilter.Choose("ipMasqBackend", c.IPMasqBackend)
-}
-
-func openNamespaces(path string) (host, cont *link.NS, err error) {
-	cont, err = link.Open(path)
-	if err != nil {
-		if errors.Is(err, ns.ErrNotExist) {
-			return nil, nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
-		}
-		return nil, nil, err
-	}
-	host, err = link.Current()
-	if err != nil {
-		cont.Close()
-		return nil, nil, err
-	}
-	return host, cont, nil
-}
-
-// addresses returns the container's addresses with their prefix lengths.
-func addresses(res *result.Result) []netip.Prefix {
-	out := make([]netip.Prefix, 0, len(res.IPs))
-	for _, ip := range res.IPs {
-		out = append(out, ip.Address)
-	}
-	return out
 }

@@ -32,7 +32,7 @@ func check(req *skel.Request) error {
 	if prev == nil {
 		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
 	}
-	host, cont, err := openNamespaces(req.Args.Netns)
+	host, cont, err := link.OpenPair(req.Args.Netns)
 	if err != nil {
 		return err
 	}
@@ -56,17 +56,13 @@ func check(req *skel.Request) error {
 			return err
 		}
 	}
-	if conf.masquerading() && conf.hasIPAM {
-		backend, err := conf.chooseBackend()
+	if conf.Masquerading() && conf.hasIPAM {
+		opts, err := conf.MasqOptions()
 		if err != nil {
 			return err
 		}
 		ips, _ := link.IfaceIPs(prev, req.Args.IfName)
-		att := masq.Attachment{Network: conf.Name, ContainerID: req.Args.ContainerID, IfName: req.Args.IfName}
-		for _, ip := range ips {
-			att.IPs = append(att.IPs, ip.Address)
-		}
-		if err := masq.Check(req.Ctx, att, masq.Options{Backend: backend, IPv4: conf.masq4, IPv6: conf.masq6}); err != nil {
+		if err := masq.Check(req.Ctx, masq.RequestAttachment(req, conf.Name, ips), opts); err != nil {
 			return fmt.Errorf("ipMasq: %w", err)
 		}
 	}

@@ -4,21 +4,18 @@ import (
 	"net"
 
 	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/masq"
 	"github.com/cnikit/cni/internal/skel"
 )
 
 // Config is the bridge plugin's configuration (the keys beyond the spec's common ones).
 type Config struct {
 	Name                      string      `json:"name"`
+	masq.Config                           // ipMasq, ipMasqIPv4, ipMasqIPv6, ipMasqBackend
 	Bridge                    string      `json:"bridge"`
 	IsGateway                 bool        `json:"isGateway"`
 	IsDefaultGateway          bool        `json:"isDefaultGateway"`
 	ForceAddress              bool        `json:"forceAddress"`
-	IPMasq                    bool        `json:"ipMasq"`
-	IPMasqIPv4                *bool       `json:"ipMasqIPv4"`
-	IPMasqIPv6                *bool       `json:"ipMasqIPv6"`
-	IPMasqBackend             string      `json:"ipMasqBackend"`
 	MTU                       int         `json:"mtu"`
 	HairpinMode               bool        `json:"hairpinMode"`
 	PromiscMode               bool        `json:"promiscMode"`
@@ -42,10 +39,7 @@ type Config struct {
 	// Derived by load.
 	mac      net.HardwareAddr
 	trunk    []VLANRange
-	masq4    bool
-	masq6    bool
 	hasIPAM  bool
-	backend  netfilter.Backend
 	needVLAN bool
 }
 
@@ -67,7 +61,7 @@ func invalid(format string, a ...any) error {
 }
 
 // load parses and validates the config once, resolving the MAC from CNI_ARGS, args and
-// runtimeConfig (later ones win, as in the reference) and the masquerade families.
+// runtimeConfig (later ones win, as in the reference).
 func load(req *skel.Request) (*Config, error) {
 	c, err := skel.LoadConfig[Config](req)
 	if err != nil {
@@ -88,13 +82,6 @@ func load(req *skel.Request) (*Config, error) {
 	}
 	if err := c.resolveMAC(req.Args.CNIArgs); err != nil {
 		return nil, err
-	}
-	c.masq4, c.masq6 = c.IPMasq, c.IPMasq
-	if c.IPMasqIPv4 != nil {
-		c.masq4 = *c.IPMasqIPv4
-	}
-	if c.IPMasqIPv6 != nil {
-		c.masq6 = *c.IPMasqIPv6
 	}
 	return c, nil
 }
@@ -167,6 +154,3 @@ func (c *Config) resolveMAC(cniArgs string) error {
 	c.mac = hw
 	return nil
 }
-
-// masquerading reports whether any family is masqueraded.
-func (c *Config) masquerading() bool { return c.masq4 || c.masq6 }

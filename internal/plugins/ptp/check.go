@@ -27,14 +27,14 @@ func check(req *skel.Request) error {
 	if prev == nil {
 		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
 	}
-	backend, err := conf.backend()
+	masqOpts, err := conf.MasqOptions()
 	if err != nil {
 		return err
 	}
 	if err := ipam.Check(req); err != nil {
 		return err
 	}
-	host, cont, err := openNamespaces(req.Args.Netns)
+	host, cont, err := link.OpenPair(req.Args.Netns)
 	if err != nil {
 		return err
 	}
@@ -63,12 +63,8 @@ func check(req *skel.Request) error {
 	if err := verifyHost(host, hl, ips); err != nil {
 		return err
 	}
-	if conf.masquerading() {
-		att := masq.Attachment{Network: conf.Name, ContainerID: req.Args.ContainerID, IfName: ifName}
-		for _, ip := range ips {
-			att.IPs = append(att.IPs, ip.Address)
-		}
-		if err := masq.Check(req.Ctx, att, masq.Options{Backend: backend, IPv4: conf.masq4, IPv6: conf.masq6}); err != nil {
+	if conf.Masquerading() {
+		if err := masq.Check(req.Ctx, masq.RequestAttachment(req, conf.Name, ips), masqOpts); err != nil {
 			return fmt.Errorf("ipMasq: %w", err)
 		}
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/masq"
-	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
@@ -54,11 +53,11 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	backend, err := conf.backend()
+	masqOpts, err := conf.MasqOptions()
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := openNamespaces(req.Args.Netns)
+	host, cont, err := link.OpenPair(req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +103,8 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 
 	// Masquerade needs only the addresses; set up before the interfaces so that a
 	// later failure also proves its undo.
-	if conf.masquerading() {
-		att := masq.Attachment{Network: conf.Name, ContainerID: req.Args.ContainerID, IfName: req.Args.IfName,
-			IPs: addresses(out)}
-		if err := masq.Setup(req.Ctx, att, masq.Options{Backend: backend, IPv4: conf.masq4, IPv6: conf.masq6}); err != nil {
+	if conf.Masquerading() {
+		if err := masq.Setup(req.Ctx, masq.RequestAttachment(req, conf.Name, out.IPs), masqOpts); err != nil {
 			return nil, fmt.Errorf("ipMasq: %w", err)
 		}
 		undo.Push("ipMasq", func() error {
@@ -214,30 +211,12 @@ func del(req *skel.Request) error {
 	}
 	errs := []error{ipam.Del(req)}
 	if req.Args.Netns != "" {
-		errs = append(errs, deleteContainerLink(req.Args.Netns, req.Args.IfName))
+		errs = append(errs, link.DeleteIn(req.Args.Netns, req.Args.IfName))
 	}
 	// Found by network and container, not by the addresses in the netns: the rules go
 	// even when the netns is already gone.
-	if conf.masquerading() {
-		if err := masq.Teardown(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName); err != nil {
-			errs = append(errs, fmt.Errorf("ipMasq: %w", err))
-		}
-	}
+	errs = append(errs, conf.Unmasquerade(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName))
 	return errors.Join(errs...)
-}
-
-// deleteContainerLink removes the container interface (and with it the host veth and
-// its routes); a namespace or link that is already gone is success.
-func deleteContainerLink(path, ifName string) error {
-	cont, err := link.Open(path)
-	if errors.Is(err, ns.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer cont.Close()
-	return cont.Delete(ifName)
 }
 
 func gc(req *skel.Request) error {
@@ -253,31 +232,6 @@ func status(req *skel.Request) error {
 		return err
 	}
 	return ipam.Status(req)
-}
-
-func openNamespaces(path string) (host, cont *link.NS, err error) {
-	cont, err = link.Open(path)
-	if err != nil {
-		if errors.Is(err, ns.ErrNotExist) {
-			return nil, nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
-		}
-		return nil, nil, err
-	}
-	host, err = link.Current()
-	if err != nil {
-		cont.Close()
-		return nil, nil, err
-	}
-	return host, cont, nil
-}
-
-// addresses returns the container's addresses with their prefix lengths.
-func addresses(res *result.Result) []netip.Prefix {
-	out := make([]netip.Prefix, 0, len(res.IPs))
-	for _, ip := range res.IPs {
-		out = append(out, ip.Address)
-	}
-	return out
 }
 
 func hasFamily(res *result.Result, v6 bool) bool {

@@ -1,0 +1,45 @@
+package masq
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/netfilter"
+)
+
+func TestConfigResolvesFamiliesAndBackendFromTheReferenceKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, conf string
+		want       Options
+		masq       bool
+	}{
+		{"off", `{}`, Options{}, false},
+		{"ipMasq both families", `{"ipMasq":true,"ipMasqBackend":"iptables"}`,
+			Options{Backend: netfilter.IPTables, IPv4: true, IPv6: true}, true},
+		{"per-family override", `{"ipMasq":true,"ipMasqIPv6":false,"ipMasqBackend":"nftables"}`,
+			Options{Backend: netfilter.NFTables, IPv4: true}, true},
+		{"one family without ipMasq", `{"ipMasqIPv6":true,"ipMasqBackend":"iptables"}`,
+			Options{Backend: netfilter.IPTables, IPv6: true}, true},
+		{"backend set, masquerade off", `{"ipMasqBackend":"nftables"}`,
+			Options{Backend: netfilter.NFTables}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Config
+			require.NoError(t, json.Unmarshal([]byte(tc.conf), &c))
+			assert.Equal(t, tc.masq, c.Masquerading())
+			opts, err := c.MasqOptions()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, opts)
+		})
+	}
+}
+
+func TestConfigRejectsAnUnknownBackendNamingTheField(t *testing.T) {
+	c := Config{IPMasqBackend: "ebtables"}
+	_, err := c.MasqOptions()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ipMasqBackend")
+}

@@ -93,6 +93,9 @@ func hostLocalBinary(t *testing.T) string {
 }
 
 func TestConcurrentAddDelProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,600 plugin processes; skipped with -short")
+	}
 	bin := hostLocalBinary(t)
 	n := newNetwork(t, obj{"subnet": "10.3.0.0/22"})
 	got := make([][]string, workers)

@@ -101,9 +101,9 @@ func add(req *skel.Request) (res *result.Result, err error) {
 	}
 	all := append(slices.Clone(held), addrsOf(ips)...)
 	if err := st.putEntry(att, all); err != nil {
-		fmt.Fprintf(req.Stderr, "host-local: %v\n", err) // the next operation rebuilds
-	}
-	if err := st.seal(); err != nil {
+		// The reservation stands; left unsealed, the index is rebuilt by the next operation.
+		fmt.Fprintf(req.Stderr, "host-local: %v\n", err)
+	} else if err := st.seal(); err != nil {
 		fmt.Fprintf(req.Stderr, "host-local: %v\n", err)
 	}
 	return &result.Result{CNIVersion: conf.Version, IPs: ips, Routes: conf.Routes, DNS: dns}, nil
@@ -326,7 +326,12 @@ func gc(req *skel.Request) error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, removeTemps(st.dir), removeTemps(st.indexDir()), st.rebuild(kept), st.seal())
+	errs = append(errs, removeTemps(st.dir), removeTemps(st.indexDir()))
+	if err := st.rebuild(kept); err != nil {
+		errs = append(errs, err) // left unsealed: the next operation rebuilds again
+	} else {
+		errs = append(errs, st.seal())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("host-local: gc: %w", err)
 	}

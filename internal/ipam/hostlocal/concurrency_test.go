@@ -134,24 +134,44 @@ func TestConcurrentAddDelProcesses(t *testing.T) {
 // attachment must then leave nothing behind and the whole pool must be allocatable.
 func TestKilledAddsLoseNoAddress(t *testing.T) {
 	bin := hostLocalBinary(t)
-	n := newNetwork(t, obj{"subnet": "10.4.0.0/28"}) // .2-.14: 13 addresses
+	n := newNetwork(t, obj{"subnet": "10.4.0.0/26"}) // .2-.62: 61 addresses
+	// Kill within the time a whole ADD takes on this machine right now, so that the
+	// signal lands before, during and after the work.
+	var window time.Duration
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		_, err := runBinary(bin, n, skel.CmdAdd, "probe")
+		require.NoError(t, err)
+		window = max(window, time.Since(start))
+		_, err = runBinary(bin, n, skel.CmdDel, "probe")
+		require.NoError(t, err)
+	}
+	completed := 0
 	for i := 0; i < 40; i++ {
 		c := exec.Command(bin)
 		c.Env = execEnv(skel.CmdAdd, fmt.Sprintf("k%d", i), "eth0", filepath.Dir(bin))
 		c.Stdin = bytes.NewReader(n.config())
 		require.NoError(t, c.Start())
-		time.Sleep(time.Duration(rand.IntN(4000)) * time.Microsecond)
+		time.Sleep(time.Duration(rand.Int64N(int64(window) * 5 / 4)))
 		c.Process.Signal(syscall.SIGKILL)
-		c.Wait()
+		if c.Wait() == nil {
+			completed++
+		}
 	}
+	t.Logf("kill window %v: %d of 40 ADDs completed, %d reservations before GC", window, completed, len(n.reservations()))
 	_, _, err := n.invoke(skel.CmdGC, "", "", "")
 	require.NoError(t, err)
 	assert.Empty(t, n.reservations())
 	matches, err := filepath.Glob(filepath.Join(n.dir(), ".tmp-*"))
 	require.NoError(t, err)
 	assert.Empty(t, matches, "no temp file left")
-	for i := 0; i < 13; i++ {
-		_, err := runBinary(bin, n, skel.CmdAdd, fmt.Sprintf("after%d", i))
-		require.NoError(t, err, "address %d of 13", i)
+	for i := 0; i < 61; i++ {
+		id := fmt.Sprintf("after%d", i)
+		if i < 3 {
+			_, err = runBinary(bin, n, skel.CmdAdd, id)
+		} else {
+			_, err = n.add(id, "eth0") // the same code, without 58 more processes
+		}
+		require.NoError(t, err, "address %d of 61", i+1)
 	}
 }

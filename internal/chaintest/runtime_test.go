@@ -1,14 +1,10 @@
 package chaintest_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -151,85 +147,17 @@ func hasLink(links []netlink.Link, name string) bool {
 // connect links client to host with a veth: hostAddr on the host, clientAddr in the
 // client, whose default route points at the host.
 func connect(t *testing.T, host, client *testns.NS) {
-	f, err := os.Open(client.Path)
-	require.NoError(t, err)
-	defer f.Close()
-	host.Run(t, func() error {
-		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "vclient"}, PeerName: "vclientp"}); err != nil {
-			return err
-		}
-		peer, err := netlink.LinkByName("vclientp")
-		if err != nil {
-			return err
-		}
-		if err := netlink.LinkSetNsFd(peer, int(f.Fd())); err != nil {
-			return err
-		}
-		return up("vclient", hostAddr+"/24")
-	})
-	client.Run(t, func() error {
-		if err := up("vclientp", clientAddr+"/24"); err != nil {
-			return err
-		}
-		l, err := netlink.LinkByName("vclientp")
-		if err != nil {
-			return err
-		}
-		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.ParseIP(hostAddr)})
-	})
-}
-
-func up(name, addr string) error {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return err
-	}
-	a, err := netlink.ParseAddr(addr)
-	if err != nil {
-		return err
-	}
-	a.Flags = syscall.IFA_F_NODAD
-	if err := netlink.AddrAdd(l, a); err != nil {
-		return err
-	}
-	return netlink.LinkSetUp(l)
+	testns.Veth(t, host, "vclient", []string{hostAddr + "/24"}, client, "vclientp", []string{clientAddr + "/24"})
+	testns.DefaultRoutes(t, client, "vclientp", hostAddr)
 }
 
 // serve answers TCP connections on containerPort inside n with name. The listener is
 // made before the network exists; a socket bound to the wildcard address keeps working
 // once the interface arrives.
 func serve(t *testing.T, n *testns.NS, name string) {
-	var ln net.Listener
-	n.Run(t, func() error {
-		var err error
-		ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", containerPort))
-		return err
-	})
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(c, "%s\n", name)
-			c.Close()
-		}
-	}()
+	testns.ServeTCP(t, n, "tcp4", fmt.Sprintf(":%d", containerPort), name)
 }
 
 func dialName(n *testns.NS, addr string) (string, error) {
-	var got string
-	err := n.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		line, err := bufio.NewReader(c).ReadString('\n')
-		got = strings.TrimSpace(line)
-		return err
-	})
-	return got, err
+	return testns.DialTCP(n, addr, 2*time.Second)
 }

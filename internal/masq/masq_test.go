@@ -13,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/skel"
@@ -45,12 +43,12 @@ func newWorld(t *testing.T) *world {
 	testns.RequireRoot(t)
 	w := &world{host: testns.NewWithLoopback(t), ctr: testns.NewWithLoopback(t), ext: testns.NewWithLoopback(t)}
 	w.att = Attachment{Network: "net1", ContainerID: "c1", IfName: "eth0", IPs: []netip.Prefix{ctr4, ctr6}}
-	pair(t, w.host, "hc", []string{"10.1.0.1/24", "fd01::1/64"}, w.ctr, "eth0", []string{ctr4.String(), ctr6.String()})
-	pair(t, w.host, "he", []string{"192.168.7.1/24", "fd07::1/64"}, w.ext, "eth0", []string{"192.168.7.2/24", "fd07::2/64"})
-	route(t, w.ctr, "eth0", "0.0.0.0/0", "10.1.0.1")
-	route(t, w.ctr, "eth0", "::/0", "fd01::1")
-	route(t, w.ext, "eth0", "10.1.0.0/16", "192.168.7.1")
-	route(t, w.ext, "eth0", "fd01::/16", "fd07::1")
+	testns.Veth(t, w.host, "hc", []string{"10.1.0.1/24", "fd01::1/64"}, w.ctr, "eth0", []string{ctr4.String(), ctr6.String()})
+	testns.Veth(t, w.host, "he", []string{"192.168.7.1/24", "fd07::1/64"}, w.ext, "eth0", []string{"192.168.7.2/24", "fd07::2/64"})
+	testns.Route(t, w.ctr, "eth0", "0.0.0.0/0", "10.1.0.1")
+	testns.Route(t, w.ctr, "eth0", "::/0", "fd01::1")
+	testns.Route(t, w.ext, "eth0", "10.1.0.0/16", "192.168.7.1")
+	testns.Route(t, w.ext, "eth0", "fd01::/16", "fd07::1")
 	w.host.Run(t, func() error {
 		for _, f := range []string{"/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"} {
 			if err := os.WriteFile(f, []byte("1"), 0o644); err != nil {
@@ -60,42 +58,6 @@ func newWorld(t *testing.T) *world {
 		return nil
 	})
 	return w
-}
-
-// pair links two namespaces with a veth whose ends get the given addresses (no DAD).
-func pair(t *testing.T, a *testns.NS, aName string, aAddrs []string, b *testns.NS, bName string, bAddrs []string) {
-	t.Helper()
-	ha, hb := a.Handle(t), b.Handle(t)
-	peerNS, err := os.Open(b.Path)
-	require.NoError(t, err)
-	defer peerNS.Close()
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: aName}, PeerName: bName, PeerNamespace: netlink.NsFd(peerNS.Fd())}
-	require.NoError(t, ha.LinkAdd(veth))
-	for _, side := range []struct {
-		h     *netlink.Handle
-		name  string
-		addrs []string
-	}{{ha, aName, aAddrs}, {hb, bName, bAddrs}} {
-		l, err := side.h.LinkByName(side.name)
-		require.NoError(t, err)
-		for _, s := range side.addrs {
-			addr, err := netlink.ParseAddr(s)
-			require.NoError(t, err)
-			addr.Flags = unix.IFA_F_NODAD
-			require.NoError(t, side.h.AddrAdd(l, addr))
-		}
-		require.NoError(t, side.h.LinkSetUp(l))
-	}
-}
-
-func route(t *testing.T, n *testns.NS, dev, dst, gw string) {
-	t.Helper()
-	h := n.Handle(t)
-	l, err := h.LinkByName(dev)
-	require.NoError(t, err)
-	_, d, err := net.ParseCIDR(dst)
-	require.NoError(t, err)
-	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: d, Gw: net.ParseIP(gw)}))
 }
 
 // peer connects from the container to the external machine and returns the source

@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
@@ -60,96 +56,18 @@ func newEnv(t *testing.T) *env {
 
 // vethToExt connects ext to the host, routed: ext's default route points at the host.
 func (e *env) vethToExt() {
-	t := e.t
-	f, err := os.Open(e.ext.Path)
-	require.NoError(t, err)
-	defer f.Close()
-	e.host.Run(t, func() error {
-		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "vx"}, PeerName: "vxp"}
-		if err := netlink.LinkAdd(v); err != nil {
-			return err
-		}
-		peer, err := netlink.LinkByName("vxp")
-		if err != nil {
-			return err
-		}
-		if err := netlink.LinkSetNsFd(peer, int(f.Fd())); err != nil {
-			return err
-		}
-		return upWithAddrs("vx", "10.99.0.1/24", "fd99::1/64")
-	})
-	e.ext.Run(t, func() error {
-		if err := upWithAddrs("vxp", extAddr+"/24", "fd99::2/64"); err != nil {
-			return err
-		}
-		l, err := netlink.LinkByName("vxp")
-		if err != nil {
-			return err
-		}
-		for _, gw := range []string{"10.99.0.1", "fd99::1"} {
-			if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.ParseIP(gw)}); err != nil {
-				return fmt.Errorf("default route via %s: %w", gw, err)
-			}
-		}
-		return nil
-	})
-}
-
-func upWithAddrs(name string, addrs ...string) error {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return err
-	}
-	for _, a := range addrs {
-		addr, err := netlink.ParseAddr(a)
-		if err != nil {
-			return err
-		}
-		addr.Flags = syscall.IFA_F_NODAD
-		if err := netlink.AddrAdd(l, addr); err != nil {
-			return fmt.Errorf("%s: add %s: %w", name, a, err)
-		}
-	}
-	return netlink.LinkSetUp(l)
+	testns.Veth(e.t, e.host, "vx", []string{"10.99.0.1/24", "fd99::1/64"}, e.ext, "vxp", []string{extAddr + "/24", "fd99::2/64"})
+	testns.DefaultRoutes(e.t, e.ext, "vxp", "10.99.0.1", "fd99::1")
 }
 
 // serve answers every TCP connection on echoPort with name, from inside n.
 func serve(t *testing.T, n *testns.NS, name string) {
-	var ln net.Listener
-	n.Run(t, func() error {
-		var err error
-		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", echoPort))
-		return err
-	})
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(c, "%s\n", name)
-			c.Close()
-		}
-	}()
+	testns.ServeTCP(t, n, "tcp", fmt.Sprintf(":%d", echoPort), name)
 }
 
 // dial connects from inside n to addr:echoPort and returns the peer's name.
 func dial(n *testns.NS, addr string) (string, error) {
-	var got string
-	err := n.Do(func() error {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, fmt.Sprint(echoPort)), time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		buf := make([]byte, 64)
-		k, err := c.Read(buf)
-		got = strings.TrimSpace(string(buf[:k]))
-		return err
-	})
-	return got, err
+	return testns.DialTCP(n, net.JoinHostPort(addr, fmt.Sprint(echoPort)), time.Second)
 }
 
 // netOpts describe one network: its bridge, subnets and firewall keys (nil: no firewall

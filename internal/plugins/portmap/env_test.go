@@ -1,13 +1,11 @@
 package portmap
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,64 +60,11 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// veth connects ns to the host with a veth pair, addresses on both ends and default
-// routes in ns via the host.
+// veth connects ns to the host with a veth pair (eth0 in ns), addresses on both ends
+// and default routes in ns via the host.
 func (e *env) veth(hostName string, other *testns.NS, host4, host6, peer4, peer6 string) {
-	t := e.t
-	f, err := os.Open(other.Path)
-	require.NoError(t, err)
-	defer f.Close()
-	e.host.Run(t, func() error {
-		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hostName}, PeerName: hostName + "p"}
-		if err := netlink.LinkAdd(v); err != nil {
-			return err
-		}
-		peer, err := netlink.LinkByName(hostName + "p")
-		if err != nil {
-			return err
-		}
-		if err := netlink.LinkSetNsFd(peer, int(f.Fd())); err != nil {
-			return err
-		}
-		return upWithAddrs(hostName, host4, host6)
-	})
-	other.Run(t, func() error {
-		l, err := netlink.LinkByName(hostName + "p")
-		if err != nil {
-			return err
-		}
-		if err := netlink.LinkSetName(l, "eth0"); err != nil {
-			return err
-		}
-		if err := upWithAddrs("eth0", peer4, peer6); err != nil {
-			return err
-		}
-		l, _ = netlink.LinkByName("eth0")
-		for _, gw := range []string{strings.Split(host4, "/")[0], strings.Split(host6, "/")[0]} {
-			if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.ParseIP(gw)}); err != nil {
-				return fmt.Errorf("default route via %s: %w", gw, err)
-			}
-		}
-		return nil
-	})
-}
-
-func upWithAddrs(name string, addrs ...string) error {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return err
-	}
-	for _, a := range addrs {
-		addr, err := netlink.ParseAddr(a)
-		if err != nil {
-			return err
-		}
-		addr.Flags = syscall.IFA_F_NODAD
-		if err := netlink.AddrAdd(l, addr); err != nil {
-			return fmt.Errorf("%s: add %s: %w", name, a, err)
-		}
-	}
-	return netlink.LinkSetUp(l)
+	testns.Veth(e.t, e.host, hostName, []string{host4, host6}, other, "eth0", []string{peer4, peer6})
+	testns.DefaultRoutes(e.t, other, "eth0", strings.Split(host4, "/")[0], strings.Split(host6, "/")[0])
 }
 
 // container adds a container with its servers.
@@ -136,29 +81,14 @@ func (e *env) container(id string) *container {
 // serve starts the servers. The listeners are created inside the netns (a socket keeps
 // its netns) and served from ordinary goroutines.
 func (c *container) serve(t *testing.T) {
-	var (
-		ln net.Listener
-		pc net.PacketConn
-	)
+	testns.ServeTCP(t, c.ns, "tcp", fmt.Sprintf(":%d", tcpPort), c.id)
+	var pc net.PacketConn
 	c.ns.Run(t, func() error {
 		var err error
-		if ln, err = net.Listen("tcp", fmt.Sprintf(":%d", tcpPort)); err != nil {
-			return err
-		}
 		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", udpPort))
 		return err
 	})
-	t.Cleanup(func() { ln.Close(); pc.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(conn, "%s\n", c.id)
-			conn.Close()
-		}
-	}()
+	t.Cleanup(func() { pc.Close() })
 	go func() {
 		buf := make([]byte, 64)
 		for {
@@ -173,19 +103,7 @@ func (c *container) serve(t *testing.T) {
 
 // dialTCP connects from inside ns and returns the server's answer, or "" and the error.
 func dialTCP(ns *testns.NS, addr string) (string, error) {
-	var got string
-	err := ns.Do(func() error {
-		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		got = strings.TrimSpace(line)
-		return err
-	})
-	return got, err
+	return testns.DialTCP(ns, addr, 2*time.Second)
 }
 
 // dialUDP sends one datagram from inside ns and returns the answer.

@@ -96,15 +96,10 @@ func benchExec(b *testing.B, backend string, n int) {
 	cont := testns.New(b)
 	// The container addresses only need a route (route_localnet looks it up).
 	host.Run(b, func() error {
-		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "vb"}, PeerName: "vbp"}
-		if err := netlink.LinkAdd(v); err != nil {
-			return err
-		}
-		if err := upWithAddrs("vbp"); err != nil {
-			return err
-		}
-		return upWithAddrs("vb", "10.200.0.1/16", "fdc8::1/64")
+		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "vb"}, PeerName: "vbp"})
 	})
+	testns.Up(b, host, "vbp")
+	testns.Up(b, host, "vb", "10.200.0.1/16", "fdc8::1/64")
 	plugin := filepath.Join(testns.LinkPluginDir(b, "portmap"), "portmap")
 	conf := func(i int) []byte {
 		c := &container{ns: cont, ip4: fmt.Sprintf("10.200.%d.%d", i/250, i%250+2), ip6: fmt.Sprintf("fdc8::%x", i+2)}

@@ -108,28 +108,6 @@ func dial(n *testns.NS, addr netip.Addr, port int) error {
 	})
 }
 
-// listen opens a TCP listener on all addresses inside n that accepts until the test ends.
-func listen(t *testing.T, n *testns.NS, network string) int {
-	t.Helper()
-	var ln net.Listener
-	n.Run(t, func() error {
-		var err error
-		ln, err = net.Listen(network, ":0")
-		return err
-	})
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // reservations lists host-local's address files for the network.
 func (e *env) reservations(t *testing.T) []string {
 	t.Helper()
@@ -190,7 +168,7 @@ func TestAddConnectsContainerAndHostDualStack(t *testing.T) {
 	assert.Equal(t, "10.10.0.1", ip4.Gateway.String())
 	assert.Equal(t, "fd10::1", ip6.Gateway.String())
 
-	hostPort, contPort := listen(t, e.host, "tcp"), listen(t, e.cont, "tcp")
+	hostPort, contPort := testns.ServeTCP(t, e.host, "tcp", ":0", ""), testns.ServeTCP(t, e.cont, "tcp", ":0", "")
 	for _, ip := range res.IPs {
 		assert.NoError(t, dial(e.cont, ip.Gateway, hostPort), "container reaches the host at %s", ip.Gateway)
 		assert.NoError(t, dial(e.host, ip.Address.Addr(), contPort), "host reaches the container at %s", ip.Address.Addr())

@@ -40,20 +40,30 @@ func IfaceIPs(res *result.Result, ifName string) ([]result.IPConfig, error) {
 	return out, nil
 }
 
+// iface is what ConfigureIface and VerifyIface work on: res's IPs for ifName, the
+// namespace's handle and the link.
+func (n *NS) iface(ifName string, res *result.Result) ([]result.IPConfig, *netlink.Handle, netlink.Link, error) {
+	ips, err := IfaceIPs(res, ifName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	l, err := n.ByName(ifName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	h, _ := n.Handle()
+	return ips, h, l, nil
+}
+
 // ConfigureIface puts res's addresses for ifName on that interface inside cont, sets it
 // up, waits for IPv6 duplicate address detection when an IPv6 gateway will be used,
 // and adds res's routes through it. A route without a gateway goes via the gateway of
 // the same family among the interface's IPs, if there is one.
 func ConfigureIface(cont *NS, ifName string, res *result.Result) error {
-	ips, err := IfaceIPs(res, ifName)
+	ips, h, l, err := cont.iface(ifName, res)
 	if err != nil {
 		return err
 	}
-	l, err := cont.ByName(ifName)
-	if err != nil {
-		return err
-	}
-	h, _ := cont.Handle()
 	if hasV6(ips) {
 		if err := cont.Do(func() error { return enableIPv6(ifName) }); err != nil {
 			return err

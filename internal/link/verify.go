@@ -14,15 +14,10 @@ import (
 // interface inside cont, and every route of res exists in the namespace with the
 // expected next hop (same-family default gateway filled in as ConfigureIface does).
 func VerifyIface(cont *NS, ifName string, res *result.Result) error {
-	ips, err := IfaceIPs(res, ifName)
+	ips, h, l, err := cont.iface(ifName, res)
 	if err != nil {
 		return err
 	}
-	l, err := cont.ByName(ifName)
-	if err != nil {
-		return err
-	}
-	h, _ := cont.Handle()
 	if err := verifyAddrs(h, l, ips); err != nil {
 		return err
 	}

@@ -33,16 +33,9 @@ type attachment struct {
 func attach(t testing.TB, host *testns.NS, cid string, subnet int) *attachment {
 	t.Helper()
 	cont := testns.NewWithLoopback(t)
-	hl, err := link.Open(host.Path)
-	require.NoError(t, err)
-	defer hl.Close()
-	cl, err := link.Open(cont.Path)
-	require.NoError(t, err)
-	defer cl.Close()
-	v, err := link.CreateVeth(hl, cl, link.VethOptions{IfName: "eth0", ContainerUp: true})
-	require.NoError(t, err)
+	hostVeth := veth(t, host, cont)
 	a := &attachment{
-		cid: cid, cont: cont, hostVeth: v.Host.Attrs().Name,
+		cid: cid, cont: cont, hostVeth: hostVeth,
 		contAddr: netip.MustParsePrefix(fmt.Sprintf("10.77.%d.2/24", subnet)),
 		hostAddr: netip.MustParsePrefix(fmt.Sprintf("10.77.%d.1/24", subnet)),
 	}
@@ -54,15 +47,37 @@ func attach(t testing.TB, host *testns.NS, cid string, subnet int) *attachment {
 // address puts the attachment's addresses on both ends and a default route in the container.
 func (a *attachment) address(t testing.TB, host *testns.NS) {
 	t.Helper()
-	hh := host.Handle(t)
-	hl, err := hh.LinkByName(a.hostVeth)
+	route(t, host, a.hostVeth, a.hostAddr, a.cont, a.contAddr)
+}
+
+// veth joins cont to host as bridge or ptp would (eth0 in cont, up) and returns the
+// host end's name.
+func veth(t testing.TB, host, cont *testns.NS) string {
+	t.Helper()
+	hl, err := link.Open(host.Path)
 	require.NoError(t, err)
-	require.NoError(t, hh.AddrAdd(hl, &netlink.Addr{IPNet: ipNet(a.hostAddr)}))
-	ch := a.cont.Handle(t)
+	defer hl.Close()
+	cl, err := link.Open(cont.Path)
+	require.NoError(t, err)
+	defer cl.Close()
+	v, err := link.CreateVeth(hl, cl, link.VethOptions{IfName: "eth0", ContainerUp: true})
+	require.NoError(t, err)
+	return v.Host.Attrs().Name
+}
+
+// route puts hostAddr on the host end, contAddr on cont's eth0 and a default route in
+// cont via hostAddr.
+func route(t testing.TB, host *testns.NS, hostVeth string, hostAddr netip.Prefix, cont *testns.NS, contAddr netip.Prefix) {
+	t.Helper()
+	hh := host.Handle(t)
+	hl, err := hh.LinkByName(hostVeth)
+	require.NoError(t, err)
+	require.NoError(t, hh.AddrAdd(hl, &netlink.Addr{IPNet: ipNet(hostAddr)}))
+	ch := cont.Handle(t)
 	cl, err := ch.LinkByName("eth0")
 	require.NoError(t, err)
-	require.NoError(t, ch.AddrAdd(cl, &netlink.Addr{IPNet: ipNet(a.contAddr)}))
-	require.NoError(t, ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Gw: a.hostAddr.Addr().AsSlice()}))
+	require.NoError(t, ch.AddrAdd(cl, &netlink.Addr{IPNet: ipNet(contAddr)}))
+	require.NoError(t, ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Gw: hostAddr.Addr().AsSlice()}))
 }
 
 func ipNet(p netip.Prefix) *net.IPNet {

@@ -10,9 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/sysctl"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -22,21 +20,8 @@ import (
 func peer(t *testing.T, host *testns.NS) (*testns.NS, netip.Addr) {
 	t.Helper()
 	p := testns.NewWithLoopback(t)
-	hl, err := link.Open(host.Path)
-	require.NoError(t, err)
-	defer hl.Close()
-	pl, err := link.Open(p.Path)
-	require.NoError(t, err)
-	defer pl.Close()
-	v, err := link.CreateVeth(hl, pl, link.VethOptions{IfName: "eth0", ContainerUp: true})
-	require.NoError(t, err)
 	hostAddr, peerAddr := netip.MustParsePrefix("10.78.0.1/24"), netip.MustParsePrefix("10.78.0.2/24")
-	require.NoError(t, host.Handle(t).AddrAdd(v.Host, &netlink.Addr{IPNet: ipNet(hostAddr)}))
-	ph := p.Handle(t)
-	pe, err := ph.LinkByName("eth0")
-	require.NoError(t, err)
-	require.NoError(t, ph.AddrAdd(pe, &netlink.Addr{IPNet: ipNet(peerAddr)}))
-	require.NoError(t, ph.RouteAdd(&netlink.Route{LinkIndex: pe.Attrs().Index, Gw: hostAddr.Addr().AsSlice()}))
+	route(t, host, veth(t, host, p), hostAddr, p, peerAddr)
 	host.Run(t, func() error { return sysctl.EnableForwarding(true, false) })
 	return p, peerAddr.Addr()
 }

@@ -207,20 +207,30 @@ func joinAddrs(addrs []netip.Addr) string {
 	return strings.Join(s, " ")
 }
 
+// openExisting loads the config and opens the network's store for DEL, CHECK and GC,
+// which never create state: st is nil, with no error, when the network has none yet.
+func openExisting(req *skel.Request) (*store, error) {
+	conf, err := loadConfig(req, false)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(conf.DataDir, conf.Network, false, req.Stderr)
+	if errors.Is(err, errNoStore) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, cnierror.Newf(cnierror.CodeIO, "host-local: %v", err)
+	}
+	return st, nil
+}
+
 // del releases the attachment's addresses; reservations written with the container id
 // only are released when the attachment has none of its own, as the reference does.
 // A network without state and a second DEL succeed.
 func del(req *skel.Request) error {
-	conf, err := loadConfig(req, false)
-	if err != nil {
+	st, err := openExisting(req)
+	if st == nil || err != nil {
 		return err
-	}
-	st, err := openStore(conf.DataDir, conf.Network, false, req.Stderr)
-	if errors.Is(err, errNoStore) {
-		return nil
-	}
-	if err != nil {
-		return cnierror.Newf(cnierror.CodeIO, "host-local: %v", err)
 	}
 	defer st.close()
 	if err := st.refresh(); err != nil {
@@ -261,17 +271,13 @@ func releaseAll(st *store, att attachment) (int, error) {
 // check succeeds when the attachment (or, for old reservations, its container) holds
 // an address on this network.
 func check(req *skel.Request) error {
-	conf, err := loadConfig(req, false)
+	notFound := fmt.Errorf("host-local: Failed to find address added by container %v", req.Args.ContainerID)
+	st, err := openExisting(req)
 	if err != nil {
 		return err
 	}
-	notFound := fmt.Errorf("host-local: Failed to find address added by container %v", req.Args.ContainerID)
-	st, err := openStore(conf.DataDir, conf.Network, false, req.Stderr)
-	if errors.Is(err, errNoStore) {
+	if st == nil {
 		return notFound
-	}
-	if err != nil {
-		return cnierror.Newf(cnierror.CodeIO, "host-local: %v", err)
 	}
 	defer st.close()
 	if err := st.refresh(); err != nil {
@@ -291,16 +297,9 @@ func check(req *skel.Request) error {
 // other attachments, id-only reservations of ids with no valid attachment, and files
 // whose content names no attachment at all. Leftover temp files go too.
 func gc(req *skel.Request) error {
-	conf, err := loadConfig(req, false)
-	if err != nil {
+	st, err := openExisting(req)
+	if st == nil || err != nil {
 		return err
-	}
-	st, err := openStore(conf.DataDir, conf.Network, false, req.Stderr)
-	if errors.Is(err, errNoStore) {
-		return nil
-	}
-	if err != nil {
-		return cnierror.Newf(cnierror.CodeIO, "host-local: %v", err)
 	}
 	defer st.close()
 	recs, err := st.walk()

@@ -150,7 +150,9 @@ func TestFirewalldZoneConflictFailsAndRollsBack(t *testing.T) {
 			ip6 = ip.Address.Addr().String()
 		}
 	}
+	fake.mu.Lock()
 	fake.sources[ip6+"/128"] = "public" // someone else's binding: the second add conflicts
+	fake.mu.Unlock()
 
 	conf := fwConf(t, "zc", map[string]any{"backend": "firewalld", "firewalldZone": "internal"}, c.res)
 	_, err := e.invoke(skel.CmdAdd, conf, c, "DBUS_SYSTEM_BUS_ADDRESS="+bus)

@@ -6,6 +6,10 @@
 #
 # Usage: scripts/test-kernel.sh [go package patterns...]   (default ./...)
 #
+# Inside the VM the tests see CNI_TEST_FULL_KERNEL=1, CNI_TEST_BINARY (the
+# prebuilt cmd/cni) and CNI_TEST_HELPER_DIR (prebuilt main packages found
+# below testdata/ directories), since the VM has no Go toolchain.
+#
 # Environment:
 #   CNI_KERNEL_CACHE         cache for the kernel (default ~/.cache/cni-test-kernel)
 #   CNI_KERNEL_VM_TIMEOUT    wall-clock limit of the VM (default 40m)
@@ -135,8 +139,25 @@ build_go() {
 		fi
 	done <<<"$pkgs"
 	[[ -s "$out/tests/list" ]] || log "no test packages matched: $*"
+	build_helpers "$out/opt/cni-test/helpers" || failed=1
 	log "building $module/cmd/cni"
 	(cd "$repo" && CGO_ENABLED=0 go build -o "$out/opt/cni-test/bin/cni" ./cmd/cni) || failed=1
+	return "$failed"
+}
+
+# build_helpers prebuilds every main package below a testdata directory
+# (stand-in plugins that tests otherwise `go build` at run time; the VM has no
+# Go toolchain). The binary for ./internal/ipam/testdata/extipam lands at
+# $CNI_TEST_HELPER_DIR/internal/ipam/testdata/extipam.
+build_helpers() {
+	local out=$1 dir failed=0
+	while read -r dir; do
+		[[ "$(cd "$repo" && go list -e -f '{{.Name}}' "./$dir" 2>/dev/null)" == main ]] || continue
+		log "building test helper ./$dir"
+		mkdir -p "$out/$(dirname "$dir")"
+		(cd "$repo" && CGO_ENABLED=0 go build -o "$out/$dir" "./$dir") || { log "BUILD FAIL ./$dir"; failed=1; }
+	done < <(cd "$repo" && find . -path ./.git -prune -o -path '*/testdata/*' -name '*.go' ! -name '*_test.go' -printf '%h\n' |
+		sed 's|^\./||' | sort -u)
 	return "$failed"
 }
 
@@ -241,6 +262,7 @@ write_env() {
 	cat >"$root/etc/cni-test.env" <<-EOF
 		export CNI_TEST_FULL_KERNEL=1
 		export CNI_TEST_BINARY=/opt/cni-test/bin/cni
+		export CNI_TEST_HELPER_DIR=/opt/cni-test/helpers
 		CNI_TEST_MODULES='$modules'
 		CNI_TEST_TIMEOUT='$test_timeout'
 		CNI_TEST_ARGS='${CNI_KERNEL_TEST_ARGS:-}'

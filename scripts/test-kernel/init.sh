@@ -34,6 +34,7 @@ if [ -n "$failed_modules" ]; then
 fi
 
 echo "test-kernel: kernel $(uname -r), $(nproc) CPUs, $(grep MemTotal /proc/meminfo)"
+echo "test-kernel: prebuilt test helpers: $(cd "$CNI_TEST_HELPER_DIR" 2>/dev/null && find . -type f | sed 's|^\./||' | tr '\n' ' ')"
 echo "test-kernel: iptables: $(iptables --version 2>&1); nft: $(nft --version 2>&1)"
 
 # run_package runs one test binary from its package directory (tests read

@@ -231,7 +231,7 @@ func (s *store) replace(dir, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+	if err := replaceFile(tmp, filepath.Join(dir, name)); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("replace %s: %w", name, err)
 	}

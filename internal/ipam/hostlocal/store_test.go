@@ -206,3 +206,18 @@ func TestParseReservation(t *testing.T) {
 		assert.Equal(t, tc.want, got, "%q", tc.in)
 	}
 }
+
+func TestReplaceFileSwapsContentAndLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "last_reserved_ip.0")
+	for _, content := range []string{"10.1.0.2", "10.1.0.3"} { // first created, then replaced
+		tmp := filepath.Join(dir, ".tmp-x")
+		require.NoError(t, os.WriteFile(tmp, []byte(content), 0o600))
+		require.NoError(t, replaceFile(tmp, target))
+		got, err := os.ReadFile(target)
+		require.NoError(t, err)
+		assert.Equal(t, content, string(got))
+		_, err = os.Stat(tmp)
+		assert.True(t, os.IsNotExist(err))
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,19 +18,10 @@ import (
 	"github.com/cnikit/cni/internal/testns"
 )
 
-// buildRecorder builds the external test plugin once per test process.
+// buildRecorder builds the external test plugin once per test process (prebuilt in the
+// full-kernel VM).
 var buildRecorder = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "chain-recorder-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "recorder")
-	cmd := exec.Command("go", "build", "-o", bin, "./testdata/recorder")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v: %s", err, out)
-	}
-	return bin, nil
+	return testns.BuildHelper("./testdata/recorder")
 })
 
 // pluginDir returns a CNI_PATH dir holding the recorder plus links to the cni binary

@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,26 +18,30 @@ import (
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
 )
 
-var buildExt = sync.OnceValues(func() (string, error) {
+// buildExt makes a CNI_PATH dir in which the external IPAM stand-in answers to the
+// type "ext-ipam", once per test process; it returns that dir and the binary.
+var buildExt = sync.OnceValues(func() ([2]string, error) {
+	bin, err := testns.BuildHelper("./testdata/extipam")
+	if err != nil {
+		return [2]string{}, err
+	}
 	dir, err := os.MkdirTemp("", "extipam-")
 	if err != nil {
-		return "", err
+		return [2]string{}, err
 	}
-	bin := filepath.Join(dir, "ext-ipam")
-	cmd := exec.Command("go", "build", "-o", bin, "./testdata/extipam")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v: %s", err, out)
-	}
-	return dir, nil
+	return [2]string{dir, bin}, os.Symlink(bin, filepath.Join(dir, "ext-ipam"))
 })
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if dir, err := buildExt(); err == nil {
-		os.RemoveAll(dir)
+	if built, err := buildExt(); err == nil {
+		os.RemoveAll(built[0])
+		if !testns.Prebuilt() {
+			os.RemoveAll(filepath.Dir(built[1]))
+		}
 	}
 	os.Exit(code)
 }
@@ -47,9 +49,9 @@ func TestMain(m *testing.M) {
 // extIPAMDir returns a CNI_PATH directory holding the stand-in external IPAM "ext-ipam".
 func extIPAMDir(t *testing.T) string {
 	t.Helper()
-	dir, err := buildExt()
+	built, err := buildExt()
 	require.NoError(t, err, "building testdata/extipam")
-	return dir
+	return built[0]
 }
 
 // standIn is a main plugin as bridge or ptp would write it: IPAM first, its release

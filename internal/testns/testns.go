@@ -241,3 +241,47 @@ func LinkPluginDir(t testing.TB, names ...string) string {
 	}
 	return dir
 }
+
+// BuildHelper returns a binary of the main package pkg (a path relative to the calling
+// test's package directory, e.g. "./testdata/recorder"). In the full-kernel VM, which
+// has no Go toolchain, the harness prebuilds such packages under $CNI_TEST_HELPER_DIR
+// (the binary at the package's module-relative path); elsewhere it is built into a new temp dir. The
+// caller removes filepath.Dir of the result when it built one (see Prebuilt).
+func BuildHelper(pkg string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(root, filepath.Join(cwd, pkg))
+	if err != nil {
+		return "", err
+	}
+	if dir := os.Getenv("CNI_TEST_HELPER_DIR"); dir != "" {
+		bin := filepath.Join(dir, rel)
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("prebuilt helper %s: %w", rel, err)
+		}
+		return bin, nil
+	}
+	dir, err := os.MkdirTemp("", "cni-test-helper-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, filepath.Base(rel))
+	cmd := exec.Command("go", "build", "-o", bin, "./"+rel)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("go build %s: %v: %s", rel, err, out)
+	}
+	return bin, nil
+}
+
+// Prebuilt reports whether BuildHelper hands out prebuilt binaries (which the caller
+// must not remove).
+func Prebuilt() bool { return os.Getenv("CNI_TEST_HELPER_DIR") != "" }

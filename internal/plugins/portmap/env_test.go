@@ -177,7 +177,12 @@ func (e *env) ruleset() string {
 	for _, cmd := range [][]string{{"nft", "list", "ruleset"}, {"iptables-save", "-t", "nat"}, {"ip6tables-save", "-t", "nat"}} {
 		out, err := e.host.Exec(e.t, cmd[0], cmd[1:]...)
 		require.NoError(e.t, err, out)
-		b.WriteString(out)
+		for _, line := range strings.SplitAfter(out, "\n") {
+			// iptables-save's "# Generated on <time>" lines differ between two calls.
+			if !strings.HasPrefix(line, "#") {
+				b.WriteString(line)
+			}
+		}
 	}
 	return b.String()
 }

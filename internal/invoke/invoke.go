@@ -39,7 +39,7 @@ func FindInPath(pluginType string, paths []string) (string, error) {
 		return "", cnierror.New(cnierror.CodeInvalidConfig, "no plugin name provided")
 	}
 	if strings.ContainsRune(pluginType, os.PathSeparator) {
-		return "", cnierror.Newf(cnierror.CodeInvalidConfig, "invalid plugin name: %s", pluginType)
+		return "", cnierror.Newf(cnierror.CodeInvalidConfig, "invalid plugin name %q: must not contain a path separator", pluginType)
 	}
 	if len(paths) == 0 {
 		return "", cnierror.Newf(cnierror.CodeInvalidEnv, "no paths provided to find plugin %q in", pluginType)

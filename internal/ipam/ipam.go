@@ -13,20 +13,11 @@
 package ipam
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"syscall"
-	"time"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/invoke"
 	"github.com/cnikit/cni/internal/ipam/hostlocal"
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/result"
@@ -81,13 +72,21 @@ func run(req *skel.Request, cmd string) (*result.Result, error) {
 		args.Command = cmd
 		return skel.Invoke(ctx, p, args, req.Config, req.Stderr)
 	}
-	bin, err := FindInPath(typ, req.Args.Path)
+	bin, err := invoke.FindInPath(typ, req.Args.Path)
 	if err != nil {
 		return nil, err
 	}
-	out, err := Exec(ctx, bin, req.Args.Environ(cmd), req.Config, req.Stderr)
-	if err != nil || cmd != skel.CmdAdd {
+	out, err := invoke.Exec(ctx, bin, req.Args.Environ(cmd), req.Config, req.Stderr)
+	if err != nil {
+		// A delegate that printed no CNI error has no code of its own; to the runtime
+		// that is the plugin's internal error.
+		if cnierror.Code(err) == 0 {
+			err = &cnierror.Error{Code: cnierror.CodeInternal, Msg: fmt.Sprintf("ipam %s: %v", typ, err)}
+		}
 		return nil, err
+	}
+	if cmd != skel.CmdAdd {
+		return nil, nil
 	}
 	return parseResult(out, req.Net.CNIVersion)
 }
@@ -103,93 +102,4 @@ func parseResult(out []byte, confVersion string) (*result.Result, error) {
 		return nil, fmt.Errorf("ipam: delegate result: %w", err)
 	}
 	return res.Convert(confVersion)
-}
-
-// FindInPath returns <dir>/<typ> for the first dir of path where that is a regular
-// file (symlinks followed, the exec bit not checked), as the reference lookup does.
-func FindInPath(typ string, path []string) (string, error) {
-	if typ == "" {
-		return "", cnierror.New(cnierror.CodeInvalidConfig, "plugin type is empty")
-	}
-	if strings.ContainsRune(typ, os.PathSeparator) {
-		return "", cnierror.Newf(cnierror.CodeInvalidConfig, "plugin type %q must not contain a path separator", typ)
-	}
-	if len(path) == 0 {
-		return "", cnierror.Newf(cnierror.CodeInvalidEnv, "no CNI_PATH to find plugin %q in", typ)
-	}
-	for _, dir := range path {
-		p := filepath.Join(dir, typ)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	return "", cnierror.Newf(cnierror.CodeInvalidConfig, "failed to find plugin %q in path %v", typ, path)
-}
-
-// maxStderr bounds how much of a failing delegate's stderr is kept for its error.
-const maxStderr = 16 << 10
-
-// Exec runs a delegate binary with env and the config on stdin, passing its stderr
-// through. It returns stdout on success; on failure the CNI error the delegate printed
-// (its code kept), or, with nothing on stdout, an error quoting its stderr. A binary
-// that is being written ("text file busy") is retried a few times, as libcni does.
-func Exec(ctx context.Context, bin string, env []string, config []byte, stderr io.Writer) ([]byte, error) {
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	var stdout bytes.Buffer
-	var errOut headBuffer
-	for attempt := 0; ; attempt++ {
-		stdout.Reset()
-		errOut.Reset()
-		cmd := exec.CommandContext(ctx, bin)
-		cmd.Env = env
-		cmd.Stdin = bytes.NewReader(config)
-		cmd.Stdout = &stdout
-		cmd.Stderr = io.MultiWriter(stderr, &errOut)
-		err := cmd.Run()
-		if err == nil {
-			return stdout.Bytes(), nil
-		}
-		if errors.Is(err, syscall.ETXTBSY) && attempt < 5 {
-			select {
-			case <-time.After(50 * time.Millisecond << attempt):
-				continue
-			case <-ctx.Done():
-				return nil, cnierror.Newf(cnierror.CodeInternal, "exec %s: %v", bin, ctx.Err())
-			}
-		}
-		var exitErr *exec.ExitError
-		if !errors.As(err, &exitErr) {
-			return nil, cnierror.Newf(cnierror.CodeInternal, "exec %s: %v", bin, err)
-		}
-		return nil, delegateError(bin, err, stdout.Bytes(), errOut.Bytes())
-	}
-}
-
-// delegateError decodes the CNI error a failed delegate printed.
-func delegateError(bin string, runErr error, stdout, stderr []byte) error {
-	name := filepath.Base(bin)
-	if len(bytes.TrimSpace(stdout)) == 0 {
-		if len(bytes.TrimSpace(stderr)) == 0 {
-			return cnierror.Newf(cnierror.CodeInternal, "netplugin %s failed with no error message: %v", name, runErr)
-		}
-		return cnierror.Newf(cnierror.CodeInternal, "netplugin %s failed: %q", name, strings.TrimSpace(string(stderr)))
-	}
-	e := &cnierror.Error{}
-	if err := json.Unmarshal(stdout, e); err != nil {
-		return cnierror.Newf(cnierror.CodeInternal, "netplugin %s failed but error parsing its diagnostic message %q: %v",
-			name, stdout, err)
-	}
-	return e
-}
-
-// headBuffer keeps the first maxStderr bytes written to it.
-type headBuffer struct{ bytes.Buffer }
-
-func (b *headBuffer) Write(p []byte) (int, error) {
-	if room := maxStderr - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }

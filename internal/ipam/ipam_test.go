@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/invoke"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
@@ -292,7 +293,7 @@ func TestFindInPathTakesTheFirstRegularFile(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(b, "x"), nil, 0o600))
 	require.NoError(t, os.Symlink(filepath.Join(b, "x"), filepath.Join(a, "x")))
-	got, err := FindInPath("x", []string{"/nonexistent", a, b})
+	got, err := invoke.FindInPath("x", []string{"/nonexistent", a, b})
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(a, "x"), got, "a symlink to a regular file counts")
 }

@@ -32,7 +32,8 @@
 // names is checked against its reservation file before use, and reservations
 // themselves are claimed by link(2), which is exclusive like O_EXCL, so a wrong index
 // can never cause a double allocation or release someone else's address: at worst it
-// costs a walk. Per ADD the cost is then a handful of syscalls on names known in
+// costs a walk. The first operation on a directory the reference plugin filled pays
+// that walk plus one entry per attachment, once. Per ADD the cost is then a handful of syscalls on names known in
 // advance (lock, stamp check, one readlink, the reservation, last_reserved_ip, one
 // symlink, the stamps), whatever the number of reservations; DEL is fewer still.
 //
@@ -40,7 +41,8 @@
 //
 // A reservation's content is written to a temp file that is then hard-linked to the
 // address's name, so a reservation never exists without its owner. last_reserved_ip
-// and the index are replaced by rename, never truncated. An ADD killed half-way leaves
+// and index entries are replaced atomically, never truncated: entries by rename,
+// last_reserved_ip by a RENAME_EXCHANGE swap (see replaceFile). An ADD killed half-way leaves
 // at most complete reservations of an attachment the runtime never saw succeed, which
 // the runtime's DEL or a GC releases, and temp files GC removes. An empty or garbage
 // reservation file (another writer's crash) keeps its address taken, is reported on

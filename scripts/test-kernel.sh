@@ -47,6 +47,8 @@ ensure_host_tools() {
 		[xtables-nft-multi]=iptables
 		[nft]=nftables
 		[ip]=iproute2
+		[xtables-legacy-multi]=iptables
+		[dbus-daemon]=dbus-daemon
 	)
 	local missing=() cmd
 	for cmd in "${!want[@]}"; do
@@ -228,6 +230,15 @@ make_root() {
 		ln -s xtables-nft-multi "$root/usr/sbin/$target"
 	done
 	ln -s ../bin/ip "$root/usr/sbin/ip"
+	# The legacy iptables backend (backend detection tests) and dbus-daemon (the firewall
+	# plugin's firewalld tests run a private bus).
+	copy_with_libs "$root" /usr/sbin/xtables-legacy-multi /usr/bin/dbus-daemon
+	for target in iptables-legacy ip6tables-legacy iptables-legacy-save ip6tables-legacy-save \
+		iptables-legacy-restore ip6tables-legacy-restore; do
+		ln -s xtables-legacy-multi "$root/usr/sbin/$target"
+	done
+	mkdir -p "$root/usr/share/dbus-1"
+	cp -a /usr/share/dbus-1/session.conf "$root/usr/share/dbus-1/"
 	for target in modprobe insmod rmmod lsmod depmod modinfo; do
 		ln -s ../bin/kmod "$root/usr/sbin/$target"
 	done

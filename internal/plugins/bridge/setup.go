@@ -106,7 +106,14 @@ func setPortVLANs(h *netlink.Handle, port netlink.Link, vlan int, trunk []VLANRa
 		}
 	}
 	for _, r := range trunk {
-		if err := h.BridgeVlanAddRange(port, uint16(*r.MinID), uint16(*r.MaxID), false, false, false, true); err != nil {
+		add := func() error {
+			return h.BridgeVlanAddRange(port, uint16(*r.MinID), uint16(*r.MaxID), false, false, false, true)
+		}
+		if *r.MinID == *r.MaxID {
+			// The kernel refuses a range whose first and last id are the same (EINVAL).
+			add = func() error { return h.BridgeVlanAdd(port, uint16(*r.MinID), false, false, false, true) }
+		}
+		if err := add(); err != nil {
 			return fmt.Errorf("host veth %q: add trunk vlans %d-%d: %w", name, *r.MinID, *r.MaxID, err)
 		}
 	}

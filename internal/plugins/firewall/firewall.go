@@ -124,6 +124,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := bridgedTrafficIsFiltered(conf.IngressPolicy); err != nil {
+		return nil, err
+	}
 	ips := addresses(req.PrevResult)
 	if backend(req, conf) == BackendFirewalld {
 		err = firewalldAdd(req, conf, ips, bridge)

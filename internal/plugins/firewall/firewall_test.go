@@ -11,6 +11,7 @@ import (
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/sysctl"
 )
 
 var iptablesBackend = map[string]any{"backend": "iptables"}
@@ -306,4 +307,18 @@ func chainLines(save, chain string) []string {
 		}
 	}
 	return out
+}
+
+// Where bridged frames skip iptables, "isolated" could not drop same-bridge traffic: ADD
+// says so instead of pretending (the reference installs the rule and isolates nothing).
+func TestIsolatedPolicyIsRefusedWhenBridgedTrafficSkipsIPTables(t *testing.T) {
+	e := newEnv(t)
+	e.host.Run(t, func() error { return sysctl.Set("net/bridge/bridge-nf-call-iptables", "0") })
+	iso := map[string]any{"backend": "iptables", "ingressPolicy": "isolated"}
+	a := e.conflist(netOpts{name: "isol-off", bridge: "br-io", subnets: []string{"10.26.0.0/24"}})
+	c := e.add(a, "c-io")
+	_, err := e.invoke(skel.CmdAdd, fwConf(t, "isol-off", iso, c.res), c)
+	require.Error(t, err)
+	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+	assert.Contains(t, err.Error(), "bridge-nf-call-iptables")
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
+	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/iptables"
+	"github.com/cnikit/cni/internal/sysctl"
 )
 
 // The Docker-style isolation chains of the reference's ingressPolicy. FORWARD jumps to
@@ -118,4 +121,25 @@ func ipFamilies(ips []netip.Addr) []iptables.Family {
 		}
 	}
 	return out
+}
+
+// bridgedTrafficIsFiltered refuses "isolated" where frames crossing a bridge never reach
+// iptables (br_netfilter not loaded, or bridge-nf-call-iptables off in this namespace):
+// the same-bridge drop would silently do nothing, which the reference never tells.
+func bridgedTrafficIsFiltered(policy string) error {
+	if policy != PolicyIsolated {
+		return nil
+	}
+	const name = "net/bridge/bridge-nf-call-iptables"
+	v, err := sysctl.Get(name)
+	if err != nil {
+		return cnierror.Newf(cnierror.CodeInvalidConfig,
+			"ingressPolicy: %q needs bridged traffic to pass iptables, but %s is unavailable (load br_netfilter): %v",
+			policy, name, err)
+	}
+	if strings.TrimSpace(v) != "1" {
+		return cnierror.Newf(cnierror.CodeInvalidConfig,
+			"ingressPolicy: %q needs bridged traffic to pass iptables, but %s is %s", policy, name, strings.TrimSpace(v))
+	}
+	return nil
 }

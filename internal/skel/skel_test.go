@@ -417,3 +417,10 @@ func TestValidIDMatchesTheSpecPattern(t *testing.T) {
 		assert.Equal(t, ok, validID(id), id)
 	}
 }
+
+func TestDNSConfigBecomesTheResultDNS(t *testing.T) {
+	var none *DNS
+	assert.True(t, none.Result().IsEmpty())
+	d := &DNS{Nameservers: []string{"10.0.0.53"}, Domain: "example.org", Search: []string{"a"}, Options: []string{"ndots:1"}}
+	assert.Equal(t, result.DNS{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}, d.Result())
+}

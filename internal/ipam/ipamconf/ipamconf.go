@@ -1,6 +1,6 @@
 // Package ipamconf holds the config pieces the built-in IPAM types share: the JSON
-// shape of ipam.routes and ipam.dns, turned into the result model with errors that
-// name the offending field.
+// shape of ipam.routes, turned into the result model with errors that name the
+// offending field (ipam.dns is skel.DNS).
 package ipamconf
 
 import (
@@ -20,19 +20,6 @@ type Route struct {
 	Priority int    `json:"priority,omitempty"`
 	Table    *int   `json:"table,omitempty"`
 	Scope    *int   `json:"scope,omitempty"`
-}
-
-// DNS is ipam.dns.
-type DNS struct {
-	Nameservers []string `json:"nameservers,omitempty"`
-	Domain      string   `json:"domain,omitempty"`
-	Search      []string `json:"search,omitempty"`
-	Options     []string `json:"options,omitempty"`
-}
-
-// Result returns d in the result model.
-func (d DNS) Result() result.DNS {
-	return result.DNS{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}
 }
 
 // Routes validates routes; field is their config path, e.g. "ipam.routes". A dst keeps

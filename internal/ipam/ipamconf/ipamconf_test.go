@@ -36,12 +36,3 @@ func TestRoutesErrorsNameTheField(t *testing.T) {
 	_, err = Routes("ipam.routes", []Route{{Dst: "10.0.0.0"}})
 	assert.Equal(t, `ipam.routes[0].dst: invalid CIDR "10.0.0.0"`, err.Error())
 }
-
-func TestDNSResult(t *testing.T) {
-	d := DNS{Nameservers: []string{"10.0.0.53"}, Domain: "example.org", Search: []string{"a"}, Options: []string{"ndots:1"}}
-	r := d.Result()
-	assert.Equal(t, d.Nameservers, r.Nameservers)
-	assert.Equal(t, d.Domain, r.Domain)
-	assert.Equal(t, d.Search, r.Search)
-	assert.Equal(t, d.Options, r.Options)
-}

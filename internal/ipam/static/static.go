@@ -36,7 +36,7 @@ type netJSON struct {
 	IPAM       *struct {
 		Addresses []addressJSON    `json:"addresses,omitempty"`
 		Routes    []ipamconf.Route `json:"routes,omitempty"`
-		DNS       ipamconf.DNS     `json:"dns,omitempty"`
+		DNS       skel.DNS         `json:"dns,omitempty"`
 	} `json:"ipam"`
 	RuntimeConfig struct {
 		IPs []string `json:"ips,omitempty"`

@@ -53,7 +53,9 @@ func run() int {
 	if conf.RecordFile != "" {
 		env := map[string]string{}
 		for _, kv := range os.Environ() {
-			if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "CNI_") {
+			// The protocol's variables only: CNI_TEST_* belong to the test harness.
+			k, v, _ := strings.Cut(kv, "=")
+			if strings.HasPrefix(k, "CNI_") && !strings.HasPrefix(k, "CNI_TEST_") {
 				env[k] = v
 			}
 		}

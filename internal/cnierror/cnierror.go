@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The spec's well-known error codes (CNI spec v1.1.0, "Error"), plus the library-only
@@ -72,6 +73,11 @@ func From(err error) *Error {
 	var ce *Error
 	if errors.As(err, &ce) {
 		if msg := err.Error(); msg != ce.Error() {
+			// The outer context is kept in the message; the details, which ce.Error()
+			// already put at the end of msg, stay in their own field only.
+			if ce.Details != "" {
+				msg = strings.Replace(msg, ce.Error(), ce.Msg, 1)
+			}
 			return &Error{CNIVersion: ce.CNIVersion, Code: ce.Code, Msg: msg, Details: ce.Details}
 		}
 		return ce

@@ -174,7 +174,8 @@ func allocateFrom(st *store, n int, set rangeSet, att attachment, want netip.Add
 		for {
 			a, r, more := it.next()
 			if !more {
-				return result.IPConfig{}, cnierror.Newf(cnierror.CodeNotAvailable,
+				// Not 50: that code belongs to STATUS (which does report exhaustion so).
+				return result.IPConfig{}, cnierror.Newf(cnierror.CodeInternal,
 					"failed to allocate for range %d: no IP addresses available in range set: %s", n, set)
 			}
 			ok, err := st.reserve(a, att)

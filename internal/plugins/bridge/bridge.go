@@ -168,17 +168,14 @@ func del(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
+	// Best effort, as DEL must be: one failing step does not keep the others' state.
+	var errs []error
 	if conf.hasIPAM {
-		if err := ipam.Del(req); err != nil {
-			return err
-		}
+		errs = append(errs, ipam.Del(req))
 	}
 	if req.Args.Netns != "" {
-		if err := link.DeleteIn(req.Args.Netns, req.Args.IfName); err != nil {
-			return err
-		}
+		errs = append(errs, link.DeleteIn(req.Args.Netns, req.Args.IfName))
 	}
-	var errs []error
 	if conf.MacSpoofChk {
 		errs = append(errs, teardownSpoofCheck(spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"strings"
 
 	"github.com/cnikit/cni/internal/iptables"
@@ -141,7 +142,11 @@ func iptDel(ctx context.Context, att attachment) error {
 		if !iptables.TableInUse(fam, filterTable) {
 			continue // no rules, and no iptables-save exec spent finding that out
 		}
-		if err := iptRemoveFamily(ctx, fam, att); err != nil {
+		err := iptRemoveFamily(ctx, fam, att)
+		if errors.Is(err, exec.ErrNotFound) {
+			continue // a filter table made by nft itself, and no iptables tools to have used it
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("firewall %s: %w", fam, err))
 		}
 	}

@@ -2,9 +2,11 @@ package portmap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,9 +157,10 @@ func (iptBackend) add(ctx context.Context, o owner, s *settings, fams []family) 
 // iptables-nft the chains are nftables chains of table "nat" and one netlink request
 // answers.
 func iptMayHold(fam iptables.Family, chains ...string) bool {
-	legacy, nfam := "/proc/net/ip_tables_names", nftables.TableFamilyIPv4
+	// /proc/thread-self: the plugin may run on a locked thread inside another namespace.
+	legacy, nfam := "/proc/thread-self/net/ip_tables_names", nftables.TableFamilyIPv4
 	if fam == iptables.IPv6 {
-		legacy, nfam = "/proc/net/ip6_tables_names", nftables.TableFamilyIPv6
+		legacy, nfam = "/proc/thread-self/net/ip6_tables_names", nftables.TableFamilyIPv6
 	}
 	if b, err := os.ReadFile(legacy); err == nil && slices.Contains(strings.Fields(string(b)), "nat") {
 		return true
@@ -202,6 +205,9 @@ func (iptBackend) del(ctx context.Context, o owner) ([]flow, error) {
 			b.DeleteChain(sn)
 			return nil
 		})
+		if errors.Is(err, exec.ErrNotFound) {
+			continue // a nat table made by nft itself, and no iptables tools to have used it
+		}
 		if err != nil {
 			return nil, fmt.Errorf("iptables: remove port mappings of %s: %w", o.cid, err)
 		}

@@ -8,6 +8,7 @@ package portmap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -142,11 +143,14 @@ func del(req *skel.Request) error {
 }
 
 func removeAttachment(ctx context.Context, o owner) error {
+	// Best effort, as DEL must be: a failing backend does not keep the other backend's
+	// rules or the conntrack entries alive.
 	var flows []flow
+	var errs []error
 	for _, b := range []backend{nftBackend{}, iptBackend{}} {
 		f, err := b.del(ctx, o)
 		if err != nil {
-			return err
+			errs = append(errs, err)
 		}
 		flows = append(flows, f...)
 	}
@@ -160,12 +164,12 @@ func removeAttachment(ctx context.Context, o owner) error {
 		}
 	}
 	if _, err := conntrack.Delete(false, m4); err != nil {
-		return fmt.Errorf("portmap: %w", err)
+		errs = append(errs, fmt.Errorf("portmap: %w", err))
 	}
 	if _, err := conntrack.Delete(true, m6); err != nil {
-		return fmt.Errorf("portmap: %w", err)
+		errs = append(errs, fmt.Errorf("portmap: %w", err))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // check verifies the attachment's rules against the mappings it was given.

@@ -68,7 +68,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	}
 	if shaping.Egress.Enabled() {
 		name := ifbName(req.Net.Name, req.Args.ContainerID)
-		ifb, err := createIfb(host, name, ownerAlias(req.Net.Name, req.Args.ContainerID), veth.Attrs().MTU)
+		ifb, err := createIfb(host, name, owner{req.Net.Name, req.Args.ContainerID, req.Args.IfName}, veth.Attrs().MTU)
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +86,8 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 }
 
 // del removes the attachment's ifb, found from the network name and container id alone
-// so that it works without prevResult or netns. The host veth's qdiscs go with the veth.
+// so that it works without prevResult or netns; the alias keeps it from removing the ifb
+// of another interface of the same container. The host veth's qdiscs go with the veth.
 func del(req *skel.Request) error {
 	if _, err := load(req); err != nil {
 		return err
@@ -96,7 +97,7 @@ func del(req *skel.Request) error {
 		return err
 	}
 	defer host.Close()
-	return deleteIfb(host, ifbName(req.Net.Name, req.Args.ContainerID))
+	return deleteIfb(host, ifbName(req.Net.Name, req.Args.ContainerID), owner{req.Net.Name, req.Args.ContainerID, req.Args.IfName})
 }
 
 // check recomputes the tbf settings and compares them with the kernel's, on the host
@@ -149,9 +150,13 @@ func gc(req *skel.Request) error {
 		return err
 	}
 	defer host.Close()
-	keep := make(map[string]bool, len(req.ValidAttachments))
+	keep := make(map[string]map[string]bool, len(req.ValidAttachments))
 	for _, a := range req.ValidAttachments {
-		keep[ifbName(req.Net.Name, a.ContainerID)] = true
+		name := ifbName(req.Net.Name, a.ContainerID)
+		if keep[name] == nil {
+			keep[name] = make(map[string]bool)
+		}
+		keep[name][a.IfName] = true
 	}
 	stale, err := staleIfbs(host, req.Net.Name, keep)
 	if err != nil {

@@ -50,9 +50,25 @@ func (a *attachment) address(t testing.TB, host *testns.NS) {
 	route(t, host, a.hostVeth, a.hostAddr, a.cont, a.contAddr)
 }
 
+// join gives a's container another interface ifName on host, as a second attachment of
+// the container to the same network would, and returns that attachment.
+func (a *attachment) join(t testing.TB, host *testns.NS, ifName string) *attachment {
+	t.Helper()
+	b := &attachment{cid: a.cid, cont: a.cont, hostVeth: vethNamed(t, host, a.cont, ifName)}
+	b.prev = fmt.Sprintf(`{"cniVersion":"1.0.0","interfaces":[{"name":%q},{"name":%q,"sandbox":%q}]}`,
+		b.hostVeth, ifName, a.cont.Path)
+	return b
+}
+
 // veth joins cont to host as bridge or ptp would (eth0 in cont, up) and returns the
 // host end's name.
 func veth(t testing.TB, host, cont *testns.NS) string {
+	t.Helper()
+	return vethNamed(t, host, cont, "eth0")
+}
+
+// vethNamed is veth with ifName as the container end's name.
+func vethNamed(t testing.TB, host, cont *testns.NS, ifName string) string {
 	t.Helper()
 	hl, err := link.Open(host.Path)
 	require.NoError(t, err)
@@ -60,7 +76,7 @@ func veth(t testing.TB, host, cont *testns.NS) string {
 	cl, err := link.Open(cont.Path)
 	require.NoError(t, err)
 	defer cl.Close()
-	v, err := link.CreateVeth(hl, cl, link.VethOptions{IfName: "eth0", ContainerUp: true})
+	v, err := link.CreateVeth(hl, cl, link.VethOptions{IfName: ifName, ContainerUp: true})
 	require.NoError(t, err)
 	return v.Host.Attrs().Name
 }
@@ -97,10 +113,17 @@ func conf(network, limits, prev string) []byte {
 	return []byte(s + "}")
 }
 
-// invoke runs the plugin in-process inside host, as an exec'd plugin would run there.
+// invoke runs the plugin in-process inside host, as an exec'd plugin would run there,
+// for the container's eth0.
 func invoke(t testing.TB, host *testns.NS, cmd, cid, netns string, config []byte) (*result.Result, error) {
 	t.Helper()
-	args := skel.Args{Command: cmd, ContainerID: cid, Netns: netns, IfName: "eth0", Path: []string{"/nonexistent"}}
+	return invokeIf(t, host, cmd, cid, "eth0", netns, config)
+}
+
+// invokeIf is invoke for the container interface ifName.
+func invokeIf(t testing.TB, host *testns.NS, cmd, cid, ifName, netns string, config []byte) (*result.Result, error) {
+	t.Helper()
+	args := skel.Args{Command: cmd, ContainerID: cid, Netns: netns, IfName: ifName, Path: []string{"/nonexistent"}}
 	var res *result.Result
 	var err error
 	require.NoError(t, host.Do(func() error {
@@ -133,7 +156,7 @@ func TestAddShapesBothDirectionsAndDelRemovesTheIfb(t *testing.T) {
 	ifb, err := hh.LinkByName(name)
 	require.NoError(t, err)
 	assert.Equal(t, "ifb", ifb.Type())
-	assert.Equal(t, "cni-bandwidth net=net1 id=ctr-both", ifb.Attrs().Alias)
+	assert.Equal(t, "cni-bandwidth net=net1 id=ctr-both if=eth0", ifb.Attrs().Alias)
 	assert.Equal(t, veth.Attrs().MTU, ifb.Attrs().MTU)
 	assert.NotZero(t, ifb.Attrs().Flags&net.FlagUp)
 	got, err = rootTBF(hh, ifb)

@@ -87,14 +87,22 @@ func TestIfbNameAndOwnerAliasFitKernelLimits(t *testing.T) {
 	name := ifbName("net1", "ctr")
 	assert.Regexp(t, `^bwp[0-9a-f]{12}$`, name)
 	assert.NotEqual(t, name, ifbName("net2", "ctr"))
-	assert.Equal(t, "cni-bandwidth net=net1 id=ctr", ownerAlias("net1", "ctr"))
+	assert.Equal(t, "cni-bandwidth net=net1 id=ctr if=eth1", owner{"net1", "ctr", "eth1"}.alias())
+	assert.Equal(t, "cni-bandwidth net=net1 id=ctr", owner{"net1", "ctr", "eth1"}.legacyAlias())
 
 	long := make([]byte, 400)
 	for i := range long {
 		long[i] = 'a'
 	}
-	a := ownerAlias(string(long), string(long))
+	o := owner{string(long), string(long), "averylongifnam"}
+	a := o.alias()
 	assert.LessOrEqual(t, len(a), maxAlias)
 	assert.Contains(t, a, ownerPrefix(string(long)))
 	assert.NotEqual(t, ownerPrefix(string(long)), ownerPrefix(string(long[1:])))
+	ifName, named := aliasIfName(a)
+	assert.True(t, named, "a cut container id keeps the interface")
+	assert.Equal(t, o.ifName, ifName)
+	assert.LessOrEqual(t, len(o.legacyAlias()), maxAlias)
+	_, named = aliasIfName(o.legacyAlias())
+	assert.False(t, named, "the older alias names no interface")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
 )
 
@@ -34,27 +35,77 @@ func ownerPrefix(network string) string {
 	return "cni-bandwidth net=" + tag + " id="
 }
 
-// ownerAlias records the network and container that own an ifb. A container id too long
-// for IFALIASZ is cut: GC decides by the ifb name, which the full id determines.
-func ownerAlias(network, containerID string) string {
-	a := ownerPrefix(network) + containerID
+// owner is the attachment an ifb serves: one interface of one container on one network.
+type owner struct{ network, containerID, ifName string }
+
+// alias records the owner in the ifb's alias: "cni-bandwidth net=<net> id=<cid>
+// if=<ifname>". The ifb name only tells container and network apart, so the interface
+// is what keeps one attachment from taking over another interface's ifb. A container id
+// too long for IFALIASZ is cut, not the interface: GC decides by the ifb name, which the
+// full id determines, and by the interface.
+func (o owner) alias() string {
+	prefix, suffix := ownerPrefix(o.network), " if="+o.ifName
+	id := o.containerID
+	if room := maxAlias - len(prefix) - len(suffix); len(id) > room {
+		id = id[:room]
+	}
+	return prefix + id + suffix
+}
+
+// legacyAlias is the alias our earlier versions gave an ifb, without the interface.
+func (o owner) legacyAlias() string {
+	a := ownerPrefix(o.network) + o.containerID
 	if len(a) > maxAlias {
 		a = a[:maxAlias]
 	}
 	return a
 }
 
+// aliasIfName returns the interface an owner alias names; ok is false for an alias in
+// the older format, which names none. Container ids and interface names hold no
+// spaces, so the last " if=" is the field.
+func aliasIfName(alias string) (ifName string, ok bool) {
+	i := strings.LastIndex(alias, " if=")
+	if i < 0 {
+		return "", false
+	}
+	return alias[i+len(" if="):], true
+}
+
+// replaceable decides whether ADD may delete a link that holds the ifb's name: it may
+// when the link is this attachment's own ifb left by an earlier ADD, or one our earlier
+// version made for this container (its alias names no interface). Another interface of
+// the same container is refused rather than replaced: its ingress filter redirects to
+// that ifb, and the reference's name leaves room for one ifb per container and network.
+func replaceable(l netlink.Link, o owner) error {
+	a := l.Attrs().Alias
+	if l.Type() == "ifb" {
+		if a == o.alias() || a == o.legacyAlias() {
+			return nil
+		}
+		if other, ok := aliasIfName(a); ok && a == (owner{o.network, o.containerID, other}).alias() {
+			return cnierror.Newf(cnierror.CodeInvalidConfig,
+				"ifb %q already shapes egress of interface %q of container %q on network %q; "+
+					"there is one ifb per container and network, so %q cannot have an egress limit too",
+				l.Attrs().Name, other, o.containerID, o.network, o.ifName)
+		}
+	}
+	return cnierror.Newf(cnierror.CodeInvalidConfig, "ifb %q: name taken by a %s with alias %q",
+		l.Attrs().Name, l.Type(), a)
+}
+
 // createIfb makes the attachment's ifb with the host veth's MTU, records its owner in
 // the alias and sets it up. An ifb of the same name left by an earlier ADD of the same
-// attachment is replaced; one owned by anybody else is an error.
-func createIfb(host *link.NS, name, alias string, mtu int) (netlink.Link, error) {
+// attachment (or by our earlier version for this container) is replaced; one owned by
+// anybody else, another interface of this container included, is an error.
+func createIfb(host *link.NS, name string, o owner, mtu int) (netlink.Link, error) {
 	h, err := host.Handle()
 	if err != nil {
 		return nil, err
 	}
 	if old, err := h.LinkByName(name); err == nil {
-		if old.Type() != "ifb" || old.Attrs().Alias != alias {
-			return nil, fmt.Errorf("ifb %q: name taken by a %s with alias %q", name, old.Type(), old.Attrs().Alias)
+		if err := replaceable(old, o); err != nil {
+			return nil, err
 		}
 		if err := h.LinkDel(old); err != nil && !link.IsNotFound(err) {
 			return nil, fmt.Errorf("ifb %q: delete stale: %w", name, err)
@@ -68,7 +119,7 @@ func createIfb(host *link.NS, name, alias string, mtu int) (netlink.Link, error)
 	}
 	l, err := h.LinkByName(name)
 	if err == nil {
-		err = h.LinkSetAlias(l, alias)
+		err = h.LinkSetAlias(l, o.alias())
 	}
 	if err == nil {
 		err = h.LinkSetUp(l)
@@ -84,8 +135,10 @@ func createIfb(host *link.NS, name, alias string, mtu int) (netlink.Link, error)
 }
 
 // deleteIfb removes the attachment's ifb; one that does not exist is already deleted.
-// A link of that name that is not an ifb is left alone.
-func deleteIfb(host *link.NS, name string) error {
+// A link of that name that is not an ifb, or an ifb whose alias names another
+// interface, is left alone. An ifb with no interface in its alias (the reference's,
+// which has no alias, or our earlier version's) is taken to be this attachment's.
+func deleteIfb(host *link.NS, name string, o owner) error {
 	l, err := host.ByName(name)
 	if link.IsNotFound(err) {
 		return nil
@@ -96,12 +149,18 @@ func deleteIfb(host *link.NS, name string) error {
 	if l.Type() != "ifb" {
 		return nil
 	}
+	if a := l.Attrs().Alias; a != o.alias() {
+		if _, named := aliasIfName(a); named {
+			return nil
+		}
+	}
 	return host.Delete(name)
 }
 
-// staleIfbs lists the ifbs this network owns whose attachment is not in keep (a set of
-// ifb names).
-func staleIfbs(host *link.NS, network string, keep map[string]bool) ([]string, error) {
+// staleIfbs lists the ifbs this network owns whose attachment is not in keep, which maps
+// an ifb name to the valid interfaces of its container. An ifb whose alias names no
+// interface (our earlier version's) is kept for any valid interface of its container.
+func staleIfbs(host *link.NS, network string, keep map[string]map[string]bool) ([]string, error) {
 	h, err := host.Handle()
 	if err != nil {
 		return nil, err
@@ -120,7 +179,14 @@ func staleIfbs(host *link.NS, network string, keep map[string]bool) ([]string, e
 	var stale []string
 	for _, l := range links {
 		a := l.Attrs()
-		if l.Type() == "ifb" && strings.HasPrefix(a.Alias, prefix) && !keep[a.Name] {
+		if l.Type() != "ifb" || !strings.HasPrefix(a.Alias, prefix) {
+			continue
+		}
+		ifNames, valid := keep[a.Name]
+		if ifName, named := aliasIfName(a.Alias); named && !ifNames[ifName] {
+			valid = false
+		}
+		if !valid {
 			stale = append(stale, a.Name)
 		}
 	}

@@ -41,8 +41,11 @@ func Status(req *skel.Request) error { return discard(run(req, skel.CmdStatus)) 
 
 // Release returns the undo step for a rollback stack after a successful Add: it runs
 // the IPAM DEL for the same request.
+// The DEL runs without the request's deadline (skel.Request.UndoContext).
 func Release(req *skel.Request) func() error {
-	return func() error { return Del(req) }
+	detached := *req
+	detached.Ctx = req.UndoContext()
+	return func() error { return Del(&detached) }
 }
 
 func discard(_ *result.Result, err error) error { return err }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -296,4 +297,24 @@ func TestFindInPathTakesTheFirstRegularFile(t *testing.T) {
 	got, err := invoke.FindInPath("x", []string{"/nonexistent", a, b})
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(a, "x"), got, "a symlink to a regular file counts")
+}
+
+// The likeliest reason an ADD fails is that its deadline passed: the release of the
+// reservation must still reach an exec'd IPAM plugin then.
+func TestReleaseRunsEvenWhenTheRequestContextIsDone(t *testing.T) {
+	record := filepath.Join(t.TempDir(), "calls")
+	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"delegation","type":"standin","ipam":{"type":"ext-ipam","record":%q}}`, record)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := &skel.Request{
+		Ctx:    ctx,
+		Args:   skel.Args{Command: skel.CmdAdd, ContainerID: "ctr1", Netns: "/var/run/netns/absent", IfName: "eth0", Path: []string{extIPAMDir(t)}},
+		Config: []byte(conf),
+		Net:    skel.NetConf{CNIVersion: "1.1.0", Name: "delegation", IPAM: skel.IPAM{Type: "ext-ipam"}},
+	}
+	require.Error(t, Del(req), "a plain DEL with the spent context cannot run the plugin")
+	require.NoError(t, Release(req)())
+	calls, err := os.ReadFile(record)
+	require.NoError(t, err)
+	assert.Contains(t, string(calls), "CNI_COMMAND=DEL")
 }

@@ -58,3 +58,13 @@ type Attachment struct {
 	ContainerID string `json:"containerID"`
 	IfName      string `json:"ifname"`
 }
+
+// UndoContext is the context for undoing a failed ADD. It carries the request's values
+// but not its deadline: the likeliest reason an ADD failed is that its deadline passed,
+// and the cleanup (an exec'd IPAM DEL, an iptables-restore) must still run.
+func (r *Request) UndoContext() context.Context {
+	if r.Ctx == nil {
+		return context.Background()
+	}
+	return context.WithoutCancel(r.Ctx)
+}

@@ -131,7 +131,7 @@ func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br netlink.Lin
 	if err != nil {
 		return err
 	}
-	undo.Push("ipam", func() error { return ipam.Del(req) })
+	undo.Push("ipam", ipam.Release(req))
 	if len(ipamRes.IPs) == 0 {
 		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: returned no IP configuration")
 	}
@@ -157,7 +157,7 @@ func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br netlink.Lin
 			return fmt.Errorf("ipMasq: %w", err)
 		}
 		undo.Push("ipMasq", func() error {
-			return masq.Teardown(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName)
+			return masq.Teardown(req.UndoContext(), conf.Name, req.Args.ContainerID, req.Args.IfName)
 		})
 	}
 	return nil

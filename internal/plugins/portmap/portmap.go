@@ -91,7 +91,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	defer undo.OnError(&err)
 	// Pushed first: a failure in the second family must also undo the first, and
 	// del copes with whatever part was installed.
-	undo.Push("port mappings", func() error { _, err := b.del(req.Ctx, o); return err })
+	undo.Push("port mappings", func() error { _, err := b.del(req.UndoContext(), o); return err })
 	if err := b.add(req.Ctx, o, s, fams); err != nil {
 		return nil, err
 	}

@@ -108,7 +108,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 			return nil, fmt.Errorf("ipMasq: %w", err)
 		}
 		undo.Push("ipMasq", func() error {
-			return masq.Teardown(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName)
+			return masq.Teardown(req.UndoContext(), conf.Name, req.Args.ContainerID, req.Args.IfName)
 		})
 	}
 	if err := configureContainer(cont, req.Args.IfName, out); err != nil {

@@ -13,7 +13,6 @@ package link
 import (
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -35,12 +34,9 @@ type NS struct {
 // Open opens the namespace at path. A path that does not exist gives an error that
 // matches ns.ErrNotExist, which DEL treats as "nothing left to do".
 func Open(path string) (*NS, error) {
-	fd, err := netns.GetFromPath(path)
+	fd, err := ns.Open(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("netns %q: %w", path, ns.ErrNotExist)
-		}
-		return nil, fmt.Errorf("netns %q: open: %w", path, err)
+		return nil, err
 	}
 	return &NS{Path: path, fd: fd}, nil
 }

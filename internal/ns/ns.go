@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"syscall"
 
 	"github.com/vishvananda/netns"
 )
@@ -19,15 +20,38 @@ var ErrNotExist = errors.New("network namespace does not exist")
 // on a dedicated locked OS thread; it must not start goroutines that expect to stay in
 // the namespace.
 func Do(path string, fn func() error) error {
-	target, err := netns.GetFromPath(path)
+	target, err := Open(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("netns %q: %w", path, ErrNotExist)
-		}
-		return fmt.Errorf("netns %q: open: %w", path, err)
+		return err
 	}
 	defer target.Close()
 	return DoHandle(target, fn)
+}
+
+// nsfsMagic is the file system type of namespace files (NSFS_MAGIC).
+const nsfsMagic = 0x6e736673
+
+// Open opens the network namespace at path. A path that does not exist, or that no
+// longer is a namespace (a runtime's leftover mount point, now a plain file), gives an
+// error matching ErrNotExist: for DEL both mean there is nothing left to undo.
+func Open(path string) (netns.NsHandle, error) {
+	h, err := netns.GetFromPath(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return h, fmt.Errorf("netns %q: %w", path, ErrNotExist)
+		}
+		return h, fmt.Errorf("netns %q: open: %w", path, err)
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Fstatfs(int(h), &fs); err != nil {
+		h.Close()
+		return h, fmt.Errorf("netns %q: statfs: %w", path, err)
+	}
+	if fs.Type != nsfsMagic {
+		h.Close()
+		return h, fmt.Errorf("netns %q is not a namespace file: %w", path, ErrNotExist)
+	}
+	return h, nil
 }
 
 // DoHandle is Do for an already opened namespace.

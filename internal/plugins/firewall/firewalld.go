@@ -121,7 +121,7 @@ func (f *firewalld) addSources(ctx context.Context, zone string, ips []netip.Add
 		if _, err := f.call(ctx, "addSource", zone, src); err != nil && !isCode(err, errZoneAlreadySet) {
 			return fmt.Errorf("firewalld: add source %s to zone %s: %w", src, zone, err)
 		}
-		push("firewalld source "+src, func() error { return f.removeSource(ctx, zone, src) })
+		push("firewalld source "+src, func() error { return f.removeSource(context.WithoutCancel(ctx), zone, src) })
 	}
 	return nil
 }

@@ -122,7 +122,7 @@ func iptAdd(ctx context.Context, conf *Config, att attachment, ips []netip.Addr,
 		if err != nil {
 			return fmt.Errorf("firewall %s: %w", fam, err)
 		}
-		push("firewall rules "+fam.String(), func() error { return iptRemoveFamily(ctx, fam, att) })
+		push("firewall rules "+fam.String(), func() error { return iptRemoveFamily(context.WithoutCancel(ctx), fam, att) })
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/cnikit/cni/internal/timing"
 	"net/netip"
 	"os"
 	"sync"
@@ -210,15 +211,15 @@ func (b *bench) chainPerPod() error {
 				return fmt.Errorf("%s at %d pods: %w", c.label, present, err)
 			}
 			note := fmt.Sprintf("%d pods present", present)
-			b.record("chain", fmt.Sprintf("ADD   %s @%d", c.label, present), ms(add.median()), "ms", note)
-			b.record("chain", fmt.Sprintf("CHECK %s @%d", c.label, present), ms(check.median()), "ms", note)
-			b.record("chain", fmt.Sprintf("DEL   %s @%d", c.label, present), ms(del.median()), "ms", note)
+			b.record("chain", fmt.Sprintf("ADD   %s @%d", c.label, present), timing.MedianMs(add), "ms", note)
+			b.record("chain", fmt.Sprintf("CHECK %s @%d", c.label, present), timing.MedianMs(check), "ms", note)
+			b.record("chain", fmt.Sprintf("DEL   %s @%d", c.label, present), timing.MedianMs(del), "ms", note)
 		}
 	}
 	return nil
 }
 
-func (b *bench) measureChain(viaLibcni bool, backend string, present, measured int) (add, check, del durations, err error) {
+func (b *bench) measureChain(viaLibcni bool, backend string, present, measured int) (add, check, del []time.Duration, err error) {
 	s, err := b.newScenario(viaLibcni, backend)
 	if err != nil {
 		return nil, nil, nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/cnikit/cni/internal/timing"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +36,7 @@ func (b *bench) hostLocal() error {
 			}
 		}
 		n := b.iterations(200)
-		var inproc durations
+		var inproc []time.Duration
 		for i := 0; i < n; i++ {
 			id := fmt.Sprintf("bench%d", i)
 			start := time.Now()
@@ -47,7 +48,7 @@ func (b *bench) hostLocal() error {
 			}
 			inproc = append(inproc, time.Since(start))
 		}
-		b.record("host-local", fmt.Sprintf("ADD+DEL in-process, %d reservations", existing), ms(inproc.median()), "ms", "")
+		b.record("host-local", fmt.Sprintf("ADD+DEL in-process, %d reservations", existing), timing.MedianMs(inproc), "ms", "")
 		b.target("<= 1 ms")
 
 		pluginDir, err := linkDir(b.bin, "host-local")
@@ -55,7 +56,7 @@ func (b *bench) hostLocal() error {
 			return err
 		}
 		defer os.RemoveAll(pluginDir)
-		var execd durations
+		var execd []time.Duration
 		for i := 0; i < b.iterations(100); i++ {
 			id := fmt.Sprintf("exec%d", i)
 			start := time.Now()
@@ -66,7 +67,7 @@ func (b *bench) hostLocal() error {
 			}
 			execd = append(execd, time.Since(start))
 		}
-		b.record("host-local", fmt.Sprintf("ADD+DEL exec'd, %d reservations", existing), ms(execd.median()), "ms", "")
+		b.record("host-local", fmt.Sprintf("ADD+DEL exec'd, %d reservations", existing), timing.MedianMs(execd), "ms", "")
 		b.target("<= 3 ms")
 	}
 	return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/cnikit/cni/internal/timing"
 	"net"
 	"os"
 	"os/exec"
@@ -43,16 +44,16 @@ func (b *bench) portmap() error {
 				return fmt.Errorf("%s at %d: %w", backend, present, err)
 			}
 			target := map[string]string{"nftables": "<= 3 ms", "iptables": "<= 10 ms"}[backend]
-			b.record("portmap", fmt.Sprintf("ADD exec'd, %s, %d containers mapped", backend, present), ms(add.median()), "ms", "")
+			b.record("portmap", fmt.Sprintf("ADD exec'd, %s, %d containers mapped", backend, present), timing.MedianMs(add), "ms", "")
 			b.target(target)
-			b.record("portmap", fmt.Sprintf("DEL exec'd, %s, %d containers mapped", backend, present), ms(del.median()), "ms", "")
+			b.record("portmap", fmt.Sprintf("DEL exec'd, %s, %d containers mapped", backend, present), timing.MedianMs(del), "ms", "")
 			b.target(target)
 		}
 	}
 	return nil
 }
 
-func (b *bench) measurePortmap(bin, backend string, present int) (add, del durations, err error) {
+func (b *bench) measurePortmap(bin, backend string, present int) (add, del []time.Duration, err error) {
 	host, err := testns.Create()
 	if err != nil {
 		return nil, nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/cnikit/cni/internal/timing"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,7 @@ func (b *bench) startup() error {
 		{"VERSION exec'd as loopback", link, []string{"CNI_COMMAND=VERSION"}},
 		{"empty Go program (baseline)", empty, nil},
 	} {
-		var d durations
+		var d []time.Duration
 		for i := 0; i < n+10; i++ {
 			start := time.Now()
 			cmd := exec.Command(c.path)
@@ -48,11 +49,11 @@ func (b *bench) startup() error {
 				d = append(d, time.Since(start))
 			}
 		}
-		b.record("startup", c.name+" median", ms(d.median()), "ms", fmt.Sprintf("%d runs", n))
+		b.record("startup", c.name+" median", timing.MedianMs(d), "ms", fmt.Sprintf("%d runs", n))
 		if c.env != nil {
 			b.target("<= 2.5 ms")
 		}
-		b.record("startup", c.name+" p90", ms(d.p90()), "ms", "")
+		b.record("startup", c.name+" p90", timing.Ms(timing.Quantile(d, 0.9)), "ms", "")
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/timing"
 )
 
 // execBandwidth runs the cni binary as "bandwidth" inside host, the way a runtime does.
@@ -81,14 +81,8 @@ func BenchmarkExecdAddDel(b *testing.B) {
 		}
 		adds, dels = append(adds, mid.Sub(start)), append(dels, time.Since(mid))
 	}
-	b.ReportMetric(median(adds), "add-ms")
-	b.ReportMetric(median(dels), "del-ms")
-}
-
-func median(d []time.Duration) float64 {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return float64(s[len(s)/2].Microseconds()) / 1000
+	b.ReportMetric(timing.MedianMs(adds), "add-ms")
+	b.ReportMetric(timing.MedianMs(dels), "del-ms")
 }
 
 // BenchmarkInProcessAddDel is BenchmarkExecdAddDel without the process start, to show
@@ -110,6 +104,6 @@ func BenchmarkInProcessAddDel(b *testing.B) {
 		}
 		adds, dels = append(adds, mid.Sub(start)), append(dels, time.Since(mid))
 	}
-	b.ReportMetric(median(adds), "add-ms")
-	b.ReportMetric(median(dels), "del-ms")
+	b.ReportMetric(timing.MedianMs(adds), "add-ms")
+	b.ReportMetric(timing.MedianMs(dels), "del-ms")
 }

@@ -2,12 +2,12 @@ package bridge_test
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/timing"
 )
 
 // BenchmarkExecAddDel measures what a runtime pays: the bridge binary exec'd for ADD and
@@ -52,15 +52,6 @@ func benchAddDel(b *testing.B, backend netfilter.Backend, existing int) {
 		ctr.Close()
 		b.StartTimer()
 	}
-	b.ReportMetric(median(adds), "add-ms")
-	b.ReportMetric(median(dels), "del-ms")
-}
-
-func median(d []time.Duration) float64 {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return float64(s[len(s)/2]) / float64(time.Millisecond)
+	b.ReportMetric(timing.MedianMs(adds), "add-ms")
+	b.ReportMetric(timing.MedianMs(dels), "del-ms")
 }

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/timing"
 )
 
 // BenchmarkExecAddDel measures the exec'd firewall plugin (iptables backend) doing ADD
@@ -61,14 +61,8 @@ func BenchmarkExecAddDel(b *testing.B) {
 				}
 				adds, dels = append(adds, a), append(dels, d)
 			}
-			b.ReportMetric(median(adds), "ms-median-add")
-			b.ReportMetric(median(dels), "ms-median-del")
+			b.ReportMetric(timing.MedianMs(adds), "ms-median-add")
+			b.ReportMetric(timing.MedianMs(dels), "ms-median-del")
 		})
 	}
-}
-
-func median(d []time.Duration) float64 {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return float64(s[len(s)/2].Microseconds()) / 1000
 }

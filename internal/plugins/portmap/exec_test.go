@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/timing"
 )
 
 // execPlugin runs the cni binary as "portmap" inside the host netns (the child
@@ -126,13 +126,8 @@ func benchExec(b *testing.B, backend string, n int) {
 		require.NoError(b, err)
 	}
 	b.StopTimer()
-	b.ReportMetric(median(adds), "add-ms")
-	b.ReportMetric(median(dels), "del-ms")
-	b.ReportMetric(median(addCPU), "add-cpu-ms")
-	b.ReportMetric(median(delCPU), "del-cpu-ms")
-}
-
-func median(d []time.Duration) float64 {
-	slices.Sort(d)
-	return float64(d[len(d)/2].Microseconds()) / 1000
+	b.ReportMetric(timing.MedianMs(adds), "add-ms")
+	b.ReportMetric(timing.MedianMs(dels), "del-ms")
+	b.ReportMetric(timing.MedianMs(addCPU), "add-cpu-ms")
+	b.ReportMetric(timing.MedianMs(delCPU), "del-cpu-ms")
 }

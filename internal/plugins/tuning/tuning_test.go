@@ -21,6 +21,7 @@ import (
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/sysctl"
 	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/timing"
 )
 
 // fixture is a container joined to a host by a veth, a data dir and the prevResult a
@@ -302,18 +303,6 @@ func BenchmarkAddDel(b *testing.B) {
 		}
 		adds, dels = append(adds, mid.Sub(start)), append(dels, time.Since(mid))
 	}
-	b.ReportMetric(median(adds), "add-ms")
-	b.ReportMetric(median(dels), "del-ms")
-}
-
-func median(d []time.Duration) float64 {
-	s := append([]time.Duration(nil), d...)
-	for i := range s {
-		for j := i + 1; j < len(s); j++ {
-			if s[j] < s[i] {
-				s[i], s[j] = s[j], s[i]
-			}
-		}
-	}
-	return float64(s[len(s)/2].Microseconds()) / 1000
+	b.ReportMetric(timing.MedianMs(adds), "add-ms")
+	b.ReportMetric(timing.MedianMs(dels), "del-ms")
 }

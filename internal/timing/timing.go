@@ -1,0 +1,29 @@
+// Package timing summarises repeated duration measurements, so that the plugins'
+// benchmarks and `make bench` report medians the same way.
+package timing
+
+import (
+	"slices"
+	"time"
+)
+
+// Quantile returns the q-quantile (0 ≤ q ≤ 1) of d by the nearest-rank rule on the lower
+// side, without reordering d; zero for no measurements.
+func Quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[int(q*float64(len(s)-1))]
+}
+
+// Median is Quantile(d, 0.5).
+func Median(d []time.Duration) time.Duration { return Quantile(d, 0.5) }
+
+// Ms is d in milliseconds, the unit every figure of ours is reported in.
+func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// MedianMs is the median of d in milliseconds, as benchmarks report it with
+// b.ReportMetric.
+func MedianMs(d []time.Duration) float64 { return Ms(Median(d)) }

@@ -70,7 +70,7 @@ func ConfigureIface(cont *NS, ifName string, res *result.Result) error {
 		}
 	}
 	for _, ip := range ips {
-		if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipNet(ip.Address)}); err != nil {
+		if err := h.AddrAdd(l, &netlink.Addr{IPNet: IPNet(ip.Address)}); err != nil {
 			return fmt.Errorf("%s: add address %s: %w", ifName, ip.Address, err)
 		}
 	}
@@ -153,7 +153,7 @@ func Route(ifIndex int, r result.Route, gw4, gw6 netip.Addr) *netlink.Route {
 			gw = gw6
 		}
 	}
-	nr := &netlink.Route{LinkIndex: ifIndex, Dst: ipNet(r.Dst.Masked()), Priority: r.Priority,
+	nr := &netlink.Route{LinkIndex: ifIndex, Dst: IPNet(r.Dst.Masked()), Priority: r.Priority,
 		MTU: r.MTU, AdvMSS: r.AdvMSS}
 	if gw.IsValid() {
 		nr.Gw = net.IP(gw.AsSlice())
@@ -201,8 +201,8 @@ func routesNeedV6(routes []result.Route) bool {
 	return false
 }
 
-// ipNet converts a prefix to the net.IPNet netlink wants, keeping host bits.
-func ipNet(p netip.Prefix) *net.IPNet {
+// IPNet converts a prefix to the net.IPNet netlink wants, keeping host bits.
+func IPNet(p netip.Prefix) *net.IPNet {
 	a := p.Addr().Unmap()
 	bits := 32
 	if a.Is6() {

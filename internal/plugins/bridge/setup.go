@@ -319,7 +319,7 @@ func ensureAddr(h *netlink.Handle, l netlink.Link, gw netip.Prefix, force bool) 
 	}
 	// The gateway address is this plugin's to give out, so IPv6 duplicate detection would
 	// only keep it unusable (tentative) for a second after the first ADD.
-	addr := &netlink.Addr{IPNet: &net.IPNet{IP: gw.Addr().AsSlice(), Mask: net.CIDRMask(gw.Bits(), gw.Addr().BitLen())}}
+	addr := &netlink.Addr{IPNet: link.IPNet(gw)}
 	if gw.Addr().Is6() {
 		addr.Flags = syscall.IFA_F_NODAD
 	}

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
@@ -59,7 +59,7 @@ func add(req *skel.Request) (*result.Result, error) {
 		if !a.IP.IsLoopback() {
 			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "loopback interface has a non-loopback address %s", a.IPNet)
 		}
-		p, ok := prefixOf(a.IPNet)
+		p, ok := link.Prefix(a.IPNet)
 		if !ok {
 			continue
 		}
@@ -106,13 +106,4 @@ func netnsError(path string, err error) error {
 		return cnierror.Newf(cnierror.CodeUnknownContainer, "netns %q does not exist", path)
 	}
 	return err
-}
-
-func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
-	addr, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	ones, _ := n.Mask.Size()
-	return netip.PrefixFrom(addr.Unmap(), ones), true
 }

@@ -126,7 +126,7 @@ func verifyHost(host *link.NS, hl netlink.Link, ips []result.IPConfig) error {
 		if ip.Gateway.IsValid() && !found {
 			return fmt.Errorf("host veth %s: gateway address %s missing", hl.Attrs().Name, ip.Gateway)
 		}
-		dst := ipNet(netip.PrefixFrom(ip.Address.Addr(), ip.Address.Addr().BitLen()))
+		dst := link.IPNet(netip.PrefixFrom(ip.Address.Addr(), ip.Address.Addr().BitLen()))
 		if !hasRoute(h, &netlink.Route{LinkIndex: hl.Attrs().Index, Dst: dst}) {
 			return fmt.Errorf("host veth %s: route to %s missing", hl.Attrs().Name, dst)
 		}

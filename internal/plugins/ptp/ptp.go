@@ -156,7 +156,7 @@ func configureContainer(cont *link.NS, ifName string, res *result.Result) error 
 	}
 	h, _ := cont.Handle()
 	for _, ip := range res.IPs {
-		connected := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: ipNet(ip.Address.Masked()), Scope: netlink.SCOPE_NOWHERE}
+		connected := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: link.IPNet(ip.Address.Masked()), Scope: netlink.SCOPE_NOWHERE}
 		if err := h.RouteDel(connected); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("container %s: delete subnet route %s: %w", ifName, ip.Address.Masked(), err)
 		}
@@ -174,8 +174,8 @@ func configureContainer(cont *link.NS, ifName string, res *result.Result) error 
 func ptpRoutes(ifIndex int, ip result.IPConfig) []*netlink.Route {
 	src := net.IP(ip.Address.Addr().AsSlice())
 	return []*netlink.Route{
-		{LinkIndex: ifIndex, Dst: ipNet(netip.PrefixFrom(ip.Gateway, ip.Gateway.BitLen())), Scope: netlink.SCOPE_LINK, Src: src},
-		{LinkIndex: ifIndex, Dst: ipNet(ip.Address.Masked()), Scope: netlink.SCOPE_UNIVERSE,
+		{LinkIndex: ifIndex, Dst: link.IPNet(netip.PrefixFrom(ip.Gateway, ip.Gateway.BitLen())), Scope: netlink.SCOPE_LINK, Src: src},
+		{LinkIndex: ifIndex, Dst: link.IPNet(ip.Address.Masked()), Scope: netlink.SCOPE_UNIVERSE,
 			Gw: net.IP(ip.Gateway.AsSlice()), Src: src},
 	}
 }
@@ -191,12 +191,12 @@ func configureHost(host *link.NS, hl netlink.Link, res *result.Result) error {
 	for _, ip := range res.IPs {
 		gw := netip.PrefixFrom(ip.Gateway, ip.Gateway.BitLen())
 		// The same gateway sits on every host veth: DAD would only flag those copies.
-		addr := &netlink.Addr{IPNet: ipNet(gw), Flags: unix.IFA_F_NODAD}
+		addr := &netlink.Addr{IPNet: link.IPNet(gw), Flags: unix.IFA_F_NODAD}
 		if err := h.AddrAdd(hl, addr); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("host veth %s: add address %s: %w", name, gw, err)
 		}
 		dst := netip.PrefixFrom(ip.Address.Addr(), ip.Address.Addr().BitLen())
-		r := &netlink.Route{LinkIndex: hl.Attrs().Index, Dst: ipNet(dst), Scope: netlink.SCOPE_LINK}
+		r := &netlink.Route{LinkIndex: hl.Attrs().Index, Dst: link.IPNet(dst), Scope: netlink.SCOPE_LINK}
 		if err := h.RouteAdd(r); err != nil {
 			return fmt.Errorf("host veth %s: add route to %s: %w", name, dst, err)
 		}
@@ -241,8 +241,4 @@ func hasFamily(res *result.Result, v6 bool) bool {
 		}
 	}
 	return false
-}
-
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }

@@ -76,10 +76,33 @@ func Update(ctx context.Context, fam Family, table string, plan func(*Batch) err
 // TableInUse reports, without exec'ing anything, whether this network namespace has the
 // table in either iptables flavour: the legacy tables are listed in /proc, iptables-nft
 // keeps a same-named nftables table of family ip (ip6). A cleanup can skip the
-// save/restore execs of a family whose table does not exist. The list is read through
-// /proc/thread-self: /proc/net shows the main thread's namespace, not the one a locked
-// thread may have entered.
+// save/restore execs of a family whose table does not exist.
 func TableInUse(fam Family, table string) bool {
+	return mayHold(fam, table, func(c *nftables.Conn, t *nftables.Table) error {
+		_, err := c.ListTableOfFamily(t.Name, t.Family)
+		return err
+	})
+}
+
+// ChainsMayExist is TableInUse narrowed to chains: with iptables-nft one netlink
+// request per chain answers exactly; with legacy tables only a save can tell, so a
+// listed legacy table counts as "may".
+func ChainsMayExist(fam Family, table string, chains ...string) bool {
+	return mayHold(fam, table, func(c *nftables.Conn, t *nftables.Table) error {
+		for _, ch := range chains {
+			if _, err := c.ListChain(t, ch); err == nil || !isENOENT(err) {
+				return err
+			}
+		}
+		return syscall.ENOENT
+	})
+}
+
+// mayHold answers true when the legacy table is listed, or when lookup (run against the
+// iptables-nft table) does not report ENOENT; an unreachable nf_tables counts as "may".
+// The legacy list is read through /proc/thread-self: /proc/net shows the main thread's
+// namespace, not the one a locked thread may have entered.
+func mayHold(fam Family, table string, lookup func(*nftables.Conn, *nftables.Table) error) bool {
 	legacy, nftFam := "/proc/thread-self/net/ip_tables_names", nftables.TableFamilyIPv4
 	if fam == IPv6 {
 		legacy, nftFam = "/proc/thread-self/net/ip6_tables_names", nftables.TableFamilyIPv6
@@ -96,6 +119,11 @@ func TableInUse(fam Family, table string) bool {
 		return true // cannot tell: let the caller look with iptables-save
 	}
 	defer conn.CloseLasting()
-	_, err = conn.ListTableOfFamily(table, nftFam)
-	return err == nil || !errors.Is(err, syscall.ENOENT)
+	err = lookup(conn, &nftables.Table{Name: table, Family: nftFam})
+	return err == nil || !isENOENT(err)
+}
+
+// isENOENT recognises ENOENT in google/nftables' errors, which it does not always wrap.
+func isENOENT(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || strings.Contains(err.Error(), syscall.ENOENT.Error())
 }

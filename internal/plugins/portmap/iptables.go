@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/google/nftables"
 
 	"github.com/cnikit/cni/internal/iptables"
 )
@@ -152,39 +149,12 @@ func (iptBackend) add(ctx context.Context, o owner, s *settings, fams []family) 
 	return nil
 }
 
-// iptMayHold tells, without exec'ing anything where it can, whether the family's nat
-// table may hold any of the chains: with legacy iptables only a save can tell; with
-// iptables-nft the chains are nftables chains of table "nat" and one netlink request
-// answers.
-func iptMayHold(fam iptables.Family, chains ...string) bool {
-	// /proc/thread-self: the plugin may run on a locked thread inside another namespace.
-	legacy, nfam := "/proc/thread-self/net/ip_tables_names", nftables.TableFamilyIPv4
-	if fam == iptables.IPv6 {
-		legacy, nfam = "/proc/thread-self/net/ip6_tables_names", nftables.TableFamilyIPv6
-	}
-	if b, err := os.ReadFile(legacy); err == nil && slices.Contains(strings.Fields(string(b)), "nat") {
-		return true
-	}
-	c, err := nftables.New(nftables.AsLasting())
-	if err != nil {
-		return true
-	}
-	defer c.CloseLasting()
-	nat := &nftables.Table{Name: "nat", Family: nfam}
-	for _, ch := range chains {
-		if _, err := c.ListChain(nat, ch); err == nil || !isNotExist(err) {
-			return true
-		}
-	}
-	return false
-}
-
 func (iptBackend) del(ctx context.Context, o owner) ([]flow, error) {
 	dn, sn := iptDNPrefix+o.hash(), iptSNPrefix+o.hash()
 	var flows []flow
 	for _, v6 := range []bool{false, true} {
 		fam := iptFamily(v6)
-		if !iptMayHold(fam, dn, sn) {
+		if !iptables.ChainsMayExist(fam, "nat", dn, sn) {
 			continue
 		}
 		var found []flow
@@ -297,7 +267,7 @@ func (iptBackend) owners(ctx context.Context) ([]owner, error) {
 	var out []owner
 	for _, v6 := range []bool{false, true} {
 		fam := iptFamily(v6)
-		if !iptMayHold(fam, iptDNAT) {
+		if !iptables.ChainsMayExist(fam, "nat", iptDNAT) {
 			continue
 		}
 		t, err := iptables.Load(ctx, fam, "nat")

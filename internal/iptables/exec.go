@@ -3,7 +3,6 @@ package iptables
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/google/nftables"
+
+	"github.com/cnikit/cni/internal/netfilter"
 )
 
 // attempts bounds the optimistic retries of Update.
@@ -90,7 +91,7 @@ func TableInUse(fam Family, table string) bool {
 func ChainsMayExist(fam Family, table string, chains ...string) bool {
 	return mayHold(fam, table, func(c *nftables.Conn, t *nftables.Table) error {
 		for _, ch := range chains {
-			if _, err := c.ListChain(t, ch); err == nil || !isENOENT(err) {
+			if _, err := c.ListChain(t, ch); err == nil || !netfilter.IsNotExist(err) {
 				return err
 			}
 		}
@@ -120,10 +121,5 @@ func mayHold(fam Family, table string, lookup func(*nftables.Conn, *nftables.Tab
 	}
 	defer conn.CloseLasting()
 	err = lookup(conn, &nftables.Table{Name: table, Family: nftFam})
-	return err == nil || !isENOENT(err)
-}
-
-// isENOENT recognises ENOENT in google/nftables' errors, which it does not always wrap.
-func isENOENT(err error) bool {
-	return errors.Is(err, syscall.ENOENT) || strings.Contains(err.Error(), syscall.ENOENT.Error())
+	return err == nil || !netfilter.IsNotExist(err)
 }

@@ -6,10 +6,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"github.com/cnikit/cni/internal/netfilter"
 	"net/netip"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -305,7 +305,7 @@ func nftDropClaims(c *nftables.Conn, ips []netip.Prefix, chain string) error {
 func nftRules(c *nftables.Conn, name string) ([]*nftables.Rule, error) {
 	t := nftTable()
 	rules, err := c.GetRules(t, &nftables.Chain{Name: name, Table: t})
-	if err != nil && strings.Contains(err.Error(), syscall.ENOENT.Error()) {
+	if netfilter.IsNotExist(err) {
 		return nil, nil // the library does not wrap this error
 	}
 	return rules, err
@@ -540,7 +540,7 @@ func refRemove(c *nftables.Conn, match func(comment string) bool) (int, error) {
 	}
 	chain := &nftables.Chain{Name: refChainName, Table: t}
 	rules, err := c.GetRules(t, chain)
-	if err != nil && !strings.Contains(err.Error(), syscall.ENOENT.Error()) {
+	if err != nil && !netfilter.IsNotExist(err) {
 		return 0, fmt.Errorf("nftables chain %s %s: %w", refTableName, refChainName, err)
 	}
 	n := 0

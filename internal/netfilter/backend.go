@@ -4,8 +4,10 @@
 package netfilter
 
 import (
+	"errors"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/google/nftables"
 
@@ -65,4 +67,10 @@ func kernelHasNFTables() bool {
 	defer conn.CloseLasting()
 	_, err = conn.ListTablesOfFamily(nftables.TableFamilyIPv4)
 	return err == nil
+}
+
+// IsNotExist reports a "no such table, chain, set or element" answer of nf_tables.
+// google/nftables does not always wrap the errno, so its text is matched too.
+func IsNotExist(err error) bool {
+	return err != nil && (errors.Is(err, syscall.ENOENT) || strings.Contains(err.Error(), syscall.ENOENT.Error()))
 }

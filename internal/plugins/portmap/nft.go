@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cnikit/cni/internal/netfilter"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -289,7 +290,7 @@ func truncate(s string) string {
 func (f *nftFamily) installed(c *nftables.Conn, o owner) ([]nftMapping, error) {
 	rules, err := c.GetRules(f.table, f.chain(nftDNPrefix+o.hash()))
 	if err != nil {
-		if isNotExist(err) {
+		if netfilter.IsNotExist(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("nftables: list %s: %w", nftDNPrefix+o.hash(), err)
@@ -303,11 +304,6 @@ func (f *nftFamily) installed(c *nftables.Conn, o owner) ([]nftMapping, error) {
 		}
 	}
 	return out, nil
-}
-
-// isNotExist recognises ENOENT in the library's errors, which it does not always wrap.
-func isNotExist(err error) bool {
-	return errors.Is(err, syscall.ENOENT) || strings.Contains(err.Error(), syscall.ENOENT.Error())
 }
 
 func (f *nftFamily) chainExists(c *nftables.Conn, name string) bool {
@@ -356,7 +352,7 @@ func (f *nftFamily) sweep(c *nftables.Conn, o owner) error {
 	for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {
 		elems, err := c.GetSetElements(s)
 		if err != nil {
-			if isNotExist(err) {
+			if netfilter.IsNotExist(err) {
 				continue
 			}
 			return fmt.Errorf("nftables: list map %s: %w", s.Name, err)
@@ -586,7 +582,7 @@ func (nftBackend) owners(_ context.Context) ([]owner, error) {
 		for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {
 			elems, err := c.GetSetElements(s)
 			if err != nil {
-				if isNotExist(err) {
+				if netfilter.IsNotExist(err) {
 					continue
 				}
 				return nil, fmt.Errorf("nftables: list map %s: %w", s.Name, err)

@@ -42,11 +42,7 @@ type netJSON struct {
 		IPs      []string      `json:"ips,omitempty"`
 		IPRanges [][]rangeJSON `json:"ipRanges,omitempty"`
 	} `json:"runtimeConfig"`
-	Args *struct {
-		CNI *struct {
-			IPs []string `json:"ips,omitempty"`
-		} `json:"cni,omitempty"`
-	} `json:"args,omitempty"`
+	Args *ipamconf.Args `json:"args,omitempty"`
 }
 
 // config is the validated host-local configuration of one request.

@@ -22,6 +22,14 @@ type Route struct {
 	Scope    *int   `json:"scope,omitempty"`
 }
 
+// Args is the config's "args" object as the IPAM types read it: the runtime's requested
+// addresses under args.cni.ips (CONVENTIONS.md).
+type Args struct {
+	CNI *struct {
+		IPs []string `json:"ips,omitempty"`
+	} `json:"cni,omitempty"`
+}
+
 // Routes validates routes; field is their config path, e.g. "ipam.routes". A dst keeps
 // its host bits, as the reference's CIDR type does.
 func Routes(field string, in []Route) ([]result.Route, error) {

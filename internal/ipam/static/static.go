@@ -41,11 +41,7 @@ type netJSON struct {
 	RuntimeConfig struct {
 		IPs []string `json:"ips,omitempty"`
 	} `json:"runtimeConfig"`
-	Args *struct {
-		CNI *struct {
-			IPs []string `json:"ips,omitempty"`
-		} `json:"cni,omitempty"`
-	} `json:"args,omitempty"`
+	Args *ipamconf.Args `json:"args,omitempty"`
 }
 
 // config is the validated static configuration.

@@ -6,6 +6,7 @@ import (
 	"github.com/cnikit/cni/internal/timing"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -21,6 +22,9 @@ import (
 // standardChain is the chain Kubernetes runtimes ship: loopback, bridge with host-local
 // and masquerade, portmap, bandwidth. backend "" means each plugin's default.
 func standardChain(dataDir, backend string) []byte {
+	if backend == referenceBackend {
+		backend = ""
+	}
 	be := ""
 	pbe := ""
 	if backend != "" {
@@ -40,6 +44,28 @@ func capArgs(i int) map[string]any {
 		"portMappings": []map[string]any{{"hostPort": 20000 + i, "containerPort": 80, "protocol": "tcp"}},
 		"bandwidth":    map[string]any{"ingressRate": 1_000_000_000, "ingressBurst": 10_000_000, "egressRate": 1_000_000_000, "egressBurst": 10_000_000},
 	}
+}
+
+// chainPlugins are the plugins of the standard chain, by executable name.
+var chainPlugins = []string{"loopback", "bridge", "host-local", "portmap", "bandwidth"}
+
+// referenceBackend stands for "the reference plugins, each with its own default backend"
+// where a scenario takes a backend.
+const referenceBackend = "reference"
+
+// referenceDir links the reference plugins into a fresh plugin directory.
+func (b *bench) referenceDir() (string, error) {
+	dir, err := os.MkdirTemp("", "cnibench-ref-")
+	if err != nil {
+		return "", err
+	}
+	for _, name := range chainPlugins {
+		if err := os.Symlink(filepath.Join(b.ref, name), filepath.Join(dir, name)); err != nil {
+			os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // driver runs one attachment's ADD, CHECK and DEL: through libcni exec'ing our binary, or
@@ -126,7 +152,12 @@ func (b *bench) newScenario(viaLibcni bool, backend string) (*scenario, error) {
 		host.Close()
 		return nil, err
 	}
-	pluginDir, err := linkDir(b.bin, "loopback", "bridge", "host-local", "portmap", "bandwidth")
+	var pluginDir string
+	if backend == referenceBackend {
+		pluginDir, err = b.referenceDir()
+	} else {
+		pluginDir, err = linkDir(b.bin, chainPlugins...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +230,9 @@ func (b *bench) chainPerPod() error {
 		{"libcni exec, iptables forced", true, "iptables"},
 		{"in-process runner, default backend", false, ""},
 		{"in-process runner, iptables forced", false, "iptables"},
+	}
+	if b.ref != "" {
+		combos = append(combos, combo{"libcni exec, reference plugins", true, referenceBackend})
 	}
 	measured := b.iterations(30)
 	for _, c := range combos {

@@ -20,6 +20,7 @@ func main() {
 	out := flag.String("out", "bin/bench.json", "where to write the JSON record")
 	only := flag.String("only", "", "comma-separated section names to run (default: all)")
 	quick := flag.Bool("quick", false, "fewer iterations (a smoke run)")
+	ref := flag.String("ref", "", "a directory of reference plugin binaries (loopback, bridge, host-local, portmap, bandwidth) to measure beside ours")
 	flag.Parse()
 
 	abs, err := filepath.Abs(*bin)
@@ -27,6 +28,16 @@ func main() {
 		fatal(err)
 	}
 	b := &bench{bin: abs, quick: *quick}
+	if *ref != "" {
+		if b.ref, err = filepath.Abs(*ref); err != nil {
+			fatal(err)
+		}
+		for _, name := range chainPlugins {
+			if _, err := os.Stat(filepath.Join(b.ref, name)); err != nil {
+				fatal(fmt.Errorf("-ref: %w", err))
+			}
+		}
+	}
 	if os.Geteuid() != 0 {
 		fatal(fmt.Errorf("must run as root: it creates network namespaces"))
 	}
@@ -79,6 +90,7 @@ type section struct {
 
 type bench struct {
 	bin     string
+	ref     string // reference plugins' directory, "" when not compared
 	quick   bool
 	figures []figure
 }

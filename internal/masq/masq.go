@@ -34,14 +34,13 @@ package masq
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/sha512"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
 
 	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -129,7 +128,7 @@ func GC(ctx context.Context, network string, valid []skel.Attachment) error {
 
 // iptChainName is the reference plugins' chain name for an attachment.
 func iptChainName(network, containerID string) string {
-	sum := sha512.Sum512([]byte(network + containerID))
+	sum := sha2.Sum512([]byte(network + containerID))
 	return "CNI-" + hex.EncodeToString(sum[:])[:24]
 }
 
@@ -141,12 +140,12 @@ func iptComment(network, containerID string) string {
 // nftChainPrefix starts the chain names of all attachments of a network, so GC finds
 // them by name.
 func nftChainPrefix(network string) string {
-	sum := sha256.Sum256([]byte(network))
+	sum := sha2.Sum256([]byte(network))
 	return "m-" + hex.EncodeToString(sum[:6]) + "-"
 }
 
 // nftChainName is the nftables chain of one attachment.
 func nftChainName(network, containerID, ifName string) string {
-	sum := sha256.Sum256([]byte(network + "\x00" + containerID + "\x00" + ifName))
+	sum := sha2.Sum256([]byte(network + "\x00" + containerID + "\x00" + ifName))
 	return nftChainPrefix(network) + hex.EncodeToString(sum[:10])
 }

@@ -2,11 +2,9 @@ package masq
 
 import (
 	"bytes"
-	"crypto/sha512"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"github.com/cnikit/cni/internal/netfilter"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,6 +14,8 @@ import (
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 
+	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -522,12 +522,12 @@ const (
 )
 
 func refNetworkHash(network string) string {
-	sum := sha512.Sum512([]byte(network))
+	sum := sha2.Sum512([]byte(network))
 	return hex.EncodeToString(sum[:8])
 }
 
 func refInstanceHash(network, ifName, containerID string) string {
-	sum := sha512.Sum512([]byte(ifName + ":" + containerID))
+	sum := sha2.Sum512([]byte(ifName + ":" + containerID))
 	return refNetworkHash(network) + "-" + hex.EncodeToString(sum[:8])
 }
 

@@ -1,7 +1,6 @@
 package hostlocal
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cnikit/cni/internal/sha2"
 )
 
 const (
@@ -35,7 +36,7 @@ func entryName(att attachment) string {
 	if len(name) <= 200 {
 		return name
 	}
-	sum := sha256.Sum256([]byte(name))
+	sum := sha2.Sum256([]byte(name))
 	return "h-" + hex.EncodeToString(sum[:])
 }
 

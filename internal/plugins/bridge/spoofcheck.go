@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 
+	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -32,7 +32,7 @@ const (
 type spoofKey struct{ network, containerID, ifName string }
 
 func (k spoofKey) chain() string {
-	sum := sha256.Sum256([]byte(k.network + "\x00" + k.containerID + "\x00" + k.ifName))
+	sum := sha2.Sum256([]byte(k.network + "\x00" + k.containerID + "\x00" + k.ifName))
 	return "cni-sc-" + hex.EncodeToString(sum[:12])
 }
 

@@ -1,10 +1,11 @@
 package portmap
 
 import (
-	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+
+	"github.com/cnikit/cni/internal/sha2"
 )
 
 // owner names one attachment the way portmap keys its state: network name plus
@@ -18,7 +19,7 @@ type owner struct {
 // hash is the 21 hex digits of sha512(network+containerID) that the reference puts
 // after "CNI-DN-" (its chain names are cut to 28 characters).
 func (o owner) hash() string {
-	sum := sha512.Sum512([]byte(o.net + o.cid))
+	sum := sha2.Sum512([]byte(o.net + o.cid))
 	return hex.EncodeToString(sum[:])[:21]
 }
 

@@ -1,10 +1,9 @@
 package link
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"syscall"
 
@@ -75,10 +74,7 @@ func addVeth(ch *netlink.Handle, host *NS, opts VethOptions) (string, error) {
 	for range maxNameTries {
 		name := opts.HostName
 		if name == "" {
-			var err error
-			if name, err = RandomVethName(); err != nil {
-				return "", err
-			}
+			name = RandomVethName()
 		}
 		v := &netlink.Veth{
 			LinkAttrs:     netlink.LinkAttrs{Name: opts.IfName, MTU: opts.MTU, HardwareAddr: opts.MAC},
@@ -124,11 +120,10 @@ func setUp(host *NS, hl netlink.Link, contUp bool, cont *NS, cl netlink.Link) er
 }
 
 // RandomVethName returns "veth" followed by 8 random hex digits, the reference's host
-// name scheme, drawn from crypto/rand so that concurrent plugins do not collide.
-func RandomVethName() (string, error) {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("random veth name: %w", err)
-	}
-	return "veth" + hex.EncodeToString(b[:]), nil
+// name scheme. math/rand/v2's top-level generator is seeded from the OS in every
+// process, so concurrent plugins draw independent names; unpredictability is not
+// needed (addVeth retries on a clash), and crypto/rand would link the FIPS 140
+// module, whose initialisation slows every plugin exec.
+func RandomVethName() string {
+	return fmt.Sprintf("veth%08x", rand.Uint32())
 }

@@ -3,8 +3,10 @@ package wire
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,8 +64,15 @@ func guard(ctx context.Context, setDeadline func(time.Time) error, step func() e
 	if !stop() {
 		<-fired // so that this ctx cannot move the next step's deadline
 	}
-	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The socket's timer can run out a moment before ctx's own.
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	return err
 }

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/godbus/dbus/v5"
+	"github.com/cnikit/cni/internal/dbus"
 )
 
 // firewalld's D-Bus API, as the reference plugin calls it.
@@ -33,85 +32,45 @@ const (
 	errUnknownSource  = "UNKNOWN_SOURCE"
 )
 
-// busPath returns the socket path of a unix:path= address, or "" for another form.
-func busPath(addr string) string {
-	for _, part := range strings.Split(addr, ";") {
-		rest, ok := strings.CutPrefix(part, "unix:")
-		if !ok {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if p, ok := strings.CutPrefix(kv, "path="); ok {
-				return p
-			}
-		}
-	}
-	return ""
-}
-
-// connect opens a connection to the bus. A unix socket path that does not exist is
-// reported as os.ErrNotExist at once, without dialling.
-func connect(ctx context.Context, addr string) (*dbus.Conn, error) {
-	if p := busPath(addr); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("system bus %s: %w", p, err)
-		}
-	}
-	conn, err := dbus.Connect(addr, dbus.WithContext(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("system bus %s: %w", addr, err)
-	}
-	return conn, nil
-}
-
 // firewalldRunning reports whether firewalld owns its name on the bus. Any failure to
-// ask means no: the plugin then falls back to iptables, as the reference does.
+// ask means no: the plugin then falls back to iptables, as the reference does. A bus
+// socket that does not exist fails the dial at once.
 func firewalldRunning(ctx context.Context, addr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, detectTimeout)
 	defer cancel()
-	conn, err := connect(ctx, addr)
+	conn, err := dbus.Dial(ctx, addr)
 	if err != nil {
 		return false
 	}
 	defer conn.Close()
-	var owned bool
-	err = conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, firewalldName).Store(&owned)
+	owned, err := conn.NameHasOwner(ctx, firewalldName)
 	return err == nil && owned
 }
 
 // firewalld is one connection to firewalld's zone interface.
 type firewalld struct {
 	conn *dbus.Conn
-	obj  dbus.BusObject
 }
 
 func dialFirewalld(ctx context.Context, addr string) (*firewalld, error) {
-	conn, err := connect(ctx, addr)
+	conn, err := dbus.Dial(ctx, addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("system bus: %w", err)
 	}
-	return &firewalld{conn: conn, obj: conn.Object(firewalldName, firewalldPath)}, nil
+	return &firewalld{conn: conn}, nil
 }
 
 func (f *firewalld) Close() { f.conn.Close() }
 
-func (f *firewalld) call(ctx context.Context, method string, args ...any) (string, error) {
-	var out string
-	err := f.obj.CallWithContext(ctx, firewalldZoneIface+"."+method, 0, args...).Store(&out)
-	return out, err
+// call calls a zone method, all of which answer with one string.
+func (f *firewalld) call(ctx context.Context, method string, args ...string) (string, error) {
+	return dbus.Single[string](f.conn.Call(ctx, firewalldName, firewalldPath, firewalldZoneIface, method, args...))
 }
 
 // isCode reports whether err is a firewalld exception with the given code.
 func isCode(err error, code string) bool {
-	var de dbus.Error
-	if errors.As(err, &de) {
-		for _, b := range de.Body {
-			if s, ok := b.(string); ok && strings.HasPrefix(s, code) {
-				return true
-			}
-		}
-	}
-	return err != nil && strings.Contains(err.Error(), code)
+	var de *dbus.Error
+	return errors.As(err, &de) && strings.HasPrefix(de.Message, code)
 }
 
 // addSources binds each address to zone; one already bound to it is fine.

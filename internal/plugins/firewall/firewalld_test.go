@@ -1,40 +1,22 @@
 package firewall_test
 
 import (
-	"bufio"
 	"fmt"
-	"os/exec"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/godbus/dbus/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/dbus"
+	"github.com/cnikit/cni/internal/dbus/dbustest"
 	"github.com/cnikit/cni/internal/skel"
 )
-
-// privateBus starts a dbus-daemon of its own on a socket in a temp dir (never the
-// system bus) and returns its address.
-func privateBus(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("dbus-daemon"); err != nil {
-		t.Fatalf("dbus-daemon is needed for the firewalld tests (apt-get install dbus): %v", err)
-	}
-	sock := filepath.Join(t.TempDir(), "bus")
-	cmd := exec.Command("dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address", "--address=unix:path="+sock)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	return strings.TrimSpace(line)
-}
 
 // fakeFirewalld plays firewalld's zone interface and records the calls it gets.
 type fakeFirewalld struct {
@@ -45,40 +27,72 @@ type fakeFirewalld struct {
 
 const fwException = "org.fedoraproject.FirewallD1.Exception"
 
+// fwError is a firewalld exception: its message starts with the error code.
+func fwError(code, source string) error {
+	return &dbus.Error{Name: fwException, Message: code + ": " + source}
+}
+
 func (f *fakeFirewalld) record(format string, a ...any) {
 	f.calls = append(f.calls, fmt.Sprintf(format, a...))
 }
 
-func (f *fakeFirewalld) AddSource(zone, source string) (string, *dbus.Error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *fakeFirewalld) addSource(zone, source string) (string, error) {
 	f.record("addSource %s %s", zone, source)
 	if f.sources[source] == zone {
-		return "", dbus.NewError(fwException, []any{"ZONE_ALREADY_SET: " + source})
+		return "", fwError("ZONE_ALREADY_SET", source)
 	}
 	if f.sources[source] != "" {
-		return "", dbus.NewError(fwException, []any{"ZONE_CONFLICT: " + source})
+		return "", fwError("ZONE_CONFLICT", source)
 	}
 	f.sources[source] = zone
 	return zone, nil
 }
 
-func (f *fakeFirewalld) RemoveSource(zone, source string) (string, *dbus.Error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *fakeFirewalld) removeSource(zone, source string) (string, error) {
 	f.record("removeSource %s %s", zone, source)
 	if f.sources[source] != zone {
-		return "", dbus.NewError(fwException, []any{"UNKNOWN_SOURCE: " + source})
+		return "", fwError("UNKNOWN_SOURCE", source)
 	}
 	delete(f.sources, source)
 	return zone, nil
 }
 
-func (f *fakeFirewalld) GetZoneOfSource(source string) (string, *dbus.Error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *fakeFirewalld) getZoneOfSource(source string) (string, error) {
 	f.record("getZoneOfSource %s", source)
 	return f.sources[source], nil
+}
+
+// handle answers one D-Bus call the way firewalld's zone interface does.
+func (f *fakeFirewalld) handle(c dbustest.Call) ([]any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c.Path != "/org/fedoraproject/FirewallD1" || c.Interface != "org.fedoraproject.FirewallD1.zone" {
+		return nil, &dbus.Error{Name: "org.freedesktop.DBus.Error.UnknownObject", Message: c.Path + " " + c.Interface}
+	}
+	args := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		s, ok := a.(string)
+		if !ok {
+			return nil, &dbus.Error{Name: "org.freedesktop.DBus.Error.InvalidArgs", Message: fmt.Sprintf("argument %d: %T", i, a)}
+		}
+		args[i] = s
+	}
+	var zone string
+	var err error
+	switch {
+	case c.Member == "addSource" && len(args) == 2:
+		zone, err = f.addSource(args[0], args[1])
+	case c.Member == "removeSource" && len(args) == 2:
+		zone, err = f.removeSource(args[0], args[1])
+	case c.Member == "getZoneOfSource" && len(args) == 1:
+		zone, err = f.getZoneOfSource(args[0])
+	default:
+		return nil, &dbus.Error{Name: "org.freedesktop.DBus.Error.UnknownMethod", Message: fmt.Sprintf("%s%q", c.Member, args)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []any{zone}, nil
 }
 
 func (f *fakeFirewalld) Calls() []string {
@@ -87,24 +101,17 @@ func (f *fakeFirewalld) Calls() []string {
 	return slices.Clone(f.calls)
 }
 
-// startFakeFirewalld exports a fake on the bus under firewalld's name.
+// startFakeFirewalld serves a fake on the bus under firewalld's name.
 func startFakeFirewalld(t *testing.T, addr string) *fakeFirewalld {
 	t.Helper()
-	conn, err := dbus.Connect(addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
 	f := &fakeFirewalld{sources: map[string]string{}}
-	names := map[string]string{"AddSource": "addSource", "RemoveSource": "removeSource", "GetZoneOfSource": "getZoneOfSource"}
-	require.NoError(t, conn.ExportWithMap(f, names, "/org/fedoraproject/FirewallD1", "org.fedoraproject.FirewallD1.zone"))
-	reply, err := conn.RequestName("org.fedoraproject.FirewallD1", dbus.NameFlagDoNotQueue)
-	require.NoError(t, err)
-	require.Equal(t, dbus.RequestNameReplyPrimaryOwner, reply)
+	dbustest.Connect(t, addr).Serve("org.fedoraproject.FirewallD1", f.handle)
 	return f
 }
 
 func TestFirewalldIsChosenWhenItOwnsItsName(t *testing.T) {
 	e := newEnv(t)
-	bus := privateBus(t)
+	bus := dbustest.StartBus(t)
 	fake := startFakeFirewalld(t, bus)
 	env := []string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus}
 	c := e.add(e.conflist(netOpts{name: "fwd", bridge: "br-fwd", subnets: []string{"10.30.0.0/24", "fd30::/64"}}), "c-fwd")
@@ -141,7 +148,7 @@ func TestFirewalldIsChosenWhenItOwnsItsName(t *testing.T) {
 
 func TestFirewalldZoneConflictFailsAndRollsBack(t *testing.T) {
 	e := newEnv(t)
-	bus := privateBus(t)
+	bus := dbustest.StartBus(t)
 	fake := startFakeFirewalld(t, bus)
 	c := e.add(e.conflist(netOpts{name: "zc", bridge: "br-zc", subnets: []string{"10.31.0.0/24", "fd31::/64"}}), "c-zc")
 	var ip6 string
@@ -164,10 +171,11 @@ func TestFirewalldZoneConflictFailsAndRollsBack(t *testing.T) {
 
 func TestIPTablesIsChosenWhenFirewalldIsNotRunning(t *testing.T) {
 	e := newEnv(t)
-	bus := privateBus(t) // a bus, but nobody owns firewalld's name
+	bus := dbustest.StartBus(t) // a bus, but nobody owns firewalld's name
 	for _, tc := range []struct{ name, addr string }{
 		{"name not owned", bus},
 		{"no bus socket", "unix:path=" + filepath.Join(t.TempDir(), "no-such-socket")},
+		{"bus says nothing", silentBus(t)}, // given up after detectTimeout
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := "c-" + strings.ReplaceAll(tc.name, " ", "-")
@@ -177,6 +185,30 @@ func TestIPTablesIsChosenWhenFirewalldIsNotRunning(t *testing.T) {
 			assert.Contains(t, e.save("iptables"), "-s "+c.ip4()+"/32 -m comment --comment \"name: \\\"auto\\\" id: \\\""+id+"\\\"\" -j ACCEPT")
 		})
 	}
+}
+
+// silentBus listens on a unix socket, accepts, and never answers: a wedged bus.
+func silentBus(t *testing.T) string {
+	sock := filepath.Join(t.TempDir(), "silent")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return "unix:path=" + sock
 }
 
 func TestFirewalldBackendWithoutBusIsTryAgainLaterOnAddButDelSucceeds(t *testing.T) {

@@ -4,7 +4,6 @@ go 1.26.8
 
 require (
 	github.com/containernetworking/cni v1.3.0
-	github.com/godbus/dbus/v5 v5.2.4
 	github.com/google/nftables v0.3.0
 	github.com/stretchr/testify v1.12.1
 	github.com/vishvananda/netlink v1.3.1

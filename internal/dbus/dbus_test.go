@@ -16,6 +16,7 @@ import (
 
 	"github.com/cnikit/cni/internal/dbus"
 	"github.com/cnikit/cni/internal/dbus/dbustest"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 const (
@@ -233,18 +234,27 @@ func TestDialRejectsBadAddresses(t *testing.T) {
 }
 
 func TestDialFindsABusAtAnAbstractAddressAfterAFailedAlternative(t *testing.T) {
+	testns.RequireRoot(t)
 	bus := dbustest.StartBus(t)
 	path, ok := strings.CutPrefix(strings.Split(bus, ",")[0], "unix:path=")
 	require.True(t, ok, "dbus-daemon printed %q", bus)
 
-	// An abstract socket forwarding to the daemon's path socket.
-	name := "cni-dbus-test-" + filepath.Base(filepath.Dir(path))
-	ln, err := net.Listen("unix", "@"+name)
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go forward(t, ln, path)
-
-	conn := dial(t, "unix:path="+path+".missing;unix:abstract="+name)
+	// Abstract socket names belong to a network namespace: bind and dial in a
+	// throwaway one, never the machine's. The forwarder relays to the daemon's socket.
+	n := testns.New(t)
+	const name = "cni-dbus-test"
+	var conn *dbus.Conn
+	n.Run(t, func() error {
+		ln, err := net.Listen("unix", "@"+name)
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { ln.Close() })
+		go forward(t, ln, path)
+		conn, err = dbus.Dial(ctx(t), "unix:path="+path+".missing;unix:abstract="+name)
+		return err
+	})
+	t.Cleanup(func() { conn.Close() })
 	owned, err := conn.NameHasOwner(ctx(t), dbus.BusName)
 	require.NoError(t, err)
 	assert.True(t, owned)

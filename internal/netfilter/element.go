@@ -1,0 +1,109 @@
+package netfilter
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// Element is one element of an nftables set or map, as the kernel holds it.
+type Element struct {
+	// Comment is the element's comment (the owner our plugins write), "" when none.
+	Comment string
+	// VerdictChain is the chain a verdict map's element jumps or goes to.
+	VerdictChain string
+}
+
+// The element comment's tag in an element's user data (libnftnl's
+// NFTNL_UDATA_SET_ELEM_COMMENT); user data is a list of (type, length, value) triples.
+const udataElemComment = 0
+
+// GetElement looks one element up by key in the calling thread's network namespace.
+// It costs one netlink round trip whatever the set's size, where google/nftables can
+// only list every element, so a CHECK stays as fast with 300 attachments as with 10.
+// A missing element, set or table is an error for which IsNotExist is true.
+func GetElement(family nftables.TableFamily, table, set string, key []byte) (Element, error) {
+	req := nl.NewNetlinkRequest(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_GETSETELEM, 0)
+	req.AddData(&nl.Nfgenmsg{NfgenFamily: uint8(family), Version: unix.NFNETLINK_V0})
+	req.AddData(nl.NewRtAttr(unix.NFTA_SET_ELEM_LIST_TABLE, cString(table)))
+	req.AddData(nl.NewRtAttr(unix.NFTA_SET_ELEM_LIST_SET, cString(set)))
+	elements := nl.NewRtAttr(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_LIST_ELEMENTS, nil)
+	elem := elements.AddRtAttr(unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, nil)
+	elem.AddRtAttr(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_KEY, nil).AddRtAttr(unix.NFTA_DATA_VALUE, key)
+	req.AddData(elements)
+
+	msgs, err := req.Execute(unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWSETELEM)
+	if err != nil {
+		return Element{}, fmt.Errorf("nftables: get element of %s %s: %w", table, set, err)
+	}
+	for _, m := range msgs {
+		if len(m) < 4 {
+			continue
+		}
+		if e, ok := parseElementMessage(m[4:]); ok {
+			return e, nil
+		}
+	}
+	return Element{}, fmt.Errorf("nftables: get element of %s %s: %w", table, set, syscall.ENOENT)
+}
+
+// parseElementMessage reads the first element of a NEWSETELEM message's attributes.
+func parseElementMessage(b []byte) (Element, bool) {
+	list, ok := findAttr(b, unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+	if !ok {
+		return Element{}, false
+	}
+	elem, ok := findAttr(list, unix.NFTA_LIST_ELEM)
+	if !ok {
+		return Element{}, false
+	}
+	var e Element
+	if data, ok := findAttr(elem, unix.NFTA_SET_ELEM_DATA); ok {
+		if verdict, ok := findAttr(data, unix.NFTA_DATA_VERDICT); ok {
+			if chain, ok := findAttr(verdict, unix.NFTA_VERDICT_CHAIN); ok {
+				e.VerdictChain = strings.TrimRight(string(chain), "\x00")
+			}
+		}
+	}
+	if udata, ok := findAttr(elem, unix.NFTA_SET_ELEM_USERDATA); ok {
+		e.Comment = udataComment(udata)
+	}
+	return e, true
+}
+
+// findAttr returns the payload of the first netlink attribute of type typ in b.
+func findAttr(b []byte, typ uint16) ([]byte, bool) {
+	for len(b) >= unix.SizeofNlAttr {
+		n := int(binary.NativeEndian.Uint16(b))
+		t := binary.NativeEndian.Uint16(b[2:]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+		if n < unix.SizeofNlAttr || n > len(b) {
+			return nil, false
+		}
+		if t == typ {
+			return b[unix.SizeofNlAttr:n], true
+		}
+		b = b[min((n+unix.NLA_ALIGNTO-1)&^(unix.NLA_ALIGNTO-1), len(b)):]
+	}
+	return nil, false
+}
+
+func udataComment(b []byte) string {
+	for len(b) >= 2 {
+		typ, n := b[0], int(b[1])
+		if 2+n > len(b) {
+			return ""
+		}
+		if typ == udataElemComment {
+			return strings.TrimRight(string(b[2:2+n]), "\x00")
+		}
+		b = b[2+n:]
+	}
+	return ""
+}
+
+func cString(s string) []byte { return append([]byte(s), 0) }

@@ -366,3 +366,37 @@ func TestTeardownSurvivesAMapElementRemovedByHand(t *testing.T) {
 	assert.NotContains(t, rs, "fd01::5")
 	assert.NotContains(t, rs, nftChainName("net1", "c1", "eth0"))
 }
+
+// CHECK looks each address up in the verdict map by key: an element removed by hand is
+// noticed even though the attachment's chain and every other element are intact.
+func TestNFTablesCheckNoticesAMissingMapElement(t *testing.T) {
+	w := newWorld(t)
+	opts := Options{Backend: netfilter.NFTables, IPv4: true, IPv6: true}
+	other := w.att
+	other.ContainerID, other.IPs = "c2", []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24")}
+	w.do(t, func(ctx context.Context) error {
+		if err := Setup(ctx, w.att, opts); err != nil {
+			return err
+		}
+		if err := Setup(ctx, other, opts); err != nil {
+			return err
+		}
+		return Check(ctx, w.att, opts)
+	})
+	out, err := w.host.Exec(t, "nft", "delete", "element", "inet", nftTableName, nftMap4, "{ 10.1.0.5 }")
+	require.NoError(t, err, out)
+	var checkErr, otherErr error
+	w.do(t, func(ctx context.Context) error {
+		checkErr, otherErr = Check(ctx, w.att, opts), Check(ctx, other, opts)
+		return nil
+	})
+	require.Error(t, checkErr)
+	assert.Contains(t, checkErr.Error(), "10.1.0.5 not in nftables map")
+	assert.NoError(t, otherErr)
+	w.do(t, func(ctx context.Context) error {
+		if err := Teardown(ctx, "net1", "c1", "eth0"); err != nil {
+			return err
+		}
+		return Teardown(ctx, "net1", "c2", "eth0")
+	})
+}

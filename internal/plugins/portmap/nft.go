@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cnikit/cni/internal/netfilter"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+
+	"github.com/cnikit/cni/internal/netfilter"
 )
 
 // The nftables layout, one table per family (ip and ip6 "cni_portmap"):
@@ -530,12 +531,12 @@ func (nftBackend) check(_ context.Context, o owner, s *settings, fams []family) 
 			if !containsMapping(have, want) {
 				return fmt.Errorf("nftables: no rule for port mapping %s", want.record())
 			}
-			if err := f.requireElement(c, f.mapOf(want), want.key(), o); err != nil {
+			if err := f.requireElement(f.mapOf(want), want.key(), o); err != nil {
 				return fmt.Errorf("nftables: port mapping %s: %w", want.record(), err)
 			}
 		}
 		if s.snat {
-			if err := f.requireElement(c, f.masq, target.AsSlice(), o); err != nil {
+			if err := f.requireElement(f.masq, target.AsSlice(), o); err != nil {
 				return fmt.Errorf("nftables: masquerade for %s: %w", target, err)
 			}
 		}
@@ -552,19 +553,20 @@ func containsMapping(have []nftMapping, want nftMapping) bool {
 	return false
 }
 
-// requireElement looks for the element by key and owner comment (the library does not
-// decode an element's verdict, so the comment is what attributes it).
-func (f *nftFamily) requireElement(c *nftables.Conn, s *nftables.Set, key []byte, o owner) error {
-	elems, err := c.GetSetElements(s)
+// requireElement looks the element up by key and checks its owner comment (the comment
+// is what attributes it). One lookup, however many attachments the map holds.
+func (f *nftFamily) requireElement(s *nftables.Set, key []byte, o owner) error {
+	e, err := netfilter.GetElement(f.table.Family, f.table.Name, s.Name, key)
+	if netfilter.IsNotExist(err) {
+		return fmt.Errorf("map %s has no element for it", s.Name)
+	}
 	if err != nil {
-		return fmt.Errorf("list map %s: %w", s.Name, err)
+		return err
 	}
-	for _, e := range elems {
-		if string(e.Key) == string(key) && e.Comment == truncate(o.comment()) {
-			return nil
-		}
+	if e.Comment != truncate(o.comment()) {
+		return fmt.Errorf("map %s holds it for another owner (%q)", s.Name, e.Comment)
 	}
-	return fmt.Errorf("map %s has no element for it", s.Name)
+	return nil
 }
 
 // owners lists the attachments that have elements in the family's maps, from the

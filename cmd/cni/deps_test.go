@@ -1,0 +1,33 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Every package linked into cni runs its init in every plugin exec, so start-up pays for
+// the whole import graph. These were taken out on purpose (see the README's Performance
+// section); this keeps them out.
+func TestImportGraphStaysLean(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatalf("the go tool is needed to list the import graph: %v", err)
+	}
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	banned := []string{
+		"crypto/",             // the FIPS 140 module's inits; names use internal/sha2
+		"github.com/godbus/",  // internal/dbus speaks to firewalld
+		"net/http", "net/url", // nothing here speaks HTTP
+		"os/user", "text/template", "math/big",
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, b := range banned {
+			if pkg == strings.TrimSuffix(b, "/") || strings.HasPrefix(pkg, b) && strings.HasSuffix(b, "/") {
+				t.Errorf("cni links %s; keep %s out of the binary's import graph", pkg, b)
+			}
+		}
+	}
+}

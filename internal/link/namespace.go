@@ -75,6 +75,21 @@ func DeleteIn(path, ifName string) error {
 	return n.Delete(ifName)
 }
 
+// StartDeleteIn runs DeleteIn on a goroutine of its own and returns where its error
+// arrives. Deleting a veth makes the kernel wait out RCU grace periods (tens of
+// milliseconds here) while needing nothing from the caller, whose other DEL work (rules,
+// in the calling thread's namespace) can proceed meanwhile. An empty path deletes
+// nothing.
+func StartDeleteIn(path, ifName string) <-chan error {
+	done := make(chan error, 1)
+	if path == "" {
+		done <- nil
+		return done
+	}
+	go func() { done <- DeleteIn(path, ifName) }()
+	return done
+}
+
 // Current opens the calling thread's own namespace: the host side for a plugin. In
 // tests that play "host" inside ns.Do this is that namespace, as the thread is locked.
 func Current() (*NS, error) {

@@ -169,17 +169,18 @@ func del(req *skel.Request) error {
 		return err
 	}
 	// Best effort, as DEL must be: one failing step does not keep the others' state.
+	// IPAM first, as in the reference: an IPAM plugin such as dhcp releases its lease
+	// through the interface. The rules go while the kernel deletes the veth.
 	var errs []error
 	if conf.hasIPAM {
 		errs = append(errs, ipam.Del(req))
 	}
-	if req.Args.Netns != "" {
-		errs = append(errs, link.DeleteIn(req.Args.Netns, req.Args.IfName))
-	}
+	linkGone := link.StartDeleteIn(req.Args.Netns, req.Args.IfName)
 	if conf.MacSpoofChk {
 		errs = append(errs, teardownSpoofCheck(spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}))
 	}
 	errs = append(errs, conf.Unmasquerade(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName))
+	errs = append(errs, <-linkGone)
 	return errors.Join(errs...)
 }
 

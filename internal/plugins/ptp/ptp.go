@@ -209,13 +209,14 @@ func del(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
+	// IPAM first (dhcp releases through the interface); the rules go while the kernel
+	// deletes the veth.
 	errs := []error{ipam.Del(req)}
-	if req.Args.Netns != "" {
-		errs = append(errs, link.DeleteIn(req.Args.Netns, req.Args.IfName))
-	}
+	linkGone := link.StartDeleteIn(req.Args.Netns, req.Args.IfName)
 	// Found by network and container, not by the addresses in the netns: the rules go
 	// even when the netns is already gone.
 	errs = append(errs, conf.Unmasquerade(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName))
+	errs = append(errs, <-linkGone)
 	return errors.Join(errs...)
 }
 

@@ -2,7 +2,6 @@ package masq
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -287,7 +286,7 @@ func nftDropClaims(c *nftables.Conn, ips []netip.Prefix, chain string) error {
 		var drop []nftables.SetElement
 		for _, e := range elems {
 			mine := slices.ContainsFunc(ips, func(p netip.Prefix) bool { return bytes.Equal(p.Addr().AsSlice(), e.Key) })
-			if mine && verdictChain(e.Val) != chain {
+			if mine && netfilter.VerdictChain(e.Val) != chain {
 				drop = append(drop, nftables.SetElement{Key: e.Key})
 			}
 		}
@@ -391,7 +390,7 @@ func nftDropPointing(c *nftables.Conn, chain string) error {
 		}
 		var drop []nftables.SetElement
 		for _, e := range elems {
-			if verdictChain(e.Val) == chain {
+			if netfilter.VerdictChain(e.Val) == chain {
 				drop = append(drop, nftables.SetElement{Key: e.Key})
 			}
 		}
@@ -493,23 +492,6 @@ func nftGC(network string, valid []skel.Attachment) error {
 		return fmt.Errorf("masquerade gc: nftables: %w", err)
 	}
 	return nil
-}
-
-// verdictChain returns the chain a map element's verdict jumps to. The library hands a
-// verdict back as its raw netlink attributes (NFTA_VERDICT_CODE, NFTA_VERDICT_CHAIN).
-func verdictChain(val []byte) string {
-	for len(val) >= 4 {
-		n := int(binary.NativeEndian.Uint16(val))
-		typ := binary.NativeEndian.Uint16(val[2:]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
-		if n < 4 || n > len(val) {
-			return ""
-		}
-		if typ == unix.NFTA_VERDICT_CHAIN {
-			return strings.TrimRight(string(val[4:n]), "\x00")
-		}
-		val = val[min((n+3)&^3, len(val)):]
-	}
-	return ""
 }
 
 // The reference plugins' nftables layout (v1.6+): table inet cni_plugins_masquerade,

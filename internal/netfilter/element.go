@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/userdata"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
@@ -18,10 +19,6 @@ type Element struct {
 	// VerdictChain is the chain a verdict map's element jumps or goes to.
 	VerdictChain string
 }
-
-// The element comment's tag in an element's user data (libnftnl's
-// NFTNL_UDATA_SET_ELEM_COMMENT); user data is a list of (type, length, value) triples.
-const udataElemComment = 0
 
 // GetElement looks one element up by key in the calling thread's network namespace.
 // It costs one netlink round trip whatever the set's size, where google/nftables can
@@ -65,15 +62,22 @@ func parseElementMessage(b []byte) (Element, bool) {
 	var e Element
 	if data, ok := findAttr(elem, unix.NFTA_SET_ELEM_DATA); ok {
 		if verdict, ok := findAttr(data, unix.NFTA_DATA_VERDICT); ok {
-			if chain, ok := findAttr(verdict, unix.NFTA_VERDICT_CHAIN); ok {
-				e.VerdictChain = strings.TrimRight(string(chain), "\x00")
-			}
+			e.VerdictChain = VerdictChain(verdict)
 		}
 	}
 	if udata, ok := findAttr(elem, unix.NFTA_SET_ELEM_USERDATA); ok {
-		e.Comment = udataComment(udata)
+		// An element's comment is stored like a rule's: libnftnl's tag 0 in user data.
+		e.Comment, _ = userdata.GetString(udata, userdata.TypeComment)
 	}
 	return e, true
+}
+
+// VerdictChain returns the chain named in a verdict's netlink attributes
+// (NFTA_VERDICT_CODE, NFTA_VERDICT_CHAIN), "" for a verdict without one. google/nftables
+// hands a verdict map element's value back in this raw form.
+func VerdictChain(attrs []byte) string {
+	chain, _ := findAttr(attrs, unix.NFTA_VERDICT_CHAIN)
+	return strings.TrimRight(string(chain), "\x00")
 }
 
 // findAttr returns the payload of the first netlink attribute of type typ in b.
@@ -90,20 +94,6 @@ func findAttr(b []byte, typ uint16) ([]byte, bool) {
 		b = b[min((n+unix.NLA_ALIGNTO-1)&^(unix.NLA_ALIGNTO-1), len(b)):]
 	}
 	return nil, false
-}
-
-func udataComment(b []byte) string {
-	for len(b) >= 2 {
-		typ, n := b[0], int(b[1])
-		if 2+n > len(b) {
-			return ""
-		}
-		if typ == udataElemComment {
-			return strings.TrimRight(string(b[2:2+n]), "\x00")
-		}
-		b = b[2+n:]
-	}
-	return ""
 }
 
 func cString(s string) []byte { return append([]byte(s), 0) }

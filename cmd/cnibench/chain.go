@@ -55,17 +55,7 @@ const referenceBackend = "reference"
 
 // referenceDir links the reference plugins into a fresh plugin directory.
 func (b *bench) referenceDir() (string, error) {
-	dir, err := os.MkdirTemp("", "cnibench-ref-")
-	if err != nil {
-		return "", err
-	}
-	for _, name := range chainPlugins {
-		if err := os.Symlink(filepath.Join(b.ref, name), filepath.Join(dir, name)); err != nil {
-			os.RemoveAll(dir)
-			return "", err
-		}
-	}
-	return dir, nil
+	return linkEach(func(name string) string { return filepath.Join(b.ref, name) }, chainPlugins...)
 }
 
 // driver runs one attachment's ADD, CHECK and DEL: through libcni exec'ing our binary, or

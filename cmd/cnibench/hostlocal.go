@@ -75,12 +75,18 @@ func (b *bench) hostLocal() error {
 
 // linkDir makes a plugin dir holding links to the binary under the given names.
 func linkDir(bin string, names ...string) (string, error) {
+	return linkEach(func(string) string { return bin }, names...)
+}
+
+// linkEach makes a fresh plugin directory with a symlink per name, to target(name).
+func linkEach(target func(name string) string, names ...string) (string, error) {
 	dir, err := os.MkdirTemp("", "cnibench-bin-")
 	if err != nil {
 		return "", err
 	}
 	for _, n := range names {
-		if err := os.Symlink(bin, filepath.Join(dir, n)); err != nil {
+		if err := os.Symlink(target(n), filepath.Join(dir, n)); err != nil {
+			os.RemoveAll(dir)
 			return "", err
 		}
 	}

@@ -105,7 +105,7 @@ func enableIPv6(ifName string) error {
 func WaitDAD(h *netlink.Handle, l netlink.Link) error {
 	deadline := time.Now().Add(dadCap)
 	for {
-		addrs, err := retryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_V6) })
+		addrs, err := RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_V6) })
 		if err != nil {
 			return fmt.Errorf("%s: list addresses: %w", l.Attrs().Name, err)
 		}

@@ -177,9 +177,10 @@ func (n *NS) Delete(name string) error {
 	return nil
 }
 
-// retryDump runs a netlink dump again when the kernel flags it as interrupted by a
-// concurrent change (NLM_F_DUMP_INTR), as the partial answer may miss entries.
-func retryDump[T any](dump func() ([]T, error)) ([]T, error) {
+// RetryDump runs a netlink dump again when the kernel flags it as interrupted by a
+// concurrent change (NLM_F_DUMP_INTR), as the partial answer may miss entries. Every
+// dump a plugin reads goes through it: on a busy host, interruptions are routine.
+func RetryDump[T any](dump func() ([]T, error)) ([]T, error) {
 	var (
 		out []T
 		err error

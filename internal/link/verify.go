@@ -31,7 +31,7 @@ func VerifyIface(cont *NS, ifName string, res *result.Result) error {
 }
 
 func verifyAddrs(h *netlink.Handle, l netlink.Link, ips []result.IPConfig) error {
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
+	addrs, err := RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return fmt.Errorf("%s: list addresses: %w", l.Attrs().Name, err)
 	}
@@ -58,7 +58,7 @@ func verifyRoute(h *netlink.Handle, want *netlink.Route) error {
 	if want.Table == 0 {
 		filter.Table = 254 // main
 	}
-	routes, err := retryDump(func() ([]netlink.Route, error) { return h.RouteListFiltered(family, filter, mask) })
+	routes, err := RetryDump(func() ([]netlink.Route, error) { return h.RouteListFiltered(family, filter, mask) })
 	if err != nil {
 		return fmt.Errorf("list routes: %w", err)
 	}

@@ -2,7 +2,6 @@ package bandwidth
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -165,13 +164,7 @@ func staleIfbs(host *link.NS, network string, keep map[string]map[string]bool) (
 	if err != nil {
 		return nil, err
 	}
-	var links []netlink.Link
-	for range 5 {
-		links, err = h.LinkList()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
+	links, err := link.RetryDump(h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/link"
 )
 
 // ticksPerUsec is the kernel's packet-scheduler clock (/proc/net/psched), which tbf's
@@ -67,7 +69,7 @@ func delRootQdisc(h *netlink.Handle, l netlink.Link) error {
 
 // rootTBF returns the tbf at the link's root, or an error saying what is there instead.
 func rootTBF(h *netlink.Handle, l netlink.Link) (tbfParams, error) {
-	qs, err := h.QdiscList(l)
+	qs, err := link.RetryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(l) })
 	if err != nil {
 		return tbfParams{}, fmt.Errorf("%s: list qdiscs: %w", l.Attrs().Name, err)
 	}
@@ -136,7 +138,7 @@ func delIngress(h *netlink.Handle, veth netlink.Link) error {
 
 // checkRedirect verifies that the host veth's ingress qdisc redirects to the ifb.
 func checkRedirect(h *netlink.Handle, veth, ifb netlink.Link) error {
-	filters, err := h.FilterList(veth, netlink.MakeHandle(0xffff, 0))
+	filters, err := link.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(veth, netlink.MakeHandle(0xffff, 0)) })
 	if err != nil {
 		return fmt.Errorf("%s: list ingress filters: %w", veth.Attrs().Name, err)
 	}

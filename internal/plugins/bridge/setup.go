@@ -294,7 +294,7 @@ func ensureAddr(h *netlink.Handle, l netlink.Link, gw netip.Prefix, force bool) 
 	if gw.Addr().Is6() {
 		family = netlink.FAMILY_V6
 	}
-	addrs, err := h.AddrList(l, family)
+	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, family) })
 	if err != nil {
 		return fmt.Errorf("%q: list addresses: %w", l.Attrs().Name, err)
 	}

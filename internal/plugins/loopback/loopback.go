@@ -41,7 +41,7 @@ func add(req *skel.Request) (*result.Result, error) {
 		if err := netlink.LinkSetUp(lo); err != nil {
 			return fmt.Errorf("set lo up: %w", err)
 		}
-		addrs, err = netlink.AddrList(lo, netlink.FAMILY_ALL)
+		addrs, err = link.RetryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(lo, netlink.FAMILY_ALL) })
 		if err != nil {
 			return fmt.Errorf("list lo addresses: %w", err)
 		}

@@ -95,8 +95,10 @@ func hasRoute(h *netlink.Handle, want *netlink.Route) bool {
 	if want.Dst.IP.To4() == nil {
 		family = netlink.FAMILY_V6
 	}
-	routes, err := h.RouteListFiltered(family, &netlink.Route{Dst: want.Dst, LinkIndex: want.LinkIndex},
-		netlink.RT_FILTER_DST|netlink.RT_FILTER_OIF)
+	routes, err := link.RetryDump(func() ([]netlink.Route, error) {
+		return h.RouteListFiltered(family, &netlink.Route{Dst: want.Dst, LinkIndex: want.LinkIndex},
+			netlink.RT_FILTER_DST|netlink.RT_FILTER_OIF)
+	})
 	if err != nil {
 		return false
 	}
@@ -114,7 +116,7 @@ func verifyHost(host *link.NS, hl netlink.Link, ips []result.IPConfig) error {
 	if err != nil {
 		return err
 	}
-	addrs, err := h.AddrList(hl, netlink.FAMILY_ALL)
+	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(hl, netlink.FAMILY_ALL) })
 	if err != nil {
 		return fmt.Errorf("host veth %s: list addresses: %w", hl.Attrs().Name, err)
 	}

@@ -23,12 +23,38 @@ func (b *Batch) Table() *Table { return b.t }
 // Len is the number of recorded restore lines.
 func (b *Batch) Len() int { return len(b.lines) }
 
-// Err is the first misuse recorded (a rule for a chain that does not exist).
+// Err is the first misuse recorded: a rule for a chain that does not exist, or a chain
+// name or rule argument that cannot be written into a restore script safely. A batch
+// with an error records nothing more and must not be applied.
 func (b *Batch) Err() error { return b.err }
 
-// Script is the iptables-restore input of the batch.
+func (b *Batch) fail(err error) {
+	if b.err == nil {
+		b.err = fmt.Errorf("%s table %s: %w", b.t.Family, b.t.Name, err)
+	}
+}
+
+// safe reports whether chain and rule (nil for none) may be written into the script; a
+// batch that failed once writes nothing more.
+func (b *Batch) safe(chain string, r Rule) bool {
+	if b.err != nil {
+		return false
+	}
+	if err := CheckChainName(chain); err != nil {
+		b.fail(err)
+		return false
+	}
+	if err := r.check(); err != nil {
+		b.fail(fmt.Errorf("chain %s: %w", chain, err))
+		return false
+	}
+	return true
+}
+
+// Script is the iptables-restore input of the batch; empty when nothing is to be done
+// or when the batch recorded an error (it must not be applied in part).
 func (b *Batch) Script() string {
-	if len(b.lines) == 0 {
+	if len(b.lines) == 0 || b.err != nil {
 		return ""
 	}
 	return "*" + b.t.Name + "\n" + strings.Join(b.lines, "\n") + "\nCOMMIT\n"
@@ -40,8 +66,8 @@ func (b *Batch) add(format string, a ...any) {
 
 func (b *Batch) chain(name string) *Chain {
 	c := b.t.Chain(name)
-	if c == nil && b.err == nil {
-		b.err = fmt.Errorf("%s table %s: chain %s does not exist", b.t.Family, b.t.Name, name)
+	if c == nil {
+		b.fail(fmt.Errorf("chain %s does not exist", name))
 	}
 	return c
 }
@@ -49,7 +75,7 @@ func (b *Batch) chain(name string) *Chain {
 // EnsureChain creates a user chain unless it exists. It uses `-N`, never a `:CHAIN`
 // line, which under --noflush would flush a chain that a concurrent writer just filled.
 func (b *Batch) EnsureChain(name string) {
-	if b.t.Chain(name) != nil {
+	if !b.safe(name, nil) || b.t.Chain(name) != nil {
 		return
 	}
 	b.t.addChain(name, "-")
@@ -58,6 +84,9 @@ func (b *Batch) EnsureChain(name string) {
 
 // AppendRule appends r to chain unless chain already holds it.
 func (b *Batch) AppendRule(chain string, r Rule) {
+	if !b.safe(chain, r) {
+		return
+	}
 	c := b.chain(chain)
 	if c == nil || c.Has(r) {
 		return
@@ -68,6 +97,9 @@ func (b *Batch) AppendRule(chain string, r Rule) {
 
 // InsertRule puts r first in chain unless chain already holds it (anywhere).
 func (b *Batch) InsertRule(chain string, r Rule) {
+	if !b.safe(chain, r) {
+		return
+	}
 	c := b.chain(chain)
 	if c == nil || c.Has(r) {
 		return
@@ -78,6 +110,9 @@ func (b *Batch) InsertRule(chain string, r Rule) {
 
 // DeleteRule deletes r from chain if the chain holds it.
 func (b *Batch) DeleteRule(chain string, r Rule) {
+	if !b.safe(chain, r) {
+		return
+	}
 	c := b.t.Chain(chain)
 	if c == nil {
 		return
@@ -106,6 +141,9 @@ func (b *Batch) DeleteRulesFunc(chain string, match func(Rule) bool) {
 
 // FlushChain removes every rule of chain, if it has any.
 func (b *Batch) FlushChain(name string) {
+	if !b.safe(name, nil) {
+		return
+	}
 	c := b.t.Chain(name)
 	if c == nil || len(c.Rules) == 0 {
 		return
@@ -117,6 +155,9 @@ func (b *Batch) FlushChain(name string) {
 // DeleteChain flushes and deletes a user chain if it exists. Rules jumping to it must be
 // deleted first (earlier in the batch).
 func (b *Batch) DeleteChain(name string) {
+	if !b.safe(name, nil) {
+		return
+	}
 	c := b.t.Chain(name)
 	if c == nil || c.Builtin() {
 		return

@@ -65,7 +65,9 @@ func (r Rule) Comment() string {
 	return ""
 }
 
-// String renders r for iptables-restore, quoting arguments that need it.
+// String renders r as iptables-restore reads it, quoting arguments that need it. An
+// argument holding a control character cannot be written safely (a newline would start
+// a new line of the script); Batch refuses such rules before rendering them.
 func (r Rule) String() string {
 	var b strings.Builder
 	for i, a := range r {
@@ -77,11 +79,55 @@ func (r Rule) String() string {
 	return b.String()
 }
 
+// check refuses a rule that iptables-restore could read as something else.
+func (r Rule) check() error {
+	for _, a := range r {
+		if err := CheckArg(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func quote(a string) string {
 	if a != "" && !strings.ContainsAny(a, " \t\"'\\") {
 		return a
 	}
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(a) + `"`
+}
+
+// CheckArg refuses an argument that quoting cannot make safe in an iptables-restore
+// script: a control character (a newline above all, which would end the line and let
+// the rest be read as commands, or a NUL, which would cut it short). Blanks, quotes and
+// backslashes are quoted by String.
+func CheckArg(a string) error {
+	if i := strings.IndexFunc(a, isControl); i >= 0 {
+		return fmt.Errorf("%q contains the control character %q", a, a[i])
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < ' ' || r == 0x7f }
+
+// MaxChainName is the longest chain name iptables accepts (XT_EXTENSION_MAXNAMELEN - 1).
+const MaxChainName = 28
+
+// CheckChainName refuses a name iptables would reject as a chain name or that could not
+// stand as one token in a restore script: 1-28 printable ASCII characters without
+// blanks, quotes or backslashes, not starting with '-' or '!'.
+func CheckChainName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("chain name is empty")
+	case len(name) > MaxChainName:
+		return fmt.Errorf("chain name %q is longer than %d characters", name, MaxChainName)
+	case name[0] == '-' || name[0] == '!':
+		return fmt.Errorf("chain name %q must not start with - or !", name)
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == '\'' || r == '\\' }); i >= 0 {
+		return fmt.Errorf("chain name %q contains %q: only printable ASCII without blanks, quotes or backslashes", name, name[i])
+	}
+	return nil
 }
 
 // Chain is one chain of a snapshot.

@@ -112,3 +112,39 @@ func names(cs []*Chain) []string {
 	}
 	return out
 }
+
+// TestBatchRefusesTextThatCouldEscapeItsLine: a chain name or argument that could end
+// its line of the restore script (or not stand as one token) makes the whole batch an
+// error with no script, whatever the rest of the batch holds.
+func TestBatchRefusesTextThatCouldEscapeItsLine(t *testing.T) {
+	for name, plan := range map[string]func(*Batch){
+		"newline in argument":   func(b *Batch) { b.AppendRule("POSTROUTING", Rule{"-s", "10.0.0.0/8\n-F", "-j", "ACCEPT"}) },
+		"CR in comment":         func(b *Batch) { b.InsertRule("POSTROUTING", Rule{"-m", "comment", "--comment", "a\rb", "-j", "ACCEPT"}) },
+		"NUL in argument":       func(b *Batch) { b.DeleteRule("POSTROUTING", Rule{"-s", "10.0.0.0/8\x00"}) },
+		"newline in new chain":  func(b *Batch) { b.EnsureChain("RELX\n-F") },
+		"blank in chain":        func(b *Batch) { b.AppendRule("CNI abc", Rule{"-j", "ACCEPT"}) },
+		"quote in chain":        func(b *Batch) { b.FlushChain(`CNI"abc`) },
+		"dash chain":            func(b *Batch) { b.DeleteChain("-F") },
+		"empty chain":           func(b *Batch) { b.EnsureChain("") },
+		"too long chain":        func(b *Batch) { b.EnsureChain("CNI-0123456789012345678901234") },
+		"non-ASCII chain":       func(b *Batch) { b.EnsureChain("CNI-é") },
+		"DEL in target":         func(b *Batch) { b.AppendRule("POSTROUTING", Rule{"-j", "ACC\x7fEPT"}) },
+		"valid after a refusal": func(b *Batch) { b.EnsureChain("A\nB"); b.EnsureChain("GOOD") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			tab, err := Parse(IPv4, "nat", sample)
+			require.NoError(t, err)
+			b := NewBatch(tab)
+			b.EnsureChain("FIRST") // a valid change before the bad one is dropped too
+			plan(b)
+			require.Error(t, b.Err())
+			assert.Empty(t, b.Script())
+		})
+	}
+}
+
+func TestCheckChainNameAcceptsIptablesNames(t *testing.T) {
+	for _, name := range []string{"CNI-ADMIN", "KUBE-MARK-MASQ", "a", "CNI-DN-0123456789abcdef01234", "x_y.z:1"} {
+		assert.NoError(t, CheckChainName(name), name)
+	}
+}

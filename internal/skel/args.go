@@ -1,6 +1,7 @@
 package skel
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,20 +161,41 @@ func ValidateContainerID(id string) error {
 	return nil
 }
 
-// ValidateIfName applies the kernel's and the reference library's interface name rules.
-func ValidateIfName(name string) error {
+// CheckIfName says why name is not a valid Linux interface name, or returns nil. The rule
+// is the kernel's (dev_valid_name: 1-15 bytes, not "." or "..", no '/', ':' or
+// whitespace), which the reference library applies too, plus no control characters: the
+// kernel would take those, but they end lines of the iptables-restore scripts and logs
+// that interface names are written into.
+func CheckIfName(name string) error {
 	switch {
 	case name == "":
-		return cnierror.New(cnierror.CodeInvalidEnv, "interface name is empty")
+		return fmt.Errorf("interface name is empty")
 	case len(name) > 15:
-		return cnierror.Newf(cnierror.CodeInvalidEnv, "interface name %q is longer than 15 bytes", name)
+		return fmt.Errorf("interface name %q is longer than 15 bytes", name)
 	case name == "." || name == "..":
-		return cnierror.Newf(cnierror.CodeInvalidEnv, "interface name %q is not allowed", name)
+		return fmt.Errorf("interface name %q is not allowed", name)
 	}
 	for _, r := range name {
-		if r == '/' || r == ':' || unicode.IsSpace(r) {
-			return cnierror.Newf(cnierror.CodeInvalidEnv, "interface name %q contains an invalid character %q", name, r)
+		if r == '/' || r == ':' || unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Errorf("interface name %q contains an invalid character %q", name, r)
 		}
+	}
+	return nil
+}
+
+// ValidateIfName applies CheckIfName to CNI_IFNAME (code 4).
+func ValidateIfName(name string) error {
+	if err := CheckIfName(name); err != nil {
+		return cnierror.New(cnierror.CodeInvalidEnv, err.Error())
+	}
+	return nil
+}
+
+// ValidateIfNameField applies CheckIfName to an interface name read from the config or
+// its prevResult (code 7, naming the field).
+func ValidateIfNameField(field, name string) error {
+	if err := CheckIfName(name); err != nil {
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %v", field, err)
 	}
 	return nil
 }

@@ -70,8 +70,8 @@ func load(req *skel.Request) (*Config, error) {
 	if c.Bridge == "" {
 		c.Bridge = defaultBridge
 	}
-	if err := skel.ValidateIfName(c.Bridge); err != nil {
-		return nil, invalid("bridge: %v", err)
+	if err := skel.ValidateIfNameField("bridge", c.Bridge); err != nil {
+		return nil, err
 	}
 	c.hasIPAM = req.Net.IPAM.Type != ""
 	if c.IsDefaultGateway {

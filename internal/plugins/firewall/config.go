@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -33,9 +34,6 @@ type Config struct {
 	Zone          string `json:"firewalldZone,omitempty"`
 	IngressPolicy string `json:"ingressPolicy,omitempty"`
 }
-
-// maxChainName is the longest chain name iptables accepts (XT_EXTENSION_MAXNAMELEN - 1).
-const maxChainName = 28
 
 // loadConfig parses the config once and fills in the defaults; Backend stays "" when
 // unset, so that the (D-Bus) detection runs only when it is needed.
@@ -82,13 +80,8 @@ func (c *Config) validate() error {
 // manages: the admin chain is the operator's, so a config must not make the plugin jump
 // from CNI-FORWARD into CNI-FORWARD or into a built-in chain.
 func validChainName(name string) error {
-	switch {
-	case len(name) > maxChainName:
-		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %q is longer than %d characters", name, maxChainName)
-	case strings.HasPrefix(name, "-") || strings.HasPrefix(name, "!"):
-		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %q must not start with - or !", name)
-	case strings.IndexFunc(name, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == '\'' || r == '\\' }) >= 0:
-		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %q contains a blank, a quote or a non-ASCII character", name)
+	if err := iptables.CheckChainName(name); err != nil {
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %v", err)
 	}
 	switch name {
 	case forwardChain, "INPUT", "OUTPUT", "PREROUTING", "POSTROUTING", privChain, stage1Chain, stage2Chain,

@@ -99,9 +99,10 @@ func bridgeName(conf *Config, prev *result.Result) (string, error) {
 	if conf.IngressPolicy == PolicyOpen {
 		return "", nil
 	}
-	for _, i := range prev.Interfaces {
+	for n, i := range prev.Interfaces {
 		if i.Sandbox == "" && i.Name != "" {
-			return i.Name, nil
+			// The name is another plugin's output and ends up in iptables rules.
+			return i.Name, skel.ValidateIfNameField(fmt.Sprintf("prevResult.interfaces[%d].name", n), i.Name)
 		}
 	}
 	return "", cnierror.Newf(cnierror.CodeInvalidConfig,

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/result"
 )
@@ -93,16 +94,17 @@ func parseSettings(conf *Config) (*settings, error) {
 		s.markBit = *conf.MarkMasqBit
 	}
 	if conf.ExternalSetMarkChain != nil {
-		if *conf.ExternalSetMarkChain == "" || strings.ContainsAny(*conf.ExternalSetMarkChain, " \t\"'") {
-			return nil, invalid("externalSetMarkChain: invalid chain name %q", *conf.ExternalSetMarkChain)
+		if err := iptables.CheckChainName(*conf.ExternalSetMarkChain); err != nil {
+			return nil, invalid("externalSetMarkChain: %v", err)
 		}
 		s.externalSet = *conf.ExternalSetMarkChain
 	}
-	if conf.ConditionsV4 != nil {
-		s.cond4 = *conf.ConditionsV4
+	var err error
+	if s.cond4, err = conditions("conditionsV4", conf.ConditionsV4); err != nil {
+		return nil, err
 	}
-	if conf.ConditionsV6 != nil {
-		s.cond6 = *conf.ConditionsV6
+	if s.cond6, err = conditions("conditionsV6", conf.ConditionsV6); err != nil {
+		return nil, err
 	}
 	backend, err := chooseBackend(conf)
 	if err != nil {
@@ -110,6 +112,21 @@ func parseSettings(conf *Config) (*settings, error) {
 	}
 	s.backend = backend
 	return s, s.checkBackendOptions(conf)
+}
+
+// conditions returns a condition list, refusing elements with a control character in
+// either syntax: one element is one argument (iptables) or one expression (nft), and a
+// newline in it would end the line of the restore script it is written into.
+func conditions(field string, conds *[]string) ([]string, error) {
+	if conds == nil {
+		return nil, nil
+	}
+	for i, c := range *conds {
+		if err := iptables.CheckArg(c); err != nil {
+			return nil, invalid("%s[%d]: %v", field, i, err)
+		}
+	}
+	return *conds, nil
 }
 
 // chooseBackend resolves "backend". Unset, it is the node-wide choice bridge and ptp

@@ -1,0 +1,70 @@
+package firewall_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// TestExecHostInterfaceNameFromPrevResultIsValidated: the bridge name the ingress policy
+// writes into iptables rules is another plugin's output. A name the kernel could never
+// have given (a newline starting a new restore line, a blank, too long) is refused with
+// code 7 naming the prevResult field, and the filter table stays as it was.
+func TestExecHostInterfaceNameFromPrevResultIsValidated(t *testing.T) {
+	e := newEnv(t)
+	cont := testns.New(t)
+	plugin := filepath.Join(testns.LinkPluginDir(t, "firewall"), "firewall")
+	out, err := e.host.Exec(t, "iptables", "-A", "INPUT", "-p", "tcp", "--dport", "22", "-j", "ACCEPT")
+	require.NoError(t, err, out)
+	save := func() string { return withoutComments(e.save("iptables")) }
+	before := save()
+	for _, name := range []string{"br0\n-F", "br0\nCOMMIT\n*nat\n-F", "br 0", "br0123456789abcdef", "..", "br/0"} {
+		t.Run(name, func(t *testing.T) {
+			conf, err := json.Marshal(map[string]any{
+				"cniVersion": "1.1.0", "name": "inject", "type": "firewall", "backend": "iptables",
+				"ingressPolicy": "same-bridge",
+				"prevResult": map[string]any{
+					"cniVersion": "1.1.0",
+					"interfaces": []any{map[string]any{"name": name}, map[string]any{"name": "eth0", "sandbox": cont.Path}},
+					"ips":        []any{map[string]any{"address": "10.88.0.2/24", "interface": 1}},
+				},
+			})
+			require.NoError(t, err)
+			var stdout, stderr bytes.Buffer
+			err = e.host.Do(func() error {
+				cmd := exec.Command(plugin)
+				cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=inject1", "CNI_NETNS=" + cont.Path,
+					"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + os.Getenv("PATH")}
+				cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(conf), &stdout, &stderr
+				return cmd.Run()
+			})
+			require.Error(t, err, "ADD must fail; stderr: %s", stderr.String())
+			var ce cnierror.Error
+			require.NoError(t, json.Unmarshal(stdout.Bytes(), &ce), "stdout: %s", stdout.String())
+			assert.EqualValues(t, cnierror.CodeInvalidConfig, ce.Code)
+			assert.Contains(t, ce.Msg, "prevResult.interfaces[0].name")
+			assert.Equal(t, before, save(), "the filter table must be untouched")
+		})
+	}
+}
+
+// withoutComments drops iptables-save's "# Generated on <time>" lines.
+func withoutComments(save string) string {
+	var keep []string
+	for _, line := range strings.Split(save, "\n") {
+		if !strings.HasPrefix(line, "#") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
+}

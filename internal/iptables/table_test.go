@@ -118,8 +118,10 @@ func names(cs []*Chain) []string {
 // error with no script, whatever the rest of the batch holds.
 func TestBatchRefusesTextThatCouldEscapeItsLine(t *testing.T) {
 	for name, plan := range map[string]func(*Batch){
-		"newline in argument":   func(b *Batch) { b.AppendRule("POSTROUTING", Rule{"-s", "10.0.0.0/8\n-F", "-j", "ACCEPT"}) },
-		"CR in comment":         func(b *Batch) { b.InsertRule("POSTROUTING", Rule{"-m", "comment", "--comment", "a\rb", "-j", "ACCEPT"}) },
+		"newline in argument": func(b *Batch) { b.AppendRule("POSTROUTING", Rule{"-s", "10.0.0.0/8\n-F", "-j", "ACCEPT"}) },
+		"CR in comment": func(b *Batch) {
+			b.InsertRule("POSTROUTING", Rule{"-m", "comment", "--comment", "a\rb", "-j", "ACCEPT"})
+		},
 		"NUL in argument":       func(b *Batch) { b.DeleteRule("POSTROUTING", Rule{"-s", "10.0.0.0/8\x00"}) },
 		"newline in new chain":  func(b *Batch) { b.EnsureChain("RELX\n-F") },
 		"blank in chain":        func(b *Batch) { b.AppendRule("CNI abc", Rule{"-j", "ACCEPT"}) },

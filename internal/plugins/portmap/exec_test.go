@@ -131,3 +131,27 @@ func benchExec(b *testing.B, backend string, n int) {
 	b.ReportMetric(timing.MedianMs(addCPU), "add-cpu-ms")
 	b.ReportMetric(timing.MedianMs(delCPU), "del-cpu-ms")
 }
+
+// TestExecAddWithoutARouteToTheContainerSucceeds: the host has no route to the
+// container's address (so no interface to set route_localnet on). The reference goes on
+// without localhost mapping; ADD used to fail with code 999 here.
+func TestExecAddWithoutARouteToTheContainerSucceeds(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testns.RequireRoot(t)
+			e := &env{t: t, host: testns.NewWithLoopback(t)}
+			c := &container{ns: testns.New(t), id: "ctr-noroute", ip4: "10.201.0.2", ip6: "fd01:201::2"}
+			plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
+			conf := c.netconf(t, "noroute", map[string]any{"backend": backend}, standardMappings())
+			_, err := execPlugin(t, e.host, plugin, "ADD", c.id, c.ns.Path, conf)
+			require.NoError(t, err)
+			assert.Contains(t, e.ruleset(), "8080", "the mappings are installed")
+			_, err = execPlugin(t, e.host, plugin, "CHECK", c.id, c.ns.Path, conf)
+			require.NoError(t, err)
+			_, err = execPlugin(t, e.host, plugin, "DEL", c.id, c.ns.Path, conf)
+			require.NoError(t, err)
+			assert.NotContains(t, e.ruleset(), c.ip4)
+		})
+	}
+}

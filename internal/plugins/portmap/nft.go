@@ -31,7 +31,7 @@ import (
 // and per attachment (hash as in the iptables CNI-DN-<hash> chain):
 //
 //	chain dn-<hash> { [conditions] meta l4proto tcp th dport 8080 [ip daddr H] dnat ip to 10.1.0.5:80 ... }
-//	chain mq-<hash> { ip saddr 10.1.0.5 masquerade; ip saddr 127.0.0.0/8 masquerade }  # only with snat
+//	chain mq-<hash> { ip saddr 10.1.0.0/24 masquerade; ip saddr 127.0.0.0/8 masquerade }  # only with snat
 //
 // A packet costs one hash lookup, then a walk of its own attachment's few rules. Every
 // map element jumps to its attachment's chain and carries the owner comment, and every
@@ -254,9 +254,13 @@ func (f *nftFamily) dnatRule(ch *nftables.Chain, o owner, m nftMapping, conds []
 	return &nftables.Rule{Table: f.table, Chain: ch, Exprs: exprs, UserData: ud}
 }
 
-// masqRules are the mq- chain's rules: hairpin (the container reaching itself through
-// a host port) and, v4, localhost; with masqAll, every connection to a mapped port.
-func (f *nftFamily) masqRules(ch *nftables.Chain, o owner, target netip.Addr, maps []nftMapping, masqAll bool) []*nftables.Rule {
+// masqRules are the mq- chain's rules: hairpin and, v4, localhost; with masqAll, every
+// connection to a mapped port. Hairpin covers the container's whole subnet, as the
+// iptables layout and the reference do: another container on the same bridge reaching
+// this one through a host address gets replies straight over the bridge, which skip
+// the host's un-DNAT unless bridged frames pass netfilter (br_netfilter, not loaded on
+// plain podman hosts); masquerading makes the replies come back through the host.
+func (f *nftFamily) masqRules(ch *nftables.Chain, o owner, target netip.Prefix, maps []nftMapping, masqAll bool) []*nftables.Rule {
 	ud := userdata.AppendString(nil, userdata.TypeComment, truncate(o.comment()))
 	var out []*nftables.Rule
 	add := func(exprs ...expr.Any) {
@@ -270,7 +274,7 @@ func (f *nftFamily) masqRules(ch *nftables.Chain, o owner, target netip.Addr, ma
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(m.hostPort)})
 		}
 	} else {
-		add(addrMatch(true, netip.PrefixFrom(target, target.BitLen()), expr.CmpOpEq)...)
+		add(addrMatch(true, target.Masked(), expr.CmpOpEq)...)
 	}
 	if !f.v6 {
 		add(addrMatch(true, netip.MustParsePrefix("127.0.0.0/8"), expr.CmpOpEq)...)
@@ -465,7 +469,7 @@ func (f *nftFamily) queueAdd(c *nftables.Conn, o owner, s *settings, fa family, 
 	if !s.snat {
 		return nil
 	}
-	for _, r := range f.masqRules(mq, o, target, maps, s.masqAll) {
+	for _, r := range f.masqRules(mq, o, fa.addr, maps, s.masqAll) {
 		c.AddRule(r)
 	}
 	el := nftables.SetElement{Key: target.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: mq.Name}, Comment: truncate(o.comment())}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 
@@ -97,7 +98,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	}
 	for _, f := range fams {
 		if s.snat && !f.v6 {
-			if err := enableLocalnet(f.addr.Addr()); err != nil {
+			if err := enableLocalnet(f.addr.Addr(), req.Stderr); err != nil {
 				return nil, err
 			}
 		}
@@ -117,11 +118,14 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 }
 
 // enableLocalnet sets route_localnet on the host interface that routes to the
-// container, so that 127.0.0.1:hostPort can be DNATed out of it.
-func enableLocalnet(target netip.Addr) error {
+// container, so that 127.0.0.1:hostPort can be DNATed out of it. Without a route to the
+// container there is no such interface and nothing to set: the mappings still work from
+// elsewhere, so the ADD goes on, as the reference's does.
+func enableLocalnet(target netip.Addr, log io.Writer) error {
 	routes, err := netlink.RouteGet(net.IP(target.AsSlice()))
 	if err != nil || len(routes) == 0 {
-		return fmt.Errorf("portmap: find the route to %s: %v", target, err)
+		fmt.Fprintf(log, "portmap: no route to %s (%v): localhost is not mapped to it\n", target, err)
+		return nil
 	}
 	l, err := netlink.LinkByIndex(routes[0].LinkIndex)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/cnikit/cni/internal/panics"
 )
 
 // Names of the links a probe creates; they live only in the probe's own
@@ -127,7 +129,7 @@ func inThrowawayNetns(fn func(h *netlink.Handle) error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		done <- inNewNetns(fn)
+		done <- panics.Call(func() error { return inNewNetns(fn) })
 	}()
 	return <-done
 }

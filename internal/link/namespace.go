@@ -20,6 +20,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/panics"
 )
 
 // NS is an open network namespace: a file descriptor that keeps it alive and a netlink
@@ -81,13 +82,12 @@ func DeleteIn(path, ifName string) error {
 // in the calling thread's namespace) can proceed meanwhile. An empty path deletes
 // nothing.
 func StartDeleteIn(path, ifName string) <-chan error {
-	done := make(chan error, 1)
 	if path == "" {
+		done := make(chan error, 1)
 		done <- nil
 		return done
 	}
-	go func() { done <- DeleteIn(path, ifName) }()
-	return done
+	return panics.Go(func() error { return DeleteIn(path, ifName) })
 }
 
 // Current opens the calling thread's own namespace: the host side for a plugin. In

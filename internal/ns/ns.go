@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/cnikit/cni/internal/panics"
 )
 
 // ErrNotExist reports a namespace path that does not exist (any more).
@@ -71,7 +73,9 @@ func DoHandle(target netns.NsHandle, fn func() error) error {
 			errc <- fmt.Errorf("netns: enter: %w", err)
 			return
 		}
-		ferr := fn()
+		// A panic in fn becomes its error: the thread must still go back (or die), and
+		// a panic on this goroutine would be out of reach of the caller's recover.
+		ferr := panics.Call(fn)
 		if err := netns.Set(orig); err != nil {
 			// The thread stays locked and dies with this goroutine, so no other
 			// goroutine ever runs in the wrong namespace.

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"runtime/debug"
+	"errors"
 	"strings"
 	"syscall"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/panics"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/version"
 )
@@ -119,15 +120,19 @@ func invoke(ctx context.Context, p *Plugin, args Args, data []byte, stderr io.Wr
 	return out, conf.CNIVersion, err
 }
 
-// call runs the callback for the command, turning a panic into a CNI error so that a
-// runtime never sees a Go stack trace where it expects JSON.
+// call runs the callback for the command, turning a panic into a CNI error (code 999) so
+// that a runtime never sees a Go stack trace where it expects JSON and an in-process
+// caller never dies. Panics of the callback's own goroutine are recovered here; those of
+// goroutines it started (namespace work) arrive as a *panics.Error in its error.
 func call(p *Plugin, req *Request) (res *result.Result, err error) {
 	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(req.Stderr, "%s: panic: %v\n%s", p.Name, r, debug.Stack())
-			res, err = nil, cnierror.Newf(cnierror.CodeInternal, "%s: internal error: %v", p.Name, r)
+		var pe *panics.Error
+		if errors.As(err, &pe) {
+			fmt.Fprintf(req.Stderr, "%s: %v\n%s", p.Name, pe, pe.Stack)
+			res, err = nil, cnierror.Newf(cnierror.CodeInternal, "%s: internal error: %v", p.Name, err)
 		}
 	}()
+	defer panics.Recover(&err)
 	switch req.Args.Command {
 	case CmdAdd:
 		if p.Add == nil {

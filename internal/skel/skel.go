@@ -3,9 +3,9 @@ package skel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"errors"
 	"strings"
 	"syscall"
 

@@ -109,6 +109,10 @@ func CheckArg(a string) error {
 
 func isControl(r rune) bool { return r < ' ' || r == 0x7f }
 
+// MaxComment is the longest text the comment match keeps (XT_MAX_COMMENT_LEN - 1):
+// iptables-legacy refuses a longer one, iptables-nft cuts it silently.
+const MaxComment = 255
+
 // MaxChainName is the longest chain name iptables accepts (XT_EXTENSION_MAXNAMELEN - 1).
 const MaxChainName = 28
 

@@ -2,6 +2,7 @@ package masq
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cnikit/cni/internal/iptables"
+	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -164,10 +166,11 @@ func iptCheck(ctx context.Context, att Attachment, ips []netip.Prefix) error {
 // touched. The reference layout is keyed by container only, so the interface name of a
 // valid attachment does not matter here.
 func iptGC(ctx context.Context, network string, valid []skel.Attachment) error {
-	keep := map[string]bool{}
+	var ids []string
 	for _, a := range valid {
-		keep[a.ContainerID] = true
+		ids = append(ids, a.ContainerID)
 	}
+	keep := owner.NewSet(ids...)
 	var errs []error
 	for _, fam := range families {
 		if !iptables.TableInUse(fam, natTable) {
@@ -180,8 +183,7 @@ func iptGC(ctx context.Context, network string, valid []skel.Attachment) error {
 					continue
 				}
 				for _, r := range c.Rules {
-					cid, ok := parseIptComment(network, r.Comment())
-					if ok && !keep[cid] && iptChainName(network, cid) == c.Name {
+					if id, ok := iptOwnedBy(network, c.Name, r.Comment()); ok && !keep.Has(id) {
 						stale[c.Name] = true
 					}
 				}
@@ -199,12 +201,19 @@ func iptGC(ctx context.Context, network string, valid []skel.Attachment) error {
 	return errors.Join(errs...)
 }
 
-// parseIptComment returns the container ID of a reference comment of network.
-func parseIptComment(network, comment string) (string, bool) {
-	rest, ok := strings.CutPrefix(comment, fmt.Sprintf("name: %q id: ", network))
-	if !ok || len(rest) < 2 || rest[0] != '"' || rest[len(rest)-1] != '"' {
+// iptOwnedBy returns the container field of the comment of a rule in chain when the
+// rule is an attachment rule of network: the comment names network and the chain is the
+// one the container gives (for a hashed container field, one of the attachment chains'
+// shape, "CNI-" and 24 hex digits).
+func iptOwnedBy(network, chain, comment string) (string, bool) {
+	net, id, ok := owner.Parse("", comment)
+	if !ok || !owner.Names(net, network) {
 		return "", false
 	}
-	cid := rest[1 : len(rest)-1]
-	return cid, iptComment(network, cid) == comment
+	if owner.IsHashed(id) {
+		rest, ok := strings.CutPrefix(chain, "CNI-")
+		_, err := hex.DecodeString(rest)
+		return id, ok && len(rest) == 24 && err == nil
+	}
+	return id, iptChainName(network, id) == chain
 }

@@ -39,7 +39,9 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
@@ -132,9 +134,10 @@ func iptChainName(network, containerID string) string {
 	return "CNI-" + hex.EncodeToString(sum[:])[:24]
 }
 
-// iptComment is the reference plugins' rule comment for an attachment.
+// iptComment is the reference plugins' rule comment for an attachment, hashed where a
+// long container id would not fit.
 func iptComment(network, containerID string) string {
-	return fmt.Sprintf("name: %q id: %q", network, containerID)
+	return owner.Comment("", network, containerID, iptables.MaxComment)
 }
 
 // nftChainPrefix starts the chain names of all attachments of a network, so GC finds

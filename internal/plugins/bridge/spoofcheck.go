@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 
+	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
@@ -36,8 +38,31 @@ func (k spoofKey) chain() string {
 	return "cni-sc-" + hex.EncodeToString(sum[:12])
 }
 
+// spoofCommentMax is the longest comment nft shows in full (and well within a rule's
+// userdata).
+const spoofCommentMax = 128
+
+// comment names the attachment; a container id (then also a network name) too long for
+// it is written in its hashed form (see package owner).
 func (k spoofKey) comment() string {
+	c := k
+	for _, hash := range []*string{&c.containerID, &c.network} {
+		if s := c.format(); len(s) <= spoofCommentMax {
+			return s
+		}
+		*hash = owner.Hashed(*hash)
+	}
+	return c.format()
+}
+
+func (k spoofKey) format() string {
 	return fmt.Sprintf("%s net=%s id=%s if=%s", spoofCommentHead, k.network, k.containerID, k.ifName)
+}
+
+// names reports whether k, read back from a comment (its fields possibly hashed), names
+// the attachment a.
+func (k spoofKey) names(a spoofKey) bool {
+	return k.ifName == a.ifName && owner.Names(k.containerID, a.containerID) && owner.Names(k.network, a.network)
 }
 
 // parseSpoofComment reads back a jump rule's comment; ok is false for foreign rules.
@@ -116,16 +141,19 @@ func ifnameData(name string) []byte {
 
 // teardownSpoofCheck removes the attachment's rules and chain; missing ones are fine.
 func teardownSpoofCheck(k spoofKey) error {
-	return removeSpoofChecks(func(have spoofKey) bool { return have == k }, k.chain())
+	return removeSpoofChecks(func(have spoofKey) bool { return have.names(k) }, k.chain())
 }
 
 // gcSpoofChecks removes the spoof checks of network's attachments not in valid.
 func gcSpoofChecks(network string, valid []skel.Attachment) error {
-	keep := make(map[spoofKey]bool, len(valid))
-	for _, a := range valid {
-		keep[spoofKey{network, a.ContainerID, a.IfName}] = true
-	}
-	return removeSpoofChecks(func(have spoofKey) bool { return have.network == network && !keep[have] }, "")
+	return removeSpoofChecks(func(have spoofKey) bool {
+		if !owner.Names(have.network, network) {
+			return false
+		}
+		return !slices.ContainsFunc(valid, func(a skel.Attachment) bool {
+			return have.names(spoofKey{network, a.ContainerID, a.IfName})
+		})
+	}, "")
 }
 
 // removeSpoofChecks deletes every attachment whose jump rule matches doomed, plus the
@@ -165,7 +193,7 @@ func removeSpoofChecks(doomed func(spoofKey) bool, extra string) error {
 			if err := conn.DelRule(r); err != nil {
 				return fmt.Errorf("macspoofchk: %w", err)
 			}
-			gone[k.chain()] = true
+			gone[jumpTarget(r)] = true
 		}
 	}
 	if extra != "" {
@@ -183,6 +211,17 @@ func removeSpoofChecks(doomed func(spoofKey) bool, extra string) error {
 	return nil
 }
 
+// jumpTarget is the chain a jump rule jumps to (the comment may name the attachment by
+// hashes, from which its chain cannot be derived).
+func jumpTarget(r *nftables.Rule) string {
+	for _, e := range r.Exprs {
+		if v, ok := e.(*expr.Verdict); ok && v.Kind == expr.VerdictJump {
+			return v.Chain
+		}
+	}
+	return ""
+}
+
 // checkSpoofCheck verifies that the attachment's chain and jump rule exist.
 func checkSpoofCheck(k spoofKey) error {
 	conn, err := nftables.New()
@@ -197,7 +236,7 @@ func checkSpoofCheck(k spoofKey) error {
 	}
 	for _, r := range rules {
 		c, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-		if have, ok := parseSpoofComment(c); ok && have == k {
+		if have, ok := parseSpoofComment(c); ok && have.names(k) {
 			return nil
 		}
 	}

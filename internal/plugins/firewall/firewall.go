@@ -31,6 +31,7 @@ import (
 	"net/netip"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
@@ -214,9 +215,9 @@ func gc(req *skel.Request) error {
 	if _, err := loadConfig(req); err != nil {
 		return err
 	}
-	keep := map[string]bool{}
+	var ids []string
 	for _, a := range req.ValidAttachments {
-		keep[a.ContainerID] = true
+		ids = append(ids, a.ContainerID)
 	}
-	return iptGC(req.Ctx, req.Net.Name, keep)
+	return iptGC(req.Ctx, req.Net.Name, owner.NewSet(ids...))
 }

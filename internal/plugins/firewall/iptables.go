@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"strings"
 
 	"github.com/cnikit/cni/internal/iptables"
+	"github.com/cnikit/cni/internal/owner"
 )
 
 // The reference layout's names.
@@ -45,17 +45,14 @@ type attachment struct {
 // comment tags the per-attachment rules, so that DEL and GC find them without the
 // container's addresses. It is the masquerade rules' comment of the reference.
 func (a attachment) comment() string {
-	return fmt.Sprintf("name: %q id: %q", a.network, a.containerID)
+	return owner.Comment("", a.network, a.containerID, iptables.MaxComment)
 }
 
-// parseComment returns the container ID of network's comment, or false.
+// parseComment returns the container field of network's comment (a hashed form for a
+// long id), or false.
 func parseComment(network, comment string) (string, bool) {
-	rest, ok := strings.CutPrefix(comment, fmt.Sprintf("name: %q id: ", network))
-	if !ok || len(rest) < 2 || rest[0] != '"' || rest[len(rest)-1] != '"' {
-		return "", false
-	}
-	cid := rest[1 : len(rest)-1]
-	return cid, attachment{network, cid}.comment() == comment
+	net, id, ok := owner.Parse("", comment)
+	return id, ok && owner.Names(net, network)
 }
 
 func forwardRule() iptables.Rule {
@@ -93,9 +90,9 @@ func planShared(b *iptables.Batch, admin string) {
 	b.InsertRule(privChain, adminRule(admin))
 }
 
-// planRemove queues the deletion of the rules tagged with one of the given containers'
-// comments of network (a nil match means exactly att's).
-func planRemove(b *iptables.Batch, network string, stale func(cid string) bool) {
+// planRemove queues the deletion of the rules tagged with network's comments whose
+// container field is stale.
+func planRemove(b *iptables.Batch, network string, stale func(containerField string) bool) {
 	b.DeleteRulesFunc(privChain, func(r iptables.Rule) bool {
 		cid, ok := parseComment(network, r.Comment())
 		return ok && stale(cid)
@@ -129,7 +126,7 @@ func iptAdd(ctx context.Context, conf *Config, att attachment, ips []netip.Addr,
 
 func iptRemoveFamily(ctx context.Context, fam iptables.Family, att attachment) error {
 	return iptables.Update(ctx, fam, filterTable, func(b *iptables.Batch) error {
-		planRemove(b, att.network, func(cid string) bool { return cid == att.containerID })
+		planRemove(b, att.network, func(id string) bool { return owner.Names(id, att.containerID) })
 		return nil
 	})
 }
@@ -154,14 +151,14 @@ func iptDel(ctx context.Context, att attachment) error {
 }
 
 // iptGC removes the rules of network's containers that are not in keep.
-func iptGC(ctx context.Context, network string, keep map[string]bool) error {
+func iptGC(ctx context.Context, network string, keep owner.Set) error {
 	var errs []error
 	for _, fam := range families {
 		if !iptables.TableInUse(fam, filterTable) {
 			continue
 		}
 		err := iptables.Update(ctx, fam, filterTable, func(b *iptables.Batch) error {
-			planRemove(b, network, func(cid string) bool { return !keep[cid] })
+			planRemove(b, network, func(id string) bool { return !keep.Has(id) })
 			return nil
 		})
 		if err != nil {

@@ -76,7 +76,7 @@ func planShared(b *iptables.Batch, s *settings) string {
 
 // entryRules are the attachment's jumps from CNI-HOSTPORT-DNAT: per protocol, its
 // host ports in groups of 15.
-func entryRules(o owner, f family, dn string) []iptables.Rule {
+func entryRules(o attachment, f family, dn string) []iptables.Rule {
 	ports := map[string][]string{}
 	for _, m := range f.mappings {
 		ports[m.proto] = append(ports[m.proto], strconv.Itoa(int(m.hostPort)))
@@ -85,7 +85,7 @@ func entryRules(o owner, f family, dn string) []iptables.Rule {
 	for _, proto := range []string{"sctp", "tcp", "udp"} {
 		for p := ports[proto]; len(p) > 0; {
 			n := min(len(p), multiportMax)
-			r := iptables.Rule{"-p", proto, "-m", "comment", "--comment", o.comment(), "-m", "multiport", "--dports", strings.Join(p[:n], ",")}
+			r := iptables.Rule{"-p", proto, "-m", "comment", "--comment", o.iptComment(), "-m", "multiport", "--dports", strings.Join(p[:n], ",")}
 			r = append(r, f.conds...)
 			out = append(out, append(r, "-j", dn))
 			p = p[n:]
@@ -126,7 +126,7 @@ func dnRules(s *settings, f family, markChain string) []iptables.Rule {
 	return out
 }
 
-func (iptBackend) add(ctx context.Context, o owner, s *settings, fams []family) error {
+func (iptBackend) add(ctx context.Context, o attachment, s *settings, fams []family) error {
 	dn := iptDNPrefix + o.hash()
 	for _, f := range fams {
 		err := iptables.Update(ctx, iptFamily(f.v6), "nat", func(b *iptables.Batch) error {
@@ -149,8 +149,8 @@ func (iptBackend) add(ctx context.Context, o owner, s *settings, fams []family) 
 	return nil
 }
 
-func (iptBackend) del(ctx context.Context, o owner) ([]flow, error) {
-	dn, sn := iptDNPrefix+o.hash(), iptSNPrefix+o.hash()
+func (iptBackend) del(ctx context.Context, hash string) ([]flow, error) {
+	dn, sn := iptDNPrefix+hash, iptSNPrefix+hash
 	var flows []flow
 	for _, v6 := range []bool{false, true} {
 		fam := iptFamily(v6)
@@ -179,7 +179,7 @@ func (iptBackend) del(ctx context.Context, o owner) ([]flow, error) {
 			continue // a nat table made by nft itself, and no iptables tools to have used it
 		}
 		if err != nil {
-			return nil, fmt.Errorf("iptables: remove port mappings of %s: %w", o.cid, err)
+			return nil, fmt.Errorf("iptables: remove port mappings of %s: %w", dn, err)
 		}
 		flows = append(flows, found...)
 	}
@@ -214,7 +214,7 @@ func flowOfDNAT(r iptables.Rule) (flow, bool) {
 	return f, f.target.IsValid() && f.hostPort != 0 && f.proto != ""
 }
 
-func (iptBackend) check(ctx context.Context, o owner, s *settings, fams []family) error {
+func (iptBackend) check(ctx context.Context, o attachment, s *settings, fams []family) error {
 	dn := iptDNPrefix + o.hash()
 	for _, f := range fams {
 		t, err := iptables.Load(ctx, iptFamily(f.v6), "nat")
@@ -262,9 +262,9 @@ func sameEntry(have, want iptables.Rule) bool {
 	return have.Target() == want.Target()
 }
 
-func (iptBackend) owners(ctx context.Context) ([]owner, error) {
-	seen := map[owner]bool{}
-	var out []owner
+func (iptBackend) installed(ctx context.Context) ([]installed, error) {
+	seen := map[string]bool{}
+	var out []installed
 	for _, v6 := range []bool{false, true} {
 		fam := iptFamily(v6)
 		if !iptables.ChainsMayExist(fam, "nat", iptDNAT) {
@@ -279,9 +279,9 @@ func (iptBackend) owners(ctx context.Context) ([]owner, error) {
 			continue
 		}
 		for _, r := range ch.Rules {
-			if o, ok := ownerFromComment(r.Comment()); ok && !seen[o] && strings.HasPrefix(r.Target(), iptDNPrefix) {
-				seen[o] = true
-				out = append(out, o)
+			if a, ok := installedFrom(r.Comment(), r.Target(), iptDNPrefix); ok && !seen[a.hash] {
+				seen[a.hash] = true
+				out = append(out, a)
 			}
 		}
 	}

@@ -230,7 +230,7 @@ func (f *nftFamily) mapOf(m nftMapping) *nftables.Set {
 }
 
 // dnatRule is `[conditions] meta l4proto P th dport H [ip daddr X] dnat to T:C`.
-func (f *nftFamily) dnatRule(ch *nftables.Chain, o owner, m nftMapping, conds []expr.Any) *nftables.Rule {
+func (f *nftFamily) dnatRule(ch *nftables.Chain, o attachment, m nftMapping, conds []expr.Any) *nftables.Rule {
 	exprs := append([]expr.Any{}, conds...)
 	exprs = append(exprs,
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
@@ -249,7 +249,7 @@ func (f *nftFamily) dnatRule(ch *nftables.Chain, o owner, m nftMapping, conds []
 		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(m.containerPort)},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: f.nfproto(), RegAddrMin: 1, RegProtoMin: 2, Specified: true},
 	)
-	ud := userdata.AppendString(nil, userdata.TypeComment, truncate(o.comment()))
+	ud := userdata.AppendString(nil, userdata.TypeComment, o.nftComment())
 	ud = userdata.AppendString(ud, udMapping, m.record())
 	return &nftables.Rule{Table: f.table, Chain: ch, Exprs: exprs, UserData: ud}
 }
@@ -260,8 +260,8 @@ func (f *nftFamily) dnatRule(ch *nftables.Chain, o owner, m nftMapping, conds []
 // this one through a host address gets replies straight over the bridge, which skip
 // the host's un-DNAT unless bridged frames pass netfilter (br_netfilter, not loaded on
 // plain podman hosts); masquerading makes the replies come back through the host.
-func (f *nftFamily) masqRules(ch *nftables.Chain, o owner, target netip.Prefix, maps []nftMapping, masqAll bool) []*nftables.Rule {
-	ud := userdata.AppendString(nil, userdata.TypeComment, truncate(o.comment()))
+func (f *nftFamily) masqRules(ch *nftables.Chain, o attachment, target netip.Prefix, maps []nftMapping, masqAll bool) []*nftables.Rule {
+	ud := userdata.AppendString(nil, userdata.TypeComment, o.nftComment())
 	var out []*nftables.Rule
 	add := func(exprs ...expr.Any) {
 		out = append(out, &nftables.Rule{Table: f.table, Chain: ch, UserData: ud, Exprs: append(exprs, &expr.Masq{})})
@@ -282,23 +282,15 @@ func (f *nftFamily) masqRules(ch *nftables.Chain, o owner, target netip.Prefix, 
 	return out
 }
 
-// truncate keeps a comment within nftables' 255-byte userdata field.
-func truncate(s string) string {
-	if len(s) > 200 {
-		return s[:200]
-	}
-	return s
-}
-
-// installed reads the attachment's dn- chain back: its mappings (from the rules'
-// records). A missing table or chain reads as nothing installed.
-func (f *nftFamily) installed(c *nftables.Conn, o owner) ([]nftMapping, error) {
-	rules, err := c.GetRules(f.table, f.chain(nftDNPrefix+o.hash()))
+// mappingsOf reads the dn- chain of the attachment named by hash back: its mappings
+// (from the rules' records). A missing table or chain reads as nothing installed.
+func (f *nftFamily) mappingsOf(c *nftables.Conn, hash string) ([]nftMapping, error) {
+	rules, err := c.GetRules(f.table, f.chain(nftDNPrefix+hash))
 	if err != nil {
 		if netfilter.IsNotExist(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("nftables: list %s: %w", nftDNPrefix+o.hash(), err)
+		return nil, fmt.Errorf("nftables: list %s: %w", nftDNPrefix+hash, err)
 	}
 	var out []nftMapping
 	for _, r := range rules {
@@ -318,8 +310,8 @@ func (f *nftFamily) chainExists(c *nftables.Conn, name string) bool {
 
 // queueRemove queues the removal of what old says the attachment has installed: its
 // map elements and its two chains (emptied, and deleted unless keep).
-func (f *nftFamily) queueRemove(c *nftables.Conn, o owner, old []nftMapping, keep bool) error {
-	dn, mq := f.chain(nftDNPrefix+o.hash()), f.chain(nftMasqPrefix+o.hash())
+func (f *nftFamily) queueRemove(c *nftables.Conn, hash string, old []nftMapping, keep bool) error {
+	dn, mq := f.chain(nftDNPrefix+hash), f.chain(nftMasqPrefix+hash)
 	targets := map[netip.Addr]bool{}
 	for _, m := range old {
 		if err := c.SetDeleteElements(f.mapOf(m), []nftables.SetElement{{Key: m.key()}}); err != nil {
@@ -348,12 +340,11 @@ func (f *nftFamily) queueRemove(c *nftables.Conn, o owner, old []nftMapping, kee
 }
 
 // sweep is the slow path for state that does not match its records (an element or a
-// rule removed by hand): it scans the maps for elements carrying the attachment's
-// owner comment and removes those and the chains. It reads every element of the node, so it
+// rule removed by hand): it scans the maps for elements jumping to the attachment's
+// chains and removes those and the chains. It reads every element of the node, so it
 // runs only when the fast path failed.
-func (f *nftFamily) sweep(c *nftables.Conn, o owner) error {
-	dn, mq := nftDNPrefix+o.hash(), nftMasqPrefix+o.hash()
-	comment := truncate(o.comment())
+func (f *nftFamily) sweep(c *nftables.Conn, hash string) error {
+	dn, mq := nftDNPrefix+hash, nftMasqPrefix+hash
 	for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {
 		elems, err := c.GetSetElements(s)
 		if err != nil {
@@ -364,7 +355,7 @@ func (f *nftFamily) sweep(c *nftables.Conn, o owner) error {
 		}
 		var mine []nftables.SetElement
 		for _, e := range elems {
-			if e.Comment == comment {
+			if ch := netfilter.VerdictChain(e.Val); ch == dn || ch == mq {
 				mine = append(mine, nftables.SetElement{Key: e.Key})
 			}
 		}
@@ -392,7 +383,7 @@ func newConn() (*nftables.Conn, error) {
 }
 
 // add installs (or replaces) the attachment's mappings, one transaction per family.
-func (nftBackend) add(_ context.Context, o owner, s *settings, fams []family) error {
+func (nftBackend) add(_ context.Context, o attachment, s *settings, fams []family) error {
 	c, err := newConn()
 	if err != nil {
 		return err
@@ -404,7 +395,7 @@ func (nftBackend) add(_ context.Context, o owner, s *settings, fams []family) er
 		if err != nil {
 			return err
 		}
-		old, err := f.installed(c, o)
+		old, err := f.mappingsOf(c, o.hash())
 		if err != nil {
 			return err
 		}
@@ -414,7 +405,7 @@ func (nftBackend) add(_ context.Context, o owner, s *settings, fams []family) er
 		}
 		if err != nil && len(old) > 0 {
 			// The old state did not match its records: clear it the slow way and retry.
-			if serr := f.sweep(c, o); serr != nil {
+			if serr := f.sweep(c, o.hash()); serr != nil {
 				return fmt.Errorf("nftables: port mappings of %s: %w (cleanup: %v)", o.cid, err, serr)
 			}
 			if err = f.queueAdd(c, o, s, fa, conds, nil); err == nil {
@@ -438,12 +429,12 @@ func condField(v6 bool) string {
 	return "conditionsV4"
 }
 
-func (f *nftFamily) queueAdd(c *nftables.Conn, o owner, s *settings, fa family, conds []expr.Any, old []nftMapping) error {
+func (f *nftFamily) queueAdd(c *nftables.Conn, o attachment, s *settings, fa family, conds []expr.Any, old []nftMapping) error {
 	if err := f.ensureBase(c); err != nil {
 		return err
 	}
 	dn := c.AddChain(f.chain(nftDNPrefix + o.hash()))
-	if err := f.queueRemove(c, o, old, true); err != nil {
+	if err := f.queueRemove(c, o.hash(), old, true); err != nil {
 		return err
 	}
 	c.FlushChain(dn)
@@ -461,7 +452,7 @@ func (f *nftFamily) queueAdd(c *nftables.Conn, o owner, s *settings, fa family, 
 		nm := nftMapping{mapping: m, target: target}
 		maps = append(maps, nm)
 		c.AddRule(f.dnatRule(dn, o, nm, conds))
-		el := nftables.SetElement{Key: nm.key(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: dn.Name}, Comment: truncate(o.comment())}
+		el := nftables.SetElement{Key: nm.key(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: dn.Name}, Comment: o.nftComment()}
 		if err := c.SetAddElements(f.mapOf(nm), []nftables.SetElement{el}); err != nil {
 			return err
 		}
@@ -472,12 +463,13 @@ func (f *nftFamily) queueAdd(c *nftables.Conn, o owner, s *settings, fa family, 
 	for _, r := range f.masqRules(mq, o, fa.addr, maps, s.masqAll) {
 		c.AddRule(r)
 	}
-	el := nftables.SetElement{Key: target.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: mq.Name}, Comment: truncate(o.comment())}
+	el := nftables.SetElement{Key: target.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: mq.Name}, Comment: o.nftComment()}
 	return c.SetAddElements(f.masq, []nftables.SetElement{el})
 }
 
-// del removes the attachment from both families and returns what it had installed.
-func (nftBackend) del(_ context.Context, o owner) ([]flow, error) {
+// del removes the attachment named by hash from both families and returns what it had
+// installed.
+func (nftBackend) del(_ context.Context, hash string) ([]flow, error) {
 	c, err := newConn()
 	if err != nil {
 		return nil, err
@@ -486,22 +478,22 @@ func (nftBackend) del(_ context.Context, o owner) ([]flow, error) {
 	var flows []flow
 	for _, v6 := range []bool{false, true} {
 		f := newNFTFamily(v6)
-		old, err := f.installed(c, o)
+		old, err := f.mappingsOf(c, hash)
 		if err != nil {
 			return nil, err
 		}
-		if len(old) == 0 && !f.chainExists(c, nftDNPrefix+o.hash()) {
+		if len(old) == 0 && !f.chainExists(c, nftDNPrefix+hash) {
 			continue
 		}
-		if err := f.queueRemove(c, o, old, false); err == nil {
+		if err := f.queueRemove(c, hash, old, false); err == nil {
 			err = c.Flush()
 			if err == nil {
 				flows = appendFlows(flows, old)
 				continue
 			}
 		}
-		if err := f.sweep(c, o); err != nil {
-			return nil, fmt.Errorf("nftables: remove port mappings of %s: %w", o.cid, err)
+		if err := f.sweep(c, hash); err != nil {
+			return nil, fmt.Errorf("nftables: remove port mappings of %s: %w", nftDNPrefix+hash, err)
 		}
 		flows = appendFlows(flows, old)
 	}
@@ -517,7 +509,7 @@ func appendFlows(flows []flow, maps []nftMapping) []flow {
 
 // check verifies that every mapping has its rule and its map element, and the
 // masquerade element when snat is on.
-func (nftBackend) check(_ context.Context, o owner, s *settings, fams []family) error {
+func (nftBackend) check(_ context.Context, o attachment, s *settings, fams []family) error {
 	c, err := newConn()
 	if err != nil {
 		return err
@@ -525,7 +517,7 @@ func (nftBackend) check(_ context.Context, o owner, s *settings, fams []family) 
 	defer c.CloseLasting()
 	for _, fa := range fams {
 		f := newNFTFamily(fa.v6)
-		have, err := f.installed(c, o)
+		have, err := f.mappingsOf(c, o.hash())
 		if err != nil {
 			return err
 		}
@@ -559,7 +551,7 @@ func containsMapping(have []nftMapping, want nftMapping) bool {
 
 // requireElement looks the element up by key and checks its owner comment (the comment
 // is what attributes it). One lookup, however many attachments the map holds.
-func (f *nftFamily) requireElement(s *nftables.Set, key []byte, o owner) error {
+func (f *nftFamily) requireElement(s *nftables.Set, key []byte, o attachment) error {
 	e, err := netfilter.GetElement(f.table.Family, f.table.Name, s.Name, key)
 	if netfilter.IsNotExist(err) {
 		return fmt.Errorf("map %s has no element for it", s.Name)
@@ -567,22 +559,22 @@ func (f *nftFamily) requireElement(s *nftables.Set, key []byte, o owner) error {
 	if err != nil {
 		return err
 	}
-	if e.Comment != truncate(o.comment()) {
+	if e.Comment != o.nftComment() {
 		return fmt.Errorf("map %s holds it for another owner (%q)", s.Name, e.Comment)
 	}
 	return nil
 }
 
-// owners lists the attachments that have elements in the family's maps, from the
-// elements' owner comments.
-func (nftBackend) owners(_ context.Context) ([]owner, error) {
+// installed lists the attachments that have elements in the family's maps, from the
+// elements' owner comments and the chains they jump to.
+func (nftBackend) installed(_ context.Context) ([]installed, error) {
 	c, err := newConn()
 	if err != nil {
 		return nil, err
 	}
 	defer c.CloseLasting()
-	seen := map[owner]bool{}
-	var out []owner
+	seen := map[string]bool{}
+	var out []installed
 	for _, v6 := range []bool{false, true} {
 		f := newNFTFamily(v6)
 		for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {
@@ -594,9 +586,14 @@ func (nftBackend) owners(_ context.Context) ([]owner, error) {
 				return nil, fmt.Errorf("nftables: list map %s: %w", s.Name, err)
 			}
 			for _, e := range elems {
-				if o, ok := ownerFromComment(e.Comment); ok && !seen[o] {
-					seen[o] = true
-					out = append(out, o)
+				chain := netfilter.VerdictChain(e.Val)
+				prefix := nftDNPrefix
+				if s == f.masq {
+					prefix = nftMasqPrefix
+				}
+				if a, ok := installedFrom(e.Comment, chain, prefix); ok && !seen[a.hash] {
+					seen[a.hash] = true
+					out = append(out, a)
 				}
 			}
 		}

@@ -2,39 +2,58 @@ package portmap
 
 import (
 	"encoding/hex"
-	"fmt"
 	"net/netip"
+	"strings"
 
+	"github.com/cnikit/cni/internal/iptables"
+	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/sha2"
 )
 
-// owner names one attachment the way portmap keys its state: network name plus
+// attachment names one attachment the way portmap keys its state: network name plus
 // container id (not the interface: the reference keyed it so, and chain names built
 // from it are an operator-visible API).
-type owner struct {
+type attachment struct {
 	net string
 	cid string
 }
 
 // hash is the 21 hex digits of sha512(network+containerID) that the reference puts
 // after "CNI-DN-" (its chain names are cut to 28 characters).
-func (o owner) hash() string {
+func (o attachment) hash() string {
 	sum := sha2.Sum512([]byte(o.net + o.cid))
 	return hex.EncodeToString(sum[:])[:21]
 }
 
-// comment is the reference's ownership comment of the DNAT entry rules; the nftables
-// backend tags its rules and map elements with it as well.
-func (o owner) comment() string {
-	return fmt.Sprintf("dnat name: %q id: %q", o.net, o.cid)
+// commentPrefix starts the reference's ownership comment of the DNAT entry rules,
+// `dnat name: "<net>" id: "<cid>"`; the nftables backend tags its rules and map elements
+// with it as well.
+const commentPrefix = "dnat "
+
+// nftCommentMax keeps a comment short enough for nft to show in full and for a rule's
+// userdata to hold beside the mapping record.
+const nftCommentMax = 128
+
+func (o attachment) iptComment() string {
+	return owner.Comment(commentPrefix, o.net, o.cid, iptables.MaxComment)
 }
 
-// ownerFromComment parses comment(); ok is false for anything else. Network names and
-// container ids cannot hold quotes or backslashes, so %q reads what the reference wrote.
-func ownerFromComment(c string) (owner, bool) {
-	var o owner
-	n, err := fmt.Sscanf(c, "dnat name: %q id: %q", &o.net, &o.cid)
-	return o, err == nil && n == 2
+func (o attachment) nftComment() string {
+	return owner.Comment(commentPrefix, o.net, o.cid, nftCommentMax)
+}
+
+// installed is an attachment as GC finds it in the kernel: the hash its chains are named
+// by, and the network and container fields of its comment (either may be a hashed form).
+type installed struct {
+	hash, net, id string
+}
+
+// installedFrom reads an attachment's comment and the chain its state jumps to ("" when
+// either is not portmap's).
+func installedFrom(comment, chain, chainPrefix string) (installed, bool) {
+	net, id, ok := owner.Parse(commentPrefix, comment)
+	hash, mine := strings.CutPrefix(chain, chainPrefix)
+	return installed{hash: hash, net: net, id: id}, ok && mine && hash != ""
 }
 
 // family is what one address family of an attachment needs: the container's address

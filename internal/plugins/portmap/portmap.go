@@ -19,6 +19,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/conntrack"
 	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
@@ -41,12 +42,13 @@ func Plugin() *skel.Plugin {
 
 // backend is one rule engine's implementation of the mappings.
 type backend interface {
-	add(ctx context.Context, o owner, s *settings, fams []family) error
-	// del removes everything of o and returns the mappings it removed.
-	del(ctx context.Context, o owner) ([]flow, error)
-	check(ctx context.Context, o owner, s *settings, fams []family) error
-	// owners lists the attachments that have mappings installed.
-	owners(ctx context.Context) ([]owner, error)
+	add(ctx context.Context, o attachment, s *settings, fams []family) error
+	// del removes everything of the attachment whose chains are named by hash and
+	// returns the mappings it removed.
+	del(ctx context.Context, hash string) ([]flow, error)
+	check(ctx context.Context, o attachment, s *settings, fams []family) error
+	// installed lists the attachments that have mappings installed.
+	installed(ctx context.Context) ([]installed, error)
 }
 
 func backendFor(b netfilter.Backend) backend {
@@ -86,13 +88,13 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if len(fams) == 0 {
 		return req.PrevResult, nil
 	}
-	o := owner{net: req.Net.Name, cid: req.Args.ContainerID}
+	o := attachment{net: req.Net.Name, cid: req.Args.ContainerID}
 	b := backendFor(s.backend)
 	var undo rollback.Stack
 	defer undo.OnError(&err)
 	// Pushed first: a failure in the second family must also undo the first, and
 	// del copes with whatever part was installed.
-	undo.Push("port mappings", func() error { _, err := b.del(req.UndoContext(), o); return err })
+	undo.Push("port mappings", func() error { _, err := b.del(req.UndoContext(), o.hash()); return err })
 	if err := b.add(req.Ctx, o, s, fams); err != nil {
 		return nil, err
 	}
@@ -143,16 +145,17 @@ func enableLocalnet(target netip.Addr, log io.Writer) error {
 // The config is deliberately not validated: a config that became invalid must not
 // keep an attachment's rules alive.
 func del(req *skel.Request) error {
-	return removeAttachment(req.Ctx, owner{net: req.Net.Name, cid: req.Args.ContainerID})
+	return removeAttachment(req.Ctx, attachment{net: req.Net.Name, cid: req.Args.ContainerID}.hash())
 }
 
-func removeAttachment(ctx context.Context, o owner) error {
+// removeAttachment removes the attachment whose chains are named by hash.
+func removeAttachment(ctx context.Context, hash string) error {
 	// Best effort, as DEL must be: a failing backend does not keep the other backend's
 	// rules or the conntrack entries alive.
 	var flows []flow
 	var errs []error
 	for _, b := range []backend{nftBackend{}, iptBackend{}} {
-		f, err := b.del(ctx, o)
+		f, err := b.del(ctx, hash)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -189,29 +192,32 @@ func check(req *skel.Request) error {
 		return nil
 	}
 	v4, v6 := containerIPs(req.PrevResult, req.Args.IfName)
-	o := owner{net: req.Net.Name, cid: req.Args.ContainerID}
+	o := attachment{net: req.Net.Name, cid: req.Args.ContainerID}
 	return backendFor(s.backend).check(req.Ctx, o, s, s.families(v4, v6))
 }
 
 // gc removes the mappings of every attachment of this network whose container is not
 // in the valid list, in both backends.
 func gc(req *skel.Request) error {
-	valid := map[string]bool{}
+	var ids []string
 	for _, a := range req.ValidAttachments {
-		valid[a.ContainerID] = true
+		ids = append(ids, a.ContainerID)
 	}
+	valid := owner.NewSet(ids...)
+	removed := map[string]bool{}
 	for _, b := range []backend{nftBackend{}, iptBackend{}} {
-		owners, err := b.owners(req.Ctx)
+		found, err := b.installed(req.Ctx)
 		if err != nil {
 			return err
 		}
-		for _, o := range owners {
-			if o.net != req.Net.Name || valid[o.cid] {
+		for _, a := range found {
+			if !owner.Names(a.net, req.Net.Name) || valid.Has(a.id) || removed[a.hash] {
 				continue
 			}
-			if err := removeAttachment(req.Ctx, o); err != nil {
+			if err := removeAttachment(req.Ctx, a.hash); err != nil {
 				return err
 			}
+			removed[a.hash] = true
 		}
 	}
 	return nil

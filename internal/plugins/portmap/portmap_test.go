@@ -85,7 +85,7 @@ func TestDelWithoutRuntimeConfigRemovesEverything(t *testing.T) {
 			bare := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)
 			require.NoError(t, e.invoke(skel.CmdDel, c, bare))
 			rules := e.ruleset()
-			o := owner{net: "net1", cid: "ctr-a"}
+			o := attachment{net: "net1", cid: "ctr-a"}
 			assert.NotContains(t, rules, o.hash())
 			assert.NotContains(t, rules, c.ip4)
 			assert.NotContains(t, rules, c.ip6)
@@ -190,7 +190,7 @@ func TestGCRemovesOnlyInvalidAttachmentsOfTheNetwork(t *testing.T) {
 
 			gcConf := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap","cni.dev/valid-attachments":[{"containerID":"ctr-a","ifname":"eth0"}]}`)
 			require.NoError(t, e.invoke(skel.CmdGC, a, gcConf))
-			assert.NotContains(t, e.ruleset(), owner{net: "net1", cid: "ctr-b"}.hash())
+			assert.NotContains(t, e.ruleset(), attachment{net: "net1", cid: "ctr-b"}.hash())
 			require.NoError(t, e.invoke(skel.CmdCheck, a, confA))
 			require.NoError(t, e.invoke(skel.CmdCheck, other, confOther), "another network's attachment stays")
 			_, err := dialTCP(e.client, "10.77.0.1:8091")
@@ -200,7 +200,7 @@ func TestGCRemovesOnlyInvalidAttachmentsOfTheNetwork(t *testing.T) {
 }
 
 func TestCheckFailsAfterRuleRemovedByHand(t *testing.T) {
-	o := owner{net: "net1", cid: "ctr-a"}
+	o := attachment{net: "net1", cid: "ctr-a"}
 	removals := map[string][][]string{
 		"nftables": {{"nft", "flush", "chain", "ip", "cni_portmap", "dn-" + o.hash()}},
 		"iptables": {{"iptables", "-t", "nat", "-F", "CNI-DN-" + o.hash()}},
@@ -304,7 +304,7 @@ func TestIPTablesLayoutMatchesTheReference(t *testing.T) {
 	require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": "iptables", "markMasqBit": 5}, many)))
 	out, err := e.host.Exec(t, "iptables-save", "-t", "nat")
 	require.NoError(t, err, out)
-	dn := "CNI-DN-" + owner{net: "net1", cid: "ctr-a"}.hash()
+	dn := "CNI-DN-" + attachment{net: "net1", cid: "ctr-a"}.hash()
 	comment := `-m comment --comment "dnat name: \"net1\" id: \"ctr-a\""`
 	for _, line := range []string{
 		"-A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
@@ -340,7 +340,7 @@ func TestIPTablesExternalMarkChainAndMasqAll(t *testing.T) {
 	require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
 	out, err := e.host.Exec(t, "iptables-save", "-t", "nat")
 	require.NoError(t, err, out)
-	dn := "CNI-DN-" + owner{net: "net1", cid: "ctr-a"}.hash()
+	dn := "CNI-DN-" + attachment{net: "net1", cid: "ctr-a"}.hash()
 	assert.Contains(t, out, "-A "+dn+" -p tcp -m tcp --dport 8080 -j KUBE-MARK-MASQ\n")
 	assert.NotContains(t, out, "CNI-HOSTPORT-SETMARK")
 	assert.NotContains(t, out, "CNI-HOSTPORT-MASQ")

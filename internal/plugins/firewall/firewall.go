@@ -163,13 +163,16 @@ func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge stri
 // del removes the attachment's iptables rules whatever the backend (a node that
 // switched backend is left clean), and its firewalld sources when the backend is
 // firewalld and prevResult names them. A bus that is not there means firewalld has no
-// runtime sources to remove.
+// runtime sources to remove. The rules are found by network and container alone, so a
+// config that does not validate (any more) still gets them removed: an invalid config
+// could add nothing, and must not keep an attachment undeletable.
 func del(req *skel.Request) error {
+	errs := []error{iptDel(req.Ctx, attachmentOf(req))}
 	conf, err := loadConfig(req)
 	if err != nil {
-		return err
+		fmt.Fprintf(req.Stderr, "firewall: DEL: config not usable, only the iptables rules were looked for: %v\n", err)
+		return errors.Join(errs...)
 	}
-	errs := []error{iptDel(req.Ctx, attachmentOf(req))}
 	if ips := addresses(req.PrevResult); len(ips) > 0 && backend(req, conf) == BackendFirewalld {
 		fw, err := dialFirewalld(req.Ctx, systemBus(req))
 		if err != nil {

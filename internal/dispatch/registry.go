@@ -8,8 +8,8 @@ import (
 	"github.com/cnikit/cni/internal/plugins/firewall"
 	"github.com/cnikit/cni/internal/plugins/loopback"
 	"github.com/cnikit/cni/internal/plugins/portmap"
-	"github.com/cnikit/cni/internal/plugins/sbr"
 	"github.com/cnikit/cni/internal/plugins/ptp"
+	"github.com/cnikit/cni/internal/plugins/sbr"
 	"github.com/cnikit/cni/internal/plugins/tuning"
 	"github.com/cnikit/cni/internal/skel"
 )

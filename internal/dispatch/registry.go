@@ -11,6 +11,7 @@ import (
 	"github.com/cnikit/cni/internal/plugins/ptp"
 	"github.com/cnikit/cni/internal/plugins/sbr"
 	"github.com/cnikit/cni/internal/plugins/tuning"
+	"github.com/cnikit/cni/internal/plugins/vrf"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -28,6 +29,7 @@ func Registry() []*skel.Plugin {
 		tuning.Plugin(),
 		firewall.Plugin(),
 		sbr.Plugin(),
+		vrf.Plugin(),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/bridge"
 	"github.com/cnikit/cni/internal/plugins/firewall"
+	"github.com/cnikit/cni/internal/plugins/flannel"
 	"github.com/cnikit/cni/internal/plugins/loopback"
 	"github.com/cnikit/cni/internal/plugins/portmap"
 	"github.com/cnikit/cni/internal/plugins/ptp"
@@ -30,6 +31,7 @@ func Registry() []*skel.Plugin {
 		firewall.Plugin(),
 		sbr.Plugin(),
 		vrf.Plugin(),
+		flannel.New(Lookup),
 	}
 }
 

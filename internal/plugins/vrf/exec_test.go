@@ -18,7 +18,7 @@ import (
 func TestExecdBadInputIsACNIError(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	prev := w.iface("net1", "10.80.1.2/24")
+	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
 	plugin := filepath.Join(testns.LinkPluginDir(t, "vrf"), "vrf")
 	for name, c := range map[string][]byte{
 		"no vrfname":    conf(t, prev, ""),

@@ -32,9 +32,9 @@ func newWorld(t testing.TB) *world {
 }
 
 // iface gives the container an interface ifName with addrs (host end h<ifName> holds
-// the gateways, the first address of each subnet) and a route to 10.200.0.0/16 via the
-// IPv4 gateway, and returns the prevResult a main plugin would have returned.
-func (w *world) iface(ifName string, addrs ...string) *result.Result {
+// the gateways, the first address of each subnet) and a route to routeDst via the IPv4
+// gateway, and returns the prevResult a main plugin would have returned.
+func (w *world) iface(ifName, routeDst string, addrs ...string) *result.Result {
 	w.t.Helper()
 	res := &result.Result{CNIVersion: "1.1.0"}
 	idx := res.AddInterface(result.Interface{Name: ifName, Sandbox: w.cont.Path})
@@ -48,7 +48,7 @@ func (w *world) iface(ifName string, addrs ...string) *result.Result {
 	testns.Veth(w.t, w.host, "h"+ifName, hostAddrs, w.cont, ifName, addrs)
 	for _, ip := range res.IPs {
 		if ip.Address.Addr().Is4() {
-			testns.Route(w.t, w.cont, ifName, "10.200.0.0/16", ip.Gateway.String())
+			testns.Route(w.t, w.cont, ifName, routeDst, ip.Gateway.String())
 			break
 		}
 	}

@@ -15,8 +15,8 @@ func TestTwoInterfacesShareOneVRFUntilTheLastLeaves(t *testing.T) {
 	kernelfeature.Require(t, kernelfeature.VRF)
 	t.Parallel()
 	w := newWorld(t)
-	prev1 := w.iface("net1", "10.80.1.2/24")
-	prev2 := w.iface("net2", "10.80.2.2/24")
+	prev1 := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
+	prev2 := w.iface("net2", "10.202.0.0/16", "10.80.2.2/24")
 	c1 := conf(t, prev1, `"vrfname":"blue","table":1001`)
 	c2 := conf(t, prev2, `"vrfname":"blue"`)
 
@@ -31,7 +31,7 @@ func TestTwoInterfacesShareOneVRFUntilTheLastLeaves(t *testing.T) {
 	assert.Equal(t, "blue", w.masterOf("net1"))
 	assert.Equal(t, "blue", w.masterOf("net2"))
 	assert.Contains(t, w.routes(1001, "net1"), "10.80.1.0/24")
-	assert.Contains(t, w.routes(1001, "net1"), "10.200.0.0/16 via 10.80.1.1", "the gateway route moved into the VRF table")
+	assert.Contains(t, w.routes(1001, "net1"), "10.201.0.0/16 via 10.80.1.1", "the gateway route moved into the VRF table")
 	assert.Contains(t, w.routes(1001, "net2"), "10.80.2.0/24")
 	assert.Empty(t, w.routes(254, "net1"), "nothing of net1 is left in main")
 	_, err = w.invoke("CHECK", "net1", c1)
@@ -56,7 +56,7 @@ func TestIPv6AddressesAndRoutesSurviveEnslaving(t *testing.T) {
 	kernelfeature.Require(t, kernelfeature.VRF)
 	t.Parallel()
 	w := newWorld(t)
-	prev := w.iface("net1", "10.80.1.2/24", "fd80::2/64")
+	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24", "fd80::2/64")
 	_, err := w.invoke("ADD", "net1", conf(t, prev, `"vrfname":"red"`))
 	require.NoError(t, err)
 	addrs, err := w.cont.Handle(t).AddrList(w.link("net1"), netlink.FAMILY_V6)
@@ -79,7 +79,7 @@ func TestPickedTableIsFreeOfOtherVRFsAndRules(t *testing.T) {
 	rule := netlink.NewRule()
 	rule.Table, rule.Mark = 2, 9
 	require.NoError(t, h.RuleAdd(rule))
-	prev := w.iface("net1", "10.80.1.2/24")
+	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
 	_, err := w.invoke("ADD", "net1", conf(t, prev, `"vrfname":"green"`))
 	require.NoError(t, err)
 	assert.Equal(t, uint32(3), w.link("green").(*netlink.Vrf).Table)
@@ -90,7 +90,7 @@ func TestExistingVRFWithAnotherTableIsRefused(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	require.NoError(t, w.cont.Handle(t).LinkAdd(&netlink.Vrf{LinkAttrs: netlink.LinkAttrs{Name: "blue"}, Table: 50}))
-	prev := w.iface("net1", "10.80.1.2/24")
+	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
 	_, err := w.invoke("ADD", "net1", conf(t, prev, `"vrfname":"blue","table":60`))
 	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
 	assert.ErrorContains(t, err, "table 50")
@@ -102,7 +102,7 @@ func TestInterfaceWithAnotherMasterIsRefusedAndTheNewVRFRemoved(t *testing.T) {
 	kernelfeature.Require(t, kernelfeature.VRF)
 	t.Parallel()
 	w := newWorld(t)
-	prev := w.iface("net1", "10.80.1.2/24")
+	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
 	h := w.cont.Handle(t)
 	require.NoError(t, h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}))
 	br, err := h.LinkByName("br0")
@@ -117,7 +117,7 @@ func TestDelWhenTheVRFOrInterfaceVanishedSucceeds(t *testing.T) {
 	kernelfeature.Require(t, kernelfeature.VRF)
 	t.Parallel()
 	w := newWorld(t)
-	prev := w.iface("net1", "10.80.1.2/24")
+	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
 	c := conf(t, prev, `"vrfname":"blue"`)
 	_, err := w.invoke("ADD", "net1", c)
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestDelWhenTheVRFOrInterfaceVanishedSucceeds(t *testing.T) {
 func TestBadConfigIsAnInvalidConfig(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	prev := w.iface("net1", "10.80.1.2/24")
+	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
 	for name, c := range map[string][]byte{
 		"no vrfname":     conf(t, prev, ""),
 		"slash in name":  conf(t, prev, `"vrfname":"a/b"`),

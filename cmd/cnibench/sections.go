@@ -10,5 +10,6 @@ func (b *bench) sections() []section {
 		{"chain", b.chainPerPod},
 		{"portmap", b.portmap},
 		{"concurrency", b.concurrency},
+		{"flannel", b.flannel},
 	}
 }

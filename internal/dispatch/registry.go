@@ -6,10 +6,13 @@ import (
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/bridge"
 	"github.com/cnikit/cni/internal/plugins/firewall"
+	"github.com/cnikit/cni/internal/plugins/flannel"
 	"github.com/cnikit/cni/internal/plugins/loopback"
 	"github.com/cnikit/cni/internal/plugins/portmap"
 	"github.com/cnikit/cni/internal/plugins/ptp"
+	"github.com/cnikit/cni/internal/plugins/sbr"
 	"github.com/cnikit/cni/internal/plugins/tuning"
+	"github.com/cnikit/cni/internal/plugins/vrf"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -26,6 +29,9 @@ func Registry() []*skel.Plugin {
 		portmap.Plugin(),
 		tuning.Plugin(),
 		firewall.Plugin(),
+		sbr.Plugin(),
+		vrf.Plugin(),
+		flannel.New(Lookup),
 	}
 }
 

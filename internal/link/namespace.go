@@ -13,6 +13,7 @@ package link
 import (
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -59,6 +60,16 @@ func OpenPair(path string) (host, cont *NS, err error) {
 		return nil, nil, err
 	}
 	return host, cont, nil
+}
+
+// OpenContainer opens the container's namespace at path for an ADD or CHECK, where a
+// namespace that does not exist is the spec's "invalid netns" error (code 8).
+func OpenContainer(path string) (*NS, error) {
+	n, err := Open(path)
+	if errors.Is(err, ns.ErrNotExist) {
+		return nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
+	}
+	return n, err
 }
 
 // DeleteIn removes the interface ifName from the namespace at path, for DEL: a veth
@@ -192,4 +203,30 @@ func RetryDump[T any](dump func() ([]T, error)) ([]T, error) {
 		}
 	}
 	return out, err
+}
+
+// Lock takes an exclusive flock on the namespace file itself and returns its release.
+// Plugins that pick a free id inside a namespace (a routing table) hold it from the
+// choice until the id is in use, so that two concurrent ADDs into one namespace cannot
+// pick the same one. The lock is on the namespace's inode, so every path naming the
+// namespace (/run/netns/x, /proc/<pid>/ns/net) takes the same lock, and it excludes
+// the reference sbr too, which flocks the path it was given.
+func (n *NS) Lock() (func(), error) {
+	// A descriptor of its own: flock belongs to the open file description, and the
+	// namespace's descriptor may be shared with another goroutine of the same process.
+	f, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", n.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("netns %s: lock: %w", n.name(), err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("netns %s: lock: %w", n.name(), err)
+	}
+	return func() { f.Close() }, nil // closing the only descriptor releases the flock
 }

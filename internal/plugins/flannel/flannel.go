@@ -1,0 +1,280 @@
+// Package flannel is the flannel plugin: it turns the flannel daemon's subnet lease
+// (its subnet file) into a network config for a delegate plugin, bridge with host-local
+// by default, and runs that delegate; see delegateConfig for the config, which is the
+// reference's (flannel-io/cni-plugin) key for key. The delegate config is kept in the
+// data dir under the container id, so DEL runs the delegate with what ADD used.
+//
+// A built-in delegate runs in-process (no exec at all for bridge and host-local); any
+// other type is exec'd from CNI_PATH like the reference does. Unlike the reference, a
+// failed ADD undoes the delegate and its stored config, CHECK checks through the
+// delegate, GC and STATUS reach the delegate, and a missing or partial subnet file is
+// an error that names what is missing.
+package flannel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/invoke"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// New returns the flannel plugin. builtin returns the in-process plugin of a delegate
+// type, or nil to exec it; the registry passes its own lookup (this package cannot
+// import the registry, which imports it).
+func New(builtin func(pluginType string) *skel.Plugin) *skel.Plugin {
+	f := &flannel{builtin: builtin}
+	return &skel.Plugin{
+		Name:     "flannel",
+		About:    "runs a delegate (bridge by default) on the flannel daemon's subnet lease",
+		Versions: version.All(),
+		Add:      f.add,
+		Del:      f.del,
+		Check:    f.check,
+		GC:       f.gc,
+		Status:   f.status,
+	}
+}
+
+type flannel struct {
+	builtin func(string) *skel.Plugin
+}
+
+// add builds the delegate config, stores it, and runs the delegate's ADD.
+func (f *flannel) add(req *skel.Request) (res *result.Result, err error) {
+	c, err := load(req)
+	if err != nil {
+		return nil, err
+	}
+	env, err := LoadSubnetEnv(c.SubnetFile)
+	if err != nil {
+		return nil, err
+	}
+	deleg, err := delegateConfig(c, req.Net, env)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(deleg)
+	if err != nil {
+		return nil, fmt.Errorf("flannel: delegate config: %w", err)
+	}
+	path := storedPath(c.DataDir, req.Args.ContainerID)
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+	if err := writeStored(path, data); err != nil {
+		return nil, fmt.Errorf("flannel: %w", err)
+	}
+	// The delegate's DEL comes first: a delegate that failed half-way (an exec'd one
+	// may not clean up after itself) is cleaned before its config is forgotten.
+	undo.Push("delegate "+deleg["type"].(string), func() error {
+		detached := *req
+		detached.Ctx = req.UndoContext()
+		if err := f.run(&detached, skel.CmdDel, deleg, nil); err != nil {
+			return err
+		}
+		return removeStored(path)
+	})
+	return f.runAdd(req, deleg, data)
+}
+
+// del runs the delegate's DEL with the stored config and then forgets it. Without a
+// stored config there is nothing of this plugin's to delete.
+func (f *flannel) del(req *skel.Request) error {
+	dataDir, err := loadDataDir(req)
+	if err != nil {
+		return err
+	}
+	path := storedPath(dataDir, req.Args.ContainerID)
+	data, deleg, err := readStored(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if errors.Is(err, errUnusable) {
+		// It can never be run, and keeping it would fail every DEL.
+		fmt.Fprintf(req.Stderr, "flannel: dropping it: %v\n", err)
+		return removeStored(path)
+	}
+	if err != nil {
+		return fmt.Errorf("flannel: %w", err)
+	}
+	if err := f.runBytes(req, skel.CmdDel, deleg, data); err != nil {
+		return err // kept: the runtime retries DEL
+	}
+	return removeStored(path)
+}
+
+// check runs the delegate's CHECK with the stored config and the request's prevResult.
+// (The reference's CHECK does nothing.)
+func (f *flannel) check(req *skel.Request) error {
+	dataDir, err := loadDataDir(req)
+	if err != nil {
+		return err
+	}
+	_, deleg, err := readStored(storedPath(dataDir, req.Args.ContainerID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("flannel: no delegate config for container %q: was it added?", req.Args.ContainerID)
+	}
+	if err != nil {
+		return fmt.Errorf("flannel: %w", err)
+	}
+	deleg["cniVersion"] = req.Net.CNIVersion
+	if len(req.Net.RawPrevResult) > 0 {
+		deleg["prevResult"] = req.Net.RawPrevResult
+	}
+	return f.run(req, skel.CmdCheck, deleg, nil)
+}
+
+// status checks the subnet file and then asks the delegate. A subnet file that does not
+// exist yet means the plugin cannot serve ADD: code 50.
+func (f *flannel) status(req *skel.Request) error {
+	deleg, err := f.current(req)
+	if cnierror.Code(err) == cnierror.CodeTryAgainLater {
+		return cnierror.New(cnierror.CodeNotAvailable, cnierror.From(err).Msg)
+	}
+	if err != nil {
+		return err
+	}
+	return f.run(req, skel.CmdStatus, deleg, nil)
+}
+
+// gc passes GC on to the delegate (with the delegate config the subnet file gives now,
+// or, when it is gone, one stored for this network), then forgets the stored configs
+// of this network whose containers are not among the valid attachments.
+func (f *flannel) gc(req *skel.Request) error {
+	c, err := load(req)
+	if err != nil {
+		return err
+	}
+	stored, err := storedOf(c.DataDir, req.Net.Name)
+	if err != nil {
+		return fmt.Errorf("flannel: %w", err)
+	}
+	deleg, err := f.current(req)
+	if err != nil {
+		deleg = anyOf(stored)
+		if deleg == nil {
+			return nil // no subnet file and nothing stored: nothing anywhere to collect
+		}
+	}
+	deleg["cniVersion"] = req.Net.CNIVersion
+	deleg["cni.dev/valid-attachments"] = validOrEmpty(req.ValidAttachments)
+	if err := f.run(req, skel.CmdGC, deleg, nil); err != nil {
+		return err
+	}
+	var errs []error
+	for cid := range stored {
+		if !slices.ContainsFunc(req.ValidAttachments, func(a skel.Attachment) bool { return a.ContainerID == cid }) {
+			errs = append(errs, removeStored(storedPath(c.DataDir, cid)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// current is the delegate config ADD would build now.
+func (f *flannel) current(req *skel.Request) (map[string]any, error) {
+	c, err := load(req)
+	if err != nil {
+		return nil, err
+	}
+	env, err := LoadSubnetEnv(c.SubnetFile)
+	if err != nil {
+		return nil, err
+	}
+	return delegateConfig(c, req.Net, env)
+}
+
+func anyOf(stored map[string]map[string]any) map[string]any {
+	for _, conf := range stored {
+		return conf
+	}
+	return nil
+}
+
+func validOrEmpty(a []skel.Attachment) []skel.Attachment {
+	if a == nil {
+		return []skel.Attachment{}
+	}
+	return a
+}
+
+// runAdd runs the delegate's ADD with data (deleg encoded) and returns its result in
+// the request's version.
+func (f *flannel) runAdd(req *skel.Request, deleg map[string]any, data []byte) (*result.Result, error) {
+	typ, _ := delegateType(deleg)
+	if p := f.builtin(typ); p != nil {
+		return skel.Invoke(ctxOf(req), p, f.args(req, skel.CmdAdd), data, req.Stderr)
+	}
+	out, err := f.exec(req, skel.CmdAdd, typ, data)
+	if err != nil {
+		return nil, err
+	}
+	v := req.Net.CNIVersion
+	if v == "" {
+		v = "0.1.0"
+	}
+	res, err := result.Parse(out, v)
+	if err != nil {
+		return nil, fmt.Errorf("flannel: delegate %s result: %w", typ, err)
+	}
+	return res.Convert(v)
+}
+
+// run runs a command other than ADD on the delegate with deleg (data when given, else
+// deleg encoded).
+func (f *flannel) run(req *skel.Request, cmd string, deleg map[string]any, data []byte) error {
+	if data == nil {
+		var err error
+		if data, err = json.Marshal(deleg); err != nil {
+			return fmt.Errorf("flannel: delegate config: %w", err)
+		}
+	}
+	return f.runBytes(req, cmd, deleg, data)
+}
+
+func (f *flannel) runBytes(req *skel.Request, cmd string, deleg map[string]any, data []byte) error {
+	typ, err := delegateType(deleg)
+	if err != nil {
+		return fmt.Errorf("flannel: %w", err)
+	}
+	if p := f.builtin(typ); p != nil {
+		_, err := skel.Invoke(ctxOf(req), p, f.args(req, cmd), data, req.Stderr)
+		return err
+	}
+	_, err = f.exec(req, cmd, typ, data)
+	return err
+}
+
+// exec runs a delegate that is not built in from CNI_PATH, as the reference does.
+func (f *flannel) exec(req *skel.Request, cmd, typ string, data []byte) ([]byte, error) {
+	bin, err := invoke.FindInPath(typ, req.Args.Path)
+	if err != nil {
+		return nil, err
+	}
+	out, err := invoke.Exec(ctxOf(req), bin, req.Args.Environ(cmd), data, req.Stderr)
+	if err != nil && cnierror.Code(err) == 0 {
+		// A delegate that printed no CNI error has no code of its own.
+		err = &cnierror.Error{Code: cnierror.CodeInternal, Msg: fmt.Sprintf("flannel: delegate %s: %v", typ, err)}
+	}
+	return out, err
+}
+
+func (f *flannel) args(req *skel.Request, cmd string) skel.Args {
+	a := req.Args
+	a.Command = cmd
+	return a
+}
+
+func ctxOf(req *skel.Request) context.Context {
+	if req.Ctx == nil {
+		return context.Background()
+	}
+	return req.Ctx
+}

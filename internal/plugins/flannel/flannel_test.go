@@ -1,0 +1,270 @@
+package flannel_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// withPrev returns config with res as prevResult.
+func withPrev(t testing.TB, config []byte, res *result.Result) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, res.Print(&buf))
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(config, &m))
+	m["prevResult"] = json.RawMessage(buf.Bytes())
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+// The result is the delegate's (bridge with host-local on the leased subnet): the
+// reference's shape. The daemon's FLANNEL_IPMASQ decides whether the bridge masquerades.
+func TestAddGivesTheReferenceShapeAndMasqueradesPerIPMasq(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "true"))
+	ctr := testns.NewWithLoopback(t)
+	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+	require.NoError(t, err)
+
+	require.Len(t, res.Interfaces, 3)
+	assert.Equal(t, "cni0", res.Interfaces[0].Name, "the bridge, named as the reference's bridge names it")
+	assert.Equal(t, "eth0", res.Interfaces[2].Name)
+	assert.Equal(t, ctr.Path, res.Interfaces[2].Sandbox)
+	require.Len(t, res.IPs, 1)
+	assert.True(t, netip.MustParsePrefix("10.244.3.0/24").Contains(res.IPs[0].Address.Addr()), "%s", res.IPs[0].Address)
+	assert.Equal(t, 24, res.IPs[0].Address.Bits())
+	assert.Equal(t, "10.244.3.1", res.IPs[0].Gateway.String())
+	require.Len(t, res.Routes, 1)
+	assert.Equal(t, "10.244.0.0/16", res.Routes[0].Dst.String(), "a route to the cluster network")
+	eth0, err := ctr.Handle(t).LinkByName("eth0")
+	require.NoError(t, err)
+	assert.Equal(t, 1400, eth0.Attrs().MTU, "FLANNEL_MTU")
+	assert.False(t, w.masqueraded("ctr-a", res), "the daemon masquerades (FLANNEL_IPMASQ=true), so the bridge does not")
+	assert.Equal(t, []string{"ctr-a"}, w.stored())
+
+	w.writeEnv(fmt.Sprintf(v4Env, "false"))
+	ctrB := testns.NewWithLoopback(t)
+	resB, err := w.invoke("ADD", "ctr-b", ctrB.Path, w.conf(""))
+	require.NoError(t, err)
+	assert.True(t, w.masqueraded("ctr-b", resB), "FLANNEL_IPMASQ=false: the bridge masquerades")
+
+	for _, c := range []struct {
+		id string
+		ns *testns.NS
+	}{{"ctr-a", ctr}, {"ctr-b", ctrB}} {
+		_, err = w.invoke("DEL", c.id, c.ns.Path, w.conf(""))
+		require.NoError(t, err)
+	}
+	assert.False(t, w.masqueraded("ctr-b", resB))
+	assert.Empty(t, w.reservations())
+	assert.Empty(t, w.stored())
+	assert.Empty(t, w.hostVeths())
+}
+
+// The node re-leased its subnet (or the daemon is gone): DEL runs the delegate with
+// the config ADD stored and releases everything.
+func TestDelAfterTheSubnetFileVanishedStillCleansUp(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "false"))
+	ctr := testns.NewWithLoopback(t)
+	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+	require.NoError(t, err)
+	require.Len(t, w.reservations(), 1)
+	require.NoError(t, os.Remove(w.subnetFile))
+
+	for range 2 {
+		_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+		require.NoError(t, err)
+	}
+	assert.Empty(t, w.reservations())
+	assert.Empty(t, w.stored())
+	assert.Empty(t, w.hostVeths())
+	assert.False(t, w.masqueraded("ctr-a", res))
+}
+
+func TestIPv6OnlyAndDualStackSubnetFiles(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		env    string
+		prefix []string
+		routes []string
+	}{
+		"ipv6 only":  {v6Env, []string{"fd44:0:0:3::/64"}, []string{"fd44::/56"}},
+		"dual stack": {fmt.Sprintf(v4Env, "true") + v6Env, []string{"10.244.3.0/24", "fd44:0:0:3::/64"}, []string{"10.244.0.0/16", "fd44::/56"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.writeEnv(tc.env)
+			ctr := testns.NewWithLoopback(t)
+			res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+			require.NoError(t, err)
+			require.Len(t, res.IPs, len(tc.prefix))
+			for i, p := range tc.prefix {
+				assert.True(t, netip.MustParsePrefix(p).Contains(res.IPs[i].Address.Addr()), "%s in %s", res.IPs[i].Address, p)
+			}
+			var routes []string
+			for _, r := range res.Routes {
+				routes = append(routes, r.Dst.String())
+			}
+			assert.Equal(t, tc.routes, routes)
+			addrs, err := ctr.Handle(t).AddrList(nil, netlink.FAMILY_V6)
+			require.NoError(t, err)
+			found := false
+			for _, a := range addrs {
+				found = found || a.IP.Equal(res.IPs[len(res.IPs)-1].Address.Addr().AsSlice())
+			}
+			assert.True(t, found, "the IPv6 address is on eth0")
+			_, err = w.invoke("CHECK", "ctr-a", ctr.Path, withPrev(t, w.conf(""), res))
+			assert.NoError(t, err)
+			_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+			require.NoError(t, err)
+			assert.Empty(t, w.reservations())
+		})
+	}
+}
+
+// The reference's CHECK does nothing; this one runs the delegate's.
+func TestCheckRunsTheDelegatesCheck(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "true"))
+	ctr := testns.NewWithLoopback(t)
+	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+	require.NoError(t, err)
+	check := withPrev(t, w.conf(""), res)
+	_, err = w.invoke("CHECK", "ctr-a", ctr.Path, check)
+	require.NoError(t, err)
+
+	h := ctr.Handle(t)
+	eth0, err := h.LinkByName("eth0")
+	require.NoError(t, err)
+	addr, err := netlink.ParseAddr(res.IPs[0].Address.String())
+	require.NoError(t, err)
+	require.NoError(t, h.AddrDel(eth0, addr))
+	_, err = w.invoke("CHECK", "ctr-a", ctr.Path, check)
+	assert.ErrorContains(t, err, "not found")
+
+	_, err = w.invoke("CHECK", "ctr-other", ctr.Path, check)
+	assert.ErrorContains(t, err, "no delegate config")
+}
+
+// The reference leaves the delegate config behind when the delegate's ADD fails.
+func TestFailedAddUndoesTheDelegateAndItsConfig(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "false"))
+	// A link called like the bridge that is no bridge: bridge's ADD fails.
+	testns.Veth(t, w.host, "notbr", nil, testns.New(t), "peer", nil)
+	ctr := testns.NewWithLoopback(t)
+	_, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(`"delegate":{"bridge":"notbr"}`))
+	require.Error(t, err)
+	assert.Empty(t, w.stored())
+	assert.Empty(t, w.reservations())
+	assert.Equal(t, []string{"notbr"}, w.hostVeths())
+}
+
+func TestMissingOrPartialSubnetFileIsAClearError(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctr := testns.NewWithLoopback(t)
+	_, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+	assert.Equal(t, cnierror.CodeTryAgainLater, cnierror.Code(err), "%v", err)
+	assert.ErrorContains(t, err, "does not exist")
+
+	w.writeEnv("FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_IPMASQ=true\n")
+	_, err = w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
+	assert.ErrorContains(t, err, "missing FLANNEL_SUBNET, FLANNEL_MTU")
+	assert.Empty(t, w.stored())
+}
+
+func TestStatusNeedsTheSubnetFileAndAsksTheDelegate(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	_, err := w.invoke("STATUS", "", "", w.conf(""))
+	assert.Equal(t, cnierror.CodeNotAvailable, cnierror.Code(err), "%v", err)
+	w.writeEnv(fmt.Sprintf(v4Env, "true"))
+	_, err = w.invoke("STATUS", "", "", w.conf(""))
+	assert.NoError(t, err)
+
+	// host-local answers STATUS with code 50 once its range is exhausted: the delegate
+	// really is asked.
+	w.writeEnv("FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.3.1/30\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n")
+	ctr := testns.NewWithLoopback(t)
+	_, err = w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+	require.NoError(t, err)
+	_, err = w.invoke("STATUS", "", "", w.conf(""))
+	assert.Equal(t, cnierror.CodeNotAvailable, cnierror.Code(err), "%v", err)
+}
+
+func TestGCReachesTheDelegateAndForgetsStaleConfigs(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "false"))
+	a, b := testns.NewWithLoopback(t), testns.NewWithLoopback(t)
+	_, err := w.invoke("ADD", "ctr-a", a.Path, w.conf(""))
+	require.NoError(t, err)
+	resB, err := w.invoke("ADD", "ctr-b", b.Path, w.conf(""))
+	require.NoError(t, err)
+	require.Len(t, w.reservations(), 2)
+
+	gc := w.conf(`"cni.dev/valid-attachments":[{"containerID":"ctr-a","ifname":"eth0"}]`)
+	_, err = w.invoke("GC", "", "", gc)
+	require.NoError(t, err)
+	assert.Len(t, w.reservations(), 1, "host-local released ctr-b's address")
+	assert.Equal(t, []string{"ctr-a"}, w.stored())
+	assert.False(t, w.masqueraded("ctr-b", resB), "bridge collected ctr-b's masquerade")
+
+	require.NoError(t, os.Remove(w.subnetFile))
+	_, err = w.invoke("GC", "", "", w.conf(`"cni.dev/valid-attachments":[]`))
+	require.NoError(t, err, "GC without a subnet file uses a stored delegate config")
+	assert.Empty(t, w.reservations())
+	assert.Empty(t, w.stored())
+}
+
+// The stored config's name is the container id; a symlink planted there is replaced,
+// never written through, and a DEL meeting one drops it without reading its target.
+func TestStoredConfigNeverFollowsASymlink(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "true"))
+	target := filepath.Join(t.TempDir(), "precious")
+	require.NoError(t, os.WriteFile(target, []byte(`{"type":"bridge"}`), 0o600))
+	require.NoError(t, os.MkdirAll(w.dataDir, 0o700))
+	require.NoError(t, os.Symlink(target, filepath.Join(w.dataDir, "ctr-a")))
+	ctr := testns.NewWithLoopback(t)
+	_, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+	require.NoError(t, err)
+	fi, err := os.Lstat(filepath.Join(w.dataDir, "ctr-a"))
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular(), "the symlink was replaced")
+	content, _ := os.ReadFile(target)
+	assert.Equal(t, `{"type":"bridge"}`, string(content))
+	_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+	require.NoError(t, err)
+
+	require.NoError(t, os.Symlink(target, filepath.Join(w.dataDir, "ctr-b")))
+	_, err = w.invoke("DEL", "ctr-b", ctr.Path, w.conf(""))
+	require.NoError(t, err)
+	_, err = os.Lstat(filepath.Join(w.dataDir, "ctr-b"))
+	assert.True(t, os.IsNotExist(err), "the symlink is dropped")
+	content, _ = os.ReadFile(target)
+	assert.Equal(t, `{"type":"bridge"}`, string(content))
+}

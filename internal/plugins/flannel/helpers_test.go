@@ -1,0 +1,128 @@
+package flannel_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/dispatch"
+	"github.com/cnikit/cni/internal/masq"
+	"github.com/cnikit/cni/internal/plugins/flannel"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// world is one test's flannel node: a host namespace, the subnet file the daemon would
+// write, flannel's data dir and host-local's.
+type world struct {
+	t                                testing.TB
+	host                             *testns.NS
+	subnetFile, dataDir, ipamDataDir string
+	path                             []string
+}
+
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	testns.RequireRoot(t)
+	w := &world{t: t, host: testns.NewWithLoopback(t), subnetFile: filepath.Join(t.TempDir(), "subnet.env"),
+		dataDir: filepath.Join(t.TempDir(), "flannel"), ipamDataDir: t.TempDir(), path: []string{t.TempDir()}}
+	w.host.Run(t, func() error {
+		// Links created from now on skip DAD, so IPv6 addresses are usable at once.
+		if err := sysctl.Set("net/ipv6/conf/all/accept_dad", "0"); err != nil {
+			return err
+		}
+		return sysctl.Set("net/ipv6/conf/default/accept_dad", "0")
+	})
+	return w
+}
+
+const v4Env = "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.3.1/24\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=%s\n"
+
+const v6Env = "FLANNEL_IPV6_NETWORK=fd44::/56\nFLANNEL_IPV6_SUBNET=fd44:0:0:3::1/64\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n"
+
+func (w *world) writeEnv(content string) {
+	w.t.Helper()
+	require.NoError(w.t, os.WriteFile(w.subnetFile, []byte(content), 0o644))
+}
+
+// conf is a flannel config for the world's files with extra top-level keys.
+func (w *world) conf(extra string) []byte {
+	s := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"flnet","type":"flannel","subnetFile":%q,"dataDir":%q,"ipam":{"dataDir":%q}`,
+		w.subnetFile, w.dataDir, w.ipamDataDir)
+	if extra != "" {
+		s += "," + extra
+	}
+	return []byte(s + "}")
+}
+
+// invoke runs flannel in-process inside the host namespace, with the registry's
+// lookup, as the cni binary does.
+func (w *world) invoke(cmd, cid, netns string, config []byte) (*result.Result, error) {
+	args := skel.Args{Command: cmd, ContainerID: cid, Netns: netns, IfName: "eth0", Path: w.path, Env: os.Environ()}
+	var res *result.Result
+	var err error
+	require.NoError(w.t, w.host.Do(func() error {
+		res, err = skel.Invoke(context.Background(), flannel.New(dispatch.Lookup), args, config, os.Stderr)
+		return nil
+	}))
+	return res, err
+}
+
+// reservations lists host-local's reserved addresses of the network.
+func (w *world) reservations() []string {
+	entries, _ := os.ReadDir(filepath.Join(w.ipamDataDir, "flnet"))
+	var out []string
+	for _, e := range entries {
+		if _, err := netip.ParseAddr(e.Name()); err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// stored lists the container ids with a stored delegate config.
+func (w *world) stored() []string {
+	entries, _ := os.ReadDir(w.dataDir)
+	var out []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// masqueraded reports whether the host masquerades the attachment's addresses.
+func (w *world) masqueraded(cid string, res *result.Result) bool {
+	att := masq.Attachment{Network: "flnet", ContainerID: cid, IfName: "eth0"}
+	for _, ip := range res.IPs {
+		att.IPs = append(att.IPs, ip.Address)
+	}
+	var err error
+	w.host.Run(w.t, func() error {
+		err = masq.Check(context.Background(), att, masq.Options{IPv4: true, IPv6: true})
+		return nil
+	})
+	return err == nil
+}
+
+// hostVeths names the veths in the host namespace.
+func (w *world) hostVeths() []string {
+	links, err := w.host.Handle(w.t).LinkList()
+	require.NoError(w.t, err)
+	var out []string
+	for _, l := range links {
+		if l.Type() == "veth" {
+			out = append(out, l.Attrs().Name)
+		}
+	}
+	return out
+}

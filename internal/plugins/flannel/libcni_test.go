@@ -1,0 +1,143 @@
+package flannel_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// k3s's flannel conflist (flannel delegating to bridge, then portmap) run by libcni:
+// a mapped host port answers a client in another namespace, and DEL removes it all.
+func TestLibcniFlannelWithPortmapServesAMappedPort(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "false"))
+	client, ctr := testns.NewWithLoopback(t), testns.NewWithLoopback(t)
+	w.host.Run(t, func() error { return sysctl.EnableForwarding(true, false) })
+	testns.Veth(t, w.host, "vcl", []string{"10.99.0.1/24"}, client, "eth0", []string{"10.99.0.2/24"})
+	testns.DefaultRoutes(t, client, "eth0", "10.99.0.1")
+	testns.ServeTCP(t, ctr, "tcp", ":8080", "flannel-pod")
+
+	dir := testns.LinkPluginDir(t, "flannel", "portmap")
+	cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, t.TempDir(), nil)
+	list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"flnet","plugins":[
+		{"type":"flannel","subnetFile":%q,"dataDir":%q,"ipam":{"dataDir":%q},
+		 "delegate":{"hairpinMode":true,"forceAddress":true,"isDefaultGateway":true}},
+		{"type":"portmap","capabilities":{"portMappings":true}}]}`, w.subnetFile, w.dataDir, w.ipamDataDir)))
+	require.NoError(t, err)
+	rt := &libcni.RuntimeConf{ContainerID: "flannel-pod", NetNS: ctr.Path, IfName: "eth0",
+		CapabilityArgs: map[string]any{"portMappings": []map[string]any{{"hostPort": 18080, "containerPort": 8080, "protocol": "tcp"}}}}
+	ctx := context.Background()
+
+	w.host.Run(t, func() error {
+		if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
+			return err
+		}
+		return cni.CheckNetworkList(ctx, list, rt)
+	})
+	got, err := testns.DialTCP(client, "10.99.0.1:18080", 2*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "flannel-pod", got)
+
+	w.host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
+	w.host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
+	_, err = testns.DialTCP(client, "10.99.0.1:18080", 500*time.Millisecond)
+	assert.Error(t, err, "the mapping is gone")
+	assert.Empty(t, w.reservations())
+	assert.Empty(t, w.stored())
+	assert.Empty(t, w.hostVeths()[1:], "only the client's veth is left")
+}
+
+// A delegate type that is not built in is exec'd from CNI_PATH with the delegate config
+// on stdin, for ADD and DEL alike.
+func TestExternalDelegateIsExecd(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "true"))
+	rec, err := testns.BuildHelper("../../chain/testdata/recorder")
+	require.NoError(t, err)
+	if !testns.Prebuilt() {
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(rec)) })
+	}
+	require.NoError(t, os.Symlink(rec, filepath.Join(w.path[0], "recorder")))
+	records := filepath.Join(t.TempDir(), "records")
+	ctr := testns.NewWithLoopback(t)
+	c := w.conf(fmt.Sprintf(`"delegate":{"type":"recorder","recordFile":%q}`, records))
+
+	res, err := w.invoke("ADD", "ctr-a", ctr.Path, c)
+	require.NoError(t, err)
+	require.Len(t, res.Interfaces, 1, "the recorder's own interface")
+	_, err = w.invoke("DEL", "ctr-a", ctr.Path, c)
+	require.NoError(t, err)
+
+	data, err := os.ReadFile(records)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Len(t, lines, 2)
+	var add, del struct {
+		Command string
+		Stdin   string
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &add))
+	require.NoError(t, json.Unmarshal([]byte(lines[1]), &del))
+	assert.Equal(t, "ADD", add.Command)
+	assert.Equal(t, "DEL", del.Command)
+	assert.Equal(t, add.Stdin, del.Stdin, "DEL runs with the stored config")
+	var deleg map[string]any
+	require.NoError(t, json.Unmarshal([]byte(add.Stdin), &deleg))
+	assert.Equal(t, "flnet", deleg["name"])
+	assert.Equal(t, "recorder", deleg["type"])
+	assert.Nil(t, deleg["isGateway"], "isGateway is a bridge default only")
+	assert.Equal(t, 1400.0, deleg["mtu"])
+}
+
+// The binary exec'd as flannel: a missing subnet file is code 11, a partial one code 7
+// naming the keys, a bad delegate object code 7, each with exit status 1.
+func TestExecdBadInputIsACNIError(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	plugin := filepath.Join(testns.LinkPluginDir(t, "flannel"), "flannel")
+	ctr := testns.NewWithLoopback(t)
+	run := func(config []byte) (uint, string) {
+		var stdout bytes.Buffer
+		cmd := exec.Command(plugin)
+		cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=ctr1", "CNI_NETNS=" + ctr.Path,
+			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin)}
+		cmd.Stdin, cmd.Stdout = bytes.NewReader(config), &stdout
+		err := cmd.Run()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		assert.Equal(t, 1, exit.ExitCode())
+		var e struct {
+			Code uint   `json:"code"`
+			Msg  string `json:"msg"`
+		}
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &e), stdout.String())
+		return e.Code, e.Msg
+	}
+	code, msg := run(w.conf(""))
+	assert.Equal(t, uint(11), code, msg)
+	w.writeEnv("FLANNEL_SUBNET=10.244.3.1/24\nFLANNEL_MTU=1400\n")
+	code, msg = run(w.conf(""))
+	assert.Equal(t, uint(7), code, msg)
+	assert.Contains(t, msg, "missing FLANNEL_NETWORK, FLANNEL_IPMASQ")
+	w.writeEnv(fmt.Sprintf(v4Env, "true"))
+	code, msg = run(w.conf(`"delegate":{"name":"x"}`))
+	assert.Equal(t, uint(7), code, msg)
+	assert.Empty(t, w.stored())
+	assert.Empty(t, w.reservations())
+}

@@ -1,0 +1,138 @@
+package flannel
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// The delegate config of each attachment is kept in <dataDir>/<containerID>, the
+// reference's file, so that DEL runs the delegate with what ADD ran it with even after
+// the subnet file changed or vanished (a node that re-leased its subnet). The skel has
+// refused container ids that could hold a path separator.
+
+// maxStored bounds what is read of a stored config.
+const maxStored = 1 << 20
+
+// tempPrefix starts the names of files being written; GC skips them.
+const tempPrefix = "."
+
+func storedPath(dataDir, containerID string) string {
+	return filepath.Join(dataDir, containerID)
+}
+
+// writeStored puts data at path atomically: a temp file in the same directory, synced
+// (the data dir is on disk, and DEL after a crash needs the content), then renamed over
+// the name. The temp file is created exclusively and rename replaces a symlink at path
+// instead of following it, so no symlink planted in the data dir redirects the write.
+func writeStored(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, tempPrefix+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("delegate config: %w", err)
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("delegate config %s: %w", path, err)
+	}
+	return nil
+}
+
+// errUnusable marks a stored config that can never be run: a symlink (refused, never
+// followed), not a regular file, too large, not a JSON object or without a type.
+var errUnusable = errors.New("unusable delegate config")
+
+// readStored returns the stored delegate config at path: its bytes and decoded form.
+// A missing file gives fs.ErrNotExist; one that can never be used, errUnusable.
+func readStored(path string) ([]byte, map[string]any, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, nil, fmt.Errorf("%w %s: a symlink", errUnusable, path)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%w %s: not a regular file", errUnusable, path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxStored+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("delegate config %s: %w", path, err)
+	}
+	if len(data) > maxStored {
+		return nil, nil, fmt.Errorf("%w %s: larger than %d bytes", errUnusable, path, maxStored)
+	}
+	conf, err := decodeObject(data)
+	if err == nil {
+		_, err = delegateType(conf)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w %s: %v", errUnusable, path, err)
+	}
+	return data, conf, nil
+}
+
+func decodeObject(data []byte) (map[string]any, error) {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return m, nil
+}
+
+// removeStored deletes the stored config; one that is already gone is fine.
+func removeStored(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delegate config: %w", err)
+	}
+	return nil
+}
+
+// storedOf lists the container ids with a stored config of network in dataDir.
+func storedOf(dataDir, network string) (map[string]map[string]any, error) {
+	entries, err := os.ReadDir(dataDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	out := map[string]map[string]any{}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), tempPrefix) {
+			continue
+		}
+		_, conf, err := readStored(filepath.Join(dataDir, e.Name()))
+		if err != nil || conf["name"] != network {
+			continue
+		}
+		out[e.Name()] = conf
+	}
+	return out, nil
+}

@@ -1,0 +1,94 @@
+package sbr
+
+import (
+	"net/netip"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// Config is the plugin's part of the network config: the reference's keys.
+type Config struct {
+	// Table, when set, is the routing table every address's rule points at; the
+	// plugin then adds only the rules and leaves that table's routes to the user.
+	Table *int64 `json:"table,omitempty"`
+	// Gateways are default gateways, at most one per family; an entry wins over the
+	// gateway prevResult gives an address of its family.
+	Gateways []string `json:"gateways,omitempty"`
+	// AddSourceHints puts the interface's subnet routes back into the main table with
+	// the interface's address as preferred source once they were moved out.
+	AddSourceHints bool `json:"addSourceHints,omitempty"`
+}
+
+// Plan is the validated config.
+type Plan struct {
+	// Table is the configured table, 0 when each address gets a free one.
+	Table          int
+	GW4, GW6       netip.Addr
+	AddSourceHints bool
+}
+
+// Tables the kernel reserves (unspec, default, main, local): a rule of ours pointing at
+// one would reroute every packet of the namespace, and DEL would delete the rule by it.
+func reservedTable(t int64) bool { return t == 0 || t >= 253 && t <= 255 }
+
+func plan(req *skel.Request) (*Plan, error) {
+	conf, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{AddSourceHints: conf.AddSourceHints}
+	if t := conf.Table; t != nil {
+		if *t < 0 || *t > 1<<32-1 || reservedTable(*t) {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
+				"table: %d is not a usable routing table (1-4294967295, not 253-255)", *t)
+		}
+		p.Table = int(*t)
+	}
+	for _, s := range conf.Gateways {
+		gw, err := netip.ParseAddr(s)
+		if err != nil || gw.Zone() != "" {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "gateways: %q is not an IP address", s)
+		}
+		gw = gw.Unmap()
+		slot := &p.GW6
+		if gw.Is4() {
+			slot = &p.GW4
+		}
+		if slot.IsValid() {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "gateways: two gateways of one family (%s, %s)", *slot, gw)
+		}
+		*slot = gw
+	}
+	return p, nil
+}
+
+// gateway is the default gateway for ip's table: the configured one of its family,
+// else prevResult's.
+func (p *Plan) gateway(ip result.IPConfig) netip.Addr {
+	gw := p.GW6
+	if ip.Address.Addr().Is4() {
+		gw = p.GW4
+	}
+	if gw.IsValid() {
+		return gw
+	}
+	return ip.Gateway
+}
+
+// ifaceIPs returns prevResult's addresses of the interface ifName. As in the reference,
+// an address that names no interface counts as the interface's.
+func ifaceIPs(res *result.Result, ifName string) []result.IPConfig {
+	var out []result.IPConfig
+	for _, ip := range res.IPs {
+		if ip.Interface != nil {
+			i := *ip.Interface
+			if i >= 0 && i < len(res.Interfaces) && res.Interfaces[i].Name != ifName {
+				continue
+			}
+		}
+		out = append(out, ip)
+	}
+	return out
+}

@@ -1,0 +1,140 @@
+package sbr_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/plugins/sbr"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// world is a host namespace and a container namespace joined by veths the test makes:
+// the container ends are the interfaces sbr routes.
+type world struct {
+	t          testing.TB
+	host, cont *testns.NS
+}
+
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	testns.RequireRoot(t)
+	return &world{t: t, host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t)}
+}
+
+// iface gives the container an interface ifName (veth to host end h<ifName>) with the
+// addresses of ips, and returns the prevResult a main plugin would have returned.
+func (w *world) iface(ifName string, ips ...ipGw) *result.Result {
+	w.t.Helper()
+	var addrs, hostAddrs []string
+	for _, ip := range ips {
+		addrs = append(addrs, ip.addr)
+		if ip.gw != "" {
+			p := netip.MustParsePrefix(ip.addr)
+			hostAddrs = append(hostAddrs, netip.PrefixFrom(netip.MustParseAddr(ip.gw), p.Bits()).String())
+		}
+	}
+	testns.Veth(w.t, w.host, "h"+ifName, hostAddrs, w.cont, ifName, addrs)
+	return prevResult(ifName, w.cont.Path, ips...)
+}
+
+type ipGw struct{ addr, gw string }
+
+func prevResult(ifName, sandbox string, ips ...ipGw) *result.Result {
+	res := &result.Result{CNIVersion: "1.1.0"}
+	idx := res.AddInterface(result.Interface{Name: ifName, Sandbox: sandbox})
+	for _, ip := range ips {
+		c := result.IPConfig{Interface: &idx, Address: netip.MustParsePrefix(ip.addr)}
+		if ip.gw != "" {
+			c.Gateway = netip.MustParseAddr(ip.gw)
+		}
+		res.IPs = append(res.IPs, c)
+	}
+	return res
+}
+
+// conf is an sbr config with prev as prevResult (nil: none) and extra keys.
+func conf(t testing.TB, prev *result.Result, extra string) []byte {
+	t.Helper()
+	s := `{"cniVersion":"1.1.0","name":"sbrnet","type":"sbr"`
+	if prev != nil {
+		var buf bytes.Buffer
+		require.NoError(t, prev.Print(&buf))
+		s += `,"prevResult":` + buf.String()
+	}
+	if extra != "" {
+		s += "," + extra
+	}
+	return []byte(s + "}")
+}
+
+// invoke runs sbr in-process inside the host namespace.
+func (w *world) invoke(cmd, netns, ifName string, config []byte) (*result.Result, error) {
+	args := skel.Args{Command: cmd, ContainerID: "ctr1", Netns: netns, IfName: ifName, Path: []string{"/nonexistent"}}
+	var res *result.Result
+	var err error
+	require.NoError(w.t, w.host.Do(func() error {
+		res, err = skel.Invoke(context.Background(), sbr.Plugin(), args, config, os.Stderr)
+		return nil
+	}))
+	return res, err
+}
+
+// rules lists the container's rules as `ip rule` would show them, "from <src> lookup
+// <table>", leaving out the kernel's own ones.
+func (w *world) rules() []string {
+	w.t.Helper()
+	rules, err := w.cont.Handle(w.t).RuleList(netlink.FAMILY_ALL)
+	require.NoError(w.t, err)
+	var out []string
+	for _, r := range rules {
+		if r.Src == nil {
+			continue
+		}
+		out = append(out, fmt.Sprintf("from %s lookup %d", r.Src, r.Table))
+	}
+	return out
+}
+
+// routes lists the container's routes of table via ifName as "dst[ via gw][ src s]".
+func (w *world) routes(table int, ifName string) []string {
+	w.t.Helper()
+	h := w.cont.Handle(w.t)
+	l, err := h.LinkByName(ifName)
+	require.NoError(w.t, err)
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: table, LinkIndex: l.Attrs().Index},
+		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+	require.NoError(w.t, err)
+	var out []string
+	for _, r := range routes {
+		s := "default"
+		if r.Dst != nil && !(r.Dst.IP.IsUnspecified() && strings.HasSuffix(r.Dst.String(), "/0")) {
+			s = r.Dst.String()
+		}
+		if r.Gw != nil {
+			s += " via " + r.Gw.String()
+		}
+		if r.Src != nil {
+			s += " src " + r.Src.String()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func printed(t testing.TB, res *result.Result) string {
+	t.Helper()
+	b, err := json.Marshal(res)
+	require.NoError(t, err)
+	return string(b)
+}

@@ -1,0 +1,402 @@
+// Package sbr is the source-based routing plugin: a chained plugin for a container's
+// second (third...) interface that makes traffic from that interface's addresses leave
+// by that interface. Per address of CNI_IFNAME it adds a rule "from <ip> lookup <table>";
+// unless a table is configured, each address gets a table of its own (the first id from
+// 100 up that no rule or route uses, chosen under a lock on the namespace), holding a
+// default route via the gateway and the interface's routes, which leave the main table.
+//
+// Unlike the reference, DEL deletes only rules pointing from the interface's addresses
+// (prevResult's too, so a vanished interface is no obstacle), succeeds without the
+// namespace, and CHECK really checks the rules and routes.
+package sbr
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns the sbr plugin's registry entry.
+func Plugin() *skel.Plugin {
+	return &skel.Plugin{
+		Name:     "sbr",
+		About:    "source-based routing: traffic from an interface's addresses leaves by that interface",
+		Versions: version.All(),
+		Add:      add,
+		Del:      del,
+		Check:    check,
+	}
+}
+
+var errNotChained = cnierror.New(cnierror.CodeInvalidConfig, "prevResult: sbr must be called as a chained plugin")
+
+// prepare validates what ADD and CHECK share: the config and the interface's addresses.
+func prepare(req *skel.Request) (*Plan, []result.IPConfig, error) {
+	p, err := plan(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.PrevResult == nil {
+		return nil, nil, errNotChained
+	}
+	ips := ifaceIPs(req.PrevResult, req.Args.IfName)
+	if len(ips) == 0 {
+		return nil, nil, cnierror.Newf(cnierror.CodeInvalidConfig, "prevResult: no addresses for interface %q", req.Args.IfName)
+	}
+	return p, ips, nil
+}
+
+// add routes the interface's addresses by source and passes prevResult on.
+func add(req *skel.Request) (*result.Result, error) {
+	p, ips, err := prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	cont, err := link.OpenContainer(req.Args.Netns)
+	if err != nil {
+		return nil, err
+	}
+	defer cont.Close()
+	unlock, err := cont.Lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := configure(cont, req.Args.IfName, ips, p); err != nil {
+		return nil, fmt.Errorf("sbr %s: %w", req.Args.IfName, err)
+	}
+	return req.PrevResult.Clone(), nil
+}
+
+// configure does ADD's work inside the locked namespace; a failure undoes every step.
+func configure(cont *link.NS, ifName string, ips []result.IPConfig, p *Plan) (err error) {
+	l, err := cont.ByName(ifName)
+	if err != nil {
+		return err
+	}
+	h, _ := cont.Handle()
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+	if p.Table != 0 {
+		for _, ip := range ips {
+			if err := addRule(h, &undo, ip.Address.Addr(), p.Table); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	used, err := usedTables(h)
+	if err != nil {
+		return err
+	}
+	moved, err := link.RetryDump(func() ([]netlink.Route, error) { return h.RouteList(l, netlink.FAMILY_ALL) })
+	if err != nil {
+		return fmt.Errorf("list routes: %w", err)
+	}
+	table := firstTable
+	for _, ip := range ips {
+		table = nextFreeTable(used, table)
+		used[table] = true
+		if err := routeAddress(h, &undo, l, ip, p.gateway(ip), table, moved); err != nil {
+			return err
+		}
+	}
+	// Removed from main only now: several addresses may share a subnet route.
+	for _, r := range moved {
+		if err := h.RouteDel(&r); err != nil {
+			return fmt.Errorf("move route %s out of main: %w", describe(r), err)
+		}
+		undo.Push("route "+describe(r)+" back into main", func() error { r.Flags = 0; return h.RouteAdd(&r) })
+	}
+	if p.AddSourceHints {
+		return addSourceHints(h, &undo, l, ips, moved)
+	}
+	return nil
+}
+
+// routeAddress gives one address its table: the rule, the address's routes and a
+// default route via gw.
+func routeAddress(h *netlink.Handle, undo *rollback.Stack, l netlink.Link, ip result.IPConfig, gw netip.Addr, table int, mainRoutes []netlink.Route) error {
+	addr := ip.Address.Addr()
+	if err := addRule(h, undo, addr, table); err != nil {
+		return err
+	}
+	for _, r := range mainRoutes {
+		if !belongsTo(r, ip.Address) {
+			continue
+		}
+		r.Table, r.Flags = table, 0 // flags of a kernel-made route make the add fail
+		if err := replaceRoute(h, undo, &r); err != nil {
+			return err
+		}
+	}
+	if !gw.IsValid() {
+		return nil
+	}
+	def := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: link.IPNet(netip.PrefixFrom(zero(addr), 0)),
+		Gw: net.IP(gw.AsSlice()), Table: table}
+	return replaceRoute(h, undo, def)
+}
+
+// belongsTo says whether a main-table route of the interface serves the address: its
+// source or gateway is in the address's subnet, or it names neither (a plain subnet or
+// link route). Unlike the reference, a route of the other family never does.
+func belongsTo(r netlink.Route, ip netip.Prefix) bool {
+	if family(r) != familyOf(ip.Addr()) {
+		return false
+	}
+	src, gw := addrOf(r.Src), addrOf(r.Gw)
+	subnet := ip.Masked()
+	return !src.IsValid() && !gw.IsValid() || src.IsValid() && subnet.Contains(src) || gw.IsValid() && subnet.Contains(gw)
+}
+
+// addSourceHints puts each address's subnet routes back into main with the address as
+// preferred source, so unbound sockets reaching that subnet pick the address (and so
+// its rule).
+func addSourceHints(h *netlink.Handle, undo *rollback.Stack, l netlink.Link, ips []result.IPConfig, moved []netlink.Route) error {
+	for _, ip := range ips {
+		addr := ip.Address.Addr()
+		for _, r := range moved {
+			dst, ok := link.Prefix(r.Dst)
+			if r.Gw != nil || !ok || dst.Bits() == 0 || !dst.Contains(addr) {
+				continue
+			}
+			hint := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: r.Dst, Src: net.IP(addr.AsSlice()),
+				Scope: netlink.SCOPE_LINK}
+			if err := replaceRoute(h, undo, hint); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func addRule(h *netlink.Handle, undo *rollback.Stack, addr netip.Addr, table int) error {
+	rule := hostRule(addr, table)
+	if err := h.RuleAdd(rule); err != nil {
+		return fmt.Errorf("add rule from %s lookup %d: %w", addr, table, err)
+	}
+	undo.Push(fmt.Sprintf("rule from %s lookup %d", addr, table), func() error { return h.RuleDel(rule) })
+	return nil
+}
+
+func hostRule(addr netip.Addr, table int) *netlink.Rule {
+	rule := netlink.NewRule()
+	rule.Family = familyOf(addr)
+	rule.Src = link.IPNet(netip.PrefixFrom(addr, addr.BitLen()))
+	rule.Table = table
+	return rule
+}
+
+func replaceRoute(h *netlink.Handle, undo *rollback.Stack, r *netlink.Route) error {
+	if err := h.RouteReplace(r); err != nil {
+		return fmt.Errorf("add route %s to table %d: %w", describe(*r), r.Table, err)
+	}
+	undo.Push("route "+describe(*r), func() error { return h.RouteDel(r) })
+	return nil
+}
+
+// del removes the rules from the interface's addresses (those prevResult names and
+// those it still has) and, for tables the plugin chose, the interface's routes in them.
+// There is nothing to do without the namespace.
+func del(req *skel.Request) error {
+	conf, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return err
+	}
+	table := 0
+	if conf.Table != nil && !reservedTable(*conf.Table) {
+		table = int(*conf.Table)
+	}
+	if req.Args.Netns == "" {
+		return nil
+	}
+	cont, err := link.Open(req.Args.Netns)
+	if errors.Is(err, ns.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer cont.Close()
+	unlock, err := cont.Lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := tidy(cont, req, table); err != nil {
+		return fmt.Errorf("sbr %s: %w", req.Args.IfName, err)
+	}
+	return nil
+}
+
+// tidy is DEL's work inside the locked namespace, best effort.
+func tidy(cont *link.NS, req *skel.Request, table int) error {
+	h, err := cont.Handle()
+	if err != nil {
+		return err
+	}
+	addrs := map[netip.Addr]bool{}
+	if req.PrevResult != nil {
+		for _, ip := range ifaceIPs(req.PrevResult, req.Args.IfName) {
+			addrs[ip.Address.Addr()] = true
+		}
+	}
+	l, err := cont.ByName(req.Args.IfName)
+	if err != nil && !link.IsNotFound(err) {
+		return err
+	}
+	if l != nil {
+		if err := addAddrs(h, l, addrs); err != nil {
+			return err
+		}
+	}
+	rules, err := link.RetryDump(func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) })
+	if err != nil {
+		return fmt.Errorf("list rules: %w", err)
+	}
+	var errs []error
+	chosen := map[int]bool{}
+	for _, r := range rules {
+		if !ours(r, addrs, table) {
+			continue
+		}
+		if err := h.RuleDel(&r); err != nil {
+			errs = append(errs, fmt.Errorf("delete rule from %s lookup %d: %w", r.Src, r.Table, err))
+		}
+		if table == 0 {
+			chosen[r.Table] = true
+		}
+	}
+	if l != nil {
+		errs = append(errs, flushTables(h, l, chosen))
+	}
+	return errors.Join(errs...)
+}
+
+// ours says whether rule r is one this plugin made for one of addrs: from a single
+// address of them, to the configured table or (none configured) to a non-reserved one.
+func ours(r netlink.Rule, addrs map[netip.Addr]bool, table int) bool {
+	src, ok := link.Prefix(r.Src)
+	if !ok || !src.IsSingleIP() || !addrs[src.Addr()] {
+		return false
+	}
+	if table != 0 {
+		return r.Table == table
+	}
+	return !reservedTable(int64(r.Table))
+}
+
+func addAddrs(h *netlink.Handle, l netlink.Link, into map[netip.Addr]bool) error {
+	have, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
+	if err != nil {
+		return fmt.Errorf("list addresses: %w", err)
+	}
+	for _, a := range have {
+		if p, ok := link.Prefix(a.IPNet); ok {
+			into[p.Addr()] = true
+		}
+	}
+	return nil
+}
+
+// flushTables deletes l's routes in the given tables, which the plugin chose and so owns.
+func flushTables(h *netlink.Handle, l netlink.Link, tables map[int]bool) error {
+	var errs []error
+	for t := range tables {
+		routes, err := tableRoutes(h, l, t, netlink.FAMILY_ALL)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, r := range routes {
+			if err := h.RouteDel(&r); err != nil && !errors.Is(err, errNoSuchRoute) {
+				errs = append(errs, fmt.Errorf("delete route %s from table %d: %w", describe(r), t, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// check verifies a rule from every address and, in tables the plugin chose, the
+// address's subnet route and the default route via its gateway.
+func check(req *skel.Request) error {
+	p, ips, err := prepare(req)
+	if err != nil {
+		return err
+	}
+	cont, err := link.OpenContainer(req.Args.Netns)
+	if err != nil {
+		return err
+	}
+	defer cont.Close()
+	l, err := cont.ByName(req.Args.IfName)
+	if err != nil {
+		return fmt.Errorf("sbr: %w", err)
+	}
+	h, _ := cont.Handle()
+	rules, err := link.RetryDump(func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) })
+	if err != nil {
+		return fmt.Errorf("sbr: list rules: %w", err)
+	}
+	for _, ip := range ips {
+		addr := ip.Address.Addr()
+		r := findRule(rules, addr, p.Table)
+		if r == nil {
+			return fmt.Errorf("sbr %s: no rule from %s", req.Args.IfName, addr)
+		}
+		if p.Table != 0 {
+			continue
+		}
+		if err := verifyTable(h, l, r.Table, ip, p.gateway(ip)); err != nil {
+			return fmt.Errorf("sbr %s: %w", req.Args.IfName, err)
+		}
+	}
+	return nil
+}
+
+func findRule(rules []netlink.Rule, addr netip.Addr, table int) *netlink.Rule {
+	one := map[netip.Addr]bool{addr: true}
+	for i := range rules {
+		if ours(rules[i], one, table) {
+			return &rules[i]
+		}
+	}
+	return nil
+}
+
+// verifyTable checks table for ip's subnet route and its default route via gw.
+func verifyTable(h *netlink.Handle, l netlink.Link, table int, ip result.IPConfig, gw netip.Addr) error {
+	routes, err := tableRoutes(h, l, table, familyOf(ip.Address.Addr()))
+	if err != nil {
+		return err
+	}
+	subnet := ip.Address.Masked()
+	var haveSubnet, haveDefault bool
+	for _, r := range routes {
+		dst, ok := link.Prefix(r.Dst)
+		if !ok {
+			dst = netip.PrefixFrom(zero(ip.Address.Addr()), 0)
+		}
+		haveSubnet = haveSubnet || dst == subnet
+		haveDefault = haveDefault || dst.Bits() == 0 && addrOf(r.Gw) == gw
+	}
+	if !subnet.IsSingleIP() && !haveSubnet {
+		return fmt.Errorf("table %d: no route to %s", table, subnet)
+	}
+	if gw.IsValid() && !haveDefault {
+		return fmt.Errorf("table %d: no default route via %s", table, gw)
+	}
+	return nil
+}

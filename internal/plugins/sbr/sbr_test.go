@@ -1,0 +1,265 @@
+package sbr_test
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+const mainTable = 254
+
+func TestAddMovesTheInterfaceRoutesIntoAFreshTable(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	res, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
+	require.NoError(t, err)
+	assert.JSONEq(t, printed(t, prev), printed(t, res), "prevResult is passed on unchanged")
+
+	assert.Equal(t, []string{"from 10.60.0.2/32 lookup 100"}, w.rules())
+	assert.ElementsMatch(t, []string{"10.60.0.0/24 src 10.60.0.2", "default via 10.60.0.1"}, w.routes(100, "net1"))
+	assert.Empty(t, w.routes(mainTable, "net1"), "the routes left main")
+}
+
+func TestTableChoiceSkipsTablesInUse(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	h := w.cont.Handle(t)
+	rule := netlink.NewRule()
+	rule.Table, rule.Mark = 100, 7
+	require.NoError(t, h.RuleAdd(rule))
+	l, err := h.LinkByName("net1")
+	require.NoError(t, err)
+	_, dst, _ := net.ParseCIDR("10.99.0.0/16")
+	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst, Table: 101}))
+
+	_, err = w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
+	require.NoError(t, err)
+	assert.Contains(t, w.rules(), "from 10.60.0.2/32 lookup 102")
+}
+
+func TestDualStackGivesEachAddressItsOwnTable(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"}, ipGw{"fd60::2/64", "fd60::1"})
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"from 10.60.0.2/32 lookup 100", "from fd60::2/128 lookup 101"}, w.rules())
+	assert.ElementsMatch(t, []string{"10.60.0.0/24 src 10.60.0.2", "default via 10.60.0.1"}, w.routes(100, "net1"))
+	v6 := w.routes(101, "net1")
+	assert.Contains(t, v6, "fd60::/64")
+	assert.Contains(t, v6, "default via fd60::1")
+	assert.NotContains(t, v6, "10.60.0.0/24 src 10.60.0.2", "an IPv4 route never lands in the IPv6 address's table")
+}
+
+func TestConfiguredGatewayWinsOverPrevResult(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"gateways":["10.60.0.254"]`))
+	require.NoError(t, err)
+	assert.Contains(t, w.routes(100, "net1"), "default via 10.60.0.254")
+}
+
+func TestConfiguredTableGetsOnlyRules(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"table":4000`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"from 10.60.0.2/32 lookup 4000"}, w.rules())
+	assert.Empty(t, w.routes(4000, "net1"))
+	assert.Contains(t, w.routes(mainTable, "net1"), "10.60.0.0/24 src 10.60.0.2", "main keeps its routes")
+}
+
+func TestAddSourceHintsKeepsSubnetRoutesInMainWithSource(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"addSourceHints":true`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"10.60.0.0/24 src 10.60.0.2"}, w.routes(mainTable, "net1"))
+	assert.Contains(t, w.routes(100, "net1"), "default via 10.60.0.1")
+}
+
+// Eight interfaces of one container are routed at once, as a runtime attaching several
+// networks in parallel would: the namespace lock must give each its own table.
+func TestConcurrentAddsPickDistinctTables(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		ifName := fmt.Sprintf("net%d", i)
+		prev := w.iface(ifName, ipGw{fmt.Sprintf("10.70.%d.2/24", i), fmt.Sprintf("10.70.%d.1", i)})
+		c := conf(t, prev, "")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = w.invoke("ADD", w.cont.Path, ifName, c)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	rules, err := w.cont.Handle(t).RuleList(netlink.FAMILY_V4)
+	require.NoError(t, err)
+	tables := map[int]string{}
+	for _, r := range rules {
+		if r.Src == nil {
+			continue
+		}
+		assert.NotContains(t, tables, r.Table, "table %d given to %s and %s", r.Table, tables[r.Table], r.Src)
+		tables[r.Table] = r.Src.String()
+	}
+	assert.Len(t, tables, n)
+	for table, src := range tables {
+		assert.GreaterOrEqual(t, table, 100)
+		var i int
+		_, err := fmt.Sscanf(src, "10.70.%d.2/32", &i)
+		require.NoError(t, err)
+		assert.Contains(t, w.routes(table, fmt.Sprintf("net%d", i)), fmt.Sprintf("default via 10.70.%d.1", i))
+	}
+}
+
+func TestDelLeavesNoRuleAndIsIdempotent(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"}, ipGw{"fd60::2/64", "fd60::1"})
+	before := w.rules()
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
+	require.NoError(t, err)
+	require.Len(t, w.rules(), len(before)+2)
+
+	for range 2 {
+		_, err = w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, ""))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, before, w.rules())
+	assert.Empty(t, w.routes(100, "net1"), "the chosen tables are emptied")
+	assert.Empty(t, w.routes(101, "net1"))
+}
+
+// The reference finds its rules through the interface's addresses and fails when the
+// interface is already gone; prevResult names them as well.
+func TestDelAfterTheInterfaceVanishedStillRemovesTheRules(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
+	require.NoError(t, err)
+	h := w.cont.Handle(t)
+	l, err := h.LinkByName("net1")
+	require.NoError(t, err)
+	require.NoError(t, h.LinkDel(l))
+
+	_, err = w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, ""))
+	require.NoError(t, err)
+	assert.Empty(t, w.rules())
+}
+
+func TestDelRemovesOnlyItsOwnRules(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	h := w.cont.Handle(t)
+	foreign := netlink.NewRule()
+	foreign.Src, foreign.Table = &net.IPNet{IP: net.ParseIP("10.61.0.9").To4(), Mask: net.CIDRMask(32, 32)}, 100
+	require.NoError(t, h.RuleAdd(foreign))
+	toMain := netlink.NewRule()
+	toMain.Src, toMain.Table = &net.IPNet{IP: net.ParseIP("10.60.0.2").To4(), Mask: net.CIDRMask(32, 32)}, mainTable
+	require.NoError(t, h.RuleAdd(toMain))
+
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"table":300`))
+	require.NoError(t, err)
+	_, err = w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, `"table":300`))
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"from 10.61.0.9/32 lookup 100", "from 10.60.0.2/32 lookup 254"}, w.rules())
+}
+
+func TestDelWithoutNamespaceSucceeds(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	gone := testns.New(t)
+	path := gone.Path
+	gone.Close()
+	_, err := w.invoke("DEL", path, "net1", conf(t, nil, ""))
+	assert.NoError(t, err)
+	_, err = w.invoke("DEL", "", "net1", conf(t, nil, ""))
+	assert.NoError(t, err)
+}
+
+// The reference's CHECK does nothing; this one notices a missing rule or route.
+func TestCheckNoticesAMissingRuleOrRoute(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	c := conf(t, prev, "")
+	_, err := w.invoke("ADD", w.cont.Path, "net1", c)
+	require.NoError(t, err)
+	_, err = w.invoke("CHECK", w.cont.Path, "net1", c)
+	require.NoError(t, err)
+
+	h := w.cont.Handle(t)
+	l, err := h.LinkByName("net1")
+	require.NoError(t, err)
+	def := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)},
+		Gw: net.ParseIP("10.60.0.1").To4(), Table: 100}
+	require.NoError(t, h.RouteDel(def))
+	_, err = w.invoke("CHECK", w.cont.Path, "net1", c)
+	assert.ErrorContains(t, err, "no default route via 10.60.0.1")
+	require.NoError(t, h.RouteAdd(def))
+	_, err = w.invoke("CHECK", w.cont.Path, "net1", c)
+	require.NoError(t, err)
+
+	rule := netlink.NewRule()
+	rule.Src, rule.Table = &net.IPNet{IP: net.ParseIP("10.60.0.2").To4(), Mask: net.CIDRMask(32, 32)}, 100
+	require.NoError(t, h.RuleDel(rule))
+	_, err = w.invoke("CHECK", w.cont.Path, "net1", c)
+	assert.ErrorContains(t, err, "no rule from 10.60.0.2")
+}
+
+func TestFailedAddLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"}, ipGw{"fd60::2/64", "fd60::1"})
+	mainBefore := w.routes(mainTable, "net1")
+	// An IPv6 gateway that is not on the link: the second table's default route fails
+	// after the first table is complete.
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"gateways":["fd99::1"]`))
+	require.Error(t, err)
+	assert.Empty(t, w.rules())
+	assert.Empty(t, w.routes(100, "net1"))
+	assert.ElementsMatch(t, mainBefore, w.routes(mainTable, "net1"))
+}
+
+func TestBadInputIsAnInvalidConfig(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := prevResult("net1", w.cont.Path, ipGw{"10.60.0.2/24", "10.60.0.1"})
+	for name, c := range map[string][]byte{
+		"no prevResult":     conf(t, nil, ""),
+		"reserved table":    conf(t, prev, `"table":254`),
+		"negative table":    conf(t, prev, `"table":-1`),
+		"table not number":  conf(t, prev, `"table":"x"`),
+		"bad gateway":       conf(t, prev, `"gateways":["nope"]`),
+		"two v4 gateways":   conf(t, prev, `"gateways":["10.0.0.1","10.0.0.2"]`),
+		"no addresses here": conf(t, prevResult("other", w.cont.Path, ipGw{"10.60.0.2/24", ""}), ""),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := w.invoke("ADD", w.cont.Path, "net1", c)
+			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
+		})
+	}
+}

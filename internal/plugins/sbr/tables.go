@@ -1,0 +1,114 @@
+package sbr
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/link"
+)
+
+// firstTable is where the search for a free table starts, as in the reference.
+const firstTable = 100
+
+// errNoSuchRoute is the kernel's answer to deleting a route that is already gone.
+const errNoSuchRoute = syscall.ESRCH
+
+// usedTables returns every table a rule points at or a route is in.
+func usedTables(h *netlink.Handle) (map[int]bool, error) {
+	rules, err := link.RetryDump(func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) })
+	if err != nil {
+		return nil, fmt.Errorf("list rules: %w", err)
+	}
+	routes, err := link.RetryDump(func() ([]netlink.Route, error) {
+		return h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list routes: %w", err)
+	}
+	used := make(map[int]bool, len(rules)+len(routes))
+	for _, r := range rules {
+		used[r.Table] = true
+	}
+	for _, r := range routes {
+		used[r.Table] = true
+	}
+	return used, nil
+}
+
+// nextFreeTable returns the first table from `from` up that is not used nor reserved.
+func nextFreeTable(used map[int]bool, from int) int {
+	t := from
+	for used[t] || reservedTable(int64(t)) {
+		t++
+	}
+	return t
+}
+
+// tableRoutes lists l's routes of family in table.
+func tableRoutes(h *netlink.Handle, l netlink.Link, table, family int) ([]netlink.Route, error) {
+	filter := &netlink.Route{Table: table, LinkIndex: l.Attrs().Index}
+	routes, err := link.RetryDump(func() ([]netlink.Route, error) {
+		return h.RouteListFiltered(family, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list routes of table %d: %w", table, err)
+	}
+	return routes, nil
+}
+
+func familyOf(a netip.Addr) int {
+	if a.Is4() {
+		return netlink.FAMILY_V4
+	}
+	return netlink.FAMILY_V6
+}
+
+// family is a route's address family, read from whichever address it carries.
+func family(r netlink.Route) int {
+	for _, ip := range []net.IP{ipOf(r.Dst), r.Gw, r.Src} {
+		if a := addrOf(ip); a.IsValid() {
+			return familyOf(a)
+		}
+	}
+	return r.Family
+}
+
+func ipOf(n *net.IPNet) net.IP {
+	if n == nil {
+		return nil
+	}
+	return n.IP
+}
+
+// addrOf converts a netlink address; nil gives the zero Addr.
+func addrOf(ip net.IP) netip.Addr {
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return netip.Addr{}
+	}
+	return a.Unmap()
+}
+
+// zero is the unspecified address of a's family.
+func zero(a netip.Addr) netip.Addr {
+	if a.Is4() {
+		return netip.IPv4Unspecified()
+	}
+	return netip.IPv6Unspecified()
+}
+
+func describe(r netlink.Route) string {
+	dst := "default"
+	if r.Dst != nil {
+		dst = r.Dst.String()
+	}
+	if r.Gw != nil {
+		return dst + " via " + r.Gw.String()
+	}
+	return dst
+}

@@ -1,0 +1,47 @@
+package vrf
+
+import (
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// Config is the plugin's part of the network config: the reference's keys.
+type Config struct {
+	// VRFName is the VRF device the interface joins inside the container.
+	VRFName string `json:"vrfname"`
+	// Table is the VRF's routing table; 0 or absent lets the plugin pick a free one
+	// when it creates the VRF, and accepts whatever table an existing VRF has.
+	Table *int64 `json:"table,omitempty"`
+}
+
+// Plan is the validated config.
+type Plan struct {
+	Name  string
+	Table uint32
+}
+
+// load validates the config. DEL needs only the name, so it skips the table check.
+func load(req *skel.Request, withTable bool) (*Plan, error) {
+	conf, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return nil, err
+	}
+	if conf.VRFName == "" {
+		return nil, cnierror.New(cnierror.CodeInvalidConfig, "vrfname: missing VRF name")
+	}
+	if err := skel.ValidateIfName(conf.VRFName); err != nil {
+		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "vrfname: %v", cnierror.From(err).Msg)
+	}
+	p := &Plan{Name: conf.VRFName}
+	if t := conf.Table; withTable && t != nil && *t != 0 {
+		if *t < 0 || *t > 1<<32-1 || reservedTable(uint32(*t)) {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
+				"table: %d is not a usable routing table (1-4294967295, not 253-255)", *t)
+		}
+		p.Table = uint32(*t)
+	}
+	return p, nil
+}
+
+// reservedTable reports the kernel's own tables (default, main, local).
+func reservedTable(t uint32) bool { return t >= 253 && t <= 255 }

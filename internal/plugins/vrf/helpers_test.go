@@ -1,0 +1,137 @@
+package vrf_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/kernelfeature"
+	"github.com/cnikit/cni/internal/plugins/vrf"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// world is a host namespace and a container namespace joined by veths the test makes;
+// their container ends are what the plugin puts into VRFs.
+type world struct {
+	t          testing.TB
+	host, cont *testns.NS
+}
+
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	testns.RequireRoot(t)
+	return &world{t: t, host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t)}
+}
+
+// iface gives the container an interface ifName with addrs (host end h<ifName> holds
+// the gateways, the first address of each subnet) and a route to routeDst via the IPv4
+// gateway, and returns the prevResult a main plugin would have returned.
+func (w *world) iface(ifName, routeDst string, addrs ...string) *result.Result {
+	w.t.Helper()
+	res := &result.Result{CNIVersion: "1.1.0"}
+	idx := res.AddInterface(result.Interface{Name: ifName, Sandbox: w.cont.Path})
+	var hostAddrs []string
+	for _, a := range addrs {
+		p := netip.MustParsePrefix(a)
+		gw := p.Masked().Addr().Next()
+		hostAddrs = append(hostAddrs, netip.PrefixFrom(gw, p.Bits()).String())
+		res.IPs = append(res.IPs, result.IPConfig{Interface: &idx, Address: p, Gateway: gw})
+	}
+	testns.Veth(w.t, w.host, "h"+ifName, hostAddrs, w.cont, ifName, addrs)
+	for _, ip := range res.IPs {
+		if ip.Address.Addr().Is4() {
+			testns.Route(w.t, w.cont, ifName, routeDst, ip.Gateway.String())
+			break
+		}
+	}
+	return res
+}
+
+// conf is a vrf config with prev as prevResult (nil: none) and extra keys.
+func conf(t testing.TB, prev *result.Result, extra string) []byte {
+	t.Helper()
+	s := `{"cniVersion":"1.1.0","name":"vrfnet","type":"vrf"`
+	if prev != nil {
+		var buf bytes.Buffer
+		require.NoError(t, prev.Print(&buf))
+		s += `,"prevResult":` + buf.String()
+	}
+	if extra != "" {
+		s += "," + extra
+	}
+	return []byte(s + "}")
+}
+
+// invoke runs the plugin in-process inside the host namespace.
+func (w *world) invoke(cmd, ifName string, config []byte) (*result.Result, error) {
+	args := skel.Args{Command: cmd, ContainerID: "ctr1", Netns: w.cont.Path, IfName: ifName, Path: []string{"/nonexistent"}}
+	var res *result.Result
+	var err error
+	require.NoError(w.t, w.host.Do(func() error {
+		res, err = skel.Invoke(context.Background(), vrf.Plugin(), args, config, os.Stderr)
+		return nil
+	}))
+	return res, err
+}
+
+// link returns the container's link called name, nil when there is none.
+func (w *world) link(name string) netlink.Link {
+	l, err := w.cont.Handle(w.t).LinkByName(name)
+	if err != nil {
+		return nil
+	}
+	return l
+}
+
+// masterOf names the master of the container's link ifName ("" for none).
+func (w *world) masterOf(ifName string) string {
+	w.t.Helper()
+	l := w.link(ifName)
+	require.NotNil(w.t, l, ifName)
+	if l.Attrs().MasterIndex == 0 {
+		return ""
+	}
+	m, err := w.cont.Handle(w.t).LinkByIndex(l.Attrs().MasterIndex)
+	require.NoError(w.t, err)
+	return m.Attrs().Name
+}
+
+// routes lists the container's routes in table through ifName as "dst[ via gw]".
+func (w *world) routes(table int, ifName string) []string {
+	w.t.Helper()
+	h := w.cont.Handle(w.t)
+	l := w.link(ifName)
+	require.NotNil(w.t, l)
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: table, LinkIndex: l.Attrs().Index},
+		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+	require.NoError(w.t, err)
+	var out []string
+	for _, r := range routes {
+		s := fmt.Sprint(r.Dst)
+		if r.Gw != nil {
+			s += " via " + r.Gw.String()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// requireNoVRF skips on kernels that have VRF support: the path under test cannot be
+// reached there.
+func requireNoVRF(t *testing.T) {
+	t.Helper()
+	testns.RequireRoot(t)
+	has, err := kernelfeature.Has(kernelfeature.VRF)
+	require.NoError(t, err)
+	if has {
+		t.Skip("the kernel has VRF support; this test is for kernels without it")
+	}
+}

@@ -246,4 +246,3 @@ func TestExecdDelWithoutADataDirSucceeds(t *testing.T) {
 	}
 	f.mustExec(t, "DEL", "ctr1", []byte(`{"cniVersion":"1.0.0","name":"tune","type":"tuning","dataDir":7}`))
 }
-

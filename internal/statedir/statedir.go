@@ -43,6 +43,33 @@ func IsForeign(err error) bool {
 		errors.Is(err, unix.ENXIO) || errors.Is(err, unix.EOPNOTSUPP)
 }
 
+// ReadPath reads a file named by configuration (a resolv.conf, a node allow-list): the
+// path may lead through symbolic links an operator made (/etc/resolv.conf usually is
+// one), but the file must be a regular one and at most limit bytes long, so that a
+// FIFO cannot hang the plugin and /dev/zero cannot exhaust its memory.
+func ReadPath(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: ErrTooLarge}
+	}
+	return data, nil
+}
+
 // Dir is an open directory; names given to its methods are single components inside it.
 type Dir struct {
 	f    *os.File

@@ -432,15 +432,16 @@ func TestDelWithoutADataDirSucceeds(t *testing.T) {
 	bin := hostLocalBinary(t)
 	for _, tc := range []struct {
 		name    string
-		dataDir func(t *testing.T) string
+		dataDir func(t *testing.T) any
 	}{
-		{"missing", func(t *testing.T) string { return filepath.Join(t.TempDir(), "no", "such") }},
-		{"a file", func(t *testing.T) string {
+		{"missing", func(t *testing.T) any { return filepath.Join(t.TempDir(), "no", "such") }},
+		{"not a string", func(t *testing.T) any { return 5 }},
+		{"a file", func(t *testing.T) any {
 			p := filepath.Join(t.TempDir(), "file")
 			require.NoError(t, os.WriteFile(p, nil, 0o600))
 			return p
 		}},
-		{"network dir is a file", func(t *testing.T) string {
+		{"network dir is a file", func(t *testing.T) any {
 			d := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(d, "testnet"), nil, 0o600))
 			return d
@@ -463,4 +464,28 @@ func TestLongContainerIDThroughTheBinary(t *testing.T) {
 	n.mustExec(bin, skel.CmdCheck, id, "very-long-name0")
 	n.mustExec(bin, skel.CmdDel, id, "very-long-name0")
 	assert.Empty(t, n.reservations())
+}
+
+func TestResolvConfThatIsNoRegularFileFailsFast(t *testing.T) {
+	bin := hostLocalBinary(t)
+	dir := t.TempDir()
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600))
+	for _, path := range []string{filepath.Join(dir, "fifo"), "/dev/zero", dir} {
+		n := newNetwork(t, obj{"subnet": "10.1.0.0/24", "resolvConf": path})
+		r := n.exec(bin, skel.CmdAdd, "a", "eth0")
+		assert.Equal(t, 1, r.code, path)
+		assert.Contains(t, r.stdout, "ipam.resolvConf", path)
+		assert.Contains(t, r.stdout, `"code": 7`, path)
+		assert.Empty(t, n.reservations(), path)
+	}
+	// A link to a regular file, as /etc/resolv.conf often is, is followed.
+	real := filepath.Join(dir, "resolv.conf")
+	require.NoError(t, os.WriteFile(real, []byte("nameserver 10.1.0.53\r\nsearch a b\n"), 0o644))
+	require.NoError(t, os.Symlink(real, filepath.Join(dir, "link")))
+	n := newNetwork(t, obj{"subnet": "10.1.0.0/24", "resolvConf": filepath.Join(dir, "link")})
+	r := n.mustExec(bin, skel.CmdAdd, "a", "eth0")
+	res, err := result.Parse([]byte(r.stdout), n.version)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"10.1.0.53"}, res.DNS.Nameservers)
+	assert.Equal(t, []string{"a", "b"}, res.DNS.Search)
 }

@@ -242,7 +242,9 @@ func openExisting(req *skel.Request, dataDir, network string) (*store, error) {
 func del(req *skel.Request) error {
 	loc, err := loadLocation(req)
 	if err != nil {
-		return err
+		// ADD reads ipam.dataDir the same way: it reserved nothing with this config.
+		fmt.Fprintf(req.Stderr, "host-local: nothing to release: %v\n", err)
+		return nil
 	}
 	st, err := openExisting(req, loc.DataDir, loc.Network)
 	if st == nil || err != nil {
@@ -319,7 +321,9 @@ func check(req *skel.Request) error {
 func gc(req *skel.Request) error {
 	loc, err := loadLocation(req)
 	if err != nil {
-		return err
+		// ADD reads ipam.dataDir the same way: it reserved nothing with this config.
+		fmt.Fprintf(req.Stderr, "host-local: nothing to release: %v\n", err)
+		return nil
 	}
 	st, err := openExisting(req, loc.DataDir, loc.Network)
 	if st == nil || err != nil {

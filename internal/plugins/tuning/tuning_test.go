@@ -214,6 +214,18 @@ func TestAllowListRefusesASysctlItDoesNotList(t *testing.T) {
 	assert.Equal(t, "1", f.read(t).arpIgnore)
 }
 
+func TestAllowListThatIsNoRegularFileFailsFast(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	fifo := filepath.Join(t.TempDir(), "allowlist.conf")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, path := range []string{fifo, "/dev/zero"} {
+		_, err := f.invoke(t, New(path), "ADD", f.conf(`"sysctl":{"net.core.somaxconn":"1234"}`))
+		require.Error(t, err, path)
+		assert.Contains(t, err.Error(), "allow-list", path)
+	}
+}
+
 func TestPathEscapesAreRefusedAndNothingIsWritten(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -488,4 +490,45 @@ func TestResolvConfThatIsNoRegularFileFailsFast(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"10.1.0.53"}, res.DNS.Nameservers)
 	assert.Equal(t, []string{"a", "b"}, res.DNS.Search)
+}
+
+// TestConcurrentAddsRepairingAPlantedLockStayExclusive starts many ADDs at once on a
+// directory whose lock is a planted link: they all repair it under the directory's
+// flock, and still hand out every address once.
+func TestConcurrentAddsRepairingAPlantedLockStayExclusive(t *testing.T) {
+	bin := hostLocalBinary(t)
+	n := newNetwork(t, obj{"subnet": "10.5.0.0/24"})
+	o := newOutside(t)
+	n.plant(symlinkTo(o.file), lockName)
+	const procs = 12
+	got := make([][]string, procs)
+	errs := make(chan error, procs)
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := runBinary(bin, n, skel.CmdAdd, fmt.Sprintf("c%d", i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			got[i] = addrs(res)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	seen := map[string]bool{}
+	for _, a := range got {
+		require.Len(t, a, 1)
+		assert.False(t, seen[a[0]], "%s handed out twice", a[0])
+		seen[a[0]] = true
+	}
+	o.untouched()
+	fi, err := os.Lstat(filepath.Join(n.dir(), lockName))
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular())
 }

@@ -124,9 +124,9 @@ func openStore(dataDir, network string, create bool, log io.Writer) (*store, err
 // lockStore flock()s the lock file, as the reference does. A lock that is not a
 // regular file (a planted symbolic link, a FIFO, a directory) is never opened through:
 // under a flock of the directory itself, which serialises every process doing this
-// repair, the entry is removed and a lock file created. When no lock file can be used
-// (a read-only directory without one, a directory that cannot be removed), the
-// directory's flock is kept as the lock.
+// repair, the entry is looked at again, removed if still foreign, and a lock file
+// created. When no lock file can be used (a read-only directory without one, a
+// directory that cannot be removed), the directory's flock is kept as the lock.
 func (s *store) lockStore() (*os.File, error) {
 	f, err := s.dir.OpenFile(lockName, unix.O_RDONLY|unix.O_CREAT, 0o600)
 	if err == nil {
@@ -135,14 +135,17 @@ func (s *store) lockStore() (*os.File, error) {
 	if err := s.dir.Lock(); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", s.dir.Path(), err)
 	}
+	// Another process may have repaired it meanwhile: only a verdict reached under the
+	// directory's flock may remove the entry.
+	f, err = s.dir.OpenFile(lockName, unix.O_RDONLY|unix.O_CREAT, 0o600)
 	if statedir.IsForeign(err) {
 		fmt.Fprintf(s.log, "host-local: replacing unexpected lock entry: %v\n", err)
 		if rerr := s.dir.Remove(lockName); rerr != nil {
 			fmt.Fprintf(s.log, "host-local: %v\n", rerr)
 		}
 		f, err = s.dir.OpenFile(lockName, unix.O_RDONLY|unix.O_CREAT, 0o600)
-	} else {
-		f, err = s.dir.OpenFile(lockName, unix.O_RDONLY, 0)
+	} else if err != nil {
+		f, err = s.dir.OpenFile(lockName, unix.O_RDONLY, 0) // a read-only directory
 	}
 	if err != nil {
 		fmt.Fprintf(s.log, "host-local: no usable lock file (%v); locking %s itself\n", err, s.dir.Path())

@@ -85,6 +85,30 @@ func loadConfig(req *skel.Request, withRequests bool) (*config, error) {
 	return c, nil
 }
 
+// location is where a network's reservations live: all that DEL and GC read from the
+// config, so that a config ADD would refuse (bad ranges, changed ranges) can still
+// release what an earlier ADD took.
+type location struct {
+	Network string
+	DataDir string
+}
+
+func loadLocation(req *skel.Request) (location, error) {
+	raw, err := skel.LoadConfig[struct {
+		IPAM struct {
+			DataDir string `json:"dataDir"`
+		} `json:"ipam"`
+	}](req)
+	if err != nil {
+		return location{}, err
+	}
+	loc := location{Network: req.Net.Name, DataDir: raw.IPAM.DataDir}
+	if loc.DataDir == "" {
+		loc.DataDir = defaultDataDir
+	}
+	return loc, nil
+}
+
 // labelled keeps the field path of a range set for error messages.
 type labelled struct {
 	field string

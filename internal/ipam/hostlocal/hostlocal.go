@@ -42,21 +42,31 @@
 // A reservation's content is written to a temp file that is then hard-linked to the
 // address's name, so a reservation never exists without its owner. last_reserved_ip
 // and index entries are replaced atomically, never truncated: entries by rename,
-// last_reserved_ip by a RENAME_EXCHANGE swap (see replaceFile). An ADD killed half-way leaves
-// at most complete reservations of an attachment the runtime never saw succeed, which
-// the runtime's DEL or a GC releases, and temp files GC removes. An empty or garbage
-// reservation file (another writer's crash) keeps its address taken, is reported on
-// stderr, and is released by GC.
+// last_reserved_ip by a RENAME_EXCHANGE swap (see store.replace). An ADD killed
+// half-way leaves at most complete reservations of an attachment the runtime never saw
+// succeed, which the runtime's DEL or a GC releases, and temp files, which the next
+// operation's walk removes (the crash left the directory unsealed, so the next DEL or
+// GC walks). An empty or garbage reservation file (another writer's crash) keeps its
+// address taken, is reported on stderr, and is released by GC.
+//
+// # Foreign entries
+//
+// The data dir path may be a symbolic link an operator made; nothing inside the
+// network's directory is ever followed (see statedir). An entry named like an address
+// that is not a regular file (a link, a FIFO, a directory) keeps the address taken
+// and is removed by GC (a directory with content is reported and left). A lock, index
+// or last_reserved_ip entry of the wrong kind is replaced, the link itself and never
+// its target. None of them makes ADD, DEL or GC fail.
 package hostlocal
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/result"
@@ -96,7 +106,7 @@ func add(req *skel.Request) (res *result.Result, err error) {
 		return nil, fmt.Errorf("host-local: %w", err)
 	}
 	att := attachment{ID: req.Args.ContainerID, IfName: req.Args.IfName}
-	held := st.lookup(att)
+	held, _ := st.lookup(att)
 	ips, err := allocate(st, conf, att, held)
 	if err != nil {
 		return nil, err
@@ -105,8 +115,8 @@ func add(req *skel.Request) (res *result.Result, err error) {
 	if err := st.putEntry(att, all); err != nil {
 		// The reservation stands; left unsealed, the index is rebuilt by the next operation.
 		fmt.Fprintf(req.Stderr, "host-local: %v\n", err)
-	} else if err := st.seal(); err != nil {
-		fmt.Fprintf(req.Stderr, "host-local: %v\n", err)
+	} else {
+		st.seal()
 	}
 	return &result.Result{CNIVersion: conf.Version, IPs: ips, Routes: conf.Routes, DNS: dns}, nil
 }
@@ -210,14 +220,11 @@ func joinAddrs(addrs []netip.Addr) string {
 	return strings.Join(s, " ")
 }
 
-// openExisting loads the config and opens the network's store for DEL, CHECK and GC,
-// which never create state: st is nil, with no error, when the network has none yet.
-func openExisting(req *skel.Request) (*store, error) {
-	conf, err := loadConfig(req, false)
-	if err != nil {
-		return nil, err
-	}
-	st, err := openStore(conf.DataDir, conf.Network, false, req.Stderr)
+// openExisting opens the network's store for DEL, CHECK and GC, which never create
+// state: st is nil, with no error, when the network has none (no directory, or
+// something else under its name).
+func openExisting(req *skel.Request, dataDir, network string) (*store, error) {
+	st, err := openStore(dataDir, network, false, req.Stderr)
 	if errors.Is(err, errNoStore) {
 		return nil, nil
 	}
@@ -229,9 +236,17 @@ func openExisting(req *skel.Request) (*store, error) {
 
 // del releases the attachment's addresses; reservations written with the container id
 // only are released when the attachment has none of its own, as the reference does.
-// A network without state and a second DEL succeed.
+// It reads no more config than where the state is, so a config ADD would refuse can
+// still release what an earlier ADD took. A network without state, a second DEL and
+// an attachment holding nothing in a read-only directory succeed.
 func del(req *skel.Request) error {
-	st, err := openExisting(req)
+	loc, err := loadLocation(req)
+	if err != nil {
+		// ADD reads ipam.dataDir the same way: it reserved nothing with this config.
+		fmt.Fprintf(req.Stderr, "host-local: nothing to release: %v\n", err)
+		return nil
+	}
+	st, err := openExisting(req, loc.DataDir, loc.Network)
 	if st == nil || err != nil {
 		return err
 	}
@@ -244,9 +259,7 @@ func del(req *skel.Request) error {
 	if err == nil && released == 0 {
 		_, err = releaseAll(st, attachment{ID: att.ID})
 	}
-	if serr := st.seal(); err == nil {
-		err = serr
-	}
+	st.seal()
 	if err != nil {
 		return fmt.Errorf("host-local: %w", err)
 	}
@@ -257,7 +270,8 @@ func del(req *skel.Request) error {
 func releaseAll(st *store, att attachment) (int, error) {
 	var errs []error
 	n := 0
-	for _, a := range st.lookup(att) {
+	held, entry := st.lookup(att)
+	for _, a := range held {
 		ok, err := st.release(a, att)
 		if err != nil {
 			errs = append(errs, err)
@@ -265,7 +279,7 @@ func releaseAll(st *store, att attachment) (int, error) {
 			n++
 		}
 	}
-	if len(errs) == 0 {
+	if len(errs) == 0 && entry {
 		errs = append(errs, st.putEntry(att, nil))
 	}
 	return n, errors.Join(errs...)
@@ -275,7 +289,11 @@ func releaseAll(st *store, att attachment) (int, error) {
 // an address on this network.
 func check(req *skel.Request) error {
 	notFound := fmt.Errorf("host-local: Failed to find address added by container %v", req.Args.ContainerID)
-	st, err := openExisting(req)
+	conf, err := loadConfig(req, false)
+	if err != nil {
+		return err
+	}
+	st, err := openExisting(req, conf.DataDir, conf.Network)
 	if err != nil {
 		return err
 	}
@@ -286,21 +304,28 @@ func check(req *skel.Request) error {
 	if err := st.refresh(); err != nil {
 		return fmt.Errorf("host-local: %w", err)
 	}
-	if err := st.seal(); err != nil {
-		return err
-	}
+	st.seal()
 	att := attachment{ID: req.Args.ContainerID, IfName: req.Args.IfName}
-	if len(st.lookup(att)) == 0 && len(st.lookup(attachment{ID: att.ID})) == 0 {
+	held, _ := st.lookup(att)
+	legacy, _ := st.lookup(attachment{ID: att.ID})
+	if len(held) == 0 && len(legacy) == 0 {
 		return notFound
 	}
 	return nil
 }
 
 // gc releases every reservation whose owner is not a valid attachment: reservations of
-// other attachments, id-only reservations of ids with no valid attachment, and files
-// whose content names no attachment at all. Leftover temp files go too.
+// other attachments, id-only reservations of ids with no valid attachment, and entries
+// that name no attachment at all (garbage content, links, FIFOs, empty directories;
+// a directory with content is reported and left). Leftover temp files go too.
 func gc(req *skel.Request) error {
-	st, err := openExisting(req)
+	loc, err := loadLocation(req)
+	if err != nil {
+		// ADD reads ipam.dataDir the same way: it reserved nothing with this config.
+		fmt.Fprintf(req.Stderr, "host-local: nothing to release: %v\n", err)
+		return nil
+	}
+	st, err := openExisting(req, loc.DataDir, loc.Network)
 	if st == nil || err != nil {
 		return err
 	}
@@ -324,41 +349,23 @@ func gc(req *skel.Request) error {
 			continue
 		}
 		st.current = false
-		if err := os.Remove(st.path(r.Addr)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		err := st.dir.Remove(r.Addr.String())
+		switch {
+		case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST):
+			fmt.Fprintf(req.Stderr, "host-local: gc: leaving %s, a directory that is not ours\n", st.path(r.Addr))
+		case err != nil:
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, removeTemps(st.dir), removeTemps(st.indexDir()))
 	if err := st.rebuild(kept); err != nil {
-		errs = append(errs, err) // left unsealed: the next operation rebuilds again
+		fmt.Fprintf(req.Stderr, "host-local: gc: %v\n", err) // left unsealed: the next operation rebuilds
 	} else {
-		errs = append(errs, st.seal())
+		st.seal()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("host-local: gc: %w", err)
 	}
 	return nil
-}
-
-// removeTemps deletes temp files a crashed operation left in dir; the lock is held,
-// so none of them is being written.
-func removeTemps(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tempPrefix) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // status reports code 50 when ADD cannot succeed: the data directory is unusable, or a
@@ -373,11 +380,11 @@ func status(req *skel.Request) error {
 		return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: data dir %s unusable: %v", conf.DataDir, err)
 	}
 	defer st.close()
-	probe, err := st.writeTemp(st.dir, "status", nil)
+	probe, err := st.dir.WriteTemp(tempPrefix+"status-", nil)
 	if err != nil {
 		return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: data dir %s unusable: %v", conf.DataDir, err)
 	}
-	os.Remove(probe)
+	st.dir.Remove(probe)
 	taken, err := st.reservedAddrs()
 	if err != nil {
 		return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: data dir %s unusable: %v", conf.DataDir, err)

@@ -7,27 +7,26 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cnikit/cni/internal/sha2"
+	"github.com/cnikit/cni/internal/statedir"
 )
 
 const (
 	// indexDirName holds one entry per attachment. Entries are symbolic links used as
 	// small atomic records: the target text is the record. A symlink is created and
 	// replaced (rename) without any data block, which on ext4 avoids the forced flush a
-	// rename over a regular file triggers, and it is read with a single readlink. The reference plugin walks this directory too (its walk is recursive),
-	// but reading a link follows it to a name that never exists, which it skips; nothing
+	// rename over a regular file triggers, and it is read with a single readlink. The
+	// reference plugin walks this directory too (its walk is recursive), but reading a link follows it to a name that never exists, which it skips; nothing
 	// here can be mistaken for "<id>\r\n<ifname>" or "<id>".
 	indexDirName = ".cni-index"
 	recordPrefix = "cni-index-v1|"
 )
-
-func (s *store) indexDir() string { return filepath.Join(s.dir, indexDirName) }
 
 // entryName is the entry's name for att: "<id>:<ifname>" (':' is allowed in neither),
 // or a hash when that would be too long for a file name.
@@ -77,22 +76,28 @@ func parseEntry(rec string) (attachment, []netip.Addr, bool) {
 	return attachment{ID: id, IfName: ifname}, addrs, true
 }
 
-// putRecord atomically sets the record dir/name. A new name is one symlink(2), which
-// creates it complete; an existing one is replaced by symlink + rename.
-func putRecord(dir, name, rec string) error {
-	err := os.Symlink(rec, filepath.Join(dir, name))
+// putRecord atomically sets the record name in the index. A new name is one
+// symlink(2), which creates it complete; an existing one is replaced by symlink +
+// rename. A directory under the name is not ours and is removed first.
+func putRecord(idx *statedir.Dir, name, rec string) error {
+	err := idx.Symlink(rec, name)
 	if !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	tmp := filepath.Join(dir, fmt.Sprintf("%s%s-%d", tempPrefix, name, rand.Uint64()))
-	if err := os.Symlink(rec, tmp); err != nil {
+	tmp := statedir.TempName(tempPrefix)
+	if err := idx.Symlink(rec, tmp); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp)
-		return err
+	err = idx.Rename(tmp, name)
+	if errors.Is(err, unix.EISDIR) {
+		if err = idx.RemoveAll(name); err == nil {
+			err = idx.Rename(tmp, name)
+		}
 	}
-	return nil
+	if err != nil {
+		idx.Unlink(tmp)
+	}
+	return err
 }
 
 // stampMark is the sub-millisecond part of every seal stamp. A kernel-made timestamp
@@ -100,22 +105,43 @@ func putRecord(dir, name, rec string) error {
 // a create, rename or unlink is not taken for sealed.
 const stampMark = 424_242
 
+// openIndex opens the index directory, creating it when create is set. Anything else
+// under its name (a planted symbolic link, a stray file) is not followed: with create
+// set it is removed, the link itself and never its target, and the directory made.
+func (s *store) openIndex(create bool) error {
+	if s.idx != nil {
+		return nil
+	}
+	idx, err := s.dir.Sub(indexDirName, create, 0o755)
+	if err != nil && create && statedir.IsForeign(err) {
+		fmt.Fprintf(s.log, "host-local: replacing unexpected index entry: %v\n", err)
+		if rerr := s.dir.Remove(indexDirName); rerr != nil {
+			return rerr
+		}
+		idx, err = s.dir.Sub(indexDirName, create, 0o755)
+	}
+	if err != nil {
+		return err
+	}
+	s.idx = idx
+	return nil
+}
+
 // fresh reports whether the index still describes the directory: the network
 // directory and the index directory must both carry the same seal stamp as mtime.
 // Any change to the network directory by anyone else (the reference plugin reserving
 // or releasing, an operator deleting a file) or by an operation of ours that crashed
 // before sealing moves its mtime to the kernel's current time, which is not a stamp.
 func (s *store) fresh() bool {
-	top, err := os.Stat(s.dir)
-	if err != nil {
+	stamp, err := s.dir.ModTime()
+	if err != nil || stamp.Nanosecond()%1_000_000 != stampMark {
 		return false
 	}
-	idx, err := os.Stat(s.indexDir())
-	if err != nil {
+	if err := s.openIndex(false); err != nil {
 		return false
 	}
-	stamp := top.ModTime()
-	return stamp.Nanosecond()%1_000_000 == stampMark && idx.ModTime().Equal(stamp)
+	idx, err := s.idx.ModTime()
+	return err == nil && idx.Equal(stamp)
 }
 
 // seal stamps both directories after an operation changed them: the stamp is the
@@ -124,66 +150,79 @@ func (s *store) fresh() bool {
 // differs from it. The network directory is stamped first: a crash between the two
 // leaves them different, and the next operation rebuilds. A filesystem that cannot
 // store the stamp exactly never looks sealed, so every operation there falls back to
-// the walk; so does a directory we may not stamp.
-func (s *store) seal() error {
+// the walk; so does a directory we may not stamp, and an index we could not write.
+func (s *store) seal() {
 	s.dropStaged() // removing it changes the directory, so it must happen first
-	if s.current {
-		return nil
+	if s.current || s.indexBroken || s.idx == nil {
+		return
 	}
 	ns := rand.Int64N(1000)*1_000_000 + stampMark
 	stamp := time.Unix(time.Now().Unix(), ns)
-	if err := os.Chtimes(s.dir, time.Time{}, stamp); err != nil {
-		return nil
-	}
-	if err := os.Chtimes(s.indexDir(), time.Time{}, stamp); err != nil {
-		return nil
+	if s.dir.SetModTime(stamp) != nil || s.idx.SetModTime(stamp) != nil {
+		return
 	}
 	s.current = s.fresh()
-	return nil
 }
 
-// lookup returns the addresses the index lists for att that att really holds on disk.
-func (s *store) lookup(att attachment) []netip.Addr {
-	rec, err := os.Readlink(filepath.Join(s.indexDir(), entryName(att)))
+// lookup returns the addresses the index lists for att that att really holds on disk,
+// and whether the index has an entry for att at all. While the index is broken the
+// answer comes from this operation's walk.
+func (s *store) lookup(att attachment) (held []netip.Addr, entry bool) {
+	if s.indexBroken || s.idx == nil {
+		for _, r := range s.walked {
+			if r.Valid && r.Owner == att {
+				held = append(held, r.Addr)
+			}
+		}
+		return held, false
+	}
+	rec, err := s.idx.Readlink(entryName(att))
 	if err != nil {
-		return nil
+		return nil, !errors.Is(err, fs.ErrNotExist)
 	}
 	got, addrs, ok := parseEntry(rec)
 	if !ok || got != att {
-		return nil
+		return nil, true
 	}
-	held := addrs[:0]
 	for _, a := range addrs {
 		if owner, ok := s.owner(a); ok && owner == att {
 			held = append(held, a)
 		}
 	}
-	return held
+	return held, true
 }
 
-// putEntry records att's addresses; none removes the entry.
+// putEntry records att's addresses; none removes the entry. While the index is broken
+// there is nothing to update: it stays unsealed and the next operation rebuilds it.
 func (s *store) putEntry(att attachment, addrs []netip.Addr) error {
-	name := entryName(att)
 	s.current = false
+	if s.indexBroken {
+		return nil
+	}
+	name := entryName(att)
 	if len(addrs) == 0 {
-		err := os.Remove(filepath.Join(s.indexDir(), name))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if s.idx == nil {
+			return nil
+		}
+		if err := s.idx.RemoveAll(name); err != nil {
 			return fmt.Errorf("index: %w", err)
 		}
 		return nil
 	}
-	if err := os.MkdirAll(s.indexDir(), 0o755); err != nil {
+	if err := s.openIndex(true); err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
-	s.current = false
-	if err := putRecord(s.indexDir(), name, entryRecord(att, addrs)); err != nil {
+	if err := putRecord(s.idx, name, entryRecord(att, addrs)); err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
 	return nil
 }
 
 // rebuild makes the index match the given walk: entries that differ are rewritten,
-// entries of attachments without reservations are removed.
+// everything else in the index directory (records of attachments without
+// reservations, temp files, anything not ours) is removed without following links.
+// Only a record that cannot be written is an error: leftovers that cannot be removed
+// are reported and do not make the index wrong.
 func (s *store) rebuild(recs []record) error {
 	s.current = false
 	want := map[string]string{}
@@ -197,36 +236,39 @@ func (s *store) rebuild(recs []record) error {
 		slices.SortFunc(addrs, netip.Addr.Compare)
 		want[entryName(att)] = entryRecord(att, addrs)
 	}
-	if err := os.MkdirAll(s.indexDir(), 0o755); err != nil {
+	if err := s.openIndex(true); err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
-	have, err := os.ReadDir(s.indexDir())
+	have, err := s.idx.Entries()
 	if err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
 	for _, e := range have {
 		name := e.Name()
-		path := filepath.Join(s.indexDir(), name)
-		rec, keep := want[name]
-		if keep {
-			if cur, err := os.Readlink(path); err == nil && cur == rec {
-				delete(want, name)
+		if rec, keep := want[name]; keep {
+			if e.Type() == fs.ModeSymlink {
+				if cur, err := s.idx.Readlink(name); err == nil && cur == rec {
+					delete(want, name)
+				}
 			}
-			continue
+			continue // putRecord replaces it
 		}
-		if err := os.RemoveAll(path); err != nil {
-			return fmt.Errorf("index: %w", err)
+		if err := s.idx.RemoveAll(name); err != nil {
+			fmt.Fprintf(s.log, "host-local: index: %v\n", err)
 		}
 	}
+	var errs []error
 	for name, rec := range want {
-		if err := putRecord(s.indexDir(), name, rec); err != nil {
-			return fmt.Errorf("index: %w", err)
-		}
+		errs = append(errs, putRecord(s.idx, name, rec))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("index: %w", err)
 	}
 	return nil
 }
 
-// refresh rebuilds the index from a walk unless it is known to be current.
+// refresh rebuilds the index from a walk unless it is known to be current. An index
+// that cannot be rebuilt is not fatal: this operation answers from its walk.
 func (s *store) refresh() error {
 	if s.fresh() {
 		s.current = true
@@ -236,5 +278,9 @@ func (s *store) refresh() error {
 	if err != nil {
 		return err
 	}
-	return s.rebuild(recs)
+	if err := s.rebuild(recs); err != nil {
+		fmt.Fprintf(s.log, "host-local: %v; using the directory walk instead\n", err)
+		s.indexBroken = true
+	}
+	return nil
 }

@@ -1,13 +1,15 @@
 package hostlocal
 
 import (
-	"bufio"
-	"os"
 	"strings"
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/statedir"
 )
+
+// maxResolvConf bounds what is read of ipam.resolvConf; glibc reads far less.
+const maxResolvConf = 1 << 20
 
 // readResolvConf turns a resolv.conf into the result's DNS (nameserver, domain,
 // search, options), as the reference does for ipam.resolvConf. No path, no DNS.
@@ -16,14 +18,12 @@ func readResolvConf(path string) (result.DNS, error) {
 	if path == "" {
 		return dns, nil
 	}
-	f, err := os.Open(path)
+	data, err := statedir.ReadPath(path, maxResolvConf)
 	if err != nil {
 		return dns, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.resolvConf: %v", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
 		if line == "" || line[0] == '#' || line[0] == ';' {
 			continue
 		}
@@ -41,9 +41,6 @@ func readResolvConf(path string) (result.DNS, error) {
 		case "options":
 			dns.Options = append(dns.Options, fields[1:]...)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return dns, cnierror.Newf(cnierror.CodeIO, "ipam.resolvConf: %v", err)
 	}
 	return dns, nil
 }

@@ -12,14 +12,18 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/statedir"
 )
 
 // Names inside a network's directory, as the reference plugin uses them.
 const (
 	lockName         = "lock"
 	lastReservedName = "last_reserved_ip."
-	// tempPrefix marks our own half-written files; GC removes leftovers of a crash.
+	// tempPrefix marks our own half-written files; the next walk removes leftovers
+	// of a crash.
 	tempPrefix = ".tmp-"
 	// crlf separates container id and interface name in a reservation file.
 	crlf = "\r\n"
@@ -64,9 +68,18 @@ func parseReservation(data []byte) (attachment, bool) {
 // errNoStore reports that a network has no directory yet, so it holds no reservation.
 var errNoStore = errors.New("network has no data directory")
 
-// store is one network's directory, locked for the duration of one operation.
+// maxReservation bounds what is read of one file: a reservation is a container id and
+// an interface name, last_reserved_ip one address. Anything longer is garbage.
+const maxReservation = 64 << 10
+
+// store is one network's directory, locked for the duration of one operation. Every
+// name in it is reached through the directory's descriptor and never followed when it
+// is a symbolic link (see statedir): the directory path itself may be an operator's
+// link, the entries we manage inside it may not.
 type store struct {
-	dir  string
+	dir *statedir.Dir
+	// lock is the flock()ed lock file; nil when the directory itself is flock()ed
+	// because the lock file could not be used (see lockStore).
 	lock *os.File
 	log  io.Writer
 	// current is true while the index is known to describe the directory: refresh
@@ -75,65 +88,119 @@ type store struct {
 	// staged is a temp file holding this operation's reservation content, hard-linked
 	// to each address it reserves so a reservation never exists without its content.
 	staged string
+	// idx is the open index directory, nil until openIndex succeeds.
+	idx *statedir.Dir
+	// walked holds the records of this operation's walk; while the index cannot be
+	// written (a read-only directory, a foreign entry that cannot be removed) lookups
+	// are answered from it instead.
+	walked      []record
+	indexBroken bool
 }
 
-// openStore opens and flock()s <dataDir>/<network>. With create unset a missing
+// openStore opens and locks <dataDir>/<network>. With create unset a missing
 // directory is errNoStore, so DEL, CHECK and GC never create state.
 func openStore(dataDir, network string, create bool, log io.Writer) (*store, error) {
-	dir := filepath.Join(dataDir, network)
+	path := filepath.Join(dataDir, network)
 	if create {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(path, 0o755); err != nil {
 			return nil, fmt.Errorf("create data dir: %w", err)
 		}
-	} else if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+	}
+	dir, err := statedir.Open(path)
+	if !create && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)) {
 		return nil, errNoStore
 	}
-	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open lock: %w", err)
+		return nil, fmt.Errorf("open data dir: %w", err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
+	s := &store{dir: dir, log: log}
+	if s.lock, err = s.lockStore(); err != nil {
+		dir.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// lockStore flock()s the lock file, as the reference does. A lock that is not a
+// regular file (a planted symbolic link, a FIFO, a directory) is never opened through:
+// under a flock of the directory itself, which serialises every process doing this
+// repair, the entry is looked at again, removed if still foreign, and a lock file
+// created. When no lock file can be used (a read-only directory without one, a
+// directory that cannot be removed), the directory's flock is kept as the lock.
+func (s *store) lockStore() (*os.File, error) {
+	f, err := s.dir.OpenFile(lockName, unix.O_RDONLY|unix.O_CREAT, 0o600)
+	if err == nil {
+		return f, s.flock(f)
+	}
+	if err := s.dir.Lock(); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", s.dir.Path(), err)
+	}
+	// Another process may have repaired it meanwhile: only a verdict reached under the
+	// directory's flock may remove the entry.
+	f, err = s.dir.OpenFile(lockName, unix.O_RDONLY|unix.O_CREAT, 0o600)
+	if statedir.IsForeign(err) {
+		fmt.Fprintf(s.log, "host-local: replacing unexpected lock entry: %v\n", err)
+		if rerr := s.dir.Remove(lockName); rerr != nil {
+			fmt.Fprintf(s.log, "host-local: %v\n", rerr)
 		}
+		f, err = s.dir.OpenFile(lockName, unix.O_RDONLY|unix.O_CREAT, 0o600)
+	} else if err != nil {
+		f, err = s.dir.OpenFile(lockName, unix.O_RDONLY, 0) // a read-only directory
 	}
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+		fmt.Fprintf(s.log, "host-local: no usable lock file (%v); locking %s itself\n", err, s.dir.Path())
+		return nil, nil
 	}
-	return &store{dir: dir, lock: f, log: log}, nil
+	if err := s.flock(f); err != nil {
+		return nil, err
+	}
+	return f, s.dir.Unlock()
+}
+
+func (s *store) flock(f *os.File) error {
+	if err := statedir.Flock(f, unix.LOCK_EX); err != nil {
+		f.Close()
+		return fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return nil
 }
 
 // close drops the staged temp file and the lock.
 func (s *store) close() {
 	s.dropStaged()
-	s.lock.Close() // closing the only descriptor releases the flock
+	if s.idx != nil {
+		s.idx.Close()
+	}
+	if s.lock != nil {
+		s.lock.Close() // closing the only descriptor releases the flock
+	}
+	s.dir.Close()
 }
 
 func (s *store) dropStaged() {
 	if s.staged != "" {
 		s.current = false
-		os.Remove(s.staged)
+		s.dir.Remove(s.staged)
 		s.staged = ""
 	}
 }
 
-func (s *store) path(a netip.Addr) string { return filepath.Join(s.dir, a.String()) }
+func (s *store) path(a netip.Addr) string { return filepath.Join(s.dir.Path(), a.String()) }
 
 // reserve claims address a for att. It returns false when the address is taken. The
 // content is written to a temp file first and hard-linked into place: link(2) fails on
 // an existing name like O_EXCL does, and the reservation appears with its content.
+// Whatever exists under the address's name, even a dangling link, keeps it taken.
 func (s *store) reserve(a netip.Addr, att attachment) (bool, error) {
 	s.current = false
 	if s.staged == "" {
-		name, err := s.writeTemp(s.dir, "reserve", []byte(att.content()))
+		name, err := s.dir.WriteTemp(tempPrefix+"reserve-", []byte(att.content()))
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("write reservation: %w", err)
 		}
 		s.staged = name
 	}
-	err := os.Link(s.staged, s.path(a))
+	err := s.dir.Link(s.staged, a.String())
 	switch {
 	case err == nil:
 		return true, nil
@@ -149,7 +216,7 @@ func (s *store) reserve(a netip.Addr, att attachment) (bool, error) {
 // the two leaves an empty file, which counts as taken until GC reclaims it.
 func (s *store) reserveExclusive(a netip.Addr, att attachment) (bool, error) {
 	s.current = false
-	f, err := os.OpenFile(s.path(a), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := s.dir.OpenFile(a.String(), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil
 	}
@@ -161,15 +228,31 @@ func (s *store) reserveExclusive(a netip.Addr, att attachment) (bool, error) {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		s.dir.Remove(a.String())
 		return false, fmt.Errorf("reserve %s: %w", a, err)
 	}
 	return true, nil
 }
 
-// owner reads who holds address a; ok is false when the file is missing or garbage.
+// readReservation reads the file named after a. A name that is not a regular file
+// (a link, a FIFO, a directory) or cannot be read is an error; missing is ErrNotExist.
+func (s *store) readReservation(a netip.Addr) (attachment, bool, error) {
+	data, err := s.dir.ReadFile(a.String(), maxReservation)
+	if err != nil {
+		return attachment{}, false, err
+	}
+	owner, ok := parseReservation(data)
+	if !ok {
+		fmt.Fprintf(s.log, "host-local: reservation file %s has unexpected content %q; the address stays taken until GC\n",
+			s.path(a), data)
+	}
+	return owner, ok, nil
+}
+
+// owner reads who holds address a; ok is false when the file is missing, foreign or
+// garbage.
 func (s *store) owner(a netip.Addr) (attachment, bool) {
-	data, err := os.ReadFile(s.path(a))
+	data, err := s.dir.ReadFile(a.String(), maxReservation)
 	if err != nil {
 		return attachment{}, false
 	}
@@ -182,7 +265,7 @@ func (s *store) release(a netip.Addr, att attachment) (bool, error) {
 		return false, nil
 	}
 	s.current = false
-	if err := os.Remove(s.path(a)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.dir.Remove(a.String()); err != nil {
 		return false, fmt.Errorf("release %s: %w", a, err)
 	}
 	return true, nil
@@ -190,8 +273,11 @@ func (s *store) release(a netip.Addr, att attachment) (bool, error) {
 
 // lastReserved returns the address last handed out from range set n, if readable.
 func (s *store) lastReserved(n int) netip.Addr {
-	data, err := os.ReadFile(filepath.Join(s.dir, lastReservedName+strconv.Itoa(n)))
+	data, err := s.dir.ReadFile(lastReservedName+strconv.Itoa(n), 64)
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(s.log, "host-local: ignoring %v\n", err)
+		}
 		return netip.Addr{}
 	}
 	a, err := netip.ParseAddr(strings.TrimSpace(string(data)))
@@ -201,59 +287,74 @@ func (s *store) lastReserved(n int) netip.Addr {
 	return a.Unmap()
 }
 
-// setLastReserved records a for round-robin. It is replaced by rename, never truncated,
-// so a crash cannot leave it empty.
+// setLastReserved records a for round-robin. It is replaced atomically, never
+// truncated, so a crash cannot leave it empty.
 func (s *store) setLastReserved(n int, a netip.Addr) error {
-	return s.replace(s.dir, lastReservedName+strconv.Itoa(n), []byte(a.String()))
-}
-
-// writeTemp writes data to a new temp file in dir and returns its path.
-func (s *store) writeTemp(dir, what string, data []byte) (string, error) {
-	f, err := os.CreateTemp(dir, tempPrefix+what+"-")
-	if err != nil {
-		return "", fmt.Errorf("write %s: %w", what, err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("write %s: %w", what, err)
-	}
-	return f.Name(), nil
-}
-
-// replace atomically sets dir/name to data (temp file + rename).
-func (s *store) replace(dir, name string, data []byte) error {
+	name := lastReservedName + strconv.Itoa(n)
 	s.current = false
-	tmp, err := s.writeTemp(dir, name, data)
+	tmp, err := s.dir.WriteTemp(tempPrefix+name+"-", []byte(a.String()))
 	if err != nil {
 		return err
 	}
-	if err := replaceFile(tmp, filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp)
+	if err := s.replace(tmp, name); err != nil {
+		s.dir.Remove(tmp)
 		return fmt.Errorf("replace %s: %w", name, err)
 	}
 	return nil
+}
+
+// replace moves the temp file tmp over name atomically. When name exists the two are
+// swapped with renameat2(RENAME_EXCHANGE) and the old entry (now at tmp) removed: a
+// plain rename over an existing file makes ext4 flush the new file's data first
+// (auto_da_alloc), which costs several times the rest of an ADD, while the swap is as
+// atomic (name always exists, with the old or the new content) and skips that flush.
+// A directory under name is swapped back and left alone. Without name, or without the
+// syscall, it is a plain rename, which replaces a link or FIFO itself, never its target.
+func (s *store) replace(tmp, name string) error {
+	if err := s.dir.Exchange(tmp, name); err != nil {
+		return s.dir.Rename(tmp, name)
+	}
+	err := s.dir.Unlink(tmp)
+	if errors.Is(err, unix.EISDIR) {
+		s.dir.Exchange(tmp, name)
+	}
+	return err
 }
 
 // record is one reservation file found by a directory walk.
 type record struct {
 	Addr  netip.Addr
 	Owner attachment
-	// Valid is false for empty or garbage content.
+	// Valid is false for empty or garbage content and for entries that are no
+	// regular file.
 	Valid bool
 }
 
-// reservedAddrs lists the addresses that have a reservation file, without reading them.
-func (s *store) reservedAddrs() ([]netip.Addr, error) {
-	f, err := os.Open(s.dir)
+// scan lists the addresses that have an entry in the directory, without reading them,
+// and removes the temp files a crashed operation left behind: the lock is held, so
+// none of them is being written.
+func (s *store) scan() ([]netip.Addr, error) {
+	names, err := s.dir.Names()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
+	var out []netip.Addr
+	for _, n := range names {
+		if a, ok := addrName(n); ok {
+			out = append(out, a)
+		} else if strings.HasPrefix(n, tempPrefix) && n != s.staged {
+			s.current = false
+			if err := s.dir.Remove(n); err != nil {
+				fmt.Fprintf(s.log, "host-local: %v\n", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// reservedAddrs lists the addresses that have an entry in the directory.
+func (s *store) reservedAddrs() ([]netip.Addr, error) {
+	names, err := s.dir.Names()
 	if err != nil {
 		return nil, err
 	}
@@ -278,28 +379,26 @@ func addrName(name string) (netip.Addr, bool) {
 	return a, true
 }
 
-// walk reads every reservation file, as the reference does on each call. Files with
-// content naming no attachment are reported; they stay taken until GC.
+// walk reads every reservation file, as the reference does on each call. An entry
+// that names no attachment (garbage content, a link, a FIFO, a directory, a file that
+// cannot be read) is reported and kept as taken until GC; only a directory that cannot
+// be listed fails the walk.
 func (s *store) walk() ([]record, error) {
-	addrs, err := s.reservedAddrs()
+	addrs, err := s.scan()
 	if err != nil {
 		return nil, fmt.Errorf("read data dir: %w", err)
 	}
 	out := make([]record, 0, len(addrs))
 	for _, a := range addrs {
-		data, err := os.ReadFile(s.path(a))
+		owner, ok, err := s.readReservation(a)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read reservation %s: %w", a, err)
-		}
-		owner, ok := parseReservation(data)
-		if !ok {
-			fmt.Fprintf(s.log, "host-local: reservation file %s has unexpected content %q; the address stays taken until GC\n",
-				s.path(a), data)
+			fmt.Fprintf(s.log, "host-local: %v; the address stays taken until GC\n", err)
 		}
 		out = append(out, record{Addr: a, Owner: owner, Valid: ok})
 	}
+	s.walked = out
 	return out, nil
 }

@@ -1,7 +1,9 @@
 package hostlocal
 
 import (
+	"io"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,17 +209,28 @@ func TestParseReservation(t *testing.T) {
 	}
 }
 
-func TestReplaceFileSwapsContentAndLeavesNoTemp(t *testing.T) {
-	dir := t.TempDir()
-	target := filepath.Join(dir, "last_reserved_ip.0")
-	for _, content := range []string{"10.1.0.2", "10.1.0.3"} { // first created, then replaced
-		tmp := filepath.Join(dir, ".tmp-x")
-		require.NoError(t, os.WriteFile(tmp, []byte(content), 0o600))
-		require.NoError(t, replaceFile(tmp, target))
-		got, err := os.ReadFile(target)
+func TestLastReservedIsReplacedAndLeavesNoTemp(t *testing.T) {
+	n := newNetwork(t, obj{"subnet": "10.1.0.0/24"})
+	require.NoError(t, os.MkdirAll(n.dir(), 0o755))
+	st, err := openStore(n.dataDir, n.name, false, io.Discard)
+	require.NoError(t, err)
+	defer st.close()
+	for _, a := range []string{"10.1.0.2", "10.1.0.3"} { // first created, then replaced
+		require.NoError(t, st.setLastReserved(0, netip.MustParseAddr(a)))
+		got, err := os.ReadFile(filepath.Join(n.dir(), "last_reserved_ip.0"))
 		require.NoError(t, err)
-		assert.Equal(t, content, string(got))
-		_, err = os.Stat(tmp)
-		assert.True(t, os.IsNotExist(err))
+		assert.Equal(t, a, string(got))
+		left, err := filepath.Glob(filepath.Join(n.dir(), ".tmp-*"))
+		require.NoError(t, err)
+		assert.Empty(t, left)
 	}
+	// A directory in the way is swapped back and left alone; the error is reported.
+	require.NoError(t, os.Mkdir(filepath.Join(n.dir(), "last_reserved_ip.1"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(n.dir(), "last_reserved_ip.1", "keep"), nil, 0o600))
+	assert.Error(t, st.setLastReserved(1, netip.MustParseAddr("10.1.0.4")))
+	_, err = os.Stat(filepath.Join(n.dir(), "last_reserved_ip.1", "keep"))
+	assert.NoError(t, err)
+	left, err := filepath.Glob(filepath.Join(n.dir(), ".tmp-*"))
+	require.NoError(t, err)
+	assert.Empty(t, left)
 }

@@ -163,37 +163,34 @@ func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br netlink.Lin
 	return nil
 }
 
+// del undoes what ADD did. It reads no more of the config than its teardown steps
+// depend on (see loadForDel), so a config ADD refused, or one changed since, does not
+// keep the runtime's DEL of the chain from finishing.
 func del(req *skel.Request) error {
-	conf, err := load(req)
-	if err != nil {
-		return err
-	}
+	conf := loadForDel(req)
 	// Best effort, as DEL must be: one failing step does not keep the others' state.
 	// IPAM first, as in the reference: an IPAM plugin such as dhcp releases its lease
 	// through the interface. The rules go while the kernel deletes the veth.
 	var errs []error
-	if conf.hasIPAM {
+	if req.Net.IPAM.Type != "" {
 		errs = append(errs, ipam.Del(req))
 	}
 	linkGone := link.StartDeleteIn(req.Args.Netns, req.Args.IfName)
 	if conf.MacSpoofChk {
-		errs = append(errs, teardownSpoofCheck(spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}))
+		errs = append(errs, teardownSpoofCheck(spoofKey{req.Net.Name, req.Args.ContainerID, req.Args.IfName}))
 	}
-	errs = append(errs, conf.Unmasquerade(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName))
+	errs = append(errs, conf.Unmasquerade(req.Ctx, req.Net.Name, req.Args.ContainerID, req.Args.IfName))
 	errs = append(errs, <-linkGone)
 	return errors.Join(errs...)
 }
 
+// gc needs nothing from the config beyond the network's name and IPAM type.
 func gc(req *skel.Request) error {
-	conf, err := load(req)
-	if err != nil {
-		return err
-	}
 	errs := []error{
-		masq.GC(req.Ctx, conf.Name, req.ValidAttachments),
-		gcSpoofChecks(conf.Name, req.ValidAttachments),
+		masq.GC(req.Ctx, req.Net.Name, req.ValidAttachments),
+		gcSpoofChecks(req.Net.Name, req.ValidAttachments),
 	}
-	if conf.hasIPAM {
+	if req.Net.IPAM.Type != "" {
 		errs = append(errs, ipam.GC(req))
 	}
 	return errors.Join(errs...)

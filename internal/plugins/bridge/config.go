@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"net"
 
 	"github.com/cnikit/cni/internal/cnierror"
@@ -84,6 +85,24 @@ func load(req *skel.Request) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// delConfig is what DEL reads of the config: the keys that decide its teardown steps.
+type delConfig struct {
+	masq.Config
+	MacSpoofChk bool `json:"macspoofchk"`
+}
+
+// loadForDel reads delConfig without validating anything else. A value of the wrong
+// type cannot tell whether ADD masqueraded or set up the spoof check, so both are torn
+// down: removing what is not there is harmless, leaving what is there is a leak.
+func loadForDel(req *skel.Request) delConfig {
+	c, err := skel.LoadConfig[delConfig](req)
+	if err != nil {
+		fmt.Fprintf(req.Stderr, "bridge: %v; tearing down masquerade and spoof check anyway\n", err)
+		return delConfig{Config: masq.Config{IPMasq: true}, MacSpoofChk: true}
+	}
+	return *c
 }
 
 func (c *Config) validate() error {

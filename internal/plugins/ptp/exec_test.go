@@ -95,3 +95,45 @@ func benchConfig(b *testing.B, e *env, backend string) []byte {
 	return []byte(`{"cniVersion":"1.1.0","name":"ptpnet","type":"ptp","ipMasq":true,"ipMasqBackend":"` + backend +
 		`","ipam":{"type":"host-local","dataDir":"` + e.dataDir + `","ranges":[[{"subnet":"10.10.0.0/24"}],[{"subnet":"fd10::/64"}]]}}`)
 }
+
+// TestExecDelIgnoresSettingsItDoesNotNeed: a DEL whose config ADD would refuse (a bad
+// MTU, unreadable masquerade keys) still removes the veth, the addresses and the
+// masquerade an earlier ADD made.
+func TestExecDelIgnoresSettingsItDoesNotNeed(t *testing.T) {
+	for name, keys := range map[string]map[string]any{
+		"mtu ADD refuses":       {"mtu": 5},
+		"unreadable ipMasq":     {"ipMasq": "yes"},
+		"unreadable ipMasqIPv4": {"ipMasqIPv4": 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+			good := map[string]any{"ipMasq": true, "ipMasqBackend": "iptables"}
+			out, err := e.execPlugin(t, bin, "ADD", "c1", e.config(t, good), sysPath)
+			require.NoError(t, err, string(out))
+			require.Contains(t, e.ruleset(t), "10.10.0.2", "premise: masqueraded")
+
+			for k, v := range keys {
+				good[k] = v
+			}
+			bad := e.config(t, good)
+			out, err = e.execPlugin(t, bin, "DEL", "c1", bad, sysPath)
+			require.NoError(t, err, string(out))
+			assert.NotContains(t, e.ruleset(t), "10.10.0.2")
+			assert.Empty(t, e.reservations(t))
+			assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+			assert.Equal(t, []string{"lo"}, e.links(t, e.host))
+		})
+	}
+}
+
+func TestExecDelWithoutIPAMTypeSucceeds(t *testing.T) {
+	e := newEnv(t)
+	bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+	conf := []byte(`{"cniVersion":"1.1.0","name":"ptpnet","type":"ptp"}`)
+	out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
+	require.Error(t, err, "premise: ADD needs an IPAM type")
+	assert.Contains(t, string(out), "ipam")
+	out, err = e.execPlugin(t, bin, "DEL", "c1", conf, sysPath)
+	require.NoError(t, err, string(out))
+}

@@ -204,28 +204,32 @@ func configureHost(host *link.NS, hl netlink.Link, res *result.Result) error {
 	return nil
 }
 
+// del undoes what ADD did. It reads no more of the config than the masquerade keys
+// (see loadForDel), so a config ADD refused, or one changed since, does not keep the
+// runtime's DEL of the chain from finishing.
 func del(req *skel.Request) error {
-	conf, err := load(req)
-	if err != nil {
-		return err
-	}
+	conf := loadForDel(req)
 	// IPAM first (dhcp releases through the interface); the rules go while the kernel
-	// deletes the veth.
-	errs := []error{ipam.Del(req)}
+	// deletes the veth. Without an IPAM type ADD refused the config: nothing to release.
+	var errs []error
+	if req.Net.IPAM.Type != "" {
+		errs = append(errs, ipam.Del(req))
+	}
 	linkGone := link.StartDeleteIn(req.Args.Netns, req.Args.IfName)
 	// Found by network and container, not by the addresses in the netns: the rules go
 	// even when the netns is already gone.
-	errs = append(errs, conf.Unmasquerade(req.Ctx, conf.Name, req.Args.ContainerID, req.Args.IfName))
+	errs = append(errs, conf.Unmasquerade(req.Ctx, req.Net.Name, req.Args.ContainerID, req.Args.IfName))
 	errs = append(errs, <-linkGone)
 	return errors.Join(errs...)
 }
 
+// gc needs nothing from the config beyond the network's name and IPAM type.
 func gc(req *skel.Request) error {
-	conf, err := load(req)
-	if err != nil {
-		return err
+	errs := []error{masq.GC(req.Ctx, req.Net.Name, req.ValidAttachments)}
+	if req.Net.IPAM.Type != "" {
+		errs = append(errs, ipam.GC(req))
 	}
-	return errors.Join(masq.GC(req.Ctx, conf.Name, req.ValidAttachments), ipam.GC(req))
+	return errors.Join(errs...)
 }
 
 func status(req *skel.Request) error {

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"regexp"
 	"strings"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/statedir"
 )
+
+// maxAllowList bounds what is read of the allow-list: a FIFO or a device in its place
+// must not hang or exhaust the plugin.
+const maxAllowList = 1 << 20
 
 // DefaultAllowList is the node's sysctl allow-list: one regular expression per line,
 // matched against the sysctl key as configured. Without the file every key is allowed.
@@ -21,7 +25,7 @@ func checkAllowList(path string, want []Sysctl) error {
 	if len(want) == 0 {
 		return nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := statedir.ReadPath(path, maxAllowList)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

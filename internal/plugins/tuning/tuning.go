@@ -1,8 +1,9 @@
 // Package tuning is the tuning plugin: a chained plugin that changes the container
 // interface's sysctls (under net. only, filtered by the node's allow-list) and link
 // attributes (mac, mtu, promisc, allmulti, txqueuelen). What it changes is saved first to
-// <dataDir>/<containerID>_<ifname>.json, and DEL puts it back: the link attributes as the
-// reference does, and, unlike the reference, the sysctls too.
+// <dataDir>/<containerID>_<ifname>.json (a hashed name when that is too long for a
+// file name), and DEL puts it back: the link attributes as the reference does, and,
+// unlike the reference, the sysctls too.
 package tuning
 
 import (
@@ -10,7 +11,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"strings"
 
 	"github.com/cnikit/cni/internal/cnierror"
@@ -75,8 +75,13 @@ func (t tuner) add(req *skel.Request) (*result.Result, error) {
 		return nil, err
 	}
 	defer cont.Close()
-	path := backupPath(p.DataDir, req.Args.ContainerID, req.Args.IfName)
-	if err := cont.Do(func() error { return apply(cont, req.Args.IfName, path, p) }); err != nil {
+	store, err := openBackups(p.DataDir, req.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer store.close()
+	names := backupNames(req.Args.ContainerID, req.Args.IfName)
+	if err := cont.Do(func() error { return apply(cont, req.Args.IfName, store, names, p) }); err != nil {
 		return nil, err
 	}
 	res := req.PrevResult.Clone()
@@ -88,7 +93,7 @@ func (t tuner) add(req *skel.Request) (*result.Result, error) {
 
 // apply runs inside the container namespace: sysctls resolve through the calling
 // thread's namespace. A failure part-way restores what was already changed.
-func apply(cont *link.NS, ifName, path string, p *Plan) (err error) {
+func apply(cont *link.NS, ifName string, store *backups, names []string, p *Plan) (err error) {
 	l, err := cont.ByName(ifName)
 	if err != nil {
 		return fmt.Errorf("container interface: %w", err)
@@ -101,27 +106,29 @@ func apply(cont *link.NS, ifName, path string, p *Plan) (err error) {
 	if err != nil {
 		return err
 	}
-	older, err := readBackup(path)
-	if err != nil {
-		return err
-	}
+	older, olderName := store.read(names)
 	saved := *before
 	saved.Sysctls = maps.Clone(before.Sysctls)
 	saved.keepOlder(older)
 	if len(saved.Sysctls) == 0 && !p.changesLink() && older == nil {
 		return nil // nothing to change, nothing to restore
 	}
+	if olderName != "" {
+		names = append([]string{olderName}, names...) // stay where DEL finds it first
+	}
 
 	var undo rollback.Stack
 	defer undo.OnError(&err)
-	if err := writeBackup(path, &saved); err != nil {
+	name, err := store.write(names, &saved)
+	if err != nil {
 		return err
 	}
-	undo.Push("backup "+path, func() error {
+	undo.Push("backup "+name, func() error {
 		if older == nil {
-			return os.Remove(path)
+			return store.remove(name)
 		}
-		return writeBackup(path, older)
+		_, err := store.write([]string{name}, older)
+		return err
 	})
 	for _, s := range p.Sysctls {
 		undo.Push("sysctl "+s.Name, func() error { return sysctl.Set(s.Name, before.Sysctls[s.Name]) })
@@ -157,25 +164,34 @@ func snapshot(l linkAttrs, p *Plan) (*Backup, error) {
 	return b, nil
 }
 
+// delConfig is all DEL reads of the config: where the backups are. The settings
+// themselves are not looked at, so a config ADD refused (or one changed since) does
+// not keep DEL from restoring what an earlier ADD saved.
+type delConfig struct {
+	DataDir string `json:"dataDir"`
+}
+
 // del restores the saved values and deletes the backup. With no backup there is
-// nothing to do; with the namespace gone there is nothing left to restore.
+// nothing to do; with the namespace gone there is nothing left to restore. A backup
+// that cannot be used is dropped: keeping it would make every later DEL fail too.
 func (t tuner) del(req *skel.Request) error {
-	conf, err := skel.LoadConfig[Config](req)
+	conf, err := skel.LoadConfig[delConfig](req)
 	if err != nil {
-		return err
+		// ADD reads dataDir the same way, so it wrote nothing with this config.
+		fmt.Fprintf(req.Stderr, "tuning: nothing to restore: %v\n", err)
+		return nil
 	}
 	dataDir := conf.DataDir
 	if dataDir == "" {
 		dataDir = DefaultDataDir
 	}
-	path := backupPath(dataDir, req.Args.ContainerID, req.Args.IfName)
-	b, err := readBackup(path)
+	store, err := openBackups(dataDir, req.Stderr)
 	if err != nil {
-		// A backup that cannot be read can never be restored; keeping it would make
-		// every later DEL fail too.
-		fmt.Fprintf(req.Stderr, "tuning: dropping unreadable backup: %v\n", err)
-		return removeBackup(path)
+		return err
 	}
+	defer store.close()
+	store.removeStaleTemps()
+	b, name := store.read(backupNames(req.Args.ContainerID, req.Args.IfName))
 	if b == nil {
 		return nil
 	}
@@ -186,38 +202,12 @@ func (t tuner) del(req *skel.Request) error {
 		}
 		if err == nil {
 			defer cont.Close()
-			if err := cont.Do(func() error { return restore(cont, req.Args.IfName, b) }); err != nil {
-				return err
+			if err := cont.Do(func() error { return restore(cont, req.Args.IfName, b, req.Stderr) }); err != nil {
+				return err // the backup stays for the runtime's next DEL
 			}
 		}
 	}
-	return removeBackup(path)
-}
-
-// restore puts the backup's values back inside the container namespace. Sysctls and an
-// interface that no longer exist have nothing to restore.
-func restore(cont *link.NS, ifName string, b *Backup) error {
-	var errs []error
-	for name, v := range b.Sysctls {
-		if err := sysctl.Set(name, v); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	h, err := cont.Handle()
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	if err := setLink(h, ifName, b.linkState()); err != nil && !link.IsNotFound(err) {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-func removeBackup(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("tuning backup: %w", err)
-	}
-	return nil
+	return store.remove(name)
 }
 
 // check compares the configured sysctls and attributes with the container's.

@@ -30,23 +30,27 @@ type fixture struct {
 	host, cont *testns.NS
 	dataDir    string
 	prev       string
+	ifName     string
 }
 
-func setup(t testing.TB) *fixture {
+func setup(t testing.TB) *fixture { return setupIf(t, "eth0") }
+
+// setupIf is setup with the container interface called ifName.
+func setupIf(t testing.TB, ifName string) *fixture {
 	t.Helper()
 	testns.RequireRoot(t)
-	f := &fixture{host: testns.New(t), cont: testns.New(t), dataDir: t.TempDir()}
+	f := &fixture{host: testns.New(t), cont: testns.New(t), dataDir: t.TempDir(), ifName: ifName}
 	hl, err := link.Open(f.host.Path)
 	require.NoError(t, err)
 	defer hl.Close()
 	cl, err := link.Open(f.cont.Path)
 	require.NoError(t, err)
 	defer cl.Close()
-	v, err := link.CreateVeth(hl, cl, link.VethOptions{IfName: "eth0", ContainerUp: true})
+	v, err := link.CreateVeth(hl, cl, link.VethOptions{IfName: ifName, ContainerUp: true})
 	require.NoError(t, err)
 	f.prev = fmt.Sprintf(`{"cniVersion":"1.0.0","interfaces":[{"name":%q,"mac":"02:00:00:00:00:01"},`+
-		`{"name":"eth0","mac":%q,"sandbox":%q}],"ips":[{"interface":1,"address":"10.9.0.2/24"}]}`,
-		v.Host.Attrs().Name, v.Container.Attrs().HardwareAddr, f.cont.Path)
+		`{"name":%q,"mac":%q,"sandbox":%q}],"ips":[{"interface":1,"address":"10.9.0.2/24"}]}`,
+		v.Host.Attrs().Name, ifName, v.Container.Attrs().HardwareAddr, f.cont.Path)
 	return f
 }
 
@@ -208,6 +212,18 @@ func TestAllowListRefusesASysctlItDoesNotList(t *testing.T) {
 	_, err = f.invoke(t, p, "ADD", f.conf(`"sysctl":{"net.ipv4.conf.IFNAME.arp_ignore":"1"}`))
 	require.NoError(t, err)
 	assert.Equal(t, "1", f.read(t).arpIgnore)
+}
+
+func TestAllowListThatIsNoRegularFileFailsFast(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	fifo := filepath.Join(t.TempDir(), "allowlist.conf")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, path := range []string{fifo, "/dev/zero"} {
+		_, err := f.invoke(t, New(path), "ADD", f.conf(`"sysctl":{"net.core.somaxconn":"1234"}`))
+		require.Error(t, err, path)
+		assert.Contains(t, err.Error(), "allow-list", path)
+	}
 }
 
 func TestPathEscapesAreRefusedAndNothingIsWritten(t *testing.T) {

@@ -136,9 +136,10 @@ func (r *results) names() ([]string, error) {
 	return dir.Readdirnames(-1)
 }
 
-// write stores an entry atomically: written and synced in the temporary directory, then renamed into
-// place, so a reader sees the old entry or the new one, never a partial one. hook, when
-// set, is called with the temporary file written and synced (tests stop there).
+// write stores an entry atomically: written and synced in the temporary directory, then
+// renamed into place, so a reader sees the old entry or the new one, never a partial
+// one. hook, when set, is called with the temporary file written and synced (tests stop
+// there).
 func (r *results) write(name string, data []byte, hook func()) error {
 	tmp, err := r.openTmp()
 	if err != nil {
@@ -162,8 +163,8 @@ func (r *results) write(name string, data []byte, hook func()) error {
 	return nil
 }
 
-// openTmp opens the temporary directory, creating it; anything else found under that name (a file,
-// a symlink) is no writer's and is replaced.
+// openTmp opens the temporary directory, creating it; anything else found under that
+// name (a file, a symlink) is no writer's and is replaced.
 func (r *results) openTmp() (*os.File, error) {
 	for attempt := 0; ; attempt++ {
 		if err := unix.Mkdirat(int(r.cache.Fd()), tmpDirName, 0o700); err != nil && err != unix.EEXIST {

@@ -21,17 +21,17 @@ import (
 
 // daemonizingPlugin writes a plugin that starts a child keeping its stdout and stderr
 // (as a plugin starting a daemon without redirecting it does), writes the child's pid
-// to pidFile, prints output and exits with status.
-func daemonizingPlugin(t *testing.T, dir, pidFile, output string, status int) {
+// to pidFile, prints output and exits with status. The child lives childSeconds.
+func daemonizingPlugin(t testing.TB, dir, pidFile, output string, status, childSeconds int) {
 	t.Helper()
 	script := fmt.Sprintf(`#!/bin/sh
 cat >/dev/null
-sleep 60 &
+sleep %d &
 echo $! >%s
 echo "plugin: started a child" >&2
 printf '%%s\n' '%s'
 exit %d
-`, pidFile, output, status)
+`, childSeconds, pidFile, output, status)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "daemonizing"), []byte(script), 0o755))
 	t.Cleanup(func() {
 		if pid, err := readPid(pidFile); err == nil {
@@ -57,7 +57,7 @@ func TestPluginExitEndsTheCallWhateverItsChildHolds(t *testing.T) {
 	ctr := testns.New(t)
 	dir := t.TempDir()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	daemonizingPlugin(t, dir, pidFile, `{"cniVersion":"1.1.0","interfaces":[{"name":"daemon0"}]}`, 0)
+	daemonizingPlugin(t, dir, pidFile, `{"cniVersion":"1.1.0","interfaces":[{"name":"daemon0"}]}`, 0, 60)
 	r := newRunner(t, dir)
 	var stderr bytes.Buffer
 	r.Stderr = &stderr
@@ -78,7 +78,7 @@ func TestPluginFailureIsReportedWhateverItsChildHolds(t *testing.T) {
 	ctr := testns.New(t)
 	dir := t.TempDir()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	daemonizingPlugin(t, dir, pidFile, `{"cniVersion":"1.1.0","code":11,"msg":"try again"}`, 1)
+	daemonizingPlugin(t, dir, pidFile, `{"cniVersion":"1.1.0","code":11,"msg":"try again"}`, 1, 60)
 	r := newRunner(t, dir)
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[{"type":"daemonizing"}]}`)
 

@@ -117,3 +117,41 @@ func BenchmarkLibcniStandardChainAddDel(b *testing.B) {
 		return nil
 	})
 }
+
+// lingeringChildPlugin is a CNI_PATH dir whose plugin "daemonizing" leaves a child
+// holding its stdout for a second after it exits.
+func lingeringChildPlugin(b *testing.B) string {
+	dir := b.TempDir()
+	daemonizingPlugin(b, dir, filepath.Join(b.TempDir(), "pid"), `{"cniVersion":"1.1.0","interfaces":[{"name":"daemon0"}]}`, 0, 1)
+	return dir
+}
+
+// BenchmarkRunnerPluginWithLingeringChildAdd: the plugin's exit ends each call.
+func BenchmarkRunnerPluginWithLingeringChildAdd(b *testing.B) {
+	host, att := benchAttachment(b)
+	r := newRunner(b, lingeringChildPlugin(b))
+	n := parse(b, `{"cniVersion":"1.1.0","name":"d","plugins":[{"type":"daemonizing"}]}`)
+	host.Run(b, func() error {
+		for b.Loop() {
+			if _, err := r.Add(context.Background(), n, att); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// BenchmarkLibcniPluginWithLingeringChildAdd: libcni waits for the child each time.
+func BenchmarkLibcniPluginWithLingeringChildAdd(b *testing.B) {
+	host, att := benchAttachment(b)
+	ref := newReference(b, lingeringChildPlugin(b), b.TempDir())
+	conf := `{"cniVersion":"1.1.0","name":"d","plugins":[{"type":"daemonizing"}]}`
+	host.Run(b, func() error {
+		for b.Loop() {
+			if _, err := ref.add(conf, att); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

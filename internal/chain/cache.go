@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
+	"strings"
 
+	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/result"
 )
 
@@ -39,14 +40,27 @@ func (r *Runner) cacheDir() string {
 	return r.CacheDir
 }
 
-// cachePath is libcni's <cacheDir>/results/<network>-<containerID>-<ifname>.
-func (r *Runner) cachePath(network string, att *Attachment) string {
-	return filepath.Join(r.cacheDir(), "results", network+"-"+att.ContainerID+"-"+att.IfName)
+// cacheName is libcni's entry name in <cacheDir>/results: <network>-<containerID>-<ifname>.
+func cacheName(network string, att *Attachment) string {
+	return network + "-" + att.ContainerID + "-" + att.IfName
 }
 
-// writeCache stores the final ADD result. The file is written to a temporary name,
-// synced and renamed, so a crash leaves the old entry or the new one, never an empty
-// file (libcni writes in place; an empty entry then breaks its CHECK).
+// checkCacheName refuses, before any plugin runs, an attachment whose cache entry
+// name the kernel would refuse: libcni finds out only when writing the cache, after
+// every plugin of the ADD succeeded.
+func checkCacheName(network string, att *Attachment) error {
+	if n := len(cacheName(network, att)); n > nameMax {
+		return cnierror.Newf(cnierror.CodeInvalidEnv,
+			"containerID of %d bytes is too long for network %q and interface %q: the cache entry <network>-<containerID>-<ifname> would be %d bytes, the limit is %d",
+			len(att.ContainerID), network, att.IfName, n, nameMax)
+	}
+	return nil
+}
+
+// writeCache stores the final ADD result. The entry is written to a temporary file,
+// synced and renamed (see results.write), so a crash leaves the old entry or the new
+// one, never an empty file (libcni writes in place; an empty entry then breaks its
+// CHECK), and the next DEL or GC removes the temporary file.
 func (r *Runner) writeCache(n *Network, att *Attachment, res *result.Result) error {
 	raw, err := json.Marshal(res)
 	if err != nil {
@@ -59,43 +73,45 @@ func (r *Runner) writeCache(n *Network, att *Attachment, res *result.Result) err
 	if err != nil {
 		return err
 	}
-	path := r.cachePath(n.Name, att)
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	dir, err := openResults(r.cacheDir(), true)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	defer dir.Close()
+	return dir.write(cacheName(n.Name, att), data, r.cacheWritten)
 }
 
+// removeCache deletes the attachment's entry and any leftover of an interrupted write.
 func (r *Runner) removeCache(network string, att *Attachment) error {
-	err := os.Remove(r.cachePath(network, att))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+	dir, err := openResults(r.cacheDir(), false)
+	if err != nil {
+		return err
 	}
-	return err
+	defer dir.Close()
+	return dir.remove(cacheName(network, att))
+}
+
+// readCache returns the attachment's entry; a missing one matches os.ErrNotExist.
+func (r *Runner) readCache(network string, att *Attachment) ([]byte, error) {
+	dir, err := openResults(r.cacheDir(), false)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	return dir.read(cacheName(network, att))
 }
 
 // cachedResult returns the cached ADD result converted to the config's version, or nil
 // when nothing is cached. Like libcni it also reads the legacy format, a bare result.
+// An entry that is there but cannot be used (a symlink, a FIFO, larger than
+// MaxFileSize, not a result) is an error.
 func (r *Runner) cachedResult(n *Network, att *Attachment) (*result.Result, error) {
-	data, err := os.ReadFile(r.cachePath(n.Name, att))
+	data, err := r.readCache(n.Name, att)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, nil // as libcni: an unreadable cache is no cache
+		return nil, err
 	}
 	raw := json.RawMessage(data)
 	var e cacheEntry
@@ -126,28 +142,37 @@ func (r *Runner) CachedResult(n *Network, att Attachment) (*result.Result, error
 type CachedAttachment struct {
 	Network string
 	Attachment
+	// file is the entry's name in results/, which a hand-made entry may have other
+	// than cacheName says.
+	file string
 }
 
 // CachedAttachments lists the cache in sorted order, skipping entries that are not
-// cniCacheV1 or lack a network or interface name, as libcni does. A non-empty
-// containerID keeps only that container's entries.
+// cniCacheV1 or lack a network or interface name, as libcni does. It reads regular
+// files only, never through a symlink, and skips names starting with "." (no entry
+// name does: they are temporary files). A non-empty containerID keeps only that
+// container's entries.
 func (r *Runner) CachedAttachments(containerID string) ([]CachedAttachment, error) {
-	dir := filepath.Join(r.cacheDir(), "results")
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	dir, err := openResults(r.cacheDir(), false)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		names = append(names, e.Name())
+	defer dir.Close()
+	return cachedAttachments(dir, containerID)
+}
+
+func cachedAttachments(dir *results, containerID string) ([]CachedAttachment, error) {
+	names, err := dir.names()
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(names)
 	var out []CachedAttachment
 	for _, name := range names {
-		data, err := os.ReadFile(filepath.Join(dir, name))
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		data, err := dir.read(name)
 		if err != nil {
 			continue
 		}
@@ -158,7 +183,7 @@ func (r *Runner) CachedAttachments(containerID string) ([]CachedAttachment, erro
 		if containerID != "" && e.ContainerID != containerID {
 			continue
 		}
-		out = append(out, CachedAttachment{Network: e.NetworkName, Attachment: Attachment{
+		out = append(out, CachedAttachment{Network: e.NetworkName, file: name, Attachment: Attachment{
 			ContainerID: e.ContainerID, Netns: e.Netns, IfName: e.IfName, Args: e.CNIArgs, CapabilityArgs: e.CapabilityArgs,
 		}})
 	}

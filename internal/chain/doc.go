@@ -29,6 +29,12 @@
 //
 // Deliberate differences from libcni: a network defined in two files of a directory is
 // an error instead of the first file silently winning; files above MaxFileSize are
-// refused; the cache entry is written atomically; a "text file busy" exec is really
-// retried; large integers in plugin configs survive the injection round trip.
+// refused; the cache entry is written atomically (under its own name in results.tmp,
+// then renamed), the next DEL or GC removes what a crash mid-write leaves, and cache
+// entries are read without following symlinks, MaxFileSize at most; an ADD whose cache
+// entry name would pass 255 bytes is refused before any plugin runs, not after all of
+// them; DEL of an attachment whose netns is the runner's own runs with CNI_NETNS empty
+// (see Runner.Del); a "text file busy" exec is really retried; an exec'd plugin is done
+// when it exits, whatever its children hold; large integers in plugin configs survive
+// the injection round trip.
 package chain

@@ -16,9 +16,12 @@ import (
 // "cniVersion" in an exec'd plugin's output means the config's version); other commands
 // return nil. A plugin's failure is a *cnierror.Error with the plugin's code.
 func (r *Runner) Invoke(ctx context.Context, pluginType, command string, conf []byte, att Attachment) (*result.Result, error) {
+	env := r.environ()
 	args := skel.Args{
 		Command: command, ContainerID: att.ContainerID, Netns: att.Netns, IfName: att.IfName,
-		CNIArgs: att.cniArgs(), Path: r.PluginPath, Env: r.environ(),
+		CNIArgs: att.cniArgs(), Path: r.PluginPath, Env: env,
+		// What an exec'd plugin reads from the same environment.
+		NetnsOverride: skel.ArgsFromEnv(env).NetnsOverride,
 	}
 	if p := r.builtin(pluginType); p != nil {
 		return skel.Invoke(ctx, p, args, conf, r.Stderr)

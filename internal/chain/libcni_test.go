@@ -203,8 +203,12 @@ func TestSameScenarioGivesTheSameOutcomeAsLibcni(t *testing.T) {
 func TestCacheInteropWithLibcni(t *testing.T) {
 	testns.RequireRoot(t)
 	dir := pluginDir(t, "loopback")
-	for _, tc := range []struct{ adder, other string }{{"ours", "libcni"}, {"libcni", "ours"}} {
-		t.Run(tc.adder+" adds, "+tc.other+" checks and deletes", func(t *testing.T) {
+	for _, tc := range []struct{ adder, other, id string }{
+		{"ours", "libcni", "c1"}, {"libcni", "ours", "c1"},
+		// 240 bytes: the cache entry's name is near the kernel's limit.
+		{"ours", "libcni", longID(240)}, {"libcni", "ours", longID(240)},
+	} {
+		t.Run(fmt.Sprintf("%s adds, %s checks and deletes, %d-byte id", tc.adder, tc.other, len(tc.id)), func(t *testing.T) {
 			host, ctr := testns.New(t), testns.New(t)
 			rec := filepath.Join(t.TempDir(), "rec")
 			conf := `{"cniVersion":"1.1.0","name":"interop","plugins":[{"type":"loopback"},` + recorderConf(rec) + `]}`
@@ -212,7 +216,7 @@ func TestCacheInteropWithLibcni(t *testing.T) {
 			r := newRunner(t, dir)
 			r.CacheDir = cacheDir
 			impls := map[string]runtime{"ours": ours{t: t, r: r}, "libcni": newReference(t, dir, cacheDir)}
-			att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0", Args: [][2]string{{"IgnoreUnknown", "1"}}}
+			att := chain.Attachment{ContainerID: tc.id, Netns: ctr.Path, IfName: "eth0", Args: [][2]string{{"IgnoreUnknown", "1"}}}
 			host.Run(t, func() error {
 				if _, err := impls[tc.adder].add(conf, att); err != nil {
 					return err
@@ -231,6 +235,7 @@ func TestCacheInteropWithLibcni(t *testing.T) {
 			}
 			assert.False(t, loUp(t, ctr))
 			assert.Empty(t, cacheFiles(t, cacheDir))
+			assert.Empty(t, tmpFiles(t, cacheDir))
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cnikit/cni/internal/result"
@@ -37,6 +38,10 @@ type Runner struct {
 	// only the caller's context does. An exec'd plugin still running at the deadline is
 	// killed.
 	Timeout time.Duration
+
+	// cacheWritten, when set, is called with a cache entry written and synced under
+	// its temporary name, before the rename (tests kill the process there).
+	cacheWritten func()
 }
 
 // Attachment says which container a network is attached to: what a runtime passes as
@@ -95,6 +100,9 @@ func (r *Runner) Add(ctx context.Context, n *Network, att Attachment) (*result.R
 	if err := att.validate(n.Name); err != nil {
 		return nil, err
 	}
+	if err := checkCacheName(n.Name, &att); err != nil {
+		return nil, err
+	}
 	var res *result.Result
 	for _, pc := range n.Plugins {
 		conf, err := pluginConfig(n, pc, res, &att, nil)
@@ -139,8 +147,16 @@ func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
 }
 
 // Del runs DEL through the plugins in reverse order with the cached result as
-// prevResult (configs of 0.4.0 or later), then removes the cache entry. An empty or
-// corrupt cache entry never blocks DEL: it is dropped and DEL runs without prevResult.
+// prevResult (configs of 0.4.0 or later), then removes the cache entry and any leftover
+// of an interrupted write of it. An empty or corrupt cache entry never blocks DEL: it
+// is dropped and DEL runs without prevResult.
+//
+// A netns that is the runner's own network namespace (the one it runs plugins in) is
+// no container's: the path now names the host, as when /proc/<pid>/ns/net outlived its
+// process and the pid was reused. Plugins refuse to act there (code 8), so such a DEL
+// could never finish. It runs as for a netns that is gone, with CNI_NETNS empty: the
+// plugins release what they hold on the host (addresses, rules, qdiscs) and touch no
+// namespace. CNI_NETNS_OVERRIDE=1 in the runner's environment turns this off.
 func (r *Runner) Del(ctx context.Context, n *Network, att Attachment) error {
 	ctx, cancel := r.context(ctx)
 	defer cancel()
@@ -150,6 +166,13 @@ func (r *Runner) Del(ctx context.Context, n *Network, att Attachment) error {
 func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
 	if err := att.validate(n.Name); err != nil {
 		return err
+	}
+	if att.Netns != "" && r.isOwnNetns(att.Netns) {
+		r.logf("netns %q of container %s is this runner's own network namespace, not a container's: deleting %s as for a netns that is gone (CNI_NETNS empty)",
+			att.Netns, att.ContainerID, att.IfName)
+		gone := *att
+		gone.Netns = ""
+		att = &gone
 	}
 	var prev *result.Result
 	if version.AtLeast(n.CNIVersion, "0.4.0") {
@@ -170,36 +193,24 @@ func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
 	return nil
 }
 
-// GC deletes every cached attachment of the network that args does not list as valid
-// (a full DEL each, with the cached netns and args), then, for configs of 1.1.0 or
-// later, sends GC to every plugin with the valid list under both
-// "cni.dev/valid-attachments" and "cni.dev/attachments". It keeps going after errors and
-// returns them all. Nothing happens when the list sets disableGC.
+// GC removes the leftovers of interrupted cache writes, deletes every cached attachment
+// of the network that args does not list as valid (a full DEL each, with the cached
+// netns and args), then, for configs of 1.1.0 or later, sends GC to every plugin with
+// the valid list under both "cni.dev/valid-attachments" and "cni.dev/attachments". It
+// keeps going after errors and returns them all. Nothing happens when the list sets
+// disableGC.
+//
+// Only what GC can act on makes it fail: a stale attachment whose DEL failed, a
+// plugin's GC. Cache entries it cannot use (unreadable, not a regular file, a symlink,
+// not a cache entry) are skipped, as libcni does; an entry naming an invalid
+// attachment, which neither libcni nor this runner writes, is dropped.
 func (r *Runner) GC(ctx context.Context, n *Network, args *GCArgs) error {
 	ctx, cancel := r.context(ctx)
 	defer cancel()
 	if n.DisableGC {
 		return nil
 	}
-	var errs []error
-	cached, err := r.CachedAttachments("")
-	if err != nil {
-		errs = append(errs, fmt.Errorf("listing cached attachments: %w", err))
-	}
-	valid := map[skel.Attachment]bool{}
-	if args != nil {
-		for _, a := range args.ValidAttachments {
-			valid[a] = true
-		}
-	}
-	for _, c := range cached {
-		if c.Network != n.Name || valid[skel.Attachment{ContainerID: c.ContainerID, IfName: c.IfName}] {
-			continue
-		}
-		if err := r.del(ctx, n, &c.Attachment); err != nil {
-			errs = append(errs, fmt.Errorf("failed to delete stale attachment %s %s: %w", c.ContainerID, c.IfName, err))
-		}
-	}
+	errs := r.gcCache(ctx, n, args)
 	if version.AtLeast(n.CNIVersion, "1.1.0") {
 		var extra map[string]any
 		if args != nil {
@@ -215,6 +226,61 @@ func (r *Runner) GC(ctx context.Context, n *Network, args *GCArgs) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// gcCache is GC's part on the result cache.
+func (r *Runner) gcCache(ctx context.Context, n *Network, args *GCArgs) []error {
+	dir, err := openResults(r.cacheDir(), false)
+	if err != nil {
+		return []error{fmt.Errorf("listing cached attachments: %w", err)}
+	}
+	defer dir.Close()
+	if err := dir.sweep(ctx); err != nil {
+		r.logf("removing leftovers of interrupted cache writes: %v", err)
+	}
+	cached, err := cachedAttachments(dir, "")
+	if err != nil {
+		return []error{fmt.Errorf("listing cached attachments: %w", err)}
+	}
+	valid := map[skel.Attachment]bool{}
+	if args != nil {
+		for _, a := range args.ValidAttachments {
+			valid[a] = true
+		}
+	}
+	var errs []error
+	for _, c := range cached {
+		if c.Network != n.Name || valid[skel.Attachment{ContainerID: c.ContainerID, IfName: c.IfName}] {
+			continue
+		}
+		if err := c.validate(n.Name); err != nil {
+			r.logf("dropping cache entry %s: %v", c.file, err)
+			errs = append(errs, dir.remove(c.file))
+			continue
+		}
+		if err := r.del(ctx, n, &c.Attachment); err != nil {
+			errs = append(errs, fmt.Errorf("failed to delete stale attachment %s %s: %w", c.ContainerID, c.IfName, err))
+			continue
+		}
+		if c.file != cacheName(n.Name, &c.Attachment) {
+			errs = append(errs, dir.remove(c.file)) // a copy under another name: its attachment is gone
+		}
+	}
+	return errs
+}
+
+// isOwnNetns reports whether path is the network namespace of the calling thread, the
+// one plugins run in (exec'd ones inherit it), unless CNI_NETNS_OVERRIDE says to act
+// there anyway.
+func (r *Runner) isOwnNetns(path string) bool {
+	if skel.ArgsFromEnv(r.environ()).NetnsOverride {
+		return false
+	}
+	var target, own syscall.Stat_t
+	if syscall.Stat(path, &target) != nil || syscall.Stat("/proc/thread-self/ns/net", &own) != nil {
+		return false
+	}
+	return target.Dev == own.Dev && target.Ino == own.Ino
 }
 
 // Status sends STATUS to each plugin in order (configs of 1.1.0 or later; older ones

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,7 +79,10 @@ type run struct {
 func (e *env) cni(t *testing.T, stdin string, args ...string) run {
 	t.Helper()
 	var out, errb bytes.Buffer
-	cmd := exec.Command(e.bin, args...)
+	// A command that hangs (reading a FIFO, waiting on a pipe) fails the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.bin, args...)
 	cmd.Env = append(os.Environ(), "NETCONFPATH="+e.confDir, "CNI_PATH="+e.pluginDir, "CNI_CACHE_DIR="+e.cacheDir)
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/cnierror"
 )
@@ -28,7 +31,7 @@ const busyRetries = 5
 // busyBackoff is the first wait after a busy binary; it doubles per attempt.
 const busyBackoff = 50 * time.Millisecond
 
-// maxStderr bounds how much of a failing plugin's stderr is kept for its error message;
+// maxStderr bounds how much of a failing plugin's stderr is quoted in its error message;
 // all of it is still passed through.
 const maxStderr = 16 << 10
 
@@ -54,28 +57,22 @@ func FindInPath(pluginType string, paths []string) (string, error) {
 }
 
 // Exec runs the plugin at path with env and stdin and returns its stdout. Its stderr is
-// copied to stderr as it comes. A failure is a *cnierror.Error: the error JSON the
+// copied to stderr once it exits. A failure is a *cnierror.Error: the error JSON the
 // plugin printed (its code kept), or, when it printed none, code 0 and a message quoting
 // its stderr, as libcni reports it.
+//
+// The plugin's exit is what ends the call: its stdin, stdout and stderr are files, not
+// pipes (see scratchFile), so a child it left running with them open delays nothing.
+// libcni reads pipes to their end and so waits for such a child to exit.
 func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	var stdout bytes.Buffer
-	var captured headBuffer
 	for attempt := 1; ; attempt++ {
-		stdout.Reset()
-		captured.Reset()
-		cmd := exec.CommandContext(ctx, path)
-		cmd.Env = env
-		cmd.Stdin = bytes.NewReader(stdin)
-		cmd.Stdout = &stdout
-		cmd.Stderr = io.MultiWriter(stderr, &captured)
-		// A plugin that leaves a child holding its pipes must not hang the caller.
-		cmd.WaitDelay = 2 * time.Second
-		err := cmd.Run()
+		out, errOut, err := run(ctx, path, env, stdin)
+		stderr.Write(errOut) // nothing when the exec itself failed
 		if err == nil {
-			return stdout.Bytes(), nil
+			return out, nil
 		}
 		if attempt < busyRetries && errors.Is(err, syscall.ETXTBSY) {
 			if werr := sleep(ctx, busyBackoff<<(attempt-1)); werr != nil {
@@ -83,8 +80,73 @@ func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr i
 			}
 			continue
 		}
-		return nil, failure(ctx, err, stdout.Bytes(), captured.Bytes())
+		return nil, failure(ctx, err, out, errOut[:min(len(errOut), maxStderr)])
 	}
+}
+
+// run execs the plugin once and returns what it wrote to stdout and stderr by the time
+// it exited.
+func run(ctx context.Context, path string, env []string, stdin []byte) (stdout, stderr []byte, err error) {
+	files := make([]*os.File, 3)
+	defer func() {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	for i, name := range [...]string{"cni-plugin-stdin", "cni-plugin-stdout", "cni-plugin-stderr"} {
+		if files[i], err = scratchFile(name); err != nil {
+			return nil, nil, fmt.Errorf("netplugin %s: %w", path, err)
+		}
+	}
+	if _, err := files[0].WriteAt(stdin, 0); err != nil {
+		return nil, nil, fmt.Errorf("netplugin %s: writing its stdin: %w", path, err)
+	}
+	cmd := exec.CommandContext(ctx, path)
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
+	err = cmd.Run()
+	// A child the plugin left running may still be writing: read what is there now.
+	stdout, outErr := readAll(files[1])
+	stderr, errErr := readAll(files[2])
+	if err == nil {
+		err = errors.Join(outErr, errErr)
+	}
+	return stdout, stderr, err
+}
+
+// scratchFile returns an anonymous read-write file that disappears once closed by us
+// and by every process it was handed to: a memfd, or an unlinked temp file where the
+// kernel has no memfd.
+func scratchFile(name string) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err == nil {
+		return os.NewFile(uintptr(fd), name), nil
+	}
+	f, err := os.CreateTemp("", name+"-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readAll returns the current content of a scratch file.
+func readAll(f *os.File) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, fi.Size())
+	n, err := f.ReadAt(buf, 0)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return buf[:n], err
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -115,14 +177,4 @@ func failure(ctx context.Context, runErr error, stdout, stderr []byte) *cnierror
 		return cnierror.Newf(0, "netplugin failed but error parsing its diagnostic message %q: %v", stdout, err)
 	}
 	return &e
-}
-
-// headBuffer keeps the first maxStderr bytes written to it.
-type headBuffer struct{ bytes.Buffer }
-
-func (b *headBuffer) Write(p []byte) (int, error) {
-	if room := maxStderr - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -109,5 +110,26 @@ func TestDelWithVanishedNetnsSucceeds(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		out, code = execPlugin(t, host, filepath.Join(dir, "loopback"), env, `{"cniVersion":"1.1.0","name":"n","type":"loopback"}`)
 		assert.Equal(t, 0, code, "DEL is idempotent: %s", out)
+	}
+}
+
+// TestNetnsPathThatIsAFIFOIsNoNamespace: a FIFO at CNI_NETNS used to hang every plugin
+// (the open for reading waits for a writer). DEL succeeds as for a vanished netns, ADD
+// fails with the code for a netns that is not there.
+func TestNetnsPathThatIsAFIFOIsNoNamespace(t *testing.T) {
+	testns.RequireRoot(t)
+	host := testns.New(t)
+	fifo := filepath.Join(t.TempDir(), "netns")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	dir := testns.LinkPluginDir(t, "loopback", "bridge")
+	for _, plugin := range []string{"loopback", "bridge"} {
+		conf := `{"cniVersion":"1.1.0","name":"n","type":"` + plugin + `","ipam":{}}`
+		env := func(cmd string) []string {
+			return []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=c1", "CNI_NETNS=" + fifo, "CNI_IFNAME=eth0", "CNI_PATH=" + dir}
+		}
+		out, code := execPlugin(t, host, filepath.Join(dir, plugin), env("DEL"), conf)
+		assert.Equal(t, 0, code, "%s DEL: %s", plugin, out)
+		out, code = execPlugin(t, host, filepath.Join(dir, plugin), env("ADD"), conf)
+		assert.Equal(t, 1, code, "%s ADD: %s", plugin, out)
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/version"
@@ -276,11 +276,7 @@ func (r *Runner) isOwnNetns(path string) bool {
 	if skel.ArgsFromEnv(r.environ()).NetnsOverride {
 		return false
 	}
-	var target, own syscall.Stat_t
-	if syscall.Stat(path, &target) != nil || syscall.Stat("/proc/thread-self/ns/net", &own) != nil {
-		return false
-	}
-	return target.Dev == own.Dev && target.Ino == own.Ino
+	return ns.IsCurrent(path)
 }
 
 // Status sends STATUS to each plugin in order (configs of 1.1.0 or later; older ones

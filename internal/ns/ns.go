@@ -35,15 +35,18 @@ const nsfsMagic = 0x6e736673
 
 // Open opens the network namespace at path. A path that does not exist, or that no
 // longer is a namespace (a runtime's leftover mount point, now a plain file), gives an
-// error matching ErrNotExist: for DEL both mean there is nothing left to undo.
+// error matching ErrNotExist: for DEL both mean there is nothing left to undo. The open
+// never blocks: a FIFO at the path (opened for reading, it would wait for a writer
+// forever) is just another file that is no namespace.
 func Open(path string) (netns.NsHandle, error) {
-	h, err := netns.GetFromPath(path)
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return h, fmt.Errorf("netns %q: %w", path, ErrNotExist)
+			return netns.None(), fmt.Errorf("netns %q: %w", path, ErrNotExist)
 		}
-		return h, fmt.Errorf("netns %q: open: %w", path, err)
+		return netns.None(), fmt.Errorf("netns %q: open: %w", path, err)
 	}
+	h := netns.NsHandle(fd)
 	var fs syscall.Statfs_t
 	if err := syscall.Fstatfs(int(h), &fs); err != nil {
 		h.Close()
@@ -88,12 +91,13 @@ func DoHandle(target netns.NsHandle, fn func() error) error {
 	return <-errc
 }
 
-// Exists reports whether path names a network namespace that can be opened.
-func Exists(path string) bool {
-	h, err := netns.GetFromPath(path)
-	if err != nil {
+// IsCurrent reports whether path is the network namespace of the calling thread (the
+// one a plugin runs in; exec'd children inherit it). A path that cannot be looked at is
+// not.
+func IsCurrent(path string) bool {
+	var target, own syscall.Stat_t
+	if syscall.Stat(path, &target) != nil || syscall.Stat("/proc/thread-self/ns/net", &own) != nil {
 		return false
 	}
-	h.Close()
-	return true
+	return target.Dev == own.Dev && target.Ino == own.Ino
 }

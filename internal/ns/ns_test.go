@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,4 +46,22 @@ func TestDoRunsInsideTheNamespace(t *testing.T) {
 	outside, err := os.Readlink("/proc/thread-self/ns/net")
 	require.NoError(t, err)
 	assert.NotEqual(t, outside, inside)
+}
+
+// TestOpenOfAFIFOReturnsAtOnce: a FIFO where the netns should be (opened for reading it
+// would block until a writer comes, hanging every plugin) is a file that is no namespace.
+func TestOpenOfAFIFOReturnsAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	done := make(chan error, 1)
+	go func() {
+		_, err := ns.Open(path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, ns.ErrNotExist)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open of a FIFO blocks")
+	}
 }

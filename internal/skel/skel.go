@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"syscall"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/panics"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/version"
@@ -173,14 +173,9 @@ func checkNetnsIsNotOwn(args Args) error {
 	default:
 		return nil
 	}
-	var target, own syscall.Stat_t
-	if syscall.Stat(args.Netns, &target) != nil {
-		return nil // a vanished netns is the plugin's to handle (DEL must succeed)
-	}
-	if syscall.Stat("/proc/thread-self/ns/net", &own) != nil {
-		return nil
-	}
-	if target.Dev == own.Dev && target.Ino == own.Ino {
+	// A vanished netns is not the plugin's own: it is the plugin's to handle (DEL must
+	// succeed).
+	if ns.IsCurrent(args.Netns) {
 		return cnierror.Newf(cnierror.CodeInvalidNetNS,
 			"netns %q is the plugin's own network namespace; refusing to act on it", args.Netns)
 	}

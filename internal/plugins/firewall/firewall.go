@@ -213,11 +213,9 @@ func check(req *skel.Request) error {
 }
 
 // gc removes the iptables rules of this network's containers that are not among the
-// valid attachments.
+// valid attachments. Like DEL it needs only the network name, so the rest of the config
+// is not validated.
 func gc(req *skel.Request) error {
-	if _, err := loadConfig(req); err != nil {
-		return err
-	}
 	var ids []string
 	for _, a := range req.ValidAttachments {
 		ids = append(ids, a.ContainerID)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/ns"
 )
@@ -179,7 +180,7 @@ func RequireRoot(t testing.TB) {
 
 // Binary returns the path of the cni binary for exec-level tests: $CNI_TEST_BINARY when
 // set (the full-kernel VM has no Go toolchain), otherwise a build of ./cmd/cni made once
-// per test process into a temp dir.
+// per test process.
 func Binary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("CNI_TEST_BINARY"); p != "" {
@@ -189,27 +190,65 @@ func Binary(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("building cni: %v", err)
 	}
-	return bin
+	return bin.path
 }
 
-var buildOnce = sync.OnceValues(func() (string, error) {
+// heldBinary is the build, held in memory for as long as the test process lives.
+type heldBinary struct {
+	file *os.File
+	path string
+}
+
+// buildOnce builds into a temp dir that it removes at once: the binary lives on in an
+// anonymous memory file (memfd), which other processes exec through its /proc path
+// and which vanishes with the test process, so no test run leaves a build behind.
+var buildOnce = sync.OnceValues(func() (*heldBinary, error) {
 	root, err := moduleRoot()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "cni-test-bin-")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "cni")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cni")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v: %s", err, out)
+		return nil, fmt.Errorf("%v: %s", err, out)
 	}
-	return bin, nil
+	return holdInMemory(bin)
 })
+
+// holdInMemory copies the file at path into a memfd and returns it opened read-only:
+// exec refuses a file that is open for writing ("text file busy"), so the writable
+// descriptor is closed once the copy is made.
+func holdInMemory(path string) (*heldBinary, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.MemfdCreate("cni", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	w := os.NewFile(uintptr(fd), "cni")
+	defer w.Close()
+	if _, err := w.Write(data); err != nil {
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	r, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	if err := r.Chmod(0o755); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	return &heldBinary{file: r, path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), r.Fd())}, nil
+}
 
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()

@@ -22,6 +22,7 @@ import (
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
 )
 
 // Add runs the IPAM ADD and returns its result in the config's cniVersion.
@@ -97,9 +98,7 @@ func run(req *skel.Request, cmd string) (*result.Result, error) {
 // parseResult reads an exec'd delegate's ADD output, defaulting a missing version to
 // the config's as libcni does, and converts it to the config's version.
 func parseResult(out []byte, confVersion string) (*result.Result, error) {
-	if confVersion == "" {
-		confVersion = "0.1.0"
-	}
+	confVersion = version.OrDefault(confVersion)
 	res, err := result.Parse(out, confVersion)
 	if err != nil {
 		return nil, fmt.Errorf("ipam: delegate result: %w", err)

@@ -2,6 +2,7 @@ package result
 
 import (
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/version"
 )
 
 // Convert returns a copy of r in version to, with the reference library's converter
@@ -18,9 +19,7 @@ import (
 //
 // Unknown versions and targets above 1.1.0 fail with code 1.
 func (r *Result) Convert(to string) (*Result, error) {
-	if to == "" {
-		to = "0.1.0"
-	}
+	to = version.OrDefault(to)
 	from, okFrom := shapeOf(r.CNIVersion)
 	target, okTo := shapeOf(to)
 	if !okFrom || !okTo {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/version"
 )
 
 // Parse decodes a result of any known version. The version is the JSON's "cniVersion";
@@ -30,9 +31,7 @@ func Parse(data []byte, defaultVersion string) (*Result, error) {
 	if json.Unmarshal(head.CNIVersion, &s) == nil && s != "" {
 		v = s
 	}
-	if v == "" {
-		v = "0.1.0"
-	}
+	v = version.OrDefault(v)
 	sh, ok := shapeOf(v)
 	if !ok {
 		return nil, cnierror.Newf(cnierror.CodeIncompatibleVersion, "unsupported CNI result version %q", v)

@@ -74,10 +74,7 @@ func parseNetConf(p *Plugin, command string, data []byte) (NetConf, *result.Resu
 	if err := json.Unmarshal(data, &conf); err != nil {
 		return conf, nil, cnierror.Newf(cnierror.CodeDecode, "decoding network config: %v", err)
 	}
-	v := conf.CNIVersion
-	if v == "" {
-		v = "0.1.0"
-	}
+	v := version.OrDefault(conf.CNIVersion)
 	if _, _, _, err := version.Parse(v); err != nil {
 		return conf, nil, cnierror.Newf(cnierror.CodeDecode, "decoding version from network config: %v", err)
 	}

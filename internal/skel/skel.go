@@ -109,10 +109,7 @@ func invoke(ctx context.Context, p *Plugin, args Args, data []byte, stderr io.Wr
 	if res == nil {
 		return nil, conf.CNIVersion, cnierror.Newf(cnierror.CodeInternal, "%s: ADD returned no result", p.Name)
 	}
-	v := conf.CNIVersion
-	if v == "" {
-		v = "0.1.0"
-	}
+	v := version.OrDefault(conf.CNIVersion)
 	if res.CNIVersion == "" {
 		res.CNIVersion = v
 	}

@@ -15,6 +15,17 @@ const Current = "1.1.0"
 var all = [...]string{"0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
 // All returns every spec version, oldest first.
+// Default is the version of a config or result that names none, as the spec says.
+const Default = "0.1.0"
+
+// OrDefault is v, or Default when v is empty: the one home of that rule.
+func OrDefault(v string) string {
+	if v == "" {
+		return Default
+	}
+	return v
+}
+
 func All() []string { return append([]string(nil), all[:]...) }
 
 // From returns v and every later version, for plugins that need a minimum version.

@@ -146,7 +146,7 @@ func parseRangeSets(raw *netJSON) ([]rangeSet, error) {
 			v6++
 		}
 	}
-	if (v4 > 1 || v6 > 1) && !version.AtLeast(orDefault(raw.CNIVersion), "0.3.0") {
+	if (v4 > 1 || v6 > 1) && !version.AtLeast(version.OrDefault(raw.CNIVersion), "0.3.0") {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
 			"ipam.ranges: CNI version %s does not support more than 1 address per family", raw.CNIVersion)
 	}
@@ -159,13 +159,6 @@ func parseRangeSets(raw *netJSON) ([]rangeSet, error) {
 		}
 	}
 	return sets, nil
-}
-
-func orDefault(v string) string {
-	if v == "" {
-		return "0.1.0"
-	}
-	return v
 }
 
 func parseRangeSet(l labelled) (rangeSet, error) {

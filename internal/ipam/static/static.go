@@ -130,18 +130,11 @@ func loadConfig(req *skel.Request) (*config, error) {
 			v6++
 		}
 	}
-	if (v4 > 1 || v6 > 1) && !version.AtLeast(orDefault(raw.CNIVersion), "0.3.0") {
+	if (v4 > 1 || v6 > 1) && !version.AtLeast(version.OrDefault(raw.CNIVersion), "0.3.0") {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
 			"ipam.addresses: CNI version %s does not support more than 1 address per family", raw.CNIVersion)
 	}
 	return c, nil
-}
-
-func orDefault(v string) string {
-	if v == "" {
-		return "0.1.0"
-	}
-	return v
 }
 
 func parseAddress(field string, a addressJSON) (result.IPConfig, error) {

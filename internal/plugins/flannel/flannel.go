@@ -216,10 +216,7 @@ func (f *flannel) runAdd(req *skel.Request, deleg map[string]any, data []byte) (
 	if err != nil {
 		return nil, err
 	}
-	v := req.Net.CNIVersion
-	if v == "" {
-		v = "0.1.0"
-	}
+	v := version.OrDefault(req.Net.CNIVersion)
 	res, err := result.Parse(out, v)
 	if err != nil {
 		return nil, fmt.Errorf("flannel: delegate %s result: %w", typ, err)

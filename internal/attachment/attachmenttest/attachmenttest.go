@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
@@ -246,4 +248,37 @@ func (e *Env) Exec(dir, cmd, cid, netns string, conf []byte, extraEnv ...string)
 // PluginDir links the cni binary into a temp dir as the Env's plugin and host-local.
 func (e *Env) PluginDir() string {
 	return testns.LinkPluginDir(e.T, e.Plugin.Name, "host-local")
+}
+
+// LibcniRun is what the reference runtime library saw of one attachment's life.
+type LibcniRun struct {
+	Result                            *types100.Result
+	AddErr, CheckErr, DelErr, Del2Err error
+}
+
+// Libcni drives the conflist through libcni as an independent client, exec'ing the cni
+// binary from a plugin dir inside the host namespace: ADD for c, then CHECK, DEL and
+// DEL again.
+func (e *Env) Libcni(conflist string, c *Container, capArgs map[string]any) LibcniRun {
+	e.T.Helper()
+	cni := libcni.NewCNIConfigWithCacheDir([]string{e.PluginDir()}, e.T.TempDir(), nil)
+	list, err := libcni.ConfListFromBytes([]byte(conflist))
+	require.NoError(e.T, err)
+	rt := &libcni.RuntimeConf{ContainerID: c.ID, NetNS: c.NS.Path, IfName: "eth0", CapabilityArgs: capArgs}
+	ctx := context.Background()
+	var run LibcniRun
+	e.Host.Run(e.T, func() error {
+		res, err := cni.AddNetworkList(ctx, list, rt)
+		if run.AddErr = err; err != nil {
+			return nil
+		}
+		if run.Result, err = types100.GetResult(res); err != nil {
+			return err
+		}
+		run.CheckErr = cni.CheckNetworkList(ctx, list, rt)
+		run.DelErr = cni.DelNetworkList(ctx, list, rt)
+		run.Del2Err = cni.DelNetworkList(ctx, list, rt)
+		return nil
+	})
+	return run
 }

@@ -1,13 +1,10 @@
 package dummy_test
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"testing"
 
-	"github.com/containernetworking/cni/libcni"
-	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
@@ -145,36 +142,17 @@ func TestKernelWithoutDummyIsTryAgainLater(t *testing.T) {
 func TestLibcniAddCheckDelDel(t *testing.T) {
 	t.Parallel()
 	e := withDummy(t)
-	cni := libcni.NewCNIConfigWithCacheDir([]string{e.PluginDir()}, t.TempDir(), nil)
-	list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{
+	c := e.NewContainer()
+	run := e.Libcni(fmt.Sprintf(`{
 		"cniVersion": "1.1.0", "name": "testnet",
 		"plugins": [{"type": "dummy",
 			"ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]]}}]}`,
-		e.DataDir, at.Subnet)))
-	require.NoError(t, err)
-	c := e.NewContainer()
-	rt := &libcni.RuntimeConf{ContainerID: c.ID, NetNS: c.NS.Path, IfName: "eth0"}
-	ctx := context.Background()
-	var addErr, checkErr, delErr, del2Err error
-	var r *types100.Result
-	e.Host.Run(t, func() error {
-		res, err := cni.AddNetworkList(ctx, list, rt)
-		if addErr = err; err != nil {
-			return nil
-		}
-		if r, err = types100.GetResult(res); err != nil {
-			return err
-		}
-		checkErr = cni.CheckNetworkList(ctx, list, rt)
-		delErr = cni.DelNetworkList(ctx, list, rt)
-		del2Err = cni.DelNetworkList(ctx, list, rt)
-		return nil
-	})
-	require.NoError(t, addErr)
-	require.Len(t, r.Interfaces, 1)
-	assert.Equal(t, c.NS.Path, r.Interfaces[0].Sandbox)
-	assert.NoError(t, checkErr)
-	assert.NoError(t, delErr)
-	assert.NoError(t, del2Err, "DEL twice")
+		e.DataDir, at.Subnet), c, nil)
+	require.NoError(t, run.AddErr)
+	require.Len(t, run.Result.Interfaces, 1)
+	assert.Equal(t, c.NS.Path, run.Result.Interfaces[0].Sandbox)
+	assert.NoError(t, run.CheckErr)
+	assert.NoError(t, run.DelErr)
+	assert.NoError(t, run.Del2Err, "DEL twice")
 	assertNothingLeft(t, e, c)
 }

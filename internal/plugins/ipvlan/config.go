@@ -94,8 +94,8 @@ func addressesFromPrev(req *skel.Request) (bool, error) {
 	return true, nil
 }
 
-// link describes the ipvlan to create on master.
-func (c *Config) link(master *attachment.Master) *netlink.IPVlan {
+// ipvlan describes the ipvlan to create on master.
+func (c *Config) ipvlan(master *attachment.Master) *netlink.IPVlan {
 	return &netlink.IPVlan{
 		LinkAttrs: netlink.LinkAttrs{ParentIndex: master.Index(), MTU: c.MTU},
 		Mode:      c.mode,

@@ -66,7 +66,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	var undo rollback.Stack
 	defer undo.OnError(&err)
 
-	if _, err := link.CreateChild(master.NS, cont, conf.link(master), req.Args.IfName); err != nil {
+	if _, err := link.CreateChild(master.NS, cont, conf.ipvlan(master), req.Args.IfName); err != nil {
 		return nil, fmt.Errorf("ipvlan on %q: %w", master.Name(), err)
 	}
 	undo.Push("ipvlan", func() error { return cont.Delete(req.Args.IfName) })

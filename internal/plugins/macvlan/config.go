@@ -103,8 +103,8 @@ func (c *Config) resolveMAC(cniArgs string) error {
 	return nil
 }
 
-// link describes the macvlan to create on master.
-func (c *Config) link(master *attachment.Master) *netlink.Macvlan {
+// macvlan describes the macvlan to create on master.
+func (c *Config) macvlan(master *attachment.Master) *netlink.Macvlan {
 	return &netlink.Macvlan{
 		LinkAttrs:  netlink.LinkAttrs{ParentIndex: master.Index(), MTU: c.MTU, HardwareAddr: c.mac},
 		Mode:       c.mode,

@@ -47,8 +47,8 @@ func load(req *skel.Request) (*Config, error) {
 	return c, nil
 }
 
-// link describes the 802.1Q link to create on master.
-func (c *Config) link(master *attachment.Master) *netlink.Vlan {
+// vlan describes the 802.1Q link to create on master.
+func (c *Config) vlan(master *attachment.Master) *netlink.Vlan {
 	return &netlink.Vlan{
 		LinkAttrs: netlink.LinkAttrs{ParentIndex: master.Index(), MTU: c.MTU},
 		VlanId:    c.VLANID,

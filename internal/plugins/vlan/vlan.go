@@ -59,7 +59,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	var undo rollback.Stack
 	defer undo.OnError(&err)
 
-	if _, err := link.CreateChild(master.NS, cont, conf.link(master), req.Args.IfName); err != nil {
+	if _, err := link.CreateChild(master.NS, cont, conf.vlan(master), req.Args.IfName); err != nil {
 		if errors.Is(err, syscall.EEXIST) {
 			return nil, invalid("vlanId: %d is already in use on master %q", conf.VLANID, master.Name())
 		}

@@ -20,7 +20,7 @@ func main() {
 	out := flag.String("out", "bin/bench.json", "where to write the JSON record")
 	only := flag.String("only", "", "comma-separated section names to run (default: all)")
 	quick := flag.Bool("quick", false, "fewer iterations (a smoke run)")
-	ref := flag.String("ref", "", "a directory of reference plugin binaries (loopback, bridge, host-local, portmap, bandwidth; flannel optional) to measure beside ours")
+	ref := flag.String("ref", "", "a directory of reference plugin binaries (loopback, bridge, host-local, portmap, bandwidth; flannel, macvlan, host-device for their sections) to measure beside ours")
 	flag.Parse()
 
 	abs, err := filepath.Abs(*bin)

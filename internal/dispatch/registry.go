@@ -5,13 +5,17 @@ import (
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/bridge"
+	"github.com/cnikit/cni/internal/plugins/dummy"
 	"github.com/cnikit/cni/internal/plugins/firewall"
 	"github.com/cnikit/cni/internal/plugins/flannel"
+	"github.com/cnikit/cni/internal/plugins/ipvlan"
 	"github.com/cnikit/cni/internal/plugins/loopback"
+	"github.com/cnikit/cni/internal/plugins/macvlan"
 	"github.com/cnikit/cni/internal/plugins/portmap"
 	"github.com/cnikit/cni/internal/plugins/ptp"
 	"github.com/cnikit/cni/internal/plugins/sbr"
 	"github.com/cnikit/cni/internal/plugins/tuning"
+	"github.com/cnikit/cni/internal/plugins/vlan"
 	"github.com/cnikit/cni/internal/plugins/vrf"
 	"github.com/cnikit/cni/internal/skel"
 )
@@ -32,6 +36,10 @@ func Registry() []*skel.Plugin {
 		sbr.Plugin(),
 		vrf.Plugin(),
 		flannel.New(Lookup),
+		macvlan.Plugin(),
+		ipvlan.Plugin(),
+		vlan.Plugin(),
+		dummy.Plugin(),
 	}
 }
 

@@ -1,0 +1,123 @@
+package link
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+)
+
+// maxTempNameTries bounds the retries when a random temporary name is taken.
+const maxTempNameTries = 3
+
+// CreateChild makes l appear inside cont as ifName. l is a link of any kind with its
+// kind's attributes filled in and, for a stacked kind (macvlan, ipvlan, vlan), its
+// ParentIndex naming a link in parent's namespace; CreateChild sets its name and target
+// namespace itself. The request goes to parent's namespace under a temporary random name
+// and the kernel places the link in cont in the same request (IFLA_NET_NS_FD); then it is
+// renamed. The temporary name is needed because the kernel first looks a new link's name
+// up in the requesting namespace: created as "eth0" directly, it would clash with the
+// host's own eth0. The caller undoes it with cont.Delete(ifName).
+//
+// A CNI_IFNAME already present in cont is a CNI error (code 4); a kernel without the link
+// kind gives code 11. Other kernel refusals are returned wrapped, for the plugin to name
+// the field they concern (EEXIST: a vlan id already used on the master, for instance).
+func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (netlink.Link, error) {
+	ch, err := cont.Handle()
+	if err != nil {
+		return nil, err
+	}
+	if err := nameFree(ch, ifName); err != nil {
+		return nil, err
+	}
+	tmp, err := addChild(parent, cont, l)
+	if err != nil {
+		return nil, err
+	}
+	created, err := renameChild(ch, tmp, ifName)
+	if err != nil {
+		return nil, errors.Join(err, cont.Delete(tmp))
+	}
+	return created, nil
+}
+
+func nameFree(h *netlink.Handle, ifName string) error {
+	_, err := h.LinkByName(ifName)
+	switch {
+	case err == nil:
+		return ifNameTaken(ifName)
+	case !IsNotFound(err):
+		return fmt.Errorf("container interface %q: %w", ifName, err)
+	}
+	return nil
+}
+
+func ifNameTaken(ifName string) error {
+	return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %q: %v", ifName, ErrExists)
+}
+
+// addChild sends the create request and returns the temporary name the link got. EEXIST
+// is retried only when the temporary name really is taken (in either namespace); any
+// other EEXIST is the kernel refusing the link itself.
+func addChild(parent, cont *NS, l netlink.Link) (string, error) {
+	ph, err := parent.Handle()
+	if err != nil {
+		return "", err
+	}
+	attrs := l.Attrs()
+	if parent != cont {
+		attrs.Namespace = netlink.NsFd(cont.Fd())
+	}
+	for range maxTempNameTries {
+		attrs.Name = TempLinkName()
+		err = ph.LinkAdd(l)
+		if err == nil {
+			return attrs.Name, nil
+		}
+		if !errors.Is(err, syscall.EEXIST) || !nameTaken(parent, cont, attrs.Name) {
+			break
+		}
+	}
+	if errors.Is(err, syscall.EOPNOTSUPP) {
+		return "", cnierror.Newf(cnierror.CodeTryAgainLater,
+			"the kernel does not support %s links (is its module available?): %v", l.Type(), err)
+	}
+	return "", fmt.Errorf("create %s link: %w", l.Type(), err)
+}
+
+func nameTaken(parent, cont *NS, name string) bool {
+	for _, n := range []*NS{parent, cont} {
+		if _, err := n.ByName(name); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func renameChild(h *netlink.Handle, tmp, ifName string) (netlink.Link, error) {
+	l, err := h.LinkByName(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("new link %q: %w", tmp, err)
+	}
+	if err := h.LinkSetName(l, ifName); err != nil {
+		if errors.Is(err, syscall.EEXIST) {
+			return nil, ifNameTaken(ifName)
+		}
+		return nil, fmt.Errorf("rename %q to %q: %w", tmp, ifName, err)
+	}
+	l, err = h.LinkByName(ifName)
+	if err != nil {
+		return nil, fmt.Errorf("renamed link %q: %w", ifName, err)
+	}
+	return l, nil
+}
+
+// TempLinkName returns "cnitmp" followed by 8 random hex digits: a name a new link holds
+// only until it is renamed, recognisable should it ever be left behind.
+func TempLinkName() string {
+	return fmt.Sprintf("cnitmp%08x", rand.Uint32())
+}

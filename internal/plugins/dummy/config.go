@@ -1,0 +1,15 @@
+package dummy
+
+import (
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// load checks the config: dummy has no keys of its own, but an interface without
+// addresses would carry nothing, so IPAM is required, as in the reference.
+func load(req *skel.Request) error {
+	if req.Net.IPAM.Type == "" {
+		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: type is required: dummy configures the addresses IPAM gives")
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package ipvlan
+
+import (
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/attachment"
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// Config is the ipvlan plugin's configuration (the keys beyond the spec's common ones).
+type Config struct {
+	// Master is the parent interface; "" takes the single interface of the prevResult
+	// when chained, else the link of the default route.
+	Master          string `json:"master"`
+	Mode            string `json:"mode"`
+	MTU             int    `json:"mtu"`
+	LinkInContainer bool   `json:"linkInContainer"`
+
+	// Derived by load.
+	mode netlink.IPVlanMode
+}
+
+// modes maps the config's mode names to the kernel's; "" is the default, l2.
+var modes = map[string]netlink.IPVlanMode{
+	"":    netlink.IPVLAN_MODE_L2,
+	"l2":  netlink.IPVLAN_MODE_L2,
+	"l3":  netlink.IPVLAN_MODE_L3,
+	"l3s": netlink.IPVLAN_MODE_L3S,
+}
+
+func modeName(m netlink.IPVlanMode) string {
+	for name, mode := range modes {
+		if mode == m && name != "" {
+			return name
+		}
+	}
+	return "unknown"
+}
+
+func invalid(format string, a ...any) error {
+	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
+}
+
+// load parses and validates the config without looking at the system: the master and
+// its MTU are resolved by ADD and CHECK only.
+func load(req *skel.Request) (*Config, error) {
+	c, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return nil, err
+	}
+	mode, ok := modes[c.Mode]
+	if !ok {
+		return nil, invalid("mode: unknown ipvlan mode %q (l2, l3 or l3s)", c.Mode)
+	}
+	c.mode = mode
+	if err := attachment.ValidateMasterName(c.Master); err != nil {
+		return nil, err
+	}
+	if err := attachment.ValidateMTU(c.MTU); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// masterName returns the master to use for ADD: the config's, else, when chained, the
+// single interface the prevResult names ("" leaves it to the default route).
+func (c *Config) masterName(prev *result.Result) (string, error) {
+	if c.Master != "" || prev == nil {
+		return c.Master, nil
+	}
+	if len(prev.Interfaces) != 1 || prev.Interfaces[0].Name == "" {
+		return "", invalid("master: not set, and the prevResult names %d interfaces, not the single one a chained ipvlan takes as master",
+			len(prev.Interfaces))
+	}
+	name := prev.Interfaces[0].Name
+	if err := attachment.ValidateMasterName(name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// addressesFromPrev reports whether ADD applies the prevResult's addresses instead of
+// asking IPAM: only without an IPAM type, and only when there are some. Without either
+// there is nothing to configure the interface with.
+func addressesFromPrev(req *skel.Request) (bool, error) {
+	if req.Net.IPAM.Type != "" {
+		return false, nil
+	}
+	if req.PrevResult == nil || len(req.PrevResult.IPs) == 0 {
+		return false, invalid("ipam: type is required unless the prevResult carries IP addresses")
+	}
+	return true, nil
+}
+
+// ipvlan describes the ipvlan to create on master.
+func (c *Config) ipvlan(master *attachment.Master) *netlink.IPVlan {
+	return &netlink.IPVlan{
+		LinkAttrs: netlink.LinkAttrs{ParentIndex: master.Index(), MTU: c.MTU},
+		Mode:      c.mode,
+	}
+}

@@ -1,0 +1,433 @@
+package macvlan_test
+
+import (
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	at "github.com/cnikit/cni/internal/attachment/attachmenttest"
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/plugins/macvlan"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+func newEnv(t *testing.T) *at.Env {
+	t.Helper()
+	return at.New(t, macvlan.Plugin())
+}
+
+// macvlanIn returns the container's eth0, which must be a macvlan.
+func macvlanIn(t *testing.T, n *testns.NS) *netlink.Macvlan {
+	t.Helper()
+	l, err := n.Handle(t).LinkByName("eth0")
+	require.NoError(t, err)
+	mv, ok := l.(*netlink.Macvlan)
+	require.True(t, ok, "eth0 is a %s", l.Type())
+	return mv
+}
+
+func masterIndex(t *testing.T, e *at.Env) int {
+	t.Helper()
+	l, err := e.Host.Handle(t).LinkByName(at.Master)
+	require.NoError(t, err)
+	return l.Attrs().Index
+}
+
+// assertNothingLeft checks that the container holds only lo, the host only lo and the
+// master, and no address is reserved.
+func assertNothingLeft(t *testing.T, e *at.Env, c *at.Container) {
+	t.Helper()
+	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"lo", at.Master}, at.Links(t, e.Host))
+	assert.Empty(t, e.Reservations())
+}
+
+func TestTwoContainersOnOneMasterReachEachOtherAndThePeer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	conf := e.Config(map[string]any{"master": at.Master, "mode": "bridge"})
+	a, b := e.Add(conf), e.Add(conf)
+
+	for _, c := range []*at.Container{a, b} {
+		require.Len(t, c.Res.Interfaces, 1)
+		iface := c.Res.Interfaces[0]
+		mv := macvlanIn(t, c.NS)
+		assert.Equal(t, "eth0", iface.Name)
+		assert.Equal(t, c.NS.Path, iface.Sandbox)
+		assert.Equal(t, mv.HardwareAddr.String(), iface.Mac)
+		assert.Equal(t, netlink.MACVLAN_MODE_BRIDGE, mv.Mode)
+		assert.Equal(t, masterIndex(t, e), mv.ParentIndex)
+		require.Len(t, c.Res.IPs, 1)
+		assert.Equal(t, 0, *c.Res.IPs[0].Interface)
+	}
+	assert.NotEqual(t, a.Res.Interfaces[0].Mac, b.Res.Interfaces[0].Mac, "each macvlan has a MAC of its own")
+	assert.Equal(t, "10.90.0.10/24", a.Res.IPs[0].Address.String())
+
+	assert.NoError(t, at.Reach(t, a.NS, b.NS, b.Addr(t)), "container to container")
+	assert.NoError(t, at.Reach(t, b.NS, a.NS, a.Addr(t)), "container to container")
+	assert.NoError(t, at.Reach(t, e.Peer, a.NS, a.Addr(t)), "master's peer to container")
+	assert.NoError(t, at.Reach(t, e.Peer, b.NS, b.Addr(t)), "master's peer to container")
+	assert.NoError(t, at.Reach(t, a.NS, e.Peer, at.PeerAddr), "container to master's peer")
+
+	for _, c := range []*at.Container{a, b} {
+		require.NoError(t, e.Check(c, conf))
+		require.NoError(t, e.Del(c, conf))
+		assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+	}
+	assert.Empty(t, e.Reservations())
+}
+
+func TestPrivateModeKeepsContainersApart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	conf := e.Config(map[string]any{"master": at.Master, "mode": "private"})
+	a, b := e.Add(conf), e.Add(conf)
+	assert.Error(t, at.Reach(t, a.NS, b.NS, b.Addr(t)), "private macvlans must not talk to each other")
+	assert.NoError(t, at.Reach(t, a.NS, e.Peer, at.PeerAddr), "but reach the network")
+}
+
+func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	testns.Up(t, e.Host, at.Master, "10.90.0.2/24")
+	h := e.Host.Handle(t)
+	m, err := h.LinkByName(at.Master)
+	require.NoError(t, err)
+	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: m.Attrs().Index, Gw: net.ParseIP(at.PeerAddr)}))
+
+	conf := e.Config(map[string]any{"master": nil})
+	c := e.Add(conf)
+	assert.Equal(t, m.Attrs().Index, macvlanIn(t, c.NS).ParentIndex)
+	assert.NoError(t, at.Reach(t, c.NS, e.Peer, at.PeerAddr))
+	require.NoError(t, e.Check(c, conf))
+
+	// DEL does not resolve the master again: it succeeds once the default route is gone.
+	require.NoError(t, h.RouteDel(&netlink.Route{LinkIndex: m.Attrs().Index, Gw: net.ParseIP(at.PeerAddr)}))
+	require.NoError(t, e.Del(c, conf))
+	assertNothingLeft(t, e, c)
+}
+
+func TestNoMasterAndNoDefaultRouteIsTryAgainLater(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.NewContainer()
+	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": nil}))
+	require.Error(t, err)
+	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
+	assert.Contains(t, err.Error(), "master")
+	assertNothingLeft(t, e, c)
+}
+
+func TestEveryModeIsCreatedAndChecked(t *testing.T) {
+	t.Parallel()
+	modes := map[string]netlink.MacvlanMode{
+		"":         netlink.MACVLAN_MODE_BRIDGE,
+		"bridge":   netlink.MACVLAN_MODE_BRIDGE,
+		"private":  netlink.MACVLAN_MODE_PRIVATE,
+		"vepa":     netlink.MACVLAN_MODE_VEPA,
+		"passthru": netlink.MACVLAN_MODE_PASSTHRU,
+		"source":   netlink.MACVLAN_MODE_SOURCE,
+	}
+	for name, want := range modes {
+		t.Run("mode="+name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			conf := e.Config(map[string]any{"master": at.Master, "mode": name})
+			c := e.Add(conf)
+			assert.Equal(t, want, macvlanIn(t, c.NS).Mode)
+			require.NoError(t, e.Check(c, conf))
+			other := "private"
+			if name == "private" {
+				other = "vepa"
+			}
+			err := e.Check(c, e.Config(map[string]any{"master": at.Master, "mode": other}))
+			require.Error(t, err, "CHECK with another mode")
+			assert.Contains(t, err.Error(), "mode")
+			require.NoError(t, e.Del(c, conf))
+			assertNothingLeft(t, e, c)
+		})
+	}
+}
+
+func TestMTUDefaultsToTheMastersAndMayBeLower(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h := e.Host.Handle(t)
+	m, err := h.LinkByName(at.Master)
+	require.NoError(t, err)
+	require.NoError(t, h.LinkSetMTU(m, 9000))
+
+	c := e.Add(e.Config(map[string]any{"master": at.Master}))
+	assert.Equal(t, 9000, macvlanIn(t, c.NS).MTU)
+	assert.Equal(t, 9000, c.Res.Interfaces[0].MTU)
+
+	c = e.Add(e.Config(map[string]any{"master": at.Master, "mtu": 1400}))
+	assert.Equal(t, 1400, macvlanIn(t, c.NS).MTU)
+	assert.Equal(t, 1400, c.Res.Interfaces[0].MTU)
+}
+
+func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		keys    map[string]any
+		cniArgs string
+		code    uint
+		field   string
+	}{
+		{"unknown mode", map[string]any{"mode": "bridged"}, "", cnierror.CodeInvalidConfig, "mode"},
+		{"mtu above the master's", map[string]any{"mtu": 1501}, "", cnierror.CodeInvalidConfig, "mtu"},
+		{"mtu below IPv4's minimum", map[string]any{"mtu": 60}, "", cnierror.CodeInvalidConfig, "mtu"},
+		{"negative mtu", map[string]any{"mtu": -1}, "", cnierror.CodeInvalidConfig, "mtu"},
+		{"master that does not exist", map[string]any{"master": "nosuch0"}, "", cnierror.CodeInvalidConfig, "master"},
+		{"master with a slash", map[string]any{"master": "a/b"}, "", cnierror.CodeInvalidConfig, "master"},
+		{"mac not a MAC", map[string]any{"mac": "zz:zz"}, "", cnierror.CodeInvalidConfig, "mac"},
+		{"multicast mac", map[string]any{"mac": "01:00:5e:00:00:01"}, "", cnierror.CodeInvalidConfig, "mac"},
+		{"bad runtimeConfig.mac", map[string]any{"runtimeConfig": map[string]any{"mac": "nope"}}, "", cnierror.CodeInvalidConfig, "runtimeConfig.mac"},
+		{"bad CNI_ARGS MAC", nil, "MAC=12", cnierror.CodeInvalidConfig, "CNI_ARGS MAC"},
+		{"negative bcqueuelen", map[string]any{"bcqueuelen": -1}, "", cnierror.CodeInvalidConfig, "bcqueuelen"},
+		{"linkInContainer with the master on the host", map[string]any{"linkInContainer": true}, "", cnierror.CodeInvalidConfig, "master"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			keys := map[string]any{"master": at.Master}
+			for k, v := range tt.keys {
+				keys[k] = v
+			}
+			c := e.NewContainer()
+			_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(keys), tt.cniArgs)
+			require.Error(t, err)
+			assert.Equal(t, tt.code, at.Code(err), err.Error())
+			assert.True(t, strings.HasPrefix(cnierror.From(err).Msg, tt.field) || strings.Contains(err.Error(), tt.field),
+				"%q does not name %s", err.Error(), tt.field)
+			assertNothingLeft(t, e, c)
+		})
+	}
+}
+
+func TestMACComesFromConfigCNIArgsAndCapabilityLaterWinning(t *testing.T) {
+	t.Parallel()
+	const conf, args, capability = "02:00:00:00:00:01", "02:00:00:00:00:02", "02:00:00:00:00:03"
+	tests := []struct {
+		name    string
+		keys    map[string]any
+		cniArgs string
+		want    string
+	}{
+		{"config", map[string]any{"mac": conf}, "", conf},
+		{"CNI_ARGS over config", map[string]any{"mac": conf}, "IgnoreUnknown=1;MAC=" + args, args},
+		{"capability over both", map[string]any{"mac": conf, "runtimeConfig": map[string]any{"mac": capability}}, "IgnoreUnknown=1;MAC=" + args, capability},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			tt.keys["master"] = at.Master
+			cfg := e.Config(tt.keys)
+			c := e.Add(cfg, tt.cniArgs)
+			assert.Equal(t, tt.want, macvlanIn(t, c.NS).HardwareAddr.String())
+			assert.Equal(t, tt.want, c.Res.Interfaces[0].Mac)
+			require.NoError(t, e.Check(c, cfg))
+		})
+	}
+}
+
+func TestBCQueueLenReachesTheKernel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.Add(e.Config(map[string]any{"master": at.Master, "bcqueuelen": 3000}))
+	assert.Equal(t, uint32(3000), macvlanIn(t, c.NS).BCQueueLen)
+}
+
+func TestEmptyIPAMGivesTheLinkOnlyAndUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	conf := e.Config(map[string]any{"master": at.Master, "ipam": map[string]any{}})
+	c := e.Add(conf)
+	assert.Empty(t, c.Res.IPs)
+	require.Len(t, c.Res.Interfaces, 1)
+	mv := macvlanIn(t, c.NS)
+	assert.NotZero(t, mv.Flags&net.FlagUp, "link is up")
+	require.NoError(t, e.Check(c, conf))
+	require.NoError(t, e.Del(c, conf))
+	require.NoError(t, e.Del(c, conf))
+	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+}
+
+func TestNeighboursAreNotifiedOfTheNewInterface(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.Add(e.Config(map[string]any{"master": at.Master, "ipam": e.HostLocal(at.Subnet, "fd90::/64")}))
+	for _, name := range []string{"ipv4/conf/eth0/arp_notify", "ipv6/conf/eth0/ndisc_notify"} {
+		var b []byte
+		c.NS.Run(t, func() (err error) { b, err = os.ReadFile("/proc/sys/net/" + name); return err })
+		assert.Equal(t, "1", strings.TrimSpace(string(b)), name)
+	}
+	require.Len(t, c.Res.IPs, 2)
+}
+
+func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.NewContainer()
+	testns.Veth(t, c.NS, "cmaster", []string{"10.91.0.2/24"}, e.Peer, "cpeer", []string{"10.91.0.1/24"})
+	h := c.NS.Handle(t)
+	cm, err := h.LinkByName("cmaster")
+	require.NoError(t, err)
+
+	conf := e.Config(map[string]any{"master": "cmaster", "linkInContainer": true, "ipam": e.HostLocal("10.91.0.0/24")})
+	e.AddTo(c, conf)
+	mv := macvlanIn(t, c.NS)
+	assert.Equal(t, cm.Attrs().Index, mv.ParentIndex)
+	assert.NoError(t, at.Reach(t, e.Peer, c.NS, c.Addr(t)))
+	require.NoError(t, e.Check(c, conf))
+	require.NoError(t, e.Del(c, conf))
+	assert.Equal(t, []string{"cmaster", "lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"lo", at.Master}, at.Links(t, e.Host))
+
+	// Without a master, the container's default route names it.
+	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: cm.Attrs().Index, Gw: net.ParseIP("10.91.0.1")}))
+	conf = e.Config(map[string]any{"linkInContainer": true, "ipam": map[string]any{}})
+	e.AddTo(c, conf)
+	assert.Equal(t, cm.Attrs().Index, macvlanIn(t, c.NS).ParentIndex)
+	require.NoError(t, e.Check(c, conf))
+}
+
+func TestDelIsIdempotent(t *testing.T) {
+	t.Parallel()
+	t.Run("twice", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		conf := e.Config(map[string]any{"master": at.Master})
+		c := e.Add(conf)
+		require.NoError(t, e.Del(c, conf))
+		require.NoError(t, e.Del(c, conf))
+		assertNothingLeft(t, e, c)
+	})
+	t.Run("netns gone", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		conf := e.Config(map[string]any{"master": at.Master})
+		c := e.Add(conf)
+		c.NS.Close()
+		require.NoError(t, e.Del(c, conf))
+		assert.Empty(t, e.Reservations())
+	})
+	t.Run("master gone", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		conf := e.Config(map[string]any{"master": at.Master})
+		c := e.Add(conf)
+		h := e.Host.Handle(t)
+		m, err := h.LinkByName(at.Master)
+		require.NoError(t, err)
+		require.NoError(t, h.LinkDel(m))
+		require.NoError(t, e.Del(c, conf))
+		assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+		assert.Empty(t, e.Reservations())
+	})
+	t.Run("CNI_NETNS empty still releases the address", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		conf := e.Config(map[string]any{"master": at.Master})
+		c := e.Add(conf)
+		require.Len(t, e.Reservations(), 1)
+		_, err := e.Invoke(skel.CmdDel, c.ID, "", conf)
+		require.NoError(t, err)
+		assert.Empty(t, e.Reservations())
+	})
+	t.Run("config no longer valid", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		conf := e.Config(map[string]any{"master": at.Master})
+		c := e.Add(conf)
+		require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "mode": "nonsense", "mtu": 99999})))
+		assertNothingLeft(t, e, c)
+	})
+}
+
+func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ipam := e.HostLocal(at.Subnet)
+	// A route through a gateway outside every subnet fails after the link and the
+	// reservation exist.
+	ipam["routes"] = []any{map[string]any{"dst": "10.200.0.0/16", "gw": "192.0.2.1"}}
+	c := e.NewContainer()
+	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master, "ipam": ipam}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "192.0.2.1")
+	assertNothingLeft(t, e, c)
+}
+
+func TestInterfaceNameTakenInTheContainerIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.NewContainer()
+	testns.Veth(t, c.NS, "eth0", nil, e.Peer, "other0", nil)
+	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master}))
+	require.Error(t, err)
+	assert.Equal(t, cnierror.CodeInvalidEnv, at.Code(err))
+	assert.Contains(t, err.Error(), "CNI_IFNAME")
+	assert.Equal(t, []string{"eth0", "lo"}, at.Links(t, c.NS))
+	assert.Empty(t, e.Reservations())
+}
+
+func TestHostLinkWithTheContainersInterfaceNameDoesNotClash(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	testns.Veth(t, e.Host, "eth0", nil, e.Peer, "hosteth0", nil)
+	c := e.Add(e.Config(map[string]any{"master": at.Master}))
+	assert.Equal(t, "eth0", macvlanIn(t, c.NS).Name)
+	assert.Equal(t, []string{"eth0", "lo", at.Master}, at.Links(t, e.Host))
+}
+
+func TestCheckNoticesAMissingAddressAndAWrongMaster(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	testns.Veth(t, e.Host, "master1", nil, e.Peer, "peer1", nil)
+	conf := e.Config(map[string]any{"master": at.Master})
+	c := e.Add(conf)
+	err := e.Check(c, e.Config(map[string]any{"master": "master1"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "master")
+
+	h := c.NS.Handle(t)
+	l, err := h.LinkByName("eth0")
+	require.NoError(t, err)
+	addr, err := netlink.ParseAddr(c.Res.IPs[0].Address.String())
+	require.NoError(t, err)
+	require.NoError(t, h.AddrDel(l, addr))
+	err = e.Check(c, conf)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), c.Addr(t))
+}
+
+func TestStatusAndGCGoThroughIPAM(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	conf := e.Config(map[string]any{"master": at.Master})
+	kept, dropped := e.Add(conf), e.Add(conf)
+	require.Len(t, e.Reservations(), 2)
+
+	_, err := e.Invoke(skel.CmdStatus, "", "", conf)
+	require.NoError(t, err)
+	_, err = e.Invoke(skel.CmdStatus, "", "", e.Config(map[string]any{"mode": "bogus"}))
+	assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err), "STATUS validates the config")
+
+	gcConf := e.Config(map[string]any{"master": at.Master, "cni.dev/valid-attachments": []any{
+		map[string]any{"containerID": kept.ID, "ifname": "eth0"},
+	}})
+	_, err = e.Invoke(skel.CmdGC, "", "", gcConf)
+	require.NoError(t, err)
+	assert.Equal(t, []string{kept.Addr(t)}, e.Reservations())
+	_ = dropped
+}

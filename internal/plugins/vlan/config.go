@@ -1,0 +1,56 @@
+package vlan
+
+import (
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/attachment"
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// Config is the vlan plugin's configuration (the keys beyond the spec's common ones).
+type Config struct {
+	Master          string `json:"master"`
+	VLANID          int    `json:"vlanId"`
+	MTU             int    `json:"mtu"`
+	LinkInContainer bool   `json:"linkInContainer"`
+}
+
+// maxVLANID is the largest 802.1Q id a link can carry (4095 is reserved).
+const maxVLANID = 4094
+
+func invalid(format string, a ...any) error {
+	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
+}
+
+// load parses and validates the config without looking at the system: the master and
+// its MTU are resolved by ADD and CHECK only, so DEL works after the master is gone.
+func load(req *skel.Request) (*Config, error) {
+	c, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c.Master == "":
+		return nil, invalid("master: required: the interface to create the VLAN on")
+	case c.VLANID < 0 || c.VLANID > maxVLANID:
+		return nil, invalid("vlanId: must be 0-%d, got %d", maxVLANID, c.VLANID)
+	case req.Net.IPAM.Type == "":
+		return nil, invalid("ipam: type is required: vlan configures the addresses IPAM gives")
+	}
+	if err := attachment.ValidateMasterName(c.Master); err != nil {
+		return nil, err
+	}
+	if err := attachment.ValidateMTU(c.MTU); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// vlan describes the 802.1Q link to create on master.
+func (c *Config) vlan(master *attachment.Master) *netlink.Vlan {
+	return &netlink.Vlan{
+		LinkAttrs: netlink.LinkAttrs{ParentIndex: master.Index(), MTU: c.MTU},
+		VlanId:    c.VLANID,
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/bridge"
 	"github.com/cnikit/cni/internal/plugins/firewall"
+	"github.com/cnikit/cni/internal/plugins/hostdevice"
 	"github.com/cnikit/cni/internal/plugins/loopback"
 	"github.com/cnikit/cni/internal/plugins/portmap"
 	"github.com/cnikit/cni/internal/plugins/ptp"
+	"github.com/cnikit/cni/internal/plugins/tap"
 	"github.com/cnikit/cni/internal/plugins/tuning"
 	"github.com/cnikit/cni/internal/skel"
 )
@@ -26,6 +28,8 @@ func Registry() []*skel.Plugin {
 		portmap.Plugin(),
 		tuning.Plugin(),
 		firewall.Plugin(),
+		hostdevice.Plugin(),
+		tap.Plugin(),
 	}
 }
 

@@ -9,6 +9,7 @@ func (b *bench) sections() []section {
 		{"host-local", b.hostLocal},
 		{"chain", b.chainPerPod},
 		{"portmap", b.portmap},
+		{"host-device", b.hostDevice},
 		{"concurrency", b.concurrency},
 	}
 }

@@ -105,9 +105,11 @@ func snapshot(l netlink.Link) saved {
 }
 
 // moveIn takes the host device into the container as ifName, its host name in the
-// alias. It arrives down.
+// alias. It arrives down. The rename happens on the container side: the host never
+// sees the device under a second name, which is what the reference's temporary netns
+// is for, at the cost of one namespace move instead of two.
 func moveIn(host, cont *link.NS, st *saved, ifName string) (netlink.Link, error) {
-	cl, err := link.Relocate(link.Relocation{From: host, To: cont, Name: st.Name, NewName: ifName, Alias: st.Name})
+	cl, err := link.Relocate(link.Relocation{From: host, To: cont, Name: st.Name, NewName: ifName, Alias: st.Name, RenameIn: cont})
 	if errors.Is(err, unix.EEXIST) {
 		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", link.ErrExists)
 	}
@@ -136,7 +138,7 @@ func moveOut(host, cont *link.NS, ifName string, st *saved) (bool, error) {
 	if name == "" {
 		return false, nil
 	}
-	hl, err := link.Relocate(link.Relocation{From: cont, To: host, Name: ifName, NewName: name})
+	hl, err := link.Relocate(link.Relocation{From: cont, To: host, Name: ifName, NewName: name, RenameIn: cont})
 	if err != nil {
 		return false, fmt.Errorf("move %s back to the host as %s: %w", ifName, name, err)
 	}
@@ -190,7 +192,8 @@ func returned(host *link.NS, st *saved) (l netlink.Link, home bool, err error) {
 	return nil, false, nil
 }
 
-// bringHome renames a returned device back to its host name and restores it.
+// bringHome renames a returned device back to its host name and restores it. The rename
+// is done in a throw-away netns: host and device are both in the host namespace.
 func bringHome(host *link.NS, l netlink.Link, st *saved) error {
 	hl, err := link.Relocate(link.Relocation{From: host, To: host, Name: l.Attrs().Name, NewName: st.Name})
 	if err != nil {

@@ -106,7 +106,9 @@ func TestEverySelectorFindsTheDevice(t *testing.T) {
 		{"pciBusID", func(*env, string) map[string]any { return map[string]any{"pciBusID": "0000:00:05.0"} },
 			func(t *testing.T, e *env) { e.fakePCI(t, "0000:00:05.0", "virtio-pci", "hd0") }},
 		{"pciBusID of a virtio function", func(*env, string) map[string]any { return map[string]any{"pciBusID": "0000:00:06.0"} },
-			func(t *testing.T, e *env) { fakeNetdevs(t, filepath.Join(e.sys.pciDevice("0000:00:06.0"), "virtio3"), []string{"hd0"}) }},
+			func(t *testing.T, e *env) {
+				fakeNetdevs(t, filepath.Join(e.sys.pciDevice("0000:00:06.0"), "virtio3"), []string{"hd0"})
+			}},
 		{"deviceID as PCI address", func(*env, string) map[string]any {
 			return map[string]any{"runtimeConfig": map[string]any{"deviceID": "0000:3b:02.1"}}
 		}, func(t *testing.T, e *env) { e.fakePCI(t, "0000:3b:02.1", "iavf", "hd0") }},

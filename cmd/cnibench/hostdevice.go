@@ -15,108 +15,128 @@ import (
 
 // hostDevice measures exec'd ADD and DEL of host-device moving a veth end into a
 // container and back, without IPAM and with host-local, beside the reference plugin
-// when -ref holds one.
+// when -ref holds one. Ours and the reference take turns, one ADD+DEL each, so that a
+// change in the machine's load hits both alike.
 func (b *bench) hostDevice() error {
-	type impl struct {
-		label string
-		dir   func() (string, error)
-	}
-	impls := []impl{{"ours", func() (string, error) { return linkDir(b.bin, "host-device", "host-local") }}}
+	impls := map[string]func(string) string{"ours": func(string) string { return b.bin }}
+	order := []string{"ours"}
 	if b.ref != "" {
 		if _, err := os.Stat(filepath.Join(b.ref, "host-device")); err == nil {
-			impls = append(impls, impl{"reference", func() (string, error) {
-				return linkEach(func(name string) string { return filepath.Join(b.ref, name) }, "host-device", "host-local")
-			}})
+			impls["reference"] = func(name string) string { return filepath.Join(b.ref, name) }
+			order = append(order, "reference")
 		} else {
 			b.record("host-device", "reference", 0, "", "skipped: no host-device in -ref")
 		}
 	}
-	medians := map[string]float64{}
-	for _, ipam := range []bool{false, true} {
-		for _, im := range impls {
-			dir, err := im.dir()
+	for _, withIPAM := range []bool{false, true} {
+		what := "no IPAM"
+		if withIPAM {
+			what = "host-local"
+		}
+		var scens []*hdScenario
+		for _, label := range order {
+			s, err := newHDScenario(impls[label], withIPAM)
 			if err != nil {
 				return err
 			}
-			add, del, err := b.measureHostDevice(filepath.Join(dir, "host-device"), ipam)
-			os.RemoveAll(dir)
-			if err != nil {
-				return fmt.Errorf("%s: %w", im.label, err)
-			}
-			what := "no IPAM"
-			if ipam {
-				what = "host-local"
-			}
-			for _, f := range []struct {
-				cmd string
-				d   []time.Duration
-			}{{"ADD", add}, {"DEL", del}} {
-				name := fmt.Sprintf("%s exec'd, %s, %s", f.cmd, what, im.label)
-				medians[name] = timing.MedianMs(f.d)
-				b.record("host-device", name, medians[name], "ms", fmt.Sprintf("%d runs", len(f.d)))
-				if ours, ok := medians[fmt.Sprintf("%s exec'd, %s, ours", f.cmd, what)]; ok && im.label == "reference" {
-					b.record("host-device", fmt.Sprintf("%s %s: ours / reference", f.cmd, what), ours/medians[name], "x", "")
-					b.target("<= 0.5")
+			defer s.close()
+			scens = append(scens, s)
+		}
+		n := b.iterations(100)
+		for i := 0; i < n+5; i++ {
+			for _, s := range scens {
+				if err := s.addDel(i >= 5); err != nil { // warm-up runs are not counted
+					return err
 				}
 			}
+		}
+		for i, s := range scens {
+			label := order[i]
+			b.record("host-device", fmt.Sprintf("ADD exec'd, %s, %s", what, label), timing.MedianMs(s.add), "ms", fmt.Sprintf("%d runs", n))
+			b.record("host-device", fmt.Sprintf("DEL exec'd, %s, %s", what, label), timing.MedianMs(s.del), "ms", fmt.Sprintf("%d runs", n))
+		}
+		if len(scens) == 2 {
+			ours, ref := scens[0], scens[1]
+			b.record("host-device", fmt.Sprintf("ADD %s: ours / reference", what), timing.MedianMs(ours.add)/timing.MedianMs(ref.add), "x", "")
+			b.target("<= 0.5")
+			b.record("host-device", fmt.Sprintf("DEL %s: ours / reference", what), timing.MedianMs(ours.del)/timing.MedianMs(ref.del), "x", "")
+			b.target("<= 0.5")
 		}
 	}
 	return nil
 }
 
-// measureHostDevice moves one veth end into one container and back, again and again.
-func (b *bench) measureHostDevice(plugin string, withIPAM bool) (add, del []time.Duration, err error) {
-	host, err := testns.Create()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer host.Close()
-	peer, err := testns.Create()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer peer.Close()
-	cont, err := testns.Create()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer cont.Close()
-	tmp, err := os.MkdirTemp("", "cnibench-hostdevice-")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer os.RemoveAll(tmp)
+// hdScenario is one host with one veth end ("bench0", its peer elsewhere) that
+// host-device moves into one container and back.
+type hdScenario struct {
+	host, peer, cont *testns.NS
+	tmp, pluginDir   string
+	conf             []byte
+	add, del         []time.Duration
+}
 
+func newHDScenario(target func(string) string, withIPAM bool) (s *hdScenario, err error) {
+	s = &hdScenario{}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	for _, n := range []**testns.NS{&s.host, &s.peer, &s.cont} {
+		if *n, err = testns.Create(); err != nil {
+			return nil, err
+		}
+	}
+	if s.tmp, err = os.MkdirTemp("", "cnibench-hostdevice-"); err != nil {
+		return nil, err
+	}
+	if s.pluginDir, err = linkEach(target, "host-device", "host-local"); err != nil {
+		return nil, err
+	}
 	ipam := ""
 	if withIPAM {
-		ipam = fmt.Sprintf(`,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.77.0.0/16"}]]}`, tmp+"/ipam")
+		ipam = fmt.Sprintf(`,"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.77.0.0/16"}]]}`, s.tmp+"/ipam")
 	}
-	conf := []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"benchhd","type":"host-device","device":"bench0","dataDir":%q%s}`,
-		tmp+"/state", ipam))
-	args := func(cmd string) skel.Args {
-		return skel.Args{Command: cmd, ContainerID: "bench", Netns: cont.Path, IfName: "eth0", Path: []string{filepath.Dir(plugin)}}
-	}
-	n := b.iterations(100)
-	err = host.Do(func() error {
-		if err := benchVeth(peer); err != nil {
+	s.conf = []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"benchhd","type":"host-device","device":"bench0","dataDir":%q%s}`,
+		s.tmp+"/state", ipam))
+	return s, s.host.Do(func() error { return benchVeth(s.peer) })
+}
+
+func (s *hdScenario) args(cmd string) skel.Args {
+	return skel.Args{Command: cmd, ContainerID: "bench", Netns: s.cont.Path, IfName: "eth0", Path: []string{s.pluginDir}}
+}
+
+// addDel runs one exec'd ADD and DEL, recording their times when count is set.
+func (s *hdScenario) addDel(count bool) error {
+	plugin := filepath.Join(s.pluginDir, "host-device")
+	return s.host.Do(func() error {
+		start := time.Now()
+		if err := runPlugin(plugin, s.args("ADD"), s.conf); err != nil {
 			return err
 		}
-		for i := 0; i < n+5; i++ {
-			start := time.Now()
-			if err := runPlugin(plugin, args("ADD"), conf); err != nil {
-				return err
-			}
-			mid := time.Now()
-			if err := runPlugin(plugin, args("DEL"), conf); err != nil {
-				return err
-			}
-			if i >= 5 { // warm-up runs are not counted
-				add, del = append(add, mid.Sub(start)), append(del, time.Since(mid))
-			}
+		mid := time.Now()
+		if err := runPlugin(plugin, s.args("DEL"), s.conf); err != nil {
+			return err
+		}
+		if count {
+			s.add, s.del = append(s.add, mid.Sub(start)), append(s.del, time.Since(mid))
 		}
 		return nil
 	})
-	return add, del, err
+}
+
+func (s *hdScenario) close() {
+	for _, n := range []*testns.NS{s.host, s.peer, s.cont} {
+		if n != nil {
+			n.Close()
+		}
+	}
+	if s.tmp != "" {
+		os.RemoveAll(s.tmp)
+	}
+	if s.pluginDir != "" {
+		os.RemoveAll(s.pluginDir)
+	}
 }
 
 // benchVeth creates "bench0" in the calling thread's namespace, up, its peer in peer.

@@ -2,6 +2,7 @@ package tap
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -65,7 +66,7 @@ func execCreator(bin, label string, cont *link.NS, spec tapSpec) error {
 		return fmt.Errorf("enter container netns: %w", err)
 	}
 	if label != "" {
-		if err := os.WriteFile("/proc/thread-self/attr/exec", []byte(label), 0); err != nil {
+		if err := setExecLabel(label); err != nil {
 			return fmt.Errorf("selinuxContext: set exec label %q: %w", label, err)
 		}
 	}
@@ -78,4 +79,15 @@ func execCreator(bin, label string, cont *link.NS, spec tapSpec) error {
 		return fmt.Errorf("tap %q: creator: %v: %s", spec.Name, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// setExecLabel sets the SELinux context the calling thread's next exec runs in, as
+// libselinux's setexeccon does (a plain write: /proc attribute files take no O_TRUNC).
+func setExecLabel(label string) error {
+	f, err := os.OpenFile("/proc/thread-self/attr/exec", os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write([]byte(label))
+	return errors.Join(werr, f.Close())
 }

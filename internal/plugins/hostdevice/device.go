@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -41,6 +42,17 @@ func find(host *link.NS, sys sysfs, sel selector) (netlink.Link, error) {
 	return nil, invalid("%s: %s's interfaces %q are not in the host netns", sel.field, sel.value, names)
 }
 
+// sharesMAC reports whether links of that type carry the MAC of a port or parent.
+func sharesMAC(linkType string) bool {
+	switch linkType {
+	case "bridge", "bond", "vlan", "ipvlan":
+		return true
+	}
+	return false
+}
+
+// findByMAC finds the link with the MAC. When links that share a MAC match too, the
+// device itself is the one match that does not.
 func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
 	h, err := host.Handle()
 	if err != nil {
@@ -50,12 +62,29 @@ func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list host links: %w", err)
 	}
+	var all, devices []netlink.Link
 	for _, l := range links {
-		if bytes.Equal(l.Attrs().HardwareAddr, sel.mac) {
-			return l, nil
+		if !bytes.Equal(l.Attrs().HardwareAddr, sel.mac) {
+			continue
+		}
+		all = append(all, l)
+		if !sharesMAC(l.Type()) {
+			devices = append(devices, l)
 		}
 	}
-	return nil, invalid("%s: no interface with MAC %s in the host netns", sel.field, sel.mac)
+	switch {
+	case len(all) == 1:
+		return all[0], nil
+	case len(devices) == 1:
+		return devices[0], nil
+	case len(all) == 0:
+		return nil, invalid("%s: no interface with MAC %s in the host netns", sel.field, sel.mac)
+	}
+	names := make([]string, len(all))
+	for i, l := range all {
+		names[i] = l.Attrs().Name
+	}
+	return nil, invalid("%s: %d interfaces have MAC %s (%s); name the device instead", sel.field, len(all), sel.mac, strings.Join(names, ", "))
 }
 
 // sysNetdevs asks sysfs for the interface names of a kernel path, PCI function or

@@ -139,7 +139,7 @@ func TestEverySelectorFindsTheDevice(t *testing.T) {
 }
 
 func TestDPDKModeMovesNothingAndReportsAddresses(t *testing.T) {
-	for _, driver := range dpdkDrivers {
+	for _, driver := range []string{"vfio-pci", "uio_pci_generic", "igb_uio"} {
 		t.Run(driver, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
@@ -431,4 +431,27 @@ func TestAddDelInEverySpecVersion(t *testing.T) {
 			assert.NotNil(t, linkIn(t, e.host, "hd0"))
 		})
 	}
+}
+
+func TestHWAddrPicksTheDeviceOverABridgeWithItsMAC(t *testing.T) {
+	e := newEnv(t)
+	orig := e.device(t, "hd0", 1500, true)
+	h := e.host.Handle(t)
+	require.NoError(t, h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0", HardwareAddr: orig.HardwareAddr}}))
+	conf := e.config(t, map[string]any{"hwaddr": orig.HardwareAddr.String()})
+	e.add(t, conf)
+	assert.Equal(t, "hd0", linkIn(t, e.cont, "eth0").Alias)
+	assert.NotNil(t, linkIn(t, e.host, "br0"))
+
+	// Two devices of the same MAC: no guess.
+	e.device(t, "hd1", 1500, true)
+	l, err := h.LinkByName("hd1")
+	require.NoError(t, err)
+	other := e.device(t, "hd2", 1500, true)
+	require.NoError(t, h.LinkSetHardwareAddr(l, other.HardwareAddr))
+	_, err = e.invokeAs(skel.CmdAdd, "c2", "eth1", e.config(t, map[string]any{"hwaddr": other.HardwareAddr.String()}))
+	var ce *cnierror.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, cnierror.CodeInvalidConfig, ce.Code)
+	assert.Contains(t, ce.Msg, "hd1, hd2")
 }

@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -15,9 +14,15 @@ type sysfs struct {
 	root string
 }
 
-// dpdkDrivers are the userspace I/O drivers: a PCI function bound to one of them has no
-// kernel network interface to move, and the container drives it directly.
-var dpdkDrivers = []string{"vfio-pci", "uio_pci_generic", "igb_uio"}
+// isDPDKDriver reports whether a driver is a userspace I/O driver: a PCI function bound
+// to one has no kernel network interface to move, and the container drives it directly.
+func isDPDKDriver(name string) bool {
+	switch name {
+	case "vfio-pci", "uio_pci_generic", "igb_uio":
+		return true
+	}
+	return false
+}
 
 var (
 	errNoDevice = errors.New("no such device")
@@ -65,7 +70,7 @@ func (s sysfs) isDPDK(addr string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return slices.Contains(dpdkDrivers, drv), nil
+	return isDPDKDriver(drv), nil
 }
 
 // pciNetdevs lists the network interfaces of a PCI function. A virtio function has

@@ -10,6 +10,7 @@ func (b *bench) sections() []section {
 		{"chain", b.chainPerPod},
 		{"portmap", b.portmap},
 		{"macvlan", b.macvlan},
+		{"host-device", b.hostDevice},
 		{"concurrency", b.concurrency},
 		{"flannel", b.flannel},
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cli"
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/plugins/tap"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/version"
 )
@@ -39,6 +40,11 @@ func Main(p Process) int {
 	}
 	if plugin := lookupApplet(name); plugin != nil {
 		return skel.Run(plugin, p.Env, p.Stdin, p.Stdout, p.Stderr)
+	}
+	// The tap plugin execs this binary under that name to create a tap under an
+	// SELinux label; it is no plugin, and not listed.
+	if name == tap.CreatorName {
+		return tap.RunCreator(p.Args[1:], p.Stderr)
 	}
 	var args []string
 	if len(p.Args) > 1 {

@@ -8,12 +8,14 @@ import (
 	"github.com/cnikit/cni/internal/plugins/dummy"
 	"github.com/cnikit/cni/internal/plugins/firewall"
 	"github.com/cnikit/cni/internal/plugins/flannel"
+	"github.com/cnikit/cni/internal/plugins/hostdevice"
 	"github.com/cnikit/cni/internal/plugins/ipvlan"
 	"github.com/cnikit/cni/internal/plugins/loopback"
 	"github.com/cnikit/cni/internal/plugins/macvlan"
 	"github.com/cnikit/cni/internal/plugins/portmap"
 	"github.com/cnikit/cni/internal/plugins/ptp"
 	"github.com/cnikit/cni/internal/plugins/sbr"
+	"github.com/cnikit/cni/internal/plugins/tap"
 	"github.com/cnikit/cni/internal/plugins/tuning"
 	"github.com/cnikit/cni/internal/plugins/vlan"
 	"github.com/cnikit/cni/internal/plugins/vrf"
@@ -40,6 +42,8 @@ func Registry() []*skel.Plugin {
 		ipvlan.Plugin(),
 		vlan.Plugin(),
 		dummy.Plugin(),
+		hostdevice.Plugin(),
+		tap.Plugin(),
 	}
 }
 

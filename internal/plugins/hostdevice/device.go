@@ -1,0 +1,232 @@
+package hostdevice
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/link"
+)
+
+// find returns the host link the selector names.
+func find(host *link.NS, sys sysfs, sel selector) (netlink.Link, error) {
+	switch sel.kind {
+	case byName:
+		l, err := host.ByName(sel.value)
+		if link.IsNotFound(err) {
+			return nil, invalid("%s: no interface %q in the host netns", sel.field, sel.value)
+		}
+		return l, err
+	case byMAC:
+		return findByMAC(host, sel)
+	}
+	names, err := sysNetdevs(sys, sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		l, err := host.ByName(name)
+		if err == nil {
+			return l, nil
+		}
+		if !link.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	return nil, invalid("%s: %s's interfaces %q are not in the host netns", sel.field, sel.value, names)
+}
+
+// sharesMAC reports whether links of that type carry the MAC of a port or parent.
+func sharesMAC(linkType string) bool {
+	switch linkType {
+	case "bridge", "bond", "vlan", "ipvlan":
+		return true
+	}
+	return false
+}
+
+// findByMAC finds the link with the MAC. When links that share a MAC match too, the
+// device itself is the one match that does not.
+func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
+	h, err := host.Handle()
+	if err != nil {
+		return nil, err
+	}
+	links, err := link.RetryDump(h.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("list host links: %w", err)
+	}
+	var all, devices []netlink.Link
+	for _, l := range links {
+		if !bytes.Equal(l.Attrs().HardwareAddr, sel.mac) {
+			continue
+		}
+		all = append(all, l)
+		if !sharesMAC(l.Type()) {
+			devices = append(devices, l)
+		}
+	}
+	switch {
+	case len(all) == 1:
+		return all[0], nil
+	case len(devices) == 1:
+		return devices[0], nil
+	case len(all) == 0:
+		return nil, invalid("%s: no interface with MAC %s in the host netns", sel.field, sel.mac)
+	}
+	names := make([]string, len(all))
+	for i, l := range all {
+		names[i] = l.Attrs().Name
+	}
+	return nil, invalid("%s: %d interfaces have MAC %s (%s); name the device instead", sel.field, len(all), sel.mac, strings.Join(names, ", "))
+}
+
+// sysNetdevs asks sysfs for the interface names of a kernel path, PCI function or
+// auxiliary device. A device that exists, is bound to a driver and has no interface yet
+// is "try again later": drivers register their interfaces a moment after binding.
+func sysNetdevs(sys sysfs, sel selector) ([]string, error) {
+	var (
+		names []string
+		err   error
+		what  = "device"
+	)
+	switch sel.kind {
+	case byKernelPath:
+		names, err = sys.kernelPathNetdevs(sel.value)
+	case byPCI:
+		what = "PCI device"
+		names, err = sys.pciNetdevs(sel.value)
+		if errors.Is(err, errNoNetdev) {
+			if drv, _ := sys.pciDriver(sel.value); drv == "" {
+				return nil, invalid("%s: PCI device %s is bound to no driver, so it has no interface", sel.field, sel.value)
+			}
+		}
+	case byAux:
+		what = "auxiliary device"
+		names, err = sys.auxNetdevs(sel.value)
+	}
+	switch {
+	case errors.Is(err, errNoDevice):
+		return nil, invalid("%s: no %s %s", sel.field, what, sel.value)
+	case errors.Is(err, errNoNetdev):
+		return nil, cnierror.Newf(cnierror.CodeTryAgainLater,
+			"%s: %s %s has no network interface in this netns (not registered yet, or in use elsewhere)", sel.field, what, sel.value)
+	case err != nil:
+		return nil, cnierror.Newf(cnierror.CodeIO, "%s: %v", sel.field, err)
+	}
+	return names, nil
+}
+
+// snapshot records what DEL must put back.
+func snapshot(l netlink.Link) saved {
+	a := l.Attrs()
+	s := saved{Name: a.Name, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0}
+	if len(a.HardwareAddr) > 0 {
+		s.MAC = a.HardwareAddr.String()
+	}
+	return s
+}
+
+// moveIn takes the host device into the container as ifName, its host name in the
+// alias. It arrives down. The rename happens on the container side: the host never
+// sees the device under a second name, which is what the reference's temporary netns
+// is for, at the cost of one namespace move instead of two.
+func moveIn(host, cont *link.NS, st *saved, ifName string) (netlink.Link, error) {
+	cl, err := link.Relocate(link.Relocation{From: host, To: cont, Name: st.Name, NewName: ifName, Alias: st.Name, RenameIn: cont})
+	if errors.Is(err, unix.EEXIST) {
+		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", link.ErrExists)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("move %s into the container as %s: %w", st.Name, ifName, err)
+	}
+	return cl, nil
+}
+
+// moveOut brings the container's ifName back to the host under its original name: the
+// state's, else the alias (an ADD by the reference plugin left only that). A link with
+// neither is not one this plugin moved and stays where it is. Returns whether a link
+// was moved.
+func moveOut(host, cont *link.NS, ifName string, st *saved) (bool, error) {
+	l, err := cont.ByName(ifName)
+	if link.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	name := l.Attrs().Alias
+	if st != nil {
+		name = st.Name
+	}
+	if name == "" {
+		return false, nil
+	}
+	hl, err := link.Relocate(link.Relocation{From: cont, To: host, Name: ifName, NewName: name, RenameIn: cont})
+	if err != nil {
+		return false, fmt.Errorf("move %s back to the host as %s: %w", ifName, name, err)
+	}
+	return true, restore(host, hl, st)
+}
+
+// restore puts back the MTU and up state the device had before ADD. Without a state
+// (an ADD by the reference) it stays down, as the reference leaves it.
+func restore(host *link.NS, l netlink.Link, st *saved) error {
+	if st == nil {
+		return nil
+	}
+	h, _ := host.Handle()
+	var errs []error
+	if st.MTU > 0 && l.Attrs().MTU != st.MTU {
+		if err := h.LinkSetMTU(l, st.MTU); err != nil {
+			errs = append(errs, fmt.Errorf("%s: restore MTU %d: %w", st.Name, st.MTU, err))
+		}
+	}
+	if st.Up {
+		if err := h.LinkSetUp(l); err != nil {
+			errs = append(errs, fmt.Errorf("%s: set up: %w", st.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// returned finds the device in the host after its container netns died: the kernel
+// hands a physical device back to the initial namespace under its container name (or
+// "devN" when that is taken), alias intact. A link already called st.Name is the device
+// itself, already home.
+func returned(host *link.NS, st *saved) (l netlink.Link, home bool, err error) {
+	h, err := host.Handle()
+	if err != nil {
+		return nil, false, err
+	}
+	links, err := link.RetryDump(h.LinkList)
+	if err != nil {
+		return nil, false, fmt.Errorf("list host links: %w", err)
+	}
+	for _, l := range links {
+		if l.Attrs().Name == st.Name {
+			return l, true, nil
+		}
+	}
+	for _, l := range links {
+		if l.Attrs().Alias == st.Name {
+			return l, false, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// bringHome renames a returned device back to its host name and restores it. The rename
+// is done in a throw-away netns: host and device are both in the host namespace.
+func bringHome(host *link.NS, l netlink.Link, st *saved) error {
+	hl, err := link.Relocate(link.Relocation{From: host, To: host, Name: l.Attrs().Name, NewName: st.Name})
+	if err != nil {
+		return fmt.Errorf("rename returned %s back to %s: %w", l.Attrs().Name, st.Name, err)
+	}
+	return restore(host, hl, st)
+}

@@ -1,0 +1,213 @@
+package hostdevice
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// env is one test's world: the plugin runs in host, moves devices into cont; each test
+// device is a veth whose other end sits in peer, so the device has somewhere to talk to.
+type env struct {
+	host, cont, peer *testns.NS
+	dataDir          string // host-device state
+	ipamDir          string // host-local reservations
+	sys              sysfs  // a fake /sys
+	// netns overrides cont.Path as CNI_NETNS when set (use gone for "no netns").
+	netns  string
+	stderr bytes.Buffer
+}
+
+const gone = "\x00gone"
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	testns.RequireRoot(t)
+	return &env{
+		host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t), peer: testns.NewWithLoopback(t),
+		dataDir: t.TempDir(), ipamDir: t.TempDir(), sys: sysfs{root: t.TempDir()},
+	}
+}
+
+// device creates a veth end called name in the host (its peer, name+"p", in peer with
+// peerAddrs), with the given MTU and up state, and returns its attributes.
+func (e *env) device(t *testing.T, name string, mtu int, up bool, peerAddrs ...string) netlink.LinkAttrs {
+	t.Helper()
+	testns.Veth(t, e.host, name, nil, e.peer, name+"p", peerAddrs)
+	h := e.host.Handle(t)
+	l, err := h.LinkByName(name)
+	require.NoError(t, err)
+	require.NoError(t, h.LinkSetMTU(l, mtu))
+	if !up {
+		require.NoError(t, h.LinkSetDown(l))
+	}
+	l, err = h.LinkByName(name)
+	require.NoError(t, err)
+	return *l.Attrs()
+}
+
+// config builds a host-device config; extra keys are merged in at the top level, a nil
+// value removes a key.
+func (e *env) config(t *testing.T, extra map[string]any) []byte {
+	t.Helper()
+	conf := map[string]any{"cniVersion": "1.1.0", "name": "hdnet", "type": "host-device", "dataDir": e.dataDir}
+	for k, v := range extra {
+		if v == nil {
+			delete(conf, k)
+			continue
+		}
+		conf[k] = v
+	}
+	b, err := json.Marshal(conf)
+	require.NoError(t, err)
+	return b
+}
+
+// withIPAM adds a host-local range.
+func (e *env) withIPAM(extra map[string]any, subnet string) map[string]any {
+	out := map[string]any{"ipam": map[string]any{"type": "host-local", "dataDir": e.ipamDir,
+		"ranges": [][]map[string]string{{{"subnet": subnet}}}}}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+func (e *env) netnsPath() string {
+	switch e.netns {
+	case "":
+		return e.cont.Path
+	case gone:
+		return ""
+	}
+	return e.netns
+}
+
+func (e *env) invokeAs(cmd, cid, ifName string, config []byte) (*result.Result, error) {
+	var res *result.Result
+	err := e.host.Do(func() error {
+		var err error
+		res, err = skel.Invoke(context.Background(), newPlugin(e.sys),
+			skel.Args{Command: cmd, ContainerID: cid, Netns: e.netnsPath(), IfName: ifName, Path: []string{"/nonexistent"}},
+			config, &e.stderr)
+		return err
+	})
+	return res, err
+}
+
+func (e *env) invoke(cmd string, config []byte) (*result.Result, error) {
+	return e.invokeAs(cmd, "c1", "eth0", config)
+}
+
+func (e *env) add(t *testing.T, config []byte) *result.Result {
+	t.Helper()
+	res, err := e.invoke(skel.CmdAdd, config)
+	require.NoError(t, err)
+	return res
+}
+
+// withPrev returns config with res as prevResult, as a runtime sends it for CHECK.
+func withPrev(t *testing.T, config []byte, res *result.Result) []byte {
+	t.Helper()
+	var conf map[string]any
+	require.NoError(t, json.Unmarshal(config, &conf))
+	var buf strings.Builder
+	require.NoError(t, res.Print(&buf))
+	conf["prevResult"] = json.RawMessage(buf.String())
+	b, err := json.Marshal(conf)
+	require.NoError(t, err)
+	return b
+}
+
+// linkIn returns the link called name inside n, nil when there is none.
+func linkIn(t *testing.T, n *testns.NS, name string) *netlink.LinkAttrs {
+	t.Helper()
+	l, err := n.Handle(t).LinkByName(name)
+	if err != nil {
+		return nil
+	}
+	return l.Attrs()
+}
+
+func names(t *testing.T, n *testns.NS) []string {
+	t.Helper()
+	ls, err := n.Handle(t).LinkList()
+	require.NoError(t, err)
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Attrs().Name)
+	}
+	return out
+}
+
+// states lists the state files left in the data dir.
+func (e *env) states(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(e.dataDir)
+	require.NoError(t, err)
+	var out []string
+	for _, en := range entries {
+		out = append(out, en.Name())
+	}
+	return out
+}
+
+// reservations lists host-local's address files.
+func (e *env) reservations(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(e.ipamDir, "hdnet"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []string
+	for _, en := range entries {
+		if _, err := netip.ParseAddr(en.Name()); err == nil {
+			out = append(out, en.Name())
+		}
+	}
+	return out
+}
+
+// fakePCI adds a PCI function to the fake sysfs, bound to driver ("" for none), with
+// the given network interfaces.
+func (e *env) fakePCI(t *testing.T, addr, driver string, netdevs ...string) {
+	t.Helper()
+	dev := e.sys.pciDevice(addr)
+	fakeNetdevs(t, dev, netdevs)
+	if driver != "" {
+		drv := filepath.Join(e.sys.root, "bus", "pci", "drivers", driver)
+		require.NoError(t, os.MkdirAll(drv, 0o755))
+		require.NoError(t, os.Symlink("../../../../bus/pci/drivers/"+driver, filepath.Join(dev, "driver")))
+	}
+}
+
+func (e *env) fakeAux(t *testing.T, name string, netdevs ...string) {
+	t.Helper()
+	fakeNetdevs(t, e.sys.auxDevice(name), netdevs)
+}
+
+func (e *env) fakeKernelPath(t *testing.T, path string, netdevs ...string) {
+	t.Helper()
+	fakeNetdevs(t, e.sys.kernelPath(path), netdevs)
+}
+
+func fakeNetdevs(t *testing.T, dev string, netdevs []string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dev, 0o755))
+	for _, n := range netdevs {
+		require.NoError(t, os.MkdirAll(filepath.Join(dev, "net", n), 0o755))
+	}
+}

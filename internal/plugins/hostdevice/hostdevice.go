@@ -1,0 +1,335 @@
+// Package hostdevice is the host-device plugin: it hands an existing device of the host
+// (a NIC, an SR-IOV VF, a veth end) to a container. ADD finds the device by name, MAC,
+// sysfs path, PCI address or the runtime's deviceID, moves it through a throw-away netns
+// into the container under CNI_IFNAME with its host name in the alias, and configures
+// IPAM's addresses on it; a PCI function bound to a userspace I/O driver (DPDK) is not
+// moved and its addresses are only reported. DEL releases the addresses and brings the
+// device back under its name with the MTU and up state it had; it succeeds when the
+// device or the netns is already gone, finishes the job when the kernel returned the
+// device to the host by itself, and releases IPAM even without a netns. CHECK verifies
+// the device and its addresses; GC drops the state of attachments no longer in use and
+// asks IPAM to do the same; STATUS asks IPAM.
+package hostdevice
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns the host-device plugin's registry entry.
+func Plugin() *skel.Plugin { return newPlugin(sysfs{root: "/sys"}) }
+
+// newPlugin is Plugin reading the device tree below another root (tests).
+func newPlugin(sys sysfs) *skel.Plugin {
+	p := plugin{sys: sys}
+	return &skel.Plugin{
+		Name:     "host-device",
+		About:    "moves an existing host device (NIC, VF, veth end) into the container",
+		Versions: version.All(),
+		Add:      p.add,
+		Del:      p.del,
+		Check:    p.check,
+		GC:       p.gc,
+		Status:   p.status,
+	}
+}
+
+type plugin struct {
+	sys sysfs
+}
+
+func (p plugin) add(req *skel.Request) (_ *result.Result, err error) {
+	c, err := load(req, p.sys)
+	if err != nil {
+		return nil, err
+	}
+	host, cont, err := link.OpenPair(req.Args.Netns)
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	defer cont.Close()
+
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+
+	out := &result.Result{CNIVersion: req.Net.CNIVersion}
+	if c.dpdk {
+		// The container drives the PCI function itself through its userspace driver:
+		// there is no kernel interface to move, and the addresses are for it to apply.
+		out.AddInterface(result.Interface{Name: req.Args.IfName, Sandbox: req.Args.Netns, PciID: c.sel.value})
+	} else {
+		iface, err := p.attach(req, c, host, cont, &undo)
+		if err != nil {
+			return nil, err
+		}
+		out.AddInterface(iface)
+	}
+	if req.Net.IPAM.Type != "" {
+		if err := addresses(req, cont, out, !c.dpdk, &undo); err != nil {
+			return nil, err
+		}
+	}
+	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
+		out.DNS = req.Net.DNS.Result()
+	}
+	return out, nil
+}
+
+// attach records the device's state, moves it into the container and sets it up.
+func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *rollback.Stack) (result.Interface, error) {
+	ifName := req.Args.IfName
+	hl, err := find(host, p.sys, c.sel)
+	if err != nil {
+		return result.Interface{}, err
+	}
+	if hl.Attrs().Flags&net.FlagLoopback != 0 {
+		return result.Interface{}, invalid("%s: %s is the loopback interface", c.sel.field, hl.Attrs().Name)
+	}
+	if _, err := cont.ByName(ifName); err == nil {
+		return result.Interface{}, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", link.ErrExists)
+	}
+	st := snapshot(hl)
+	st.Network, st.ContainerID, st.IfName = req.Net.Name, req.Args.ContainerID, ifName
+	path := statePath(c.dataDir, req.Args.ContainerID, ifName)
+	if err := writeState(path, &st); err != nil {
+		return result.Interface{}, err
+	}
+	undo.Push("state", func() error { return removeState(path) })
+
+	cl, err := moveIn(host, cont, &st, ifName)
+	if err != nil {
+		return result.Interface{}, err
+	}
+	undo.Push("move back", func() error {
+		_, err := moveOut(host, cont, ifName, &st)
+		return err
+	})
+	// Up in the container, as the reference leaves it, addresses or not.
+	h, _ := cont.Handle()
+	if err := h.LinkSetUp(cl); err != nil {
+		return result.Interface{}, fmt.Errorf("container %s: set up: %w", ifName, err)
+	}
+	return result.Interface{Name: ifName, Mac: cl.Attrs().HardwareAddr.String(), MTU: cl.Attrs().MTU,
+		Sandbox: req.Args.Netns}, nil
+}
+
+// addresses asks IPAM, points every address at the one interface and, unless the
+// device is driven from userspace, configures them on it.
+func addresses(req *skel.Request, cont *link.NS, out *result.Result, apply bool, undo *rollback.Stack) error {
+	res, err := ipam.Add(req)
+	if err != nil {
+		return err
+	}
+	undo.Push("ipam", ipam.Release(req))
+	if len(res.IPs) == 0 {
+		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: returned no IP configuration")
+	}
+	for _, ip := range res.IPs {
+		idx := 0
+		ip.Interface = &idx
+		out.IPs = append(out.IPs, ip)
+	}
+	out.Routes, out.DNS = res.Routes, res.DNS
+	if !apply {
+		return nil
+	}
+	return link.ConfigureIface(cont, req.Args.IfName, out)
+}
+
+func (p plugin) del(req *skel.Request) error {
+	dataDir, err := loadForDel(req)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if req.Net.IPAM.Type != "" {
+		errs = append(errs, ipam.Del(req))
+	}
+	errs = append(errs, giveBack(req, dataDir))
+	return errors.Join(errs...)
+}
+
+// giveBack returns the attachment's device to the host and drops its state. The state
+// stays when that fails, so that a retried DEL can finish.
+func giveBack(req *skel.Request, dataDir string) error {
+	path := statePath(dataDir, req.Args.ContainerID, req.Args.IfName)
+	st, err := readState(path)
+	if err != nil {
+		note(req, "%v", err)
+	}
+	host, err := link.Current()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	moved := false
+	if req.Args.Netns != "" {
+		cont, err := link.Open(req.Args.Netns)
+		switch {
+		case errors.Is(err, ns.ErrNotExist):
+		case err != nil:
+			return err
+		default:
+			defer cont.Close()
+			if moved, err = moveOut(host, cont, req.Args.IfName, st); err != nil {
+				return err
+			}
+		}
+	}
+	if !moved && st != nil {
+		if err := recoverDevice(req, host, st); err != nil {
+			return err
+		}
+	}
+	return removeState(path)
+}
+
+// recoverDevice handles a device that is no longer in the container: the kernel hands a
+// physical device back to the host when its netns dies, and destroys a virtual one.
+func recoverDevice(req *skel.Request, host *link.NS, st *saved) error {
+	l, home, err := returned(host, st)
+	switch {
+	case err != nil:
+		return err
+	case l == nil:
+		note(req, "%s (%s of container %s) is gone: a virtual device dies with its netns", st.Name, st.IfName, st.ContainerID)
+	case home:
+	default:
+		note(req, "%s came back to the host as %s when its netns died; restoring its name", st.Name, l.Attrs().Name)
+		return bringHome(host, l, st)
+	}
+	return nil
+}
+
+func (p plugin) check(req *skel.Request) error {
+	c, err := load(req, p.sys)
+	if err != nil {
+		return err
+	}
+	prev := req.PrevResult
+	if prev == nil {
+		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
+	}
+	if req.Net.IPAM.Type != "" {
+		if err := ipam.Check(req); err != nil {
+			return err
+		}
+	}
+	if c.dpdk {
+		return nil // load found the function still bound to its userspace driver
+	}
+	host, cont, err := link.OpenPair(req.Args.Netns)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	defer cont.Close()
+	l, err := cont.ByName(req.Args.IfName)
+	if err != nil {
+		return fmt.Errorf("container: %w", err)
+	}
+	if err := verifyDevice(req, c, prev, l); err != nil {
+		return err
+	}
+	if req.Net.IPAM.Type == "" {
+		return nil
+	}
+	return link.VerifyIface(cont, req.Args.IfName, prev)
+}
+
+// verifyDevice checks the container link against prevResult and the config.
+func verifyDevice(req *skel.Request, c *conf, prev *result.Result, l netlink.Link) error {
+	var want *result.Interface
+	for i := range prev.Interfaces {
+		if prev.Interfaces[i].Name == req.Args.IfName && prev.Interfaces[i].Sandbox == req.Args.Netns {
+			want = &prev.Interfaces[i]
+		}
+	}
+	if want == nil {
+		return fmt.Errorf("prevResult: no interface %s in sandbox %s", req.Args.IfName, req.Args.Netns)
+	}
+	a := l.Attrs()
+	if a.Alias == "" {
+		return fmt.Errorf("container %s: no alias naming its host device; not moved by host-device", a.Name)
+	}
+	if c.sel.kind == byName && a.Alias != c.sel.value {
+		return fmt.Errorf("container %s: came from %s, the config names device %s", a.Name, a.Alias, c.sel.value)
+	}
+	if want.Mac != "" && !strings.EqualFold(want.Mac, a.HardwareAddr.String()) {
+		return fmt.Errorf("container %s: MAC %s, prevResult says %s", a.Name, a.HardwareAddr, want.Mac)
+	}
+	return nil
+}
+
+// gc forgets the state of attachments no longer in use, bringing home any of their
+// devices the kernel returned to the host, and asks IPAM to release their addresses.
+func (p plugin) gc(req *skel.Request) error {
+	dataDir, err := loadForDel(req)
+	if err != nil {
+		return err
+	}
+	errs := []error{gcStates(req, dataDir)}
+	if req.Net.IPAM.Type != "" {
+		errs = append(errs, ipam.GC(req))
+	}
+	return errors.Join(errs...)
+}
+
+func gcStates(req *skel.Request, dataDir string) error {
+	states, err := listStates(dataDir, req.Net.Name)
+	if err != nil || len(states) == 0 {
+		return err
+	}
+	valid := map[skel.Attachment]bool{}
+	for _, a := range req.ValidAttachments {
+		valid[a] = true
+	}
+	host, err := link.Current()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	var errs []error
+	for path, st := range states {
+		if valid[skel.Attachment{ContainerID: st.ContainerID, IfName: st.IfName}] {
+			continue
+		}
+		if err := recoverDevice(req, host, st); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, removeState(path))
+	}
+	return errors.Join(errs...)
+}
+
+func (p plugin) status(req *skel.Request) error {
+	if _, err := loadForDel(req); err != nil {
+		return err
+	}
+	if req.Net.IPAM.Type == "" {
+		return nil
+	}
+	return ipam.Status(req)
+}
+
+// note writes a line for the runtime's log.
+func note(req *skel.Request, format string, a ...any) {
+	if req.Stderr != nil {
+		fmt.Fprintf(req.Stderr, "host-device: "+format+"\n", a...)
+	}
+}

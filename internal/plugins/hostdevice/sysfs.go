@@ -1,0 +1,152 @@
+package hostdevice
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// sysfs reads the kernel's device tree below root: "/sys" on a host, a directory of
+// the same shape in tests. Only the paths the reference reads are used.
+type sysfs struct {
+	root string
+}
+
+// isDPDKDriver reports whether a driver is a userspace I/O driver: a PCI function bound
+// to one has no kernel network interface to move, and the container drives it directly.
+func isDPDKDriver(name string) bool {
+	switch name {
+	case "vfio-pci", "uio_pci_generic", "igb_uio":
+		return true
+	}
+	return false
+}
+
+var (
+	errNoDevice = errors.New("no such device")
+	errNoNetdev = errors.New("no network interface")
+)
+
+func (s sysfs) pciDevice(addr string) string {
+	return filepath.Join(s.root, "bus", "pci", "devices", addr)
+}
+
+func (s sysfs) auxDevice(name string) string {
+	return filepath.Join(s.root, "bus", "auxiliary", "devices", name)
+}
+
+// kernelPath maps an absolute /sys/devices/... path into the tree.
+func (s sysfs) kernelPath(p string) string {
+	return filepath.Join(s.root, strings.TrimPrefix(p, "/sys"))
+}
+
+// auxExists reports whether an auxiliary-bus device of that name exists.
+func (s sysfs) auxExists(name string) bool {
+	_, err := os.Stat(s.auxDevice(name))
+	return err == nil
+}
+
+// pciDriver returns the name of the driver the PCI function is bound to, "" when none.
+func (s sysfs) pciDriver(addr string) (string, error) {
+	dev := s.pciDevice(addr)
+	if _, err := os.Stat(dev); err != nil {
+		return "", errNoDevice
+	}
+	target, err := os.Readlink(filepath.Join(dev, "driver"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return filepath.Base(target), nil
+}
+
+// isDPDK reports whether the PCI function is bound to a userspace I/O driver.
+func (s sysfs) isDPDK(addr string) (bool, error) {
+	drv, err := s.pciDriver(addr)
+	if err != nil {
+		return false, err
+	}
+	return isDPDKDriver(drv), nil
+}
+
+// pciNetdevs lists the network interfaces of a PCI function. A virtio function has
+// them one level down, under its virtioN child.
+func (s sysfs) pciNetdevs(addr string) ([]string, error) {
+	dev := s.pciDevice(addr)
+	if _, err := os.Stat(dev); err != nil {
+		return nil, errNoDevice
+	}
+	names, err := netdevs(dev)
+	if len(names) > 0 || !errors.Is(err, errNoNetdev) {
+		return names, err
+	}
+	virtio, _ := filepath.Glob(filepath.Join(dev, "virtio*"))
+	for _, v := range virtio {
+		if names, err := netdevs(v); err == nil {
+			return names, nil
+		}
+	}
+	return nil, errNoNetdev
+}
+
+// auxNetdevs lists the network interfaces of an auxiliary-bus device.
+func (s sysfs) auxNetdevs(name string) ([]string, error) {
+	dev := s.auxDevice(name)
+	if _, err := os.Stat(dev); err != nil {
+		return nil, errNoDevice
+	}
+	return netdevs(dev)
+}
+
+// kernelPathNetdevs lists the network interfaces under a /sys/devices/... path.
+func (s sysfs) kernelPathNetdevs(p string) ([]string, error) {
+	dev := s.kernelPath(p)
+	if _, err := os.Stat(dev); err != nil {
+		return nil, errNoDevice
+	}
+	return netdevs(dev)
+}
+
+// netdevs reads the names in a device's net directory.
+func netdevs(dev string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(dev, "net"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if len(entries) == 0 {
+		return nil, errNoNetdev
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+// isPCIAddress reports whether s is a full PCI address, domain:bus:device.function, as
+// sysfs names them: "0000:3b:00.1".
+func isPCIAddress(s string) bool {
+	if len(s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.' {
+		return false
+	}
+	for _, i := range []int{0, 1, 2, 3, 5, 6, 8, 9} {
+		if !isHex(s[i]) {
+			return false
+		}
+	}
+	return s[11] >= '0' && s[11] <= '7'
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// isAuxName reports whether s can name an auxiliary-bus device ("mlx5_core.sf.4"): a
+// single path element.
+func isAuxName(s string) bool {
+	return s != "" && s != "." && s != ".." && len(s) <= 255 && !strings.ContainsAny(s, "/\x00")
+}

@@ -1,0 +1,99 @@
+package tap
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// check verifies what ADD built against the config and prevResult: the IPAM reservation,
+// a tap called CNI_IFNAME in the container with the MAC, MTU, queue mode, owner, group
+// and bridge asked for, and its addresses and routes.
+func check(req *skel.Request) error {
+	c, err := load(req)
+	if err != nil {
+		return err
+	}
+	prev := req.PrevResult
+	if prev == nil {
+		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
+	}
+	if req.Net.IPAM.Type != "" {
+		if err := ipam.Check(req); err != nil {
+			return err
+		}
+	}
+	host, cont, err := link.OpenPair(req.Args.Netns)
+	if err != nil {
+		return err
+	}
+	host.Close()
+	defer cont.Close()
+	l, err := cont.ByName(req.Args.IfName)
+	if err != nil {
+		return fmt.Errorf("container: %w", err)
+	}
+	if err := verifyTap(cont, c, l); err != nil {
+		return err
+	}
+	if err := verifyPrev(req, prev, l); err != nil {
+		return err
+	}
+	if req.Net.IPAM.Type == "" {
+		return nil
+	}
+	return link.VerifyIface(cont, req.Args.IfName, prev)
+}
+
+// verifyTap checks the link against the config.
+func verifyTap(cont *link.NS, c *Config, l netlink.Link) error {
+	name := l.Attrs().Name
+	t, ok := l.(*netlink.Tuntap)
+	if !ok || t.Mode != netlink.TUNTAP_MODE_TAP {
+		return fmt.Errorf("container %s: a %s, not a tap", name, l.Type())
+	}
+	switch {
+	case c.mac != nil && t.HardwareAddr.String() != c.mac.String():
+		return fmt.Errorf("tap %s: MAC %s, config says %s", name, t.HardwareAddr, c.mac)
+	case c.MTU != 0 && t.MTU != c.MTU:
+		return fmt.Errorf("tap %s: MTU %d, config says %d", name, t.MTU, c.MTU)
+	case c.MultiQueue != (t.Flags&netlink.TUNTAP_MULTI_QUEUE != 0):
+		return fmt.Errorf("tap %s: multi-queue is %v, config says %v", name, !c.MultiQueue, c.MultiQueue)
+	case c.Owner != nil && t.Owner != *c.Owner:
+		return fmt.Errorf("tap %s: owner %d, config says %d", name, t.Owner, *c.Owner)
+	case c.Group != nil && t.Group != *c.Group:
+		return fmt.Errorf("tap %s: group %d, config says %d", name, t.Group, *c.Group)
+	}
+	if c.Bridge == "" {
+		return nil
+	}
+	br, err := findBridge(cont, c.Bridge)
+	if err != nil {
+		return err
+	}
+	if t.MasterIndex != br.Attrs().Index {
+		return fmt.Errorf("tap %s: not enslaved to bridge %s", name, c.Bridge)
+	}
+	return nil
+}
+
+// verifyPrev checks the link against the interface prevResult lists for it.
+func verifyPrev(req *skel.Request, prev *result.Result, l netlink.Link) error {
+	for _, i := range prev.Interfaces {
+		if i.Name != req.Args.IfName || i.Sandbox != req.Args.Netns {
+			continue
+		}
+		if i.Mac != "" && !strings.EqualFold(i.Mac, l.Attrs().HardwareAddr.String()) {
+			return fmt.Errorf("tap %s: MAC %s, prevResult says %s", i.Name, l.Attrs().HardwareAddr, i.Mac)
+		}
+		return nil
+	}
+	return fmt.Errorf("prevResult: no interface %s in sandbox %s", req.Args.IfName, req.Args.Netns)
+}

@@ -1,0 +1,106 @@
+package tap
+
+import (
+	"net"
+	"strings"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// Config is the tap plugin's configuration (the keys beyond the spec's common ones).
+type Config struct {
+	MAC string `json:"mac"`
+	MTU int    `json:"mtu"`
+	// SelinuxContext is the SELinux context the tap is created under. The reference's
+	// documentation spells it "selinuxcontext": Go's JSON key matching is case-blind,
+	// so both spellings land here.
+	SelinuxContext string  `json:"selinuxContext"`
+	MultiQueue     bool    `json:"multiQueue"`
+	Owner          *uint32 `json:"owner"`
+	Group          *uint32 `json:"group"`
+	// Bridge is an existing bridge inside the container netns to enslave the tap to.
+	Bridge string `json:"bridge"`
+
+	RuntimeConfig struct {
+		MAC string `json:"mac"`
+	} `json:"runtimeConfig"`
+
+	// mac is the resolved MAC, nil to let the kernel choose.
+	mac net.HardwareAddr
+}
+
+const (
+	minMTU = 68 // the smallest MTU IPv4 allows
+	maxMTU = 65535
+	// maxContext bounds selinuxContext: the kernel takes a page at most.
+	maxContext = 4095
+)
+
+func invalid(format string, a ...any) error {
+	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
+}
+
+// load parses and validates the config once, resolving the MAC from the config,
+// CNI_ARGS MAC= and runtimeConfig.mac (later ones win, as in the reference).
+func load(req *skel.Request) (*Config, error) {
+	c, err := skel.LoadConfig[Config](req)
+	if err != nil {
+		return nil, err
+	}
+	if c.MTU != 0 && (c.MTU < minMTU || c.MTU > maxMTU) {
+		return nil, invalid("mtu: must be %d-%d, got %d", minMTU, maxMTU, c.MTU)
+	}
+	if c.Bridge != "" {
+		if err := skel.ValidateIfName(c.Bridge); err != nil {
+			return nil, invalid("bridge: %s", cnierror.From(err).Msg)
+		}
+	}
+	if err := validContext(c.SelinuxContext); err != nil {
+		return nil, err
+	}
+	return c, c.resolveMAC(req.Args.CNIArgs)
+}
+
+// validContext accepts "user:role:type[:level]" in printable ASCII: the value is
+// written to a /proc file.
+func validContext(s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) > maxContext || strings.Count(s, ":") < 2 {
+		return invalid("selinuxContext: %q is not an SELinux context (user:role:type:level)", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return invalid("selinuxContext: invalid character %q", s[i])
+		}
+	}
+	return nil
+}
+
+func (c *Config) resolveMAC(cniArgs string) error {
+	args, err := skel.ParseCNIArgs(cniArgs, "MAC")
+	if err != nil {
+		return err
+	}
+	mac, field := c.MAC, "mac"
+	if args["MAC"] != "" {
+		mac, field = args["MAC"], "CNI_ARGS MAC"
+	}
+	if c.RuntimeConfig.MAC != "" {
+		mac, field = c.RuntimeConfig.MAC, "runtimeConfig.mac"
+	}
+	if mac == "" {
+		return nil
+	}
+	hw, err := net.ParseMAC(mac)
+	if err != nil || len(hw) != 6 {
+		return invalid("%s: invalid MAC address %q", field, mac)
+	}
+	if hw[0]&1 == 1 {
+		return invalid("%s: %q is a multicast address", field, mac)
+	}
+	c.mac = hw
+	return nil
+}

@@ -1,0 +1,120 @@
+package tap
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// execPlugin runs the tap binary (a link to the cni binary) inside the host namespace as
+// a runtime would, with PATH empty: nothing but the binary itself can be exec'd.
+func (e *env) execPlugin(t testing.TB, dir, cmd, cniArgs string, config []byte) ([]byte, error) {
+	t.Helper()
+	var stdout bytes.Buffer
+	err := e.host.Do(func() error {
+		c := exec.Command(filepath.Join(dir, "tap"))
+		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=c1", "CNI_NETNS=" + e.netnsPath(),
+			"CNI_IFNAME=tap0", "CNI_PATH=" + dir, "CNI_ARGS=" + cniArgs, "PATH="}
+		c.Stdin, c.Stdout = bytes.NewReader(config), &stdout
+		return c.Run()
+	})
+	return stdout.Bytes(), err
+}
+
+func TestExecdBadInputIsACNIErrorNamingTheField(t *testing.T) {
+	e := newEnv(t)
+	dir := testns.LinkPluginDir(t, "tap")
+	for _, tc := range []struct {
+		name    string
+		conf    map[string]any
+		cniArgs string
+		field   string
+	}{
+		{"bad mac", map[string]any{"mac": "nope"}, "", "mac"},
+		{"bad CNI_ARGS MAC", nil, "MAC=02:00", "CNI_ARGS MAC"},
+		{"mtu out of range", map[string]any{"mtu": 65536}, "", "mtu"},
+		{"missing bridge", map[string]any{"bridge": "br0"}, "", "bridge"},
+		{"owner of the wrong type", map[string]any{"owner": "root"}, "", "owner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := e.execPlugin(t, dir, "ADD", tc.cniArgs, e.config(t, tc.conf))
+			require.Error(t, err, "non-zero exit")
+			var ce struct {
+				Code uint
+				Msg  string
+			}
+			require.NoError(t, json.Unmarshal(out, &ce), string(out))
+			assert.Equal(t, uint(7), ce.Code)
+			assert.Contains(t, ce.Msg, tc.field)
+		})
+	}
+	assert.Equal(t, []string{"lo"}, names(t, e.cont))
+}
+
+func TestExecdAddWithoutBothOwnerAndGroupNeedsNoIPTool(t *testing.T) {
+	e := newEnv(t)
+	dir := testns.LinkPluginDir(t, "tap")
+	// The reference execs `ip tuntap` unless both owner and group are set; with PATH
+	// empty that would fail.
+	conf := e.config(t, map[string]any{"owner": 1000, "multiQueue": true, "mtu": 1500})
+	out, err := e.execPlugin(t, dir, "ADD", "MAC=02:00:00:00:00:11", conf)
+	require.NoError(t, err, string(out))
+	tap := tapIn(t, e.cont, "tap0")
+	require.NotNil(t, tap)
+	assert.Equal(t, "02:00:00:00:00:11", tap.HardwareAddr.String())
+	for range 2 {
+		out, err = e.execPlugin(t, dir, "DEL", "", conf)
+		require.NoError(t, err, string(out))
+	}
+	assert.Equal(t, []string{"lo"}, names(t, e.cont))
+}
+
+func TestLibcniAddCheckDelDelAgain(t *testing.T) {
+	e := newEnv(t)
+	dir := testns.LinkPluginDir(t, "tap", "host-local")
+	cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, t.TempDir(), nil)
+	list, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"1.1.0","name":"tapnet","plugins":[
+		{"type":"tap","multiQueue":true,"capabilities":{"mac":true},
+		 "ipam":{"type":"host-local","dataDir":"` + e.ipamDir + `","ranges":[[{"subnet":"10.40.0.0/24"}]]}}]}`))
+	require.NoError(t, err)
+	rt := &libcni.RuntimeConf{ContainerID: "libcni-tap", NetNS: e.cont.Path, IfName: "tap0",
+		CapabilityArgs: map[string]any{"mac": "02:00:00:00:00:21"}}
+	ctx := context.Background()
+
+	var r *types100.Result
+	var addErr, checkErr, delErr, del2Err error
+	e.host.Run(t, func() error {
+		res, err := cni.AddNetworkList(ctx, list, rt)
+		if addErr = err; err != nil {
+			return nil
+		}
+		if r, err = types100.GetResult(res); err != nil {
+			return err
+		}
+		checkErr = cni.CheckNetworkList(ctx, list, rt)
+		delErr = cni.DelNetworkList(ctx, list, rt)
+		del2Err = cni.DelNetworkList(ctx, list, rt)
+		return nil
+	})
+	require.NoError(t, addErr)
+	require.Len(t, r.Interfaces, 1)
+	assert.Equal(t, "tap0", r.Interfaces[0].Name)
+	assert.Equal(t, e.cont.Path, r.Interfaces[0].Sandbox)
+	assert.Equal(t, "02:00:00:00:00:21", r.Interfaces[0].Mac, "the mac capability")
+	require.Len(t, r.IPs, 1)
+	assert.NoError(t, checkErr)
+	assert.NoError(t, delErr)
+	assert.NoError(t, del2Err, "DEL again")
+	assert.Equal(t, []string{"lo"}, names(t, e.cont))
+	assert.Empty(t, e.reservations(t))
+}

@@ -1,0 +1,232 @@
+// Package tap is the tap plugin: it creates a persistent tap device inside the container
+// for a VM (KubeVirt, Kata) to attach to, optionally owned by a user and group, with
+// several queues, enslaved to a bridge that already exists in the container, and with
+// IPAM's addresses. The tap is made with ioctls on /dev/net/tun and configured over
+// netlink; nothing is exec'd but, with an SELinux context, the plugin's own binary, so
+// that the tap carries that context's label. DEL releases the addresses and deletes the
+// tap, succeeding when the netns or the tap is already gone; CHECK verifies the tap and
+// its addresses; GC and STATUS ask IPAM.
+package tap
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/rollback"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/version"
+)
+
+// Plugin returns the tap plugin's registry entry.
+func Plugin() *skel.Plugin {
+	return &skel.Plugin{
+		Name:     "tap",
+		About:    "creates a tap device in the container for a VM to attach to",
+		Versions: version.All(),
+		Add:      add,
+		Del:      del,
+		Check:    check,
+		GC:       gc,
+		Status:   status,
+	}
+}
+
+// selfExe is the running binary, exec'd as the tap creator under an SELinux label.
+const selfExe = "/proc/self/exe"
+
+// nameTries bounds the temporary names tried: one clash among 2^32 is already unlikely.
+const nameTries = 3
+
+func add(req *skel.Request) (_ *result.Result, err error) {
+	c, err := load(req)
+	if err != nil {
+		return nil, err
+	}
+	host, cont, err := link.OpenPair(req.Args.Netns)
+	if err != nil {
+		return nil, err
+	}
+	host.Close()
+	defer cont.Close()
+
+	var br netlink.Link
+	if c.Bridge != "" {
+		if br, err = findBridge(cont, c.Bridge); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := cont.ByName(req.Args.IfName); err == nil {
+		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", link.ErrExists)
+	}
+
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+
+	tmp, err := createTap(req, c, cont)
+	if err != nil {
+		return nil, err
+	}
+	name := tmp
+	undo.Push("tap", func() error { return cont.Delete(name) })
+	l, err := setUp(cont, c, tmp, req.Args.IfName, br)
+	if l != nil {
+		name = req.Args.IfName
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	out := &result.Result{CNIVersion: req.Net.CNIVersion}
+	out.AddInterface(result.Interface{Name: req.Args.IfName, Mac: l.Attrs().HardwareAddr.String(),
+		MTU: l.Attrs().MTU, Sandbox: req.Args.Netns})
+	if req.Net.IPAM.Type != "" {
+		if err := addresses(req, cont, out, &undo); err != nil {
+			return nil, err
+		}
+	}
+	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
+		out.DNS = req.Net.DNS.Result()
+	}
+	return out, nil
+}
+
+// findBridge returns the bridge called name inside the container.
+func findBridge(cont *link.NS, name string) (netlink.Link, error) {
+	br, err := cont.ByName(name)
+	if link.IsNotFound(err) {
+		return nil, invalid("bridge: no interface %q in the container netns", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := br.(*netlink.Bridge); !ok {
+		return nil, invalid("bridge: %q is a %s, not a bridge", name, br.Type())
+	}
+	return br, nil
+}
+
+// createTap makes the tap under a temporary name inside the container and returns the
+// name: made under its final name, TUNSETIFF could never say whether CNI_IFNAME was
+// taken, and a rename can.
+func createTap(req *skel.Request, c *Config, cont *link.NS) (string, error) {
+	labelled := c.SelinuxContext != "" && selinuxEnabled()
+	if c.SelinuxContext != "" && !labelled {
+		note(req, "SELinux is not enabled: selinuxContext %q not applied", c.SelinuxContext)
+	}
+	var err error
+	for range nameTries {
+		spec := tapSpec{Name: link.RandomVethName(), MultiQueue: c.MultiQueue, Owner: c.Owner, Group: c.Group}
+		if labelled {
+			err = createLabelled(selfExe, c.SelinuxContext, cont, spec)
+		} else {
+			err = cont.Do(spec.create)
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			return spec.Name, err
+		}
+	}
+	return "", err
+}
+
+// setUp gives the new tap its MTU and MAC, renames it to ifName, enslaves it to the
+// bridge and sets it up. It returns the renamed link as soon as the rename is done, so
+// that the caller's undo finds it by the right name.
+func setUp(cont *link.NS, c *Config, tmp, ifName string, br netlink.Link) (netlink.Link, error) {
+	h, err := cont.Handle()
+	if err != nil {
+		return nil, err
+	}
+	l, err := cont.ByName(tmp)
+	if err != nil {
+		return nil, err
+	}
+	if c.MTU != 0 {
+		if err := h.LinkSetMTU(l, c.MTU); err != nil {
+			return nil, fmt.Errorf("tap: set mtu %d: %w", c.MTU, err)
+		}
+	}
+	if c.mac != nil {
+		if err := h.LinkSetHardwareAddr(l, c.mac); err != nil {
+			return nil, fmt.Errorf("tap: set mac %s: %w", c.mac, err)
+		}
+	}
+	if err := h.LinkSetName(l, ifName); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", link.ErrExists)
+		}
+		return nil, fmt.Errorf("tap: rename %s to %s: %w", tmp, ifName, err)
+	}
+	if br != nil {
+		if err := h.LinkSetMaster(l, br); err != nil {
+			return l, fmt.Errorf("tap %s: enslave to bridge %s: %w", ifName, br.Attrs().Name, err)
+		}
+	}
+	if err := h.LinkSetUp(l); err != nil {
+		return l, fmt.Errorf("tap %s: set up: %w", ifName, err)
+	}
+	l, err = cont.ByName(ifName)
+	if err != nil {
+		return l, err
+	}
+	return l, nil
+}
+
+// addresses asks IPAM and configures its addresses on the tap.
+func addresses(req *skel.Request, cont *link.NS, out *result.Result, undo *rollback.Stack) error {
+	res, err := ipam.Add(req)
+	if err != nil {
+		return err
+	}
+	undo.Push("ipam", ipam.Release(req))
+	if len(res.IPs) == 0 {
+		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: returned no IP configuration")
+	}
+	for _, ip := range res.IPs {
+		idx := 0
+		ip.Interface = &idx
+		out.IPs = append(out.IPs, ip)
+	}
+	out.Routes, out.DNS = res.Routes, res.DNS
+	return link.ConfigureIface(cont, req.Args.IfName, out)
+}
+
+// del releases the addresses and deletes the tap; it reads no config beyond the IPAM
+// type, so a config that no longer validates still cleans up.
+func del(req *skel.Request) error {
+	var errs []error
+	if req.Net.IPAM.Type != "" {
+		errs = append(errs, ipam.Del(req))
+	}
+	if req.Args.Netns != "" {
+		errs = append(errs, link.DeleteIn(req.Args.Netns, req.Args.IfName))
+	}
+	return errors.Join(errs...)
+}
+
+func gc(req *skel.Request) error {
+	if req.Net.IPAM.Type == "" {
+		return nil
+	}
+	return ipam.GC(req)
+}
+
+func status(req *skel.Request) error {
+	if req.Net.IPAM.Type == "" {
+		return nil
+	}
+	return ipam.Status(req)
+}
+
+// note writes a line for the runtime's log.
+func note(req *skel.Request, format string, a ...any) {
+	if req.Stderr != nil {
+		fmt.Fprintf(req.Stderr, "tap: "+format+"\n", a...)
+	}
+}

@@ -132,7 +132,7 @@ func commands() []command {
 	out := make([]command, len(cmds))
 	for i, c := range cmds {
 		out[i] = command{name: c.Name, summary: c.Summary, run: func(p Process, args []string) int {
-			return c.Run(cli.Process{Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup}, args)
+			return c.Run(cli.Process{Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup, Plugins: names()}, args)
 		}}
 	}
 	return out

@@ -57,7 +57,7 @@ func WriteArchive(w io.Writer, idx v1.ImageIndex, o Options) error {
 			Digest:    idxDigest,
 			Size:      int64(len(raw)),
 			Annotations: map[string]string{
-				"io.containerd.image.name":         ref,
+				"io.containerd.image.name":          ref,
 				"org.opencontainers.image.ref.name": o.Version,
 			},
 		}},

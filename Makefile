@@ -40,6 +40,13 @@ image: $(ARCH_BINS)
 		-source '$(SOURCE_URL)' -name '$(IMAGE)' -epoch '$(SOURCE_DATE_EPOCH)' \
 		-bin '$(subst $(eval) ,$(comma),$(foreach a,$(ARCHES),$(a)=../bin/linux-$(a)/cni))'
 
+# bin/cni_*.deb and bin/cni-*.rpm for every architecture: /opt/cni/bin/cni, one symlink
+# per plugin of the registry (bin/cni --list), the systemd units of deploy/systemd.
+packages: $(BIN) $(ARCH_BINS)
+	$(TOOLS) run ./cmd/cni-packages -o ../bin -version '$(VERSION)' -homepage '$(SOURCE_URL)' \
+		-list ../$(BIN) -units ../deploy/systemd -license ../LICENSE -changelog ../packaging/changelog.yml \
+		-epoch '$(SOURCE_DATE_EPOCH)' -bin '$(subst $(eval) ,$(comma),$(foreach a,$(ARCHES),$(a)=../bin/linux-$(a)/cni))'
+
 vet:
 	$(GO) vet ./...
 

@@ -335,6 +335,9 @@ func answersVersion(p string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p)
 	cmd.Env = []string{"CNI_COMMAND=VERSION"}
+	// An empty stdin of our own: exec would otherwise open /dev/null, which a scratch
+	// image run without /dev does not have.
+	cmd.Stdin = strings.NewReader("")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))

@@ -1,5 +1,7 @@
 # cni: one static binary holding a whole CNI toolkit.
 GO        ?= go
+empty     :=
+space     := $(empty) $(empty)
 comma     := ,
 PREFIX    ?= /opt/cni
 BINDIR    ?= $(PREFIX)/bin
@@ -17,6 +19,8 @@ IMAGE     ?= docker.io/cnikit/cni
 ARCHES    := amd64 arm64
 # The image and the packages carry one static binary per architecture.
 ARCH_BINS := $(foreach a,$(ARCHES),bin/linux-$(a)/cni)
+# The same as the tools' -bin flag, relative to tools/: amd64=../bin/linux-amd64/cni,...
+ARCH_BIN_FLAG := $(subst $(space),$(comma),$(foreach a,$(ARCHES),$(a)=../bin/linux-$(a)/cni))
 # The build tools (go-containerregistry, nfpm) live in their own module, never linked into cni.
 TOOLS     := cd tools && $(GO)
 
@@ -38,14 +42,14 @@ $(ARCH_BINS): bin/linux-%/cni:
 image: $(ARCH_BINS)
 	$(TOOLS) run ./cmd/cni-image -o ../bin/cni-image.tar -version '$(VERSION)' -revision '$(COMMIT)' \
 		-source '$(SOURCE_URL)' -name '$(IMAGE)' -epoch '$(SOURCE_DATE_EPOCH)' \
-		-bin '$(subst $(eval) ,$(comma),$(foreach a,$(ARCHES),$(a)=../bin/linux-$(a)/cni))'
+		-bin '$(ARCH_BIN_FLAG)'
 
 # bin/cni_*.deb and bin/cni-*.rpm for every architecture: /opt/cni/bin/cni, one symlink
 # per plugin of the registry (bin/cni --list), the systemd units of deploy/systemd.
 packages: $(BIN) $(ARCH_BINS)
 	$(TOOLS) run ./cmd/cni-packages -o ../bin -version '$(VERSION)' -homepage '$(SOURCE_URL)' \
 		-list ../$(BIN) -units ../deploy/systemd -license ../LICENSE -changelog ../packaging/changelog.yml \
-		-epoch '$(SOURCE_DATE_EPOCH)' -bin '$(subst $(eval) ,$(comma),$(foreach a,$(ARCHES),$(a)=../bin/linux-$(a)/cni))'
+		-epoch '$(SOURCE_DATE_EPOCH)' -bin '$(ARCH_BIN_FLAG)'
 
 vet:
 	$(GO) vet ./...
@@ -58,6 +62,13 @@ fmt-check:
 # (tests make their own network namespaces and never touch the machine's own).
 test: vet fmt-check
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) test-tools
+
+# The build tools' module: the image, the packages and the Kubernetes manifests (it
+# builds cni for amd64 and arm64 itself, as make image and make packages do).
+test-tools:
+	$(TOOLS) vet ./...
+	$(TOOLS) test -count=1 -timeout 15m ./...
 
 bench: build
 	$(GO) run ./cmd/cnibench -bin $(BIN)

@@ -64,11 +64,12 @@ test: vet fmt-check
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) test-tools
 
-# The build tools' module: the image, the packages and the Kubernetes manifests (it
-# builds cni for amd64 and arm64 itself, as make image and make packages do).
-test-tools:
+# The build tools' module: the image, the packages and the Kubernetes manifests, tested
+# with the binaries make image and make packages ship (go test in tools/ alone builds
+# its own).
+test-tools: $(ARCH_BINS)
 	$(TOOLS) vet ./...
-	$(TOOLS) test -count=1 -timeout 15m ./...
+	CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(TOOLS) test -count=1 -timeout 15m ./...
 
 bench: build
 	$(GO) run ./cmd/cnibench -bin $(BIN)

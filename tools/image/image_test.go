@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,6 +62,23 @@ func build(t *testing.T, o image.Options) []byte {
 	var b bytes.Buffer
 	require.NoError(t, image.WriteArchive(&b, idx, o))
 	return b.Bytes()
+}
+
+// defaultArchive is the archive of options(t), built once for the tests that only
+// read it.
+var defaultArchive = struct {
+	sync.Mutex
+	data []byte
+}{}
+
+func archiveBytes(t *testing.T) []byte {
+	t.Helper()
+	defaultArchive.Lock()
+	defer defaultArchive.Unlock()
+	if defaultArchive.data == nil {
+		defaultArchive.data = build(t, options(t))
+	}
+	return defaultArchive.data
 }
 
 // untar returns the regular files of a tar by name, and the order of all entries.
@@ -119,7 +137,7 @@ func platformImages(t *testing.T, files map[string][]byte) (top v1.IndexManifest
 
 func TestArchiveIndexHoldsBothArchitectures(t *testing.T) {
 	o := options(t)
-	files, _ := untar(t, bytes.NewReader(build(t, o)))
+	files, _ := untar(t, bytes.NewReader(archiveBytes(t)))
 
 	assert.JSONEq(t, `{"imageLayoutVersion":"1.0.0"}`, string(files["oci-layout"]))
 	top, idx, byArch, configs := platformImages(t, files)
@@ -174,7 +192,7 @@ func layerFiles(t *testing.T, files map[string][]byte, arch string) (map[string]
 }
 
 func TestAmd64LayerBinaryAnswersVersion(t *testing.T) {
-	files, _ := untar(t, bytes.NewReader(build(t, options(t))))
+	files, _ := untar(t, bytes.NewReader(archiveBytes(t)))
 	layer, hdrs := layerFiles(t, files, "amd64")
 
 	var names []string
@@ -195,7 +213,7 @@ func TestAmd64LayerBinaryAnswersVersion(t *testing.T) {
 }
 
 func TestArm64LayerHoldsAnArm64Binary(t *testing.T) {
-	files, _ := untar(t, bytes.NewReader(build(t, options(t))))
+	files, _ := untar(t, bytes.NewReader(archiveBytes(t)))
 	layer, _ := layerFiles(t, files, "arm64")
 	bin := layer["cni"]
 	require.Greater(t, len(bin), 20)
@@ -205,7 +223,7 @@ func TestArm64LayerHoldsAnArm64Binary(t *testing.T) {
 
 // docker load reads manifest.json; it checks every layer against the config's diff ids.
 func TestDockerManifestPointsAtTheSameBlobs(t *testing.T) {
-	files, _ := untar(t, bytes.NewReader(build(t, options(t))))
+	files, _ := untar(t, bytes.NewReader(archiveBytes(t)))
 	var entries []struct {
 		Config   string
 		RepoTags []string
@@ -235,19 +253,34 @@ func TestDockerManifestPointsAtTheSameBlobs(t *testing.T) {
 
 func TestSameInputsGiveTheSameDigest(t *testing.T) {
 	o := options(t)
-	first := build(t, o)
-
-	// The same sources built again into other paths, at another time: -trimpath and
-	// -buildid= make the binaries equal, the fixed epoch and sorted entries the archive.
-	second := o
-	second.Binaries = map[string]string{}
-	for arch := range o.Binaries {
-		out := filepath.Join(t.TempDir(), "elsewhere", "cni")
-		require.NoError(t, cnibuild.Build(arch, out))
-		require.NoError(t, os.Chtimes(out, time.Now(), time.Now().Add(-time.Hour)))
-		second.Binaries[arch] = out
+	// The same sources built twice into other paths, at other times: -trimpath and
+	// -buildid= make the binaries equal (amd64 only: the property does not depend on
+	// the architecture, and a link costs seconds), the fixed epoch and sorted entries
+	// make the archives equal.
+	inputs := func() image.Options {
+		in := o
+		in.Binaries = map[string]string{}
+		out := filepath.Join(t.TempDir(), "cni")
+		require.NoError(t, cnibuild.Build("amd64", out))
+		in.Binaries["amd64"] = out
+		arm, err := os.ReadFile(o.Binaries["arm64"])
+		require.NoError(t, err)
+		in.Binaries["arm64"] = filepath.Join(t.TempDir(), "cni")
+		require.NoError(t, os.WriteFile(in.Binaries["arm64"], arm, 0o755))
+		return in
 	}
-	again := build(t, second)
+	firstIn := inputs()
+	first := build(t, firstIn)
+	secondIn := inputs()
+	for _, p := range secondIn.Binaries {
+		require.NoError(t, os.Chtimes(p, time.Now(), time.Now().Add(-time.Hour)))
+	}
+	again := build(t, secondIn)
+	a, err := os.ReadFile(firstIn.Binaries["amd64"])
+	require.NoError(t, err)
+	b, err := os.ReadFile(secondIn.Binaries["amd64"])
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(a, b), "two builds of the same source give the same binary")
 
 	files1, hdrs1 := untar(t, bytes.NewReader(first))
 	files2, _ := untar(t, bytes.NewReader(again))
@@ -331,10 +364,10 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 // writeArchive writes the archive to a file, as make image does.
-func writeArchive(t *testing.T, o image.Options) string {
+func writeArchive(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "cni-image.tar")
-	require.NoError(t, os.WriteFile(p, build(t, o), 0o644))
+	require.NoError(t, os.WriteFile(p, archiveBytes(t), 0o644))
 	return p
 }
 
@@ -351,8 +384,7 @@ func lookTool(t *testing.T, name string) string {
 // everything goes to a private store under the test's temp dir.
 func TestPodmanLoadsTheArchive(t *testing.T) {
 	podman := lookTool(t, "podman")
-	o := options(t)
-	archive := writeArchive(t, o)
+	archive := writeArchive(t)
 	store := t.TempDir()
 	pm := func(args ...string) string {
 		t.Helper()
@@ -375,7 +407,7 @@ func TestPodmanLoadsTheArchive(t *testing.T) {
 // archive (what docker load reads).
 func TestSkopeoReadsBothFormats(t *testing.T) {
 	skopeo := lookTool(t, "skopeo")
-	archive := writeArchive(t, options(t))
+	archive := writeArchive(t)
 	inspect := func(args ...string) map[string]any {
 		t.Helper()
 		out, err := exec.Command(skopeo, append([]string{"inspect"}, args...)...).CombinedOutput()

@@ -27,11 +27,25 @@ func Root() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
-// Binary returns a static linux build of ./cmd/cni for arch, made once per process.
+// PrebuiltEnv names a directory holding linux-<arch>/cni, as make builds them for
+// make image (make test-tools sets it): the test processes then share those builds
+// instead of linking their own.
+const PrebuiltEnv = "CNI_TEST_ARCH_BINS"
+
+// Binary returns a static linux build of ./cmd/cni for arch: the prebuilt one of
+// $CNI_TEST_ARCH_BINS, or one made once per process.
 func Binary(arch string) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if p, ok := built[arch]; ok {
+		return p, nil
+	}
+	if d := os.Getenv(PrebuiltEnv); d != "" {
+		p := filepath.Join(d, "linux-"+arch, "cni")
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", PrebuiltEnv, d, err)
+		}
+		built[arch] = p
 		return p, nil
 	}
 	if dir == "" {

@@ -704,3 +704,29 @@ func TestScriptAndInstallCommandAgree(t *testing.T) {
 		})
 	}
 }
+
+// make demo must show the mapped port answering, on a machine without the nft tool too:
+// PATH here holds every tool the demo uses except nft and iptables.
+func TestDemoShowsTheMappedPortAnswering(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the demo needs root (unshare --net --mount); make test runs as root")
+	}
+	bin := t.TempDir()
+	for _, tool := range []string{"bash", "env", "unshare", "mount", "mktemp", "rm", "mkdir", "ln", "cat", "ip", "ss",
+		"perl", "timeout", "seq", "sleep", "grep", "find", "wc", "readlink", "kill"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			continue // a shell builtin (kill) or missing; the demo's own error says which
+		}
+		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+	}
+	demo, err := filepath.Abs("demo.sh")
+	require.NoError(t, err)
+	cmd := exec.Command(demo, cniBinary)
+	cmd.Env = []string{"PATH=" + bin}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	assert.Regexp(t, `hello from the container: 10\.88\.0\.\d+:80 answering 192\.0\.2\.2:\d+`, string(out))
+	assert.Contains(t, string(out), "== after DEL: cache entries left: 0")
+}

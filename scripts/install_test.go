@@ -713,11 +713,12 @@ func TestDemoShowsTheMappedPortAnswering(t *testing.T) {
 	}
 	bin := t.TempDir()
 	for _, tool := range []string{"bash", "env", "unshare", "mount", "mktemp", "rm", "mkdir", "ln", "cat", "ip", "ss",
-		"perl", "timeout", "seq", "sleep", "grep", "find", "wc", "readlink", "kill"} {
+		"perl", "timeout", "seq", "sleep", "grep", "find", "wc", "readlink"} {
 		p, err := exec.LookPath(tool)
-		if err != nil {
-			continue // a shell builtin (kill) or missing; the demo's own error says which
+		if err != nil && os.Getenv("CNI_TEST_BINARY") != "" {
+			t.Skipf("make demo runs on a developer's machine; this one (the test-kernel VM) has no %s", tool)
 		}
+		require.NoError(t, err, "make demo needs %s", tool)
 		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
 	}
 	demo, err := filepath.Abs("demo.sh")

@@ -421,3 +421,64 @@ func TestSkopeoReadsBothFormats(t *testing.T) {
 	arm := inspect("docker-archive:" + archive + ":docker.io/cnikit/cni:v1.2.3-test-arm64")
 	assert.Equal(t, "arm64", arm["Architecture"])
 }
+
+// podman runs the image's binary in a container the way the DaemonSet does: cni install
+// into bind-mounted host directories on a read-only root, then cni sleep as PID 1
+// stopped by SIGTERM. runc, because crun refuses this machine's hybrid cgroup layout;
+// "--ulimit host" and no default ulimits, because this sandbox forbids setrlimit (both
+// are harmless elsewhere).
+func TestPodmanRunsInstallAndSleep(t *testing.T) {
+	podman := lookTool(t, "podman")
+	runc := lookTool(t, "runc")
+	archive := writeArchive(t)
+	// A short path of its own: podman refuses a run root longer than 50 characters.
+	store, err := os.MkdirTemp("", "pm")
+	require.NoError(t, err)
+	conf := filepath.Join(store, "containers.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("[containers]\ndefault_ulimits = []\n"), 0o644))
+	podmanCmd := func(args ...string) *exec.Cmd {
+		base := []string{"--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "run"),
+			"--tmpdir", filepath.Join(store, "tmp"), "--storage-driver", "vfs", "--events-backend", "none",
+			"--cgroup-manager", "cgroupfs", "--runtime", runc}
+		cmd := exec.Command(podman, append(base, args...)...)
+		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
+		return cmd
+	}
+	t.Cleanup(func() {
+		podmanCmd("rm", "-f", "-a").Run()
+		os.RemoveAll(store)
+	})
+	pm := func(args ...string) string {
+		t.Helper()
+		out, err := podmanCmd(args...).CombinedOutput()
+		require.NoError(t, err, "podman %v: %s", args, out)
+		return string(out)
+	}
+	pm("load", "-q", "-i", archive)
+	host := t.TempDir()
+	for _, d := range []string{"opt/cni/bin", "etc/cni/net.d", "config"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(host, d), 0o755))
+	}
+	confList := `{"cniVersion":"1.1.0","name":"k8s","plugins":[{"type":"bridge","ipam":{"type":"host-local","subnet":"10.88.0.0/16"}}]}`
+	require.NoError(t, os.WriteFile(filepath.Join(host, "config/10-k8s.conflist"), []byte(confList), 0o644))
+	ref := "docker.io/cnikit/cni:v1.2.3-test"
+
+	out := pm("run", "--rm", "--network", "none", "--ulimit", "host", "--read-only",
+		"-v", filepath.Join(host, "opt/cni/bin")+":/host/opt/cni/bin",
+		"-v", filepath.Join(host, "etc/cni/net.d")+":/host/etc/cni/net.d",
+		"-v", filepath.Join(host, "config")+":/etc/cni-install:ro",
+		ref, "install", "--dir", "/host/opt/cni/bin", "--conf", "/etc/cni-install/10-k8s.conflist", "--conf-dir", "/host/etc/cni/net.d")
+
+	assert.Contains(t, out, "write /host/etc/cni/net.d/10-k8s.conflist")
+	cmd := exec.Command(filepath.Join(host, "opt/cni/bin/bridge"))
+	cmd.Env = []string{"CNI_COMMAND=VERSION"}
+	version, err := cmd.Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(version), `"cniVersion"`)
+	assert.FileExists(t, filepath.Join(host, "etc/cni/net.d/10-k8s.conflist"))
+
+	pm("run", "-d", "--name", "sleep", "--network", "none", "--ulimit", "host", ref, "sleep")
+	pm("stop", "-t", "30", "sleep")
+	// Killed after the grace period it would show 137.
+	assert.Equal(t, "0", strings.TrimSpace(pm("inspect", "sleep", "--format", "{{.State.ExitCode}}")), "exits 0 on SIGTERM as PID 1")
+}

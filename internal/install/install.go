@@ -19,10 +19,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cnikit/cni/internal/invoke"
 )
 
 // Binary is the name of the multi-call binary in the plugin directory.
@@ -330,17 +331,16 @@ func (r *run) verify() error {
 	return errors.Join(errs...)
 }
 
+// answersVersion asks p for VERSION through invoke.Exec, which retries a "text file
+// busy" exec (another process may still hold a just-written binary open for writing
+// across its fork) and gives the plugin an empty stdin of its own: exec would otherwise
+// open /dev/null, which a scratch image run without /dev does not have.
 func answersVersion(p string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p)
-	cmd.Env = []string{"CNI_COMMAND=VERSION"}
-	// An empty stdin of our own: exec would otherwise open /dev/null, which a scratch
-	// image run without /dev does not have.
-	cmd.Stdin = strings.NewReader("")
-	out, err := cmd.CombinedOutput()
+	out, err := invoke.Exec(ctx, p, []string{"CNI_COMMAND=VERSION"}, nil, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+		return err
 	}
 	if !strings.Contains(string(out), `"cniVersion"`) {
 		return fmt.Errorf("no cniVersion in %q", out)

@@ -2,6 +2,7 @@ package install_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/install"
+	"github.com/cnikit/cni/internal/invoke"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -109,11 +111,12 @@ func entryNames(t *testing.T, dir string) []string {
 	return out
 }
 
+// assertAnswersVersion execs p through invoke.Exec: parallel tests write binaries in
+// this process, and a fork of one test may briefly hold another's file open for writing
+// ("text file busy"), which invoke.Exec retries.
 func assertAnswersVersion(t *testing.T, p string) {
 	t.Helper()
-	cmd := exec.Command(p)
-	cmd.Env = []string{"CNI_COMMAND=VERSION"}
-	out, err := cmd.Output()
+	out, err := invoke.Exec(context.Background(), p, []string{"CNI_COMMAND=VERSION"}, nil, nil)
 	require.NoError(t, err, p)
 	assert.Contains(t, string(out), `"cniVersion"`, p)
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cnikit/cni/internal/chain"
 )
@@ -51,8 +52,12 @@ func readConfs(paths []string) ([]conf, error) {
 	return out, nil
 }
 
+// checkConfName accepts a plain file name in the config dir that runtimes load.
 func checkConfName(name string) error {
-	if name == recordName || name[0] == '.' {
+	if name == "" || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("file name %q: not a plain file name", name)
+	}
+	if name[0] == '.' {
 		return fmt.Errorf("file name %q: runtimes skip hidden files", name)
 	}
 	switch filepath.Ext(name) {

@@ -56,6 +56,9 @@ func TestRecordSkipsLinesThatAreNotOurs(t *testing.T) {
 		sum + "  ../escape.conflist",
 		sum + "  .hidden.conflist",
 		sum + "  notes.txt",
+		sum + "  ",
+		sum + "  sub/dir.conflist",
+		sum + "  nul\x00.conflist",
 		"",
 	}, "\n")
 	assert.Equal(t, record{"10-ok.conflist": {sum}}, parseRecord([]byte(data)))

@@ -1,5 +1,8 @@
 # cni: one static binary holding a whole CNI toolkit.
 GO        ?= go
+empty     :=
+space     := $(empty) $(empty)
+comma     := ,
 PREFIX    ?= /opt/cni
 BINDIR    ?= $(PREFIX)/bin
 DESTDIR   ?=
@@ -8,8 +11,20 @@ COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 PKG       := github.com/cnikit/cni
 LDFLAGS   := -s -w -buildid= -X $(PKG)/internal/dispatch.buildVersion=$(VERSION) -X $(PKG)/internal/dispatch.buildCommit=$(COMMIT)
 BIN       := bin/cni
+# Every timestamp in the image and the packages: the last commit's, so that the same
+# commit always gives the same digests.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+SOURCE_URL ?= https://github.com/cnikit/cni
+IMAGE     ?= docker.io/cnikit/cni
+ARCHES    := amd64 arm64
+# The image and the packages carry one static binary per architecture.
+ARCH_BINS := $(foreach a,$(ARCHES),bin/linux-$(a)/cni)
+# The same as the tools' -bin flag, relative to tools/: amd64=../bin/linux-amd64/cni,...
+ARCH_BIN_FLAG := $(subst $(space),$(comma),$(foreach a,$(ARCHES),$(a)=../bin/linux-$(a)/cni))
+# The build tools (go-containerregistry, nfpm) live in their own module, never linked into cni.
+TOOLS     := cd tools && $(GO)
 
-.PHONY: build test vet fmt-check bench install demo clean test-kernel
+.PHONY: build test test-tools vet fmt-check bench install demo clean test-kernel image packages
 
 build: $(BIN)
 
@@ -17,6 +32,24 @@ build: $(BIN)
 .PHONY: $(BIN)
 $(BIN):
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cni
+
+.PHONY: $(ARCH_BINS)
+$(ARCH_BINS): bin/linux-%/cni:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/cni
+
+# bin/cni-image.tar: the node image for every architecture in one OCI archive, built
+# without a container daemon (podman load, docker load, skopeo, ctr import take it).
+image: $(ARCH_BINS)
+	$(TOOLS) run ./cmd/cni-image -o ../bin/cni-image.tar -version '$(VERSION)' -revision '$(COMMIT)' \
+		-source '$(SOURCE_URL)' -name '$(IMAGE)' -epoch '$(SOURCE_DATE_EPOCH)' \
+		-bin '$(ARCH_BIN_FLAG)'
+
+# bin/cni_*.deb and bin/cni-*.rpm for every architecture: /opt/cni/bin/cni, one symlink
+# per plugin of the registry (bin/cni --list), the systemd units of deploy/systemd.
+packages: $(BIN) $(ARCH_BINS)
+	$(TOOLS) run ./cmd/cni-packages -o ../bin -version '$(VERSION)' -homepage '$(SOURCE_URL)' \
+		-list ../$(BIN) -units ../deploy/systemd -license ../LICENSE -changelog ../packaging/changelog.yml \
+		-epoch '$(SOURCE_DATE_EPOCH)' -bin '$(ARCH_BIN_FLAG)'
 
 vet:
 	$(GO) vet ./...
@@ -29,6 +62,14 @@ fmt-check:
 # (tests make their own network namespaces and never touch the machine's own).
 test: vet fmt-check
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) test-tools
+
+# The build tools' module: the image, the packages and the Kubernetes manifests, tested
+# with the binaries make image and make packages ship (go test in tools/ alone builds
+# its own).
+test-tools: $(ARCH_BINS)
+	$(TOOLS) vet ./...
+	CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(TOOLS) test -count=1 -timeout 15m ./...
 
 bench: build
 	$(GO) run ./cmd/cnibench -bin $(BIN)

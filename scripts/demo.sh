@@ -5,8 +5,11 @@
 # as far as those plugins are built in. ADD prints the result, then CHECK and DEL, into a
 # throwaway netns. Everything happens inside a private "host" namespace (unshare) with a
 # tmpfs /run and temp cache and IPAM dirs, so the machine's own network is never touched
-# and nothing outlives the demo. With only loopback built in, it falls back to exec'ing
-# the loopback plugin by hand.
+# and nothing outlives the demo. With portmap built in, a TCP responder in the container
+# answers a connection made to the mapped host port from a third netns ("demo-client",
+# wired to the host by a veth on 192.0.2.0/24, a documentation range), so the mapping is
+# shown working whatever firewall tools the machine has. With only loopback built in, it
+# falls back to exec'ing the loopback plugin by hand.
 set -euo pipefail
 bin=$(readlink -f "${1:-bin/cni}")
 
@@ -15,7 +18,14 @@ if [ "${CNI_DEMO_INNER:-}" != 1 ]; then
 fi
 
 work=$(mktemp -d)
-trap 'ip netns del demo-ctr 2>/dev/null || true; rm -rf "$work"' EXIT
+responder=
+cleanup() {
+	if [ -n "$responder" ]; then kill "$responder" 2>/dev/null || true; fi
+	ip netns del demo-client 2>/dev/null || true
+	ip netns del demo-ctr 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
 # A private /run: netns mounts and lock files stay in this mount namespace.
 mount -t tmpfs tmpfs /run
 mkdir -p /run/netns
@@ -75,8 +85,33 @@ ip netns exec demo-ctr ip route
 echo "== host:"
 ip -br link
 if has portmap; then
-	echo "== host port mapping (8080 -> container 80):"
-	{ nft list ruleset 2>/dev/null; iptables-save -t nat 2>/dev/null; } | grep -E '8080' || true
+	echo "== host port 8080 -> container port 80, asked from another netns:"
+	# portmap puts its rules in nftables or iptables, whichever the machine uses, and the
+	# tool to list them may be missing: a real request shows the mapping either way.
+	# The responder is perl (perl-base is part of every Debian system); it answers one
+	# connection with the addresses it sees.
+	ip netns exec demo-ctr perl -MIO::Socket::INET -e '
+		my $s = IO::Socket::INET->new(LocalPort => 80, Listen => 1, ReuseAddr => 1) or die "listen: $!\n";
+		my $c = $s->accept or die "accept: $!\n";
+		printf $c "hello from the container: %s:%d answering %s:%d\n",
+			$c->sockhost, $c->sockport, $c->peerhost, $c->peerport;
+		close $c;' &
+	responder=$!
+	ip netns add demo-client
+	ip link add demo-host type veth peer name demo-peer netns demo-client
+	ip addr add 192.0.2.1/24 dev demo-host
+	ip link set demo-host up
+	ip -n demo-client addr add 192.0.2.2/24 dev demo-peer
+	ip -n demo-client link set demo-peer up
+	for _ in $(seq 50); do
+		ip netns exec demo-ctr ss -Hltn 'sport = :80' | grep -q . && break
+		sleep 0.1
+	done
+	echo "demo-client (192.0.2.2) connects to the host's 192.0.2.1:8080 and reads:"
+	ip netns exec demo-client timeout 5 bash -c 'exec 3<>/dev/tcp/192.0.2.1/8080 && cat <&3' ||
+		echo "no answer through the mapped port" >&2
+	wait "$responder" 2>/dev/null || true
+	responder=
 fi
 run check loopback "$ns" --ifname lo
 run check demo "$ns"

@@ -5,6 +5,7 @@ package scripts
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -601,4 +602,132 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 			assert.Contains(t, r.stderr, "Usage:")
 		})
 	}
+}
+
+// node is a tree as a runtime sees it: for every entry its type, permissions, symlink
+// target or content digest, and which entry it shares an inode with.
+type node struct {
+	Type, Perm, Link, Content, SameInodeAs string
+}
+
+// tree describes every entry of dir, independent of inode numbers and times.
+func tree(t *testing.T, dir string) map[string]node {
+	t.Helper()
+	out := map[string]node{}
+	inodes := map[uint64]string{}
+	for _, name := range entryNames(t, dir) {
+		p := filepath.Join(dir, name)
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		n := node{Perm: fi.Mode().Perm().String()}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			n.Type = "symlink"
+			n.Link, err = os.Readlink(p)
+			require.NoError(t, err)
+			n.Perm = ""
+		case fi.Mode().IsRegular():
+			n.Type = "file"
+			data, err := os.ReadFile(p)
+			require.NoError(t, err)
+			n.Content = fmt.Sprintf("%d bytes, %x", len(data), sha256.Sum256(data))
+			ino := fi.Sys().(*syscall.Stat_t).Ino
+			if first, ok := inodes[ino]; ok {
+				n.SameInodeAs = first
+			} else {
+				inodes[ino] = name
+			}
+		default:
+			n.Type = fi.Mode().Type().String()
+		}
+		out[name] = n
+	}
+	return out
+}
+
+// goInstall runs `cni install` of the binary under test and requires success.
+func goInstall(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(cniBinary, append([]string{"install"}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "cni install %v\nstdout:\n%s\nstderr:\n%s", args, stdout.String(), stderr.String())
+	return result{stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// The script is for image builders with a shell, `cni install` for images without one;
+// both must leave the same tree, accept each other's tree as up to date and uninstall
+// each other's entries.
+func TestScriptAndInstallCommandAgree(t *testing.T) {
+	names := pluginNames(t, cniBinary)
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{name: "symlink", args: []string{"--mode", "symlink"}},
+		{name: "hardlink", args: []string{"--mode", "hardlink"}},
+		{name: "copy", args: []string{"--mode", "copy"}},
+		{name: "skip one", args: []string{"--skip", names[0]}},
+		{name: "only two", args: []string{"--only", strings.Join(atLeastTwoNames(t)[:2], ","), "--mode", "hardlink"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			byScript := filepath.Join(t.TempDir(), "opt", "cni", "bin")
+			byCommand := filepath.Join(t.TempDir(), "opt", "cni", "bin")
+
+			install(t, append([]string{"--dir", byScript, "--binary", cniBinary}, tc.args...)...)
+			goInstall(t, append([]string{"--dir", byCommand}, tc.args...)...)
+
+			require.Equal(t, tree(t, byScript), tree(t, byCommand))
+
+			before := snapshot(t, byScript)
+			r := goInstall(t, append([]string{"--dir", byScript}, tc.args...)...)
+			assert.Contains(t, r.stdout, "nothing to do:")
+			assert.Equal(t, before, snapshot(t, byScript), "cni install takes the script's tree as up to date")
+
+			before = snapshot(t, byCommand)
+			r = install(t, append([]string{"--dir", byCommand, "--binary", cniBinary}, tc.args...)...)
+			for _, line := range r.lines() {
+				assert.Regexp(t, `^(unchanged|verified) `, line)
+			}
+			assert.Equal(t, before, snapshot(t, byCommand), "the script takes cni install's tree as up to date")
+
+			for _, dir := range []string{byScript, byCommand} {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "vendor-plugin"), []byte("vendor\n"), 0o755))
+			}
+			install(t, append([]string{"--dir", byCommand, "--binary", cniBinary, "--uninstall"}, tc.args...)...)
+			goInstall(t, append([]string{"--dir", byScript, "--uninstall"}, tc.args...)...)
+			assert.Equal(t, tree(t, byScript), tree(t, byCommand), "each uninstalls the other's entries alike")
+			assert.Contains(t, entryNames(t, byScript), "vendor-plugin")
+		})
+	}
+}
+
+// make demo must show the mapped port answering, on a machine without the nft tool too:
+// PATH here holds every tool the demo uses except nft and iptables.
+func TestDemoShowsTheMappedPortAnswering(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the demo needs root (unshare --net --mount); make test runs as root")
+	}
+	bin := t.TempDir()
+	for _, tool := range []string{"bash", "env", "unshare", "mount", "mktemp", "rm", "mkdir", "ln", "cat", "ip", "ss",
+		"perl", "timeout", "seq", "sleep", "grep", "find", "wc", "readlink"} {
+		p, err := exec.LookPath(tool)
+		if err != nil && os.Getenv("CNI_TEST_BINARY") != "" {
+			t.Skipf("make demo runs on a developer's machine; this one (the test-kernel VM) has no %s", tool)
+		}
+		require.NoError(t, err, "make demo needs %s", tool)
+		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+	}
+	demo, err := filepath.Abs("demo.sh")
+	require.NoError(t, err)
+	cmd := exec.Command(demo, cniBinary)
+	cmd.Env = []string{"PATH=" + bin}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	assert.Regexp(t, `hello from the container: 10\.88\.0\.\d+:80 answering 192\.0\.2\.2:\d+`, string(out))
+	assert.Contains(t, string(out), "== after DEL: cache entries left: 0")
 }

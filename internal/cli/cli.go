@@ -1,6 +1,7 @@
 // Package cli is the runtime side of the cni binary: cnitool-compatible add, check, del,
 // gc and status commands that run a network's chain through the embedded runner, "ls"
-// to list the configured networks, and "exec" to run one plugin by hand. It reads its
+// to list the configured networks, "exec" to run one plugin by hand, "install" to put
+// the binary onto a node and "sleep" to idle in a DaemonSet. It reads its
 // environment and streams from a Process, never from os globals.
 package cli
 
@@ -34,13 +35,14 @@ const (
 const DefaultPluginPath = "/opt/cni/bin"
 
 // Process is what a command runs with. Builtin is the registry lookup that makes
-// built-in plugin types run in-process.
+// built-in plugin types run in-process; Plugins are the registry's names, in order.
 type Process struct {
 	Env     []string
 	Stdin   io.Reader
 	Stdout  io.Writer
 	Stderr  io.Writer
 	Builtin func(name string) *skel.Plugin
+	Plugins []string
 }
 
 // Command is one subcommand.
@@ -59,6 +61,8 @@ func Commands() []Command {
 		{Name: "gc", Summary: "NETWORK [NETNS]: DEL stale cached attachments, then GC the plugins", Run: runChain("gc")},
 		{Name: "status", Summary: "NETWORK [NETNS]: ask every plugin of the network for STATUS", Run: runChain("status")},
 		{Name: "ls", Summary: "list the networks of the config dir and their plugin types", Run: runList},
+		{Name: "install", Summary: "--dir DIR [--conf FILE]...: install this binary and its plugin names, then configs", Run: runInstall},
+		{Name: "sleep", Summary: "block until SIGTERM or SIGINT, then exit 0 (a DaemonSet's idle main container)", Run: runSleep},
 		{Name: "exec", Summary: "PLUGIN ADD|DEL|CHECK|GC|STATUS|VERSION: run one plugin by hand" +
 			"\n\n  Runtime commands read NETCONFPATH, CNI_PATH, CNI_ARGS, CAP_ARGS, CNI_IFNAME and\n" +
 			"  CNI_CACHE_DIR like cnitool; \"cni COMMAND --help\" lists their flags.\n" +

@@ -138,7 +138,7 @@ func commands() []command {
 	out := make([]command, len(cmds))
 	for i, c := range cmds {
 		out[i] = command{name: c.Name, summary: c.Summary, run: func(p Process, args []string) int {
-			return c.Run(cli.Process{Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup}, args)
+			return c.Run(cli.Process{Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup, Plugins: names()}, args)
 		}}
 	}
 	return out
@@ -171,8 +171,9 @@ func writeVersion(w io.Writer) {
 func writeHelp(w io.Writer) {
 	fmt.Fprint(w, `cni: a CNI plugin toolkit in one binary.
 
-Run as a plugin: link this binary under a plugin's name (scripts/install-symlinks.sh),
-or run "cni PLUGIN" with the CNI_* environment and the config on stdin.
+Run as a plugin: link this binary under a plugin's name ("cni install --dir /opt/cni/bin"
+does it, as does scripts/install-symlinks.sh), or run "cni PLUGIN" with the CNI_*
+environment and the config on stdin.
 
 Usage:
   cni PLUGIN             run a built-in plugin (as if exec'd under its name)

@@ -1,0 +1,205 @@
+package install
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cnikit/cni/internal/chain"
+)
+
+// conf is one config file to install.
+type conf struct {
+	src, name string
+	data      []byte
+}
+
+// confAction is what a run does with one config.
+type confAction struct {
+	conf
+	target string
+	write  bool // false: the file already holds these bytes
+}
+
+// readConfs reads and checks every config before anything changes: a runtime that
+// finds an invalid file in its config directory may stop using the network.
+func readConfs(paths []string) ([]conf, error) {
+	var out []conf
+	seen := map[string]string{}
+	for _, p := range paths {
+		c := conf{src: p, name: filepath.Base(p)}
+		if prev, ok := seen[c.name]; ok {
+			return nil, fmt.Errorf("--conf %s and %s would both be written as %s", prev, p, c.name)
+		}
+		seen[c.name] = p
+		if err := checkConfName(c.name); err != nil {
+			return nil, fmt.Errorf("--conf %s: %w", p, err)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("--conf: %w", err)
+		}
+		if err := checkConf(c.name, data); err != nil {
+			return nil, fmt.Errorf("--conf %s: %w", p, err)
+		}
+		c.data = data
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// checkConfName accepts a plain file name in the config dir that runtimes load.
+func checkConfName(name string) error {
+	if name == "" || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("file name %q: not a plain file name", name)
+	}
+	if name[0] == '.' {
+		return fmt.Errorf("file name %q: runtimes skip hidden files", name)
+	}
+	switch filepath.Ext(name) {
+	case ".conflist", ".conf", ".json":
+		return nil
+	}
+	return fmt.Errorf("file name %q: runtimes load only .conflist, .conf and .json files", name)
+}
+
+// checkConf parses a config the way the runtimes' loader (libcni) will.
+func checkConf(name string, data []byte) error {
+	if len(data) > chain.MaxFileSize {
+		return fmt.Errorf("larger than %d bytes", chain.MaxFileSize)
+	}
+	if filepath.Ext(name) == ".conflist" {
+		_, err := chain.Parse(data)
+		return err
+	}
+	_, err := chain.ParsePlugin(data)
+	return err
+}
+
+// planConfs decides, before anything changes, what happens to each config: written,
+// left as it is, or refused because the file there is not ours.
+func (r *run) planConfs(confs []conf) ([]confAction, error) {
+	if len(confs) == 0 {
+		return nil, nil
+	}
+	rec, err := readRecord(r.ConfDir)
+	if err != nil {
+		return nil, err
+	}
+	var plan []confAction
+	var errs []error
+	for _, c := range confs {
+		a := confAction{conf: c, target: filepath.Join(r.ConfDir, c.name), write: true}
+		old, err := os.ReadFile(a.target)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("refusing to replace %s: %w", a.target, err))
+			continue
+		case bytes.Equal(old, c.data):
+			a.write = false
+		case !rec.holds(c.name, old) && !r.Force:
+			errs = append(errs, fmt.Errorf("refusing to replace %s: not written by cni install (use --force)", a.target))
+			continue
+		}
+		plan = append(plan, a)
+	}
+	return plan, errors.Join(errs...)
+}
+
+// writeConfs writes the planned configs. The record names the old and the new content
+// of every config before any is replaced, so a run interrupted half-way still knows
+// both as ours; it keeps only the new content once every config is in place.
+func (r *run) writeConfs(plan []confAction) error {
+	if len(plan) == 0 {
+		return nil
+	}
+	if _, err := os.Stat(r.ConfDir); errors.Is(err, fs.ErrNotExist) {
+		r.say("create directory %s", r.ConfDir)
+		if !r.DryRun {
+			if err := os.MkdirAll(r.ConfDir, 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	rec, err := readRecord(r.ConfDir)
+	if err != nil {
+		return err
+	}
+	final := rec.clone()
+	for _, a := range plan {
+		rec.add(a.name, a.data)
+		final.set(a.name, a.data)
+	}
+	if !r.DryRun {
+		if err := rec.write(r.ConfDir); err != nil {
+			return err
+		}
+	}
+	for _, a := range plan {
+		if !a.write {
+			r.note("unchanged %s", a.target)
+			continue
+		}
+		r.say("write %s (from %s)", a.target, a.src)
+		if r.DryRun {
+			continue
+		}
+		if err := writeFile(a.target, bytes.NewReader(a.data), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", a.target, err)
+		}
+	}
+	if r.DryRun {
+		return nil
+	}
+	if err := syncDir(r.ConfDir); err != nil {
+		return err
+	}
+	return final.write(r.ConfDir)
+}
+
+// uninstallConfs removes the configs recorded as ours (only those named by Confs, when
+// given) whose content is still what cni wrote; a config someone changed stays.
+func (r *run) uninstallConfs() error {
+	if r.ConfDir == "" {
+		return nil
+	}
+	rec, err := readRecord(r.ConfDir)
+	if err != nil || len(rec) == 0 {
+		return err
+	}
+	only := map[string]bool{}
+	for _, p := range r.Confs {
+		only[filepath.Base(p)] = true
+	}
+	for _, name := range rec.names() {
+		if len(only) > 0 && !only[name] {
+			continue
+		}
+		p := filepath.Join(r.ConfDir, name)
+		data, err := os.ReadFile(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return err
+		case rec.holds(name, data):
+			r.say("remove %s", p)
+			if !r.DryRun {
+				if err := os.Remove(p); err != nil {
+					return err
+				}
+			}
+		default:
+			r.note("keep %s (changed since cni install wrote it)", p)
+		}
+		delete(rec, name)
+	}
+	if r.DryRun {
+		return nil
+	}
+	return rec.write(r.ConfDir)
+}

@@ -1,0 +1,124 @@
+package install
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// isOurs tells whether the entry at p was installed by cni: a symlink to Dir/cni, a
+// hardlink of Dir/cni or of Source, or a file identical to one of them. Source counts
+// so that an interrupted upgrade (new binary, old entries) and a removed Dir/cni are
+// still recognised.
+func (r *run) isOurs(p string) (bool, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return false, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return r.pointsAtBinary(p), nil
+	}
+	if !fi.Mode().IsRegular() {
+		return false, nil
+	}
+	for _, ref := range []string{r.target(), r.Source} {
+		if sameInode(fi, ref) {
+			return true, nil
+		}
+		same, err := sameContent(p, ref)
+		if err != nil || same {
+			return same, err
+		}
+	}
+	return false, nil
+}
+
+// pointsAtBinary tells whether p is a symlink whose target is Dir/cni, relative or
+// absolute.
+func (r *run) pointsAtBinary(p string) bool {
+	target, err := os.Readlink(p)
+	if err != nil {
+		return false
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(r.Dir, target)
+	}
+	return filepath.Clean(target) == filepath.Clean(r.target())
+}
+
+// sameInode tells whether fi and the file at ref are one inode.
+func sameInode(fi fs.FileInfo, ref string) bool {
+	rfi, err := os.Stat(ref)
+	return err == nil && rfi.Mode().IsRegular() && os.SameFile(fi, rfi)
+}
+
+// sameContent tells whether two regular files hold the same bytes; a missing file or
+// one that is not regular is never the same.
+func sameContent(a, b string) (bool, error) {
+	fa, err := openRegular(a)
+	if fa == nil {
+		return false, err
+	}
+	defer fa.Close()
+	fb, err := openRegular(b)
+	if fb == nil {
+		return false, err
+	}
+	defer fb.Close()
+	sa, err := fa.Stat()
+	if err != nil {
+		return false, err
+	}
+	sb, err := fb.Stat()
+	if err != nil {
+		return false, err
+	}
+	if sa.Size() != sb.Size() {
+		return false, nil
+	}
+	return sameBytes(fa, fb)
+}
+
+// openRegular opens p when it is a regular file; (nil, nil) when it is missing or is
+// something else.
+func openRegular(p string) (*os.File, error) {
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func sameBytes(a, b io.Reader) (bool, error) {
+	const chunk = 64 << 10
+	ba, bb := make([]byte, chunk), make([]byte, chunk)
+	for {
+		na, errA := io.ReadFull(a, ba)
+		nb, errB := io.ReadFull(b, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false, nil
+		}
+		endA := errors.Is(errA, io.EOF) || errors.Is(errA, io.ErrUnexpectedEOF)
+		endB := errors.Is(errB, io.EOF) || errors.Is(errB, io.ErrUnexpectedEOF)
+		if errA != nil && !endA {
+			return false, errA
+		}
+		if errB != nil && !endB {
+			return false, errB
+		}
+		if endA || endB {
+			return endA && endB, nil
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package install
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cnikit/cni/internal/sha2"
+)
+
+// recordName is the file in the config directory that says which configs cni install
+// wrote, by SHA-256 of their content, so that a later run may replace them (a changed
+// ConfigMap) and --uninstall may remove them, while a file someone else wrote or edited
+// stays. Runtimes load only .conflist, .conf and .json files, so they never read it.
+const recordName = ".cni-install"
+
+// record maps a config's file name to the digests of the contents cni wrote there.
+type record map[string][]string
+
+func digest(data []byte) string {
+	sum := sha2.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// readRecord reads the record of dir; a missing one is empty.
+func readRecord(dir string) (record, error) {
+	data, err := os.ReadFile(filepath.Join(dir, recordName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return record{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseRecord(data), nil
+}
+
+// parseRecord reads lines of "<sha256 hex>  <file name>", as sha256sum prints them.
+// A line that is not one is skipped: it can only make fewer files count as ours.
+func parseRecord(data []byte) record {
+	rec := record{}
+	for line := range strings.Lines(string(data)) {
+		sum, name, ok := strings.Cut(strings.TrimRight(line, "\n"), "  ")
+		if !ok || len(sum) != 64 || checkConfName(name) != nil {
+			continue
+		}
+		if _, err := hex.DecodeString(sum); err != nil || strings.ToLower(sum) != sum {
+			continue
+		}
+		rec[name] = append(rec[name], sum)
+	}
+	return rec
+}
+
+func (rec record) holds(name string, data []byte) bool {
+	return slices.Contains(rec[name], digest(data))
+}
+
+func (rec record) add(name string, data []byte) {
+	if !rec.holds(name, data) {
+		rec[name] = append(rec[name], digest(data))
+	}
+}
+
+func (rec record) set(name string, data []byte) {
+	rec[name] = []string{digest(data)}
+}
+
+func (rec record) clone() record {
+	out := record{}
+	for k, v := range rec {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+func (rec record) names() []string {
+	var out []string
+	for k := range rec {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (rec record) format() []byte {
+	var b bytes.Buffer
+	for _, name := range rec.names() {
+		for _, sum := range rec[name] {
+			b.WriteString(sum + "  " + name + "\n")
+		}
+	}
+	return b.Bytes()
+}
+
+// write replaces the record of dir atomically; an empty record removes the file.
+func (rec record) write(dir string) error {
+	p := filepath.Join(dir, recordName)
+	if len(rec) == 0 {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, rec.format()) {
+		return nil
+	}
+	return writeFile(p, bytes.NewReader(rec.format()), 0o644)
+}

@@ -1,0 +1,112 @@
+package install
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Uninstall removes the configs cni install recorded, then our entries of Names, then
+// Dir/cni once nothing of ours uses it. Configs go first, so that a runtime never sees
+// a config whose plugins are gone; files that are not ours stay.
+func Uninstall(o Options) error {
+	r := &run{Options: o}
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if err := r.uninstallConfs(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(r.Dir); errors.Is(err, fs.ErrNotExist) {
+		r.note("nothing to do: %s does not exist", r.Dir)
+		return nil
+	}
+	for _, n := range r.Names {
+		if err := r.removeEntry(filepath.Join(r.Dir, n)); err != nil {
+			return err
+		}
+	}
+	if err := r.removeBinary(); err != nil {
+		return err
+	}
+	r.summary()
+	return nil
+}
+
+func (r *run) removeEntry(p string) error {
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	ours, err := r.isOurs(p)
+	if err != nil {
+		return err
+	}
+	if !ours {
+		r.note("keep %s (not installed by cni)", p)
+		return nil
+	}
+	r.say("remove %s", p)
+	if r.DryRun {
+		return nil
+	}
+	return os.Remove(p)
+}
+
+// removeBinary removes Dir/cni unless entries of ours are left: symlinks to it would
+// dangle, and hardlinks or copies kept by --only/--skip would no longer be recognised
+// as ours by a later uninstall.
+func (r *run) removeBinary() error {
+	if _, err := os.Lstat(r.target()); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	users, err := r.users()
+	if err != nil {
+		return err
+	}
+	if len(users) > 0 {
+		r.note("keep %s (still used by: %v)", r.target(), users)
+		return nil
+	}
+	r.say("remove %s", r.target())
+	if r.DryRun {
+		return nil
+	}
+	return os.Remove(r.target())
+}
+
+// users lists the entries of ours that this run leaves in place: unselected plugin
+// names, and any other symlink to cni.
+func (r *run) users() ([]string, error) {
+	des, err := os.ReadDir(r.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, de := range des {
+		n := de.Name()
+		if n == Binary || slices.Contains(r.Names, n) {
+			continue
+		}
+		p := filepath.Join(r.Dir, n)
+		if de.Type()&fs.ModeSymlink != 0 {
+			if r.pointsAtBinary(p) {
+				out = append(out, n)
+			}
+			continue
+		}
+		if !slices.Contains(r.AllNames, n) {
+			continue
+		}
+		ours, err := r.isOurs(p)
+		if err != nil {
+			return nil, fmt.Errorf("check %s: %w", p, err)
+		}
+		if ours {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

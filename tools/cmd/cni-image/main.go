@@ -1,0 +1,87 @@
+// Command cni-image writes the multi-architecture cni node image as one OCI archive
+// (make image), without a container daemon. See package image.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cnikit/cni/tools/image"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "cni-image:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("cni-image", flag.ContinueOnError)
+	var o image.Options
+	bins := fs.String("bin", "", "ARCH=PATH[,ARCH=PATH]...: the static binary of each architecture")
+	fs.StringVar(&o.Version, "version", "dev", "image version (label and tag)")
+	fs.StringVar(&o.Revision, "revision", "unknown", "source commit")
+	fs.StringVar(&o.Source, "source", "", "source repository URL")
+	fs.StringVar(&o.Name, "name", "docker.io/cnikit/cni", "repository the archive names the image after")
+	epoch := fs.String("epoch", os.Getenv("SOURCE_DATE_EPOCH"), "every timestamp, in seconds since 1970 (default $SOURCE_DATE_EPOCH, else 0)")
+	out := fs.String("o", "bin/cni-image.tar", "output archive")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.Binaries = map[string]string{}
+	for _, kv := range strings.Split(*bins, ",") {
+		arch, path, ok := strings.Cut(kv, "=")
+		if !ok || arch == "" || path == "" {
+			return fmt.Errorf("-bin: want ARCH=PATH, got %q", kv)
+		}
+		o.Binaries[arch] = path
+	}
+	secs := int64(0)
+	if *epoch != "" {
+		var err error
+		if secs, err = strconv.ParseInt(*epoch, 10, 64); err != nil {
+			return fmt.Errorf("-epoch: %w", err)
+		}
+	}
+	o.Created = time.Unix(secs, 0).UTC()
+	idx, err := image.Index(o)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := image.WriteArchive(&b, idx, o); err != nil {
+		return err
+	}
+	// Written beside the target and renamed: a failed build leaves no half archive.
+	tmp, err := os.CreateTemp(filepath.Dir(*out), ".cni-image-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b.Bytes()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), *out); err != nil {
+		return err
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: %s:%s, index %s\n", *out, o.Name, o.Version, d)
+	return nil
+}

@@ -1,0 +1,85 @@
+// Package cnibuild builds the cni binary of the parent module for the build tools'
+// tests, the way the Makefile does (static, -trimpath, no build id), so that the tests
+// check what make image and make packages ship.
+package cnibuild
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+)
+
+// Flags are the Makefile's build flags without the version stamp.
+var Flags = []string{"-trimpath", "-ldflags", "-s -w -buildid="}
+
+var (
+	mu    sync.Mutex
+	built = map[string]string{}
+	dir   string
+)
+
+// Root is the parent module's directory (the repository root).
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+// PrebuiltEnv names a directory holding linux-<arch>/cni, as make builds them for
+// make image (make test-tools sets it): the test processes then share those builds
+// instead of linking their own.
+const PrebuiltEnv = "CNI_TEST_ARCH_BINS"
+
+// Binary returns a static linux build of ./cmd/cni for arch: the prebuilt one of
+// $CNI_TEST_ARCH_BINS, or one made once per process.
+func Binary(arch string) (string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if p, ok := built[arch]; ok {
+		return p, nil
+	}
+	if d := os.Getenv(PrebuiltEnv); d != "" {
+		p := filepath.Join(d, "linux-"+arch, "cni")
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", PrebuiltEnv, d, err)
+		}
+		built[arch] = p
+		return p, nil
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "cnibuild-")
+		if err != nil {
+			return "", err
+		}
+		dir = d
+	}
+	out := filepath.Join(dir, arch, "cni")
+	if err := Build(arch, out); err != nil {
+		return "", err
+	}
+	built[arch] = out
+	return out, nil
+}
+
+// Build builds ./cmd/cni for arch into out.
+func Build(arch, out string) error {
+	args := append([]string{"build"}, Flags...)
+	cmd := exec.Command("go", append(args, "-o", out, "./cmd/cni")...)
+	cmd.Dir = Root()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=-buildvcs=false")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/cni for %s: %w\n%s", arch, err, b)
+	}
+	return nil
+}
+
+// Cleanup removes the builds; call it from TestMain after the tests ran.
+func Cleanup() {
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+}

@@ -1,0 +1,187 @@
+// Package packages builds the .deb and .rpm of cni with nfpm: /opt/cni/bin/cni, one
+// relative symlink per plugin of the registry (the names come from the binary's
+// --list), the systemd units found in deploy/systemd, the license and the changelog.
+// The same inputs give the same bytes: every timestamp is the given epoch.
+package packages
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goreleaser/nfpm/v2"
+	"github.com/goreleaser/nfpm/v2/deb"
+	"github.com/goreleaser/nfpm/v2/files"
+	"github.com/goreleaser/nfpm/v2/rpm"
+)
+
+// PluginDir is where the packages put the binary and its plugin names.
+const PluginDir = "/opt/cni/bin"
+
+// UnitDir is where systemd finds packaged units on Debian and on RPM distributions.
+const UnitDir = "/usr/lib/systemd/system"
+
+// Options are the inputs of one package.
+type Options struct {
+	Binary    string    // the static binary for Arch
+	Names     []string  // plugin names, from the registry (cni --list)
+	Arch      string    // GOARCH
+	Version   string    // the build version (git describe)
+	Homepage  string    // the source repository
+	Units     []string  // systemd unit files to ship
+	License   string    // the LICENSE file
+	Changelog string    // the chglog YAML file
+	MTime     time.Time // SOURCE_DATE_EPOCH
+}
+
+// Formats are the package formats built, by file extension.
+var Formats = map[string]interface {
+	Package(*nfpm.Info, io.Writer) error
+	ConventionalFileName(*nfpm.Info) string
+}{
+	"deb": deb.Default,
+	"rpm": rpm.DefaultRPM,
+}
+
+// PackageVersion turns a git describe version into one that dpkg and rpm order
+// correctly: v1.2.3 → 1.2.3, v1.2.3-4-gabc → 1.2.3+4.gabc (after 1.2.3), and an
+// untagged abc123-dirty → 0.0.0+abc123.dirty.
+func PackageVersion(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	base, rest := "0.0.0", v
+	if regexp.MustCompile(`^[0-9]+\.[0-9]+`).MatchString(v) {
+		base, rest, _ = strings.Cut(v, "-")
+	}
+	rest = regexp.MustCompile(`[^A-Za-z0-9.]+`).ReplaceAllString(rest, ".")
+	rest = strings.Trim(rest, ".")
+	if rest == "" {
+		return base
+	}
+	return base + "+" + rest
+}
+
+// Info is the nfpm description of the package for one architecture.
+func Info(o Options) (*nfpm.Info, error) {
+	if o.Binary == "" || len(o.Names) == 0 {
+		return nil, fmt.Errorf("a binary and its plugin names are needed")
+	}
+	contents := files.Contents{{
+		Source:      o.Binary,
+		Destination: filepath.Join(PluginDir, "cni"),
+		FileInfo:    &files.ContentFileInfo{Mode: 0o755, MTime: o.MTime},
+	}}
+	names := slices.Sorted(slices.Values(o.Names))
+	for _, n := range names {
+		if n == "" || n == "cni" || strings.ContainsAny(n, "/ \t\n") || strings.HasPrefix(n, ".") {
+			return nil, fmt.Errorf("invalid plugin name %q", n)
+		}
+		contents = append(contents, &files.Content{
+			Type:        files.TypeSymlink,
+			Source:      "cni",
+			Destination: filepath.Join(PluginDir, n),
+			FileInfo:    &files.ContentFileInfo{Mode: 0o777, MTime: o.MTime},
+		})
+	}
+	for _, u := range slices.Sorted(slices.Values(o.Units)) {
+		contents = append(contents, &files.Content{
+			Source:      u,
+			Destination: filepath.Join(UnitDir, filepath.Base(u)),
+			FileInfo:    &files.ContentFileInfo{Mode: 0o644, MTime: o.MTime},
+		})
+	}
+	contents = append(contents,
+		&files.Content{Source: o.License, Destination: "/usr/share/doc/cni/copyright", Packager: "deb",
+			FileInfo: &files.ContentFileInfo{Mode: 0o644, MTime: o.MTime}},
+		&files.Content{Source: o.License, Destination: "/usr/share/licenses/cni/LICENSE", Packager: "rpm",
+			Type: files.TypeRPMLicense, FileInfo: &files.ContentFileInfo{Mode: 0o644, MTime: o.MTime}},
+	)
+	info := &nfpm.Info{
+		Name:          "cni",
+		Arch:          o.Arch,
+		Platform:      "linux",
+		Version:       PackageVersion(o.Version),
+		VersionSchema: "none",
+		Release:       "1",
+		Section:       "net",
+		Priority:      "optional",
+		Maintainer:    "The cni authors <cni@cnikit.invalid>",
+		Description: "CNI plugins in one static binary\n" +
+			"One multi-call binary holding the Container Network Interface plugins (bridge,\n" +
+			"host-local, portmap, bandwidth, ...) and a chain runner, linked into /opt/cni/bin\n" +
+			"under every plugin name, where container runtimes look for plugins.",
+		Vendor:    "cni",
+		Homepage:  o.Homepage,
+		License:   "Apache-2.0",
+		Changelog: o.Changelog,
+		MTime:     o.MTime,
+		Overridables: nfpm.Overridables{
+			// The Kubernetes project's package puts the reference plugins at the same paths.
+			Conflicts: []string{"kubernetes-cni"},
+			Contents:  contents,
+		},
+	}
+	return nfpm.WithDefaults(info), nil
+}
+
+// Write builds the package of format ("deb" or "rpm") into dir and returns its path.
+func Write(o Options, format, dir string) (string, error) {
+	p, ok := Formats[format]
+	if !ok {
+		return "", fmt.Errorf("unknown package format %q", format)
+	}
+	info, err := Info(o)
+	if err != nil {
+		return "", err
+	}
+	info.Target = filepath.Join(dir, p.ConventionalFileName(info))
+	f, err := os.CreateTemp(dir, ".cni-package-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(f.Name())
+	if err := p.Package(info, f); err != nil {
+		f.Close()
+		return "", fmt.Errorf("%s package: %w", format, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return "", err
+	}
+	return info.Target, os.Rename(f.Name(), info.Target)
+}
+
+// PluginNames asks a cni binary for the registry's names: the packages never carry a
+// list of their own.
+func PluginNames(bin string) ([]string, error) {
+	out, err := exec.Command(bin, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --list: %w", bin, err)
+	}
+	names := strings.Fields(string(out))
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s --list printed no plugin names", bin)
+	}
+	return names, nil
+}
+
+// Units returns the systemd units (*.service, *.socket) of dir, none when dir does not
+// exist: the packages pick up the dhcp daemon's units once they are there.
+func Units(dir string) ([]string, error) {
+	var out []string
+	for _, pattern := range []string{"*.service", "*.socket"} {
+		m, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
+	}
+	return out, nil
+}

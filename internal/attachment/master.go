@@ -36,10 +36,7 @@ func ValidateMasterName(name string) error {
 	if name == "" {
 		return nil
 	}
-	if err := skel.ValidateIfName(name); err != nil {
-		return invalid("master: %s", cnierror.From(err).Msg)
-	}
-	return nil
+	return skel.ValidateIfNameField("master", name)
 }
 
 // MasterNS returns the namespace the master lives in: the host's, or the container's

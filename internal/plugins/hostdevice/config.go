@@ -150,8 +150,8 @@ func (c *Config) selector(sys sysfs) (selector, error) {
 func (s *selector) validate(sys sysfs) error {
 	switch s.kind {
 	case byName:
-		if err := skel.ValidateIfName(s.value); err != nil {
-			return invalid("%s: %v", s.field, cnierror.From(err).Msg)
+		if err := skel.ValidateIfNameField(s.field, s.value); err != nil {
+			return err
 		}
 	case byMAC:
 		mac, err := net.ParseMAC(s.value)

@@ -52,8 +52,8 @@ func load(req *skel.Request) (*Config, error) {
 		return nil, invalid("mtu: must be %d-%d, got %d", minMTU, maxMTU, c.MTU)
 	}
 	if c.Bridge != "" {
-		if err := skel.ValidateIfName(c.Bridge); err != nil {
-			return nil, invalid("bridge: %s", cnierror.From(err).Msg)
+		if err := skel.ValidateIfNameField("bridge", c.Bridge); err != nil {
+			return nil, err
 		}
 	}
 	if err := validContext(c.SelinuxContext); err != nil {

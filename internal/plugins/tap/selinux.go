@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/panics"
 )
 
 // CreatorName is the executable name under which the cni binary creates one tap and
@@ -53,12 +54,10 @@ func selinuxEnabled() bool {
 // that enters cont, sets the label and is never returned to the pool: the thread, its
 // namespace and its exec label end with the goroutine.
 func createLabelled(bin, label string, cont *link.NS, spec tapSpec) error {
-	errc := make(chan error, 1)
-	go func() {
+	return <-panics.Go(func() error {
 		runtime.LockOSThread()
-		errc <- execCreator(bin, label, cont, spec)
-	}()
-	return <-errc
+		return execCreator(bin, label, cont, spec)
+	})
 }
 
 func execCreator(bin, label string, cont *link.NS, spec tapSpec) error {

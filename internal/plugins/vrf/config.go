@@ -29,8 +29,8 @@ func load(req *skel.Request, withTable bool) (*Plan, error) {
 	if conf.VRFName == "" {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "vrfname: missing VRF name")
 	}
-	if err := skel.ValidateIfName(conf.VRFName); err != nil {
-		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "vrfname: %v", cnierror.From(err).Msg)
+	if err := skel.ValidateIfNameField("vrfname", conf.VRFName); err != nil {
+		return nil, err
 	}
 	p := &Plan{Name: conf.VRFName}
 	if t := conf.Table; withTable && t != nil && *t != 0 {

@@ -157,6 +157,7 @@ type attachmentFlags struct {
 
 func (a *attachmentFlags) register(fs *flag.FlagSet, p Process) {
 	fs.StringVar(&a.ifName, "ifname", p.envOr("CNI_IFNAME", "eth0"), "interface name in the container (env CNI_IFNAME)")
+	fs.StringVar(&a.ifName, "i", p.envOr("CNI_IFNAME", "eth0"), "short for -ifname, as cnitool has it")
 	fs.StringVar(&a.containerID, "container-id", "", "container id (default: cnitool's, derived from the netns path)")
 	fs.StringVar(&a.capArgs, "cap-args", p.envOr("CAP_ARGS", ""), "capability args as a JSON object (env CAP_ARGS)")
 	fs.StringVar(&a.cniArgs, "cni-args", p.envOr("CNI_ARGS", ""), "CNI_ARGS as K=V;K2=V2 (env CNI_ARGS)")

@@ -232,3 +232,18 @@ func TestExecRunsOnePluginByHand(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, `failed to find plugin "nosuch"`)
 }
+
+// TestShortIfnameFlagAsCnitool: `cni add -i eth1` names the interface as cnitool's -i
+// does; the cache entry and the DEL find it under that name.
+func TestShortIfnameFlagAsCnitool(t *testing.T) {
+	e := newEnv(t)
+	e.conf(t, "10-lo.conflist", `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`)
+	ctr := testns.New(t)
+	r := e.cni(t, "", "add", "-i", "eth1", "lo", ctr.Path)
+	require.Equal(t, 0, r.code, r.stderr)
+	cacheFile := filepath.Join(e.cacheDir, "results", "lo-"+cli.ContainerID(ctr.Path)+"-eth1")
+	assert.FileExists(t, cacheFile)
+	assert.Equal(t, run{}, e.cni(t, "", "check", "lo", ctr.Path, "-i", "eth1"))
+	assert.Equal(t, run{}, e.cni(t, "", "del", "-i", "eth1", "lo", ctr.Path))
+	assert.NoFileExists(t, cacheFile)
+}

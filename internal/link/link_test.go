@@ -55,6 +55,8 @@ func TestCreateVethPutsEachEndInItsNamespace(t *testing.T) {
 	assert.Equal(t, mac.String(), cl.Attrs().HardwareAddr.String())
 	assert.Equal(t, 1400, cl.Attrs().MTU)
 	assert.Zero(t, cl.Attrs().Flags&net.FlagUp, "container end is left down unless asked")
+	assert.Equal(t, 1000, cl.Attrs().TxQLen, "the kernel's default txqueuelen, as iproute2 and the reference give")
+	assert.Equal(t, 1000, hl.Attrs().TxQLen, "on both ends")
 
 	peer, err := link.HostPeer(host, cont, "eth0")
 	require.NoError(t, err)

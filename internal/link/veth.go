@@ -76,10 +76,15 @@ func addVeth(ch *netlink.Handle, host *NS, opts VethOptions) (string, error) {
 		if name == "" {
 			name = RandomVethName()
 		}
+		// NewLinkAttrs, not a literal: a zero TxQLen is sent as txqueuelen 0, where
+		// the reference and iproute2 leave the kernel's default (1000).
+		attrs := netlink.NewLinkAttrs()
+		attrs.Name, attrs.MTU, attrs.HardwareAddr = opts.IfName, opts.MTU, opts.MAC
 		v := &netlink.Veth{
-			LinkAttrs:     netlink.LinkAttrs{Name: opts.IfName, MTU: opts.MTU, HardwareAddr: opts.MAC},
+			LinkAttrs:     attrs,
 			PeerName:      name,
 			PeerNamespace: netlink.NsFd(host.Fd()),
+			PeerTxQLen:    -1,
 		}
 		err := ch.LinkAdd(v)
 		if err == nil {

@@ -59,6 +59,7 @@ func (d *Daemon) client(id, netns, ifName string, o clientOptions) *lease.Client
 		Broadcast: d.opts.Broadcast,
 		Timeout:   d.opts.Timeout,
 		ResendMax: d.opts.ResendMax,
+		Logf:      d.log.Printf,
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/ns"
 )
@@ -37,6 +38,8 @@ type Client struct {
 	// Timeout bounds one send-and-wait; ResendMax caps the pause between attempts.
 	Timeout   time.Duration
 	ResendMax time.Duration
+	// Logf, when set, hears of failed attempts that will be retried.
+	Logf func(format string, a ...any)
 }
 
 // Bound is a lease as the last DHCPACK gave it.
@@ -157,6 +160,9 @@ func (c *Client) withRetry(ctx context.Context, fn func(*nclient4.Client, net.Ha
 			return b, err
 		}
 		wait := pause + jitter()
+		if c.Logf != nil {
+			c.Logf("%s: attempt failed: %v; retrying in %s", c.ID, err, wait.Round(time.Millisecond))
+		}
 		if rest, ok := ctx.Deadline(); ok && time.Until(rest) < wait {
 			wait = time.Until(rest)
 		}
@@ -187,16 +193,25 @@ var ErrNoInterface = errors.New("no such namespace or interface")
 
 // open creates the client's packet socket inside the namespace, bound to the
 // interface; once made, the socket stays in that namespace whatever thread uses it.
+// A link that is still down is set up: DHCP needs it before the main plugin configures
+// the address (our bridge and macvlan set the link up only then).
 func (c *Client) open() (*nclient4.Client, net.HardwareAddr, error) {
 	var nc *nclient4.Client
 	var hw net.HardwareAddr
 	err := ns.Do(c.Netns, func() error {
-		iface, err := net.InterfaceByName(c.IfName)
+		l, err := netlink.LinkByName(c.IfName)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrNoInterface, c.IfName, err)
 		}
-		hw = iface.HardwareAddr
-		nc, err = nclient4.New(c.IfName, nclient4.WithTimeout(c.Timeout), nclient4.WithRetry(1), nclient4.WithHWAddr(hw))
+		if l.Attrs().Flags&net.FlagUp == 0 {
+			if err := netlink.LinkSetUp(l); err != nil {
+				return fmt.Errorf("set %s up: %w", c.IfName, err)
+			}
+			waitRunning(c.IfName)
+		}
+		hw = l.Attrs().HardwareAddr
+		first, tries := resends(c.Timeout)
+		nc, err = nclient4.New(c.IfName, nclient4.WithTimeout(first), nclient4.WithRetry(tries), nclient4.WithHWAddr(hw))
 		return err
 	})
 	if errors.Is(err, ns.ErrNotExist) {
@@ -206,6 +221,33 @@ func (c *Client) open() (*nclient4.Client, net.HardwareAddr, error) {
 		return nil, nil, err
 	}
 	return nc, hw, nil
+}
+
+// resends splits one exchange's timeout into resends of the same message, waiting 1 s,
+// then 2 s, 4 s, ... until the waits add up to the timeout: a first message lost while
+// a new link settles (a bridge port that has not seen its carrier yet drops it) then
+// costs a second, not the whole timeout.
+func resends(timeout time.Duration) (first time.Duration, tries int) {
+	first = min(time.Second, timeout)
+	for wait, total := first, time.Duration(0); total < timeout; wait *= 2 {
+		total += wait
+		tries++
+	}
+	return first, tries
+}
+
+// waitRunning waits (a little) for a link just set up to have carrier: the kernel
+// turns carrier on asynchronously, and until then, and until a bridge on the other
+// side of a veth has seen it, the first DISCOVER is dropped and costs a whole timeout.
+func waitRunning(name string) {
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		l, err := netlink.LinkByName(name)
+		// Operstate, unlike IFF_RUNNING, changes only when the kernel's link watcher
+		// has handled the carrier change, the same pass that tells the bridge.
+		if err != nil || l.Attrs().OperState == netlink.OperUp {
+			return
+		}
+	}
 }
 
 // modifiers are what every request of this client carries.

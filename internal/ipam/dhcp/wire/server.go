@@ -101,6 +101,9 @@ func (s *Server) ServeConn(conn net.Conn) {
 	w := bufio.NewWriter(conn)
 	_ = conn.SetReadDeadline(time.Now().Add(readTimeout))
 	if err := readConnect(r); err != nil {
+		if errors.Is(err, io.EOF) {
+			return // a client that only checked the socket is there
+		}
 		s.logf("rpc: refusing connection: %v", err)
 		_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		fmt.Fprintf(w, "HTTP/1.0 405 Method Not Allowed\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n405 must CONNECT to %s\n", RPCPath)

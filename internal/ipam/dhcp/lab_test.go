@@ -1,6 +1,7 @@
 package dhcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/ipam/dhcp"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/plugins/bridge"
 	"github.com/cnikit/cni/internal/result"
@@ -75,4 +77,38 @@ func (w *world) add(c *ctr, conf []byte) *result.Result {
 	require.NoError(w.t, err)
 	c.res = res
 	return res
+}
+
+// withPrev returns conf with res as prevResult, for CHECK.
+func withPrev(t testing.TB, conf []byte, res *result.Result) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, res.Print(&buf))
+	var c map[string]any
+	require.NoError(t, json.Unmarshal(conf, &c))
+	c["prevResult"] = json.RawMessage(buf.Bytes())
+	b, err := json.Marshal(c)
+	require.NoError(t, err)
+	return b
+}
+
+// ipamCmd runs the dhcp plugin alone, in-process, as a main plugin would delegate.
+func (w *world) ipamCmd(cmd string, c *ctr, conf []byte) error {
+	args := skel.Args{Command: cmd, Path: []string{w.t.TempDir()}}
+	if c != nil {
+		args.ContainerID, args.Netns, args.IfName = c.id, c.ns.Path, "eth0"
+	}
+	_, err := skel.Invoke(context.Background(), dhcp.Plugin(), args, conf, os.Stderr)
+	return err
+}
+
+// heldFiles lists the daemon's lease files.
+func (w *world) heldFiles() []string {
+	entries, err := os.ReadDir(w.daemon.StateDir)
+	require.NoError(w.t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }

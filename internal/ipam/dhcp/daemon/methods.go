@@ -62,7 +62,9 @@ func (d *Daemon) Allocate(args *wire.CmdArgs) (*wire.Result, error) {
 	d.leases[id] = h
 	d.mu.Unlock()
 	d.start(h, false)
-	d.log.Printf("%s: lease of %s acquired, expires %s", id, h.addrText(), b.Times().Expire.Format(time.RFC3339))
+	tm := b.Times()
+	d.log.Printf("%s: lease of %s acquired, renew at %s, expires %s", id, h.addrText(),
+		tm.Renew.Format(time.RFC3339), tm.Expire.Format(time.RFC3339))
 	return res, nil
 }
 
@@ -139,8 +141,14 @@ func (d *Daemon) drop(h *held) {
 	h.halt()
 	b, _ := h.snapshot()
 	err := h.client.Release(b)
-	if errors.Is(err, lease.ErrNoInterface) {
-		err = lease.ReleaseFromHost(h.rec.ClientID, b.ACK)
+	if err != nil {
+		// Gone, or unable to send from there (no address yet, no route): the host
+		// may still reach the server.
+		if herr := lease.ReleaseFromHost(h.rec.ClientID, b.ACK); herr == nil {
+			err = nil
+		} else {
+			err = errors.Join(err, herr)
+		}
 	}
 	if err != nil {
 		d.log.Printf("%s: release: %v", h.rec.ClientID, err)

@@ -115,10 +115,10 @@ func (l *Lab) startDnsmasq(o Options) {
 		"--dhcp-option=option:domain-name," + Domain,
 	}
 	if o.RenewAfter > 0 {
-		args = append(args, fmt.Sprintf("--dhcp-option=option:T1,%d", int(o.RenewAfter.Seconds())))
+		args = append(args, fmt.Sprintf("--dhcp-option=option:T1,%ds", int(o.RenewAfter.Seconds())))
 	}
 	if o.RebindAfter > 0 {
-		args = append(args, fmt.Sprintf("--dhcp-option=option:T2,%d", int(o.RebindAfter.Seconds())))
+		args = append(args, fmt.Sprintf("--dhcp-option=option:T2,%ds", int(o.RebindAfter.Seconds())))
 	}
 	if o.Classless {
 		args = append(args, "--dhcp-option=option:classless-static-route,"+StaticDst+","+StaticGW+",0.0.0.0/0,"+ServerIP)
@@ -137,6 +137,12 @@ func (l *Lab) startDnsmasq(o Options) {
 		}
 	})
 	l.waitListening()
+}
+
+// StopServer kills dnsmasq: from then on nobody answers DHCP on the LAN.
+func (l *Lab) StopServer() {
+	_ = l.dnsmasq.Process.Kill()
+	_, _ = l.dnsmasq.Process.Wait()
 }
 
 // waitListening waits until dnsmasq has bound its DHCP socket (it writes its pid file

@@ -100,14 +100,22 @@ func (c *Client) Renew(ctx context.Context, b *Bound) (*Bound, error) {
 	})
 }
 
-// Release sends DHCPRELEASE from the interface.
+// Release sends DHCPRELEASE from inside the container's namespace as a UDP unicast
+// to the server, from the leased address. (The library's Release writes on the
+// packet socket with source 0.0.0.0, which a server's kernel drops as a martian for a
+// unicast destination: dnsmasq never sees it.) A namespace or interface that is gone
+// wraps ErrNoInterface, for the caller to release from the host instead.
 func (c *Client) Release(b *Bound) error {
-	nc, _, err := c.open()
-	if err != nil {
-		return err
+	err := ns.Do(c.Netns, func() error {
+		if _, err := net.InterfaceByName(c.IfName); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrNoInterface, c.IfName, err)
+		}
+		return sendRelease(c.ID, b.ACK)
+	})
+	if errors.Is(err, ns.ErrNotExist) {
+		err = fmt.Errorf("%w: netns %s: %v", ErrNoInterface, c.Netns, err)
 	}
-	defer nc.Close()
-	return nc.Release(&nclient4.Lease{Offer: b.ACK, ACK: b.ACK}, c.clientIDModifier())
+	return err
 }
 
 // ReleaseFromHost sends DHCPRELEASE as a UDP unicast to the server from the caller's
@@ -115,9 +123,16 @@ func (c *Client) Release(b *Bound) error {
 // release by client identifier, hardware address and its own identifier, all of which
 // the stored ACK holds, not by the packet's source.
 func ReleaseFromHost(clientID string, ack *dhcpv4.DHCPv4) error {
+	if err := sendRelease(clientID, ack); err != nil {
+		return fmt.Errorf("from the host: %w", err)
+	}
+	return nil
+}
+
+func sendRelease(clientID string, ack *dhcpv4.DHCPv4) error {
 	server := ack.ServerIdentifier()
 	if server == nil {
-		return errors.New("the lease names no server")
+		return errors.New("release: the lease names no server")
 	}
 	msg, err := dhcpv4.NewReleaseFromACK(ack, withClientID(clientID))
 	if err != nil {
@@ -125,11 +140,11 @@ func ReleaseFromHost(clientID string, ack *dhcpv4.DHCPv4) error {
 	}
 	conn, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: server, Port: nclient4.ServerPort})
 	if err != nil {
-		return fmt.Errorf("release to %s from the host: %w", server, err)
+		return fmt.Errorf("release to %s: %w", server, err)
 	}
 	defer conn.Close()
 	if _, err := conn.Write(msg.ToBytes()); err != nil {
-		return fmt.Errorf("release to %s from the host: %w", server, err)
+		return fmt.Errorf("release to %s: %w", server, err)
 	}
 	return nil
 }

@@ -72,8 +72,6 @@ func TestDaemonRestartKeepsLeasesCheckPassesDelReleases(t *testing.T) {
 
 	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
 	require.NoError(t, err, "CHECK after a daemon restart")
-	_, ok := w.lab.LeaseOf(c.clientID())
-	require.True(t, ok)
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	require.NoError(t, err)
 	_, ok = w.lab.WaitLease(c.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })

@@ -226,6 +226,26 @@ func clientIDText(hexID string) string {
 	return string(b[1:])
 }
 
+// Plug gives a container namespace an interface on the lab's LAN without any plugin: a
+// veth whose container end is ifName (up, no address) and whose other end is a port of
+// the bridge. It is for running an IPAM plugin on its own.
+func (l *Lab) Plug(n *testns.NS, ifName, hostName string) {
+	l.t.Helper()
+	testns.Veth(l.t, n, ifName, nil, l.Host, hostName, nil)
+	h := l.Host.Handle(l.t)
+	port, err := h.LinkByName(hostName)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	br, err := h.LinkByName(Bridge)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := h.LinkSetMaster(port, br); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
 // Daemon is a `cni dhcp daemon` process running in the lab's host namespace.
 type Daemon struct {
 	Socket   string
@@ -243,9 +263,19 @@ func (l *Lab) StartDaemon(bin string, extra ...string) *Daemon {
 	dir := l.t.TempDir()
 	d := &Daemon{Socket: filepath.Join(dir, "dhcp.sock"), StateDir: filepath.Join(dir, "leases"), lab: l,
 		log: &prefixWriter{t: l.t, prefix: "daemon: "}}
-	d.args = append([]string{"dhcp", "daemon", "-socketpath", d.Socket, "-statedir", d.StateDir,
+	d.args = append([]string{bin, "dhcp", "daemon", "-socketpath", d.Socket, "-statedir", d.StateDir,
 		"-timeout", "2s", "-resendmax", "2s"}, extra...)
-	d.args = append([]string{bin}, d.args...)
+	d.Start()
+	l.t.Cleanup(d.Kill)
+	return d
+}
+
+// StartReferenceDaemon execs the reference plugins' dhcp binary as its daemon, which
+// keeps no state dir.
+func (l *Lab) StartReferenceDaemon(bin string) *Daemon {
+	l.t.Helper()
+	d := &Daemon{Socket: filepath.Join(l.t.TempDir(), "ref-dhcp.sock"), lab: l, log: &prefixWriter{t: l.t, prefix: "reference daemon: "}}
+	d.args = []string{bin, "daemon", "-socketpath", d.Socket, "-timeout", "2s", "-resendmax", "2s"}
 	d.Start()
 	l.t.Cleanup(d.Kill)
 	return d

@@ -1,0 +1,115 @@
+package dhcp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// execIPAM runs a dhcp plugin binary as a runtime would, in the lab's host namespace,
+// and returns its stdout.
+func execIPAM(t *testing.T, host *testns.NS, bin, cmd string, c *ctr, conf []byte) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := []string{"CNI_COMMAND=" + cmd, "CNI_PATH=" + filepath.Dir(bin)}
+	if c != nil {
+		env = append(env, "CNI_CONTAINERID="+c.id, "CNI_NETNS="+c.ns.Path, "CNI_IFNAME=eth0")
+	}
+	err := host.Do(func() error {
+		p := exec.Command(bin)
+		p.Env, p.Stdin, p.Stdout, p.Stderr = env, bytes.NewReader(conf), &out, &errb
+		return p.Run()
+	})
+	if errb.Len() > 0 {
+		t.Logf("%s %s stderr: %s", filepath.Base(bin), cmd, errb.String())
+	}
+	return out.String(), err
+}
+
+func ipamOnlyConf(t *testing.T, socket string) []byte {
+	b, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "dhcpnet",
+		"ipam": map[string]any{"type": "dhcp", "daemonSocketPath": socket}})
+	require.NoError(t, err)
+	return b
+}
+
+func TestStatusIsNotAvailableWithoutADaemon(t *testing.T) {
+	testns.RequireRoot(t)
+	bin := filepath.Join(testns.LinkPluginDir(t, "dhcp"), "dhcp")
+	host := testns.New(t)
+	out, err := execIPAM(t, host, bin, "STATUS", nil, ipamOnlyConf(t, filepath.Join(t.TempDir(), "none.sock")))
+	require.Error(t, err)
+	var e struct{ Code uint }
+	require.NoError(t, json.Unmarshal([]byte(out), &e), out)
+	assert.Equal(t, cnierror.CodeNotAvailable, e.Code)
+
+	// DEL has nothing to release without a daemon, and says so without failing.
+	c := &ctr{ns: testns.New(t), id: "nodaemon"}
+	_, err = execIPAM(t, host, bin, "DEL", c, ipamOnlyConf(t, filepath.Join(t.TempDir(), "none.sock")))
+	assert.NoError(t, err)
+}
+
+func TestSocketPathThatIsNotASocketIsAClearConfigError(t *testing.T) {
+	testns.RequireRoot(t)
+	file := filepath.Join(t.TempDir(), "not-a-socket")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	w := &world{t: t}
+	c := &ctr{ns: testns.New(t), id: "sock"}
+	err := w.ipamCmd("ADD", c, ipamOnlyConf(t, file))
+	require.Error(t, err)
+	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+	assert.Contains(t, err.Error(), "ipam.daemonSocketPath")
+	assert.Contains(t, err.Error(), "not a unix socket")
+}
+
+func TestStatusWithTheDaemonUpSucceeds(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{})
+	assert.NoError(t, w.ipamCmd("STATUS", nil, ipamOnlyConf(t, w.daemon.Socket)))
+}
+
+// TestLibcniBridgeDHCPAddCheckDel drives the exec'd binary through the reference
+// runtime library: bridge from CNI_PATH delegating to dhcp in-process.
+func TestLibcniBridgeDHCPAddCheckDel(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{})
+	dir := testns.LinkPluginDir(t, "bridge", "dhcp")
+	cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, t.TempDir(), nil)
+	list, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"1.1.0","name":"dhcpnet","plugins":[{"type":"bridge","bridge":"` +
+		dhcptest.Bridge + `","ipam":{"type":"dhcp","daemonSocketPath":"` + w.daemon.Socket + `"}}]}`))
+	require.NoError(t, err)
+	c := w.newCtr()
+	rt := &libcni.RuntimeConf{ContainerID: c.id, NetNS: c.ns.Path, IfName: "eth0"}
+	ctx := context.Background()
+	w.lab.Host.Run(t, func() error {
+		res, err := cni.AddNetworkList(ctx, list, rt)
+		require.NoError(t, err)
+		r, err := types100.GetResult(res)
+		require.NoError(t, err)
+		require.Len(t, r.IPs, 1)
+		le, ok := w.lab.LeaseOf(c.clientID())
+		require.True(t, ok)
+		assert.Equal(t, le.IP, r.IPs[0].Address.IP.String())
+		assert.Equal(t, []string{dhcptest.DNSServer}, r.DNS.Nameservers)
+
+		require.NoError(t, cni.CheckNetworkList(ctx, list, rt))
+		require.NoError(t, cni.GetStatusNetworkList(ctx, list))
+		require.NoError(t, cni.DelNetworkList(ctx, list, rt))
+		require.NoError(t, cni.DelNetworkList(ctx, list, rt), "DEL twice")
+		return nil
+	})
+	_, ok := w.lab.WaitLease(c.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
+	assert.False(t, ok, "DEL released the lease at the server")
+}

@@ -148,7 +148,7 @@ func TestServerThatNeverAnswersIsTryAgainLaterAndLeavesNothing(t *testing.T) {
 func TestProvideHostNameFromCNIArgs(t *testing.T) {
 	w := newWorld(t, dhcptest.Options{})
 	conf := w.conf(map[string]any{
-		"provide": []map[string]any{{"option": "host-name", "fromArg": "K8S_POD_NAME"}},
+		"provide":  []map[string]any{{"option": "host-name", "fromArg": "K8S_POD_NAME"}},
 		"priority": 42,
 	})
 	c := w.newCtr()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,4 +113,33 @@ func TestLibcniBridgeDHCPAddCheckDel(t *testing.T) {
 	})
 	_, ok := w.lab.WaitLease(c.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
 	assert.False(t, ok, "DEL released the lease at the server")
+}
+
+// TestSocketActivation passes the daemon a listening socket as systemd does (fd 3,
+// LISTEN_PID and LISTEN_FDS): it serves on it instead of making its own.
+func TestSocketActivation(t *testing.T) {
+	testns.RequireRoot(t)
+	host := testns.New(t)
+	sock := filepath.Join(t.TempDir(), "activated.sock")
+	l, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	ul := l.(*net.UnixListener)
+	f, err := ul.File()
+	require.NoError(t, err)
+	ul.SetUnlinkOnClose(false)
+	ul.Close() // the daemon holds the duplicate
+	defer f.Close()
+
+	cmd := exec.Command("sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" dhcp daemon -socketpath /nonexistent/never.sock -statedir "$1"`,
+		testns.Binary(t), filepath.Join(t.TempDir(), "leases"))
+	cmd.ExtraFiles = []*os.File{f}
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	host.Run(t, cmd.Start)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); t.Logf("daemon log:\n%s", logs.String()) })
+
+	w := &world{t: t}
+	assert.Eventually(t, func() bool { return w.ipamCmd("STATUS", nil, ipamOnlyConf(t, sock)) == nil }, 10*time.Second, 50*time.Millisecond)
+	_, err = os.Stat("/nonexistent/never.sock")
+	assert.True(t, os.IsNotExist(err), "no socket of its own")
 }

@@ -84,4 +84,3 @@ func withPrevJSON(t *testing.T, conf []byte, prev string) []byte {
 	require.NoError(t, err)
 	return b
 }
-

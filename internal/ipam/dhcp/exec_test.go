@@ -24,6 +24,10 @@ import (
 // execIPAM runs a dhcp plugin binary as a runtime would, in the lab's host namespace,
 // and returns its stdout.
 func execIPAM(t *testing.T, host *testns.NS, bin, cmd string, c *ctr, conf []byte) (string, error) {
+	return execIPAMB(t, host, bin, cmd, c, conf)
+}
+
+func execIPAMB(t testing.TB, host *testns.NS, bin, cmd string, c *ctr, conf []byte) (string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	env := []string{"CNI_COMMAND=" + cmd, "CNI_PATH=" + filepath.Dir(bin)}
@@ -41,7 +45,9 @@ func execIPAM(t *testing.T, host *testns.NS, bin, cmd string, c *ctr, conf []byt
 	return out.String(), err
 }
 
-func ipamOnlyConf(t *testing.T, socket string) []byte {
+func ipamOnlyConf(t *testing.T, socket string) []byte { return ipamOnlyConfB(t, socket) }
+
+func ipamOnlyConfB(t testing.TB, socket string) []byte {
 	b, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "dhcpnet",
 		"ipam": map[string]any{"type": "dhcp", "daemonSocketPath": socket}})
 	require.NoError(t, err)

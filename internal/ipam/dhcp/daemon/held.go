@@ -20,8 +20,12 @@ import (
 type held struct {
 	client *lease.Client
 
+	// rec is the lease as first kept: who it is for and the options it sends. It is
+	// never written after the upkeep starts (each renewal saves a copy with the new
+	// ACK), so it is read without the lock.
+	rec *leasefile.Record
+
 	mu      sync.Mutex
-	rec     *leasefile.Record // rec.ClientID never changes
 	bound   *lease.Bound
 	expired bool // the lease ran out; the link was taken down
 
@@ -197,11 +201,10 @@ func (d *Daemon) rebound(h *held, b *lease.Bound) {
 	h.mu.Lock()
 	h.bound = b
 	h.expired = false
+	h.mu.Unlock()
 	rec := *h.rec
 	rec.ACK = b.ACK.ToBytes()
 	rec.Bound = b.At
-	h.rec = &rec
-	h.mu.Unlock()
 	if err := d.store.Save(&rec); err != nil {
 		d.log.Printf("%s: %v", rec.ClientID, err)
 	}

@@ -15,9 +15,13 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam/dhcp"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -148,4 +152,42 @@ func TestSocketActivation(t *testing.T) {
 	assert.Eventually(t, func() bool { return w.ipamCmd("STATUS", nil, ipamOnlyConf(t, sock)) == nil }, 10*time.Second, 50*time.Millisecond)
 	_, err = os.Stat("/nonexistent/never.sock")
 	assert.True(t, os.IsNotExist(err), "no socket of its own")
+}
+
+// TestMacvlanInterfaceGetsALease runs the IPAM plugin alone on a macvlan whose parent is
+// the lab's bridge, the way the macvlan plugin will delegate to it: the DHCP side does not
+// care which main plugin made the interface, only that it reaches the server. The link
+// is left down, as a main plugin leaves it before IPAM.
+func TestMacvlanInterfaceGetsALease(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{})
+	c := w.newCtr()
+	h := w.lab.Host.Handle(t)
+	parent, err := h.LinkByName(dhcptest.Bridge)
+	require.NoError(t, err)
+	f, err := os.Open(c.ns.Path)
+	require.NoError(t, err)
+	defer f.Close()
+	mv := &netlink.Macvlan{Mode: netlink.MACVLAN_MODE_BRIDGE, LinkAttrs: netlink.LinkAttrs{
+		Name: "mv0", ParentIndex: parent.Attrs().Index, Namespace: netlink.NsFd(f.Fd())}}
+	require.NoError(t, h.LinkAdd(mv))
+	ch := c.ns.Handle(t)
+	l, err := ch.LinkByName("mv0")
+	require.NoError(t, err)
+	require.NoError(t, ch.LinkSetName(l, "eth0"))
+
+	conf := ipamOnlyConf(t, w.daemon.Socket)
+	var res *result.Result
+	w.lab.Host.Run(t, func() error {
+		res, err = skel.Invoke(context.Background(), dhcp.Plugin(), skel.Args{Command: "ADD", ContainerID: c.id,
+			Netns: c.ns.Path, IfName: "eth0", Path: []string{t.TempDir()}}, conf, os.Stderr)
+		return err
+	})
+	require.Len(t, res.IPs, 1)
+	le, ok := w.lab.LeaseOf(c.clientID())
+	require.True(t, ok)
+	assert.Equal(t, le.IP, res.IPs[0].Address.Addr().String())
+	assert.NoError(t, w.ipamCmd("CHECK", c, conf))
+	assert.NoError(t, w.ipamCmd("DEL", c, conf))
+	_, ok = w.lab.WaitLease(c.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
+	assert.False(t, ok)
 }

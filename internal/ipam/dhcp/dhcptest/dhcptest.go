@@ -10,6 +10,9 @@
 //	host netns:   uplink0 -- bridge dhcpbr0 (10.99.0.2/24), plugins, dhcp daemon
 //	    | veths made by the bridge plugin (bridge: dhcpbr0)
 //	containers:   eth0 from DHCP, 10.99.0.50-150
+//
+// A macvlan test uses the bridge as its master ("master": dhcptest.Bridge): frames a
+// macvlan sends through its parent bridge reach the server as any port's do.
 package dhcptest
 
 import (

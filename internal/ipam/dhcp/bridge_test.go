@@ -181,3 +181,20 @@ func TestClasslessRoutesOverrideTheRouter(t *testing.T) {
 	}
 	assert.Contains(t, dsts, dhcptest.StaticDst, "the bridge plugin installed the classless route")
 }
+
+func TestOlderConfigVersionsGetTheirResultShape(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{})
+	for _, v := range []string{"0.2.0", "0.4.0", "1.0.0"} {
+		var c map[string]any
+		require.NoError(t, json.Unmarshal(w.conf(nil), &c))
+		c["cniVersion"] = v
+		conf, err := json.Marshal(c)
+		require.NoError(t, err)
+		ctr := w.newCtr()
+		res := w.add(ctr, conf)
+		assert.Equal(t, v, res.CNIVersion)
+		require.Len(t, res.IPs, 1, v)
+		_, err = w.bridgeCmd("DEL", ctr, conf, "")
+		require.NoError(t, err, v)
+	}
+}

@@ -56,8 +56,10 @@ func add(req *skel.Request) (*result.Result, error) {
 	if len(res.IPs) == 0 {
 		return nil, cnierror.New(cnierror.CodeInternal, "dhcp: the daemon returned a lease without an address")
 	}
-	res.CNIVersion = req.Net.CNIVersion
-	return res, nil
+	if res.CNIVersion == "" {
+		res.CNIVersion = "1.0.0" // what the reference daemon's result type is
+	}
+	return res, nil // skel converts it to the config's version
 }
 
 // del releases the lease. It reads only the socket path: a DEL must not fail on config

@@ -2,6 +2,7 @@ package dhcp_test
 
 import (
 	"encoding/json"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -197,4 +198,26 @@ func TestOlderConfigVersionsGetTheirResultShape(t *testing.T) {
 		_, err = w.bridgeCmd("DEL", ctr, conf, "")
 		require.NoError(t, err, v)
 	}
+}
+
+// TestRefusedRenewalTakesTheLinkDown: a server that refuses the renewal (it forgot the
+// lease and now serves another pool) ends the lease; the interface goes down, since the
+// address is no longer ours, and CHECK says so. DEL still succeeds.
+func TestRefusedRenewalTakesTheLinkDown(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{LeaseTime: 2 * time.Minute, RebindAfter: 3 * time.Second})
+	conf := w.conf(nil)
+	c := w.newCtr()
+	res := w.add(c, conf)
+	w.lab.RestartServer(dhcptest.Options{Pool: [2]string{"10.99.0.200", "10.99.0.210"}})
+
+	h := c.ns.Handle(t)
+	require.Eventually(t, func() bool {
+		l, err := h.LinkByName("eth0")
+		return err == nil && l.Attrs().Flags&net.FlagUp == 0
+	}, 20*time.Second, 100*time.Millisecond, "eth0 went down when the lease ended")
+	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	assert.ErrorContains(t, err, "expired")
+	_, err = w.bridgeCmd("DEL", c, conf, "")
+	assert.NoError(t, err)
+	assert.Empty(t, w.heldFiles())
 }

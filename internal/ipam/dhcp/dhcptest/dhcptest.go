@@ -65,6 +65,8 @@ type Options struct {
 	// Classless adds option 121 with StaticDst via StaticGW (and the default route
 	// through the router, which 121 must then carry itself).
 	Classless bool
+	// Pool is the dhcp-range's first and last address; empty means 10.99.0.50-150.
+	Pool [2]string
 }
 
 // New starts the lab. A missing dnsmasq fails the test rather than skipping it: the
@@ -102,9 +104,24 @@ func (l *Lab) wire() {
 func (l *Lab) startDnsmasq(o Options) {
 	dir := l.t.TempDir()
 	l.LeaseFile = filepath.Join(dir, "dnsmasq.leases")
+	l.startDnsmasqIn(dir, o)
+}
+
+// RestartServer replaces dnsmasq with one configured by o, with an empty lease file: a
+// server that has forgotten every lease (and, authoritative, refuses them).
+func (l *Lab) RestartServer(o Options) {
+	l.StopServer()
+	l.startDnsmasq(o)
+}
+
+func (l *Lab) startDnsmasqIn(dir string, o Options) {
 	lt := o.LeaseTime
 	if lt == 0 {
 		lt = time.Hour
+	}
+	pool := o.Pool
+	if pool[0] == "" {
+		pool = [2]string{"10.99.0.50", "10.99.0.150"}
 	}
 	args := []string{
 		"--keep-in-foreground", "--conf-file=/dev/null", "--port=0", "--user=root", "--group=root",
@@ -112,7 +129,7 @@ func (l *Lab) startDnsmasq(o Options) {
 		"--log-facility=" + filepath.Join(dir, "dnsmasq.log"),
 		"--pid-file=" + filepath.Join(dir, "dnsmasq.pid"),
 		"--dhcp-leasefile=" + l.LeaseFile,
-		fmt.Sprintf("--dhcp-range=10.99.0.50,10.99.0.150,255.255.255.0,%ds", int(lt.Seconds())),
+		fmt.Sprintf("--dhcp-range=%s,%s,255.255.255.0,%ds", pool[0], pool[1], int(lt.Seconds())),
 		"--dhcp-option=option:router," + ServerIP,
 		"--dhcp-option=option:dns-server," + DNSServer,
 		"--dhcp-option=option:domain-name," + Domain,

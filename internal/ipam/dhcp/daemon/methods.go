@@ -33,6 +33,12 @@ func (d *Daemon) Allocate(args *wire.CmdArgs) (*wire.Result, error) {
 		d.log.Printf("%s: replacing an expired lease", id)
 		d.drop(h)
 	}
+	return d.acquire(args, conf, id)
+}
+
+// acquire gets a new lease, keeps it on disk and starts its upkeep. The caller holds
+// the client id's lock.
+func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string) (*wire.Result, error) {
 	netns, err := filepath.Abs(args.Netns)
 	if err != nil {
 		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "netns %q: %v", args.Netns, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -87,9 +88,13 @@ func TestSocketPathThatIsNotASocketIsAClearConfigError(t *testing.T) {
 	assert.Contains(t, err.Error(), "not a unix socket")
 }
 
-func TestStatusWithTheDaemonUpSucceeds(t *testing.T) {
-	w := newWorld(t, dhcptest.Options{})
+func TestStatusWithTheDaemonUpSucceedsAndThePidfileNamesIt(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "dhcp.pid")
+	w := newWorld(t, dhcptest.Options{}, "-pidfile", pidFile)
 	assert.NoError(t, w.ipamCmd("STATUS", nil, ipamOnlyConf(t, w.daemon.Socket)))
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("%d\n", w.daemon.Pid()), string(b))
 }
 
 // TestLibcniBridgeDHCPAddCheckDel drives the exec'd binary through the reference

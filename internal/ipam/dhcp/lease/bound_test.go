@@ -113,3 +113,20 @@ func TestResendsAddUpToTheTimeout(t *testing.T) {
 		assert.Equal(t, c.tries, tries, "%s", c.timeout)
 	}
 }
+
+func TestEveryRequestCarriesClientIDOptionsAndTheBroadcastFlag(t *testing.T) {
+	c := &Client{ID: "cid/net/eth0", Broadcast: true,
+		Request: []dhcpv4.OptionCode{dhcpv4.OptionRouter, dhcpv4.OptionClasslessStaticRoute},
+		Provide: []dhcpv4.Option{dhcpv4.OptGeneric(dhcpv4.OptionHostName, []byte("web-0"))}}
+	b := ack(t)
+	renew, err := dhcpv4.NewRenewFromAck(b.ACK, c.modifiers()...)
+	require.NoError(t, err)
+	discover, err := dhcpv4.NewDiscovery(net.HardwareAddr{2, 0, 0, 0, 0, 1}, c.modifiers()...)
+	require.NoError(t, err)
+	for name, m := range map[string]*dhcpv4.DHCPv4{"renew": renew, "discover": discover} {
+		assert.Equal(t, append([]byte{0}, "cid/net/eth0"...), m.GetOneOption(dhcpv4.OptionClientIdentifier), name)
+		assert.Equal(t, "web-0", string(m.GetOneOption(dhcpv4.OptionHostName)), name)
+		assert.Equal(t, dhcpv4.OptionCodeList{dhcpv4.OptionRouter, dhcpv4.OptionClasslessStaticRoute}, m.ParameterRequestList(), name)
+		assert.True(t, m.IsBroadcast(), name)
+	}
+}

@@ -49,6 +49,7 @@ ensure_host_tools() {
 		[ip]=iproute2
 		[xtables-legacy-multi]=iptables
 		[dbus-daemon]=dbus-daemon
+		[dnsmasq]=dnsmasq-base
 	)
 	local missing=() cmd
 	for cmd in "${!want[@]}"; do
@@ -233,6 +234,8 @@ make_root() {
 	# The legacy iptables backend (backend detection tests) and dbus-daemon (the firewall
 	# plugin's firewalld tests run a private bus).
 	copy_with_libs "$root" /usr/sbin/xtables-legacy-multi /usr/bin/dbus-daemon
+	# dnsmasq: the DHCP server of the dhcp plugin's tests (internal/ipam/dhcp/dhcptest).
+	copy_with_libs "$root" /usr/sbin/dnsmasq
 	for target in iptables-legacy ip6tables-legacy iptables-legacy-save ip6tables-legacy-save \
 		iptables-legacy-restore ip6tables-legacy-restore; do
 		ln -s xtables-legacy-multi "$root/usr/sbin/$target"

@@ -38,17 +38,17 @@ func Main(p Process) int {
 	if len(p.Args) > 0 {
 		name = strings.TrimSuffix(filepath.Base(p.Args[0]), ".exe")
 	}
+	var args []string
+	if len(p.Args) > 1 {
+		args = p.Args[1:]
+	}
 	if plugin := lookupApplet(name); plugin != nil {
-		return skel.Run(plugin, p.Env, p.Stdin, p.Stdout, p.Stderr)
+		return runPlugin(p, plugin, args)
 	}
 	// The tap plugin execs this binary under that name to create a tap under an
 	// SELinux label; it is no plugin, and not listed.
 	if name == tap.CreatorName {
-		return tap.RunCreator(p.Args[1:], p.Stderr)
-	}
-	var args []string
-	if len(p.Args) > 1 {
-		args = p.Args[1:]
+		return tap.RunCreator(args, p.Stderr)
 	}
 	// Under any other name (a renamed or versioned copy such as cni-v1.2) the binary still
 	// answers its own subcommands, but a runtime's call is never mistaken for one.
@@ -56,6 +56,17 @@ func Main(p Process) int {
 		return unknownName(p, name)
 	}
 	return runCommand(p, args)
+}
+
+// runPlugin runs a plugin, or one of its own subcommands when the first argument names
+// one (`dhcp daemon`, `cni dhcp daemon`) and no CNI_COMMAND says a runtime is calling.
+func runPlugin(p Process, plugin *skel.Plugin, args []string) int {
+	if len(args) > 0 && !hasCNICommand(p.Env) {
+		if sub := plugin.Subcommands[args[0]]; sub != nil {
+			return sub(args[1:], p.Env, p.Stdout, p.Stderr)
+		}
+	}
+	return skel.Run(plugin, p.Env, p.Stdin, p.Stdout, p.Stderr)
 }
 
 // lookupApplet finds the plugin for an executable name. Renamed links such as
@@ -109,7 +120,7 @@ func runCommand(p Process, args []string) int {
 		return 0
 	}
 	if plugin := Lookup(args[0]); plugin != nil {
-		return skel.Run(plugin, p.Env, p.Stdin, p.Stdout, p.Stderr)
+		return runPlugin(p, plugin, args[1:])
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {

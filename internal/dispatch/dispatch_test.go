@@ -112,3 +112,21 @@ func TestRenamedBinaryStillAnswersSubcommands(t *testing.T) {
 	o = run([]string{"/usr/local/bin/cni-v1.2", "--list"}, []string{"CNI_COMMAND=ADD"}, "")
 	assert.Equal(t, 1, o.code, "a runtime call under an unknown name still fails")
 }
+
+func TestPluginSubcommandRunsUnderBothNames(t *testing.T) {
+	for _, args := range [][]string{
+		{"/opt/cni/bin/dhcp", "daemon", "-no-such-flag"},
+		{"/usr/bin/cni", "dhcp", "daemon", "-no-such-flag"},
+	} {
+		o := run(args, nil, "")
+		assert.Equal(t, 2, o.code, "%v", args)
+		assert.Contains(t, o.stderr, "flag provided but not defined: -no-such-flag", "%v", args)
+		assert.Contains(t, o.stderr, "-socketpath", "the daemon's usage")
+	}
+}
+
+func TestRuntimeCallIsNeverTakenForASubcommand(t *testing.T) {
+	o := run([]string{"/opt/cni/bin/dhcp", "daemon"}, []string{"CNI_COMMAND=VERSION"}, "")
+	require.Equal(t, 0, o.code)
+	assert.Contains(t, o.stdout, `"supportedVersions"`)
+}

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"github.com/cnikit/cni/internal/ipam/dhcp"
 	"github.com/cnikit/cni/internal/ipam/hostlocal"
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
@@ -29,6 +30,7 @@ func Registry() []*skel.Plugin {
 		loopback.Plugin(),
 		hostlocal.Plugin(),
 		static.Plugin(),
+		dhcp.Plugin(),
 		bandwidth.Plugin(),
 		bridge.Plugin(),
 		ptp.Plugin(),

@@ -1,6 +1,6 @@
 // Package ipam is how main plugins (and the chain runner) delegate address management:
 // it runs the IPAM type named in the config's ipam.type with the full network config,
-// as the spec's delegation rules demand. The built-in types (host-local, static) run
+// as the spec's delegation rules demand. The built-in types (host-local, static, dhcp) run
 // in-process through skel.Invoke, which costs no exec; any other type is looked up on
 // CNI_PATH and exec'd exactly as the reference library does it.
 //
@@ -18,6 +18,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/invoke"
+	"github.com/cnikit/cni/internal/ipam/dhcp"
 	"github.com/cnikit/cni/internal/ipam/hostlocal"
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/result"
@@ -58,6 +59,8 @@ func Builtin(typ string) *skel.Plugin {
 		return hostlocal.Plugin()
 	case "static":
 		return static.Plugin()
+	case "dhcp":
+		return dhcp.Plugin()
 	}
 	return nil
 }

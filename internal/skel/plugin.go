@@ -35,7 +35,14 @@ type Plugin struct {
 	Check  func(*Request) error
 	GC     func(*Request) error
 	Status func(*Request) error
+
+	// Subcommands are programs of the plugin's own, run as `<name> <subcommand> [args]`
+	// (the dhcp daemon). A runtime passes no arguments, so a call is never taken for one.
+	Subcommands map[string]Subcommand
 }
+
+// Subcommand runs with the arguments after its name and returns the exit status.
+type Subcommand func(args, env []string, stdout, stderr io.Writer) int
 
 // Request is everything a callback needs about one invocation.
 type Request struct {

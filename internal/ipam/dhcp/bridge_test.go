@@ -1,0 +1,223 @@
+package dhcp_test
+
+import (
+	"encoding/json"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+
+	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+)
+
+func TestBridgeContainersGetDistinctLeasesWithRoutesAndDNS(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{})
+	conf := w.conf(nil)
+	a, b := w.newCtr(), w.newCtr()
+	ra := w.add(a, conf)
+	rb := w.add(b, conf)
+	require.Len(t, ra.IPs, 1)
+	require.Len(t, rb.IPs, 1)
+	assert.NotEqual(t, ra.IPs[0].Address, rb.IPs[0].Address)
+	subnet := netip.MustParsePrefix(dhcptest.Subnet)
+	assert.True(t, subnet.Contains(ra.IPs[0].Address.Addr()))
+	assert.Equal(t, 24, ra.IPs[0].Address.Bits())
+	assert.Equal(t, netip.MustParseAddr(dhcptest.ServerIP), ra.IPs[0].Gateway)
+	assert.Contains(t, ra.Routes, resultDefaultRoute())
+	assert.Equal(t, []string{dhcptest.DNSServer}, ra.DNS.Nameservers)
+	assert.Equal(t, dhcptest.Domain, ra.DNS.Domain)
+
+	le, ok := w.lab.LeaseOf(a.clientID())
+	require.True(t, ok, "dnsmasq has a lease for %s: %v", a.clientID(), w.lab.Leases())
+	assert.Equal(t, ra.IPs[0].Address.Addr().String(), le.IP)
+}
+
+func TestLeaseIsRenewedAtT1(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{LeaseTime: 2 * time.Minute, RebindAfter: 3 * time.Second})
+	c := w.newCtr()
+	w.add(c, w.conf(nil))
+	first, ok := w.lab.LeaseOf(c.clientID())
+	require.True(t, ok)
+	renewed, _ := w.lab.WaitLease(c.clientID(), 20*time.Second, func(le dhcptest.Lease, ok bool) bool {
+		return ok && le.Expiry.Sub(first.Expiry) >= 2*time.Second
+	})
+	assert.GreaterOrEqual(t, renewed.Expiry.Sub(first.Expiry), 2*time.Second,
+		"the server's expiry moved on: %v then %v", first.Expiry, renewed.Expiry)
+	assert.Equal(t, first.IP, renewed.IP)
+}
+
+func TestDaemonRestartKeepsLeasesCheckPassesDelReleases(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{})
+	conf := w.conf(nil)
+	c := w.newCtr()
+	res := w.add(c, conf)
+	require.Len(t, w.heldFiles(), 1)
+	before, ok := w.lab.LeaseOf(c.clientID())
+	require.True(t, ok)
+
+	time.Sleep(1100 * time.Millisecond) // dnsmasq's expiry has a one-second grain
+	w.daemon.Kill()
+	w.daemon.Start()
+	after, _ := w.lab.WaitLease(c.clientID(), 10*time.Second, func(le dhcptest.Lease, ok bool) bool {
+		return ok && le.Expiry.After(before.Expiry)
+	})
+	assert.True(t, after.Expiry.After(before.Expiry), "the restarted daemon confirmed the lease (INIT-REBOOT)")
+	assert.Equal(t, before.IP, after.IP)
+
+	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	require.NoError(t, err, "CHECK after a daemon restart")
+	_, err = w.bridgeCmd("DEL", c, conf, "")
+	require.NoError(t, err)
+	_, ok = w.lab.WaitLease(c.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
+	assert.False(t, ok, "DEL after a restart released the lease at the server")
+	assert.Empty(t, w.heldFiles())
+	_, err = w.bridgeCmd("DEL", c, conf, "")
+	assert.NoError(t, err, "DEL twice")
+}
+
+func TestDelAfterNetnsIsGoneReleasesFromTheHost(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{})
+	conf := w.conf(nil)
+	c := w.newCtr()
+	w.add(c, conf)
+	_, ok := w.lab.LeaseOf(c.clientID())
+	require.True(t, ok)
+	c.ns.Close()
+
+	_, err := w.bridgeCmd("DEL", c, conf, "")
+	require.NoError(t, err)
+	_, ok = w.lab.WaitLease(c.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
+	assert.False(t, ok, "the server got the release sent from the host")
+	assert.Empty(t, w.heldFiles())
+}
+
+func TestLeaseOfAVanishedNetnsIsReleasedNotRenewed(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{LeaseTime: 2 * time.Minute, RebindAfter: 3 * time.Second})
+	c := w.newCtr()
+	w.add(c, w.conf(nil))
+	c.ns.Close() // no DEL: the runtime lost it
+
+	_, ok := w.lab.WaitLease(c.clientID(), 20*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
+	assert.False(t, ok, "the daemon released the lease when it found the namespace gone")
+	assert.Eventually(t, func() bool { return len(w.heldFiles()) == 0 }, 5*time.Second, 50*time.Millisecond)
+}
+
+func TestGCReleasesLeasesOfAttachmentsNotValid(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{})
+	conf := w.conf(nil)
+	keep, drop := w.newCtr(), w.newCtr()
+	w.add(keep, conf)
+	w.add(drop, conf)
+
+	var c map[string]any
+	require.NoError(t, json.Unmarshal(conf, &c))
+	c["cni.dev/valid-attachments"] = []map[string]string{{"containerID": keep.id, "ifname": "eth0"}}
+	gcConf, err := json.Marshal(c)
+	require.NoError(t, err)
+	require.NoError(t, w.ipamCmd("GC", nil, gcConf))
+
+	_, ok := w.lab.WaitLease(drop.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
+	assert.False(t, ok, "GC released the lease of the attachment that is not valid")
+	_, ok = w.lab.LeaseOf(keep.clientID())
+	assert.True(t, ok, "GC kept the valid attachment's lease")
+	assert.Len(t, w.heldFiles(), 1)
+}
+
+func TestServerThatNeverAnswersIsTryAgainLaterAndLeavesNothing(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{}, "-resendtimeout", "3s")
+	w.lab.StopServer()
+	c := w.newCtr()
+	_, err := w.bridgeCmd("ADD", c, w.conf(nil), "")
+	require.Error(t, err)
+	assert.Equal(t, cnierror.CodeTryAgainLater, cnierror.Code(err), "%v", err)
+	assert.Empty(t, w.heldFiles())
+	assert.Error(t, w.ipamCmd("CHECK", c, w.conf(nil)), "the daemon holds nothing for the attachment")
+	links, err := c.ns.Handle(t).LinkList()
+	require.NoError(t, err)
+	for _, l := range links {
+		assert.Equal(t, "lo", l.Attrs().Name, "the failed ADD left nothing in the container")
+	}
+}
+
+func TestProvideHostNameFromCNIArgs(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{})
+	conf := w.conf(map[string]any{
+		"provide":  []map[string]any{{"option": "host-name", "fromArg": "K8S_POD_NAME"}},
+		"priority": 42,
+	})
+	c := w.newCtr()
+	res, err := w.bridgeCmd("ADD", c, conf, "IgnoreUnknown=1;K8S_POD_NAME=web-0")
+	require.NoError(t, err)
+	le, ok := w.lab.LeaseOf(c.clientID())
+	require.True(t, ok)
+	assert.Equal(t, "web-0", le.Hostname)
+	require.NotEmpty(t, res.Routes)
+	for _, r := range res.Routes {
+		assert.Equal(t, 42, r.Priority, "priority is every route's metric")
+	}
+}
+
+func TestClasslessRoutesOverrideTheRouter(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{Classless: true})
+	c := w.newCtr()
+	res := w.add(c, w.conf(nil))
+	assert.ElementsMatch(t, []result.Route{
+		{Dst: netip.MustParsePrefix(dhcptest.StaticDst), GW: netip.MustParseAddr(dhcptest.StaticGW)},
+		resultDefaultRoute(),
+	}, res.Routes)
+	routes, err := c.ns.Handle(t).RouteList(nil, netlink.FAMILY_V4)
+	require.NoError(t, err)
+	var dsts []string
+	for _, r := range routes {
+		if r.Dst != nil {
+			dsts = append(dsts, r.Dst.String())
+		}
+	}
+	assert.Contains(t, dsts, dhcptest.StaticDst, "the bridge plugin installed the classless route")
+}
+
+func TestOlderConfigVersionsGetTheirResultShape(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{})
+	for _, v := range []string{"0.2.0", "0.4.0", "1.0.0"} {
+		var c map[string]any
+		require.NoError(t, json.Unmarshal(w.conf(nil), &c))
+		c["cniVersion"] = v
+		conf, err := json.Marshal(c)
+		require.NoError(t, err)
+		ctr := w.newCtr()
+		res := w.add(ctr, conf)
+		assert.Equal(t, v, res.CNIVersion)
+		require.Len(t, res.IPs, 1, v)
+		_, err = w.bridgeCmd("DEL", ctr, conf, "")
+		require.NoError(t, err, v)
+	}
+}
+
+// TestRefusedRenewalTakesTheLinkDown: a server that refuses the renewal (it forgot the
+// lease and now serves another pool) ends the lease; the interface goes down, since the
+// address is no longer ours, and CHECK says so. DEL still succeeds.
+func TestRefusedRenewalTakesTheLinkDown(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{LeaseTime: 2 * time.Minute, RebindAfter: 3 * time.Second})
+	conf := w.conf(nil)
+	c := w.newCtr()
+	res := w.add(c, conf)
+	w.lab.RestartServer(dhcptest.Options{Pool: [2]string{"10.99.0.200", "10.99.0.210"}})
+
+	h := c.ns.Handle(t)
+	require.Eventually(t, func() bool {
+		l, err := h.LinkByName("eth0")
+		return err == nil && l.Attrs().Flags&net.FlagUp == 0
+	}, 20*time.Second, 100*time.Millisecond, "eth0 went down when the lease ended")
+	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	assert.ErrorContains(t, err, "expired")
+	_, err = w.bridgeCmd("DEL", c, conf, "")
+	assert.NoError(t, err)
+	assert.Empty(t, w.heldFiles())
+}

@@ -1,0 +1,193 @@
+// Package daemon is the dhcp IPAM daemon: it holds one DHCPv4 lease per attachment,
+// gets it inside the container's network namespace on the container's interface,
+// renews it at T1, rebinds at T2, takes the link down at expiry, and answers the
+// plugin's calls (the reference's DHCP.Allocate and DHCP.Release, and our Check, GC and
+// Status) on a unix socket.
+//
+// Every lease is kept on disk (leasefile) as soon as it is bound and after every
+// renewal, so a restarted daemon confirms each one (INIT-REBOOT), goes on renewing it,
+// and still releases it on DEL; a lease whose namespace is gone is released from the
+// host and dropped.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
+)
+
+// Options are the daemon's settings, the reference's flags plus the state directory.
+type Options struct {
+	// HostPrefix is put before every netns path (a daemon in a container sees the
+	// host's /proc or /run under it).
+	HostPrefix string
+	// StateDir holds the lease files.
+	StateDir string
+	// Broadcast asks servers to broadcast their answers.
+	Broadcast bool
+	// Timeout bounds one send-and-wait.
+	Timeout time.Duration
+	// ResendMax caps the pause between attempts to get a lease.
+	ResendMax time.Duration
+	// ResendTimeout bounds the whole attempt to get a lease for an ADD.
+	ResendTimeout time.Duration
+}
+
+// Defaults are the reference's flag defaults.
+func Defaults() Options {
+	return Options{
+		StateDir:      leasefile.DefaultDir,
+		Timeout:       10 * time.Second,
+		ResendMax:     62 * time.Second,
+		ResendTimeout: 208 * time.Second,
+	}
+}
+
+// Daemon holds the leases.
+type Daemon struct {
+	opts  Options
+	store *leasefile.Store
+	log   *log.Logger
+
+	ctx    context.Context // ends when the daemon stops
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	leases map[string]*held
+	locks  keyedMutex
+}
+
+// New opens the state directory and loads the leases kept there; Start resumes them.
+func New(opts Options, logger *log.Logger) (*Daemon, error) {
+	store, err := leasefile.Open(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &Daemon{opts: opts, store: store, log: logger, ctx: ctx, cancel: cancel, leases: map[string]*held{}}
+	d.locks.init()
+	return d, nil
+}
+
+// Resume loads every kept lease and starts its upkeep, beginning with an INIT-REBOOT.
+// The leases are in the table before Resume returns, so CHECK and DEL find them at once.
+func (d *Daemon) Resume() {
+	recs, errs := d.store.Load()
+	for _, err := range errs {
+		d.log.Printf("skipping a lease file: %v", err)
+	}
+	for _, r := range recs {
+		h, err := d.heldFromRecord(r)
+		if err != nil {
+			d.log.Printf("%s: dropping a kept lease that cannot be read: %v", r.ClientID, err)
+			_ = d.store.Remove(r.ClientID)
+			continue
+		}
+		d.mu.Lock()
+		d.leases[r.ClientID] = h
+		d.mu.Unlock()
+		d.start(h, true)
+		d.log.Printf("%s: resumed lease of %s", r.ClientID, h.addrText())
+	}
+}
+
+// Serve answers calls on l until Stop.
+func (d *Daemon) Serve(l net.Listener) error {
+	srv := wire.NewServer(d.log.Printf)
+	wire.Handle(srv, "DHCP.Allocate", d.Allocate)
+	wire.Handle(srv, "DHCP.Release", d.Release)
+	wire.Handle(srv, "DHCP.Check", d.Check)
+	wire.Handle(srv, "DHCP.GC", d.GC)
+	wire.Handle(srv, "DHCP.Status", d.Status)
+	stop := context.AfterFunc(d.ctx, func() { l.Close() })
+	defer stop()
+	return srv.Serve(l)
+}
+
+// Stop ends the upkeep of every lease without releasing any: they stay on disk for the
+// next start.
+func (d *Daemon) Stop() {
+	d.cancel()
+	d.wg.Wait()
+}
+
+// Held reports how many leases the daemon holds.
+func (d *Daemon) Held() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.leases)
+}
+
+func (d *Daemon) lookup(id string) *held {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.leases[id]
+}
+
+func (d *Daemon) forget(h *held) {
+	d.mu.Lock()
+	if d.leases[h.rec.ClientID] == h {
+		delete(d.leases, h.rec.ClientID)
+	}
+	d.mu.Unlock()
+	if err := d.store.Remove(h.rec.ClientID); err != nil {
+		d.log.Printf("%s: %v", h.rec.ClientID, err)
+	}
+}
+
+// keyedMutex serialises the calls for one client id (an ADD racing its own DEL) without
+// holding up the others.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*refMutex
+}
+
+type refMutex struct {
+	sync.Mutex
+	refs int
+}
+
+func (k *keyedMutex) init() { k.locks = map[string]*refMutex{} }
+
+func (k *keyedMutex) lock(key string) func() {
+	k.mu.Lock()
+	m := k.locks[key]
+	if m == nil {
+		m = &refMutex{}
+		k.locks[key] = m
+	}
+	m.refs++
+	k.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		k.mu.Lock()
+		if m.refs--; m.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+var errNoACK = errors.New("kept lease has no valid DHCPACK")
+
+func parseACK(b []byte) (*dhcpv4.DHCPv4, error) {
+	ack, err := dhcpv4.FromBytes(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoACK, err)
+	}
+	if ack.MessageType() != dhcpv4.MessageTypeAck {
+		return nil, errNoACK
+	}
+	return ack, nil
+}

@@ -1,0 +1,93 @@
+package dhcpconf_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam/dhcp/dhcpconf"
+)
+
+func TestParseResolvesProvideAndRequest(t *testing.T) {
+	c, err := dhcpconf.Parse([]byte(`{"name":"lan","ipam":{"type":"dhcp","daemonSocketPath":"/run/x.sock","priority":7,
+		"provide":[{"option":"host-name","fromArg":"K8S_POD_NAME"},{"option":"60","value":"cni"}],
+		"request":[{"option":"ntp-servers"},{"option":42}]}}`), "IgnoreUnknown=1;K8S_POD_NAME=web-0;K8S_POD_NAMESPACE=x")
+	require.NoError(t, err)
+	assert.Equal(t, "lan", c.Network)
+	assert.Equal(t, "/run/x.sock", c.SocketPath)
+	assert.Equal(t, 7, c.Priority)
+	require.Len(t, c.Provide, 2)
+	assert.Equal(t, uint8(12), c.Provide[0].Code.Code())
+	assert.Equal(t, []byte("web-0"), c.Provide[0].Value.ToBytes())
+	assert.Equal(t, uint8(60), c.Provide[1].Code.Code())
+	codes := codesOf(c.Request)
+	assert.Equal(t, []uint8{42, 1, 3, 6, 15, 33, 121}, codes, "asked-for options first, then the defaults")
+}
+
+func TestSkipDefaultAsksOnlyForTheListedOptions(t *testing.T) {
+	c, err := dhcpconf.Parse([]byte(`{"name":"lan","ipam":{"request":[{"skipDefault":true},{"option":"routers"}]}}`), "")
+	require.NoError(t, err)
+	assert.Equal(t, []uint8{3}, codesOf(c.Request))
+	assert.Equal(t, dhcpconf.DefaultSocketPath, c.SocketPath)
+}
+
+func TestParseRefusesBadOptions(t *testing.T) {
+	for name, conf := range map[string]string{
+		"unknown name":   `{"name":"n","ipam":{"request":[{"option":"no-such-option"}]}}`,
+		"out of range":   `{"name":"n","ipam":{"provide":[{"option":"300","value":"x"}]}}`,
+		"pad":            `{"name":"n","ipam":{"provide":[{"option":0,"value":"x"}]}}`,
+		"too long":       `{"name":"n","ipam":{"provide":[{"option":"host-name","value":"` + strings.Repeat("a", 256) + `"}]}}`,
+		"no ipam":        `{"name":"n"}`,
+		"bad priority":   `{"name":"n","ipam":{"priority":-1}}`,
+		"wrong type":     `{"name":"n","ipam":{"provide":"host-name"}}`,
+		"option as bool": `{"name":"n","ipam":{"request":[{"option":true}]}}`,
+	} {
+		_, err := dhcpconf.Parse([]byte(conf), "")
+		require.Error(t, err, name)
+		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%s: %v", name, err)
+	}
+}
+
+func TestClientIDIsTheReferencesAndFitsAnOption(t *testing.T) {
+	assert.Equal(t, "abc/net/eth0", dhcpconf.ClientID("abc", "net", "eth0"))
+	long := dhcpconf.ClientID(strings.Repeat("c", 300), "net", "eth0")
+	assert.Len(t, long, 254)
+}
+
+func codesOf(list []dhcpv4.OptionCode) []uint8 {
+	var out []uint8
+	for _, c := range list {
+		out = append(out, c.Code())
+	}
+	return out
+}
+
+// FuzzParse: any config either parses into options a DHCP message can carry or is
+// refused with code 7; it never panics.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"cniVersion":"1.1.0","name":"lan","type":"macvlan","master":"eth0","ipam":{"type":"dhcp"}}`), "")
+	f.Add([]byte(`{"name":"lan","ipam":{"type":"dhcp","daemonSocketPath":"/run/cni/dhcp.sock","request":[{"skipDefault":true,"option":"classless-static-routes"}],"provide":[{"option":"host-name","fromArg":"K8S_POD_NAME"}],"priority":100}}`), "K8S_POD_NAME=a;IgnoreUnknown=1")
+	f.Add([]byte(`{"name":"lan","ipam":{},"cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}`), "")
+	f.Fuzz(func(t *testing.T, data []byte, args string) {
+		c, err := dhcpconf.Parse(data, args)
+		if err != nil {
+			if cnierror.Code(err) != cnierror.CodeInvalidConfig {
+				t.Fatalf("error without code 7: %v", err)
+			}
+			return
+		}
+		for _, o := range c.Provide {
+			if n := len(o.Value.ToBytes()); n > 255 {
+				t.Fatalf("option %d carries %d bytes", o.Code.Code(), n)
+			}
+			if code := o.Code.Code(); code == 0 || code == 255 {
+				t.Fatalf("provides option %d", code)
+			}
+		}
+		_, _ = dhcpconf.NetworkName(data)
+	})
+}

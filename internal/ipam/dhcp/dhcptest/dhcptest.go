@@ -1,0 +1,346 @@
+// Package dhcptest is the test bed of the dhcp plugin and of every main plugin tested
+// with ipam.type dhcp (bridge, macvlan, ...): a real dnsmasq serving a LAN in a
+// throwaway "server" namespace, linked by a veth to a bridge in a throwaway "host"
+// namespace where plugins and the dhcp daemon run. Nothing touches the machine's own
+// namespace; dnsmasq's lease file, the daemon's socket and its lease files live in the
+// test's temp dirs, and every process is killed in t.Cleanup.
+//
+//	server netns: srv0 10.99.0.1/24, dnsmasq
+//	    | veth
+//	host netns:   uplink0 -- bridge dhcpbr0 (10.99.0.2/24), plugins, dhcp daemon
+//	    | veths made by the bridge plugin (bridge: dhcpbr0)
+//	containers:   eth0 from DHCP, 10.99.0.50-150
+//
+// A macvlan test uses the bridge as its master ("master": dhcptest.Bridge): frames a
+// macvlan sends through its parent bridge reach the server as any port's do.
+package dhcptest
+
+import (
+	"bufio"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// Fixed addresses of the lab.
+const (
+	Subnet    = "10.99.0.0/24"
+	ServerIP  = "10.99.0.1"
+	HostIP    = "10.99.0.2"
+	Bridge    = "dhcpbr0"
+	DNSServer = "10.99.0.53"
+	Domain    = "lab.example"
+	// StaticDst/StaticGW is the classless route (option 121) the server hands out.
+	StaticDst = "192.0.2.0/24"
+	StaticGW  = "10.99.0.254"
+)
+
+// Lab is one dnsmasq-served LAN.
+type Lab struct {
+	t         testing.TB
+	Host      *testns.NS
+	Server    *testns.NS
+	LeaseFile string
+	dnsmasq   *exec.Cmd
+}
+
+// Options shape the server.
+type Options struct {
+	// LeaseTime is dnsmasq's lease time (it refuses less than 2 minutes); 0 means 1h.
+	LeaseTime time.Duration
+	// RenewAfter sets option 58 (T1) and RebindAfter option 59 (T2) when non-zero.
+	RenewAfter, RebindAfter time.Duration
+	// Classless adds option 121 with StaticDst via StaticGW (and the default route
+	// through the router, which 121 must then carry itself).
+	Classless bool
+	// Pool is the dhcp-range's first and last address; empty means 10.99.0.50-150.
+	Pool [2]string
+}
+
+// New starts the lab. A missing dnsmasq fails the test rather than skipping it: the
+// project's machines install dnsmasq-base.
+func New(t testing.TB, o Options) *Lab {
+	t.Helper()
+	testns.RequireRoot(t)
+	if _, err := exec.LookPath("dnsmasq"); err != nil {
+		t.Fatalf("dnsmasq is needed (apt-get install dnsmasq-base): %v", err)
+	}
+	l := &Lab{t: t, Host: testns.NewWithLoopback(t), Server: testns.NewWithLoopback(t)}
+	l.wire()
+	l.startDnsmasq(o)
+	return l
+}
+
+// wire builds the server veth and the host bridge.
+func (l *Lab) wire() {
+	testns.Veth(l.t, l.Server, "srv0", []string{ServerIP + "/24"}, l.Host, "uplink0", nil)
+	h := l.Host.Handle(l.t)
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: Bridge}}
+	if err := h.LinkAdd(br); err != nil {
+		l.t.Fatalf("bridge: %v", err)
+	}
+	up, err := h.LinkByName("uplink0")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := h.LinkSetMaster(up, br); err != nil {
+		l.t.Fatal(err)
+	}
+	testns.Up(l.t, l.Host, Bridge, HostIP+"/24")
+}
+
+func (l *Lab) startDnsmasq(o Options) {
+	dir := l.t.TempDir()
+	l.LeaseFile = filepath.Join(dir, "dnsmasq.leases")
+	l.startDnsmasqIn(dir, o)
+}
+
+// RestartServer replaces dnsmasq with one configured by o, with an empty lease file: a
+// server that has forgotten every lease (and, authoritative, refuses them).
+func (l *Lab) RestartServer(o Options) {
+	l.StopServer()
+	l.startDnsmasq(o)
+}
+
+func (l *Lab) startDnsmasqIn(dir string, o Options) {
+	lt := o.LeaseTime
+	if lt == 0 {
+		lt = time.Hour
+	}
+	pool := o.Pool
+	if pool[0] == "" {
+		pool = [2]string{"10.99.0.50", "10.99.0.150"}
+	}
+	args := []string{
+		"--keep-in-foreground", "--conf-file=/dev/null", "--port=0", "--user=root", "--group=root",
+		"--interface=srv0", "--bind-interfaces", "--no-ping", "--dhcp-authoritative", "--log-dhcp",
+		"--log-facility=" + filepath.Join(dir, "dnsmasq.log"),
+		"--pid-file=" + filepath.Join(dir, "dnsmasq.pid"),
+		"--dhcp-leasefile=" + l.LeaseFile,
+		fmt.Sprintf("--dhcp-range=%s,%s,255.255.255.0,%ds", pool[0], pool[1], int(lt.Seconds())),
+		"--dhcp-option=option:router," + ServerIP,
+		"--dhcp-option=option:dns-server," + DNSServer,
+		"--dhcp-option=option:domain-name," + Domain,
+	}
+	if o.RenewAfter > 0 {
+		args = append(args, fmt.Sprintf("--dhcp-option=option:T1,%ds", int(o.RenewAfter.Seconds())))
+	}
+	if o.RebindAfter > 0 {
+		args = append(args, fmt.Sprintf("--dhcp-option=option:T2,%ds", int(o.RebindAfter.Seconds())))
+	}
+	if o.Classless {
+		args = append(args, "--dhcp-option=option:classless-static-route,"+StaticDst+","+StaticGW+",0.0.0.0/0,"+ServerIP)
+	}
+	cmd := exec.Command("dnsmasq", args...)
+	cmd.Stderr = &prefixWriter{t: l.t, prefix: "dnsmasq: "}
+	l.Server.Run(l.t, cmd.Start)
+	l.dnsmasq = cmd
+	l.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if l.t.Failed() || os.Getenv("DHCPTEST_VERBOSE") != "" {
+			if b, err := os.ReadFile(filepath.Join(dir, "dnsmasq.log")); err == nil {
+				l.t.Logf("dnsmasq log:\n%s", b)
+			}
+		}
+	})
+	l.waitListening()
+}
+
+// StopServer kills dnsmasq: from then on nobody answers DHCP on the LAN.
+func (l *Lab) StopServer() {
+	_ = l.dnsmasq.Process.Kill()
+	_, _ = l.dnsmasq.Process.Wait()
+}
+
+// waitListening waits until dnsmasq has bound its DHCP socket (it writes its pid file
+// after that).
+func (l *Lab) waitListening() {
+	pidFile := filepath.Join(filepath.Dir(l.LeaseFile), "dnsmasq.pid")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(pidFile); err == nil {
+			return
+		}
+		if l.dnsmasq.ProcessState != nil {
+			break
+		}
+	}
+	l.t.Fatalf("dnsmasq did not start")
+}
+
+// Lease is one line of dnsmasq's lease file.
+type Lease struct {
+	Expiry   time.Time
+	MAC      string
+	IP       string
+	Hostname string
+	// ClientID is the client identifier as text (type byte dropped) when it was one of
+	// type 0, else dnsmasq's hex.
+	ClientID string
+}
+
+// Leases reads dnsmasq's lease file.
+func (l *Lab) Leases() []Lease {
+	f, err := os.Open(l.LeaseFile)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []Lease
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || fields[0] == "duid" {
+			continue
+		}
+		secs, _ := strconv.ParseInt(fields[0], 10, 64)
+		out = append(out, Lease{Expiry: time.Unix(secs, 0), MAC: fields[1], IP: fields[2], Hostname: fields[3],
+			ClientID: clientIDText(fields[4])})
+	}
+	return out
+}
+
+// LeaseOf returns the server's lease for a client id, if it has one.
+func (l *Lab) LeaseOf(clientID string) (Lease, bool) {
+	for _, le := range l.Leases() {
+		if le.ClientID == clientID {
+			return le, true
+		}
+	}
+	return Lease{}, false
+}
+
+// WaitLease waits until cond holds for the client id's lease state (found, lease)
+// or the timeout passes, and returns the last state.
+func (l *Lab) WaitLease(clientID string, timeout time.Duration, cond func(Lease, bool) bool) (Lease, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		le, ok := l.LeaseOf(clientID)
+		if cond(le, ok) || time.Now().After(deadline) {
+			return le, ok
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func clientIDText(hexID string) string {
+	b, err := hex.DecodeString(strings.ReplaceAll(hexID, ":", ""))
+	if err != nil || len(b) < 2 || b[0] != 0 {
+		return hexID
+	}
+	return string(b[1:])
+}
+
+// Plug gives a container namespace an interface on the lab's LAN without any plugin: a
+// veth whose container end is ifName (up, no address) and whose other end is a port of
+// the bridge. It is for running an IPAM plugin on its own.
+func (l *Lab) Plug(n *testns.NS, ifName, hostName string) {
+	l.t.Helper()
+	testns.Veth(l.t, n, ifName, nil, l.Host, hostName, nil)
+	h := l.Host.Handle(l.t)
+	port, err := h.LinkByName(hostName)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	br, err := h.LinkByName(Bridge)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := h.LinkSetMaster(port, br); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// Daemon is a `cni dhcp daemon` process running in the lab's host namespace.
+type Daemon struct {
+	Socket   string
+	StateDir string
+	cmd      *exec.Cmd
+	lab      *Lab
+	args     []string
+	log      *prefixWriter
+}
+
+// StartDaemon execs bin (the cni binary) as `cni dhcp daemon` in the host namespace
+// with a socket and state dir in temp dirs, plus extra flags, and waits for its socket.
+func (l *Lab) StartDaemon(bin string, extra ...string) *Daemon {
+	l.t.Helper()
+	dir := l.t.TempDir()
+	d := &Daemon{Socket: filepath.Join(dir, "dhcp.sock"), StateDir: filepath.Join(dir, "leases"), lab: l,
+		log: &prefixWriter{t: l.t, prefix: "daemon: "}}
+	d.args = append([]string{bin, "dhcp", "daemon", "-socketpath", d.Socket, "-statedir", d.StateDir,
+		"-timeout", "2s", "-resendmax", "2s"}, extra...)
+	d.Start()
+	l.t.Cleanup(d.Kill)
+	return d
+}
+
+// StartReferenceDaemon execs the reference plugins' dhcp binary as its daemon, which
+// keeps no state dir.
+func (l *Lab) StartReferenceDaemon(bin string) *Daemon {
+	l.t.Helper()
+	d := &Daemon{Socket: filepath.Join(l.t.TempDir(), "ref-dhcp.sock"), lab: l, log: &prefixWriter{t: l.t, prefix: "reference daemon: "}}
+	d.args = []string{bin, "daemon", "-socketpath", d.Socket, "-timeout", "2s", "-resendmax", "2s"}
+	d.Start()
+	l.t.Cleanup(d.Kill)
+	return d
+}
+
+// Start (re)starts the daemon process with the same flags.
+func (d *Daemon) Start() {
+	t := d.lab.t
+	t.Helper()
+	cmd := exec.Command(d.args[0], d.args[1:]...)
+	cmd.Stderr = d.log
+	cmd.Stdout = d.log
+	d.lab.Host.Run(t, cmd.Start)
+	d.cmd = cmd
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("unix", d.Socket); err == nil {
+			c.Close()
+			return
+		}
+	}
+	t.Fatalf("dhcp daemon did not listen on %s", d.Socket)
+}
+
+// Kill ends the daemon with SIGKILL (no chance to tidy up, as in a crash or OOM).
+func (d *Daemon) Kill() {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGKILL)
+	_ = d.cmd.Wait()
+	d.cmd = nil
+}
+
+// Pid is the daemon's process id.
+func (d *Daemon) Pid() int { return d.cmd.Process.Pid }
+
+// prefixWriter sends a process's output to the test log, line by line.
+type prefixWriter struct {
+	t      testing.TB
+	prefix string
+}
+
+func (w *prefixWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.t.Log(w.prefix + line)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,172 @@
+package lease
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/cnikit/cni/internal/result"
+)
+
+// DefaultLeaseTime is assumed when a server names no lease time, as the reference does.
+const DefaultLeaseTime = time.Hour
+
+// scopeLink is RT_SCOPE_LINK, for a classless route without a router.
+const scopeLink = 253
+
+// Times are the moments that drive a lease: renew at T1, rebind at T2, give up at
+// expiry (RFC 2131 §4.4.5; T1 and T2 default to 1/2 and 7/8 of the lease).
+type Times struct{ Renew, Rebind, Expire time.Time }
+
+// Times returns b's renewal, rebinding and expiry moments.
+func (b *Bound) Times() Times {
+	lt := b.ACK.IPAddressLeaseTime(DefaultLeaseTime)
+	t1 := b.ACK.IPAddressRenewalTime(lt / 2)
+	t2 := b.ACK.IPAddressRebindingTime(lt * 7 / 8)
+	if t2 > lt || t2 <= 0 {
+		t2 = lt * 7 / 8
+	}
+	if t1 > t2 || t1 <= 0 {
+		t1 = min(lt/2, t2)
+	}
+	return Times{Renew: b.At.Add(t1), Rebind: b.At.Add(t2), Expire: b.At.Add(lt)}
+}
+
+// Addr is the leased address with the server's mask.
+func (b *Bound) Addr() (netip.Prefix, error) {
+	ip, ok := netip.AddrFromSlice(b.ACK.YourIPAddr.To4())
+	if !ok || ip.IsUnspecified() {
+		return netip.Prefix{}, errors.New("DHCPACK carries no address")
+	}
+	mask := b.ACK.SubnetMask()
+	if mask == nil {
+		return netip.Prefix{}, errors.New("DHCP option Subnet Mask not found in DHCPACK")
+	}
+	ones, bits := mask.Size()
+	if bits != 32 {
+		return netip.Prefix{}, errors.New("DHCPACK carries a non-contiguous subnet mask")
+	}
+	return netip.PrefixFrom(ip, ones), nil
+}
+
+// Result turns the lease into an IPAM result: the address, the first router as
+// gateway, routes (option 121 when present, which by RFC 3442 overrides both option 33
+// and the routers; otherwise option 33 and a default route via the router) each with
+// priority as its metric, and the DNS servers, domain and search list.
+func (b *Bound) Result(priority int) (*result.Result, error) {
+	addr, err := b.Addr()
+	if err != nil {
+		return nil, err
+	}
+	res := &result.Result{CNIVersion: "1.1.0"}
+	ipc := result.IPConfig{Address: addr}
+	if gw, ok := firstV4(b.ACK.Router()); ok {
+		ipc.Gateway = gw
+	}
+	res.IPs = []result.IPConfig{ipc}
+	res.Routes = routes(b.ACK, ipc.Gateway)
+	for i := range res.Routes {
+		res.Routes[i].Priority = priority
+	}
+	res.DNS = dns(b.ACK)
+	return res, nil
+}
+
+func routes(ack *dhcpv4.DHCPv4, gw netip.Addr) []result.Route {
+	var out []result.Route
+	if classless := ack.ClasslessStaticRoute(); len(classless) > 0 {
+		for _, r := range classless {
+			if r == nil || r.Dest == nil {
+				continue
+			}
+			dst, ok := prefixOf(r.Dest)
+			if !ok {
+				continue
+			}
+			rt := result.Route{Dst: dst}
+			if via, ok := v4(r.Router); ok && !via.IsUnspecified() {
+				rt.GW = via
+			} else {
+				scope := scopeLink
+				rt.Scope = &scope
+			}
+			out = append(out, rt)
+		}
+		return out
+	}
+	out = append(out, staticRoutes(ack.Options.Get(dhcpv4.OptionStaticRoutingTable))...)
+	if gw.IsValid() {
+		out = append(out, result.Route{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), GW: gw})
+	}
+	return out
+}
+
+// staticRoutes reads option 33: pairs of (classful destination, router).
+func staticRoutes(opt []byte) []result.Route {
+	var out []result.Route
+	for ; len(opt) >= 8; opt = opt[8:] {
+		dst := netip.AddrFrom4([4]byte(opt[0:4]))
+		gw := netip.AddrFrom4([4]byte(opt[4:8]))
+		out = append(out, result.Route{Dst: netip.PrefixFrom(dst, classfulBits(dst)).Masked(), GW: gw})
+	}
+	return out
+}
+
+// classfulBits is the class A/B/C mask length that option 33 implies.
+func classfulBits(a netip.Addr) int {
+	switch b := a.As4()[0]; {
+	case b < 128:
+		return 8
+	case b < 192:
+		return 16
+	default:
+		return 24
+	}
+}
+
+func dns(ack *dhcpv4.DHCPv4) result.DNS {
+	var d result.DNS
+	for _, ip := range ack.DNS() {
+		if a, ok := v4(ip); ok {
+			d.Nameservers = append(d.Nameservers, a.String())
+		}
+	}
+	d.Domain = ack.DomainName()
+	if labels := ack.DomainSearch(); labels != nil {
+		d.Search = append(d.Search, labels.Labels...)
+	}
+	return d
+}
+
+func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
+	a, ok := v4(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, bits := n.Mask.Size()
+	if bits != 32 {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a, ones).Masked(), true
+}
+
+func v4(ip net.IP) (netip.Addr, bool) {
+	a, ok := netip.AddrFromSlice(ip.To4())
+	return a, ok && ip.To4() != nil
+}
+
+func firstV4(ips []net.IP) (netip.Addr, bool) {
+	for _, ip := range ips {
+		if a, ok := v4(ip); ok && !a.IsUnspecified() {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// jitter is up to a second, so that leases acquired together do not resend together.
+func jitter() time.Duration { return time.Duration(rand.Int64N(int64(time.Second))) }

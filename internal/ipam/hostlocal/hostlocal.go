@@ -11,31 +11,19 @@
 //
 // # The index
 //
-// The reference reads every file of the directory on every ADD (its duplicate
-// allocation check), DEL and CHECK, so its cost grows with the number of reservations.
-// Ours keeps an index instead: .cni-index/<containerID>:<ifname> (a hash of both when
-// that is too long) lists the addresses of one attachment. Entries are symbolic links
-// used as small atomic records (the target text is the record): created complete by
-// one symlink(2), replaced by rename, read by one readlink(2), and with no data block
-// to flush. The reference's recursive walk reads them too, but reading a link follows
-// it to a name that never exists, which the reference skips; nothing in .cni-index can
-// be mistaken for "<id>\r\n<ifname>" or "<id>".
+// The reference reads every file of the directory on every ADD, DEL and CHECK. Ours
+// keeps .cni-index/<containerID>:<ifname> (hashed when too long): symlinks whose target
+// text lists the attachment's addresses (one symlink(2) to create, one readlink(2) to
+// read; the reference's walk skips them). Why a wrong index can never do harm:
+//  1. it is trusted only while the network directory and .cni-index both carry our
+//     last "seal" mtime (see seal); any change made past us (the reference, an operator,
+//     a crashed operation) moves the directory's mtime, and the next operation rebuilds
+//     the index from one walk;
+//  2. every address it names is checked against its reservation file before use;
+//  3. reservations are claimed by link(2), exclusive like O_EXCL, whatever the index says.
 //
-// The index is only trusted while it is known to be current. After every operation
-// that changed anything, both the network directory and .cni-index get the same
-// mtime, a "seal" stamp that ends in a fixed sub-millisecond pattern (see seal). Any
-// later change of the network directory that did not go through us (the reference
-// plugin reserving or releasing, an operator deleting a file, an operation of ours
-// killed half-way) moves its mtime to the kernel's current time, and the next
-// operation rebuilds the index with one walk. On a filesystem that cannot store the
-// stamp exactly, every operation walks, as the reference does. Every address the index
-// names is checked against its reservation file before use, and reservations
-// themselves are claimed by link(2), which is exclusive like O_EXCL, so a wrong index
-// can never cause a double allocation or release someone else's address: at worst it
-// costs a walk. The first operation on a directory the reference plugin filled pays
-// that walk plus one entry per attachment, once. Per ADD the cost is then a handful of syscalls on names known in
-// advance (lock, stamp check, one readlink, the reservation, last_reserved_ip, one
-// symlink, the stamps), whatever the number of reservations; DEL is fewer still.
+// So at worst a stale index costs one walk; per ADD the cost is otherwise a handful of
+// syscalls on names known in advance, whatever the number of reservations.
 //
 // # Crash safety
 //

@@ -1,7 +1,6 @@
 package hostlocal
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 )
@@ -142,6 +141,3 @@ func (it *iterator) next() (netip.Addr, ipRange, bool) {
 		return it.cur, r, true
 	}
 }
-
-// describe is used in error messages that name a range set.
-func describe(s rangeSet) string { return fmt.Sprintf("[%s]", s.String()) }

@@ -1,9 +1,7 @@
 package dispatch
 
 import (
-	"github.com/cnikit/cni/internal/ipam/dhcp"
-	"github.com/cnikit/cni/internal/ipam/hostlocal"
-	"github.com/cnikit/cni/internal/ipam/static"
+	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/bridge"
 	"github.com/cnikit/cni/internal/plugins/dummy"
@@ -26,11 +24,9 @@ import (
 // Registry returns every built-in plugin, one line each. `cni --list`, help, the install
 // script and in-process lookups all read this one table.
 func Registry() []*skel.Plugin {
-	return []*skel.Plugin{
+	// The IPAM types come from ipam's own table, which in-process delegation reads too.
+	return append(ipam.Plugins(),
 		loopback.Plugin(),
-		hostlocal.Plugin(),
-		static.Plugin(),
-		dhcp.Plugin(),
 		bandwidth.Plugin(),
 		bridge.Plugin(),
 		ptp.Plugin(),
@@ -46,7 +42,7 @@ func Registry() []*skel.Plugin {
 		dummy.Plugin(),
 		hostdevice.Plugin(),
 		tap.Plugin(),
-	}
+	)
 }
 
 // Lookup returns the built-in plugin called name, or nil.

@@ -52,15 +52,22 @@ func Release(req *skel.Request) func() error {
 
 func discard(_ *result.Result, err error) error { return err }
 
+// Plugins are the built-in IPAM types, one line each: the one table that main plugins'
+// in-process delegation (Builtin) and the binary's registry both read.
+func Plugins() []*skel.Plugin {
+	return []*skel.Plugin{
+		hostlocal.Plugin(),
+		static.Plugin(),
+		dhcp.Plugin(),
+	}
+}
+
 // Builtin returns the in-process plugin for an IPAM type, or nil.
 func Builtin(typ string) *skel.Plugin {
-	switch typ {
-	case "host-local":
-		return hostlocal.Plugin()
-	case "static":
-		return static.Plugin()
-	case "dhcp":
-		return dhcp.Plugin()
+	for _, p := range Plugins() {
+		if p.Name == typ {
+			return p
+		}
 	}
 	return nil
 }

@@ -99,8 +99,12 @@ func bridgeName(conf *Config, prev *result.Result) (string, error) {
 	if conf.IngressPolicy == PolicyOpen {
 		return "", nil
 	}
-	for _, i := range prev.Interfaces {
+	for n, i := range prev.Interfaces {
 		if i.Sandbox == "" && i.Name != "" {
+			// The name goes into iptables rules: another plugin's output is input here.
+			if err := skel.ValidateIfName(i.Name); err != nil {
+				return "", cnierror.Newf(cnierror.CodeInvalidConfig, "prevResult.interfaces[%d].name: %v", n, err)
+			}
 			return i.Name, nil
 		}
 	}

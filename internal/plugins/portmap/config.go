@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unicode"
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/netfilter"
@@ -93,8 +94,8 @@ func parseSettings(conf *Config) (*settings, error) {
 		s.markBit = *conf.MarkMasqBit
 	}
 	if conf.ExternalSetMarkChain != nil {
-		if *conf.ExternalSetMarkChain == "" || strings.ContainsAny(*conf.ExternalSetMarkChain, " \t\"'") {
-			return nil, invalid("externalSetMarkChain: invalid chain name %q", *conf.ExternalSetMarkChain)
+		if name := *conf.ExternalSetMarkChain; name == "" || strings.ContainsAny(name, " \t\"'") || hasControl(name) {
+			return nil, invalid("externalSetMarkChain: invalid chain name %q", name)
 		}
 		s.externalSet = *conf.ExternalSetMarkChain
 	}
@@ -103,6 +104,16 @@ func parseSettings(conf *Config) (*settings, error) {
 	}
 	if conf.ConditionsV6 != nil {
 		s.cond6 = *conf.ConditionsV6
+	}
+	for _, c := range []struct {
+		field string
+		conds []string
+	}{{"conditionsV4", s.cond4}, {"conditionsV6", s.cond6}} {
+		for i, cond := range c.conds {
+			if hasControl(cond) {
+				return nil, invalid("%s[%d]: %q contains a control character", c.field, i, cond)
+			}
+		}
 	}
 	backend, err := chooseBackend(conf)
 	if err != nil {
@@ -197,6 +208,10 @@ func parseMapping(i int, pm PortMapping) (mapping, error) {
 	}
 	return m, nil
 }
+
+// hasControl reports a control character: one would end or split the line that carries
+// the value into iptables-restore (the issue's "RELX\n-F" flushed the nat table).
+func hasControl(s string) bool { return strings.IndexFunc(s, unicode.IsControl) >= 0 }
 
 func invalid(format string, a ...any) error {
 	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)

@@ -8,8 +8,9 @@ COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 PKG       := github.com/cnikit/cni
 LDFLAGS   := -s -w -buildid= -X $(PKG)/internal/dispatch.buildVersion=$(VERSION) -X $(PKG)/internal/dispatch.buildCommit=$(COMMIT)
 BIN       := bin/cni
+FUZZTIME  ?= 3s
 
-.PHONY: build test vet fmt-check bench install demo clean test-kernel
+.PHONY: build test fuzz vet fmt-check bench install demo clean test-kernel
 
 build: $(BIN)
 
@@ -26,9 +27,16 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # The whole suite: vet, gofmt, then every package under the race detector, as root
-# (tests make their own network namespaces and never touch the machine's own).
+# (tests make their own network namespaces and never touch the machine's own), then
+# every fuzz target for a bounded time.
 test: vet fmt-check
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory fuzz
+
+# Every `func FuzzXxx` of the module, found by scripts/fuzz.sh, for FUZZTIME each (one
+# go test -fuzz per target). A crasher lands in <pkg>/testdata/fuzz/FuzzXxx/.
+fuzz:
+	GO='$(GO)' FUZZTIME='$(FUZZTIME)' scripts/fuzz.sh
 
 bench: build
 	$(GO) run ./cmd/cnibench -bin $(BIN)

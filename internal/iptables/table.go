@@ -142,7 +142,9 @@ func Parse(fam Family, table, save string) (*Table, error) {
 	sc := bufio.NewScanner(strings.NewReader(save))
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		// Only the blanks iptables-restore splits on: a trailing U+00A0 belongs to the
+		// last argument (strings.TrimSpace would cut it off).
+		line := strings.Trim(sc.Text(), " \t\r")
 		switch {
 		case line == "" || strings.HasPrefix(line, "#"):
 		case strings.HasPrefix(line, "*"):

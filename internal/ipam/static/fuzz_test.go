@@ -24,6 +24,7 @@ func FuzzLoad(f *testing.F) {
 			`"runtimeConfig":{"ips":[" 10.10.0.1/24 ","::ffff:10.1.0.1/120"]}}`, "IgnoreUnknown=true;K8S_POD_NAMESPACE=default"},
 		{`{"cniVersion":"0.2.0","name":"n","type":"static","ipam":{"type":"static","addresses":[{"address":"10.0.0.2/8"},{"address":"10.0.0.3/8"}]}}`, ""},
 		{`{"cniVersion":"1.1.0","name":"n","type":"static","ipam":{"type":"static","addresses":[{"address":"10.0.0.2"}]}}`, "GATEWAY=x"},
+		{`{"cniVersion":"1.1.0","name":"n","type":"static","ipam":{"type":"static","addresses":[{"address":"fe80::5/64","gateway":"fe80::1%eth0"}]}}`, ""},
 		{`{"cniVersion":"1.1.0","name":"n","type":"static"}`, ""},
 	} {
 		f.Add([]byte(seed.config), seed.cniArgs)

@@ -42,7 +42,8 @@ const prev = `"prevResult":{"cniVersion":"1.1.0","interfaces":[{"name":"cni0"},{
 // prevResult through skel's ADD path and portmap's loader. A refused config is a config
 // error (never 999). For an accepted one, every iptables rule ADD would write reads back
 // from iptables-save text as the same rule (no value can end the line or start another
-// table), nft conditions compile, and written back out the config loads to the same
+// table), what DEL reads back from the kernel (DNAT rules, nft records, the owner
+// comment) gives the mappings and owner ADD wrote, nft conditions compile, and written back out the config loads to the same
 // settings.
 func FuzzLoad(f *testing.F) {
 	for _, seed := range []string{
@@ -77,23 +78,78 @@ func FuzzLoad(f *testing.F) {
 			return
 		}
 		s := l.Value.Settings
-		if s.backend == netfilter.IPTables {
-			o := owner{net: l.Req.Net.Name, cid: l.Req.Args.ContainerID}
-			for _, fam := range l.Value.Families {
-				markChain := s.externalSet
-				if markChain == "" && s.snat {
-					markChain = iptSetMark
-				}
-				for _, r := range append(dnRules(s, fam, markChain), entryRules(o, fam, iptDNPrefix+o.hash())...) {
-					iptablestest.RequireReadsBack(t, iptFamily(fam.v6), "nat", r)
-				}
-			}
+		o := owner{net: l.Req.Net.Name, cid: l.Req.Args.ContainerID}
+		if back, ok := ownerFromComment(o.comment()); !ok || back != o {
+			t.Fatalf("comment %q reads back as %+v", o.comment(), back)
+		}
+		for _, fam := range l.Value.Families {
+			requireMappingsReadBack(t, s, o, fam)
 		}
 		conf, err := skel.LoadConfig[Config](l.Req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		skeltest.RequireStable(t, Plugin(), l, conf, loadForAdd)
+	})
+}
+
+// requireMappingsReadBack checks that what DEL reads back from the kernel is what ADD
+// wrote: in iptables, every rule reads back as itself from save text and each DNAT rule
+// of the CNI-DN chain (the only one DEL reads them from) gives its mapping back; in nftables, each rule's record does.
+func requireMappingsReadBack(t *testing.T, s *settings, o owner, fam family) {
+	t.Helper()
+	target := fam.addr.Addr()
+	for _, m := range fam.mappings {
+		rec := nftMapping{mapping: m, target: target}.record()
+		back, ok := parseRecord(rec)
+		if !ok || back.proto != m.proto || back.hostPort != m.hostPort || back.containerPort != m.containerPort ||
+			back.hostIP != m.hostIP || back.target != target {
+			t.Fatalf("record %q of %+v reads back as %+v, %v", rec, m, back, ok)
+		}
+	}
+	if s.backend != netfilter.IPTables {
+		return
+	}
+	markChain := s.externalSet
+	if markChain == "" && s.snat {
+		markChain = iptSetMark
+	}
+	var flows []flow
+	for _, r := range dnRules(s, fam, markChain) {
+		iptablestest.RequireReadsBack(t, iptFamily(fam.v6), "nat", r)
+		if f, ok := flowOfDNAT(r); ok {
+			flows = append(flows, f)
+		}
+	}
+	for _, r := range entryRules(o, fam, iptDNPrefix+o.hash()) {
+		iptablestest.RequireReadsBack(t, iptFamily(fam.v6), "nat", r)
+	}
+	if len(flows) != len(fam.mappings) {
+		t.Fatalf("%d DNAT rules read back for %d mappings", len(flows), len(fam.mappings))
+	}
+	for i, m := range fam.mappings {
+		if want := (flow{proto: m.proto, hostPort: m.hostPort, target: target}); flows[i] != want {
+			t.Fatalf("DNAT rule of %+v reads back as %+v", m, flows[i])
+		}
+	}
+}
+
+// FuzzRecord reads the mapping records of nft rules, which DEL takes from the kernel:
+// an accepted record is written again as the same mapping.
+func FuzzRecord(f *testing.F) {
+	for _, seed := range []string{"tcp 8080 * 10.1.0.5 80", "udp 53 127.0.0.1 10.1.0.5 53", "sctp 1 fd00::1 fd00::5 65535",
+		"tcp 8080 * 10.1.0.5", "icmp 1 * 10.1.0.5 1", "tcp 70000 * 10.1.0.5 80", "tcp 80 fe80::1%eth0 ::ffff:10.1.0.5 80"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, rec string) {
+		m, ok := parseRecord(rec)
+		if !ok {
+			return
+		}
+		again, ok := parseRecord(m.record())
+		if !ok || again != m {
+			t.Fatalf("%q reads as %+v, written again %q reads as %+v", rec, m, m.record(), again)
+		}
 	})
 }
 

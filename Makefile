@@ -24,7 +24,9 @@ ARCH_BIN_FLAG := $(subst $(space),$(comma),$(foreach a,$(ARCHES),$(a)=../bin/lin
 # The build tools (go-containerregistry, nfpm) live in their own module, never linked into cni.
 TOOLS     := cd tools && $(GO)
 
-.PHONY: build test test-tools vet fmt-check bench install demo clean test-kernel image packages
+FUZZTIME  ?= 3s
+
+.PHONY: build test test-tools fuzz vet fmt-check bench install demo clean test-kernel image packages
 
 build: $(BIN)
 
@@ -59,10 +61,12 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # The whole suite: vet, gofmt, then every package under the race detector, as root
-# (tests make their own network namespaces and never touch the machine's own).
+# (tests make their own network namespaces and never touch the machine's own), then
+# every fuzz target for a bounded time.
 test: vet fmt-check
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) test-tools
+	$(MAKE) --no-print-directory fuzz
 
 # The build tools' module: the image, the packages and the Kubernetes manifests, tested
 # with the binaries make image and make packages ship (go test in tools/ alone builds
@@ -70,6 +74,11 @@ test: vet fmt-check
 test-tools: $(ARCH_BINS)
 	$(TOOLS) vet ./...
 	CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(TOOLS) test -count=1 -timeout 15m ./...
+
+# Every `func FuzzXxx` of the module, found by scripts/fuzz.sh, for FUZZTIME each (one
+# go test -fuzz per target). A crasher lands in <pkg>/testdata/fuzz/FuzzXxx/.
+fuzz:
+	GO='$(GO)' FUZZTIME='$(FUZZTIME)' scripts/fuzz.sh
 
 bench: build
 	$(GO) run ./cmd/cnibench -bin $(BIN)

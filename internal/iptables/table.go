@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // Family is the IP family whose tools (iptables-* or ip6tables-*) are used.
@@ -107,7 +108,7 @@ func CheckArg(a string) error {
 	return nil
 }
 
-func isControl(r rune) bool { return r < ' ' || r == 0x7f }
+func isControl(r rune) bool { return unicode.IsControl(r) }
 
 // MaxComment is the longest text the comment match keeps (XT_MAX_COMMENT_LEN - 1):
 // iptables-legacy refuses a longer one, iptables-nft cuts it silently.
@@ -192,7 +193,9 @@ func Parse(fam Family, table, save string) (*Table, error) {
 	sc := bufio.NewScanner(strings.NewReader(save))
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		// Only the blanks iptables-restore splits on: a trailing U+00A0 belongs to the
+		// last argument (strings.TrimSpace would cut it off).
+		line := strings.Trim(sc.Text(), " \t\r")
 		switch {
 		case line == "" || strings.HasPrefix(line, "#"):
 		case strings.HasPrefix(line, "*"):

@@ -150,3 +150,13 @@ func TestCheckChainNameAcceptsIptablesNames(t *testing.T) {
 		assert.NoError(t, CheckChainName(name), name)
 	}
 }
+
+// Found by FuzzRuleString: a rule whose last argument ended in a non-ASCII blank (here
+// U+00A0) lost it when read back, so the rule never matched its own snapshot.
+func TestParseKeepsNonASCIIBlanksOfTheLastArgument(t *testing.T) {
+	r := Rule{"-i", "eth\u00a0", "-j", "DROP\u00a0"}
+	tab, err := Parse(IPv4, "filter", "*filter\r\n  -A X "+r.String()+" \t\r\nCOMMIT\n")
+	require.NoError(t, err)
+	require.Len(t, tab.Chain("X").Rules, 1)
+	assert.Equal(t, r, tab.Chain("X").Rules[0])
+}

@@ -41,11 +41,11 @@ func Routes(field string, in []Route) ([]result.Route, error) {
 		}
 		rt := result.Route{Dst: Unmap(dst), MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope}
 		if r.GW != "" {
-			gw, err := netip.ParseAddr(r.GW)
+			gw, err := ParseAddr(fmt.Sprintf("%s[%d].gw", field, i), r.GW)
 			if err != nil {
-				return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s[%d].gw: invalid IP address %q", field, i, r.GW)
+				return nil, err
 			}
-			rt.GW = gw.Unmap()
+			rt.GW = gw
 		}
 		out = append(out, rt)
 	}
@@ -74,10 +74,12 @@ func ParseCIDR(field, s string) (netip.Prefix, error) {
 	return Unmap(p), nil
 }
 
-// ParseAddr parses a plain address.
+// ParseAddr parses a plain address. A zone (fe80::1%eth0) is refused: a result cannot
+// carry one, so the next plugin could not read the result back (the reference's
+// net.ParseIP refuses it too).
 func ParseAddr(field, s string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(s)
-	if err != nil {
+	if err != nil || a.Zone() != "" {
 		return netip.Addr{}, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid IP address %q", field, s)
 	}
 	return a.Unmap(), nil

@@ -36,3 +36,14 @@ func TestRoutesErrorsNameTheField(t *testing.T) {
 	_, err = Routes("ipam.routes", []Route{{Dst: "10.0.0.0"}})
 	assert.Equal(t, `ipam.routes[0].dst: invalid CIDR "10.0.0.0"`, err.Error())
 }
+
+// Found by FuzzRoutes: a zoned gateway went into the result, which no reader (result.Parse,
+// libcni) accepts, so the next plugin of the chain failed on our output.
+func TestZonedAddressesAreRefused(t *testing.T) {
+	_, err := Routes("ipam.routes", []Route{{Dst: "fe80::/64", GW: "fe80::1%eth0"}})
+	require.Error(t, err)
+	assert.Equal(t, `ipam.routes[0].gw: invalid IP address "fe80::1%eth0"`, err.Error())
+	_, err = ParseAddr("ipam.addresses[0].gateway", "fe80::1%eth0")
+	require.Error(t, err)
+	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+}

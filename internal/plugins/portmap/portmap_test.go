@@ -273,6 +273,10 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"nft conditions with iptables", `"backend":"iptables","conditionsV6":["ip6 saddr ::1"]`, ok, "conditionsV6"},
 		{"unsupported nft condition", `"backend":"nftables","conditionsV4":["tcp flags syn"]`, ok, "conditionsV4"},
 		{"bad backend", `"backend":"pf"`, ok, "backend"},
+		// Found by FuzzLoad: a newline ends the iptables-restore line (issue 13).
+		{"external chain with a newline", `"externalSetMarkChain":"RELX\n-F"`, ok, "externalSetMarkChain"},
+		{"condition with a newline", `"conditionsV4":["-s","1.2.3.4\nCOMMIT\n*filter\n-F"]`, ok, "conditionsV4[1]"},
+		{"nft condition with a control character", `"conditionsV6":["ip6 saddr ::1\u0000"]`, ok, "conditionsV6[0]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
@@ -22,24 +23,37 @@ type option struct {
 	value string
 }
 
-func (o option) String() string {
-	neg := ""
-	if o.neg {
-		neg = "! "
-	}
-	return o.owner + " " + neg + o.name + " " + o.value
-}
-
 // meaning is the canonical text of r: its options sorted, so that match order does not
 // count (matches are a conjunction).
 func (r Rule) meaning() string {
 	opts := r.options()
-	keys := make([]string, len(opts))
-	for i, o := range opts {
-		keys[i] = o.String()
+	slices.SortFunc(opts, func(a, b option) int {
+		return cmp.Or(strings.Compare(a.owner, b.owner), strings.Compare(a.name, b.name),
+			strings.Compare(a.value, b.value), boolCompare(a.neg, b.neg))
+	})
+	var b strings.Builder
+	for _, o := range opts {
+		b.WriteString(o.owner)
+		b.WriteByte(0)
+		if o.neg {
+			b.WriteString("! ")
+		}
+		b.WriteString(o.name)
+		b.WriteByte(0)
+		b.WriteString(o.value)
+		b.WriteByte(0)
 	}
-	slices.Sort(keys)
-	return strings.Join(keys, "\x00")
+	return b.String()
+}
+
+func boolCompare(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // options reads r the way iptables parses a rule. The equivalences it knows:
@@ -54,8 +68,20 @@ func (r Rule) meaning() string {
 //
 // Anything else is compared as written.
 func (r Rule) options() []option {
+	out := make([]option, 0, len(r)/2)
+	r.walk(func(o option) bool {
+		if o, keep := canonicalOption(o); keep {
+			out = append(out, o)
+		}
+		return true
+	})
+	return out
+}
+
+// walk calls fn with each option of r as written (name canonical, value not yet), in
+// order, until fn returns false.
+func (r Rule) walk(fn func(option) bool) {
 	var (
-		out           []option
 		module, proto string
 		neg           bool
 	)
@@ -67,7 +93,9 @@ func (r Rule) options() []option {
 		}
 		name, isOption := canonicalName(tok)
 		if !isOption {
-			out = append(out, option{owner: module, neg: neg, value: tok})
+			if !fn(option{owner: module, neg: neg, value: tok}) {
+				return
+			}
 			neg = false
 			continue
 		}
@@ -83,20 +111,20 @@ func (r Rule) options() []option {
 		case "-m":
 			module = strings.ToLower(value)
 		case "-j", "-g":
-			out = append(out, option{name: name, value: value})
+			if !fn(option{name: name, value: value}) {
+				return
+			}
 			module = "=> " + value
 		default:
-			owner := ownerOf(name, module, proto)
 			if name == "-p" {
 				proto = canonicalProto(value)
 			}
-			if o, keep := canonicalOption(option{owner: owner, name: name, neg: neg, value: value}); keep {
-				out = append(out, o)
+			if !fn(option{owner: ownerOf(name, module, proto), name: name, neg: neg, value: value}) {
+				return
 			}
 		}
 		neg = false
 	}
-	return out
 }
 
 // aliases maps the long spellings iptables and its common modules accept to the one

@@ -25,22 +25,27 @@ func (r Rule) Same(o Rule) bool { return r.meaning() == o.meaning() }
 // when the rule does not have the option.
 func (r Rule) Value(name string) (value string, ok bool) {
 	name, _ = canonicalName(name)
-	for _, o := range r.options() {
-		if o.name == name {
-			return o.value, true
+	r.walk(func(o option) bool {
+		if o.name != name {
+			return true
 		}
-	}
-	return "", false
+		o, _ = canonicalOption(o)
+		value, ok = o.value, true
+		return false
+	})
+	return value, ok
 }
 
 // Target returns the target of -j (or the chain of -g), or "".
-func (r Rule) Target() string {
-	for _, o := range r.options() {
+func (r Rule) Target() (target string) {
+	r.walk(func(o option) bool {
 		if o.name == "-j" || o.name == "-g" {
-			return o.value
+			target = o.value
+			return false
 		}
-	}
-	return ""
+		return true
+	})
+	return target
 }
 
 // Comment returns the text of the comment match, or "".

@@ -82,7 +82,7 @@ func (b *Batch) EnsureChain(name string) {
 	b.add("-N %s", name)
 }
 
-// AppendRule appends r to chain unless chain already holds it.
+// AppendRule appends r to chain unless chain already holds the same rule.
 func (b *Batch) AppendRule(chain string, r Rule) {
 	if !b.safe(chain, r) {
 		return
@@ -91,11 +91,11 @@ func (b *Batch) AppendRule(chain string, r Rule) {
 	if c == nil || c.Has(r) {
 		return
 	}
-	c.Rules = append(c.Rules, r)
+	c.insert(len(c.Rules), r)
 	b.add("-A %s %s", chain, r)
 }
 
-// InsertRule puts r first in chain unless chain already holds it (anywhere).
+// InsertRule puts r first in chain unless chain already holds the same rule (anywhere).
 func (b *Batch) InsertRule(chain string, r Rule) {
 	if !b.safe(chain, r) {
 		return
@@ -104,11 +104,13 @@ func (b *Batch) InsertRule(chain string, r Rule) {
 	if c == nil || c.Has(r) {
 		return
 	}
-	c.Rules = append([]Rule{r}, c.Rules...)
+	c.insert(0, r)
 	b.add("-I %s 1 %s", chain, r)
 }
 
-// DeleteRule deletes r from chain if the chain holds it.
+// DeleteRule deletes the rule of chain that is the same as r, if there is one. The
+// delete names the rule as the snapshot printed it: the tool that printed it reads it
+// back as that very rule.
 func (b *Batch) DeleteRule(chain string, r Rule) {
 	if !b.safe(chain, r) {
 		return
@@ -121,8 +123,30 @@ func (b *Batch) DeleteRule(chain string, r Rule) {
 	if i < 0 {
 		return
 	}
-	c.Rules = append(c.Rules[:i:i], c.Rules[i+1:]...)
-	b.add("-D %s %s", chain, r)
+	have := c.Rules[i]
+	if !b.safe(chain, have) {
+		return
+	}
+	c.remove(i)
+	b.add("-D %s %s", chain, have)
+}
+
+// SetRules makes chain (created if missing) hold exactly rules, in order: nothing is
+// recorded when it already does, else one flush and the appends. A repeated ADD thus
+// leaves the chain, and its counters, alone.
+func (b *Batch) SetRules(chain string, rules []Rule) {
+	b.EnsureChain(chain)
+	c := b.t.Chain(chain)
+	if c == nil || c.Holds(rules) {
+		return
+	}
+	b.FlushChain(chain)
+	for _, r := range rules {
+		if b.safe(chain, r) {
+			c.insert(len(c.Rules), r)
+			b.add("-A %s %s", chain, r)
+		}
+	}
 }
 
 // DeleteRulesFunc deletes every rule of chain for which match is true; it is how a
@@ -148,7 +172,7 @@ func (b *Batch) FlushChain(name string) {
 	if c == nil || len(c.Rules) == 0 {
 		return
 	}
-	c.Rules = nil
+	c.clear()
 	b.add("-F %s", name)
 }
 

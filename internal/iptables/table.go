@@ -4,10 +4,10 @@
 // exec) and applied as one iptables-restore --noflush batch (one more exec), instead of
 // one `iptables` exec per rule operation as in the reference plugins (#510).
 //
-// Rules are argument lists written the way iptables-save prints them (addresses with
-// their prefix length, matches in save order, e.g. `-s 10.1.0.5/32 -m comment
-// --comment "x" -j CNI-abc`), so "is this rule present" is an exact comparison with the
-// snapshot.
+// Rules are argument lists compared by meaning, not by text (Rule.Same): "is this rule
+// present" must hold whichever iptables (legacy or nft, any version) printed the
+// snapshot, and whoever wrote the rule. A rule is deleted by the text the snapshot
+// printed for it.
 //
 // Concurrent writers are handled optimistically: a new chain is declared with `-N`,
 // which fails if another process created it in the meantime (a `:CHAIN` line would
@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode"
 )
 
 // Family is the IP family whose tools (iptables-* or ip6tables-*) are used.
@@ -38,77 +37,6 @@ func (f Family) String() string {
 	}
 	return "iptables"
 }
-
-// Rule is one rule's arguments after `-A <chain>`, e.g.
-// {"-s", "10.1.0.5/32", "-j", "CNI-abc"}.
-type Rule []string
-
-// Equal reports whether r and o are the same rule.
-func (r Rule) Equal(o Rule) bool { return slices.Equal(r, o) }
-
-// Target returns the argument of -j (or -g), or "".
-func (r Rule) Target() string {
-	for i := 0; i+1 < len(r); i++ {
-		if r[i] == "-j" || r[i] == "-g" {
-			return r[i+1]
-		}
-	}
-	return ""
-}
-
-// Comment returns the argument of --comment, or "".
-func (r Rule) Comment() string {
-	for i := 0; i+1 < len(r); i++ {
-		if r[i] == "--comment" {
-			return r[i+1]
-		}
-	}
-	return ""
-}
-
-// String renders r as iptables-restore reads it, quoting arguments that need it. An
-// argument holding a control character cannot be written safely (a newline would start
-// a new line of the script); Batch refuses such rules before rendering them.
-func (r Rule) String() string {
-	var b strings.Builder
-	for i, a := range r {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(quote(a))
-	}
-	return b.String()
-}
-
-// check refuses a rule that iptables-restore could read as something else.
-func (r Rule) check() error {
-	for _, a := range r {
-		if err := CheckArg(a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func quote(a string) string {
-	if a != "" && !strings.ContainsAny(a, " \t\"'\\") {
-		return a
-	}
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(a) + `"`
-}
-
-// CheckArg refuses an argument that quoting cannot make safe in an iptables-restore
-// script: a control character (a newline above all, which would end the line and let
-// the rest be read as commands, or a NUL, which would cut it short). Blanks, quotes and
-// backslashes are quoted by String.
-func CheckArg(a string) error {
-	if i := strings.IndexFunc(a, isControl); i >= 0 {
-		return fmt.Errorf("%q contains the control character %q", a, a[i])
-	}
-	return nil
-}
-
-func isControl(r rune) bool { return unicode.IsControl(r) }
 
 // MaxComment is the longest text the comment match keeps (XT_MAX_COMMENT_LEN - 1):
 // iptables-legacy refuses a longer one, iptables-nft cuts it silently.
@@ -140,18 +68,63 @@ type Chain struct {
 	Name string
 	// Policy is ACCEPT/DROP for a built-in chain and "-" for a user chain.
 	Policy string
-	Rules  []Rule
+	// Rules are the chain's rules in order, as iptables-save printed them. Only the
+	// chain's methods (through Batch) change them, so meanings stays in step.
+	Rules []Rule
+	// meanings caches Rules[i].meaning(): a plan asks "is this rule there" once per
+	// rule it wants, against chains of hundreds of rules.
+	meanings []string
 }
 
 // Builtin reports whether c is one of the table's built-in chains.
 func (c *Chain) Builtin() bool { return c.Policy != "-" }
 
-// Has reports whether c holds r.
+// Has reports whether c holds a rule that is the same as r (Rule.Same).
 func (c *Chain) Has(r Rule) bool { return c.index(r) >= 0 }
 
-func (c *Chain) index(r Rule) int {
-	return slices.IndexFunc(c.Rules, r.Equal)
+// Holds reports whether c holds exactly want, in order (each rule the same as
+// Rule.Same tells).
+func (c *Chain) Holds(want []Rule) bool {
+	if len(c.Rules) != len(want) {
+		return false
+	}
+	c.cacheMeanings()
+	for i, r := range want {
+		if c.meanings[i] != r.meaning() {
+			return false
+		}
+	}
+	return true
 }
+
+func (c *Chain) index(r Rule) int {
+	c.cacheMeanings()
+	return slices.Index(c.meanings, r.meaning())
+}
+
+func (c *Chain) cacheMeanings() {
+	if len(c.meanings) == len(c.Rules) {
+		return
+	}
+	c.meanings = make([]string, len(c.Rules))
+	for i, r := range c.Rules {
+		c.meanings[i] = r.meaning()
+	}
+}
+
+func (c *Chain) insert(i int, r Rule) {
+	c.cacheMeanings()
+	c.Rules = slices.Insert(c.Rules, i, r)
+	c.meanings = slices.Insert(c.meanings, i, r.meaning())
+}
+
+func (c *Chain) remove(i int) {
+	c.cacheMeanings()
+	c.Rules = slices.Delete(c.Rules, i, i+1)
+	c.meanings = slices.Delete(c.meanings, i, i+1)
+}
+
+func (c *Chain) clear() { c.Rules, c.meanings = nil, nil }
 
 // Table is a snapshot of one table of one family.
 type Table struct {

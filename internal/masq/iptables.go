@@ -60,14 +60,8 @@ func iptSetup(ctx context.Context, att Attachment, ips []netip.Prefix) error {
 			want := chain
 			if c := b.Table().Chain(name); c != nil {
 				want = iptMerge(c.Rules, chain)
-				if !slices.EqualFunc(c.Rules, want, iptables.Rule.Equal) {
-					b.FlushChain(name)
-				}
 			}
-			b.EnsureChain(name)
-			for _, r := range want {
-				b.AppendRule(name, r)
-			}
+			b.SetRules(name, want)
 			for _, r := range jumps {
 				b.AppendRule("POSTROUTING", r)
 			}
@@ -91,7 +85,7 @@ func iptMerge(have, want []iptables.Rule) []iptables.Rule {
 		}
 	}
 	for _, r := range want[:len(want)-1] {
-		if !slices.ContainsFunc(out, r.Equal) {
+		if !slices.ContainsFunc(out, r.Same) {
 			out = append(out, r)
 		}
 	}
@@ -142,7 +136,7 @@ func iptCheck(ctx context.Context, att Attachment, ips []netip.Prefix) error {
 		if c == nil {
 			return fmt.Errorf("masquerade check: %s chain %s missing", fam, name)
 		}
-		if n := len(c.Rules); n == 0 || !c.Rules[n-1].Equal(chain[len(chain)-1]) {
+		if n := len(c.Rules); n == 0 || !c.Rules[n-1].Same(chain[len(chain)-1]) {
 			return fmt.Errorf("masquerade check: %s chain %s does not end in MASQUERADE", fam, name)
 		}
 		for _, r := range chain {

@@ -11,9 +11,9 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
-	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/nftexpr"
 	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
@@ -51,45 +51,31 @@ func conn() (*nftables.Conn, error) {
 	return c, nil
 }
 
-// nfproto matches the packet's family inside the inet table.
-func nfproto(v6 bool) []expr.Any {
-	p := byte(unix.NFPROTO_IPV4)
+// multicastReturn is `ip daddr 224.0.0.0/4 return` (`ip6 daddr ff00::/8 return`).
+func multicastReturn(v6 bool) []expr.Any {
+	multicast := netip.MustParsePrefix("224.0.0.0/4")
 	if v6 {
-		p = unix.NFPROTO_IPV6
+		multicast = netip.MustParsePrefix("ff00::/8")
 	}
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
-	}
+	return nftexpr.Rule(inSubnet(multicast), nftexpr.Return())
 }
 
-// addrOffset is where the source or destination address sits in the network header.
-func addrOffset(v6, dst bool) (offset, length uint32) {
-	switch {
-	case v6 && dst:
-		return 24, 16
-	case v6:
-		return 8, 16
-	case dst:
-		return 16, 4
-	}
-	return 12, 4
+// sourceDispatch is `ip saddr vmap @masq4` (`ip6 saddr vmap @masq6`).
+func sourceDispatch(m *nftables.Set, v6 bool) []expr.Any {
+	return nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.VMap(m, nftexpr.Saddr(v6)))
 }
 
-// inPrefix matches a destination address inside p.
-func inPrefix(p netip.Prefix) []expr.Any {
+// subnetReturn is `ip daddr 10.1.0.0/24 return`: the attachment's own subnet is not
+// masqueraded.
+func subnetReturn(p netip.Prefix) []expr.Any {
+	return nftexpr.Rule(inSubnet(p), nftexpr.Return())
+}
+
+// inSubnet is `ip daddr 10.1.0.0/24`, in an inet table, where nft also matches the
+// family (`meta nfproto ipv4`) but does not list it.
+func inSubnet(p netip.Prefix) []expr.Any {
 	v6 := p.Addr().Is6()
-	off, n := addrOffset(v6, true)
-	e := append(nfproto(v6), &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n})
-	mask := netip.PrefixFrom(p.Addr(), p.Bits()).Masked()
-	full := make([]byte, n)
-	for i := 0; i < p.Bits(); i++ {
-		full[i/8] |= 0x80 >> (i % 8)
-	}
-	if p.Bits() < int(n)*8 {
-		e = append(e, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: full, Xor: make([]byte, n)})
-	}
-	return append(e, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: mask.Addr().AsSlice()})
+	return nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.In(nftexpr.Daddr(v6), p))
 }
 
 // nftBase adds the table, the maps and the base chain with its rules: multicast is never
@@ -105,16 +91,8 @@ func nftBase(c *nftables.Conn) error {
 		if err := c.AddSet(m, nil); err != nil {
 			return fmt.Errorf("masquerade: nftables map %s: %w", m.Name, err)
 		}
-		multicast := netip.MustParsePrefix("224.0.0.0/4")
-		if v6 {
-			multicast = netip.MustParsePrefix("ff00::/8")
-		}
-		c.AddRule(&nftables.Rule{Table: t, Chain: chain,
-			Exprs: append(inPrefix(multicast), &expr.Verdict{Kind: expr.VerdictReturn})})
-		off, n := addrOffset(v6, false)
-		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: append(nfproto(v6),
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
-			&expr.Lookup{SourceRegister: 1, SetName: m.Name, SetID: m.ID, IsDestRegSet: true, DestRegister: 0})})
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: multicastReturn(v6)})
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: sourceDispatch(m, v6)})
 	}
 	return nil
 }
@@ -172,9 +150,9 @@ func nftAttachment(c *nftables.Conn, att Attachment, ips []netip.Prefix) error {
 	chain := c.AddChain(&nftables.Chain{Name: nftChainName(att.Network, att.ContainerID, att.IfName), Table: t})
 	c.FlushChain(chain)
 	for _, p := range ips {
-		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: append(inPrefix(p), &expr.Verdict{Kind: expr.VerdictReturn})})
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: subnetReturn(p)})
 	}
-	c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: []expr.Any{&expr.Masq{}},
+	c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: nftexpr.Masquerade(),
 		UserData: userdata.AppendString(nil, userdata.TypeComment, nftComment(att, ips))})
 	for _, v6 := range []bool{false, true} {
 		if elems := nftElements(addrsOf(ips), v6, chain.Name); len(elems) > 0 {
@@ -196,7 +174,7 @@ func nftElements(ips []netip.Addr, v6 bool, chain string) []nftables.SetElement 
 		}
 		e := nftables.SetElement{Key: a.AsSlice()}
 		if chain != "" {
-			e.VerdictData = &expr.Verdict{Kind: expr.VerdictGoto, Chain: chain}
+			e.VerdictData = nftexpr.GotoTo(chain)
 		}
 		out = append(out, e)
 	}

@@ -3,6 +3,7 @@
 package iptablestest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/cnikit/cni/internal/iptables"
@@ -21,7 +22,7 @@ func RequireReadsBack(t testing.TB, fam iptables.Family, table string, r iptable
 		t.Fatalf("rule %q does not read back: %v", []string(r), err)
 	}
 	ch := tab.Chain(chain)
-	if len(tab.Chains()) != 1 || ch == nil || len(ch.Rules) != 1 || !ch.Rules[0].Equal(r) {
+	if len(tab.Chains()) != 1 || ch == nil || len(ch.Rules) != 1 || !slices.Equal(ch.Rules[0], r) {
 		var got []iptables.Rule
 		for _, c := range tab.Chains() {
 			got = append(got, c.Rules...)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 
+	"github.com/cnikit/cni/internal/nftexpr"
 	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
@@ -108,21 +109,10 @@ func setupSpoofCheck(k spoofKey, hostVeth string, mac net.HardwareAddr) error {
 		Hooknum: nftables.ChainHookPrerouting, Priority: &prio, Policy: &policy,
 	})
 	per := conn.AddChain(&nftables.Chain{Name: k.chain(), Table: table})
-	conn.AddRule(&nftables.Rule{Table: table, Chain: per, Exprs: []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(mac)},
-		&expr.Verdict{Kind: expr.VerdictReturn},
-	}})
-	conn.AddRule(&nftables.Rule{Table: table, Chain: per, Exprs: []expr.Any{
-		&expr.Verdict{Kind: expr.VerdictDrop},
-	}})
+	conn.AddRule(&nftables.Rule{Table: table, Chain: per, Exprs: ownMACReturns(mac)})
+	conn.AddRule(&nftables.Rule{Table: table, Chain: per, Exprs: nftexpr.Drop()})
 	conn.AddRule(&nftables.Rule{
-		Table: table, Chain: base,
-		Exprs: []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameData(hostVeth)},
-			&expr.Verdict{Kind: expr.VerdictJump, Chain: per.Name},
-		},
+		Table: table, Chain: base, Exprs: fromVethJump(hostVeth, per.Name),
 		UserData: userdata.AppendString(nil, userdata.TypeComment, k.comment()),
 	})
 	if err := conn.Flush(); err != nil {
@@ -131,12 +121,15 @@ func setupSpoofCheck(k spoofKey, hostVeth string, mac net.HardwareAddr) error {
 	return nil
 }
 
-// ifnameData is an interface name as the kernel's meta iifname compares it: padded
-// with NULs to IFNAMSIZ.
-func ifnameData(name string) []byte {
-	b := make([]byte, 16)
-	copy(b, name)
-	return b
+// ownMACReturns is `ether saddr 02:42:ac:11:00:02 return`: frames with the container's
+// own source MAC go on; the chain's next rule, `drop`, takes the rest.
+func ownMACReturns(mac net.HardwareAddr) []expr.Any {
+	return nftexpr.Rule(nftexpr.EtherSaddrIs(mac), nftexpr.Return())
+}
+
+// fromVethJump is `iifname "veth1234" jump cni-sc-<hash>`: frames the container sends.
+func fromVethJump(hostVeth, chain string) []expr.Any {
+	return nftexpr.Rule(nftexpr.IIFNameIs(hostVeth), nftexpr.Jump(chain))
 }
 
 // teardownSpoofCheck removes the attachment's rules and chain; missing ones are fine.

@@ -24,8 +24,9 @@ const (
 	isolatedComment   = "CNI firewall plugin rules (ingressPolicy: isolated)"
 )
 
-// withComment builds a rule in iptables-save order: interface matches, then the
-// comment match, then the target.
+// withComment builds a rule from its interface matches and its target (the last two
+// arguments, -j <target>), with the comment match between them, where both iptables
+// flavours print it.
 func withComment(comment string, r ...string) iptables.Rule {
 	n := len(r) - 2 // the last two are -j <target>
 	out := append(iptables.Rule{}, r[:n]...)

@@ -176,12 +176,10 @@ func (s *settings) checkBackendOptions(conf *Config) error {
 		}
 	}
 	if s.backend == netfilter.NFTables {
-		if _, err := parseConditions("conditionsV4", s.cond4, false); err != nil {
+		if err := checkNFTConditions("conditionsV4", s.cond4); err != nil {
 			return err
 		}
-		if _, err := parseConditions("conditionsV6", s.cond6, true); err != nil {
-			return err
-		}
+		return checkNFTConditions("conditionsV6", s.cond6)
 	}
 	return nil
 }

@@ -21,14 +21,21 @@ import (
 // execPlugin runs the cni binary as "portmap" inside the host netns (the child
 // inherits the locked thread's namespace) and returns its stdout.
 func execPlugin(tb testing.TB, host *testns.NS, plugin, command, cid, netnsPath string, conf []byte) ([]byte, error) {
-	out, _, err := execPluginCPU(host, plugin, command, cid, netnsPath, conf)
+	out, _, err := execPluginCPU(host, plugin, command, cid, netnsPath, conf, os.Getenv("PATH"))
+	return out, err
+}
+
+// execPluginWithPath is execPlugin with the plugin's PATH set, which chooses the
+// iptables and nft tools it runs.
+func execPluginWithPath(host *testns.NS, path, plugin, command, cid, netnsPath string, conf []byte) ([]byte, error) {
+	out, _, err := execPluginCPU(host, plugin, command, cid, netnsPath, conf, path)
 	return out, err
 }
 
 // execPluginCPU is execPlugin that also returns the CPU time (user+system) of the
 // plugin and of the processes it waited for, a figure that a loaded machine distorts
 // less than wall time.
-func execPluginCPU(host *testns.NS, plugin, command, cid, netnsPath string, conf []byte) ([]byte, time.Duration, error) {
+func execPluginCPU(host *testns.NS, plugin, command, cid, netnsPath string, conf []byte, path string) ([]byte, time.Duration, error) {
 	var (
 		stdout, stderr bytes.Buffer
 		cpu            time.Duration
@@ -37,7 +44,7 @@ func execPluginCPU(host *testns.NS, plugin, command, cid, netnsPath string, conf
 		cmd := exec.Command(plugin)
 		cmd.Env = []string{
 			"CNI_COMMAND=" + command, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + netnsPath,
-			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + os.Getenv("PATH"),
+			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + path,
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(conf), &stdout, &stderr
 		err := cmd.Run()
@@ -117,11 +124,11 @@ func benchExec(b *testing.B, backend string, n int) {
 	for i := 0; i < b.N; i++ {
 		cfg := conf(n + 1)
 		start := time.Now()
-		_, cpu, err := execPluginCPU(host, plugin, "ADD", "bench-ctr", cont.Path, cfg)
+		_, cpu, err := execPluginCPU(host, plugin, "ADD", "bench-ctr", cont.Path, cfg, os.Getenv("PATH"))
 		adds, addCPU = append(adds, time.Since(start)), append(addCPU, cpu)
 		require.NoError(b, err)
 		start = time.Now()
-		_, cpu, err = execPluginCPU(host, plugin, "DEL", "bench-ctr", cont.Path, cfg)
+		_, cpu, err = execPluginCPU(host, plugin, "DEL", "bench-ctr", cont.Path, cfg, os.Getenv("PATH"))
 		dels, delCPU = append(dels, time.Since(start)), append(delCPU, cpu)
 		require.NoError(b, err)
 	}

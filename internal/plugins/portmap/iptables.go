@@ -23,8 +23,10 @@ import (
 //	POSTROUTING (first): -m comment --comment "CNI portfwd requiring masquerade" -j CNI-HOSTPORT-MASQ
 //	CNI-HOSTPORT-MASQ:  -m mark --mark 0x2000/0x2000 -j MASQUERADE
 //
-// Rules are written the way iptables-save prints them, so presence checks are exact.
-// Every change of one command and family is one iptables-restore --noflush.
+// Rules are recognised by what they mean (iptables.Rule.Same), so whichever iptables
+// printed them, a repeated ADD changes nothing and CHECK finds them; DEL finds the
+// attachment's rules by the chain they jump to. Every change of one command and family
+// is one iptables-restore --noflush, none when nothing is to change.
 const (
 	iptDNAT     = "CNI-HOSTPORT-DNAT"
 	iptSetMark  = "CNI-HOSTPORT-SETMARK"
@@ -131,13 +133,12 @@ func (iptBackend) add(ctx context.Context, o attachment, s *settings, fams []fam
 	for _, f := range fams {
 		err := iptables.Update(ctx, iptFamily(f.v6), "nat", func(b *iptables.Batch) error {
 			markChain := planShared(b, s)
-			b.DeleteRulesFunc(iptDNAT, func(r iptables.Rule) bool { return r.Target() == dn })
-			b.EnsureChain(dn)
-			b.FlushChain(dn)
-			for _, r := range dnRules(s, f, markChain) {
-				b.AppendRule(dn, r)
-			}
-			for _, r := range entryRules(o, f, dn) {
+			entries := entryRules(o, f, dn)
+			b.DeleteRulesFunc(iptDNAT, func(r iptables.Rule) bool {
+				return r.Target() == dn && !slices.ContainsFunc(entries, r.Same)
+			})
+			b.SetRules(dn, dnRules(s, f, markChain))
+			for _, r := range entries {
 				b.AppendRule(iptDNAT, r)
 			}
 			return nil
@@ -187,31 +188,23 @@ func (iptBackend) del(ctx context.Context, hash string) ([]flow, error) {
 }
 
 // flowOfDNAT reads a CNI-DN DNAT rule back: "-p P -m P --dport H ... -j DNAT
-// --to-destination T:C".
+// --to-destination T:C", in whatever spelling the snapshot has it.
 func flowOfDNAT(r iptables.Rule) (flow, bool) {
 	if r.Target() != "DNAT" {
 		return flow{}, false
 	}
-	var f flow
-	for i := 0; i+1 < len(r); i++ {
-		switch r[i] {
-		case "-p":
-			f.proto = r[i+1]
-		case "--dport":
-			p, err := strconv.ParseUint(r[i+1], 10, 16)
-			if err != nil {
-				return flow{}, false
-			}
-			f.hostPort = uint16(p)
-		case "--to-destination":
-			ap, err := netip.ParseAddrPort(r[i+1])
-			if err != nil {
-				return flow{}, false
-			}
-			f.target = ap.Addr()
-		}
+	proto, _ := r.Value("-p")
+	port, _ := r.Value("--dport")
+	to, _ := r.Value("--to-destination")
+	hostPort, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || hostPort == 0 || proto == "" {
+		return flow{}, false
 	}
-	return f, f.target.IsValid() && f.hostPort != 0 && f.proto != ""
+	target, err := netip.ParseAddrPort(to)
+	if err != nil {
+		return flow{}, false
+	}
+	return flow{proto: proto, hostPort: uint16(hostPort), target: target.Addr()}, true
 }
 
 func (iptBackend) check(ctx context.Context, o attachment, s *settings, fams []family) error {
@@ -245,17 +238,14 @@ func (iptBackend) check(ctx context.Context, o attachment, s *settings, fams []f
 	return nil
 }
 
-// sameEntry compares entry rules by protocol, comment, ports and target: conditions
-// are user syntax that iptables-save may print reordered.
+// sameEntry tells whether have is the entry rule want: the same protocol, owner
+// comment, ports and target. Conditions are left out: they are the operator's syntax,
+// which an iptables version may print in a form this package does not know.
 func sameEntry(have, want iptables.Rule) bool {
-	arg := func(r iptables.Rule, flag string) string {
-		if i := slices.Index(r, flag); i >= 0 && i+1 < len(r) {
-			return r[i+1]
-		}
-		return ""
-	}
-	for _, flag := range []string{"-p", "--comment", "--dports"} {
-		if arg(have, flag) != arg(want, flag) {
+	for _, opt := range []string{"-p", "--comment", "--dports"} {
+		h, _ := have.Value(opt)
+		w, _ := want.Value(opt)
+		if h != w {
 			return false
 		}
 	}

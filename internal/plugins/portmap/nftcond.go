@@ -5,19 +5,20 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+
+	"github.com/cnikit/cni/internal/nftexpr"
 )
 
-// parseConditions compiles conditionsV4/V6 written in nft syntax into expressions. No
-// `nft` is exec'd, so the supported grammar is the part that makes sense for a port
-// mapping: a sequence of
+// parseConditions compiles conditionsV4/V6 written in nft syntax into expressions sent
+// over netlink, for the grammar most conditions use: a sequence of
 //
 //	ip|ip6 saddr|daddr [==|!=] ADDR[/LEN]
 //	[meta] iifname|oifname [==|!=] NAME   (NAME may end in * for a prefix match)
 //	meta mark [==|!=] VALUE
 //
-// Anything else is rejected as an invalid config naming the field.
+// Anything else is an error (an invalid config naming the field), and the conditions
+// go to nft as written instead (see nftgate.go).
 func parseConditions(field string, conds []string, v6 bool) ([]expr.Any, error) {
 	toks := strings.Fields(strings.Join(conds, " "))
 	var out []expr.Any
@@ -95,66 +96,43 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// addrMatch loads the source or destination address and compares it (under the
-// prefix's mask) with the prefix.
+// addrMatch is `ip saddr|daddr [!=] ADDR[/LEN]`.
 func addrMatch(src bool, pfx netip.Prefix, op expr.CmpOp) []expr.Any {
-	a := pfx.Addr()
-	n := uint32(a.BitLen() / 8)
-	off := uint32(16) // IPv4 daddr
-	switch {
-	case a.Is4() && src:
-		off = 12
-	case a.Is6() && src:
-		off = 8
-	case a.Is6():
-		off = 24
+	field := nftexpr.Daddr(pfx.Addr().Is6())
+	if src {
+		field = nftexpr.Saddr(pfx.Addr().Is6())
 	}
-	out := []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}}
-	if pfx.Bits() < a.BitLen() {
-		mask := netip.PrefixFrom(allOnes(a.Is6()), pfx.Bits()).Masked().Addr().AsSlice()
-		out = append(out, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: mask, Xor: make([]byte, n)})
+	if op == expr.CmpOpNeq {
+		return nftexpr.NotIn(field, pfx)
 	}
-	return append(out, &expr.Cmp{Op: op, Register: 1, Data: a.AsSlice()})
+	return nftexpr.In(field, pfx)
 }
 
-func allOnes(v6 bool) netip.Addr {
-	if v6 {
-		var b [16]byte
-		for i := range b {
-			b[i] = 0xff
-		}
-		return netip.AddrFrom16(b)
+// match is `<field> <value>` or, for !=, `<field> != <value>`.
+func match(field nftexpr.Field, op expr.CmpOp, value []byte) []expr.Any {
+	if op == expr.CmpOpNeq {
+		return nftexpr.IsNot(field, value)
 	}
-	return netip.AddrFrom4([4]byte{0xff, 0xff, 0xff, 0xff})
+	return nftexpr.Is(field, value)
 }
 
 func parseIfnameMatch(field string, toks []string) ([]expr.Any, int, error) {
 	if len(toks) == 0 || (toks[0] != "iifname" && toks[0] != "oifname") {
 		return nil, 0, invalid("%s: expected iifname or oifname after meta", field)
 	}
-	key := expr.MetaKeyIIFNAME
+	iface := nftexpr.IIFName
 	if toks[0] == "oifname" {
-		key = expr.MetaKeyOIFNAME
+		iface = nftexpr.OIFName
 	}
 	op, i := operator(toks, 1)
 	if i >= len(toks) {
 		return nil, 0, invalid("%s: missing interface name after %s", field, toks[0])
 	}
 	name := strings.Trim(toks[i], `"`)
-	data := []byte(name)
-	if strings.HasSuffix(name, "*") {
-		data = []byte(strings.TrimSuffix(name, "*"))
-	} else {
-		// An exact name compares the whole IFNAMSIZ buffer, NUL padding included.
-		data = append(data, make([]byte, 16-len(data)%16)...)
-	}
-	if name == "" || len(name) > 15 || len(data) == 0 {
+	if name == "" || name == "*" || len(name) > 15 {
 		return nil, 0, invalid("%s: invalid interface name %q", field, name)
 	}
-	return []expr.Any{
-		&expr.Meta{Key: key, Register: 1},
-		&expr.Cmp{Op: op, Register: 1, Data: data},
-	}, i + 1, nil
+	return match(iface, op, nftexpr.IfName(name)), i + 1, nil
 }
 
 func parseMarkMatch(field string, toks []string) ([]expr.Any, int, error) {
@@ -166,8 +144,5 @@ func parseMarkMatch(field string, toks []string) ([]expr.Any, int, error) {
 	if err != nil {
 		return nil, 0, invalid("%s: invalid mark %q", field, toks[i])
 	}
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-		&expr.Cmp{Op: op, Register: 1, Data: binaryutil.NativeEndian.PutUint32(uint32(v))},
-	}, i + 1, nil
+	return match(nftexpr.Mark, op, nftexpr.HostOrder(uint32(v))), i + 1, nil
 }

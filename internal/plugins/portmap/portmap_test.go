@@ -271,7 +271,7 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"external chain with nftables", `"backend":"nftables","externalSetMarkChain":"X"`, ok, "externalSetMarkChain"},
 		{"iptables conditions with nftables", `"backend":"nftables","conditionsV4":["-s","1.2.3.4"]`, ok, "conditionsV4"},
 		{"nft conditions with iptables", `"backend":"iptables","conditionsV6":["ip6 saddr ::1"]`, ok, "conditionsV6"},
-		{"unsupported nft condition", `"backend":"nftables","conditionsV4":["tcp flags syn"]`, ok, "conditionsV4"},
+		{"nft condition ending its rule", `"backend":"nftables","conditionsV4":["tcp flags syn;","flush ruleset"]`, ok, "conditionsV4[0]"},
 		{"bad backend", `"backend":"pf"`, ok, "backend"},
 		// Found by FuzzLoad: a newline ends the iptables-restore line (issue 13).
 		{"external chain with a newline", `"externalSetMarkChain":"RELX\n-F"`, ok, "externalSetMarkChain"},

@@ -1,0 +1,341 @@
+package iptables
+
+import (
+	"cmp"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// option is one option of a rule as iptables understands it, whatever its spelling.
+type option struct {
+	// owner is "" for iptables' own options (-s, -d, -p, -i, -o, -f, -j, -g), the match
+	// module an option belongs to ("tcp" for --dport, whether `-m tcp` was written or
+	// implied by -p tcp), or "=> TARGET" for the options of the target.
+	owner string
+	// name is the canonical spelling: "-s" for --source and --src, "--dport" for
+	// --destination-port; "" for a stray value, kept so that it still tells rules apart.
+	name  string
+	neg   bool
+	value string
+}
+
+// meaning is the canonical text of r: its options sorted, so that match order does not
+// count (matches are a conjunction).
+func (r Rule) meaning() string {
+	opts := r.options()
+	slices.SortFunc(opts, func(a, b option) int {
+		return cmp.Or(strings.Compare(a.owner, b.owner), strings.Compare(a.name, b.name),
+			strings.Compare(a.value, b.value), boolCompare(a.neg, b.neg))
+	})
+	var b strings.Builder
+	for _, o := range opts {
+		b.WriteString(o.owner)
+		b.WriteByte(0)
+		if o.neg {
+			b.WriteString("! ")
+		}
+		b.WriteString(o.name)
+		b.WriteByte(0)
+		b.WriteString(o.value)
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+func boolCompare(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// options reads r the way iptables parses a rule. The equivalences it knows:
+//   - long and short names (--source, --src, -s; --destination-port, --dport; ...);
+//   - negation before the option (`! -d x`) or, the old form, after it (`-d ! x`);
+//   - `-m tcp` written or implied by `-p tcp` (likewise udp, sctp, ...);
+//   - addresses with or without their prefix length, a dotted mask, host bits set;
+//     a match on 0.0.0.0/0 (::/0) or `-p all` is no match at all;
+//   - protocol numbers and names; port lists and state lists in any order; marks in
+//     decimal or hex, with or without the full mask; --set-mark as --set-xmark;
+//   - the DNAT/SNAT address written in any form netip reads.
+//
+// Anything else is compared as written.
+func (r Rule) options() []option {
+	out := make([]option, 0, len(r)/2)
+	r.walk(func(o option) bool {
+		if o, keep := canonicalOption(o); keep {
+			out = append(out, o)
+		}
+		return true
+	})
+	return out
+}
+
+// walk calls fn with each option of r as written (name canonical, value not yet), in
+// order, until fn returns false.
+func (r Rule) walk(fn func(option) bool) {
+	var (
+		module, proto string
+		neg           bool
+	)
+	for i := 0; i < len(r); i++ {
+		tok := r[i]
+		if tok == "!" {
+			neg = true
+			continue
+		}
+		name, isOption := canonicalName(tok)
+		if !isOption {
+			if !fn(option{owner: module, neg: neg, value: tok}) {
+				return
+			}
+			neg = false
+			continue
+		}
+		n := arity(name)
+		if n != 0 && i+1 < len(r) && r[i+1] == "!" {
+			neg = true // the old form, `-d ! 10.0.0.1`
+			i++
+		}
+		vals := takeValues(r[i+1:], n)
+		i += len(vals)
+		value := strings.Join(vals, " ")
+		switch name {
+		case "-m":
+			module = strings.ToLower(value)
+		case "-j", "-g":
+			if !fn(option{name: name, value: value}) {
+				return
+			}
+			module = "=> " + value
+		default:
+			if name == "-p" {
+				proto = canonicalProto(value)
+			}
+			if !fn(option{owner: ownerOf(name, module, proto), name: name, neg: neg, value: value}) {
+				return
+			}
+		}
+		neg = false
+	}
+}
+
+// aliases maps the long spellings iptables and its common modules accept to the one
+// iptables-save prints.
+var aliases = map[string]string{
+	"--source": "-s", "--src": "-s",
+	"--destination": "-d", "--dst": "-d",
+	"--protocol":     "-p",
+	"--in-interface": "-i", "--out-interface": "-o",
+	"--fragment": "-f",
+	"--jump":     "-j", "--goto": "-g",
+	"--match":            "-m",
+	"--destination-port": "--dport", "--source-port": "--sport",
+	"--destination-ports": "--dports", "--source-ports": "--sports",
+}
+
+// canonicalName returns the canonical spelling of tok and whether tok is an option
+// name at all (a value such as "-1" or "-" is not).
+func canonicalName(tok string) (string, bool) {
+	if len(tok) < 2 || tok[0] != '-' || (tok[1] >= '0' && tok[1] <= '9') {
+		return tok, false
+	}
+	if a, ok := aliases[tok]; ok {
+		return a, true
+	}
+	return tok, true
+}
+
+// arity is the number of values an option takes; -1 for an option this package does not
+// know, whose values run to the next option.
+func arity(name string) int {
+	switch name {
+	case "-f", "--syn", "--random", "--random-fully", "--persistent", "--rsource", "--rdest":
+		return 0
+	case "--tcp-flags":
+		return 2
+	case "-s", "-d", "-p", "-i", "-o", "-j", "-g", "-m", "--dport", "--sport", "--dports", "--sports",
+		"--ports", "--comment", "--ctstate", "--state", "--dst-type", "--src-type", "--mark",
+		"--set-mark", "--set-xmark", "--to-destination", "--to-source", "--to-ports", "--match-set":
+		return 1
+	}
+	return -1
+}
+
+// takeValues returns the values at the start of toks: n of them, or for n < 0 every
+// token up to the next option or negation.
+func takeValues(toks []string, n int) []string {
+	if n >= 0 {
+		return toks[:min(n, len(toks))]
+	}
+	i := 0
+	for i < len(toks) && toks[i] != "!" {
+		if _, isOption := canonicalName(toks[i]); isOption {
+			break
+		}
+		i++
+	}
+	return toks[:i]
+}
+
+// portModules are the matches that take --dport and --sport; such an option outside
+// them belongs to the match -p loaded implicitly.
+var portModules = map[string]bool{"tcp": true, "udp": true, "sctp": true, "dccp": true, "udplite": true}
+
+func ownerOf(name, module, proto string) string {
+	switch {
+	case name == "-s" || name == "-d" || name == "-p" || name == "-i" || name == "-o" || name == "-f":
+		return ""
+	case strings.HasPrefix(module, "=> "):
+		return module
+	case (name == "--dport" || name == "--sport") && !portModules[module]:
+		return proto
+	case module == "":
+		return proto // an option of the protocol's match, loaded without -m
+	}
+	return module
+}
+
+// canonicalOption rewrites o's value (and for --set-mark its name) to the canonical
+// form; keep is false for an option that matches everything.
+func canonicalOption(o option) (option, bool) {
+	switch o.name {
+	case "-s", "-d":
+		if p, ok := parseNet(o.value); ok {
+			if p.Bits() == 0 && !o.neg {
+				return o, false
+			}
+			o.value = p.String()
+		}
+	case "-p":
+		o.value = canonicalProto(o.value)
+		if o.value == "all" && !o.neg {
+			return o, false
+		}
+	case "--dport", "--sport":
+		o.value = canonicalPort(o.owner, o.value)
+	case "--dports", "--sports", "--ports":
+		o.value = sortedList(o.value, func(p string) string { return canonicalPort("", p) })
+	case "--ctstate", "--state", "--dst-type", "--src-type":
+		o.value = sortedList(o.value, strings.ToUpper)
+	case "--mark":
+		o.value = canonicalMark(o.value)
+	case "--set-mark":
+		// --set-mark V/M zeroes M and sets V: the same as --set-xmark V/(M|V).
+		if v, m, ok := parseMark(o.value); ok {
+			o.name, o.value = "--set-xmark", formatMark(v, m|v)
+		}
+	case "--set-xmark":
+		o.value = canonicalMark(o.value)
+	case "--to-destination", "--to-source":
+		if ap, err := netip.ParseAddrPort(o.value); err == nil {
+			o.value = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+		} else if a, err := netip.ParseAddr(o.value); err == nil {
+			o.value = a.Unmap().String()
+		}
+	}
+	return o, true
+}
+
+// parseNet reads an address as iptables takes it: "10.1.0.5", "10.1.0.0/24",
+// "10.1.0.0/255.255.255.0" or IPv6 forms, host bits masked off.
+func parseNet(s string) (netip.Prefix, bool) {
+	addr, bits, hasBits := strings.Cut(s, "/")
+	a, err := netip.ParseAddr(addr)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, false
+	}
+	a = a.Unmap()
+	n := a.BitLen()
+	if hasBits {
+		if m, err := netip.ParseAddr(bits); err == nil && m.Is4() == a.Is4() {
+			ones, size := net.IPMask(m.AsSlice()).Size()
+			if size == 0 {
+				return netip.Prefix{}, false // not a contiguous mask
+			}
+			n = ones
+		} else if n, err = strconv.Atoi(bits); err != nil {
+			return netip.Prefix{}, false
+		}
+	}
+	p, err := a.Prefix(n)
+	return p, err == nil
+}
+
+// protocolNames are the names iptables-save prints for the protocols our layouts and
+// common conditions use.
+var protocolNames = map[string]string{"0": "all", "1": "icmp", "6": "tcp", "17": "udp", "58": "ipv6-icmp",
+	"132": "sctp", "icmpv6": "ipv6-icmp"}
+
+func canonicalProto(p string) string {
+	p = strings.ToLower(p)
+	if n, ok := protocolNames[p]; ok {
+		return n
+	}
+	return p
+}
+
+// canonicalPort writes a port or a range "lo:hi" in decimal; a service name is looked up
+// for the protocol (proto "" means tcp).
+func canonicalPort(proto, p string) string {
+	lo, hi, isRange := strings.Cut(p, ":")
+	lo, hi = portNumber(proto, lo), portNumber(proto, hi)
+	if !isRange || lo == hi {
+		return lo
+	}
+	return lo + ":" + hi
+}
+
+func portNumber(proto, p string) string {
+	if n, err := strconv.ParseUint(p, 10, 16); err == nil {
+		return strconv.FormatUint(n, 10)
+	}
+	if proto != "udp" && proto != "sctp" {
+		proto = "tcp"
+	}
+	if n, err := net.LookupPort(proto, p); err == nil {
+		return strconv.Itoa(n)
+	}
+	return p
+}
+
+func sortedList(list string, canon func(string) string) string {
+	items := strings.Split(list, ",")
+	for i, it := range items {
+		items[i] = canon(strings.TrimSpace(it))
+	}
+	slices.Sort(items)
+	return strings.Join(items, ",")
+}
+
+// parseMark reads "V" or "V/M" in any base strconv knows; V alone has the full mask.
+func parseMark(s string) (v, m uint32, ok bool) {
+	vs, ms, hasMask := strings.Cut(s, "/")
+	v64, err := strconv.ParseUint(vs, 0, 32)
+	if err != nil {
+		return 0, 0, false
+	}
+	m64 := uint64(0xffffffff)
+	if hasMask {
+		if m64, err = strconv.ParseUint(ms, 0, 32); err != nil {
+			return 0, 0, false
+		}
+	}
+	return uint32(v64), uint32(m64), true
+}
+
+func formatMark(v, m uint32) string { return fmt.Sprintf("%#x/%#x", v, m) }
+
+func canonicalMark(s string) string {
+	if v, m, ok := parseMark(s); ok {
+		return formatMark(v, m)
+	}
+	return s
+}

@@ -1,0 +1,117 @@
+package portmap
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// TestExecIPTablesBackendWithEitherFlavour runs the exec'd plugin with the tools of
+// iptables-nft and of iptables-legacy first in its PATH: the mappings answer, CHECK
+// passes, a repeated ADD changes nothing, an entry rule respelled by hand (comment first,
+// ports in another order, which both flavours print as written) still counts for CHECK
+// and ADD, and DEL leaves nothing of the attachment.
+func TestExecIPTablesBackendWithEitherFlavour(t *testing.T) {
+	testns.RequireRoot(t)
+	for _, fl := range testns.IPTablesFlavours(t) {
+		t.Run(fl.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			c := e.container("ctr-a")
+			plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
+			mappings := []PortMapping{
+				{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"},
+				{HostPort: 8082, ContainerPort: tcpPort, Protocol: "tcp"},
+				{HostPort: 8081, ContainerPort: udpPort, Protocol: "udp"},
+			}
+			conf := c.netconf(t, "net1", map[string]any{"backend": "iptables"}, mappings)
+			run := func(command string, conf []byte) error {
+				_, err := execPluginWithPath(e.host, fl.PATH(), plugin, command, c.id, c.ns.Path, conf)
+				return err
+			}
+			save := func() string {
+				var b strings.Builder
+				for _, tool := range []string{"iptables-save", "ip6tables-save"} {
+					out, err := e.host.Exec(t, fl.Tool(tool), "-t", "nat")
+					require.NoError(t, err, out)
+					b.WriteString(savedRules(out))
+				}
+				return b.String()
+			}
+
+			require.NoError(t, run("ADD", conf))
+			for _, addr := range []string{"10.77.0.1:8080", "[fd77::1]:8082"} {
+				got, err := dialTCP(e.client, addr)
+				if assert.NoError(t, err, addr) {
+					assert.Equal(t, "ctr-a", got, addr)
+				}
+			}
+			require.NoError(t, run("CHECK", conf))
+			before := save()
+			require.NoError(t, run("ADD", conf))
+			assert.Equal(t, before, save(), "a repeated ADD changes nothing")
+
+			o := attachment{net: "net1", cid: c.id}
+			n := entryPosition(t, e.host, fl.Tool("iptables"), "tcp")
+			out, err := e.host.Exec(t, fl.Tool("iptables"), "-t", "nat", "-R", iptDNAT, strconv.Itoa(n),
+				"-m", "comment", "--comment", o.iptComment(), "-p", "tcp", "-m", "multiport", "--destination-ports", "8082,8080",
+				"-j", iptDNPrefix+o.hash())
+			require.NoError(t, err, out)
+			respelled := save()
+			require.NotEqual(t, before, respelled)
+			require.NoError(t, run("CHECK", conf))
+			require.NoError(t, run("ADD", conf))
+			assert.Equal(t, respelled, save(), "ADD finds the respelled entry rule and adds nothing")
+
+			require.NoError(t, run("DEL", []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)))
+			after := save()
+			for _, gone := range []string{o.hash(), c.ip4, c.ip6, `"ctr-a\"`} {
+				assert.NotContains(t, after, gone)
+			}
+			_, err = dialTCP(e.client, "10.77.0.1:8080")
+			assert.Error(t, err, "the host port is closed after DEL")
+		})
+	}
+}
+
+// entryPosition is the 1-based position in CNI-HOSTPORT-DNAT of the first entry rule
+// for proto, as `iptables -S` lists the chain.
+func entryPosition(t *testing.T, host *testns.NS, iptables, proto string) int {
+	out, err := host.Exec(t, iptables, "-t", "nat", "-S", iptDNAT)
+	require.NoError(t, err, out)
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "-A ") {
+			continue
+		}
+		n++
+		if strings.Contains(line, "-p "+proto+" ") {
+			return n
+		}
+	}
+	t.Fatalf("no %s entry rule in:\n%s", proto, out)
+	return 0
+}
+
+// savedRules is iptables-save output without what changes by itself: the "# Generated
+// on <time>" lines and the packet counters of the chain lines.
+func savedRules(save string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(save, "\n") {
+		switch {
+		case strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, ":"):
+			chain, _, _ := strings.Cut(line, " [")
+			b.WriteString(chain + "\n")
+		default:
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,51 @@
+package portmap
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// TestNFTablesLayoutReadsAsTheCodeSays: `nft list` shows each rule as the comment of the
+// helper that builds it says, so the code and the ruleset read side by side.
+func TestNFTablesLayoutReadsAsTheCodeSays(t *testing.T) {
+	e := newEnv(t)
+	c, all := e.container("ctr-a"), e.container("ctr-all")
+	require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": "nftables"}, []PortMapping{
+		{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"},
+		{HostPort: 8083, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "10.77.0.1"},
+	})))
+	require.NoError(t, e.invoke(skel.CmdAdd, all, all.netconf(t, "net1", map[string]any{"backend": "nftables", "masqAll": true},
+		[]PortMapping{{HostPort: 8090, ContainerPort: udpPort, Protocol: "udp"}})))
+	hash, hashAll := attachment{net: "net1", cid: c.id}.hash(), attachment{net: "net1", cid: all.id}.hash()
+	chains := map[string][]string{
+		"prerouting":  {"fib daddr type local jump hostports"},
+		"output":      {"fib daddr type local jump hostports"},
+		"hostports":   {"meta l4proto . ip daddr . th dport vmap @hostip_ports", "meta l4proto . th dport vmap @ports"},
+		"postrouting": {"ct status dnat ip daddr vmap @masq"},
+		"dn-" + hash: {
+			`tcp dport 8080 dnat to 10.1.1.2:8000 comment "dnat name: "net1" id: "ctr-a""`,
+			`tcp dport 8083 ip daddr 10.77.0.1 dnat to 10.1.1.2:8000 comment "dnat name: "net1" id: "ctr-a""`,
+		},
+		"mq-" + hash: {
+			`ip saddr 10.1.1.0/24 masquerade comment "dnat name: "net1" id: "ctr-a""`,
+			`ip saddr 127.0.0.0/8 masquerade comment "dnat name: "net1" id: "ctr-a""`,
+		},
+		"mq-" + hashAll: {
+			`meta l4proto udp ct original proto-dst 8090 masquerade comment "dnat name: "net1" id: "ctr-all""`,
+			`ip saddr 127.0.0.0/8 masquerade comment "dnat name: "net1" id: "ctr-all""`,
+		},
+	}
+	for chain, want := range chains {
+		out, err := e.host.Exec(t, "nft", "list", "chain", "ip", nftTableName, chain)
+		require.NoError(t, err, out)
+		got := ruleLines(out)
+		if len(got) > 0 && (chain == "prerouting" || chain == "output" || chain == "postrouting") {
+			got = got[1:] // the `type nat hook ...` line
+		}
+		assert.Equal(t, want, got, chain)
+	}
+}

@@ -1,0 +1,296 @@
+package portmap
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/nftables"
+
+	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/nftexpr"
+)
+
+// nftBackend installs port mappings with nftables over netlink, and with one `nft`
+// exec per family for conditions that only nft compiles.
+type nftBackend struct{}
+
+func newConn() (*nftables.Conn, error) {
+	c, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return nil, fmt.Errorf("nftables: open netlink: %w", err)
+	}
+	return c, nil
+}
+
+// inTransaction runs plan on a fresh connection and sends what it queued as one
+// transaction: a plan that fails half-way leaves nothing queued for the next one.
+func inTransaction(plan func(c *nftables.Conn) error) error {
+	c, err := newConn()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	if err := plan(c); err != nil {
+		return err
+	}
+	return c.Flush()
+}
+
+// add installs (or replaces) the attachment's mappings, one transaction per family,
+// then the gate rule of conditions only nft compiles.
+func (nftBackend) add(ctx context.Context, o attachment, s *settings, fams []family) error {
+	for _, fa := range fams {
+		f := newNFTFamily(fa.v6)
+		plan := planConditions(condField(fa.v6), fa.conds, fa.v6)
+		install := func(c *nftables.Conn) error { return f.install(c, o, s, fa, plan) }
+		err := inTransaction(install)
+		if err != nil {
+			// The state did not match its records (something removed by hand), or another
+			// ADD or DEL changed a shared key between our reads and our transaction:
+			// clear the attachment the slow way and install it afresh.
+			if serr := inTransaction(func(c *nftables.Conn) error { return f.sweep(c, o.hash()) }); serr != nil {
+				return fmt.Errorf("nftables: port mappings of %s: %w (cleanup: %v)", o.cid, err, serr)
+			}
+			err = inTransaction(install)
+		}
+		if err != nil {
+			return fmt.Errorf("nftables: install port mappings of %s: %w", o.cid, err)
+		}
+		if plan.text != "" {
+			if err := writeGate(ctx, plan.field, f.gateScript(o.hash(), plan.text)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func condField(v6 bool) string {
+	if v6 {
+		return "conditionsV6"
+	}
+	return "conditionsV4"
+}
+
+// install queues the attachment's chains and rules, its claims of map keys and the
+// release of keys it held before and no longer maps.
+func (f *nftFamily) install(c *nftables.Conn, o attachment, s *settings, fa family, plan condPlan) error {
+	hash := o.hash()
+	old, err := f.stateOf(c, hash)
+	if err != nil {
+		return err
+	}
+	if err := f.ensureBase(c); err != nil {
+		return err
+	}
+	dn := c.AddChain(f.chain(nftDNPrefix + hash))
+	c.FlushChain(dn)
+	dnat := dn
+	if plan.text != "" {
+		dnat = c.AddChain(f.chain(nftDMPrefix + hash))
+		c.FlushChain(dnat)
+	} else if old.gated {
+		f.queueDelChain(c, nftDMPrefix+hash)
+	}
+	var maps []nftMapping
+	for _, m := range fa.mappings {
+		nm := nftMapping{mapping: m, target: fa.addr.Addr()}
+		maps = append(maps, nm)
+		c.AddRule(f.dnatRule(dnat, o, nm, plan.exprs))
+	}
+	if err := f.queueClaims(c, o, dn.Name, old.maps, maps); err != nil {
+		return err
+	}
+	return f.queueMasq(c, o, s, fa, old, maps)
+}
+
+// queueClaims releases the keys the attachment held and no longer maps and claims the
+// ones it maps, each key once.
+func (f *nftFamily) queueClaims(c *nftables.Conn, o attachment, dn string, old, maps []nftMapping) error {
+	id := func(m nftMapping) string { return f.mapOf(m).Name + "\x00" + string(m.key()) }
+	done := map[string]bool{}
+	for _, m := range maps {
+		done[id(m)] = true
+	}
+	for _, m := range old {
+		if !done[id(m)] {
+			done[id(m)] = true
+			if err := f.queueRelease(c, f.mapOf(m), m.key(), dn); err != nil {
+				return err
+			}
+		}
+	}
+	claimed := map[string]bool{}
+	for _, m := range maps {
+		if !claimed[id(m)] {
+			claimed[id(m)] = true
+			if err := f.queueClaim(c, claim{set: f.mapOf(m), key: m.key(), chain: dn, comment: o.nftComment()}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// queueMasq gives the attachment its mq- chain and its claim of the container address
+// in masq when snat is on, and takes both away when it is off.
+func (f *nftFamily) queueMasq(c *nftables.Conn, o attachment, s *settings, fa family, old nftState, maps []nftMapping) error {
+	mq, target := nftMasqPrefix+o.hash(), fa.addr.Addr()
+	if old.masq {
+		for t := range old.targets() {
+			if !s.snat || t != target {
+				if err := f.queueRelease(c, f.masq, t.AsSlice(), mq); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if !s.snat {
+		if old.masq {
+			f.queueDelChain(c, mq)
+		}
+		return nil
+	}
+	ch := c.AddChain(f.chain(mq))
+	c.FlushChain(ch)
+	for _, r := range f.masqRules(ch, o, fa.addr, maps, s.masqAll) {
+		c.AddRule(r)
+	}
+	return f.queueClaim(c, claim{set: f.masq, key: target.AsSlice(), chain: mq, comment: o.nftComment()})
+}
+
+// del removes the attachment named by hash from both families and returns what it had
+// installed.
+func (nftBackend) del(_ context.Context, hash string) ([]flow, error) {
+	var flows []flow
+	for _, v6 := range []bool{false, true} {
+		f := newNFTFamily(v6)
+		var st nftState
+		err := inTransaction(func(c *nftables.Conn) error {
+			var err error
+			if st, err = f.stateOf(c, hash); err != nil || !st.exists {
+				return err
+			}
+			return f.queueRemove(c, hash, st)
+		})
+		if err != nil {
+			if err := inTransaction(func(c *nftables.Conn) error { return f.sweep(c, hash) }); err != nil {
+				return nil, fmt.Errorf("nftables: remove port mappings of %s: %w", nftDNPrefix+hash, err)
+			}
+		}
+		flows = appendFlows(flows, st.maps)
+	}
+	return flows, nil
+}
+
+func appendFlows(flows []flow, maps []nftMapping) []flow {
+	for _, m := range maps {
+		flows = append(flows, flow{proto: m.proto, hostPort: m.hostPort, target: m.target})
+	}
+	return flows
+}
+
+// check verifies that every mapping has its rule and its claim of its key, that the
+// conditions nft compiles have their gate, and the masquerade claim when snat is on.
+func (nftBackend) check(_ context.Context, o attachment, s *settings, fams []family) error {
+	c, err := newConn()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	dn, mq := nftDNPrefix+o.hash(), nftMasqPrefix+o.hash()
+	for _, fa := range fams {
+		f := newNFTFamily(fa.v6)
+		st, err := f.stateOf(c, o.hash())
+		if err != nil {
+			return err
+		}
+		if plan := planConditions(condField(fa.v6), fa.conds, fa.v6); (plan.text != "") != st.gated {
+			return fmt.Errorf("nftables: %s: the rule of the conditions is missing or stale in %s", plan.field, dn)
+		}
+		target := fa.addr.Addr()
+		for _, m := range fa.mappings {
+			want := nftMapping{mapping: m, target: target}
+			if !containsMapping(st.maps, want) {
+				return fmt.Errorf("nftables: no rule for port mapping %s", want.record())
+			}
+			if err := f.requireClaim(c, f.mapOf(want), want.key(), dn, o); err != nil {
+				return fmt.Errorf("nftables: port mapping %s: %w", want.record(), err)
+			}
+		}
+		if s.snat {
+			if err := f.requireClaim(c, f.masq, target.AsSlice(), mq, o); err != nil {
+				return fmt.Errorf("nftables: masquerade for %s: %w", target, err)
+			}
+		}
+	}
+	return nil
+}
+
+func containsMapping(have []nftMapping, want nftMapping) bool {
+	for _, h := range have {
+		if h.record() == want.record() {
+			return true
+		}
+	}
+	return false
+}
+
+// installed lists the attachments that claim keys in the family's maps, from the owner
+// comments of the elements, or of the jumps of the shared chains they go to.
+func (nftBackend) installed(_ context.Context) ([]installed, error) {
+	c, err := newConn()
+	if err != nil {
+		return nil, err
+	}
+	defer c.CloseLasting()
+	seen := map[string]bool{}
+	var out []installed
+	add := func(comment, chain, prefix string) {
+		if a, ok := installedFrom(comment, chain, prefix); ok && !seen[a.hash] {
+			seen[a.hash] = true
+			out = append(out, a)
+		}
+	}
+	for _, v6 := range []bool{false, true} {
+		f := newNFTFamily(v6)
+		for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {
+			prefix := nftDNPrefix
+			if s == f.masq {
+				prefix = nftMasqPrefix
+			}
+			if err := f.eachClaim(c, s, func(comment, chain string) { add(comment, chain, prefix) }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// eachClaim calls fn with the owner comment and chain of every claim in map s: an
+// element's own, or those of the jumps in the shared chain it goes to.
+func (f *nftFamily) eachClaim(c *nftables.Conn, s *nftables.Set, fn func(comment, chain string)) error {
+	elems, err := c.GetSetElements(s)
+	if netfilter.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("nftables: list map %s: %w", s.Name, err)
+	}
+	for _, e := range elems {
+		chain := netfilter.VerdictChain(e.Val)
+		if !strings.HasPrefix(chain, nftSharedPrefix) {
+			fn(e.Comment, chain)
+			continue
+		}
+		rules, err := f.rules(c, chain)
+		if err != nil {
+			return err
+		}
+		for _, r := range rules {
+			fn(ruleComment(r), nftexpr.VerdictChain(r.Exprs))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package portmap
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/userdata"
+
+	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/nftexpr"
+)
+
+// nftState is what the kernel holds of one attachment in one family's table, read from
+// its own chains.
+type nftState struct {
+	// exists tells that the dn- chain exists.
+	exists bool
+	// maps are the mappings its dnat rules record.
+	maps []nftMapping
+	// gated tells that the dnat rules sit in dm-, behind the rule nft wrote in dn-.
+	gated bool
+	// masq tells that the mq- chain exists.
+	masq bool
+}
+
+// targets are the container addresses the mappings go to.
+func (st nftState) targets() map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for _, m := range st.maps {
+		out[m.target] = true
+	}
+	return out
+}
+
+// stateOf reads the attachment named by hash: its dn- chain (and dm- when dn- goes
+// there) and whether it has an mq- chain. A missing table or chain reads as nothing.
+func (f *nftFamily) stateOf(c *nftables.Conn, hash string) (nftState, error) {
+	var st nftState
+	rules, err := f.rules(c, nftDNPrefix+hash)
+	if err != nil {
+		return st, err
+	}
+	st.exists = rules != nil
+	st.maps = records(rules)
+	for _, r := range rules {
+		st.gated = st.gated || nftexpr.VerdictChain(r.Exprs) == nftDMPrefix+hash
+	}
+	if st.gated {
+		gated, err := f.rules(c, nftDMPrefix+hash)
+		if err != nil {
+			return st, err
+		}
+		st.maps = append(st.maps, records(gated)...)
+	}
+	st.masq = st.exists && f.chainExists(c, nftMasqPrefix+hash)
+	return st, nil
+}
+
+// rules lists a chain's rules: nil when the chain does not exist, an empty list when it
+// is empty.
+func (f *nftFamily) rules(c *nftables.Conn, name string) ([]*nftables.Rule, error) {
+	rules, err := c.GetRules(f.table, f.chain(name))
+	if netfilter.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nftables: list %s: %w", name, err)
+	}
+	if rules == nil {
+		rules = []*nftables.Rule{}
+	}
+	return rules, nil
+}
+
+// records reads the mappings dnat rules record in their userdata.
+func records(rules []*nftables.Rule) []nftMapping {
+	var out []nftMapping
+	for _, r := range rules {
+		if rec, ok := userdata.GetString(r.UserData, udMapping); ok {
+			if m, ok := parseRecord(rec); ok {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+func (f *nftFamily) chainExists(c *nftables.Conn, name string) bool {
+	_, err := c.ListChain(f.table, name)
+	return err == nil
+}
+
+// queueDelChain queues a chain's flush and deletion.
+func (f *nftFamily) queueDelChain(c *nftables.Conn, name string) {
+	c.FlushChain(f.chain(name))
+	c.DelChain(f.chain(name))
+}
+
+// queueRemove queues the removal of what st says the attachment named by hash has:
+// its claims of map keys, then its chains.
+func (f *nftFamily) queueRemove(c *nftables.Conn, hash string, st nftState) error {
+	dn, mq := nftDNPrefix+hash, nftMasqPrefix+hash
+	for _, m := range st.maps {
+		if err := f.queueRelease(c, f.mapOf(m), m.key(), dn); err != nil {
+			return err
+		}
+	}
+	if st.masq {
+		for t := range st.targets() {
+			if err := f.queueRelease(c, f.masq, t.AsSlice(), mq); err != nil {
+				return err
+			}
+		}
+	}
+	if st.exists {
+		f.queueDelChain(c, dn)
+	}
+	if st.gated {
+		f.queueDelChain(c, nftDMPrefix+hash)
+	}
+	if st.masq {
+		f.queueDelChain(c, mq)
+	}
+	return nil
+}
+
+// sweep is the slow path for state that does not match its records (an element or a
+// rule removed by hand): it scans the maps for elements reaching the attachment's
+// chains and every shared chain for jumps to them, removes those ways in and the
+// chains, and shared chains no element reaches. It reads every element and chain of the table, so it runs only when the fast
+// path failed.
+func (f *nftFamily) sweep(c *nftables.Conn, hash string) error {
+	mine := map[string]bool{nftDNPrefix + hash: true, nftDMPrefix + hash: true, nftMasqPrefix + hash: true}
+	type element struct {
+		set *nftables.Set
+		key []byte
+	}
+	toShared := map[string][]element{}
+	for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {
+		elems, err := c.GetSetElements(s)
+		if netfilter.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("nftables: list map %s: %w", s.Name, err)
+		}
+		for _, e := range elems {
+			switch chain := netfilter.VerdictChain(e.Val); {
+			case mine[chain]:
+				if err := c.SetDeleteElements(s, []nftables.SetElement{{Key: e.Key}}); err != nil {
+					return err
+				}
+			case strings.HasPrefix(chain, nftSharedPrefix):
+				toShared[chain] = append(toShared[chain], element{s, e.Key})
+			}
+		}
+	}
+	chains, err := c.ListChainsOfTableFamily(f.table.Family)
+	if err != nil && !netfilter.IsNotExist(err) {
+		return fmt.Errorf("nftables: list chains: %w", err)
+	}
+	for _, ch := range chains {
+		if ch.Table.Name != nftTableName || !strings.HasPrefix(ch.Name, nftSharedPrefix) {
+			continue
+		}
+		if len(toShared[ch.Name]) == 0 {
+			f.queueDelChain(c, ch.Name) // no element reaches it any more
+			continue
+		}
+		onlyMine, err := f.dropJumps(c, ch.Name, mine)
+		if err != nil {
+			return err
+		}
+		if onlyMine {
+			for _, e := range toShared[ch.Name] {
+				if err := c.SetDeleteElements(e.set, []nftables.SetElement{{Key: e.key}}); err != nil {
+					return err
+				}
+			}
+			f.queueDelChain(c, ch.Name)
+		}
+	}
+	for name := range mine {
+		if f.chainExists(c, name) {
+			f.queueDelChain(c, name)
+		}
+	}
+	return nil
+}
+
+// dropJumps queues the deletion of the shared chain's jumps to the chains in mine;
+// onlyMine tells that it holds no other (the caller deletes the chain then).
+func (f *nftFamily) dropJumps(c *nftables.Conn, shared string, mine map[string]bool) (onlyMine bool, err error) {
+	rules, err := f.rules(c, shared)
+	if err != nil {
+		return false, err
+	}
+	var drop []*nftables.Rule
+	for _, r := range rules {
+		if mine[nftexpr.VerdictChain(r.Exprs)] {
+			drop = append(drop, r)
+		}
+	}
+	if len(drop) == len(rules) {
+		return true, nil
+	}
+	for _, r := range drop {
+		if err := c.DelRule(r); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,139 @@
+package portmap
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// TestTwoAttachmentsMappingOneHostPort: a runtime that re-creates a sandbox before the
+// old one's DEL maps a host port that is still mapped. Both ADDs succeed, as with the
+// reference (the nftables backend used to fail the second with code 999); the first
+// attachment answers; deleting either one leaves the other's mapping answering and
+// passing CHECK; deleting both leaves nothing.
+func TestTwoAttachmentsMappingOneHostPort(t *testing.T) {
+	for _, backend := range backends {
+		for _, delFirst := range []bool{true, false} {
+			name := backend + "/del-second"
+			if delFirst {
+				name = backend + "/del-first"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t)
+				first, second := e.container("ctr-old"), e.container("ctr-new")
+				mappings := []PortMapping{
+					{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"},
+					{HostPort: 8081, ContainerPort: udpPort, Protocol: "udp"},
+					{HostPort: 8083, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "10.77.0.1"},
+				}
+				confFirst := first.netconf(t, "net1", map[string]any{"backend": backend}, mappings)
+				confSecond := second.netconf(t, "net1", map[string]any{"backend": backend}, mappings)
+				require.NoError(t, e.invoke(skel.CmdAdd, first, confFirst))
+				require.NoError(t, e.invoke(skel.CmdAdd, second, confSecond), "a host port mapped twice is accepted")
+				require.NoError(t, e.invoke(skel.CmdCheck, first, confFirst))
+				require.NoError(t, e.invoke(skel.CmdCheck, second, confSecond))
+				require.NoError(t, e.invoke(skel.CmdAdd, second, confSecond), "a repeated ADD of the second")
+				e.answers(first.id, "the first attachment wins")
+				if backend == "nftables" {
+					assert.Contains(t, e.ruleset(), nftSharedPrefix, "the shared keys go through shared chains")
+				}
+
+				gone, kept, keptConf := first, second, confSecond
+				if !delFirst {
+					gone, kept, keptConf = second, first, confFirst
+				}
+				require.NoError(t, e.invoke(skel.CmdDel, gone, []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)))
+				e.answers(kept.id, "after the other's DEL")
+				require.NoError(t, e.invoke(skel.CmdCheck, kept, keptConf))
+				rules := e.ruleset()
+				assert.NotContains(t, rules, attachment{net: "net1", cid: gone.id}.hash())
+				assert.NotContains(t, rules, nftSharedPrefix, "one claimant left: the map element jumps to it straight")
+
+				require.NoError(t, e.invoke(skel.CmdDel, kept, []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)))
+				rules = e.ruleset()
+				for _, c := range []*container{first, second} {
+					assert.NotContains(t, rules, c.ip4)
+					assert.NotContains(t, rules, c.ip6)
+				}
+				_, err := dialTCP(e.client, "10.77.0.1:8080")
+				assert.Error(t, err, "the host port is closed after both DELs")
+			})
+		}
+	}
+}
+
+// answers checks that every mapping of TestTwoAttachmentsMappingOneHostPort reaches the
+// container id, in both families where it applies.
+func (e *env) answers(id, msg string) {
+	e.t.Helper()
+	for _, tc := range []struct {
+		addr string
+		dial func(*env, string) (string, error)
+	}{
+		{"10.77.0.1:8080", func(e *env, a string) (string, error) { return dialTCP(e.client, a) }},
+		{"[fd77::1]:8080", func(e *env, a string) (string, error) { return dialTCP(e.client, a) }},
+		{"10.77.0.1:8081", func(e *env, a string) (string, error) { return dialUDP(e.client, a) }},
+		{"10.77.0.1:8083", func(e *env, a string) (string, error) { return dialTCP(e.client, a) }},
+	} {
+		got, err := tc.dial(e, tc.addr)
+		if assert.NoError(e.t, err, "%s: %s", msg, tc.addr) {
+			assert.Equal(e.t, id, got, "%s: %s", msg, tc.addr)
+		}
+	}
+}
+
+// TestGCFindsAttachmentsBehindASharedHostPort: with snat off an attachment's only map
+// elements may be shared ones; GC still finds a stale attachment there (by the owner
+// comments of the shared chain's jumps) and removes it, and the valid one answers.
+func TestGCFindsAttachmentsBehindASharedHostPort(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			stale, valid := e.container("ctr-stale"), e.container("ctr-valid")
+			mappings := []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}}
+			extra := map[string]any{"backend": backend, "snat": false}
+			require.NoError(t, e.invoke(skel.CmdAdd, stale, stale.netconf(t, "net1", extra, mappings)))
+			confValid := valid.netconf(t, "net1", extra, mappings)
+			require.NoError(t, e.invoke(skel.CmdAdd, valid, confValid))
+			gcConf := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap","cni.dev/valid-attachments":[{"containerID":"ctr-valid","ifname":"eth0"}]}`)
+			require.NoError(t, e.invoke(skel.CmdGC, valid, gcConf))
+			assert.NotContains(t, e.ruleset(), attachment{net: "net1", cid: stale.id}.hash())
+			got, err := dialTCP(e.client, "10.77.0.1:8080")
+			require.NoError(t, err)
+			assert.Equal(t, valid.id, got)
+			require.NoError(t, e.invoke(skel.CmdCheck, valid, confValid))
+		})
+	}
+}
+
+// TestDelCleansASharedHostPortDamagedByHand: the element of a shared host port is
+// removed by hand, so the shared chain is reached by nothing but still jumps to both
+// attachments' chains. DEL of one takes the slow path and removes its chains and its
+// jump all the same; a repeated ADD of the other repairs it.
+func TestDelCleansASharedHostPortDamagedByHand(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.container("ctr-a"), e.container("ctr-b")
+	mappings := []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}}
+	confB := b.netconf(t, "net1", map[string]any{"backend": "nftables"}, mappings)
+	require.NoError(t, e.invoke(skel.CmdAdd, a, a.netconf(t, "net1", map[string]any{"backend": "nftables"}, mappings)))
+	require.NoError(t, e.invoke(skel.CmdAdd, b, confB))
+	out, err := e.host.Exec(t, "nft", "delete", "element", "ip", nftTableName, "ports", "{ tcp . 8080 }")
+	require.NoError(t, err, out)
+	assert.Error(t, e.invoke(skel.CmdCheck, b, confB))
+
+	require.NoError(t, e.invoke(skel.CmdDel, a, []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)))
+	rules := e.ruleset()
+	assert.NotContains(t, rules, attachment{net: "net1", cid: a.id}.hash())
+	assert.NotContains(t, rules, a.ip4)
+	require.NoError(t, e.invoke(skel.CmdAdd, b, confB), "ADD repairs the attachment")
+	require.NoError(t, e.invoke(skel.CmdCheck, b, confB))
+	got, err := dialTCP(e.client, "10.77.0.1:8080")
+	require.NoError(t, err)
+	assert.Equal(t, b.id, got)
+	assert.NotContains(t, e.ruleset(), nftSharedPrefix)
+}

@@ -1,0 +1,49 @@
+package testns
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// IPTables is one flavour of the iptables tools: iptables-nft (rules kept in nf_tables)
+// or iptables-legacy (the x_tables kernel tables). Both print rules their own way, and
+// a node runs either, so rule handling is tested with each.
+type IPTables struct {
+	// Name is "nft" or "legacy".
+	Name string
+	// Dir holds iptables, iptables-save, iptables-restore and their ip6tables
+	// counterparts, all of this flavour: first in PATH, they are the ones a plugin runs.
+	Dir string
+}
+
+// PATH is the PATH value under which a plugin runs this flavour's tools.
+func (f IPTables) PATH() string { return f.Dir + string(os.PathListSeparator) + os.Getenv("PATH") }
+
+// Tool is the path of one of the flavour's tools ("iptables-save", "ip6tables", ...).
+func (f IPTables) Tool(name string) string { return filepath.Join(f.Dir, name) }
+
+// IPTablesFlavours returns both flavours, each a temp dir of links named as a plugin
+// runs the tools, pointing at the flavour's multi-call binary. Legacy tables live in
+// the network namespace they are made in, like nf_tables ones: a test that uses either
+// inside its own namespaces leaves the machine's tables alone. The test is skipped
+// when a flavour is not installed.
+func IPTablesFlavours(t testing.TB) []IPTables {
+	t.Helper()
+	var out []IPTables
+	for _, f := range []struct{ name, multi string }{{"nft", "xtables-nft-multi"}, {"legacy", "xtables-legacy-multi"}} {
+		multi, err := exec.LookPath(f.multi)
+		if err != nil {
+			t.Skipf("iptables flavour %s: %v", f.name, err)
+		}
+		dir := t.TempDir()
+		for _, tool := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+			if err := os.Symlink(multi, filepath.Join(dir, tool)); err != nil {
+				t.Fatalf("link %s: %v", tool, err)
+			}
+		}
+		out = append(out, IPTables{Name: f.name, Dir: dir})
+	}
+	return out
+}

@@ -6,6 +6,7 @@ package cli
 
 import (
 	"context"
+	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -188,7 +188,7 @@ func (a *attachmentFlags) attachment(netns string) (chain.Attachment, error) {
 
 // ContainerID is cnitool's container id for a netns path.
 func ContainerID(netns string) string {
-	sum := sha2.Sum512([]byte(netns))
+	sum := sha512.Sum512([]byte(netns))
 	return "cnitool-" + hex.EncodeToString(sum[:10])
 }
 

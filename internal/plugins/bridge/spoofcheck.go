@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,7 +15,6 @@ import (
 	"github.com/google/nftables/userdata"
 
 	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -34,7 +34,7 @@ const (
 type spoofKey struct{ network, containerID, ifName string }
 
 func (k spoofKey) chain() string {
-	sum := sha2.Sum256([]byte(k.network + "\x00" + k.containerID + "\x00" + k.ifName))
+	sum := sha256.Sum256([]byte(k.network + "\x00" + k.containerID + "\x00" + k.ifName))
 	return "cni-sc-" + hex.EncodeToString(sum[:12])
 }
 

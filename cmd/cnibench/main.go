@@ -20,6 +20,7 @@ func main() {
 	out := flag.String("out", "bin/bench.json", "where to write the JSON record")
 	only := flag.String("only", "", "comma-separated section names to run (default: all)")
 	quick := flag.Bool("quick", false, "fewer iterations (a smoke run)")
+	base := flag.String("base", "", "another build of cni (before a change) to compare start-up and size with, side by side: paired execs in alternation")
 	ref := flag.String("ref", "", "a directory of reference plugin binaries (loopback, bridge, host-local, portmap, bandwidth; flannel, macvlan, host-device for their sections) to measure beside ours")
 	flag.Parse()
 
@@ -28,6 +29,14 @@ func main() {
 		fatal(err)
 	}
 	b := &bench{bin: abs, quick: *quick}
+	if *base != "" {
+		if b.base, err = filepath.Abs(*base); err != nil {
+			fatal(err)
+		}
+		if _, err := os.Stat(b.base); err != nil {
+			fatal(fmt.Errorf("-base: %w", err))
+		}
+	}
 	if *ref != "" {
 		if b.ref, err = filepath.Abs(*ref); err != nil {
 			fatal(err)
@@ -90,6 +99,7 @@ type section struct {
 
 type bench struct {
 	bin     string
+	base    string // a build to compare start-up and size with, "" when not compared
 	ref     string // reference plugins' directory, "" when not compared
 	quick   bool
 	figures []figure

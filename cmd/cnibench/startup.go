@@ -60,6 +60,56 @@ func (b *bench) startup() error {
 		}
 		b.record("startup", c.name+" p90", timing.Ms(timing.Quantile(d, 0.9)), "ms", "")
 	}
+	if b.base != "" {
+		return b.startupPaired(dir)
+	}
+	return nil
+}
+
+// startupPaired execs VERSION as bridge from -bin and from -base in alternation (one
+// pair at a time, the pair's order flipped every time), so that both builds see the
+// same machine from moment to moment: a difference of a few per cent is visible only
+// this way, the exec time of either moving by ±10 % between runs.
+func (b *bench) startupPaired(dir string) error {
+	var links [2]string
+	for i, bin := range []string{b.bin, b.base} {
+		sub := filepath.Join(dir, fmt.Sprintf("paired%d", i))
+		links[i] = filepath.Join(sub, "bridge")
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(bin, links[i]); err != nil {
+			return err
+		}
+	}
+	n := b.iterations(300)
+	var d [2][]time.Duration
+	var diff [2][]time.Duration // this minus -base, by which of the two ran first
+	for i := 0; i < n+10; i++ {
+		var pair [2]time.Duration
+		for k := range 2 {
+			which := k ^ (i & 1)
+			start := time.Now()
+			cmd := exec.Command(links[which])
+			cmd.Env = []string{"CNI_COMMAND=VERSION"}
+			if out, err := cmd.Output(); err != nil {
+				return fmt.Errorf("%s VERSION: %v: %s", links[which], err, out)
+			}
+			pair[which] = time.Since(start)
+		}
+		if i >= 10 { // warm-up pairs are not counted
+			d[0], d[1] = append(d[0], pair[0]), append(d[1], pair[1])
+			diff[i&1] = append(diff[i&1], pair[0]-pair[1])
+		}
+	}
+	// The second exec of a pair may gain or lose from following the first; the mean of
+	// the two orders' median differences cancels that.
+	delta := (timing.MedianMs(diff[0]) + timing.MedianMs(diff[1])) / 2
+	note := fmt.Sprintf("%d pairs", n)
+	b.record("startup", "paired: bridge VERSION exec'd, this build median", timing.MedianMs(d[0]), "ms", note)
+	b.record("startup", "paired: bridge VERSION exec'd, -base build median", timing.MedianMs(d[1]), "ms", note)
+	b.record("startup", "paired: this minus -base (median difference, both orders)", delta, "ms",
+		fmt.Sprintf("this first %+.3f, -base first %+.3f", timing.MedianMs(diff[0]), timing.MedianMs(diff[1])))
 	return nil
 }
 
@@ -85,6 +135,14 @@ func (b *bench) size() error {
 	}
 	b.record("size", "binary, all plugins, stripped", float64(st.Size())/1e6, "MB", "")
 	b.target("<= 12 MB")
+	if b.base != "" {
+		bst, err := os.Stat(b.base)
+		if err != nil {
+			return err
+		}
+		b.record("size", "-base binary", float64(bst.Size())/1e6, "MB", "")
+		b.record("size", "this minus -base", float64(st.Size()-bst.Size())/1e6, "MB", "")
+	}
 	if b.ref != "" {
 		var total int64
 		for _, name := range chainPlugins {

@@ -7,6 +7,7 @@ package cli
 
 import (
 	"context"
+	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,7 +20,6 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -193,7 +193,7 @@ func (a *attachmentFlags) attachment(netns string) (chain.Attachment, error) {
 
 // ContainerID is cnitool's container id for a netns path.
 func ContainerID(netns string) string {
-	sum := sha2.Sum512([]byte(netns))
+	sum := sha512.Sum512([]byte(netns))
 	return "cnitool-" + hex.EncodeToString(sum[:10])
 }
 

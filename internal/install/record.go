@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cnikit/cni/internal/sha2"
+	"crypto/sha256"
 )
 
 // recordName is the file in the config directory that says which configs cni install
@@ -23,7 +23,7 @@ const recordName = ".cni-install"
 type record map[string][]string
 
 func digest(data []byte) string {
-	sum := sha2.Sum256(data)
+	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
 

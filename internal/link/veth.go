@@ -127,8 +127,7 @@ func setUp(host *NS, hl netlink.Link, contUp bool, cont *NS, cl netlink.Link) er
 // RandomVethName returns "veth" followed by 8 random hex digits, the reference's host
 // name scheme. math/rand/v2's top-level generator is seeded from the OS in every
 // process, so concurrent plugins draw independent names; unpredictability is not
-// needed (addVeth retries on a clash), and crypto/rand would link the FIPS 140
-// module, whose initialisation slows every plugin exec.
+// needed (addVeth retries on a clash).
 func RandomVethName() string {
 	return fmt.Sprintf("veth%08x", rand.Uint32())
 }

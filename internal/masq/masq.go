@@ -34,6 +34,8 @@ package masq
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,7 +44,6 @@ import (
 	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -130,7 +131,7 @@ func GC(ctx context.Context, network string, valid []skel.Attachment) error {
 
 // iptChainName is the reference plugins' chain name for an attachment.
 func iptChainName(network, containerID string) string {
-	sum := sha2.Sum512([]byte(network + containerID))
+	sum := sha512.Sum512([]byte(network + containerID))
 	return "CNI-" + hex.EncodeToString(sum[:])[:24]
 }
 
@@ -143,12 +144,12 @@ func iptComment(network, containerID string) string {
 // nftChainPrefix starts the chain names of all attachments of a network, so GC finds
 // them by name.
 func nftChainPrefix(network string) string {
-	sum := sha2.Sum256([]byte(network))
+	sum := sha256.Sum256([]byte(network))
 	return "m-" + hex.EncodeToString(sum[:6]) + "-"
 }
 
 // nftChainName is the nftables chain of one attachment.
 func nftChainName(network, containerID, ifName string) string {
-	sum := sha2.Sum256([]byte(network + "\x00" + containerID + "\x00" + ifName))
+	sum := sha256.Sum256([]byte(network + "\x00" + containerID + "\x00" + ifName))
 	return nftChainPrefix(network) + hex.EncodeToString(sum[:10])
 }

@@ -2,6 +2,7 @@ package masq
 
 import (
 	"bytes"
+	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -482,12 +482,12 @@ const (
 )
 
 func refNetworkHash(network string) string {
-	sum := sha2.Sum512([]byte(network))
+	sum := sha512.Sum512([]byte(network))
 	return hex.EncodeToString(sum[:8])
 }
 
 func refInstanceHash(network, ifName, containerID string) string {
-	sum := sha2.Sum512([]byte(ifName + ":" + containerID))
+	sum := sha512.Sum512([]byte(ifName + ":" + containerID))
 	return refNetworkHash(network) + "-" + hex.EncodeToString(sum[:8])
 }
 

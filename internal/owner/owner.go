@@ -13,11 +13,10 @@
 package owner
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"strings"
-
-	"github.com/cnikit/cni/internal/sha2"
 )
 
 const hashedPrefix = "sha256:"
@@ -25,7 +24,7 @@ const hashedPrefix = "sha256:"
 // Hashed is the form a name takes in a comment that cannot hold it in full: 128 bits of
 // its SHA-256, enough that no two attachments of a node ever share it.
 func Hashed(name string) string {
-	sum := sha2.Sum256([]byte(name))
+	sum := sha256.Sum256([]byte(name))
 	return hashedPrefix + hex.EncodeToString(sum[:16])
 }
 

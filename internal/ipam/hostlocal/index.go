@@ -1,6 +1,7 @@
 package hostlocal
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/statedir"
 )
 
@@ -35,7 +35,7 @@ func entryName(att attachment) string {
 	if len(name) <= 200 {
 		return name
 	}
-	sum := sha2.Sum256([]byte(name))
+	sum := sha256.Sum256([]byte(name))
 	return "h-" + hex.EncodeToString(sum[:])
 }
 

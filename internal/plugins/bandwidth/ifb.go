@@ -1,6 +1,7 @@
 package bandwidth
 
 import (
+	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -9,13 +10,12 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/sha2"
 )
 
 // ifbName is the reference's name for an attachment's ifb: "bwp" and the first 12 hex
 // digits of sha512(network name + container id), 15 bytes in all.
 func ifbName(network, containerID string) string {
-	sum := sha2.Sum512([]byte(network + containerID))
+	sum := sha512.Sum512([]byte(network + containerID))
 	return "bwp" + hex.EncodeToString(sum[:])[:12]
 }
 
@@ -28,7 +28,7 @@ func ownerPrefix(network string) string {
 	tag := network
 	if len(tag) > 128 {
 		// Keep room for the container id under IFALIASZ; the hash still tells networks apart.
-		sum := sha2.Sum512([]byte(network))
+		sum := sha512.Sum512([]byte(network))
 		tag = "sha512:" + hex.EncodeToString(sum[:16])
 	}
 	return "cni-bandwidth net=" + tag + " id="

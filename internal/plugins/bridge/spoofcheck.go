@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/cnikit/cni/internal/nftexpr"
 	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -35,7 +35,7 @@ const (
 type spoofKey struct{ network, containerID, ifName string }
 
 func (k spoofKey) chain() string {
-	sum := sha2.Sum256([]byte(k.network + "\x00" + k.containerID + "\x00" + k.ifName))
+	sum := sha256.Sum256([]byte(k.network + "\x00" + k.containerID + "\x00" + k.ifName))
 	return "cni-sc-" + hex.EncodeToString(sum[:12])
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cnikit/cni/internal/dbus"
+	"github.com/godbus/dbus/v5"
 )
 
 // firewalld's D-Bus API, as the reference plugin calls it.
@@ -38,13 +38,42 @@ const (
 func firewalldRunning(ctx context.Context, addr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, detectTimeout)
 	defer cancel()
-	conn, err := dbus.Dial(ctx, addr)
+	conn, err := connect(ctx, addr)
 	if err != nil {
 		return false
 	}
 	defer conn.Close()
-	owned, err := conn.NameHasOwner(ctx, firewalldName)
+	var owned bool
+	err = conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, firewalldName).Store(&owned)
 	return err == nil && owned
+}
+
+// connect dials the bus at addr, authenticates and registers with it (Hello), all of
+// it bounded by ctx. The connection then outlives ctx, so that a failed ADD's rollback
+// can still use it.
+func connect(ctx context.Context, addr string) (*dbus.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	conn, err := dbus.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	// Closing the connection is what interrupts a bus that does not answer.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	err = conn.Auth(nil)
+	if err == nil {
+		err = conn.Hello()
+	}
+	if !stop() {
+		conn.Close()
+		return nil, fmt.Errorf("bus %s: %w", addr, ctx.Err())
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("bus %s: %w", addr, err)
+	}
+	return conn, nil
 }
 
 // firewalld is one connection to firewalld's zone interface.
@@ -53,7 +82,7 @@ type firewalld struct {
 }
 
 func dialFirewalld(ctx context.Context, addr string) (*firewalld, error) {
-	conn, err := dbus.Dial(ctx, addr)
+	conn, err := connect(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("system bus: %w", err)
 	}
@@ -63,14 +92,22 @@ func dialFirewalld(ctx context.Context, addr string) (*firewalld, error) {
 func (f *firewalld) Close() { f.conn.Close() }
 
 // call calls a zone method, all of which answer with one string.
-func (f *firewalld) call(ctx context.Context, method string, args ...string) (string, error) {
-	return dbus.Single[string](f.conn.Call(ctx, firewalldName, firewalldPath, firewalldZoneIface, method, args...))
+func (f *firewalld) call(ctx context.Context, method string, args ...any) (string, error) {
+	var reply string
+	err := f.conn.Object(firewalldName, firewalldPath).
+		CallWithContext(ctx, firewalldZoneIface+"."+method, 0, args...).Store(&reply)
+	return reply, err
 }
 
-// isCode reports whether err is a firewalld exception with the given code.
+// isCode reports whether err is a firewalld exception with the given code: firewalld
+// starts the exception's message with it ("ZONE_ALREADY_SET: 10.0.0.2/32").
 func isCode(err error, code string) bool {
-	var de *dbus.Error
-	return errors.As(err, &de) && strings.HasPrefix(de.Message, code)
+	var de dbus.Error
+	if !errors.As(err, &de) || len(de.Body) == 0 {
+		return false
+	}
+	msg, _ := de.Body[0].(string)
+	return strings.HasPrefix(msg, code)
 }
 
 // addSources binds each address to zone; one already bound to it is fine.

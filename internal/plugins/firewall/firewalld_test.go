@@ -9,12 +9,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/godbus/dbus/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/dbus"
-	"github.com/cnikit/cni/internal/dbus/dbustest"
+	"github.com/cnikit/cni/internal/plugins/firewall"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -25,19 +25,20 @@ type fakeFirewalld struct {
 	sources map[string]string // source -> zone
 }
 
-const fwException = "org.fedoraproject.FirewallD1.Exception"
-
 // fwError is a firewalld exception: its message starts with the error code.
-func fwError(code, source string) error {
-	return &dbus.Error{Name: fwException, Message: code + ": " + source}
+func fwError(code, source string) *dbus.Error {
+	return dbus.NewError("org.fedoraproject.FirewallD1.Exception", []any{code + ": " + source})
 }
 
-func (f *fakeFirewalld) record(format string, a ...any) {
+// record notes a call and locks f until the returned function runs.
+func (f *fakeFirewalld) record(format string, a ...any) (unlock func()) {
+	f.mu.Lock()
 	f.calls = append(f.calls, fmt.Sprintf(format, a...))
+	return f.mu.Unlock
 }
 
-func (f *fakeFirewalld) addSource(zone, source string) (string, error) {
-	f.record("addSource %s %s", zone, source)
+func (f *fakeFirewalld) addSource(zone, source string) (string, *dbus.Error) {
+	defer f.record("addSource %s %s", zone, source)()
 	if f.sources[source] == zone {
 		return "", fwError("ZONE_ALREADY_SET", source)
 	}
@@ -48,8 +49,8 @@ func (f *fakeFirewalld) addSource(zone, source string) (string, error) {
 	return zone, nil
 }
 
-func (f *fakeFirewalld) removeSource(zone, source string) (string, error) {
-	f.record("removeSource %s %s", zone, source)
+func (f *fakeFirewalld) removeSource(zone, source string) (string, *dbus.Error) {
+	defer f.record("removeSource %s %s", zone, source)()
 	if f.sources[source] != zone {
 		return "", fwError("UNKNOWN_SOURCE", source)
 	}
@@ -57,42 +58,9 @@ func (f *fakeFirewalld) removeSource(zone, source string) (string, error) {
 	return zone, nil
 }
 
-func (f *fakeFirewalld) getZoneOfSource(source string) (string, error) {
-	f.record("getZoneOfSource %s", source)
+func (f *fakeFirewalld) getZoneOfSource(source string) (string, *dbus.Error) {
+	defer f.record("getZoneOfSource %s", source)()
 	return f.sources[source], nil
-}
-
-// handle answers one D-Bus call the way firewalld's zone interface does.
-func (f *fakeFirewalld) handle(c dbustest.Call) ([]any, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if c.Path != "/org/fedoraproject/FirewallD1" || c.Interface != "org.fedoraproject.FirewallD1.zone" {
-		return nil, &dbus.Error{Name: "org.freedesktop.DBus.Error.UnknownObject", Message: c.Path + " " + c.Interface}
-	}
-	args := make([]string, len(c.Args))
-	for i, a := range c.Args {
-		s, ok := a.(string)
-		if !ok {
-			return nil, &dbus.Error{Name: "org.freedesktop.DBus.Error.InvalidArgs", Message: fmt.Sprintf("argument %d: %T", i, a)}
-		}
-		args[i] = s
-	}
-	var zone string
-	var err error
-	switch {
-	case c.Member == "addSource" && len(args) == 2:
-		zone, err = f.addSource(args[0], args[1])
-	case c.Member == "removeSource" && len(args) == 2:
-		zone, err = f.removeSource(args[0], args[1])
-	case c.Member == "getZoneOfSource" && len(args) == 1:
-		zone, err = f.getZoneOfSource(args[0])
-	default:
-		return nil, &dbus.Error{Name: "org.freedesktop.DBus.Error.UnknownMethod", Message: fmt.Sprintf("%s%q", c.Member, args)}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return []any{zone}, nil
 }
 
 func (f *fakeFirewalld) Calls() []string {
@@ -101,17 +69,24 @@ func (f *fakeFirewalld) Calls() []string {
 	return slices.Clone(f.calls)
 }
 
-// startFakeFirewalld serves a fake on the bus under firewalld's name.
+// startFakeFirewalld serves a fake under firewalld's name, path and zone interface on
+// the bus: a call anywhere else gets the bus's or godbus's own error, and arguments
+// that are not strings an InvalidArgs error.
 func startFakeFirewalld(t *testing.T, addr string) *fakeFirewalld {
 	t.Helper()
 	f := &fakeFirewalld{sources: map[string]string{}}
-	dbustest.Connect(t, addr).Serve("org.fedoraproject.FirewallD1", f.handle)
+	firewall.ServeOnBus(t, addr, "org.fedoraproject.FirewallD1", "/org/fedoraproject/FirewallD1",
+		"org.fedoraproject.FirewallD1.zone", map[string]any{
+			"addSource":       f.addSource,
+			"removeSource":    f.removeSource,
+			"getZoneOfSource": f.getZoneOfSource,
+		})
 	return f
 }
 
 func TestFirewalldIsChosenWhenItOwnsItsName(t *testing.T) {
 	e := newEnv(t)
-	bus := dbustest.StartBus(t)
+	bus := firewall.StartPrivateBus(t)
 	fake := startFakeFirewalld(t, bus)
 	env := []string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus}
 	c := e.add(e.conflist(netOpts{name: "fwd", bridge: "br-fwd", subnets: []string{"10.30.0.0/24", "fd30::/64"}}), "c-fwd")
@@ -148,7 +123,7 @@ func TestFirewalldIsChosenWhenItOwnsItsName(t *testing.T) {
 
 func TestFirewalldZoneConflictFailsAndRollsBack(t *testing.T) {
 	e := newEnv(t)
-	bus := dbustest.StartBus(t)
+	bus := firewall.StartPrivateBus(t)
 	fake := startFakeFirewalld(t, bus)
 	c := e.add(e.conflist(netOpts{name: "zc", bridge: "br-zc", subnets: []string{"10.31.0.0/24", "fd31::/64"}}), "c-zc")
 	var ip6 string
@@ -171,7 +146,7 @@ func TestFirewalldZoneConflictFailsAndRollsBack(t *testing.T) {
 
 func TestIPTablesIsChosenWhenFirewalldIsNotRunning(t *testing.T) {
 	e := newEnv(t)
-	bus := dbustest.StartBus(t) // a bus, but nobody owns firewalld's name
+	bus := firewall.StartPrivateBus(t) // a bus, but nobody owns firewalld's name
 	for _, tc := range []struct{ name, addr string }{
 		{"name not owned", bus},
 		{"no bus socket", "unix:path=" + filepath.Join(t.TempDir(), "no-such-socket")},

@@ -8,9 +8,9 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/userdata"
 
+	"crypto/sha256"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/sha2"
 )
 
 // A map element is the way from a key (a host port, or a container address in masq)
@@ -42,7 +42,7 @@ type claim struct {
 }
 
 func sharedChainName(set string, key []byte) string {
-	sum := sha2.Sum256(append([]byte(set+"\x00"), key...))
+	sum := sha256.Sum256(append([]byte(set+"\x00"), key...))
 	return nftSharedPrefix + hex.EncodeToString(sum[:10])
 }
 

@@ -1,13 +1,13 @@
 package portmap
 
 import (
+	"crypto/sha512"
 	"encoding/hex"
 	"net/netip"
 	"strings"
 
 	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/sha2"
 )
 
 // attachment names one attachment the way portmap keys its state: network name plus
@@ -21,7 +21,7 @@ type attachment struct {
 // hash is the 21 hex digits of sha512(network+containerID) that the reference puts
 // after "CNI-DN-" (its chain names are cut to 28 characters).
 func (o attachment) hash() string {
-	sum := sha2.Sum512([]byte(o.net + o.cid))
+	sum := sha512.Sum512([]byte(o.net + o.cid))
 	return hex.EncodeToString(sum[:])[:21]
 }
 

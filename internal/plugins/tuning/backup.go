@@ -1,6 +1,7 @@
 package tuning
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/sha2"
 	"github.com/cnikit/cni/internal/statedir"
 )
 
@@ -49,7 +49,7 @@ const (
 // then "h-<sha256 of containerID/ifname>.json", used when the reference's does not fit
 // (a 240-character id) or cannot be written.
 func backupNames(containerID, ifName string) []string {
-	sum := sha2.Sum256([]byte(containerID + "/" + ifName))
+	sum := sha256.Sum256([]byte(containerID + "/" + ifName))
 	hashed := "h-" + hex.EncodeToString(sum[:]) + ".json"
 	ref := containerID + "_" + ifName + ".json"
 	if len(ref) > nameMax {

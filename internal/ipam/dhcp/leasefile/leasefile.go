@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cnikit/cni/internal/sha2"
+	"crypto/sha256"
 )
 
 // DefaultDir is where the daemon keeps its leases.
@@ -74,7 +74,7 @@ func (s *Store) Dir() string { return s.dir }
 
 // FileName is the file a client id's lease lives in.
 func FileName(clientID string) string {
-	sum := sha2.Sum256([]byte(clientID))
+	sum := sha256.Sum256([]byte(clientID))
 	return hex.EncodeToString(sum[:]) + suffix
 }
 

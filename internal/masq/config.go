@@ -6,7 +6,6 @@ import (
 
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
 )
 
 // Config is the masquerade part of a bridge or ptp network config, with the reference
@@ -69,10 +68,10 @@ func (c *Config) Unmasquerade(ctx context.Context, network, containerID, ifName 
 	return nil
 }
 
-// RequestAttachment is the attachment of req's container interface on network, with
-// the addresses of ips.
-func RequestAttachment(req *skel.Request, network string, ips []result.IPConfig) Attachment {
-	att := Attachment{Network: network, ContainerID: req.Args.ContainerID, IfName: req.Args.IfName}
+// NewAttachment is the attachment of a container's interface on network, with the
+// addresses of ips.
+func NewAttachment(network, containerID, ifName string, ips []result.IPConfig) Attachment {
+	att := Attachment{Network: network, ContainerID: containerID, IfName: ifName}
 	for _, ip := range ips {
 		att.IPs = append(att.IPs, ip.Address)
 	}

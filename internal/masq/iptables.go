@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 	"os/exec"
 	"slices"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/skel"
 )
 
 const natTable = "nat"
@@ -159,10 +159,10 @@ func iptCheck(ctx context.Context, att Attachment, ips []netip.Prefix) error {
 // the one that network and container give, so nothing of another network or plugin is
 // touched. The reference layout is keyed by container only, so the interface name of a
 // valid attachment does not matter here.
-func iptGC(ctx context.Context, network string, valid []skel.Attachment) error {
+func iptGC(ctx context.Context, network string, valid iter.Seq2[string, string]) error {
 	var ids []string
-	for _, a := range valid {
-		ids = append(ids, a.ContainerID)
+	for cid := range valid {
+		ids = append(ids, cid)
 	}
 	keep := owner.NewSet(ids...)
 	var errs []error

@@ -39,12 +39,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 
 	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/skel"
 )
 
 // Attachment is one container interface on one network.
@@ -125,7 +125,8 @@ func Check(ctx context.Context, att Attachment, opts Options) error {
 
 // GC removes, in both backends, the masquerade of every attachment of network that is
 // not in valid.
-func GC(ctx context.Context, network string, valid []skel.Attachment) error {
+// valid yields the container id and interface name of each attachment to keep.
+func GC(ctx context.Context, network string, valid iter.Seq2[string, string]) error {
 	return errors.Join(iptGC(ctx, network, valid), nftGC(network, valid))
 }
 

@@ -3,6 +3,7 @@ package masq
 import (
 	"context"
 	"fmt"
+	"iter"
 	"net"
 	"net/netip"
 	"os"
@@ -231,7 +232,7 @@ func TestGCRemovesExactlyTheStaleAttachments(t *testing.T) {
 						return err
 					}
 				}
-				return GC(ctx, "net1", []skel.Attachment{{ContainerID: "keep", IfName: "eth0"}, {ContainerID: "keep", IfName: "eth1"}})
+				return GC(ctx, "net1", valid(skel.Attachment{ContainerID: "keep", IfName: "eth0"}, skel.Attachment{ContainerID: "keep", IfName: "eth1"}))
 			})
 			rs := w.ruleset(t)
 			assert.NotContains(t, rs, "10.1.0.11")
@@ -255,7 +256,7 @@ func TestTeardownInAnUntouchedNamespaceCreatesNothing(t *testing.T) {
 		if err := Teardown(ctx, "net1", "c1", "eth0"); err != nil {
 			return err
 		}
-		return GC(ctx, "net1", nil)
+		return GC(ctx, "net1", valid())
 	})
 	out, err := w.host.Exec(t, "nft", "list", "ruleset")
 	require.NoError(t, err)
@@ -307,7 +308,7 @@ func TestTeardownAndGCRemoveTheReferencePluginsNftablesRules(t *testing.T) {
 	assert.Equal(t, ctr4.Addr(), w.peer(t, ext4))
 
 	w.do(t, func(ctx context.Context) error {
-		return GC(ctx, "net1", []skel.Attachment{{ContainerID: "c3", IfName: "eth0"}})
+		return GC(ctx, "net1", valid(skel.Attachment{ContainerID: "c3", IfName: "eth0"}))
 	})
 	rs = w.ruleset(t)
 	assert.NotContains(t, rs, "10.1.0.6")
@@ -321,7 +322,7 @@ func TestTeardownWithoutIptablesToolsSucceeds(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	w.do(t, func(ctx context.Context) error {
 		assert.NoError(t, Teardown(ctx, "net1", "c1", "eth0"))
-		assert.NoError(t, GC(ctx, "net1", nil))
+		assert.NoError(t, GC(ctx, "net1", valid()))
 		return nil
 	})
 }
@@ -399,4 +400,9 @@ func TestNFTablesCheckNoticesAMissingMapElement(t *testing.T) {
 		}
 		return Teardown(ctx, "net1", "c2", "eth0")
 	})
+}
+
+// valid is a GC request's list of attachments to keep, as plugins hand it to GC.
+func valid(atts ...skel.Attachment) iter.Seq2[string, string] {
+	return (&skel.Request{ValidAttachments: atts}).Valid()
 }

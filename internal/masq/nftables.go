@@ -5,6 +5,7 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 	"strings"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/skel"
 )
 
 const (
@@ -418,15 +418,15 @@ func nftCheck(att Attachment, ips []netip.Prefix) error {
 
 // nftGC deletes the chains (and map elements) of network's attachments not in valid,
 // in one transaction. Chains are found by their network prefix and confirmed by comment.
-func nftGC(network string, valid []skel.Attachment) error {
+func nftGC(network string, valid iter.Seq2[string, string]) error {
 	c, err := conn()
 	if err != nil {
 		return nil
 	}
 	defer c.CloseLasting()
 	keep := map[string]bool{}
-	for _, a := range valid {
-		keep[nftChainName(network, a.ContainerID, a.IfName)] = true
+	for cid, ifName := range valid {
+		keep[nftChainName(network, cid, ifName)] = true
 	}
 	var chains []*nftables.Chain
 	if tableExists(c) {
@@ -452,8 +452,8 @@ func nftGC(network string, valid []skel.Attachment) error {
 		queued++
 	}
 	keepRef := map[string]bool{}
-	for _, a := range valid {
-		keepRef[refInstanceHash(network, a.IfName, a.ContainerID)] = true
+	for cid, ifName := range valid {
+		keepRef[refInstanceHash(network, ifName, cid)] = true
 	}
 	netHash := refNetworkHash(network) + "-"
 	n, err := refRemove(c, func(comment string) bool {

@@ -8,6 +8,7 @@ package skel
 import (
 	"context"
 	"io"
+	"iter"
 
 	"github.com/cnikit/cni/internal/result"
 )
@@ -58,6 +59,18 @@ type Request struct {
 	ValidAttachments []Attachment
 	// Stderr is for logs; stdout belongs to the result.
 	Stderr io.Writer
+}
+
+// Valid yields the container id and interface name of each attachment a GC must keep,
+// for helpers that take plain values rather than skel's types.
+func (r *Request) Valid() iter.Seq2[string, string] {
+	return func(yield func(containerID, ifName string) bool) {
+		for _, a := range r.ValidAttachments {
+			if !yield(a.ContainerID, a.IfName) {
+				return
+			}
+		}
+	}
 }
 
 // Attachment names one (container, interface) pair in a GC request.

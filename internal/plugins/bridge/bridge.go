@@ -152,7 +152,7 @@ func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br netlink.Lin
 		}
 	}
 	if conf.Masquerading() {
-		att := masq.RequestAttachment(req, conf.Name, res.IPs)
+		att := masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, res.IPs)
 		if err := masq.Setup(req.Ctx, att, masqOpts); err != nil {
 			return fmt.Errorf("ipMasq: %w", err)
 		}
@@ -187,7 +187,7 @@ func del(req *skel.Request) error {
 // gc needs nothing from the config beyond the network's name and IPAM type.
 func gc(req *skel.Request) error {
 	errs := []error{
-		masq.GC(req.Ctx, req.Net.Name, req.ValidAttachments),
+		masq.GC(req.Ctx, req.Net.Name, req.Valid()),
 		gcSpoofChecks(req.Net.Name, req.ValidAttachments),
 	}
 	if req.Net.IPAM.Type != "" {

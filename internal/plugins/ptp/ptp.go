@@ -104,7 +104,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	// Masquerade needs only the addresses; set up before the interfaces so that a
 	// later failure also proves its undo.
 	if conf.Masquerading() {
-		if err := masq.Setup(req.Ctx, masq.RequestAttachment(req, conf.Name, out.IPs), masqOpts); err != nil {
+		if err := masq.Setup(req.Ctx, masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, out.IPs), masqOpts); err != nil {
 			return nil, fmt.Errorf("ipMasq: %w", err)
 		}
 		undo.Push("ipMasq", func() error {
@@ -225,7 +225,7 @@ func del(req *skel.Request) error {
 
 // gc needs nothing from the config beyond the network's name and IPAM type.
 func gc(req *skel.Request) error {
-	errs := []error{masq.GC(req.Ctx, req.Net.Name, req.ValidAttachments)}
+	errs := []error{masq.GC(req.Ctx, req.Net.Name, req.Valid())}
 	if req.Net.IPAM.Type != "" {
 		errs = append(errs, ipam.GC(req))
 	}

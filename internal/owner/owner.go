@@ -32,17 +32,32 @@ func format(prefix, network, containerID string) string {
 	return fmt.Sprintf("%sname: %q id: %q", prefix, network, containerID)
 }
 
+func formatTag(prefix, network, containerID string) string {
+	return fmt.Sprintf("%snet=%s id=%s", prefix, network, containerID)
+}
+
 // Comment is the comment of the attachment (network, containerID): the reference form
 // when it fits in max bytes, else with the container id hashed, else with both names
 // hashed. The same arguments always give the same comment.
 func Comment(prefix, network, containerID string, max int) string {
-	if c := format(prefix, network, containerID); len(c) <= max {
+	return fit(format, prefix, network, containerID, max)
+}
+
+// Tag is Comment's form for nftables, `<prefix>net=<network> id=<containerID>`: `nft
+// list ruleset` prints a comment inside double quotes without escaping the quotes of
+// the reference form, so a listing holding one could not be read back by `nft -f`.
+func Tag(prefix, network, containerID string, max int) string {
+	return fit(formatTag, prefix, network, containerID, max)
+}
+
+func fit(form func(prefix, network, containerID string) string, prefix, network, containerID string, max int) string {
+	if c := form(prefix, network, containerID); len(c) <= max {
 		return c
 	}
-	if c := format(prefix, network, Hashed(containerID)); len(c) <= max {
+	if c := form(prefix, network, Hashed(containerID)); len(c) <= max {
 		return c
 	}
-	return format(prefix, Hashed(network), Hashed(containerID))
+	return form(prefix, Hashed(network), Hashed(containerID))
 }
 
 // Parse returns the network and container fields of a comment that Comment wrote with
@@ -54,6 +69,22 @@ func Parse(prefix, comment string) (network, containerID string, ok bool) {
 	}
 	n, err := fmt.Sscanf(rest, "name: %q id: %q", &network, &containerID)
 	if err != nil || n != 2 || format(prefix, network, containerID) != comment {
+		return "", "", false
+	}
+	return network, containerID, true
+}
+
+// ParseTag is Parse for a comment Tag wrote. Names hold no blanks or '=' (the spec's
+// rule), so the fields split on them.
+func ParseTag(prefix, tag string) (network, containerID string, ok bool) {
+	rest, found := strings.CutPrefix(tag, prefix)
+	f := strings.Fields(rest)
+	if !found || len(f) != 2 {
+		return "", "", false
+	}
+	network, okNet := strings.CutPrefix(f[0], "net=")
+	containerID, okID := strings.CutPrefix(f[1], "id=")
+	if !okNet || !okID || formatTag(prefix, network, containerID) != tag {
 		return "", "", false
 	}
 	return network, containerID, true

@@ -54,3 +54,22 @@ func TestParseRefusesOtherComments(t *testing.T) {
 	}
 	assert.False(t, Names("sha256:00", "x"), "a hashed field names only what hashes to it")
 }
+
+// TestTagHasNoQuotesAndReadsBack: nft prints a comment in double quotes without escaping
+// the ones inside, so the nftables form has none.
+func TestTagHasNoQuotesAndReadsBack(t *testing.T) {
+	for _, id := range []string{"abc123", strings.Repeat("a", 240)} {
+		tag := Tag("dnat ", "net1", id, 128)
+		assert.NotContains(t, tag, `"`)
+		assert.LessOrEqual(t, len(tag), 128)
+		net, got, ok := ParseTag("dnat ", tag)
+		require.True(t, ok, tag)
+		assert.True(t, Names(net, "net1"))
+		assert.True(t, Names(got, id))
+	}
+	assert.Equal(t, "dnat net=net1 id=abc123", Tag("dnat ", "net1", "abc123", 128))
+	for _, bad := range []string{"", "dnat net=a", "dnat net=a id=b c", `dnat name: "a" id: "b"`, "dnat id=b net=a"} {
+		_, _, ok := ParseTag("dnat ", bad)
+		assert.False(t, ok, bad)
+	}
+}

@@ -80,10 +80,14 @@ func FuzzLoad(f *testing.F) {
 		}
 		s := l.Value.Settings
 		o := attachment{net: l.Req.Net.Name, cid: l.Req.Args.ContainerID}
-		for _, c := range []string{o.iptComment(), o.nftComment()} {
-			net, id, ok := owner.Parse(commentPrefix, c)
-			if !ok || !owner.Names(net, o.net) || !owner.Names(id, o.cid) {
-				t.Fatalf("comment %q reads back as %q %q %v", c, net, id, ok)
+		for _, c := range []struct{ comment, chain, prefix string }{
+			{o.iptComment(), iptDNPrefix + o.hash(), iptDNPrefix},
+			{o.nftComment(), nftDNPrefix + o.hash(), nftDNPrefix},
+			{o.nftCommentBefore(), nftDNPrefix + o.hash(), nftDNPrefix},
+		} {
+			a, ok := installedFrom(c.comment, c.chain, c.prefix)
+			if !ok || a.hash != o.hash() || !owner.Names(a.net, o.net) || !owner.Names(a.id, o.cid) {
+				t.Fatalf("comment %q reads back as %+v %v", c.comment, a, ok)
 			}
 		}
 		for _, fam := range l.Value.Families {

@@ -170,7 +170,7 @@ func (f *nftFamily) requireClaim(c *nftables.Conn, s *nftables.Set, key []byte, 
 		return err
 	case !held:
 		return fmt.Errorf("map %s has no element for it", s.Name)
-	case e.VerdictChain == chain && e.Comment == o.nftComment():
+	case e.VerdictChain == chain && (e.Comment == o.nftComment() || e.Comment == o.nftCommentBefore()):
 		return nil
 	case strings.HasPrefix(e.VerdictChain, nftSharedPrefix):
 		rules, err := c.GetRules(f.table, f.chain(e.VerdictChain))

@@ -27,7 +27,7 @@ func (o attachment) hash() string {
 
 // commentPrefix starts the reference's ownership comment of the DNAT entry rules,
 // `dnat name: "<net>" id: "<cid>"`; the nftables backend tags its rules and map elements
-// with it as well.
+// with the quote-free form, `dnat net=<net> id=<cid>` (owner.Tag).
 const commentPrefix = "dnat "
 
 // nftCommentMax keeps a comment short enough for nft to show in full and for a rule's
@@ -39,6 +39,12 @@ func (o attachment) iptComment() string {
 }
 
 func (o attachment) nftComment() string {
+	return owner.Tag(commentPrefix, o.net, o.cid, nftCommentMax)
+}
+
+// nftCommentBefore is the nftables comment of versions before the quote-free one, still
+// recognised on elements they installed.
+func (o attachment) nftCommentBefore() string {
 	return owner.Comment(commentPrefix, o.net, o.cid, nftCommentMax)
 }
 
@@ -52,6 +58,9 @@ type installed struct {
 // either is not portmap's).
 func installedFrom(comment, chain, chainPrefix string) (installed, bool) {
 	net, id, ok := owner.Parse(commentPrefix, comment)
+	if !ok {
+		net, id, ok = owner.ParseTag(commentPrefix, comment)
+	}
 	hash, mine := strings.CutPrefix(chain, chainPrefix)
 	return installed{hash: hash, net: net, id: id}, ok && mine && hash != ""
 }

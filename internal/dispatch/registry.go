@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/ipam/hostlocal"
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
@@ -32,6 +33,7 @@ func Registry() []*skel.Plugin {
 		sbr.Plugin(),
 		vrf.Plugin(),
 		flannel.New(Lookup),
+		chain.Plugin(Lookup),
 	}
 }
 

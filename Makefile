@@ -30,8 +30,9 @@ fmt-check:
 test: vet fmt-check
 	$(GO) test -race -count=1 -timeout 30m ./...
 
+# REF=DIR measures the reference plugins in DIR beside ours (cnibench -ref).
 bench: build
-	$(GO) run ./cmd/cnibench -bin $(BIN)
+	$(GO) run ./cmd/cnibench -bin $(BIN) $(if $(REF),-ref $(REF))
 
 test-kernel:
 	scripts/test-kernel.sh

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"github.com/cnikit/cni/internal/timing"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,6 +17,7 @@ import (
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
 	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/timing"
 )
 
 // standardChain is the chain Kubernetes runtimes ship: loopback, bridge with host-local
@@ -37,6 +38,21 @@ func standardChain(dataDir, backend string) []byte {
 		 "ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.88.0.0/16"}]]}},
 		{"type":"portmap","capabilities":{"portMappings":true},"snat":true%s},
 		{"type":"bandwidth","capabilities":{"bandwidth":true}}]}`, be, dataDir, pbe))
+}
+
+// asChainPlugin rewrites a conflist as one chain plugin holding its plugins, declaring
+// the capabilities the standard chain uses: what a runtime then runs as one process.
+func asChainPlugin(conf []byte) ([]byte, error) {
+	var list map[string]any
+	if err := json.Unmarshal(conf, &list); err != nil {
+		return nil, err
+	}
+	list["plugins"] = []any{map[string]any{
+		"type":         "chain",
+		"capabilities": map[string]bool{"portMappings": true, "bandwidth": true},
+		"plugins":      list["plugins"],
+	}}
+	return json.Marshal(list)
 }
 
 func capArgs(i int) map[string]any {
@@ -132,7 +148,7 @@ type scenario struct {
 	drv       driver
 }
 
-func (b *bench) newScenario(viaLibcni bool, backend string) (*scenario, error) {
+func (b *bench) newScenario(viaLibcni bool, backend string, oneChainPlugin bool) (*scenario, error) {
 	host, err := testns.Create()
 	if err != nil {
 		return nil, err
@@ -146,13 +162,18 @@ func (b *bench) newScenario(viaLibcni bool, backend string) (*scenario, error) {
 	if backend == referenceBackend {
 		pluginDir, err = b.referenceDir()
 	} else {
-		pluginDir, err = linkDir(b.bin, chainPlugins...)
+		pluginDir, err = linkDir(b.bin, append(chainPlugins, "chain")...)
 	}
 	if err != nil {
 		return nil, err
 	}
 	s := &scenario{host: host, pluginDir: pluginDir, tmp: tmp}
 	conf := standardChain(tmp+"/ipam", backend)
+	if oneChainPlugin {
+		if conf, err = asChainPlugin(conf); err != nil {
+			return nil, err
+		}
+	}
 	if viaLibcni {
 		list, err := libcni.ConfListFromBytes(conf)
 		if err != nil {
@@ -211,40 +232,76 @@ func closePods(pods []pod) {
 // attached, for each driver and backend.
 func (b *bench) chainPerPod() error {
 	type combo struct {
-		label   string
-		libcni  bool
-		backend string
+		label    string
+		libcni   bool
+		backend  string
+		oneChain bool
 	}
 	combos := []combo{
-		{"libcni exec, default backend", true, ""},
-		{"libcni exec, iptables forced", true, "iptables"},
-		{"in-process runner, default backend", false, ""},
-		{"in-process runner, iptables forced", false, "iptables"},
+		{"libcni exec, default backend", true, "", false},
+		{"libcni exec, iptables forced", true, "iptables", false},
+		{"in-process runner, default backend", false, "", false},
+		{"in-process runner, iptables forced", false, "iptables", false},
+		{oneChainLabel, true, "", true},
 	}
 	if b.ref != "" {
-		combos = append(combos, combo{"libcni exec, reference plugins", true, referenceBackend})
+		combos = append(combos, combo{referenceLabel, true, referenceBackend, false})
 	}
 	measured := b.iterations(30)
+	medians := map[string]float64{} // "<op> <label> @<pods>"
 	for _, c := range combos {
 		for _, present := range []int{10, 300} {
 			if b.quick && present > 10 {
 				continue
 			}
-			add, check, del, err := b.measureChain(c.libcni, c.backend, present, measured)
+			add, check, del, err := b.measureChain(c.libcni, c.backend, c.oneChain, present, measured)
 			if err != nil {
 				return fmt.Errorf("%s at %d pods: %w", c.label, present, err)
 			}
 			note := fmt.Sprintf("%d pods present", present)
-			b.record("chain", fmt.Sprintf("ADD   %s @%d", c.label, present), timing.MedianMs(add), "ms", note)
-			b.record("chain", fmt.Sprintf("CHECK %s @%d", c.label, present), timing.MedianMs(check), "ms", note)
-			b.record("chain", fmt.Sprintf("DEL   %s @%d", c.label, present), timing.MedianMs(del), "ms", note)
+			for _, op := range []struct {
+				name  string
+				times []time.Duration
+			}{{"ADD", add}, {"CHECK", check}, {"DEL", del}} {
+				m := timing.MedianMs(op.times)
+				medians[fmt.Sprintf("%s %s @%d", op.name, c.label, present)] = m
+				b.record("chain", fmt.Sprintf("%-5s %s @%d", op.name, c.label, present), m, "ms", note)
+				if op.name == "DEL" && c.label == "in-process runner, default backend" && present == 10 {
+					b.target("≤ 30 ms (issue 18)")
+				}
+			}
 		}
 	}
+	b.chainRatios(medians)
 	return nil
 }
 
-func (b *bench) measureChain(viaLibcni bool, backend string, present, measured int) (add, check, del []time.Duration, err error) {
-	s, err := b.newScenario(viaLibcni, backend)
+// The combos the ratios of issue 18 compare: ours as one chain plugin, one process per
+// operation, against the reference's four plugins, both through libcni in the same run.
+const (
+	oneChainLabel  = "libcni exec, one chain plugin"
+	referenceLabel = "libcni exec, reference plugins"
+)
+
+// chainRatios records, from medians of the same run, ours as one chain plugin against
+// the reference, and our cost at 300 pods against 10.
+func (b *bench) chainRatios(medians map[string]float64) {
+	targets := map[string]string{"ADD": "≤ 0.15", "CHECK": "≤ 0.10", "DEL": "≤ 0.25"}
+	for _, op := range []string{"ADD", "CHECK", "DEL"} {
+		ours := medians[fmt.Sprintf("%s %s @10", op, oneChainLabel)]
+		if ref, ok := medians[fmt.Sprintf("%s %s @10", op, referenceLabel)]; ok && ref > 0 {
+			b.record("chain", fmt.Sprintf("%-5s one chain plugin / reference @10", op), ours/ref, "ratio", "same run")
+			b.target(targets[op] + " (issue 18)")
+		}
+		if at300, ok := medians[fmt.Sprintf("%s %s @300", op, oneChainLabel)]; ok && ours > 0 {
+			b.record("chain", fmt.Sprintf("%-5s one chain plugin @300 / @10", op), at300/ours, "ratio", "same run")
+			b.target("≤ 1.2 (issue 18)")
+		}
+	}
+}
+
+func (b *bench) measureChain(viaLibcni bool, backend string, oneChain bool, present, measured int) (add, check, del []time.Duration, err error) {
+	s, err := b.newScenario(viaLibcni, backend, oneChain)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -302,7 +359,7 @@ func (b *bench) measureChain(viaLibcni bool, backend string, present, measured i
 func (b *bench) concurrency() error {
 	const streams = 8
 	perStream := b.iterations(20)
-	s, err := b.newScenario(true, "")
+	s, err := b.newScenario(true, "", false)
 	if err != nil {
 		return err
 	}

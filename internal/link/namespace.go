@@ -2,7 +2,9 @@
 // network namespace with a netlink handle bound to it, creating a veth pair whose
 // container end is born inside the container, configuring a result's addresses and
 // routes on an interface, checking them again for CHECK, finding a container
-// interface's host-side peer, and waiting for a link to come up.
+// interface's host-side peer, waiting for a link to come up, and deleting links for
+// DEL in the background of the process (DeleteInBackground), so that the kernel's waits
+// for the deletions of one DEL overlap.
 //
 // Netlink work goes through handles bound to a namespace (netlink.NewHandleAt), so the
 // calling thread rarely switches namespaces; only sysctls, which the kernel resolves

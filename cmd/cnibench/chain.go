@@ -232,76 +232,43 @@ func closePods(pods []pod) {
 // attached, for each driver and backend.
 func (b *bench) chainPerPod() error {
 	type combo struct {
-		label    string
-		libcni   bool
-		backend  string
-		oneChain bool
+		label   string
+		libcni  bool
+		backend string
 	}
 	combos := []combo{
-		{"libcni exec, default backend", true, "", false},
-		{"libcni exec, iptables forced", true, "iptables", false},
-		{"in-process runner, default backend", false, "", false},
-		{"in-process runner, iptables forced", false, "iptables", false},
-		{oneChainLabel, true, "", true},
+		{"libcni exec, default backend", true, ""},
+		{"libcni exec, iptables forced", true, "iptables"},
+		{"in-process runner, default backend", false, ""},
+		{"in-process runner, iptables forced", false, "iptables"},
 	}
 	if b.ref != "" {
-		combos = append(combos, combo{referenceLabel, true, referenceBackend, false})
+		combos = append(combos, combo{"libcni exec, reference plugins", true, referenceBackend})
 	}
 	measured := b.iterations(30)
-	medians := map[string]float64{} // "<op> <label> @<pods>"
 	for _, c := range combos {
 		for _, present := range []int{10, 300} {
 			if b.quick && present > 10 {
 				continue
 			}
-			add, check, del, err := b.measureChain(c.libcni, c.backend, c.oneChain, present, measured)
+			add, check, del, err := b.measureChain(c.libcni, c.backend, present, measured)
 			if err != nil {
 				return fmt.Errorf("%s at %d pods: %w", c.label, present, err)
 			}
 			note := fmt.Sprintf("%d pods present", present)
-			for _, op := range []struct {
-				name  string
-				times []time.Duration
-			}{{"ADD", add}, {"CHECK", check}, {"DEL", del}} {
-				m := timing.MedianMs(op.times)
-				medians[fmt.Sprintf("%s %s @%d", op.name, c.label, present)] = m
-				b.record("chain", fmt.Sprintf("%-5s %s @%d", op.name, c.label, present), m, "ms", note)
-				if op.name == "DEL" && c.label == "in-process runner, default backend" && present == 10 {
-					b.target("≤ 30 ms (issue 18)")
-				}
+			b.record("chain", fmt.Sprintf("ADD   %s @%d", c.label, present), timing.MedianMs(add), "ms", note)
+			b.record("chain", fmt.Sprintf("CHECK %s @%d", c.label, present), timing.MedianMs(check), "ms", note)
+			b.record("chain", fmt.Sprintf("DEL   %s @%d", c.label, present), timing.MedianMs(del), "ms", note)
+			if c.label == "in-process runner, default backend" && present == 10 {
+				b.target("≤ 30 ms (issue 18)")
 			}
 		}
 	}
-	b.chainRatios(medians)
 	return nil
 }
 
-// The combos the ratios of issue 18 compare: ours as one chain plugin, one process per
-// operation, against the reference's four plugins, both through libcni in the same run.
-const (
-	oneChainLabel  = "libcni exec, one chain plugin"
-	referenceLabel = "libcni exec, reference plugins"
-)
-
-// chainRatios records, from medians of the same run, ours as one chain plugin against
-// the reference, and our cost at 300 pods against 10.
-func (b *bench) chainRatios(medians map[string]float64) {
-	targets := map[string]string{"ADD": "≤ 0.15", "CHECK": "≤ 0.10", "DEL": "≤ 0.25"}
-	for _, op := range []string{"ADD", "CHECK", "DEL"} {
-		ours := medians[fmt.Sprintf("%s %s @10", op, oneChainLabel)]
-		if ref, ok := medians[fmt.Sprintf("%s %s @10", op, referenceLabel)]; ok && ref > 0 {
-			b.record("chain", fmt.Sprintf("%-5s one chain plugin / reference @10", op), ours/ref, "ratio", "same run")
-			b.target(targets[op] + " (issue 18)")
-		}
-		if at300, ok := medians[fmt.Sprintf("%s %s @300", op, oneChainLabel)]; ok && ours > 0 {
-			b.record("chain", fmt.Sprintf("%-5s one chain plugin @300 / @10", op), at300/ours, "ratio", "same run")
-			b.target("≤ 1.2 (issue 18)")
-		}
-	}
-}
-
-func (b *bench) measureChain(viaLibcni bool, backend string, oneChain bool, present, measured int) (add, check, del []time.Duration, err error) {
-	s, err := b.newScenario(viaLibcni, backend, oneChain)
+func (b *bench) measureChain(viaLibcni bool, backend string, present, measured int) (add, check, del []time.Duration, err error) {
+	s, err := b.newScenario(viaLibcni, backend, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -122,7 +122,7 @@ func check(req *skel.Request) error {
 		return err
 	}
 	if shaping.Ingress.Enabled() {
-		if err := checkRootTBF(h, veth, tbfFor(shaping.Ingress)); err != nil {
+		if err := checkRootTBF(host, veth, tbfFor(shaping.Ingress)); err != nil {
 			return fmt.Errorf("ingress: %w", err)
 		}
 	}
@@ -131,7 +131,7 @@ func check(req *skel.Request) error {
 		if err != nil {
 			return fmt.Errorf("egress: %w", err)
 		}
-		if err := checkRootTBF(h, ifb, tbfFor(shaping.Egress)); err != nil {
+		if err := checkRootTBF(host, ifb, tbfFor(shaping.Egress)); err != nil {
 			return fmt.Errorf("egress: %w", err)
 		}
 		if err := checkRedirect(h, veth, ifb); err != nil {

@@ -92,7 +92,7 @@ func (m *meta) add(req *skel.Request) (*result.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if missing := undeclared(c.net.Plugins, req.Net.Capabilities); len(missing) > 0 {
+	if missing := undeclared(c.net.Plugins, req.Net.Capabilities, c.att.CapabilityArgs); len(missing) > 0 {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
 			"chain: capabilities: the children use %s but the chain does not declare it: the runtime passes runtime config only for the capabilities of the chain's own \"capabilities\"",
 			strings.Join(missing, ", "))
@@ -193,12 +193,14 @@ func validAttachmentKeys(config []byte) (map[string]any, error) {
 
 // undeclared returns, sorted, the capabilities children declare that the chain does
 // not: the runtime passes only what the chain declares, so a child's would never reach
-// it.
-func undeclared(children []PluginConf, own map[string]bool) []string {
+// it. One the chain's own runtimeConfig holds (written in the file, or passed) reaches
+// the children anyway.
+func undeclared(children []PluginConf, own map[string]bool, given map[string]any) []string {
 	var out []string
 	for _, pc := range children {
 		for c, on := range pc.Capabilities {
-			if on && !own[c] && !slices.Contains(out, c) {
+			_, held := given[c]
+			if on && !own[c] && !held && !slices.Contains(out, c) {
 				out = append(out, c)
 			}
 		}

@@ -213,4 +213,14 @@ func TestChainPluginRefusesACapabilityOnlyAChildDeclares(t *testing.T) {
 	assert.ErrorContains(t, err, `chain: capabilities: the children use bandwidth but the chain does not declare it`)
 	assert.Empty(t, readRecords(t, rec), "no child ran")
 	assert.NoError(t, r.Del(context.Background(), n, att))
+
+	// A runtimeConfig written into the chain's own config reaches the children whatever
+	// the chain declares (libcni leaves it in place).
+	n = parse(t, chainOf("1.1.0", "n", `,"runtimeConfig":{"bandwidth":{"ingressRate":1}}`,
+		recorderConf(rec, `"capabilities":{"bandwidth":true}`)))
+	_, err = r.Add(context.Background(), n, att)
+	require.NoError(t, err)
+	recs := readRecords(t, rec)
+	require.Len(t, recs, 2, "the DEL above, this ADD")
+	assert.Equal(t, map[string]any{"bandwidth": map[string]any{"ingressRate": 1.0}}, recs[1].conf(t)["runtimeConfig"])
 }

@@ -80,8 +80,9 @@ test-tools: $(ARCH_BINS)
 fuzz:
 	GO='$(GO)' FUZZTIME='$(FUZZTIME)' scripts/fuzz.sh
 
+# REF=DIR measures the reference plugins in DIR beside ours (cnibench -ref).
 bench: build
-	$(GO) run ./cmd/cnibench -bin $(BIN)
+	$(GO) run ./cmd/cnibench -bin $(BIN) $(if $(REF),-ref $(REF))
 
 test-kernel:
 	scripts/test-kernel.sh

@@ -8,6 +8,7 @@ func (b *bench) sections() []section {
 		{"rss", b.rss},
 		{"host-local", b.hostLocal},
 		{"chain", b.chainPerPod},
+		{"chainplugin", b.chainPlugin},
 		{"portmap", b.portmap},
 		{"macvlan", b.macvlan},
 		{"host-device", b.hostDevice},

@@ -99,6 +99,29 @@ func BenchmarkRunnerStandardChainAddDel(b *testing.B) {
 	})
 }
 
+// BenchmarkRunnerStandardChainDel times DEL alone: the kernel's waits for the veth and
+// the ifb, overlapped since skel.Pending (link.DeleteInBackground).
+func BenchmarkRunnerStandardChainDel(b *testing.B) {
+	requireBuiltins(b, "bridge", "host-local", "portmap", "bandwidth")
+	host, att := benchAttachment(b)
+	att.CapabilityArgs = standardCaps
+	r := newRunner(b, b.TempDir())
+	n := parse(b, standardChain(filepath.Join(b.TempDir(), "ipam")))
+	host.Run(b, func() error {
+		for b.Loop() {
+			b.StopTimer()
+			if _, err := r.Add(context.Background(), n, att); err != nil {
+				return err
+			}
+			b.StartTimer()
+			if err := r.Del(context.Background(), n, att); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 func BenchmarkLibcniStandardChainAddDel(b *testing.B) {
 	requireBuiltins(b, "bridge", "host-local", "portmap", "bandwidth")
 	host, att := benchAttachment(b)

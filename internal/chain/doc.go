@@ -27,6 +27,18 @@
 // runs a single plugin by hand (what `cni exec` does) and Runner.Version asks one for
 // its versions.
 //
+// Plugin is the chain meta plugin built on the runner: one plugin object whose nested
+// "plugins" list it runs as this runner runs a conflist, so that a runtime starts one
+// process for a whole chain. It keeps no cache: CHECK and DEL pass every child the
+// prevResult the runtime sent, which is the runtime's cached result of the whole chain.
+// A failed ADD undoes the children that succeeded; a DEL goes on after a failing child.
+// dispatch registers it with its registry lookup (chain.Plugin(dispatch.Lookup)); no
+// plugin package imports the runner.
+//
+// The runner waits once per operation for the work its in-process plugins leave running
+// (link deletions, see skel.Pending), so the kernel waits of a DEL overlap; each call
+// returns only when all of it is done, and that work's error is its plugin's.
+//
 // Deliberate differences from libcni: a network defined in two files of a directory is
 // an error instead of the first file silently winning; files above MaxFileSize are
 // refused; the cache entry is written atomically (under its own name in results.tmp,

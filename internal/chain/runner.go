@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/panics"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/version"
@@ -55,9 +58,16 @@ type Attachment struct {
 	// CapabilityArgs are offered to each plugin as "runtimeConfig", filtered by the
 	// capabilities the plugin declares true.
 	CapabilityArgs map[string]any
+
+	// rawArgs, when Args is empty, is CNI_ARGS as the chain plugin received it, handed
+	// on to its children byte for byte.
+	rawArgs string
 }
 
 func (a *Attachment) cniArgs() string {
+	if len(a.Args) == 0 {
+		return a.rawArgs
+	}
 	pairs := make([]string, len(a.Args))
 	for i, kv := range a.Args {
 		pairs[i] = kv[0] + "=" + kv[1]
@@ -103,15 +113,9 @@ func (r *Runner) Add(ctx context.Context, n *Network, att Attachment) (*result.R
 	if err := checkCacheName(n.Name, &att); err != nil {
 		return nil, err
 	}
-	var res *result.Result
-	for _, pc := range n.Plugins {
-		conf, err := pluginConfig(n, pc, res, &att, nil)
-		if err != nil {
-			return nil, &PluginError{Type: pc.Type, Network: n.Name, Step: "add", Err: err}
-		}
-		if res, err = r.Invoke(ctx, pc.Type, skel.CmdAdd, conf, att); err != nil {
-			return nil, &PluginError{Type: pc.Type, Network: n.Name, Step: "add", Err: err}
-		}
+	res, _, err := r.addPlugins(ctx, n, &att, nil)
+	if err != nil {
+		return nil, err
 	}
 	if err := r.writeCache(n, &att, res); err != nil {
 		return nil, fmt.Errorf("failed to set network %q cached result: %w", n.Name, err)
@@ -138,12 +142,7 @@ func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
 	if err != nil {
 		return fmt.Errorf("failed to get network %q cached result: %w", n.Name, err)
 	}
-	for _, pc := range n.Plugins {
-		if err := r.run(ctx, n, pc, skel.CmdCheck, "check", prev, &att, nil); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.each(ctx, n, n.Plugins, step{command: skel.CmdCheck, name: "check"}, prev, &att, nil)
 }
 
 // Del runs DEL through the plugins in reverse order with the cached result as
@@ -182,10 +181,8 @@ func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
 			prev = nil
 		}
 	}
-	for i := len(n.Plugins) - 1; i >= 0; i-- {
-		if err := r.run(ctx, n, n.Plugins[i], skel.CmdDel, "delete", prev, att, nil); err != nil {
-			return err
-		}
+	if err := r.each(ctx, n, reversed(n.Plugins), step{command: skel.CmdDel, name: "delete"}, prev, att, nil); err != nil {
+		return err
 	}
 	if err := r.removeCache(n.Name, att); err != nil {
 		r.logf("removing cached result: %v", err)
@@ -219,13 +216,15 @@ func (r *Runner) GC(ctx context.Context, n *Network, args *GCArgs) error {
 				"cni.dev/attachments":       args.ValidAttachments,
 			}
 		}
-		for _, pc := range n.Plugins {
-			if err := r.run(ctx, n, pc, skel.CmdGC, "gc", nil, nil, extra); err != nil {
-				errs = append(errs, err)
-			}
-		}
+		errs = append(errs, r.gcPlugins(ctx, n, extra))
 	}
 	return errors.Join(errs...)
+}
+
+// gcPlugins sends GC to every plugin, extra holding the valid-attachment keys, and
+// keeps going after a failure.
+func (r *Runner) gcPlugins(ctx context.Context, n *Network, extra map[string]any) error {
+	return r.each(ctx, n, n.Plugins, step{command: skel.CmdGC, name: "gc", keepGoing: true}, nil, nil, extra)
 }
 
 // gcCache is GC's part on the result cache.
@@ -288,30 +287,99 @@ func (r *Runner) Status(ctx context.Context, n *Network) error {
 	if !version.AtLeast(n.CNIVersion, "1.1.0") {
 		return nil
 	}
-	for _, pc := range n.Plugins {
-		if err := r.run(ctx, n, pc, skel.CmdStatus, "status", nil, nil, nil); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.each(ctx, n, n.Plugins, step{command: skel.CmdStatus, name: "status"}, nil, nil, nil)
 }
 
-// run invokes one plugin of the list for a command that returns no result. att is nil
-// for GC and STATUS, which concern no attachment.
-func (r *Runner) run(ctx context.Context, n *Network, pc PluginConf, command, step string,
-	prev *result.Result, att *Attachment, extra map[string]any) error {
-	conf, err := pluginConfig(n, pc, prev, att, extra)
-	if err == nil {
-		var a Attachment
-		if att != nil {
-			a = *att
+// addPlugins runs ADD through the plugins in order, the first one getting prev as its
+// prevResult and each later one the result of the one before. Each plugin's work is
+// finished before the next one starts. It returns the last result, or the failure and
+// the number of plugins that succeeded before it with the last of their results (prev
+// when none did).
+func (r *Runner) addPlugins(ctx context.Context, n *Network, att *Attachment, prev *result.Result) (*result.Result, int, error) {
+	res := prev
+	for i, pc := range n.Plugins {
+		conf, err := pluginConfig(n, pc, res, att, nil)
+		var out *result.Result
+		if err == nil {
+			// No Pending in ctx: the invocation waits for its plugin's work itself.
+			out, err = r.Invoke(skel.WithPending(ctx, nil), pc.Type, skel.CmdAdd, conf, *att)
 		}
-		_, err = r.Invoke(ctx, pc.Type, command, conf, a)
+		if err != nil {
+			return res, i, &PluginError{Type: pc.Type, Network: n.Name, Step: "add", Err: err}
+		}
+		res = out
 	}
-	if err != nil {
-		return &PluginError{Type: pc.Type, Network: n.Name, Step: step, Err: err}
+	return res, len(n.Plugins), nil
+}
+
+// step is a command as the runner runs it through a list.
+type step struct {
+	command string
+	// name is the step in libcni's words, for errors: check, delete, gc, status.
+	name string
+	// keepGoing runs the remaining plugins after one failed (GC); otherwise the first
+	// failure ends the list, as in libcni.
+	keepGoing bool
+}
+
+// each runs a command that returns no result through plugins, in the order given, with
+// prev as prevResult (none when nil) and extra keys added to every config; att is nil
+// for GC and STATUS, which concern no attachment.
+//
+// The work a plugin leaves running (link deletions, see skel.Pending) is not waited for
+// before the next plugin starts, so the kernel waits of a whole DEL overlap, but each
+// returns only once all of it is done: the runtime deletes the netns next. An error of
+// that work is its plugin's error. The first error comes first in the result, so that
+// cnierror.Code reads the code of the plugin that failed first.
+func (r *Runner) each(ctx context.Context, n *Network, plugins []PluginConf, s step,
+	prev *result.Result, att *Attachment, extra map[string]any) error {
+	var a Attachment
+	if att != nil {
+		a = *att
 	}
-	return nil
+	var errs []error
+	pending := make([]*skel.Pending, 0, len(plugins))
+	for _, pc := range plugins {
+		p := new(skel.Pending)
+		pending = append(pending, p)
+		conf, err := pluginConfig(n, pc, prev, att, extra)
+		if err == nil {
+			_, err = r.Invoke(skel.WithPending(ctx, p), pc.Type, s.command, conf, a)
+		}
+		if err != nil {
+			errs = append(errs, &PluginError{Type: pc.Type, Network: n.Name, Step: s.name, Err: err})
+			if !s.keepGoing {
+				break
+			}
+		}
+	}
+	for i, p := range pending {
+		if err := p.Wait(); err != nil {
+			errs = append(errs, &PluginError{Type: plugins[i].Type, Network: n.Name, Step: s.name, Err: r.pendingError(plugins[i].Type, err)})
+		}
+	}
+	if len(errs) == 1 {
+		return errs[0] // itself, as callers and tests compare it
+	}
+	return errors.Join(errs...)
+}
+
+// pendingError is what skel.Invoke makes of an error of the work a plugin left running:
+// a CNI error, code 999 for a panic (whose stack goes to the log) or an untyped error.
+func (r *Runner) pendingError(pluginType string, err error) error {
+	var pe *panics.Error
+	if errors.As(err, &pe) {
+		r.logf("%s: %v\n%s", pluginType, pe, pe.Stack)
+		return cnierror.Newf(cnierror.CodeInternal, "%s: internal error: %v", pluginType, err)
+	}
+	return cnierror.From(err)
+}
+
+// reversed returns the plugins in reverse order, for DEL.
+func reversed(plugins []PluginConf) []PluginConf {
+	out := slices.Clone(plugins)
+	slices.Reverse(out)
+	return out
 }
 
 // pluginConfig builds the request configuration of one plugin the way libcni does:

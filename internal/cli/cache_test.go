@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -143,6 +144,42 @@ func TestLongContainerIDThroughTheStandardChain(t *testing.T) {
 		assert.Empty(t, entries)
 		assert.Empty(t, tmp)
 	})
+}
+
+// TestStandardChainAsOneChainPluginThroughTheBinary: `cni add|check|del` run a
+// network written as one chain plugin (every child in-process) and leave nothing.
+func TestStandardChainAsOneChainPluginThroughTheBinary(t *testing.T) {
+	e := newEnv(t)
+	dataDir := t.TempDir()
+	var children struct{ Plugins []json.RawMessage }
+	require.NoError(t, json.Unmarshal([]byte(standardChain(dataDir)), &children))
+	var list []string
+	for _, c := range children.Plugins {
+		list = append(list, string(c))
+	}
+	e.conf(t, "10-std.conflist", `{"cniVersion":"1.1.0","name":"std","plugins":[{"type":"chain",`+
+		`"capabilities":{"portMappings":true,"bandwidth":true},"plugins":[`+strings.Join(list, ",")+`]}]}`)
+	ctr := testns.New(t)
+
+	r := e.cni(t, "", "add", "std", ctr.Path, "--cap-args", standardCaps)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"address": "10.77.0.2/24"`)
+	assert.Contains(t, r.stdout, `"name": "bwp`, "bandwidth's ifb")
+	assert.Equal(t, []string{"10.77.0.2"}, reservations(t, dataDir))
+	r = e.cni(t, "", "check", "std", ctr.Path, "--cap-args", standardCaps)
+	assert.Equal(t, run{}, r)
+	r = e.cni(t, "", "del", "std", ctr.Path, "--cap-args", standardCaps)
+	assert.Equal(t, run{}, r)
+	entries, tmp := e.cacheState(t)
+	assert.Empty(t, entries)
+	assert.Empty(t, tmp)
+	assert.Empty(t, reservations(t, dataDir))
+	assert.NotContains(t, e.ruleset(t), "10.77.0.2")
+	links, err := e.host.Handle(t).LinkList()
+	require.NoError(t, err)
+	for _, l := range links {
+		assert.NotContains(t, []string{"veth", "ifb"}, l.Type(), "link %s left", l.Attrs().Name)
+	}
 }
 
 // plantLeftovers leaves what an interrupted write of entry name leaves: this runner's

@@ -198,6 +198,25 @@ func TestListShowsNetworksAndTheirPlugins(t *testing.T) {
 	assert.Contains(t, r.stdout, "invalid: ")
 }
 
+func TestListShowsTheChildrenOfAChainPlugin(t *testing.T) {
+	e := newEnv(t)
+	e.conf(t, "10-std.conflist", `{"cniVersion":"1.1.0","name":"std","plugins":[{"type":"chain",`+
+		`"capabilities":{"portMappings":true},"plugins":[{"type":"loopback"},{"type":"bridge"},{"type":"portmap"}]},{"type":"tuning"}]}`)
+	e.conf(t, "20-single.conf", `{"cniVersion":"1.0.0","name":"single","type":"chain","plugins":[{"type":"ptp"},{"type":"bandwidth"}]}`)
+	r := e.cni(t, "", "ls")
+	assert.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3)
+	assert.Equal(t, []string{"std", "1.1.0", "chain(loopback,bridge,portmap),tuning", filepath.Join(e.confDir, "10-std.conflist")}, strings.Fields(lines[1]))
+	assert.Equal(t, []string{"single", "1.0.0", "chain(ptp,bandwidth)", filepath.Join(e.confDir, "20-single.conf")}, strings.Fields(lines[2]))
+
+	e.conf(t, "30-nested.conflist", `{"cniVersion":"1.1.0","name":"nested","plugins":[{"type":"loopback"},`+
+		`{"type":"chain","plugins":[{"type":"bridge"},{"type":"chain","plugins":[{"type":"ptp"}]}]}]}`)
+	r = e.cni(t, "", "ls")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stdout, "invalid: plugins[1]: chain: plugins[1].type: a chain cannot be nested in a chain")
+}
+
 func TestExecRunsOnePluginByHand(t *testing.T) {
 	e := newEnv(t)
 	ctr := testns.New(t)

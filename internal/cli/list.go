@@ -12,6 +12,7 @@ import (
 
 // runList prints one line per configuration file: network, version, plugin types, file.
 // An unusable file is listed with its error and makes the exit status 1.
+// A chain plugin is listed with its children: chain(loopback,bridge,portmap).
 func runList(p Process, args []string) int {
 	fs := newFlagSet(p, "ls", "[flags]")
 	confDir := fs.String("conf-dir", p.envOr("NETCONFPATH", chain.DefaultConfDir), "network config dir (env NETCONFPATH)")
@@ -37,15 +38,41 @@ func runList(p Process, args []string) int {
 	tw := tabwriter.NewWriter(p.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NETWORK\tVERSION\tPLUGINS\tFILE")
 	for _, e := range entries {
+		var plugins string
+		if e.Err == nil {
+			plugins, e.Err = pluginTypes(e.Network)
+		}
 		if e.Err != nil {
 			fmt.Fprintf(tw, "-\t-\tinvalid: %v\t%s\n", e.Err, e.File)
 			status = ExitFailure
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Network.Name, e.Network.CNIVersion, strings.Join(e.Network.Types(), ","), e.File)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Network.Name, e.Network.CNIVersion, plugins, e.File)
 	}
 	if err := tw.Flush(); err != nil {
 		return p.fail("ls", err)
 	}
 	return status
+}
+
+// pluginTypes lists the network's plugin types, comma-separated, with the children of
+// a chain plugin in parentheses after it; a chain whose list is unusable is an error.
+func pluginTypes(n *chain.Network) (string, error) {
+	types := make([]string, len(n.Plugins))
+	for i, pc := range n.Plugins {
+		types[i] = pc.Type
+		if pc.Type != chain.PluginName {
+			continue
+		}
+		children, err := chain.Children(pc)
+		if err != nil {
+			return "", fmt.Errorf("plugins[%d]: %w", i, err)
+		}
+		kids := make([]string, len(children))
+		for j, c := range children {
+			kids[j] = c.Type
+		}
+		types[i] += "(" + strings.Join(kids, ",") + ")"
+	}
+	return strings.Join(types, ","), nil
 }

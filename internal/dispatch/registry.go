@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
 	"github.com/cnikit/cni/internal/plugins/bridge"
@@ -42,6 +43,7 @@ func Registry() []*skel.Plugin {
 		dummy.Plugin(),
 		hostdevice.Plugin(),
 		tap.Plugin(),
+		chain.Plugin(Lookup),
 	)
 }
 

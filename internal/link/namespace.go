@@ -2,7 +2,9 @@
 // network namespace with a netlink handle bound to it, creating a veth pair whose
 // container end is born inside the container, configuring a result's addresses and
 // routes on an interface, checking them again for CHECK, finding a container
-// interface's host-side peer, and waiting for a link to come up.
+// interface's host-side peer, waiting for a link to come up, and deleting links for
+// DEL in the background of the process (DeleteInBackground), so that the kernel's waits
+// for the deletions of one DEL overlap.
 //
 // Netlink work goes through handles bound to a namespace (netlink.NewHandleAt), so the
 // calling thread rarely switches namespaces; only sysctls, which the kernel resolves
@@ -11,6 +13,7 @@
 package link
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,10 +21,12 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/panics"
+	"github.com/cnikit/cni/internal/skel"
 )
 
 // NS is an open network namespace: a file descriptor that keeps it alive and a netlink
@@ -87,11 +92,49 @@ func DeleteIn(path, ifName string) error {
 	return n.Delete(ifName)
 }
 
+// DeleteInBackground is DeleteIn for DEL, run concurrently with the rest of the
+// process's work (skel.Start): deleting a veth or an ifb makes the kernel wait out RCU
+// grace periods (tens of milliseconds here) while needing nothing from the caller, so
+// the deletions every plugin of one process starts, and its other DEL work (rules, IPAM),
+// overlap. The process (skel.Run, skel.Invoke, the chain runner) answers only once the
+// deletion is done, and a failed deletion is its command's error. Without a process
+// around ctx it deletes at once and returns the error. An empty path deletes nothing.
+func DeleteInBackground(ctx context.Context, path, ifName string) error {
+	if path == "" {
+		return nil
+	}
+	return skel.Start(ctx, func() error { return DeleteIn(path, ifName) })
+}
+
+// DeleteInBackground is Delete run concurrently with the rest of the process's work,
+// as the package-level DeleteInBackground. The deletion holds the namespace by a
+// descriptor of its own, so the caller may Close n at once.
+func (n *NS) DeleteInBackground(ctx context.Context, name string) error {
+	own, err := n.dup()
+	if err != nil {
+		return err
+	}
+	return skel.Start(ctx, func() error {
+		defer own.Close()
+		return own.Delete(name)
+	})
+}
+
+// dup opens the same namespace again under a descriptor of its own, for work that
+// outlives the caller's use of n.
+func (n *NS) dup() (*NS, error) {
+	fd, err := unix.FcntlInt(uintptr(n.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("netns %s: dup: %w", n.name(), err)
+	}
+	return &NS{Path: n.Path, fd: netns.NsHandle(fd)}, nil
+}
+
 // StartDeleteIn runs DeleteIn on a goroutine of its own and returns where its error
-// arrives. Deleting a veth makes the kernel wait out RCU grace periods (tens of
-// milliseconds here) while needing nothing from the caller, whose other DEL work (rules,
-// in the calling thread's namespace) can proceed meanwhile. An empty path deletes
-// nothing.
+// arrives; an empty path deletes nothing.
+//
+// Deprecated: the caller waits for it alone; DeleteInBackground lets the waits of all
+// deletions of the process overlap.
 func StartDeleteIn(path, ifName string) <-chan error {
 	if path == "" {
 		done := make(chan error, 1)

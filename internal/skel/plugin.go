@@ -47,6 +47,8 @@ type Subcommand func(args, env []string, stdout, stderr io.Writer) int
 
 // Request is everything a callback needs about one invocation.
 type Request struct {
+	// Ctx is never nil. It carries the process's Pending: work handed to Start with it
+	// runs concurrently and is waited for before the process answers.
 	Ctx  context.Context
 	Args Args
 	// Config is the request configuration exactly as received on stdin.

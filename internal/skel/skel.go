@@ -49,7 +49,10 @@ func Run(p *Plugin, env []string, stdin io.Reader, stdout, stderr io.Writer) int
 
 // Invoke is the in-process entry point: the same checks as Run, with the result or a
 // typed *cnierror.Error returned instead of printed. ADD returns the result in the
-// config's version; the other commands return a nil result.
+// config's version; the other commands return a nil result. When ctx carries a Pending
+// (a delegate called from inside a plugin, a child of the chain runner), the work the
+// plugin leaves running joins it and its creator waits; otherwise Invoke returns only
+// once that work is done, as Run does.
 func Invoke(ctx context.Context, p *Plugin, args Args, config []byte, stderr io.Writer) (*result.Result, error) {
 	if args.Command == CmdVersion {
 		return nil, nil
@@ -88,6 +91,9 @@ func invoke(ctx context.Context, p *Plugin, args Args, data []byte, stderr io.Wr
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	conf, prev, err := parseNetConf(p, args.Command, data)
 	if err != nil {
 		return nil, conf.CNIVersion, err
@@ -95,13 +101,19 @@ func invoke(ctx context.Context, p *Plugin, args Args, data []byte, stderr io.Wr
 	if err := checkNetnsIsNotOwn(args); err != nil {
 		return nil, conf.CNIVersion, err
 	}
+	ctx, wait := ownPending(ctx)
 	req := &Request{
 		Ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
 		ValidAttachments: conf.ValidAttachments, Stderr: stderr,
 	}
 	res, err := call(p, req)
+	// The work the callback left running (link deletions) is part of the command: its
+	// errors are the command's, and the answer waits for it.
+	if werr := wait(); werr != nil {
+		err = errors.Join(err, werr)
+	}
 	if err != nil {
-		return nil, conf.CNIVersion, err
+		return nil, conf.CNIVersion, reportPanic(p.Name, stderr, err)
 	}
 	if args.Command != CmdAdd {
 		return nil, conf.CNIVersion, nil
@@ -117,18 +129,11 @@ func invoke(ctx context.Context, p *Plugin, args Args, data []byte, stderr io.Wr
 	return out, conf.CNIVersion, err
 }
 
-// call runs the callback for the command, turning a panic into a CNI error (code 999) so
-// that a runtime never sees a Go stack trace where it expects JSON and an in-process
-// caller never dies. Panics of the callback's own goroutine are recovered here; those of
-// goroutines it started (namespace work) arrive as a *panics.Error in its error.
+// call runs the callback for the command. A panic of the callback's own goroutine is
+// recovered here as a *panics.Error; those of goroutines it started (namespace work,
+// Pending work) arrive as one in its error or the Pending's. reportPanic turns them into
+// the spec's internal error.
 func call(p *Plugin, req *Request) (res *result.Result, err error) {
-	defer func() {
-		var pe *panics.Error
-		if errors.As(err, &pe) {
-			fmt.Fprintf(req.Stderr, "%s: %v\n%s", p.Name, pe, pe.Stack)
-			res, err = nil, cnierror.Newf(cnierror.CodeInternal, "%s: internal error: %v", p.Name, err)
-		}
-	}()
 	defer panics.Recover(&err)
 	switch req.Args.Command {
 	case CmdAdd:
@@ -149,6 +154,18 @@ func call(p *Plugin, req *Request) (res *result.Result, err error) {
 		return nil, optional(p.Status, req)
 	}
 	return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "unknown CNI_COMMAND: %s", req.Args.Command)
+}
+
+// reportPanic turns a panic anywhere in err into a CNI error (code 999) with its stack
+// on stderr, so that a runtime never sees a Go stack trace where it expects JSON and an
+// in-process caller never dies.
+func reportPanic(name string, stderr io.Writer, err error) error {
+	var pe *panics.Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	fmt.Fprintf(stderr, "%s: %v\n%s", name, pe, pe.Stack)
+	return cnierror.Newf(cnierror.CodeInternal, "%s: internal error: %v", name, err)
 }
 
 func optional(fn func(*Request) error, req *Request) error {

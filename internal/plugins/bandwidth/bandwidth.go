@@ -96,7 +96,7 @@ func del(req *skel.Request) error {
 		return err
 	}
 	defer host.Close()
-	return deleteIfb(host, ifbName(req.Net.Name, req.Args.ContainerID), owner{req.Net.Name, req.Args.ContainerID, req.Args.IfName})
+	return deleteIfb(req.Ctx, host, ifbName(req.Net.Name, req.Args.ContainerID), owner{req.Net.Name, req.Args.ContainerID, req.Args.IfName})
 }
 
 // check recomputes the tbf settings and compares them with the kernel's, on the host
@@ -122,7 +122,7 @@ func check(req *skel.Request) error {
 		return err
 	}
 	if shaping.Ingress.Enabled() {
-		if err := checkRootTBF(h, veth, tbfFor(shaping.Ingress)); err != nil {
+		if err := checkRootTBF(host, veth, tbfFor(shaping.Ingress)); err != nil {
 			return fmt.Errorf("ingress: %w", err)
 		}
 	}
@@ -131,7 +131,7 @@ func check(req *skel.Request) error {
 		if err != nil {
 			return fmt.Errorf("egress: %w", err)
 		}
-		if err := checkRootTBF(h, ifb, tbfFor(shaping.Egress)); err != nil {
+		if err := checkRootTBF(host, ifb, tbfFor(shaping.Egress)); err != nil {
 			return fmt.Errorf("egress: %w", err)
 		}
 		if err := checkRedirect(h, veth, ifb); err != nil {
@@ -163,9 +163,8 @@ func gc(req *skel.Request) error {
 	}
 	var errs []error
 	for _, name := range stale {
-		if err := host.Delete(name); err != nil {
-			errs = append(errs, err)
-		}
+		// Concurrently: each deletion waits for the kernel.
+		errs = append(errs, host.DeleteInBackground(req.Ctx, name))
 	}
 	return errors.Join(errs...)
 }

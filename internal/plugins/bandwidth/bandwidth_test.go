@@ -147,7 +147,7 @@ func TestAddShapesBothDirectionsAndDelRemovesTheIfb(t *testing.T) {
 
 	veth, err := hh.LinkByName(a.hostVeth)
 	require.NoError(t, err)
-	got, err := rootTBF(hh, veth)
+	got, err := rootTBF(linkNS(t, host), veth)
 	require.NoError(t, err)
 	assert.Equal(t, tbfFor(Direction{16000000, 400000}), got, "ingress tbf on the host veth")
 	assert.Equal(t, uint64(2_000_000), got.Rate)
@@ -159,7 +159,7 @@ func TestAddShapesBothDirectionsAndDelRemovesTheIfb(t *testing.T) {
 	assert.Equal(t, "cni-bandwidth net=net1 id=ctr-both if=eth0", ifb.Attrs().Alias)
 	assert.Equal(t, veth.Attrs().MTU, ifb.Attrs().MTU)
 	assert.NotZero(t, ifb.Attrs().Flags&net.FlagUp)
-	got, err = rootTBF(hh, ifb)
+	got, err = rootTBF(linkNS(t, host), ifb)
 	require.NoError(t, err)
 	assert.Equal(t, tbfFor(Direction{8000000, 200000}), got, "egress tbf on the ifb")
 
@@ -213,7 +213,7 @@ func TestCheckFailsAfterAQdiscWasChangedByHand(t *testing.T) {
 			}
 			l, err := hh.LinkByName(target)
 			require.NoError(t, err)
-			p, err := rootTBF(hh, l)
+			p, err := rootTBF(linkNS(t, host), l)
 			require.NoError(t, err)
 			p.Rate *= 2
 			require.NoError(t, setRootTBF(hh, l, p))
@@ -259,7 +259,7 @@ func TestZeroLimitsPassPrevResultThroughAndChangeNothing(t *testing.T) {
 		}
 		veth, err := host.Handle(t).LinkByName(a.hostVeth)
 		require.NoError(t, err)
-		_, err = rootTBF(host.Handle(t), veth)
+		_, err = rootTBF(linkNS(t, host), veth)
 		assert.Error(t, err, "no tbf on the host veth for %s", limits)
 	}
 }
@@ -287,7 +287,7 @@ func TestCapabilityLimitsApplyWithoutStaticKeys(t *testing.T) {
 			hh := host.Handle(t)
 			veth, err := hh.LinkByName(a.hostVeth)
 			require.NoError(t, err)
-			got, err := rootTBF(hh, veth)
+			got, err := rootTBF(linkNS(t, host), veth)
 			require.NoError(t, err)
 			assert.Equal(t, tbfFor(tt.want), got)
 		})
@@ -370,7 +370,7 @@ func TestAddRollsBackWhenTheIfbNameIsTaken(t *testing.T) {
 	require.Error(t, err)
 	veth, err := hh.LinkByName(a.hostVeth)
 	require.NoError(t, err)
-	_, err = rootTBF(hh, veth)
+	_, err = rootTBF(linkNS(t, host), veth)
 	assert.Error(t, err, "the ingress tbf added before the failure was undone")
 	_, err = hh.LinkByName(ifbName("net1", a.cid))
 	assert.NoError(t, err, "somebody else's ifb is left alone")
@@ -387,4 +387,13 @@ func TestAddTwiceReplacesItsOwnIfb(t *testing.T) {
 	require.NoError(t, err)
 	_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
 	assert.NoError(t, err)
+}
+
+// linkNS opens n as a link.NS, closed when the test ends.
+func linkNS(t *testing.T, n *testns.NS) *link.NS {
+	t.Helper()
+	l, err := link.Open(n.Path)
+	require.NoError(t, err)
+	t.Cleanup(l.Close)
+	return l
 }

@@ -1,6 +1,7 @@
 package bandwidth
 
 import (
+	"context"
 	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
@@ -136,8 +137,9 @@ func createIfb(host *link.NS, name string, o owner, mtu int) (netlink.Link, erro
 // deleteIfb removes the attachment's ifb; one that does not exist is already deleted.
 // A link of that name that is not an ifb, or an ifb whose alias names another
 // interface, is left alone. An ifb with no interface in its alias (the reference's,
-// which has no alias, or our earlier version's) is taken to be this attachment's.
-func deleteIfb(host *link.NS, name string, o owner) error {
+// which has no alias, or our earlier version's) is taken to be this attachment's. The
+// deletion itself runs in the background of the process (link.DeleteInBackground).
+func deleteIfb(ctx context.Context, host *link.NS, name string, o owner) error {
 	l, err := host.ByName(name)
 	if link.IsNotFound(err) {
 		return nil
@@ -153,7 +155,7 @@ func deleteIfb(host *link.NS, name string, o owner) error {
 			return nil
 		}
 	}
-	return host.Delete(name)
+	return host.DeleteInBackground(ctx, name)
 }
 
 // staleIfbs lists the ifbs this network owns whose attachment is not in keep, which maps

@@ -269,9 +269,14 @@ func (f *flannel) args(req *skel.Request, cmd string) skel.Args {
 	return a
 }
 
+// ctxOf is the context of a delegate's in-process invocation. It hides the process's
+// skel.Pending, so that Invoke returns once the work the delegate left running (its
+// veth's deletion) is done, with that work's error: flannel acts on the delegate's
+// outcome (keeps or forgets its stored config, undoes a failed ADD).
 func ctxOf(req *skel.Request) context.Context {
-	if req.Ctx == nil {
-		return context.Background()
+	ctx := req.Ctx
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	return req.Ctx
+	return skel.WithPending(ctx, nil)
 }

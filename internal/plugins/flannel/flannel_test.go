@@ -2,7 +2,9 @@ package flannel_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -14,8 +16,12 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/dispatch"
+	"github.com/cnikit/cni/internal/plugins/flannel"
 	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/version"
 )
 
 // withPrev returns config with res as prevResult.
@@ -267,4 +273,48 @@ func TestStoredConfigNeverFollowsASymlink(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the symlink is dropped")
 	content, _ = os.ReadFile(target)
 	assert.Equal(t, `{"type":"bridge"}`, string(content))
+}
+
+// TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails: the delegate's link
+// deletion runs in the background of the process (link.DeleteInBackground); flannel
+// must still see its failure before it forgets the delegate config, or the runtime's
+// retried DEL could not run the delegate again.
+func TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails(t *testing.T) {
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "false"))
+	failing := true
+	fake := &skel.Plugin{Name: "fake", Versions: version.All(),
+		Add: func(req *skel.Request) (*result.Result, error) {
+			return &result.Result{CNIVersion: req.Net.CNIVersion}, nil
+		},
+		Del: func(req *skel.Request) error {
+			return skel.Start(req.Ctx, func() error {
+				if failing {
+					return errors.New(`link "eth0": delete: device or resource busy`)
+				}
+				return nil
+			})
+		},
+		Check: func(*skel.Request) error { return nil },
+	}
+	plugin := flannel.New(func(name string) *skel.Plugin {
+		if name == "fake" {
+			return fake
+		}
+		return dispatch.Lookup(name)
+	})
+	conf := w.conf(`"delegate":{"type":"fake"}`)
+	args := skel.Args{Command: skel.CmdAdd, ContainerID: "c1", IfName: "eth0", Netns: testns.New(t).Path, Path: w.path}
+	_, err := skel.Invoke(context.Background(), plugin, args, conf, os.Stderr)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c1"}, w.stored())
+
+	args.Command = skel.CmdDel
+	_, err = skel.Invoke(context.Background(), plugin, args, conf, os.Stderr)
+	assert.ErrorContains(t, err, "device or resource busy")
+	assert.Equal(t, []string{"c1"}, w.stored(), "kept for the retried DEL")
+	failing = false
+	_, err = skel.Invoke(context.Background(), plugin, args, conf, os.Stderr)
+	require.NoError(t, err)
+	assert.Empty(t, w.stored())
 }

@@ -215,11 +215,13 @@ func del(req *skel.Request) error {
 	if req.Net.IPAM.Type != "" {
 		errs = append(errs, ipam.Del(req))
 	}
-	linkGone := link.StartDeleteIn(req.Args.Netns, req.Args.IfName)
+	// The process waits for the veth's deletion before answering (see
+	// link.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
+	// other plugins' DEL.
+	errs = append(errs, link.DeleteInBackground(req.Ctx, req.Args.Netns, req.Args.IfName))
 	// Found by network and container, not by the addresses in the netns: the rules go
 	// even when the netns is already gone.
 	errs = append(errs, conf.Unmasquerade(req.Ctx, req.Net.Name, req.Args.ContainerID, req.Args.IfName))
-	errs = append(errs, <-linkGone)
 	return errors.Join(errs...)
 }
 

@@ -112,9 +112,8 @@ func Del(req *skel.Request) error {
 	if req.Net.IPAM.Type != "" {
 		errs = append(errs, ipam.Del(req))
 	}
-	if req.Args.Netns != "" {
-		errs = append(errs, link.DeleteIn(req.Args.Netns, req.Args.IfName))
-	}
+	// The kernel's wait for the deletion overlaps the rest of the process's DEL work.
+	errs = append(errs, link.DeleteInBackground(req.Ctx, req.Args.Netns, req.Args.IfName))
 	return errors.Join(errs...)
 }
 

@@ -25,7 +25,6 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ns"
-	"github.com/cnikit/cni/internal/panics"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -128,20 +127,6 @@ func (n *NS) dup() (*NS, error) {
 		return nil, fmt.Errorf("netns %s: dup: %w", n.name(), err)
 	}
 	return &NS{Path: n.Path, fd: netns.NsHandle(fd)}, nil
-}
-
-// StartDeleteIn runs DeleteIn on a goroutine of its own and returns where its error
-// arrives; an empty path deletes nothing.
-//
-// Deprecated: the caller waits for it alone; DeleteInBackground lets the waits of all
-// deletions of the process overlap.
-func StartDeleteIn(path, ifName string) <-chan error {
-	if path == "" {
-		done := make(chan error, 1)
-		done <- nil
-		return done
-	}
-	return panics.Go(func() error { return DeleteIn(path, ifName) })
 }
 
 // Current opens the calling thread's own namespace: the host side for a plugin. In

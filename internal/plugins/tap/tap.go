@@ -204,9 +204,7 @@ func del(req *skel.Request) error {
 	if req.Net.IPAM.Type != "" {
 		errs = append(errs, ipam.Del(req))
 	}
-	if req.Args.Netns != "" {
-		errs = append(errs, link.DeleteIn(req.Args.Netns, req.Args.IfName))
-	}
+	errs = append(errs, link.DeleteInBackground(req.Ctx, req.Args.Netns, req.Args.IfName))
 	return errors.Join(errs...)
 }
 

@@ -113,7 +113,7 @@ func Del(req *skel.Request) error {
 		errs = append(errs, ipam.Del(req))
 	}
 	// The kernel's wait for the deletion overlaps the rest of the process's DEL work.
-	errs = append(errs, link.DeleteInBackground(req.Ctx, req.Args.Netns, req.Args.IfName))
+	errs = append(errs, link.DeleteInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
 	return errors.Join(errs...)
 }
 

@@ -45,7 +45,7 @@ func (d *deleters) lookup(name string) *skel.Plugin {
 		},
 		Check: func(*skel.Request) error { return nil },
 		Del: func(req *skel.Request) error {
-			return skel.Start(req.Ctx, func() error {
+			return skel.Start(req.Context(), func() error {
 				d.started.Done()
 				waited := make(chan struct{})
 				go func() { d.started.Wait(); close(waited) }()

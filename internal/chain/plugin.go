@@ -97,7 +97,7 @@ func (m *meta) add(req *skel.Request) (*result.Result, error) {
 			"chain: capabilities: the children use %s but the chain does not declare it: the runtime passes runtime config only for the capabilities of the chain's own \"capabilities\"",
 			strings.Join(missing, ", "))
 	}
-	res, done, err := c.runner.addPlugins(req.Ctx, c.net, &c.att, req.PrevResult)
+	res, done, err := c.runner.addPlugins(req.Context(), c.net, &c.att, req.PrevResult)
 	if err != nil {
 		m.undo(req, c, done, res)
 		return nil, childError(err)
@@ -131,7 +131,7 @@ func (m *meta) del(req *skel.Request) error {
 		return err
 	}
 	del := step{command: skel.CmdDel, name: "delete", keepGoing: true}
-	return childError(c.runner.each(req.Ctx, c.net, reversed(c.net.Plugins), del, req.PrevResult, &c.att, nil))
+	return childError(c.runner.each(req.Context(), c.net, reversed(c.net.Plugins), del, req.PrevResult, &c.att, nil))
 }
 
 // check runs CHECK through the children in order with the runtime's prevResult, unless
@@ -142,7 +142,7 @@ func (m *meta) check(req *skel.Request) error {
 		return err
 	}
 	chk := step{command: skel.CmdCheck, name: "check"}
-	return childError(c.runner.each(req.Ctx, c.net, c.net.Plugins, chk, req.PrevResult, &c.att, nil))
+	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, chk, req.PrevResult, &c.att, nil))
 }
 
 // gc sends GC to every child, unless the chain sets disableGC, with the valid
@@ -158,7 +158,7 @@ func (m *meta) gc(req *skel.Request) error {
 		return err
 	}
 	gc := step{command: skel.CmdGC, name: "gc", keepGoing: true}
-	return childError(c.runner.each(req.Ctx, c.net, c.net.Plugins, gc, nil, nil, extra))
+	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, gc, nil, nil, extra))
 }
 
 // status asks every child in order; the first failure's code (50, 51) is the answer's.
@@ -168,7 +168,7 @@ func (m *meta) status(req *skel.Request) error {
 		return err
 	}
 	st := step{command: skel.CmdStatus, name: "status"}
-	return childError(c.runner.each(req.Ctx, c.net, c.net.Plugins, st, nil, nil, nil))
+	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, st, nil, nil, nil))
 }
 
 // validAttachmentKeys returns the GC keys of the config as they were written, so that an

@@ -13,7 +13,6 @@
 package ipam
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/cnikit/cni/internal/cnierror"
@@ -45,9 +44,8 @@ func Status(req *skel.Request) error { return discard(run(req, skel.CmdStatus)) 
 // the IPAM DEL for the same request.
 // The DEL runs without the request's deadline (skel.Request.UndoContext).
 func Release(req *skel.Request) func() error {
-	detached := *req
-	detached.Ctx = req.UndoContext()
-	return func() error { return Del(&detached) }
+	detached := req.WithContext(req.UndoContext())
+	return func() error { return Del(detached) }
 }
 
 func discard(_ *result.Result, err error) error { return err }
@@ -77,10 +75,7 @@ func run(req *skel.Request, cmd string) (*result.Result, error) {
 	if typ == "" {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam.type: missing IPAM plugin type")
 	}
-	ctx := req.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	ctx := req.Context()
 	if p := Builtin(typ); p != nil {
 		args := req.Args
 		args.Command = cmd

@@ -306,12 +306,11 @@ func TestReleaseRunsEvenWhenTheRequestContextIsDone(t *testing.T) {
 	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"delegation","type":"standin","ipam":{"type":"ext-ipam","record":%q}}`, record)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	req := &skel.Request{
-		Ctx:    ctx,
+	req := (&skel.Request{
 		Args:   skel.Args{Command: skel.CmdAdd, ContainerID: "ctr1", Netns: "/var/run/netns/absent", IfName: "eth0", Path: []string{extIPAMDir(t)}},
 		Config: []byte(conf),
 		Net:    skel.NetConf{CNIVersion: "1.1.0", Name: "delegation", IPAM: skel.IPAM{Type: "ext-ipam"}},
-	}
+	}).WithContext(ctx)
 	require.Error(t, Del(req), "a plain DEL with the spent context cannot run the plugin")
 	require.NoError(t, Release(req)())
 	calls, err := os.ReadFile(record)

@@ -64,7 +64,7 @@ func pendingOf(ctx context.Context) *Pending {
 }
 
 // Start runs fn concurrently with the rest of the process's work and returns nil when
-// ctx carries a Pending, as every Request.Ctx does: the process waits for fn and reports
+// ctx carries a Pending, as every Request.Context does: the process waits for fn and reports
 // its error. Without one (a helper called outside any request) it runs fn at once and
 // returns its error.
 func Start(ctx context.Context, fn func() error) error {

@@ -21,7 +21,7 @@ import (
 // sleeps, then marks itself done and returns fail.
 func slowDel(done *atomic.Bool, fail error) *Plugin {
 	return &Plugin{Name: "slow", Versions: version.All(), Del: func(req *Request) error {
-		return Start(req.Ctx, func() error {
+		return Start(req.Context(), func() error {
 			time.Sleep(50 * time.Millisecond)
 			done.Store(true)
 			return fail
@@ -62,7 +62,7 @@ func TestAFailureOfTheWorkLeftRunningIsTheCommandsError(t *testing.T) {
 
 func TestAPanicOfTheWorkLeftRunningIsAnInternalError(t *testing.T) {
 	p := &Plugin{Name: "boom", Versions: version.All(), Del: func(req *Request) error {
-		return Start(req.Ctx, func() error { panic("kaboom in the background") })
+		return Start(req.Context(), func() error { panic("kaboom in the background") })
 	}}
 	r := runPlugin(p, env("DEL"), conf)
 	assert.Equal(t, 1, r.code)
@@ -86,7 +86,7 @@ func TestInvokeWaitsUnlessTheCallerBroughtAPending(t *testing.T) {
 	release := make(chan struct{})
 	var p Pending
 	hold := &Plugin{Name: "hold", Versions: version.All(), Del: func(req *Request) error {
-		return Start(req.Ctx, func() error { <-release; return errors.New("late failure") })
+		return Start(req.Context(), func() error { <-release; return errors.New("late failure") })
 	}}
 	_, err = Invoke(WithPending(context.Background(), &p), hold, delArgs, []byte(conf), io.Discard)
 	require.NoError(t, err, "the failure arrives through the caller's Pending")

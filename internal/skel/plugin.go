@@ -47,9 +47,9 @@ type Subcommand func(args, env []string, stdout, stderr io.Writer) int
 
 // Request is everything a callback needs about one invocation.
 type Request struct {
-	// Ctx is never nil. It carries the process's Pending: work handed to Start with it
-	// runs concurrently and is waited for before the process answers.
-	Ctx  context.Context
+	// ctx is the invocation's context; Context never returns nil, whoever built the
+	// request.
+	ctx  context.Context
 	Args Args
 	// Config is the request configuration exactly as received on stdin.
 	Config []byte
@@ -81,12 +81,26 @@ type Attachment struct {
 	IfName      string `json:"ifname"`
 }
 
+// Context is the invocation's context, never nil. It carries the process's Pending:
+// work handed to Start with it runs concurrently and is waited for before the process
+// answers.
+func (r *Request) Context() context.Context {
+	if r.ctx == nil {
+		return context.Background()
+	}
+	return r.ctx
+}
+
+// WithContext returns a copy of r with its context replaced (nil means Background).
+func (r *Request) WithContext(ctx context.Context) *Request {
+	c := *r
+	c.ctx = ctx
+	return &c
+}
+
 // UndoContext is the context for undoing a failed ADD. It carries the request's values
 // but not its deadline: the likeliest reason an ADD failed is that its deadline passed,
 // and the cleanup (an exec'd IPAM DEL, an iptables-restore) must still run.
 func (r *Request) UndoContext() context.Context {
-	if r.Ctx == nil {
-		return context.Background()
-	}
-	return context.WithoutCancel(r.Ctx)
+	return context.WithoutCancel(r.Context())
 }

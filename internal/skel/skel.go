@@ -103,7 +103,7 @@ func invoke(ctx context.Context, p *Plugin, args Args, data []byte, stderr io.Wr
 	}
 	ctx, wait := ownPending(ctx)
 	req := &Request{
-		Ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
+		ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
 		ValidAttachments: conf.ValidAttachments, Stderr: stderr,
 	}
 	res, err := call(p, req)

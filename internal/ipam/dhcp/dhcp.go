@@ -11,7 +11,6 @@
 package dhcp
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,11 +129,7 @@ func call(req *skel.Request, socket, method string, reply any) error {
 		ContainerID: req.Args.ContainerID, Netns: netns, IfName: req.Args.IfName,
 		Args: req.Args.CNIArgs, Path: strings.Join(req.Args.Path, string(os.PathListSeparator)), StdinData: req.Config,
 	}
-	ctx := req.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return wire.Call(ctx, socket, method, args, reply)
+	return wire.Call(req.Context(), socket, method, args, reply)
 }
 
 // cniError gives a daemon call's failure its CNI code: the daemon's own code when it

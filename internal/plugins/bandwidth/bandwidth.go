@@ -96,7 +96,7 @@ func del(req *skel.Request) error {
 		return err
 	}
 	defer host.Close()
-	return deleteIfb(req.Ctx, host, ifbName(req.Net.Name, req.Args.ContainerID), owner{req.Net.Name, req.Args.ContainerID, req.Args.IfName})
+	return deleteIfb(req.Context(), host, ifbName(req.Net.Name, req.Args.ContainerID), owner{req.Net.Name, req.Args.ContainerID, req.Args.IfName})
 }
 
 // check recomputes the tbf settings and compares them with the kernel's, on the host
@@ -164,7 +164,7 @@ func gc(req *skel.Request) error {
 	var errs []error
 	for _, name := range stale {
 		// Concurrently: each deletion waits for the kernel.
-		errs = append(errs, host.DeleteInBackground(req.Ctx, name))
+		errs = append(errs, host.DeleteInBackground(req.Context(), name))
 	}
 	return errors.Join(errs...)
 }

@@ -153,7 +153,7 @@ func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br netlink.Lin
 	}
 	if conf.Masquerading() {
 		att := masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, res.IPs)
-		if err := masq.Setup(req.Ctx, att, masqOpts); err != nil {
+		if err := masq.Setup(req.Context(), att, masqOpts); err != nil {
 			return fmt.Errorf("ipMasq: %w", err)
 		}
 		undo.Push("ipMasq", func() error {
@@ -178,18 +178,18 @@ func del(req *skel.Request) error {
 	// The process waits for the veth's deletion before answering (see
 	// link.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
 	// other plugins' DEL.
-	errs = append(errs, link.DeleteInBackground(req.Ctx, req.Args.Netns, req.Args.IfName))
+	errs = append(errs, link.DeleteInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
 	if conf.MacSpoofChk {
 		errs = append(errs, teardownSpoofCheck(spoofKey{req.Net.Name, req.Args.ContainerID, req.Args.IfName}))
 	}
-	errs = append(errs, conf.Unmasquerade(req.Ctx, req.Net.Name, req.Args.ContainerID, req.Args.IfName))
+	errs = append(errs, conf.Unmasquerade(req.Context(), req.Net.Name, req.Args.ContainerID, req.Args.IfName))
 	return errors.Join(errs...)
 }
 
 // gc needs nothing from the config beyond the network's name and IPAM type.
 func gc(req *skel.Request) error {
 	errs := []error{
-		masq.GC(req.Ctx, req.Net.Name, req.Valid()),
+		masq.GC(req.Context(), req.Net.Name, req.Valid()),
 		gcSpoofChecks(req.Net.Name, req.ValidAttachments),
 	}
 	if req.Net.IPAM.Type != "" {

@@ -62,7 +62,7 @@ func check(req *skel.Request) error {
 			return err
 		}
 		ips, _ := link.IfaceIPs(prev, req.Args.IfName)
-		if err := masq.Check(req.Ctx, masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, ips), opts); err != nil {
+		if err := masq.Check(req.Context(), masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, ips), opts); err != nil {
 			return fmt.Errorf("ipMasq: %w", err)
 		}
 	}

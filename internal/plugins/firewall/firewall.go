@@ -75,7 +75,7 @@ func backend(req *skel.Request, conf *Config) string {
 	if conf.Backend != "" {
 		return conf.Backend
 	}
-	if firewalldRunning(req.Ctx, systemBus(req)) {
+	if firewalldRunning(req.Context(), systemBus(req)) {
 		return BackendFirewalld
 	}
 	return BackendIPTables
@@ -134,7 +134,7 @@ func add(req *skel.Request) (*result.Result, error) {
 		err = firewalldAdd(req, conf, ips, bridge)
 	} else {
 		var undo rollback.Stack
-		err = iptAdd(req.Ctx, conf, attachmentOf(req), ips, bridge, undo.Push)
+		err = iptAdd(req.Context(), conf, attachmentOf(req), ips, bridge, undo.Push)
 		undo.OnError(&err)
 	}
 	if err != nil {
@@ -147,17 +147,17 @@ func add(req *skel.Request) (*result.Result, error) {
 // is iptables whatever the backend, as in the reference. The connection stays open
 // until a failure's rollback has run.
 func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge string) (err error) {
-	fw, err := dialFirewalld(req.Ctx, systemBus(req))
+	fw, err := dialFirewalld(req.Context(), systemBus(req))
 	if err != nil {
 		return cnierror.Newf(cnierror.CodeTryAgainLater, "firewalld: %v", err)
 	}
 	defer fw.Close()
 	var undo rollback.Stack
 	defer undo.OnError(&err)
-	if err := fw.addSources(req.Ctx, conf.Zone, ips, undo.Push); err != nil {
+	if err := fw.addSources(req.Context(), conf.Zone, ips, undo.Push); err != nil {
 		return err
 	}
-	return iptIsolation(req.Ctx, conf, ips, bridge)
+	return iptIsolation(req.Context(), conf, ips, bridge)
 }
 
 // del removes the attachment's iptables rules whatever the backend (a node that
@@ -167,19 +167,19 @@ func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge stri
 // config that does not validate (any more) still gets them removed: an invalid config
 // could add nothing, and must not keep an attachment undeletable.
 func del(req *skel.Request) error {
-	errs := []error{iptDel(req.Ctx, attachmentOf(req))}
+	errs := []error{iptDel(req.Context(), attachmentOf(req))}
 	conf, err := loadConfig(req)
 	if err != nil {
 		fmt.Fprintf(req.Stderr, "firewall: DEL: config not usable, only the iptables rules were looked for: %v\n", err)
 		return errors.Join(errs...)
 	}
 	if ips := addresses(req.PrevResult); len(ips) > 0 && backend(req, conf) == BackendFirewalld {
-		fw, err := dialFirewalld(req.Ctx, systemBus(req))
+		fw, err := dialFirewalld(req.Context(), systemBus(req))
 		if err != nil {
 			fmt.Fprintf(req.Stderr, "firewall: DEL: firewalld not reachable, no sources to remove: %v\n", err)
 		} else {
 			defer fw.Close()
-			errs = append(errs, fw.removeSources(req.Ctx, conf.Zone, ips))
+			errs = append(errs, fw.removeSources(req.Context(), conf.Zone, ips))
 		}
 	}
 	return errors.Join(errs...)
@@ -199,17 +199,17 @@ func check(req *skel.Request) error {
 	}
 	ips := addresses(req.PrevResult)
 	if backend(req, conf) == BackendFirewalld {
-		fw, err := dialFirewalld(req.Ctx, systemBus(req))
+		fw, err := dialFirewalld(req.Context(), systemBus(req))
 		if err != nil {
 			return fmt.Errorf("firewalld: %w", err)
 		}
 		defer fw.Close()
-		if err := fw.checkSources(req.Ctx, conf.Zone, ips); err != nil {
+		if err := fw.checkSources(req.Context(), conf.Zone, ips); err != nil {
 			return err
 		}
-		return iptCheckIsolation(req.Ctx, conf, ips, bridge)
+		return iptCheckIsolation(req.Context(), conf, ips, bridge)
 	}
-	return iptCheck(req.Ctx, conf, attachmentOf(req), ips, bridge)
+	return iptCheck(req.Context(), conf, attachmentOf(req), ips, bridge)
 }
 
 // gc removes the iptables rules of this network's containers that are not among the
@@ -220,5 +220,5 @@ func gc(req *skel.Request) error {
 	for _, a := range req.ValidAttachments {
 		ids = append(ids, a.ContainerID)
 	}
-	return iptGC(req.Ctx, req.Net.Name, owner.NewSet(ids...))
+	return iptGC(req.Context(), req.Net.Name, owner.NewSet(ids...))
 }

@@ -75,9 +75,7 @@ func (f *flannel) add(req *skel.Request) (res *result.Result, err error) {
 	// The delegate's DEL comes first: a delegate that failed half-way (an exec'd one
 	// may not clean up after itself) is cleaned before its config is forgotten.
 	undo.Push("delegate "+deleg["type"].(string), func() error {
-		detached := *req
-		detached.Ctx = req.UndoContext()
-		if err := f.run(&detached, skel.CmdDel, deleg, nil); err != nil {
+		if err := f.run(req.WithContext(req.UndoContext()), skel.CmdDel, deleg, nil); err != nil {
 			return err
 		}
 		return removeStored(path)
@@ -274,9 +272,5 @@ func (f *flannel) args(req *skel.Request, cmd string) skel.Args {
 // veth's deletion) is done, with that work's error: flannel acts on the delegate's
 // outcome (keeps or forgets its stored config, undoes a failed ADD).
 func ctxOf(req *skel.Request) context.Context {
-	ctx := req.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return skel.WithPending(ctx, nil)
+	return skel.WithPending(req.Context(), nil)
 }

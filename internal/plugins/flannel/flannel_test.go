@@ -288,7 +288,7 @@ func TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails(t *testing.T) 
 			return &result.Result{CNIVersion: req.Net.CNIVersion}, nil
 		},
 		Del: func(req *skel.Request) error {
-			return skel.Start(req.Ctx, func() error {
+			return skel.Start(req.Context(), func() error {
 				if failing {
 					return errors.New(`link "eth0": delete: device or resource busy`)
 				}

@@ -95,7 +95,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	// Pushed first: a failure in the second family must also undo the first, and
 	// del copes with whatever part was installed.
 	undo.Push("port mappings", func() error { _, err := b.del(req.UndoContext(), o.hash()); return err })
-	if err := b.add(req.Ctx, o, s, fams); err != nil {
+	if err := b.add(req.Context(), o, s, fams); err != nil {
 		return nil, err
 	}
 	for _, f := range fams {
@@ -145,7 +145,7 @@ func enableLocalnet(target netip.Addr, log io.Writer) error {
 // The config is deliberately not validated: a config that became invalid must not
 // keep an attachment's rules alive.
 func del(req *skel.Request) error {
-	return removeAttachment(req.Ctx, attachment{net: req.Net.Name, cid: req.Args.ContainerID}.hash())
+	return removeAttachment(req.Context(), attachment{net: req.Net.Name, cid: req.Args.ContainerID}.hash())
 }
 
 // removeAttachment removes the attachment whose chains are named by hash.
@@ -193,7 +193,7 @@ func check(req *skel.Request) error {
 	}
 	v4, v6 := containerIPs(req.PrevResult, req.Args.IfName)
 	o := attachment{net: req.Net.Name, cid: req.Args.ContainerID}
-	return backendFor(s.backend).check(req.Ctx, o, s, s.families(v4, v6))
+	return backendFor(s.backend).check(req.Context(), o, s, s.families(v4, v6))
 }
 
 // gc removes the mappings of every attachment of this network whose container is not
@@ -206,7 +206,7 @@ func gc(req *skel.Request) error {
 	valid := owner.NewSet(ids...)
 	removed := map[string]bool{}
 	for _, b := range []backend{nftBackend{}, iptBackend{}} {
-		found, err := b.installed(req.Ctx)
+		found, err := b.installed(req.Context())
 		if err != nil {
 			return err
 		}
@@ -214,7 +214,7 @@ func gc(req *skel.Request) error {
 			if !owner.Names(a.net, req.Net.Name) || valid.Has(a.id) || removed[a.hash] {
 				continue
 			}
-			if err := removeAttachment(req.Ctx, a.hash); err != nil {
+			if err := removeAttachment(req.Context(), a.hash); err != nil {
 				return err
 			}
 			removed[a.hash] = true

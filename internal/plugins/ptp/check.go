@@ -64,7 +64,7 @@ func check(req *skel.Request) error {
 		return err
 	}
 	if conf.Masquerading() {
-		if err := masq.Check(req.Ctx, masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, ips), masqOpts); err != nil {
+		if err := masq.Check(req.Context(), masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, ips), masqOpts); err != nil {
 			return fmt.Errorf("ipMasq: %w", err)
 		}
 	}

@@ -104,7 +104,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	// Masquerade needs only the addresses; set up before the interfaces so that a
 	// later failure also proves its undo.
 	if conf.Masquerading() {
-		if err := masq.Setup(req.Ctx, masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, out.IPs), masqOpts); err != nil {
+		if err := masq.Setup(req.Context(), masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, out.IPs), masqOpts); err != nil {
 			return nil, fmt.Errorf("ipMasq: %w", err)
 		}
 		undo.Push("ipMasq", func() error {
@@ -218,16 +218,16 @@ func del(req *skel.Request) error {
 	// The process waits for the veth's deletion before answering (see
 	// link.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
 	// other plugins' DEL.
-	errs = append(errs, link.DeleteInBackground(req.Ctx, req.Args.Netns, req.Args.IfName))
+	errs = append(errs, link.DeleteInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
 	// Found by network and container, not by the addresses in the netns: the rules go
 	// even when the netns is already gone.
-	errs = append(errs, conf.Unmasquerade(req.Ctx, req.Net.Name, req.Args.ContainerID, req.Args.IfName))
+	errs = append(errs, conf.Unmasquerade(req.Context(), req.Net.Name, req.Args.ContainerID, req.Args.IfName))
 	return errors.Join(errs...)
 }
 
 // gc needs nothing from the config beyond the network's name and IPAM type.
 func gc(req *skel.Request) error {
-	errs := []error{masq.GC(req.Ctx, req.Net.Name, req.Valid())}
+	errs := []error{masq.GC(req.Context(), req.Net.Name, req.Valid())}
 	if req.Net.IPAM.Type != "" {
 		errs = append(errs, ipam.GC(req))
 	}

@@ -204,7 +204,7 @@ func del(req *skel.Request) error {
 	if req.Net.IPAM.Type != "" {
 		errs = append(errs, ipam.Del(req))
 	}
-	errs = append(errs, link.DeleteInBackground(req.Ctx, req.Args.Netns, req.Args.IfName))
+	errs = append(errs, link.DeleteInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
 	return errors.Join(errs...)
 }
 

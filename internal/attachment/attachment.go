@@ -69,7 +69,7 @@ func Finish(req *skel.Request, cont *link.NS, addrs *result.Result, opts Options
 		res.DNS = req.Net.DNS.Result()
 	}
 	if len(res.IPs) == 0 {
-		h, _ := cont.Handle()
+		h := cont.Handle()
 		if err := h.LinkSetUp(l); err != nil {
 			return nil, fmt.Errorf("%s: set up: %w", ifName, err)
 		}

@@ -105,10 +105,7 @@ func (m *Master) CheckMTU(mtu int) error {
 // called name when name is set. A child's ParentIndex (IFLA_LINK) is its master's index
 // in the master's own namespace, even when the child lives in another.
 func CheckParent(n *link.NS, l netlink.Link, name string) error {
-	h, err := n.Handle()
-	if err != nil {
-		return err
-	}
+	h := n.Handle()
 	parent, err := h.LinkByIndex(l.Attrs().ParentIndex)
 	if err != nil {
 		return fmt.Errorf("master (index %d): %w", l.Attrs().ParentIndex, err)

@@ -27,10 +27,7 @@ const maxTempNameTries = 3
 // kind gives code 11. Other kernel refusals are returned wrapped, for the plugin to name
 // the field they concern (EEXIST: a vlan id already used on the master, for instance).
 func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (netlink.Link, error) {
-	ch, err := cont.Handle()
-	if err != nil {
-		return nil, err
-	}
+	ch := cont.Handle()
 	if err := nameFree(ch, ifName); err != nil {
 		return nil, err
 	}
@@ -64,10 +61,8 @@ func ifNameTaken(ifName string) error {
 // is retried only when the temporary name really is taken (in either namespace); any
 // other EEXIST is the kernel refusing the link itself.
 func addChild(parent, cont *NS, l netlink.Link) (string, error) {
-	ph, err := parent.Handle()
-	if err != nil {
-		return "", err
-	}
+	ph := parent.Handle()
+	var err error
 	attrs := l.Attrs()
 	if parent != cont {
 		attrs.Namespace = netlink.NsFd(cont.Fd())

@@ -51,7 +51,7 @@ func (n *NS) iface(ifName string, res *result.Result) ([]result.IPConfig, *netli
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	h, _ := n.Handle()
+	h := n.Handle()
 	return ips, h, l, nil
 }
 

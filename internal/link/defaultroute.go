@@ -15,10 +15,7 @@ var ErrNoDefaultRoute = errors.New("no default route")
 // IPv4 default route's, else the IPv6 one's; for a multipath route, its first next hop's.
 // macvlan and ipvlan take it as their master when the config names none.
 func (n *NS) DefaultRouteLink() (netlink.Link, error) {
-	h, err := n.Handle()
-	if err != nil {
-		return nil, err
-	}
+	h := n.Handle()
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		routes, err := RetryDump(func() ([]netlink.Route, error) {
 			return h.RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)

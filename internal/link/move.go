@@ -93,10 +93,7 @@ func (m *move) renameOnArrival() error {
 
 // stillIn reports whether the link is still in n under its old name and index.
 func (m *move) stillIn(n *NS) bool {
-	h, err := n.Handle()
-	if err != nil {
-		return false
-	}
+	h := n.Handle()
 	l, err := h.LinkByIndex(m.index)
 	return err == nil && l.Attrs().Name == m.Name
 }
@@ -164,10 +161,7 @@ func (m *move) setDown() error {
 	if !m.wasUp {
 		return nil
 	}
-	h, err := m.From.Handle()
-	if err != nil {
-		return err
-	}
+	h := m.From.Handle()
 	if err := h.LinkSetDown(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: m.index}}); err != nil {
 		return fmt.Errorf("link %q: set down: %w", m.Name, err)
 	}
@@ -190,7 +184,7 @@ func upByName(n *NS, name string, up bool) error {
 	if err != nil {
 		return err
 	}
-	h, _ := n.Handle()
+	h := n.Handle()
 	if err := h.LinkSetUp(l); err != nil {
 		return fmt.Errorf("link %q: set up again: %w", name, err)
 	}
@@ -233,5 +227,5 @@ func newTemp() (*NS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &NS{Path: "(temporary)", fd: fd}, nil
+	return newNS("(temporary)", fd)
 }

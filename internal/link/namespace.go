@@ -29,7 +29,8 @@ import (
 )
 
 // NS is an open network namespace: a file descriptor that keeps it alive and a netlink
-// handle (route family only) bound to it, opened on first use.
+// handle (route family only) bound to it, both opened together so that Handle cannot
+// fail.
 type NS struct {
 	// Path is the namespace's path as given ("" for the caller's own namespace).
 	Path string
@@ -44,7 +45,19 @@ func Open(path string) (*NS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &NS{Path: path, fd: fd}, nil
+	return newNS(path, fd)
+}
+
+// newNS binds a netlink handle to the namespace fd, which it takes over.
+func newNS(path string, fd netns.NsHandle) (*NS, error) {
+	n := &NS{Path: path, fd: fd}
+	h, err := netlink.NewHandleAt(fd, syscall.NETLINK_ROUTE)
+	if err != nil {
+		fd.Close()
+		return nil, fmt.Errorf("netns %s: netlink handle: %w", n.name(), err)
+	}
+	n.h = h
+	return n, nil
 }
 
 // OpenPair opens the container's namespace at path and the caller's own (the host's)
@@ -126,7 +139,7 @@ func (n *NS) dup() (*NS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netns %s: dup: %w", n.name(), err)
 	}
-	return &NS{Path: n.Path, fd: netns.NsHandle(fd)}, nil
+	return newNS(n.Path, netns.NsHandle(fd))
 }
 
 // Current opens the calling thread's own namespace: the host side for a plugin. In
@@ -136,21 +149,11 @@ func Current() (*NS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netns: open current: %w", err)
 	}
-	return &NS{fd: fd}, nil
+	return newNS("", fd)
 }
 
-// Handle returns the netlink handle bound to the namespace, opening it on first use.
-func (n *NS) Handle() (*netlink.Handle, error) {
-	if n.h != nil {
-		return n.h, nil
-	}
-	h, err := netlink.NewHandleAt(n.fd, syscall.NETLINK_ROUTE)
-	if err != nil {
-		return nil, fmt.Errorf("netns %s: netlink handle: %w", n.name(), err)
-	}
-	n.h = h
-	return h, nil
-}
+// Handle returns the netlink handle bound to the namespace.
+func (n *NS) Handle() *netlink.Handle { return n.h }
 
 // Fd is the namespace's file descriptor, for attributes such as a veth peer's
 // IFLA_NET_NS_FD. It stays valid until Close.
@@ -189,10 +192,7 @@ func IsNotFound(err error) bool {
 
 // ByName returns the link called name in the namespace.
 func (n *NS) ByName(name string) (netlink.Link, error) {
-	h, err := n.Handle()
-	if err != nil {
-		return nil, err
-	}
+	h := n.Handle()
 	l, err := h.LinkByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("link %q: %w", name, err)
@@ -209,7 +209,7 @@ func (n *NS) Delete(name string) error {
 	if err != nil {
 		return err
 	}
-	h, _ := n.Handle()
+	h := n.Handle()
 	if err := h.LinkDel(l); err != nil && !IsNotFound(err) {
 		return fmt.Errorf("link %q: delete: %w", name, err)
 	}

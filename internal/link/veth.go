@@ -43,10 +43,7 @@ const maxNameTries = 10
 // never exists in the host, so it cannot clash with a host link of the same name. The
 // caller undoes it with cont.Delete(opts.IfName), which removes both ends.
 func CreateVeth(host, cont *NS, opts VethOptions) (*Veth, error) {
-	ch, err := cont.Handle()
-	if err != nil {
-		return nil, err
-	}
+	ch := cont.Handle()
 	if _, err := ch.LinkByName(opts.IfName); err == nil {
 		return nil, fmt.Errorf("container veth name %q: %w", opts.IfName, ErrExists)
 	} else if !IsNotFound(err) {
@@ -111,12 +108,12 @@ func lookupVeth(host, cont *NS, hostName, ifName string) (*Veth, error) {
 }
 
 func setUp(host *NS, hl netlink.Link, contUp bool, cont *NS, cl netlink.Link) error {
-	hh, _ := host.Handle()
+	hh := host.Handle()
 	if err := hh.LinkSetUp(hl); err != nil {
 		return fmt.Errorf("host veth %q: set up: %w", hl.Attrs().Name, err)
 	}
 	if contUp {
-		ch, _ := cont.Handle()
+		ch := cont.Handle()
 		if err := ch.LinkSetUp(cl); err != nil {
 			return fmt.Errorf("container veth %q: set up: %w", cl.Attrs().Name, err)
 		}

@@ -53,10 +53,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		return nil, err
 	}
 	defer host.Close()
-	h, err := host.Handle()
-	if err != nil {
-		return nil, err
-	}
+	h := host.Handle()
 
 	var undo rollback.Stack
 	defer undo.OnError(&err)
@@ -117,10 +114,7 @@ func check(req *skel.Request) error {
 		return err
 	}
 	defer host.Close()
-	h, err := host.Handle()
-	if err != nil {
-		return err
-	}
+	h := host.Handle()
 	if shaping.Ingress.Enabled() {
 		if err := checkRootTBF(host, veth, tbfFor(shaping.Ingress)); err != nil {
 			return fmt.Errorf("ingress: %w", err)

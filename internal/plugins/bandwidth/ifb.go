@@ -99,10 +99,7 @@ func replaceable(l netlink.Link, o owner) error {
 // attachment (or by our earlier version for this container) is replaced; one owned by
 // anybody else, another interface of this container included, is an error.
 func createIfb(host *link.NS, name string, o owner, mtu int) (netlink.Link, error) {
-	h, err := host.Handle()
-	if err != nil {
-		return nil, err
-	}
+	h := host.Handle()
 	if old, err := h.LinkByName(name); err == nil {
 		if err := replaceable(old, o); err != nil {
 			return nil, err
@@ -162,10 +159,7 @@ func deleteIfb(ctx context.Context, host *link.NS, name string, o owner) error {
 // an ifb name to the valid interfaces of its container. An ifb whose alias names no
 // interface (our earlier version's) is kept for any valid interface of its container.
 func staleIfbs(host *link.NS, network string, keep map[string]map[string]bool) ([]string, error) {
-	h, err := host.Handle()
-	if err != nil {
-		return nil, err
-	}
+	h := host.Handle()
 	links, err := link.RetryDump(h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)

@@ -20,10 +20,7 @@ import (
 // ensureBridge creates the bridge or adopts an existing one, which must be a bridge, and
 // sets it up. The bridge is shared by every attachment and is never removed.
 func ensureBridge(host *link.NS, conf *Config) (netlink.Link, error) {
-	h, err := host.Handle()
-	if err != nil {
-		return nil, err
-	}
+	h := host.Handle()
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name, attrs.MTU = conf.Bridge, conf.MTU
 	br := &netlink.Bridge{LinkAttrs: attrs}
@@ -67,7 +64,7 @@ func ensureBridge(host *link.NS, conf *Config) (netlink.Link, error) {
 // plugPort makes the host veth a port of the bridge with the configured port flags and
 // VLANs.
 func plugPort(host *link.NS, br, port netlink.Link, conf *Config) error {
-	h, _ := host.Handle()
+	h := host.Handle()
 	name := port.Attrs().Name
 	if err := h.LinkSetMaster(port, br); err != nil {
 		return fmt.Errorf("host veth %q: set master %q: %w", name, br.Attrs().Name, err)
@@ -133,7 +130,7 @@ func setupL2(cont *link.NS, ifName string, conf *Config) error {
 	if err != nil {
 		return err
 	}
-	h, _ := cont.Handle()
+	h := cont.Handle()
 	if err := h.LinkSetUp(l); err != nil {
 		return fmt.Errorf("container interface %q: set up: %w", ifName, err)
 	}
@@ -230,7 +227,7 @@ func setupGateways(host *link.NS, conf *Config, br netlink.Link, gws []netip.Pre
 		target = gwLink
 		res.AddInterface(result.Interface{Name: gwLink.Attrs().Name, Mac: gwLink.Attrs().HardwareAddr.String()})
 	}
-	h, _ := host.Handle()
+	h := host.Handle()
 	var v4, v6 bool
 	for _, gw := range gws {
 		if err := ensureAddr(h, target, gw, conf.ForceAddress); err != nil {
@@ -277,7 +274,7 @@ func ensureVLANGateway(host *link.NS, br netlink.Link, conf *Config) (netlink.Li
 	if err != nil {
 		return nil, fmt.Errorf("vlan gateway %q: %w", name, err)
 	}
-	h, _ := host.Handle()
+	h := host.Handle()
 	if err := h.LinkSetMaster(v.Host, br); err != nil {
 		return nil, fmt.Errorf("vlan gateway %q: set master: %w", name, err)
 	}

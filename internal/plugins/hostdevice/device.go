@@ -54,10 +54,7 @@ func sharesMAC(linkType string) bool {
 // findByMAC finds the link with the MAC. When links that share a MAC match too, the
 // device itself is the one match that does not.
 func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
-	h, err := host.Handle()
-	if err != nil {
-		return nil, err
-	}
+	h := host.Handle()
 	links, err := link.RetryDump(h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list host links: %w", err)
@@ -180,7 +177,7 @@ func restore(host *link.NS, l netlink.Link, st *saved) error {
 	if st == nil {
 		return nil
 	}
-	h, _ := host.Handle()
+	h := host.Handle()
 	var errs []error
 	if st.MTU > 0 && l.Attrs().MTU != st.MTU {
 		if err := h.LinkSetMTU(l, st.MTU); err != nil {
@@ -200,10 +197,7 @@ func restore(host *link.NS, l netlink.Link, st *saved) error {
 // "devN" when that is taken), alias intact. A link already called st.Name is the device
 // itself, already home.
 func returned(host *link.NS, st *saved) (l netlink.Link, home bool, err error) {
-	h, err := host.Handle()
-	if err != nil {
-		return nil, false, err
-	}
+	h := host.Handle()
 	links, err := link.RetryDump(h.LinkList)
 	if err != nil {
 		return nil, false, fmt.Errorf("list host links: %w", err)

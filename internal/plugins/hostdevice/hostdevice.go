@@ -119,7 +119,7 @@ func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *ro
 		return err
 	})
 	// Up in the container, as the reference leaves it, addresses or not.
-	h, _ := cont.Handle()
+	h := cont.Handle()
 	if err := h.LinkSetUp(cl); err != nil {
 		return result.Interface{}, fmt.Errorf("container %s: set up: %w", ifName, err)
 	}

@@ -76,7 +76,7 @@ func verifyPtpRoutes(cont *link.NS, ifName string, ips []result.IPConfig) error 
 	if err != nil {
 		return err
 	}
-	h, _ := cont.Handle()
+	h := cont.Handle()
 	for _, ip := range ips {
 		if !ip.Gateway.IsValid() {
 			continue
@@ -112,10 +112,7 @@ func hasRoute(h *netlink.Handle, want *netlink.Route) bool {
 
 // verifyHost checks the gateway addresses and the host routes on the host veth.
 func verifyHost(host *link.NS, hl netlink.Link, ips []result.IPConfig) error {
-	h, err := host.Handle()
-	if err != nil {
-		return err
-	}
+	h := host.Handle()
 	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(hl, netlink.FAMILY_ALL) })
 	if err != nil {
 		return fmt.Errorf("host veth %s: list addresses: %w", hl.Attrs().Name, err)

@@ -154,7 +154,7 @@ func configureContainer(cont *link.NS, ifName string, res *result.Result) error 
 	if err != nil {
 		return err
 	}
-	h, _ := cont.Handle()
+	h := cont.Handle()
 	for _, ip := range res.IPs {
 		connected := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: link.IPNet(ip.Address.Masked()), Scope: netlink.SCOPE_NOWHERE}
 		if err := h.RouteDel(connected); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -183,10 +183,7 @@ func ptpRoutes(ifIndex int, ip result.IPConfig) []*netlink.Route {
 // configureHost gives the host veth each gateway as a single address and routes each
 // container address to it.
 func configureHost(host *link.NS, hl netlink.Link, res *result.Result) error {
-	h, err := host.Handle()
-	if err != nil {
-		return err
-	}
+	h := host.Handle()
 	name := hl.Attrs().Name
 	for _, ip := range res.IPs {
 		gw := netip.PrefixFrom(ip.Gateway, ip.Gateway.BitLen())

@@ -85,7 +85,7 @@ func configure(cont *link.NS, ifName string, ips []result.IPConfig, p *Plan) (er
 	if err != nil {
 		return err
 	}
-	h, _ := cont.Handle()
+	h := cont.Handle()
 	var undo rollback.Stack
 	defer undo.OnError(&err)
 	if p.Table != 0 {
@@ -243,10 +243,7 @@ func del(req *skel.Request) error {
 
 // tidy is DEL's work inside the locked namespace, best effort.
 func tidy(cont *link.NS, req *skel.Request, table int) error {
-	h, err := cont.Handle()
-	if err != nil {
-		return err
-	}
+	h := cont.Handle()
 	addrs := map[netip.Addr]bool{}
 	if req.PrevResult != nil {
 		for _, ip := range ifaceIPs(req.PrevResult, req.Args.IfName) {
@@ -345,7 +342,7 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return fmt.Errorf("sbr: %w", err)
 	}
-	h, _ := cont.Handle()
+	h := cont.Handle()
 	rules, err := link.RetryDump(func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) })
 	if err != nil {
 		return fmt.Errorf("sbr: list rules: %w", err)

@@ -139,10 +139,7 @@ func createTap(req *skel.Request, c *Config, cont *link.NS) (string, error) {
 // bridge and sets it up. It returns the renamed link as soon as the rename is done, so
 // that the caller's undo finds it by the right name.
 func setUp(cont *link.NS, c *Config, tmp, ifName string, br netlink.Link) (netlink.Link, error) {
-	h, err := cont.Handle()
-	if err != nil {
-		return nil, err
-	}
+	h := cont.Handle()
 	l, err := cont.ByName(tmp)
 	if err != nil {
 		return nil, err

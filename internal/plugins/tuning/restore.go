@@ -39,10 +39,7 @@ func restore(cont *link.NS, ifName string, b *Backup, log io.Writer) error {
 		}
 		keep("sysctl "+name, sysctl.Set(name, b.Sysctls[name]))
 	}
-	h, err := cont.Handle()
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
+	h := cont.Handle()
 	for _, s := range b.linkSteps(log) {
 		keep("link attributes of "+ifName, setLink(h, ifName, s))
 	}

@@ -98,10 +98,7 @@ func apply(cont *link.NS, ifName string, store *backups, names []string, p *Plan
 	if err != nil {
 		return fmt.Errorf("container interface: %w", err)
 	}
-	h, err := cont.Handle()
-	if err != nil {
-		return err
-	}
+	h := cont.Handle()
 	before, err := snapshot(l, p)
 	if err != nil {
 		return err

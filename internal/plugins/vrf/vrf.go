@@ -73,7 +73,7 @@ func join(cont *link.NS, ifName string, p *Plan) (err error) {
 	if err != nil {
 		return err
 	}
-	h, _ := cont.Handle()
+	h := cont.Handle()
 	var undo rollback.Stack
 	defer undo.OnError(&err)
 	vrf, err := ensure(h, &undo, p)
@@ -270,10 +270,7 @@ func del(req *skel.Request) error {
 }
 
 func leave(cont *link.NS, ifName, name string) error {
-	h, err := cont.Handle()
-	if err != nil {
-		return err
-	}
+	h := cont.Handle()
 	l, err := h.LinkByName(name)
 	if link.IsNotFound(err) {
 		return nil
@@ -351,10 +348,7 @@ func check(req *skel.Request) error {
 		return err
 	}
 	defer cont.Close()
-	h, err := cont.Handle()
-	if err != nil {
-		return err
-	}
+	h := cont.Handle()
 	vrf, err := find(h, p.Name)
 	switch {
 	case err != nil:

@@ -243,10 +243,7 @@ func (d *Daemon) linkDown(h *held) {
 		if err != nil {
 			return err
 		}
-		hd, err := n.Handle()
-		if err != nil {
-			return err
-		}
+		hd := n.Handle()
 		return hd.LinkSetDown(l)
 	}()
 	if err != nil {

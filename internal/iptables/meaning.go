@@ -127,18 +127,39 @@ func (r Rule) walk(fn func(option) bool) {
 	}
 }
 
-// aliases maps the long spellings iptables and its common modules accept to the one
-// iptables-save prints.
-var aliases = map[string]string{
-	"--source": "-s", "--src": "-s",
-	"--destination": "-d", "--dst": "-d",
-	"--protocol":     "-p",
-	"--in-interface": "-i", "--out-interface": "-o",
-	"--fragment": "-f",
-	"--jump":     "-j", "--goto": "-g",
-	"--match":            "-m",
-	"--destination-port": "--dport", "--source-port": "--sport",
-	"--destination-ports": "--dports", "--source-ports": "--sports",
+// alias returns the spelling iptables-save prints for one of the long spellings
+// iptables and its common modules accept, or "". A switch, not a map: a package-level
+// map is built in every exec's start-up.
+func alias(tok string) string {
+	switch tok {
+	case "--source", "--src":
+		return "-s"
+	case "--destination", "--dst":
+		return "-d"
+	case "--protocol":
+		return "-p"
+	case "--in-interface":
+		return "-i"
+	case "--out-interface":
+		return "-o"
+	case "--fragment":
+		return "-f"
+	case "--jump":
+		return "-j"
+	case "--goto":
+		return "-g"
+	case "--match":
+		return "-m"
+	case "--destination-port":
+		return "--dport"
+	case "--source-port":
+		return "--sport"
+	case "--destination-ports":
+		return "--dports"
+	case "--source-ports":
+		return "--sports"
+	}
+	return ""
 }
 
 // canonicalName returns the canonical spelling of tok and whether tok is an option
@@ -147,7 +168,7 @@ func canonicalName(tok string) (string, bool) {
 	if len(tok) < 2 || tok[0] != '-' || (tok[1] >= '0' && tok[1] <= '9') {
 		return tok, false
 	}
-	if a, ok := aliases[tok]; ok {
+	if a := alias(tok); a != "" {
 		return a, true
 	}
 	return tok, true
@@ -185,9 +206,15 @@ func takeValues(toks []string, n int) []string {
 	return toks[:i]
 }
 
-// portModules are the matches that take --dport and --sport; such an option outside
+// portModule reports the matches that take --dport and --sport; such an option outside
 // them belongs to the match -p loaded implicitly.
-var portModules = map[string]bool{"tcp": true, "udp": true, "sctp": true, "dccp": true, "udplite": true}
+func portModule(module string) bool {
+	switch module {
+	case "tcp", "udp", "sctp", "dccp", "udplite":
+		return true
+	}
+	return false
+}
 
 func ownerOf(name, module, proto string) string {
 	switch {
@@ -195,7 +222,7 @@ func ownerOf(name, module, proto string) string {
 		return ""
 	case strings.HasPrefix(module, "=> "):
 		return module
-	case (name == "--dport" || name == "--sport") && !portModules[module]:
+	case (name == "--dport" || name == "--sport") && !portModule(module):
 		return proto
 	case module == "":
 		return proto // an option of the protocol's match, loaded without -m
@@ -269,15 +296,23 @@ func parseNet(s string) (netip.Prefix, bool) {
 	return p, err == nil
 }
 
-// protocolNames are the names iptables-save prints for the protocols our layouts and
+// canonicalProto is the name iptables-save prints for the protocols our layouts and
 // common conditions use.
-var protocolNames = map[string]string{"0": "all", "1": "icmp", "6": "tcp", "17": "udp", "58": "ipv6-icmp",
-	"132": "sctp", "icmpv6": "ipv6-icmp"}
-
 func canonicalProto(p string) string {
 	p = strings.ToLower(p)
-	if n, ok := protocolNames[p]; ok {
-		return n
+	switch p {
+	case "0":
+		return "all"
+	case "1":
+		return "icmp"
+	case "6":
+		return "tcp"
+	case "17":
+		return "udp"
+	case "58", "icmpv6":
+		return "ipv6-icmp"
+	case "132":
+		return "sctp"
 	}
 	return p
 }

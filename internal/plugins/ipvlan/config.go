@@ -22,19 +22,26 @@ type Config struct {
 	mode netlink.IPVlanMode
 }
 
-// modes maps the config's mode names to the kernel's; "" is the default, l2.
-var modes = map[string]netlink.IPVlanMode{
-	"":    netlink.IPVLAN_MODE_L2,
-	"l2":  netlink.IPVLAN_MODE_L2,
-	"l3":  netlink.IPVLAN_MODE_L3,
-	"l3s": netlink.IPVLAN_MODE_L3S,
+// modeNames are the config's mode names, in the order of the kernel's modes
+// (IPVLAN_MODE_L2, L3, L3S); "" is the default, l2.
+var modeNames = [...]string{netlink.IPVLAN_MODE_L2: "l2", netlink.IPVLAN_MODE_L3: "l3", netlink.IPVLAN_MODE_L3S: "l3s"}
+
+// parseMode returns the kernel's mode for a config's mode name.
+func parseMode(name string) (netlink.IPVlanMode, bool) {
+	if name == "" {
+		return netlink.IPVLAN_MODE_L2, true
+	}
+	for m, n := range modeNames {
+		if n == name {
+			return netlink.IPVlanMode(m), true
+		}
+	}
+	return 0, false
 }
 
 func modeName(m netlink.IPVlanMode) string {
-	for name, mode := range modes {
-		if mode == m && name != "" {
-			return name
-		}
+	if int(m) < len(modeNames) {
+		return modeNames[m]
 	}
 	return "unknown"
 }
@@ -50,7 +57,7 @@ func load(req *skel.Request) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, ok := modes[c.Mode]
+	mode, ok := parseMode(c.Mode)
 	if !ok {
 		return nil, invalid("mode: unknown ipvlan mode %q (l2, l3 or l3s)", c.Mode)
 	}

@@ -73,7 +73,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		if _, ok := modes[modeName(c.mode)]; !ok {
+		if _, ok := parseMode(modeName(c.mode)); !ok {
 			t.Fatalf("accepted mode %v", c.mode)
 		}
 		if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {

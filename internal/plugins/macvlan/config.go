@@ -29,21 +29,33 @@ type Config struct {
 	mac  net.HardwareAddr
 }
 
-// modes maps the config's mode names to the kernel's; "" is the default, bridge.
-var modes = map[string]netlink.MacvlanMode{
-	"":         netlink.MACVLAN_MODE_BRIDGE,
-	"bridge":   netlink.MACVLAN_MODE_BRIDGE,
-	"private":  netlink.MACVLAN_MODE_PRIVATE,
-	"vepa":     netlink.MACVLAN_MODE_VEPA,
-	"passthru": netlink.MACVLAN_MODE_PASSTHRU,
-	"source":   netlink.MACVLAN_MODE_SOURCE,
+// modeNames are the config's mode names, in the order of the kernel's modes; "" is the
+// default, bridge. An array, not a map: a package-level map is built at every exec.
+var modeNames = [...]string{
+	netlink.MACVLAN_MODE_DEFAULT:  "",
+	netlink.MACVLAN_MODE_PRIVATE:  "private",
+	netlink.MACVLAN_MODE_VEPA:     "vepa",
+	netlink.MACVLAN_MODE_BRIDGE:   "bridge",
+	netlink.MACVLAN_MODE_PASSTHRU: "passthru",
+	netlink.MACVLAN_MODE_SOURCE:   "source",
+}
+
+// parseMode returns the kernel's mode for a config's mode name.
+func parseMode(name string) (netlink.MacvlanMode, bool) {
+	if name == "" {
+		return netlink.MACVLAN_MODE_BRIDGE, true
+	}
+	for m, n := range modeNames {
+		if n == name {
+			return netlink.MacvlanMode(m), true
+		}
+	}
+	return 0, false
 }
 
 func modeName(m netlink.MacvlanMode) string {
-	for name, mode := range modes {
-		if mode == m && name != "" {
-			return name
-		}
+	if int(m) < len(modeNames) && modeNames[m] != "" {
+		return modeNames[m]
 	}
 	return "unknown"
 }
@@ -60,7 +72,7 @@ func load(req *skel.Request) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, ok := modes[c.Mode]
+	mode, ok := parseMode(c.Mode)
 	if !ok {
 		return nil, invalid("mode: unknown macvlan mode %q (bridge, private, vepa, passthru or source)", c.Mode)
 	}

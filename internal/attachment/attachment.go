@@ -1,7 +1,8 @@
 // Package attachment holds what the plugins that give a container one link of its own
-// (macvlan, ipvlan, vlan, dummy) do alike once that link exists: address it from IPAM or
-// bring it up bare, report it as the result's interface, verify it again for CHECK, and
-// remove it on DEL. DEL looks at nothing but the config's IPAM type and the container's
+// (macvlan, ipvlan, vlan, dummy) do alike: make a child link of a master straight inside
+// the container (Add, CheckChild: the plugins differ only in the link they describe),
+// address it from IPAM or bring it up bare, report it as the result's interface, verify
+// it again for CHECK, and remove it on DEL. DEL looks at nothing but the config's IPAM type and the container's
 // netns, never at the master, so it succeeds whatever became of the master.
 package attachment
 

@@ -101,10 +101,14 @@ func addressesFromPrev(req *skel.Request) (bool, error) {
 	return true, nil
 }
 
-// ipvlan describes the ipvlan to create on master.
-func (c *Config) ipvlan(master *attachment.Master) *netlink.IPVlan {
-	return &netlink.IPVlan{
-		LinkAttrs: netlink.LinkAttrs{ParentIndex: master.Index(), MTU: c.MTU},
-		Mode:      c.mode,
+// child is the ipvlan to create on the master, with the configured master (a chained
+// ADD may take it from the prevResult instead).
+func (c *Config) child() attachment.Child {
+	return attachment.Child{
+		Kind: "ipvlan", Master: c.Master, InContainer: c.LinkInContainer, MTU: c.MTU,
+		Make: func(master *attachment.Master) netlink.Link {
+			return &netlink.IPVlan{LinkAttrs: attachment.ChildAttrs(master, c.MTU), Mode: c.mode}
+		},
+		Options: attachment.Options{Notify: true},
 	}
 }

@@ -14,9 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/attachment"
-	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/version"
 )
@@ -35,48 +33,19 @@ func Plugin() *skel.Plugin {
 	}
 }
 
-func add(req *skel.Request) (_ *result.Result, err error) {
+func add(req *skel.Request) (*result.Result, error) {
 	conf, err := load(req)
 	if err != nil {
 		return nil, err
 	}
-	fromPrev, err := addressesFromPrev(req)
-	if err != nil {
+	c := conf.child()
+	if c.FromPrevResult, err = addressesFromPrev(req); err != nil {
 		return nil, err
 	}
-	masterName, err := conf.masterName(req.PrevResult)
-	if err != nil {
+	if c.Master, err = conf.masterName(req.PrevResult); err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
-	if err != nil {
-		return nil, err
-	}
-	defer host.Close()
-	defer cont.Close()
-
-	master, err := attachment.FindMaster(attachment.MasterNS(host, cont, conf.LinkInContainer), masterName)
-	if err != nil {
-		return nil, err
-	}
-	if err := master.CheckMTU(conf.MTU); err != nil {
-		return nil, err
-	}
-
-	var undo rollback.Stack
-	defer undo.OnError(&err)
-
-	if _, err := link.CreateChild(master.NS, cont, conf.ipvlan(master), req.Args.IfName); err != nil {
-		return nil, fmt.Errorf("ipvlan on %q: %w", master.Name(), err)
-	}
-	undo.Push("ipvlan", func() error { return cont.Delete(req.Args.IfName) })
-	addrs := req.PrevResult
-	if !fromPrev {
-		if addrs, err = attachment.AddIPAM(req, &undo); err != nil {
-			return nil, err
-		}
-	}
-	return attachment.Finish(req, cont, addrs, attachment.Options{Notify: true})
+	return attachment.Add(req, c)
 }
 
 // check verifies the container interface is an ipvlan in the configured mode on a
@@ -87,13 +56,7 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	defer cont.Close()
-	return attachment.Check(req, cont, func(l netlink.Link) error {
+	return attachment.CheckChild(req, conf.child(), func(l netlink.Link) error {
 		iv, ok := l.(*netlink.IPVlan)
 		if !ok {
 			return fmt.Errorf("is a %s, not an ipvlan", l.Type())
@@ -101,7 +64,7 @@ func check(req *skel.Request) error {
 		if iv.Mode != conf.mode {
 			return fmt.Errorf("ipvlan mode %s, config says %s", modeName(iv.Mode), modeName(conf.mode))
 		}
-		return attachment.CheckParent(attachment.MasterNS(host, cont, conf.LinkInContainer), l, conf.Master)
+		return nil
 	})
 }
 

@@ -115,11 +115,15 @@ func (c *Config) resolveMAC(cniArgs string) error {
 	return nil
 }
 
-// macvlan describes the macvlan to create on master.
-func (c *Config) macvlan(master *attachment.Master) *netlink.Macvlan {
-	return &netlink.Macvlan{
-		LinkAttrs:  netlink.LinkAttrs{ParentIndex: master.Index(), MTU: c.MTU, HardwareAddr: c.mac},
-		Mode:       c.mode,
-		BCQueueLen: c.BCQueueLen,
+// child is the macvlan to create on the master.
+func (c *Config) child() attachment.Child {
+	return attachment.Child{
+		Kind: "macvlan", Master: c.Master, InContainer: c.LinkInContainer, MTU: c.MTU,
+		Make: func(master *attachment.Master) netlink.Link {
+			attrs := attachment.ChildAttrs(master, c.MTU)
+			attrs.HardwareAddr = c.mac
+			return &netlink.Macvlan{LinkAttrs: attrs, Mode: c.mode, BCQueueLen: c.BCQueueLen}
+		},
+		Options: attachment.Options{Notify: true},
 	}
 }

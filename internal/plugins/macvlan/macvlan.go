@@ -14,9 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/attachment"
-	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/version"
 )
@@ -35,38 +33,12 @@ func Plugin() *skel.Plugin {
 	}
 }
 
-func add(req *skel.Request) (_ *result.Result, err error) {
+func add(req *skel.Request) (*result.Result, error) {
 	conf, err := load(req)
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
-	if err != nil {
-		return nil, err
-	}
-	defer host.Close()
-	defer cont.Close()
-
-	master, err := attachment.FindMaster(attachment.MasterNS(host, cont, conf.LinkInContainer), conf.Master)
-	if err != nil {
-		return nil, err
-	}
-	if err := master.CheckMTU(conf.MTU); err != nil {
-		return nil, err
-	}
-
-	var undo rollback.Stack
-	defer undo.OnError(&err)
-
-	if _, err := link.CreateChild(master.NS, cont, conf.macvlan(master), req.Args.IfName); err != nil {
-		return nil, fmt.Errorf("macvlan on %q: %w", master.Name(), err)
-	}
-	undo.Push("macvlan", func() error { return cont.Delete(req.Args.IfName) })
-	addrs, err := attachment.AddIPAM(req, &undo)
-	if err != nil {
-		return nil, err
-	}
-	return attachment.Finish(req, cont, addrs, attachment.Options{Notify: true})
+	return attachment.Add(req, conf.child())
 }
 
 // check verifies the container interface is a macvlan in the configured mode on the
@@ -76,13 +48,7 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	defer cont.Close()
-	return attachment.Check(req, cont, func(l netlink.Link) error {
+	return attachment.CheckChild(req, conf.child(), func(l netlink.Link) error {
 		mv, ok := l.(*netlink.Macvlan)
 		if !ok {
 			return fmt.Errorf("is a %s, not a macvlan", l.Type())
@@ -90,7 +56,7 @@ func check(req *skel.Request) error {
 		if mv.Mode != conf.mode {
 			return fmt.Errorf("macvlan mode %s, config says %s", modeName(mv.Mode), modeName(conf.mode))
 		}
-		return attachment.CheckParent(attachment.MasterNS(host, cont, conf.LinkInContainer), l, conf.Master)
+		return nil
 	})
 }
 

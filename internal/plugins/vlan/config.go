@@ -1,6 +1,10 @@
 package vlan
 
 import (
+	"errors"
+	"fmt"
+	"syscall"
+
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/attachment"
@@ -47,10 +51,19 @@ func load(req *skel.Request) (*Config, error) {
 	return c, nil
 }
 
-// vlan describes the 802.1Q link to create on master.
-func (c *Config) vlan(master *attachment.Master) *netlink.Vlan {
-	return &netlink.Vlan{
-		LinkAttrs: netlink.LinkAttrs{ParentIndex: master.Index(), MTU: c.MTU},
-		VlanId:    c.VLANID,
+// child is the 802.1Q link to create on the master; an id already taken on the master is
+// the config's fault (code 7).
+func (c *Config) child() attachment.Child {
+	return attachment.Child{
+		Kind: fmt.Sprintf("vlan %d", c.VLANID), Master: c.Master, InContainer: c.LinkInContainer, MTU: c.MTU,
+		Make: func(master *attachment.Master) netlink.Link {
+			return &netlink.Vlan{LinkAttrs: attachment.ChildAttrs(master, c.MTU), VlanId: c.VLANID}
+		},
+		CreateError: func(master *attachment.Master, err error) error {
+			if errors.Is(err, syscall.EEXIST) {
+				return invalid("vlanId: %d is already in use on master %q", c.VLANID, master.Name())
+			}
+			return nil
+		},
 	}
 }

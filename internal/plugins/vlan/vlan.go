@@ -8,16 +8,12 @@
 package vlan
 
 import (
-	"errors"
 	"fmt"
-	"syscall"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/attachment"
-	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/version"
 )
@@ -36,41 +32,12 @@ func Plugin() *skel.Plugin {
 	}
 }
 
-func add(req *skel.Request) (_ *result.Result, err error) {
+func add(req *skel.Request) (*result.Result, error) {
 	conf, err := load(req)
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
-	if err != nil {
-		return nil, err
-	}
-	defer host.Close()
-	defer cont.Close()
-
-	master, err := attachment.FindMaster(attachment.MasterNS(host, cont, conf.LinkInContainer), conf.Master)
-	if err != nil {
-		return nil, err
-	}
-	if err := master.CheckMTU(conf.MTU); err != nil {
-		return nil, err
-	}
-
-	var undo rollback.Stack
-	defer undo.OnError(&err)
-
-	if _, err := link.CreateChild(master.NS, cont, conf.vlan(master), req.Args.IfName); err != nil {
-		if errors.Is(err, syscall.EEXIST) {
-			return nil, invalid("vlanId: %d is already in use on master %q", conf.VLANID, master.Name())
-		}
-		return nil, fmt.Errorf("vlan %d on %q: %w", conf.VLANID, master.Name(), err)
-	}
-	undo.Push("vlan", func() error { return cont.Delete(req.Args.IfName) })
-	addrs, err := attachment.AddIPAM(req, &undo)
-	if err != nil {
-		return nil, err
-	}
-	return attachment.Finish(req, cont, addrs, attachment.Options{})
+	return attachment.Add(req, conf.child())
 }
 
 // check verifies the container interface is a VLAN with the configured id (and MTU, when
@@ -80,13 +47,7 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	defer cont.Close()
-	return attachment.Check(req, cont, func(l netlink.Link) error {
+	return attachment.CheckChild(req, conf.child(), func(l netlink.Link) error {
 		v, ok := l.(*netlink.Vlan)
 		switch {
 		case !ok:
@@ -96,7 +57,7 @@ func check(req *skel.Request) error {
 		case conf.MTU != 0 && v.MTU != conf.MTU:
 			return fmt.Errorf("mtu %d, config says %d", v.MTU, conf.MTU)
 		}
-		return attachment.CheckParent(attachment.MasterNS(host, cont, conf.LinkInContainer), l, conf.Master)
+		return nil
 	})
 }
 

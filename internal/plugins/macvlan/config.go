@@ -7,6 +7,7 @@ import (
 
 	"github.com/cnikit/cni/internal/attachment"
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -94,25 +95,10 @@ func (c *Config) resolveMAC(cniArgs string) error {
 	if err != nil {
 		return err
 	}
-	mac, field := c.MAC, "mac"
-	if args["MAC"] != "" {
-		mac, field = args["MAC"], "CNI_ARGS MAC"
-	}
-	if c.RuntimeConfig.MAC != "" {
-		mac, field = c.RuntimeConfig.MAC, "runtimeConfig.mac"
-	}
-	if mac == "" {
-		return nil
-	}
-	hw, err := net.ParseMAC(mac)
-	switch {
-	case err != nil || len(hw) != 6:
-		return invalid("%s: %q is not an Ethernet MAC address", field, mac)
-	case hw[0]&1 != 0:
-		return invalid("%s: %q is a multicast address", field, mac)
-	}
-	c.mac = hw
-	return nil
+	c.mac, err = link.ContainerMAC(link.MACSource{Field: "mac", Value: c.MAC},
+		link.MACSource{Field: "CNI_ARGS MAC", Value: args["MAC"]},
+		link.MACSource{Field: "runtimeConfig.mac", Value: c.RuntimeConfig.MAC})
+	return err
 }
 
 // child is the macvlan to create on the master.

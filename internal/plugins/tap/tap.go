@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/cnikit/cni/internal/attachment"
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/link"
@@ -31,10 +32,12 @@ func Plugin() *skel.Plugin {
 		About:    "creates a tap device in the container for a VM to attach to",
 		Versions: version.All(),
 		Add:      add,
-		Del:      del,
-		Check:    check,
-		GC:       gc,
-		Status:   status,
+		// DEL reads no config beyond the IPAM type, so a config that no longer
+		// validates still cleans up; GC and STATUS are IPAM's.
+		Del:    attachment.Del,
+		Check:  check,
+		GC:     attachment.GC,
+		Status: attachment.Status,
 	}
 }
 
@@ -192,31 +195,6 @@ func addresses(req *skel.Request, cont *link.NS, out *result.Result, undo *rollb
 	}
 	out.Routes, out.DNS = res.Routes, res.DNS
 	return link.ConfigureIface(cont, req.Args.IfName, out)
-}
-
-// del releases the addresses and deletes the tap; it reads no config beyond the IPAM
-// type, so a config that no longer validates still cleans up.
-func del(req *skel.Request) error {
-	var errs []error
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.Del(req))
-	}
-	errs = append(errs, link.DeleteInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
-	return errors.Join(errs...)
-}
-
-func gc(req *skel.Request) error {
-	if req.Net.IPAM.Type == "" {
-		return nil
-	}
-	return ipam.GC(req)
-}
-
-func status(req *skel.Request) error {
-	if req.Net.IPAM.Type == "" {
-		return nil
-	}
-	return ipam.Status(req)
 }
 
 // note writes a line for the runtime's log.

@@ -89,6 +89,19 @@ func OpenContainer(path string) (*NS, error) {
 	return n, err
 }
 
+// OpenIfPresent opens the namespace at path for DEL: nil, and no error, when path is
+// empty or names no namespace (any more), for then there is nothing to undo in it.
+func OpenIfPresent(path string) (*NS, error) {
+	if path == "" {
+		return nil, nil
+	}
+	n, err := Open(path)
+	if errors.Is(err, ns.ErrNotExist) {
+		return nil, nil
+	}
+	return n, err
+}
+
 // DeleteIn removes the interface ifName from the namespace at path, for DEL: a veth
 // takes its peer (and that peer's routes) with it, and a namespace or link that is
 // already gone is success.

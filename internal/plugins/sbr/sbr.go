@@ -20,7 +20,6 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
@@ -219,14 +218,8 @@ func del(req *skel.Request) error {
 	if conf.Table != nil && !reservedTable(*conf.Table) {
 		table = int(*conf.Table)
 	}
-	if req.Args.Netns == "" {
-		return nil
-	}
-	cont, err := link.Open(req.Args.Netns)
-	if errors.Is(err, ns.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	cont, err := link.OpenIfPresent(req.Args.Netns)
+	if cont == nil {
 		return err
 	}
 	defer cont.Close()

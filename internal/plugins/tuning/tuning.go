@@ -70,7 +70,7 @@ func (t tuner) add(req *skel.Request) (*result.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cont, err := openNetns(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func (t tuner) check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	cont, err := openNetns(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Args.Netns)
 	if err != nil {
 		return err
 	}
@@ -240,14 +240,6 @@ func (t tuner) check(req *skel.Request) error {
 // back tab-separated whatever separator was written.
 func sameSysctl(a, b string) bool {
 	return strings.Join(strings.Fields(a), " ") == strings.Join(strings.Fields(b), " ")
-}
-
-func openNetns(path string) (*link.NS, error) {
-	cont, err := link.Open(path)
-	if errors.Is(err, ns.ErrNotExist) {
-		return nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
-	}
-	return cont, err
 }
 
 // setResultMac updates the MAC of the container interface in the result: the entry

@@ -5,9 +5,11 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -67,4 +69,64 @@ func isFuzzTarget(fn *ast.FuncDecl) bool {
 	}
 	pkg, ok := sel.X.(*ast.Ident)
 	return ok && pkg.Name == "testing" && sel.Sel.Name == "F"
+}
+
+// fakeGo writes a stand-in for `go` that answers every `go test -fuzz` run with out and
+// status, except runs with a count budget (-fuzztime Nx) when countPasses is set.
+func fakeGo(t *testing.T, out string, status int, countPasses bool) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "go")
+	script := "#!/bin/sh\n"
+	if countPasses {
+		script += "case \"$*\" in *'-fuzztime 2000x'*) echo ok; exit 0;; esac\n"
+	}
+	script += "printf '%s\\n' '" + strings.ReplaceAll(out, "\n", "' '") + "'\n"
+	script += "exit " + strconv.Itoa(status) + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(script), 0o755))
+	return path
+}
+
+func runFuzzScript(t *testing.T, goBin string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("bash", "fuzz.sh")
+	cmd.Env = append(os.Environ(), "GO="+goBin, "FUZZRETRY=2000x")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+const deadlineRace = "fuzz: elapsed: 3s, execs: 726 (0/sec), new interesting: 0 (total: 50)\n" +
+	"--- FAIL: FuzzConvert (4.06s)\n    context deadline exceeded\nFAIL"
+
+// TestFuzzScriptRetriesOnlyTheDeadlineRace: Go 1.26's coordinator fails a target at the
+// fuzztime boundary with nothing found (golang/go#75804, the CI run of 2026-11-30);
+// fuzz.sh runs such a target again with a count budget, which has no deadline.
+func TestFuzzScriptRetriesOnlyTheDeadlineRace(t *testing.T) {
+	out, err := runFuzzScript(t, fakeGo(t, deadlineRace, 1, true))
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "the fuzztime deadline race (golang/go#75804), again for 2000x")
+}
+
+func TestFuzzScriptFailsWhenTheRetryFailsToo(t *testing.T) {
+	out, err := runFuzzScript(t, fakeGo(t, deadlineRace, 1, false))
+	require.Error(t, err)
+	assert.Contains(t, out, "again for 2000x")
+	assert.Contains(t, out, "fuzz.sh: FAILED ./internal/skel FuzzRun")
+}
+
+func TestFuzzScriptNeverRetriesAFinding(t *testing.T) {
+	for name, finding := range map[string]string{
+		"crasher": "--- FAIL: FuzzConvert (0.10s)\n    --- FAIL: FuzzConvert (0.00s)\n" +
+			"        convert_test.go:40: lost a field\n" +
+			"    Failing input written to testdata/fuzz/FuzzConvert/abc\n" +
+			"    context deadline exceeded\nFAIL",
+		"panic": "--- FAIL: FuzzConvert (0.10s)\n    context deadline exceeded\npanic: boom\nFAIL",
+		"other": "# github.com/cnikit/cni/internal/result\nresult_test.go:3:1: syntax error\nFAIL",
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := runFuzzScript(t, fakeGo(t, finding, 1, true))
+			require.Error(t, err)
+			assert.NotContains(t, out, "again for")
+			assert.Contains(t, out, "fuzz.sh: FAILED ./internal/skel FuzzRun")
+		})
+	}
 }

@@ -48,11 +48,14 @@ if [ -z "$list" ]; then
 	echo "fuzz.sh: no fuzz targets found" >&2
 	exit 1
 fi
-# fuzz DIR NAME TIME: one go test -fuzz run, its output on stdout and in $output.
-exec 3>&1
+# fuzz DIR NAME TIME: one go test -fuzz run, its output in $output and then on stdout
+# (printed after the run, not teed: tee would reopen a redirected stdout and truncate it).
 fuzz() {
+	local status=0
 	# shellcheck disable=SC2086 # FUZZFLAGS is a list of flags
-	output=$("$go" test ${FUZZFLAGS:-} -run '^$' -fuzz "^$2\$" -fuzztime "$3" "$1" 2>&1 | tee /dev/fd/3)
+	output=$("$go" test ${FUZZFLAGS:-} -run '^$' -fuzz "^$2\$" -fuzztime "$3" "$1" 2>&1) || status=$?
+	printf '%s\n' "$output"
+	return "$status"
 }
 
 # deadline_race: whether $output is Go's fuzztime race and nothing else: the deadline

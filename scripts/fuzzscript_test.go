@@ -130,3 +130,25 @@ func TestFuzzScriptNeverRetriesAFinding(t *testing.T) {
 		})
 	}
 }
+
+// TestFuzzScriptOutputSurvivesARedirectToAFile: `make test > log` keeps every target's
+// lines (a tee to /dev/fd/1 once reopened the log and truncated it at each target).
+func TestFuzzScriptOutputSurvivesARedirectToAFile(t *testing.T) {
+	log, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	require.NoError(t, err)
+	defer log.Close()
+	cmd := exec.Command("bash", "fuzz.sh")
+	cmd.Env = append(os.Environ(), "GO="+fakeGo(t, "fuzz: elapsed: 3s\nPASS", 0, false))
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Run())
+	written, err := os.ReadFile(log.Name())
+	require.NoError(t, err)
+	listed, err := exec.Command("bash", "fuzz.sh", "-l").Output()
+	require.NoError(t, err)
+	targets := strings.Split(strings.TrimSpace(string(listed)), "\n")
+	assert.Equal(t, len(targets), strings.Count(string(written), "fuzz: elapsed: 3s\nPASS\n"))
+	for _, target := range targets {
+		assert.Contains(t, string(written), "== "+target+" (3s)\n")
+	}
+	assert.Contains(t, string(written), "== fuzz: "+strconv.Itoa(len(targets))+" targets in ")
+}

@@ -124,11 +124,15 @@ func (m *meta) undo(req *skel.Request, c *call, done int, last *result.Result) {
 // runtime passed: its cached result of the whole chain, what libcni passes each plugin
 // of a conflist. The chain keeps no cache of its own. Unlike libcni's conflist DEL, a
 // failing child does not keep the children before it from releasing what they hold:
-// DEL is best effort, and the first failure is reported with the others.
+// DEL is best effort, and the first failure is reported with the others. A nested list
+// that ADD refuses ran no child, so there is nothing to delete: DEL says why on stderr
+// and succeeds, as bridge, bandwidth and tuning do with a config they refuse, rather
+// than keep the runtime's teardown of the pod failing for ever.
 func (m *meta) del(req *skel.Request) error {
 	c, err := m.load(req)
 	if err != nil {
-		return err
+		fmt.Fprintf(req.Stderr, "chain: nothing to delete, no child can have run with this config: %v\n", err)
+		return nil
 	}
 	del := step{command: skel.CmdDel, name: "delete", keepGoing: true}
 	return childError(c.runner.each(req.Context(), c.net, reversed(c.net.Plugins), del, req.PrevResult, &c.att, nil))

@@ -224,3 +224,14 @@ func bringHome(host *link.NS, l netlink.Link, st *saved) error {
 	}
 	return restore(host, hl, st)
 }
+
+// clearAlias removes the alias ADD stored the host name in, when it is still set.
+func clearAlias(host *link.NS, l netlink.Link) error {
+	if l.Attrs().Alias == "" {
+		return nil
+	}
+	if err := host.Handle().LinkSetAlias(l, ""); err != nil {
+		return fmt.Errorf("%s: clear alias: %w", l.Attrs().Name, err)
+	}
+	return nil
+}

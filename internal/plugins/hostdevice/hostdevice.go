@@ -208,6 +208,9 @@ func recoverDevice(req *skel.Request, host *link.NS, st *saved) error {
 	case l == nil:
 		note(req, "%s (%s of container %s) is gone: a virtual device dies with its netns", st.Name, st.IfName, st.ContainerID)
 	case home:
+		// Back under its own name (CNI_IFNAME was that name), but down and with the
+		// alias ADD gave it: put back what ADD took, as for a renamed one.
+		return errors.Join(restore(host, l, st), clearAlias(host, l))
 	default:
 		note(req, "%s came back to the host as %s when its netns died; restoring its name", st.Name, l.Attrs().Name)
 		return bringHome(host, l, st)

@@ -227,6 +227,52 @@ func TestDelAfterNetnsDiedBringsAReturnedDeviceHome(t *testing.T) {
 	require.NoError(t, err, "DEL twice")
 }
 
+// TestDelAfterNetnsDiedRestoresADeviceReturnedUnderItsOwnName: with CNI_IFNAME the
+// device's own name, the kernel's return already gives it its name back, but down and
+// with ADD's alias; DEL still restores it.
+func TestDelAfterNetnsDiedRestoresADeviceReturnedUnderItsOwnName(t *testing.T) {
+	e := newEnv(t)
+	e.device(t, "hd0", 1400, true)
+	conf := e.config(t, map[string]any{"device": "hd0"})
+	_, err := e.invokeAs(skel.CmdAdd, "c1", "hd0", conf)
+	require.NoError(t, err)
+	h := e.cont.Handle(t)
+	l, err := h.LinkByName("hd0")
+	require.NoError(t, err)
+	require.NoError(t, h.LinkSetMTU(l, 1280))
+	e.simulateReturn(t, e.cont, "hd0")
+	e.netns = filepath.Join(t.TempDir(), "gone")
+
+	_, err = e.invokeAs(skel.CmdDel, "c1", "hd0", conf)
+	require.NoError(t, err)
+	back := linkIn(t, e.host, "hd0")
+	require.NotNil(t, back)
+	assert.Equal(t, 1400, back.MTU)
+	assert.NotZero(t, back.Flags&net.FlagUp)
+	assert.Empty(t, back.Alias)
+	assert.Empty(t, e.states(t))
+}
+
+// TestAttachmentsWhoseIdsAndNamesShareUnderscoresKeepApartStates: container "c_1" with
+// interface "x" and container "c" with "1_x" would share a state file named with '_'.
+func TestAttachmentsWhoseIdsAndNamesShareUnderscoresKeepApartStates(t *testing.T) {
+	e := newEnv(t)
+	e.device(t, "hd0", 1400, true)
+	e.device(t, "hd1", 1500, true)
+	_, err := e.invokeAs(skel.CmdAdd, "c_1", "x", e.config(t, map[string]any{"device": "hd0"}))
+	require.NoError(t, err)
+	conf1 := e.config(t, map[string]any{"device": "hd1"})
+	_, err = e.invokeAs(skel.CmdAdd, "c", "1_x", conf1)
+	require.NoError(t, err)
+	assert.Len(t, e.states(t), 2)
+	_, err = e.invokeAs(skel.CmdDel, "c", "1_x", conf1)
+	require.NoError(t, err)
+	back := linkIn(t, e.host, "hd1")
+	require.NotNil(t, back)
+	assert.Equal(t, 1500, back.MTU)
+	assert.Len(t, e.states(t), 1, "the other attachment's state stays")
+}
+
 func TestDelWithoutNetnsStillReleasesIPAM(t *testing.T) {
 	e := newEnv(t)
 	e.device(t, "hd0", 1500, true)

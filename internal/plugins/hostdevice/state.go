@@ -11,9 +11,10 @@ import (
 )
 
 // saved is what a device looked like in the host before ADD moved it, kept in
-// <dataDir>/<containerID>_<ifname>.json until DEL has put it back. The attachment is
-// recorded inside as well: ids and names may both contain '_', so the file name alone
-// cannot be split back into them for GC.
+// <dataDir>/<containerID>:<ifname>.json until DEL has put it back. The separator is one
+// the kernel refuses in interface names: with '_', which both may contain, container
+// "a_b" with "c" and container "a" with "b_c" would share a file. The attachment is
+// recorded inside as well, for GC.
 type saved struct {
 	Network     string `json:"network"`
 	ContainerID string `json:"containerID"`
@@ -27,7 +28,7 @@ type saved struct {
 }
 
 func statePath(dataDir, containerID, ifName string) string {
-	return filepath.Join(dataDir, containerID+"_"+ifName+".json")
+	return filepath.Join(dataDir, containerID+":"+ifName+".json")
 }
 
 // readState returns the state at path, nil when there is none. A file that cannot be

@@ -46,14 +46,15 @@ func nameFree(h *netlink.Handle, ifName string) error {
 	_, err := h.LinkByName(ifName)
 	switch {
 	case err == nil:
-		return ifNameTaken(ifName)
+		return IfNameTaken(ifName)
 	case !IsNotFound(err):
 		return fmt.Errorf("container interface %q: %w", ifName, err)
 	}
 	return nil
 }
 
-func ifNameTaken(ifName string) error {
+// IfNameTaken is the CNI error for a CNI_IFNAME already present in the container.
+func IfNameTaken(ifName string) error {
 	return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %q: %v", ifName, ErrExists)
 }
 
@@ -100,14 +101,13 @@ func renameChild(h *netlink.Handle, tmp, ifName string) (netlink.Link, error) {
 	}
 	if err := h.LinkSetName(l, ifName); err != nil {
 		if errors.Is(err, syscall.EEXIST) {
-			return nil, ifNameTaken(ifName)
+			return nil, IfNameTaken(ifName)
 		}
 		return nil, fmt.Errorf("rename %q to %q: %w", tmp, ifName, err)
 	}
-	l, err = h.LinkByName(ifName)
-	if err != nil {
-		return nil, fmt.Errorf("renamed link %q: %w", ifName, err)
-	}
+	// No lookup after the rename: were it to fail, the caller's undo would delete the
+	// temporary name, gone by then, and leave the link behind as ifName.
+	l.Attrs().Name = ifName
 	return l, nil
 }
 

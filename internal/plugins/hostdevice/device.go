@@ -137,7 +137,7 @@ func snapshot(l netlink.Link) saved {
 func moveIn(host, cont *link.NS, st *saved, ifName string) (netlink.Link, error) {
 	cl, err := link.Relocate(link.Relocation{From: host, To: cont, Name: st.Name, NewName: ifName, Alias: st.Name, RenameIn: cont})
 	if errors.Is(err, unix.EEXIST) {
-		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", link.ErrExists)
+		return nil, link.IfNameTaken(ifName)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("move %s into the container as %s: %w", st.Name, ifName, err)

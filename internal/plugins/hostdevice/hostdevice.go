@@ -100,7 +100,7 @@ func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *ro
 		return result.Interface{}, invalid("%s: %s is the loopback interface", c.sel.field, hl.Attrs().Name)
 	}
 	if _, err := cont.ByName(ifName); err == nil {
-		return result.Interface{}, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", link.ErrExists)
+		return result.Interface{}, link.IfNameTaken(ifName)
 	}
 	st := snapshot(hl)
 	st.Network, st.ContainerID, st.IfName = req.Net.Name, req.Args.ContainerID, ifName

@@ -66,7 +66,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		}
 	}
 	if _, err := cont.ByName(req.Args.IfName); err == nil {
-		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", link.ErrExists)
+		return nil, link.IfNameTaken(req.Args.IfName)
 	}
 
 	var undo rollback.Stack
@@ -125,7 +125,7 @@ func createTap(req *skel.Request, c *Config, cont *link.NS) (string, error) {
 	}
 	var err error
 	for range nameTries {
-		spec := tapSpec{Name: link.RandomVethName(), MultiQueue: c.MultiQueue, Owner: c.Owner, Group: c.Group}
+		spec := tapSpec{Name: link.TempLinkName(), MultiQueue: c.MultiQueue, Owner: c.Owner, Group: c.Group}
 		if labelled {
 			err = createLabelled(selfExe, c.SelinuxContext, cont, spec)
 		} else {
@@ -159,7 +159,7 @@ func setUp(cont *link.NS, c *Config, tmp, ifName string, br netlink.Link) (netli
 	}
 	if err := h.LinkSetName(l, ifName); err != nil {
 		if errors.Is(err, unix.EEXIST) {
-			return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", link.ErrExists)
+			return nil, link.IfNameTaken(ifName)
 		}
 		return nil, fmt.Errorf("tap: rename %s to %s: %w", tmp, ifName, err)
 	}
@@ -171,11 +171,13 @@ func setUp(cont *link.NS, c *Config, tmp, ifName string, br netlink.Link) (netli
 	if err := h.LinkSetUp(l); err != nil {
 		return l, fmt.Errorf("tap %s: set up: %w", ifName, err)
 	}
-	l, err = cont.ByName(ifName)
+	// Read back for the MAC and MTU now set; on failure the caller still gets the link
+	// it must undo under ifName.
+	fresh, err := cont.ByName(ifName)
 	if err != nil {
 		return l, err
 	}
-	return l, nil
+	return fresh, nil
 }
 
 // addresses asks IPAM and configures its addresses on the tap.

@@ -8,8 +8,8 @@
 //
 // Netlink work goes through handles bound to a namespace (netlink.NewHandleAt), so the
 // calling thread rarely switches namespaces; only sysctls, which the kernel resolves
-// through the opening thread's namespace, run inside ns.DoHandle. Handles are opened on
-// first use: nothing is opened at package load.
+// through the opening thread's namespace, run inside ns.DoHandle. An NS opens its handle
+// with its fd, so plugins open only the namespaces they use.
 package link
 
 import (
@@ -64,11 +64,8 @@ func newNS(path string, fd netns.NsHandle) (*NS, error) {
 // for an ADD or CHECK. A container namespace that does not exist is the spec's "invalid
 // netns" error; the caller closes both.
 func OpenPair(path string) (host, cont *NS, err error) {
-	cont, err = Open(path)
+	cont, err = OpenContainer(path)
 	if err != nil {
-		if errors.Is(err, ns.ErrNotExist) {
-			return nil, nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
-		}
 		return nil, nil, err
 	}
 	host, err = Current()

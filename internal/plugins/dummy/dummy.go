@@ -36,11 +36,10 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err := load(req); err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
 	defer cont.Close()
 
 	var undo rollback.Stack
@@ -62,11 +61,10 @@ func check(req *skel.Request) error {
 	if err := load(req); err != nil {
 		return err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Args.Netns)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
 	defer cont.Close()
 	return attachment.Check(req, cont, func(l netlink.Link) error {
 		if _, ok := l.(*netlink.Dummy); !ok {

@@ -22,7 +22,6 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
@@ -176,18 +175,15 @@ func giveBack(req *skel.Request, dataDir string) error {
 		return err
 	}
 	defer host.Close()
+	cont, err := link.OpenIfPresent(req.Args.Netns)
+	if err != nil {
+		return err
+	}
 	moved := false
-	if req.Args.Netns != "" {
-		cont, err := link.Open(req.Args.Netns)
-		switch {
-		case errors.Is(err, ns.ErrNotExist):
-		case err != nil:
+	if cont != nil {
+		defer cont.Close()
+		if moved, err = moveOut(host, cont, req.Args.IfName, st); err != nil {
 			return err
-		default:
-			defer cont.Close()
-			if moved, err = moveOut(host, cont, req.Args.IfName, st); err != nil {
-				return err
-			}
 		}
 	}
 	if !moved && st != nil {
@@ -235,11 +231,10 @@ func (p plugin) check(req *skel.Request) error {
 	if c.dpdk {
 		return nil // load found the function still bound to its userspace driver
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Args.Netns)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
 	defer cont.Close()
 	l, err := cont.ByName(req.Args.IfName)
 	if err != nil {

@@ -30,11 +30,10 @@ func check(req *skel.Request) error {
 			return err
 		}
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Args.Netns)
 	if err != nil {
 		return err
 	}
-	host.Close()
 	defer cont.Close()
 	l, err := cont.ByName(req.Args.IfName)
 	if err != nil {

@@ -52,11 +52,10 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
-	host.Close()
 	defer cont.Close()
 
 	var br netlink.Link

@@ -171,14 +171,20 @@ func moveOut(host, cont *link.NS, ifName string, st *saved) (bool, error) {
 	return true, restore(host, hl, st)
 }
 
-// restore puts back the MTU and up state the device had before ADD. Without a state
-// (an ADD by the reference) it stays down, as the reference leaves it.
+// restore puts back the MAC, MTU and up state the device had before ADD (a MAC changed
+// in the container, by tuning say, whose DEL cannot undo it once the netns is gone).
+// Without a state (an ADD by the reference) it stays down, as the reference leaves it.
 func restore(host *link.NS, l netlink.Link, st *saved) error {
 	if st == nil {
 		return nil
 	}
 	h := host.Handle()
 	var errs []error
+	if mac, err := net.ParseMAC(st.MAC); err == nil && !bytes.Equal(l.Attrs().HardwareAddr, mac) {
+		if err := h.LinkSetHardwareAddr(l, mac); err != nil {
+			errs = append(errs, fmt.Errorf("%s: restore MAC %s: %w", st.Name, st.MAC, err))
+		}
+	}
 	if st.MTU > 0 && l.Attrs().MTU != st.MTU {
 		if err := h.LinkSetMTU(l, st.MTU); err != nil {
 			errs = append(errs, fmt.Errorf("%s: restore MTU %d: %w", st.Name, st.MTU, err))

@@ -211,6 +211,8 @@ func TestDelAfterNetnsDiedBringsAReturnedDeviceHome(t *testing.T) {
 	l, err := h.LinkByName("eth0")
 	require.NoError(t, err)
 	require.NoError(t, h.LinkSetMTU(l, 1280))
+	mac := l.Attrs().HardwareAddr.String()
+	require.NoError(t, h.LinkSetHardwareAddr(l, net.HardwareAddr{0x02, 0, 0, 0, 0x12, 0x34}))
 	e.simulateReturn(t, e.cont, "eth0")
 	e.netns = filepath.Join(t.TempDir(), "gone")
 
@@ -220,6 +222,7 @@ func TestDelAfterNetnsDiedBringsAReturnedDeviceHome(t *testing.T) {
 	require.NotNil(t, back, "renamed back from eth0")
 	assert.Nil(t, linkIn(t, e.host, "eth0"))
 	assert.Equal(t, 1400, back.MTU)
+	assert.Equal(t, mac, back.HardwareAddr.String(), "the MAC changed in the container is put back")
 	assert.NotZero(t, back.Flags&net.FlagUp)
 	assert.Empty(t, back.Alias)
 	assert.Contains(t, e.stderr.String(), "came back to the host as eth0")

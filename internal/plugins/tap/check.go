@@ -2,14 +2,11 @@ package tap
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/attachment"
 	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -21,34 +18,12 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	prev := req.PrevResult
-	if prev == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
-	}
-	if req.Net.IPAM.Type != "" {
-		if err := ipam.Check(req); err != nil {
-			return err
-		}
-	}
 	cont, err := link.OpenContainer(req.Args.Netns)
 	if err != nil {
 		return err
 	}
 	defer cont.Close()
-	l, err := cont.ByName(req.Args.IfName)
-	if err != nil {
-		return fmt.Errorf("container: %w", err)
-	}
-	if err := verifyTap(cont, c, l); err != nil {
-		return err
-	}
-	if err := verifyPrev(req, prev, l); err != nil {
-		return err
-	}
-	if req.Net.IPAM.Type == "" {
-		return nil
-	}
-	return link.VerifyIface(cont, req.Args.IfName, prev)
+	return attachment.Check(req, cont, func(l netlink.Link) error { return verifyTap(cont, c, l) })
 }
 
 // verifyTap checks the link against the config.
@@ -81,18 +56,4 @@ func verifyTap(cont *link.NS, c *Config, l netlink.Link) error {
 		return fmt.Errorf("tap %s: not enslaved to bridge %s", name, c.Bridge)
 	}
 	return nil
-}
-
-// verifyPrev checks the link against the interface prevResult lists for it.
-func verifyPrev(req *skel.Request, prev *result.Result, l netlink.Link) error {
-	for _, i := range prev.Interfaces {
-		if i.Name != req.Args.IfName || i.Sandbox != req.Args.Netns {
-			continue
-		}
-		if i.Mac != "" && !strings.EqualFold(i.Mac, l.Attrs().HardwareAddr.String()) {
-			return fmt.Errorf("tap %s: MAC %s, prevResult says %s", i.Name, l.Attrs().HardwareAddr, i.Mac)
-		}
-		return nil
-	}
-	return fmt.Errorf("prevResult: no interface %s in sandbox %s", req.Args.IfName, req.Args.Netns)
 }

@@ -16,8 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/attachment"
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
@@ -85,18 +83,11 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		return nil, err
 	}
 
-	out := &result.Result{CNIVersion: req.Net.CNIVersion}
-	out.AddInterface(result.Interface{Name: req.Args.IfName, Mac: l.Attrs().HardwareAddr.String(),
-		MTU: l.Attrs().MTU, Sandbox: req.Args.Netns})
-	if req.Net.IPAM.Type != "" {
-		if err := addresses(req, cont, out, &undo); err != nil {
-			return nil, err
-		}
+	addrs, err := attachment.AddIPAM(req, &undo)
+	if err != nil {
+		return nil, err
 	}
-	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
-		out.DNS = req.Net.DNS.Result()
-	}
-	return out, nil
+	return attachment.Finish(req, cont, addrs, attachment.Options{})
 }
 
 // findBridge returns the bridge called name inside the container.
@@ -177,25 +168,6 @@ func setUp(cont *link.NS, c *Config, tmp, ifName string, br netlink.Link) (netli
 		return l, err
 	}
 	return fresh, nil
-}
-
-// addresses asks IPAM and configures its addresses on the tap.
-func addresses(req *skel.Request, cont *link.NS, out *result.Result, undo *rollback.Stack) error {
-	res, err := ipam.Add(req)
-	if err != nil {
-		return err
-	}
-	undo.Push("ipam", ipam.Release(req))
-	if len(res.IPs) == 0 {
-		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: returned no IP configuration")
-	}
-	for _, ip := range res.IPs {
-		idx := 0
-		ip.Interface = &idx
-		out.IPs = append(out.IPs, ip)
-	}
-	out.Routes, out.DNS = res.Routes, res.DNS
-	return link.ConfigureIface(cont, req.Args.IfName, out)
 }
 
 // note writes a line for the runtime's log.

@@ -56,19 +56,8 @@ func Finish(req *skel.Request, cont *link.NS, addrs *result.Result, opts Options
 	if err != nil {
 		return nil, err
 	}
-	res := &result.Result{CNIVersion: req.Net.CNIVersion}
-	idx := res.AddInterface(result.Interface{Name: ifName, Mac: l.Attrs().HardwareAddr.String(),
-		MTU: l.Attrs().MTU, Sandbox: req.Args.Netns})
-	if addrs != nil {
-		for _, ip := range addrs.IPs {
-			ip.Interface = &idx
-			res.IPs = append(res.IPs, ip)
-		}
-		res.Routes, res.DNS = addrs.Routes, addrs.DNS
-	}
-	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
-		res.DNS = req.Net.DNS.Result()
-	}
+	res := Report(req, result.Interface{Name: ifName, Mac: l.Attrs().HardwareAddr.String(),
+		MTU: l.Attrs().MTU, Sandbox: req.Args.Netns}, addrs)
 	if len(res.IPs) == 0 {
 		h := cont.Handle()
 		if err := h.LinkSetUp(l); err != nil {
@@ -85,6 +74,25 @@ func Finish(req *skel.Request, cont *link.NS, addrs *result.Result, opts Options
 		return nil, err
 	}
 	return res, nil
+}
+
+// Report is the ADD result for one interface: iface, addrs's addresses (addrs may be
+// nil) all pointing at it, addrs's routes, and the config's dns, else the one addrs
+// carries.
+func Report(req *skel.Request, iface result.Interface, addrs *result.Result) *result.Result {
+	res := &result.Result{CNIVersion: req.Net.CNIVersion}
+	idx := res.AddInterface(iface)
+	if addrs != nil {
+		for _, ip := range addrs.IPs {
+			ip.Interface = &idx
+			res.IPs = append(res.IPs, ip)
+		}
+		res.Routes, res.DNS = addrs.Routes, addrs.DNS
+	}
+	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
+		res.DNS = req.Net.DNS.Result()
+	}
+	return res
 }
 
 // setNotify turns on gratuitous ARP and unsolicited neighbour advertisements for ifName.

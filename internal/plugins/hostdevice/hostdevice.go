@@ -19,6 +19,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/attachment"
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/link"
@@ -65,53 +66,49 @@ func (p plugin) add(req *skel.Request) (_ *result.Result, err error) {
 	var undo rollback.Stack
 	defer undo.OnError(&err)
 
-	out := &result.Result{CNIVersion: req.Net.CNIVersion}
 	if c.dpdk {
 		// The container drives the PCI function itself through its userspace driver:
 		// there is no kernel interface to move, and the addresses are for it to apply.
-		out.AddInterface(result.Interface{Name: req.Args.IfName, Sandbox: req.Args.Netns, PciID: c.sel.value})
-	} else {
-		iface, err := p.attach(req, c, host, cont, &undo)
+		addrs, err := attachment.AddIPAM(req, &undo)
 		if err != nil {
 			return nil, err
 		}
-		out.AddInterface(iface)
+		return attachment.Report(req, result.Interface{Name: req.Args.IfName, Sandbox: req.Args.Netns, PciID: c.sel.value}, addrs), nil
 	}
-	if req.Net.IPAM.Type != "" {
-		if err := addresses(req, cont, out, !c.dpdk, &undo); err != nil {
-			return nil, err
-		}
+	if err := p.attach(req, c, host, cont, &undo); err != nil {
+		return nil, err
 	}
-	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
-		out.DNS = req.Net.DNS.Result()
+	addrs, err := attachment.AddIPAM(req, &undo)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return attachment.Finish(req, cont, addrs, attachment.Options{})
 }
 
 // attach records the device's state, moves it into the container and sets it up.
-func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *rollback.Stack) (result.Interface, error) {
+func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *rollback.Stack) error {
 	ifName := req.Args.IfName
 	hl, err := find(host, p.sys, c.sel)
 	if err != nil {
-		return result.Interface{}, err
+		return err
 	}
 	if hl.Attrs().Flags&net.FlagLoopback != 0 {
-		return result.Interface{}, invalid("%s: %s is the loopback interface", c.sel.field, hl.Attrs().Name)
+		return invalid("%s: %s is the loopback interface", c.sel.field, hl.Attrs().Name)
 	}
 	if _, err := cont.ByName(ifName); err == nil {
-		return result.Interface{}, link.IfNameTaken(ifName)
+		return link.IfNameTaken(ifName)
 	}
 	st := snapshot(hl)
 	st.Network, st.ContainerID, st.IfName = req.Net.Name, req.Args.ContainerID, ifName
 	path := statePath(c.dataDir, req.Args.ContainerID, ifName)
 	if err := writeState(path, &st); err != nil {
-		return result.Interface{}, err
+		return err
 	}
 	undo.Push("state", func() error { return removeState(path) })
 
 	cl, err := moveIn(host, cont, &st, ifName)
 	if err != nil {
-		return result.Interface{}, err
+		return err
 	}
 	undo.Push("move back", func() error {
 		_, err := moveOut(host, cont, ifName, &st)
@@ -120,33 +117,9 @@ func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *ro
 	// Up in the container, as the reference leaves it, addresses or not.
 	h := cont.Handle()
 	if err := h.LinkSetUp(cl); err != nil {
-		return result.Interface{}, fmt.Errorf("container %s: set up: %w", ifName, err)
+		return fmt.Errorf("container %s: set up: %w", ifName, err)
 	}
-	return result.Interface{Name: ifName, Mac: cl.Attrs().HardwareAddr.String(), MTU: cl.Attrs().MTU,
-		Sandbox: req.Args.Netns}, nil
-}
-
-// addresses asks IPAM, points every address at the one interface and, unless the
-// device is driven from userspace, configures them on it.
-func addresses(req *skel.Request, cont *link.NS, out *result.Result, apply bool, undo *rollback.Stack) error {
-	res, err := ipam.Add(req)
-	if err != nil {
-		return err
-	}
-	undo.Push("ipam", ipam.Release(req))
-	if len(res.IPs) == 0 {
-		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: returned no IP configuration")
-	}
-	for _, ip := range res.IPs {
-		idx := 0
-		ip.Interface = &idx
-		out.IPs = append(out.IPs, ip)
-	}
-	out.Routes, out.DNS = res.Routes, res.DNS
-	if !apply {
-		return nil
-	}
-	return link.ConfigureIface(cont, req.Args.IfName, out)
+	return nil
 }
 
 func (p plugin) del(req *skel.Request) error {

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 
 	"github.com/vishvananda/netlink"
 
@@ -192,56 +191,33 @@ func (p plugin) check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	prev := req.PrevResult
-	if prev == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
-	}
-	if req.Net.IPAM.Type != "" {
-		if err := ipam.Check(req); err != nil {
-			return err
-		}
-	}
 	if c.dpdk {
-		return nil // load found the function still bound to its userspace driver
+		// load found the function still bound to its userspace driver: only IPAM to ask.
+		if req.PrevResult == nil {
+			return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
+		}
+		if req.Net.IPAM.Type == "" {
+			return nil
+		}
+		return ipam.Check(req)
 	}
 	cont, err := link.OpenContainer(req.Args.Netns)
 	if err != nil {
 		return err
 	}
 	defer cont.Close()
-	l, err := cont.ByName(req.Args.IfName)
-	if err != nil {
-		return fmt.Errorf("container: %w", err)
-	}
-	if err := verifyDevice(req, c, prev, l); err != nil {
-		return err
-	}
-	if req.Net.IPAM.Type == "" {
-		return nil
-	}
-	return link.VerifyIface(cont, req.Args.IfName, prev)
+	return attachment.Check(req, cont, func(l netlink.Link) error { return verifyDevice(c, l) })
 }
 
-// verifyDevice checks the container link against prevResult and the config.
-func verifyDevice(req *skel.Request, c *conf, prev *result.Result, l netlink.Link) error {
-	var want *result.Interface
-	for i := range prev.Interfaces {
-		if prev.Interfaces[i].Name == req.Args.IfName && prev.Interfaces[i].Sandbox == req.Args.Netns {
-			want = &prev.Interfaces[i]
-		}
-	}
-	if want == nil {
-		return fmt.Errorf("prevResult: no interface %s in sandbox %s", req.Args.IfName, req.Args.Netns)
-	}
+// verifyDevice checks that the container link is a device host-device moved, the one
+// the config names.
+func verifyDevice(c *conf, l netlink.Link) error {
 	a := l.Attrs()
 	if a.Alias == "" {
-		return fmt.Errorf("container %s: no alias naming its host device; not moved by host-device", a.Name)
+		return fmt.Errorf("no alias naming its host device; not moved by host-device")
 	}
 	if c.sel.kind == byName && a.Alias != c.sel.value {
-		return fmt.Errorf("container %s: came from %s, the config names device %s", a.Name, a.Alias, c.sel.value)
-	}
-	if want.Mac != "" && !strings.EqualFold(want.Mac, a.HardwareAddr.String()) {
-		return fmt.Errorf("container %s: MAC %s, prevResult says %s", a.Name, a.HardwareAddr, want.Mac)
+		return fmt.Errorf("came from %s, the config names device %s", a.Alias, c.sel.value)
 	}
 	return nil
 }

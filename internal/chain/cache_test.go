@@ -268,6 +268,26 @@ func TestDelOfAnAttachmentWhoseNetnsIsTheRunnersOwn(t *testing.T) {
 	assert.False(t, loUp(t, host))
 }
 
+// TestGCDeletesAStaleAttachmentThatAddHereWouldRefuse: libcni takes an interface name
+// with a control character, so a libcni runtime may have cached "e\x7f". GC runs its DEL
+// and removes the entry (it used to drop the entry without DEL, leaking what the
+// plugins held).
+func TestGCDeletesAStaleAttachmentThatAddHereWouldRefuse(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "rec")
+	r := newRunner(t, pluginDir(t))
+	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec)+`]}`)
+	writeFile(t, filepath.Join(r.CacheDir, "results", "n-c1-e\x7f"),
+		`{"kind":"cniCacheV1","containerId":"c1","ifName":"e\u007f","networkName":"n","result":{"cniVersion":"1.1.0"}}`)
+
+	require.NoError(t, r.GC(context.Background(), n, nil))
+	recs := readRecords(t, rec)
+	require.Len(t, recs, 2, "DEL of the stale attachment, then the plugin's GC")
+	assert.Equal(t, "DEL", recs[0].Command)
+	assert.Equal(t, "e\x7f", recs[0].Env["CNI_IFNAME"])
+	assert.Equal(t, "GC", recs[1].Command)
+	assert.Empty(t, cacheFiles(t, r.CacheDir))
+}
+
 // TestOddEntriesInTheCacheAreNeitherFollowedNorFatal plants, in results/, what no
 // runtime writes there: a symlink to a valid entry outside the cache (its attachment
 // must not be deleted), a FIFO (nothing may wait on it), a directory, an oversized

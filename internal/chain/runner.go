@@ -75,8 +75,9 @@ func (a *Attachment) cniArgs() string {
 	return strings.Join(pairs, ";")
 }
 
-// validate applies libcni's checks before ADD; they also keep the cache file name a
-// plain file name.
+// validate applies libcni's checks before ADD, and ours (no control character in the
+// interface name), before ADD and CHECK; they also keep the cache file name a plain
+// file name.
 func (a *Attachment) validate(network string) error {
 	if err := skel.ValidateContainerID(a.ContainerID); err != nil {
 		return err
@@ -85,6 +86,14 @@ func (a *Attachment) validate(network string) error {
 		return err
 	}
 	return skel.ValidateIfName(a.IfName)
+}
+
+// addable says why no ADD, libcni's or ours, can have attached a, or returns nil.
+func (a *Attachment) addable() error {
+	if err := skel.ValidateContainerID(a.ContainerID); err != nil {
+		return err
+	}
+	return skel.CheckKernelIfName(a.IfName)
 }
 
 // GCArgs is what GC is told about the attachments still in use. A nil *GCArgs means
@@ -150,6 +159,11 @@ func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
 // of an interrupted write of it. An empty or corrupt cache entry never blocks DEL: it
 // is dropped and DEL runs without prevResult.
 //
+// Like libcni's, DEL does not validate the container id or interface name: an
+// attachment that another runtime added (libcni takes interface names with control
+// characters, which ADD here refuses) can always be deleted. An id or name that does
+// not make a plain file name of the cache entry reaches no cache entry.
+//
 // A netns that is the runner's own network namespace (the one it runs plugins in) is
 // no container's: the path now names the host, as when /proc/<pid>/ns/net outlived its
 // process and the pid was reused. Plugins refuse to act there (code 8), so such a DEL
@@ -163,7 +177,7 @@ func (r *Runner) Del(ctx context.Context, n *Network, att Attachment) error {
 }
 
 func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
-	if err := att.validate(n.Name); err != nil {
+	if err := skel.ValidateNetworkName(n.Name); err != nil {
 		return err
 	}
 	if att.Netns != "" && r.isOwnNetns(att.Netns) {
@@ -199,8 +213,11 @@ func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
 //
 // Only what GC can act on makes it fail: a stale attachment whose DEL failed, a
 // plugin's GC. Cache entries it cannot use (unreadable, not a regular file, a symlink,
-// not a cache entry) are skipped, as libcni does; an entry naming an invalid
-// attachment, which neither libcni nor this runner writes, is dropped.
+// not a cache entry) are skipped, as libcni does; an entry naming an attachment that
+// libcni's ADD refuses too (a container id against the spec's rule, an interface name
+// the kernel refuses), which no runtime writes, is dropped. Any other stale entry is
+// deleted, also one that ADD here would refuse (an interface name with a control
+// character, which libcni takes).
 func (r *Runner) GC(ctx context.Context, n *Network, args *GCArgs) error {
 	ctx, cancel := r.context(ctx)
 	defer cancel()
@@ -252,7 +269,7 @@ func (r *Runner) gcCache(ctx context.Context, n *Network, args *GCArgs) []error 
 		if c.Network != n.Name || valid[skel.Attachment{ContainerID: c.ContainerID, IfName: c.IfName}] {
 			continue
 		}
-		if err := c.validate(n.Name); err != nil {
+		if err := c.addable(); err != nil {
 			r.logf("dropping cache entry %s: %v", c.file, err)
 			errs = append(errs, dir.remove(c.file))
 			continue

@@ -221,9 +221,11 @@ func writeNew(dir *os.File, name string, data []byte) error {
 	return err
 }
 
-// remove deletes an entry (the link itself when it is a symlink) and the leftovers an
-// interrupted write of it may have left. Nothing to delete is no error, nor is a name
-// that is no file name: it names no entry.
+// remove deletes an entry (the link itself when it is a symlink) and the leftover an
+// interrupted write of it may have left in the temporary directory. Nothing to delete
+// is no error, nor is a name that is no file name: it names no entry. The former
+// writer's leftovers in results/ itself are GC's (sweepLegacy): finding them takes a
+// listing of the whole directory, which DEL does not pay for.
 func (r *results) remove(name string) error {
 	if r == nil || !isEntryName(name) {
 		return nil
@@ -233,13 +235,7 @@ func (r *results) remove(name string) error {
 		err = errors.Join(err, unlinkEntry(int(tmp.Fd()), name))
 		tmp.Close()
 	}
-	names, lerr := r.names()
-	for _, n := range names {
-		if legacyLeftoverOf(n) == name {
-			err = errors.Join(err, unlinkEntry(r.fd(), n))
-		}
-	}
-	return errors.Join(err, lerr)
+	return err
 }
 
 // unlinkEntry removes name from dirfd without following it; an empty directory goes

@@ -155,8 +155,9 @@ func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
 }
 
 // Del runs DEL through the plugins in reverse order with the cached result as
-// prevResult (configs of 0.4.0 or later), then removes the cache entry and any leftover
-// of an interrupted write of it. An empty or corrupt cache entry never blocks DEL: it
+// prevResult (configs of 0.4.0 or later), then removes the cache entry and the
+// leftover an interrupted write of it leaves in results.tmp (GC removes the former
+// writer's leftovers in results/). An empty or corrupt cache entry never blocks DEL: it
 // is dropped and DEL runs without prevResult.
 //
 // Like libcni's, DEL does not validate the container id or interface name: an
@@ -173,13 +174,19 @@ func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
 func (r *Runner) Del(ctx context.Context, n *Network, att Attachment) error {
 	ctx, cancel := r.context(ctx)
 	defer cancel()
-	return r.del(ctx, n, &att)
-}
-
-func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
 	if err := skel.ValidateNetworkName(n.Name); err != nil {
 		return err
 	}
+	dir, err := openResults(r.cacheDir(), false)
+	if err != nil {
+		r.logf("ignoring the unusable result cache: %v", err) // dir is nil: nothing cached
+	}
+	defer dir.Close()
+	return r.del(ctx, dir, n, &att)
+}
+
+// del is Del with the results directory open (nil when there is none).
+func (r *Runner) del(ctx context.Context, dir *results, n *Network, att *Attachment) error {
 	if att.Netns != "" && r.isOwnNetns(att.Netns) {
 		r.logf("netns %q of container %s is this runner's own network namespace, not a container's: deleting %s as for a netns that is gone (CNI_NETNS empty)",
 			att.Netns, att.ContainerID, att.IfName)
@@ -190,7 +197,7 @@ func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
 	var prev *result.Result
 	if version.AtLeast(n.CNIVersion, "0.4.0") {
 		var err error
-		if prev, err = r.cachedResult(n, att); err != nil {
+		if prev, err = dir.cachedResult(n, att); err != nil {
 			r.logf("ignoring unusable cached result: %v", err)
 			prev = nil
 		}
@@ -198,7 +205,7 @@ func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
 	if err := r.each(ctx, n, reversed(n.Plugins), step{command: skel.CmdDel, name: "delete"}, prev, att, nil); err != nil {
 		return err
 	}
-	if err := r.removeCache(n.Name, att); err != nil {
+	if err := dir.remove(cacheName(n.Name, att)); err != nil {
 		r.logf("removing cached result: %v", err)
 	}
 	return nil
@@ -274,7 +281,7 @@ func (r *Runner) gcCache(ctx context.Context, n *Network, args *GCArgs) []error 
 			errs = append(errs, dir.remove(c.file))
 			continue
 		}
-		if err := r.del(ctx, n, &c.Attachment); err != nil {
+		if err := r.del(ctx, dir, n, &c.Attachment); err != nil {
 			errs = append(errs, fmt.Errorf("failed to delete stale attachment %s %s: %w", c.ContainerID, c.IfName, err))
 			continue
 		}

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"sync"
+
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
@@ -47,12 +49,25 @@ func Registry() []*skel.Plugin {
 	)
 }
 
-// Lookup returns the built-in plugin called name, or nil.
+// Lookup returns the built-in plugin called name, or nil. It scans a table built on its
+// first call: a chain looks up every child, and building the registry makes some twenty
+// plugin values. A plain plugin exec builds it once, at its one lookup, as before. Each
+// call returns a copy of its own, so no caller changes the table.
 func Lookup(name string) *skel.Plugin {
-	for _, p := range Registry() {
+	table.once.Do(func() { table.plugins = Registry() })
+	for _, p := range table.plugins {
 		if p.Name == name {
-			return p
+			cp := *p
+			return &cp
 		}
 	}
 	return nil
+}
+
+// table is the registry as Lookup scans it: written once under its sync.Once, then
+// only read. Plugin values hold no state, so sharing them is safe. (A sync.OnceValue
+// initializer would make an initialization cycle: the registry holds Lookup.)
+var table struct {
+	once    sync.Once
+	plugins []*skel.Plugin
 }

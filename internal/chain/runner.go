@@ -296,7 +296,7 @@ func (r *Runner) gcCache(ctx context.Context, n *Network, args *GCArgs) []error 
 // one plugins run in (exec'd ones inherit it), unless CNI_NETNS_OVERRIDE says to act
 // there anyway.
 func (r *Runner) isOwnNetns(path string) bool {
-	if skel.ArgsFromEnv(r.environ()).NetnsOverride {
+	if r.procEnv().netnsOverride {
 		return false
 	}
 	return ns.IsCurrent(path)
@@ -320,13 +320,13 @@ func (r *Runner) Status(ctx context.Context, n *Network) error {
 // the number of plugins that succeeded before it with the last of their results (prev
 // when none did).
 func (r *Runner) addPlugins(ctx context.Context, n *Network, att *Attachment, prev *result.Result) (*result.Result, int, error) {
-	res := prev
+	res, pe := prev, r.procEnv()
 	for i, pc := range n.Plugins {
 		conf, err := pluginConfig(n, pc, res, att, nil)
 		var out *result.Result
 		if err == nil {
 			// No Pending in ctx: the invocation waits for its plugin's work itself.
-			out, err = r.Invoke(skel.WithPending(ctx, nil), pc.Type, skel.CmdAdd, conf, *att)
+			out, err = r.invoke(skel.WithPending(ctx, nil), pe, pc.Type, skel.CmdAdd, conf, *att)
 		}
 		if err != nil {
 			return res, i, &PluginError{Type: pc.Type, Network: n.Name, Step: "add", Err: err}
@@ -363,12 +363,13 @@ func (r *Runner) each(ctx context.Context, n *Network, plugins []PluginConf, s s
 	}
 	var errs []error
 	pending := make([]*skel.Pending, 0, len(plugins))
+	pe := r.procEnv()
 	for _, pc := range plugins {
 		p := new(skel.Pending)
 		pending = append(pending, p)
 		conf, err := pluginConfig(n, pc, prev, att, extra)
 		if err == nil {
-			_, err = r.Invoke(skel.WithPending(ctx, p), pc.Type, s.command, conf, a)
+			_, err = r.invoke(skel.WithPending(ctx, p), pe, pc.Type, s.command, conf, a)
 		}
 		if err != nil {
 			errs = append(errs, &PluginError{Type: pc.Type, Network: n.Name, Step: s.name, Err: err})

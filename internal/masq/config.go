@@ -6,7 +6,6 @@ import (
 
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
 )
 
 // Config is the masquerade part of a bridge or ptp network config, with the reference
@@ -20,20 +19,6 @@ type Config struct {
 	IPMasqIPv6 *bool `json:"ipMasqIPv6"`
 	// IPMasqBackend is "iptables", "nftables", "auto" or "" (auto).
 	IPMasqBackend string `json:"ipMasqBackend"`
-}
-
-// LoadForDel decodes T, what a plugin's DEL reads of its config (Config, or a struct
-// embedding it), without validating anything else. A config that does not decode
-// cannot tell whether ADD masqueraded (or set up what else T decides), so LoadForDel
-// says so on stderr and returns teardown, which turns every teardown step on: removing
-// what is not there is harmless, leaving what is there is a leak.
-func LoadForDel[T any](req *skel.Request, teardown T) T {
-	c, err := skel.LoadConfig[T](req)
-	if err != nil {
-		fmt.Fprintf(req.Stderr, "%v; tearing down what ADD may have set up anyway\n", err) // err names the plugin type
-		return teardown
-	}
-	return *c
 }
 
 // families resolves ipMasq and its per-family overrides.

@@ -2,14 +2,12 @@ package masq
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/skel"
 )
 
 func TestConfigResolvesFamiliesAndBackendFromTheReferenceKeys(t *testing.T) {
@@ -44,25 +42,4 @@ func TestConfigRejectsAnUnknownBackendNamingTheField(t *testing.T) {
 	_, err := c.MasqOptions()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ipMasqBackend")
-}
-
-// TestLoadForDelTearsDownWhenTheKeysDoNotDecode: DEL reads the keys it needs; keys of
-// the wrong type give the caller's all-on teardown and a line on stderr, never an error.
-func TestLoadForDelTearsDownWhenTheKeysDoNotDecode(t *testing.T) {
-	type delConf struct {
-		Config
-		Extra bool `json:"extra"`
-	}
-	teardown := delConf{Config: Config{IPMasq: true}, Extra: true}
-	var stderr strings.Builder
-	req := &skel.Request{Net: skel.NetConf{Type: "bridge"}, Stderr: &stderr,
-		Config: []byte(`{"type":"bridge","ipMasq":"yes","ipMasqBackend":"nftables"}`)}
-	assert.Equal(t, teardown, LoadForDel(req, teardown))
-	assert.Contains(t, stderr.String(), "bridge: invalid network config")
-	assert.Contains(t, stderr.String(), "tearing down")
-
-	stderr.Reset()
-	req.Config = []byte(`{"type":"bridge","ipMasq":false,"ipMasqBackend":"nftables"}`)
-	assert.Equal(t, delConf{Config: Config{IPMasqBackend: "nftables"}}, LoadForDel(req, teardown))
-	assert.Empty(t, stderr.String())
 }

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"net"
 
 	"github.com/cnikit/cni/internal/cnierror"
@@ -93,10 +94,16 @@ type delConfig struct {
 	MacSpoofChk bool `json:"macspoofchk"`
 }
 
-// loadForDel reads delConfig without validating anything else; keys that do not decode
-// tear down both the masquerade and the spoof check (see masq.LoadForDel).
+// loadForDel reads delConfig without validating anything else. A value of the wrong
+// type cannot tell whether ADD masqueraded or set up the spoof check, so both are torn
+// down: removing what is not there is harmless, leaving what is there is a leak.
 func loadForDel(req *skel.Request) delConfig {
-	return masq.LoadForDel(req, delConfig{Config: masq.Config{IPMasq: true}, MacSpoofChk: true})
+	c, err := skel.LoadConfig[delConfig](req)
+	if err != nil {
+		fmt.Fprintf(req.Stderr, "bridge: %v; tearing down masquerade and spoof check anyway\n", err)
+		return delConfig{Config: masq.Config{IPMasq: true}, MacSpoofChk: true}
+	}
+	return *c
 }
 
 func (c *Config) validate() error {

@@ -1,6 +1,8 @@
 package ptp
 
 import (
+	"fmt"
+
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/masq"
 	"github.com/cnikit/cni/internal/skel"
@@ -18,10 +20,16 @@ const (
 	maxMTU = 65535
 )
 
-// loadForDel reads the masquerade keys only, validating nothing else; keys that do not
-// decode tear the masquerade down (see masq.LoadForDel).
+// loadForDel reads the masquerade keys only, validating nothing else. A value of the
+// wrong type cannot tell whether ADD masqueraded, so the masquerade is torn down:
+// removing what is not there is harmless, leaving what is there is a leak.
 func loadForDel(req *skel.Request) masq.Config {
-	return masq.LoadForDel(req, masq.Config{IPMasq: true})
+	c, err := skel.LoadConfig[masq.Config](req)
+	if err != nil {
+		fmt.Fprintf(req.Stderr, "ptp: %v; tearing down masquerade anyway\n", err)
+		return masq.Config{IPMasq: true}
+	}
+	return *c
 }
 
 // load parses and validates the config once.

@@ -130,26 +130,3 @@ func TestRuntimeCallIsNeverTakenForASubcommand(t *testing.T) {
 	require.Equal(t, 0, o.code)
 	assert.Contains(t, o.stdout, `"supportedVersions"`)
 }
-
-// TestLookupGivesEachCallerItsOwnPlugin: Lookup scans one table built once, and a
-// caller that changes the plugin it got changes no other caller's.
-func TestLookupGivesEachCallerItsOwnPlugin(t *testing.T) {
-	p := Lookup("bridge")
-	require.NotNil(t, p)
-	p.Add, p.Name = nil, "changed"
-	again := Lookup("bridge")
-	require.NotNil(t, again)
-	assert.NotNil(t, again.Add)
-	assert.Equal(t, "bridge", again.Name)
-	assert.Nil(t, Lookup("changed"))
-	assert.Nil(t, Lookup("nosuch"))
-}
-
-// BenchmarkLookup is what a chain pays per child for finding its plugin.
-func BenchmarkLookup(b *testing.B) {
-	for b.Loop() {
-		if Lookup("portmap") == nil {
-			b.Fatal("portmap is not registered")
-		}
-	}
-}

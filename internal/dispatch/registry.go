@@ -1,8 +1,6 @@
 package dispatch
 
 import (
-	"sync"
-
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
@@ -49,25 +47,12 @@ func Registry() []*skel.Plugin {
 	)
 }
 
-// Lookup returns the built-in plugin called name, or nil. It scans a table built on its
-// first call: a chain looks up every child, and building the registry makes some twenty
-// plugin values. A plain plugin exec builds it once, at its one lookup, as before. Each
-// call returns a copy of its own, so no caller changes the table.
+// Lookup returns the built-in plugin called name, or nil.
 func Lookup(name string) *skel.Plugin {
-	table.once.Do(func() { table.plugins = Registry() })
-	for _, p := range table.plugins {
+	for _, p := range Registry() {
 		if p.Name == name {
-			cp := *p
-			return &cp
+			return p
 		}
 	}
 	return nil
-}
-
-// table is the registry as Lookup scans it: written once under its sync.Once, then
-// only read. Plugin values hold no state, so sharing them is safe. (A sync.OnceValue
-// initializer would make an initialization cycle: the registry holds Lookup.)
-var table struct {
-	once    sync.Once
-	plugins []*skel.Plugin
 }

@@ -81,32 +81,22 @@ func (r *Runner) writeCache(n *Network, att *Attachment, res *result.Result) err
 	return dir.write(cacheName(n.Name, att), data, r.cacheWritten)
 }
 
-// removeCache deletes the attachment's entry and any leftover of an interrupted write.
-func (r *Runner) removeCache(network string, att *Attachment) error {
-	dir, err := openResults(r.cacheDir(), false)
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.remove(cacheName(network, att))
-}
-
-// readCache returns the attachment's entry; a missing one matches os.ErrNotExist.
-func (r *Runner) readCache(network string, att *Attachment) ([]byte, error) {
-	dir, err := openResults(r.cacheDir(), false)
-	if err != nil {
-		return nil, err
-	}
-	defer dir.Close()
-	return dir.read(cacheName(network, att))
-}
-
 // cachedResult returns the cached ADD result converted to the config's version, or nil
 // when nothing is cached. Like libcni it also reads the legacy format, a bare result.
 // An entry that is there but cannot be used (a symlink, a FIFO, larger than
 // MaxFileSize, not a result) is an error.
 func (r *Runner) cachedResult(n *Network, att *Attachment) (*result.Result, error) {
-	data, err := r.readCache(n.Name, att)
+	dir, err := openResults(r.cacheDir(), false)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	return dir.cachedResult(n, att)
+}
+
+// cachedResult is Runner.cachedResult in the open results directory.
+func (dir *results) cachedResult(n *Network, att *Attachment) (*result.Result, error) {
+	data, err := dir.read(cacheName(n.Name, att))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

@@ -93,6 +93,8 @@ func TestDelAndGCRemoveLeftoversOfAnInterruptedCacheWrite(t *testing.T) {
 	plantLeftovers(t, r.CacheDir, "lo-c1-eth0")
 	// Another attachment's: DEL of c1 leaves them, GC removes them.
 	plantLeftovers(t, r.CacheDir, "lo-c2-eth0")
+	// DEL removes c1's leftover in results.tmp; the former writer's ones in results/
+	// are GC's, which lists the directory (DEL does not, to stay O(1) in the cache size).
 	// Look-alikes of c1's former temporary files that belong to no write of c1: one of
 	// the attachment on interface "eth0.tmp-1", and one of nobody.
 	old := time.Now().Add(-time.Hour)
@@ -102,7 +104,7 @@ func TestDelAndGCRemoveLeftoversOfAnInterruptedCacheWrite(t *testing.T) {
 	}
 
 	require.NoError(t, r.Del(context.Background(), n, att))
-	assert.ElementsMatch(t, []string{".lo-c2-eth0.tmp-2747241752", ".lo-c1-eth0.tmp-1.tmp-2", ".lo-c1-eth0.tmp-x"}, cacheFiles(t, r.CacheDir))
+	assert.ElementsMatch(t, []string{".lo-c1-eth0.tmp-2747241752", ".lo-c2-eth0.tmp-2747241752", ".lo-c1-eth0.tmp-1.tmp-2", ".lo-c1-eth0.tmp-x"}, cacheFiles(t, r.CacheDir))
 	assert.Equal(t, []string{"lo-c2-eth0"}, tmpFiles(t, r.CacheDir))
 
 	require.NoError(t, r.GC(context.Background(), n, nil))
@@ -266,6 +268,26 @@ func TestDelOfAnAttachmentWhoseNetnsIsTheRunnersOwn(t *testing.T) {
 	host.Run(t, func() error { return r.Del(context.Background(), n, att) })
 	assert.Equal(t, host.Path, readRecords(t, rec)[2].Env["CNI_NETNS"])
 	assert.False(t, loUp(t, host))
+}
+
+// TestGCDeletesAStaleAttachmentThatAddHereWouldRefuse: libcni takes an interface name
+// with a control character, so a libcni runtime may have cached "e\x7f". GC runs its DEL
+// and removes the entry (it used to drop the entry without DEL, leaking what the
+// plugins held).
+func TestGCDeletesAStaleAttachmentThatAddHereWouldRefuse(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "rec")
+	r := newRunner(t, pluginDir(t))
+	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec)+`]}`)
+	writeFile(t, filepath.Join(r.CacheDir, "results", "n-c1-e\x7f"),
+		`{"kind":"cniCacheV1","containerId":"c1","ifName":"e\u007f","networkName":"n","result":{"cniVersion":"1.1.0"}}`)
+
+	require.NoError(t, r.GC(context.Background(), n, nil))
+	recs := readRecords(t, rec)
+	require.Len(t, recs, 2, "DEL of the stale attachment, then the plugin's GC")
+	assert.Equal(t, "DEL", recs[0].Command)
+	assert.Equal(t, "e\x7f", recs[0].Env["CNI_IFNAME"])
+	assert.Equal(t, "GC", recs[1].Command)
+	assert.Empty(t, cacheFiles(t, r.CacheDir))
 }
 
 // TestOddEntriesInTheCacheAreNeitherFollowedNorFatal plants, in results/, what no

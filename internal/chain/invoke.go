@@ -16,12 +16,27 @@ import (
 // "cniVersion" in an exec'd plugin's output means the config's version); other commands
 // return nil. A plugin's failure is a *cnierror.Error with the plugin's code.
 func (r *Runner) Invoke(ctx context.Context, pluginType, command string, conf []byte, att Attachment) (*result.Result, error) {
+	return r.invoke(ctx, r.procEnv(), pluginType, command, conf, att)
+}
+
+// procEnv is what every plugin of one operation gets from the runner's environment,
+// read once per operation instead of once per plugin.
+type procEnv struct {
+	env []string
+	// netnsOverride is CNI_NETNS_OVERRIDE as an exec'd plugin reads it from env.
+	netnsOverride bool
+}
+
+func (r *Runner) procEnv() procEnv {
 	env := r.environ()
+	return procEnv{env: env, netnsOverride: skel.ArgsFromEnv(env).NetnsOverride}
+}
+
+// invoke is Invoke with the environment already read.
+func (r *Runner) invoke(ctx context.Context, pe procEnv, pluginType, command string, conf []byte, att Attachment) (*result.Result, error) {
 	args := skel.Args{
 		Command: command, ContainerID: att.ContainerID, Netns: att.Netns, IfName: att.IfName,
-		CNIArgs: att.cniArgs(), Path: r.PluginPath, Env: env,
-		// What an exec'd plugin reads from the same environment.
-		NetnsOverride: skel.ArgsFromEnv(env).NetnsOverride,
+		CNIArgs: att.cniArgs(), Path: r.PluginPath, Env: pe.env, NetnsOverride: pe.netnsOverride,
 	}
 	if p := r.builtin(pluginType); p != nil {
 		return skel.Invoke(ctx, p, args, conf, r.Stderr)

@@ -91,11 +91,21 @@ func (r *results) Close() error {
 
 func (r *results) fd() int { return int(r.dir.Fd()) }
 
+// isEntryName reports whether name is one file name, which reaches nothing outside
+// results/ (DEL does not validate the attachment its entry name is made of).
+func isEntryName(name string) bool {
+	return name != "" && name != "." && name != ".." && len(name) <= nameMax && !strings.ContainsAny(name, "/\x00")
+}
+
 // read returns an entry's content: a regular file (no symlink followed, no FIFO waited
-// on) of at most MaxFileSize bytes. A missing entry is an error matching os.ErrNotExist.
+// on) of at most MaxFileSize bytes. A missing entry, or a name that is no file name,
+// is an error matching os.ErrNotExist.
 func (r *results) read(name string) ([]byte, error) {
 	if r == nil {
 		return nil, os.ErrNotExist
+	}
+	if !isEntryName(name) {
+		return nil, fmt.Errorf("cache entry %q: not a file name: %w", name, os.ErrNotExist)
 	}
 	fd, err := unix.Openat(r.fd(), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err == unix.ELOOP {
@@ -141,6 +151,9 @@ func (r *results) names() ([]string, error) {
 // one. hook, when set, is called with the temporary file written and synced (tests stop
 // there).
 func (r *results) write(name string, data []byte, hook func()) error {
+	if !isEntryName(name) {
+		return fmt.Errorf("cache entry %q: not a file name", name)
+	}
 	tmp, err := r.openTmp()
 	if err != nil {
 		return err
@@ -208,10 +221,13 @@ func writeNew(dir *os.File, name string, data []byte) error {
 	return err
 }
 
-// remove deletes an entry (the link itself when it is a symlink) and the leftovers an
-// interrupted write of it may have left. Nothing to delete is no error.
+// remove deletes an entry (the link itself when it is a symlink) and the leftover an
+// interrupted write of it may have left in the temporary directory. Nothing to delete
+// is no error, nor is a name that is no file name: it names no entry. The former
+// writer's leftovers in results/ itself are GC's (sweepLegacy): finding them takes a
+// listing of the whole directory, which DEL does not pay for.
 func (r *results) remove(name string) error {
-	if r == nil {
+	if r == nil || !isEntryName(name) {
 		return nil
 	}
 	err := unlinkEntry(r.fd(), name)
@@ -219,13 +235,7 @@ func (r *results) remove(name string) error {
 		err = errors.Join(err, unlinkEntry(int(tmp.Fd()), name))
 		tmp.Close()
 	}
-	names, lerr := r.names()
-	for _, n := range names {
-		if legacyLeftoverOf(n) == name {
-			err = errors.Join(err, unlinkEntry(r.fd(), n))
-		}
-	}
-	return errors.Join(err, lerr)
+	return err
 }
 
 // unlinkEntry removes name from dirfd without following it; an empty directory goes

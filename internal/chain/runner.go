@@ -75,8 +75,9 @@ func (a *Attachment) cniArgs() string {
 	return strings.Join(pairs, ";")
 }
 
-// validate applies libcni's checks before ADD; they also keep the cache file name a
-// plain file name.
+// validate applies libcni's checks before ADD, and ours (no control character in the
+// interface name), before ADD and CHECK; they also keep the cache file name a plain
+// file name.
 func (a *Attachment) validate(network string) error {
 	if err := skel.ValidateContainerID(a.ContainerID); err != nil {
 		return err
@@ -85,6 +86,14 @@ func (a *Attachment) validate(network string) error {
 		return err
 	}
 	return skel.ValidateIfName(a.IfName)
+}
+
+// addable says why no ADD, libcni's or ours, can have attached a, or returns nil.
+func (a *Attachment) addable() error {
+	if err := skel.ValidateContainerID(a.ContainerID); err != nil {
+		return err
+	}
+	return skel.CheckKernelIfName(a.IfName)
 }
 
 // GCArgs is what GC is told about the attachments still in use. A nil *GCArgs means
@@ -146,9 +155,15 @@ func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
 }
 
 // Del runs DEL through the plugins in reverse order with the cached result as
-// prevResult (configs of 0.4.0 or later), then removes the cache entry and any leftover
-// of an interrupted write of it. An empty or corrupt cache entry never blocks DEL: it
+// prevResult (configs of 0.4.0 or later), then removes the cache entry and the
+// leftover an interrupted write of it leaves in results.tmp (GC removes the former
+// writer's leftovers in results/). An empty or corrupt cache entry never blocks DEL: it
 // is dropped and DEL runs without prevResult.
+//
+// Like libcni's, DEL does not validate the container id or interface name: an
+// attachment that another runtime added (libcni takes interface names with control
+// characters, which ADD here refuses) can always be deleted. An id or name that does
+// not make a plain file name of the cache entry reaches no cache entry.
 //
 // A netns that is the runner's own network namespace (the one it runs plugins in) is
 // no container's: the path now names the host, as when /proc/<pid>/ns/net outlived its
@@ -159,13 +174,19 @@ func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
 func (r *Runner) Del(ctx context.Context, n *Network, att Attachment) error {
 	ctx, cancel := r.context(ctx)
 	defer cancel()
-	return r.del(ctx, n, &att)
-}
-
-func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
-	if err := att.validate(n.Name); err != nil {
+	if err := skel.ValidateNetworkName(n.Name); err != nil {
 		return err
 	}
+	dir, err := openResults(r.cacheDir(), false)
+	if err != nil {
+		r.logf("ignoring the unusable result cache: %v", err) // dir is nil: nothing cached
+	}
+	defer dir.Close()
+	return r.del(ctx, dir, n, &att)
+}
+
+// del is Del with the results directory open (nil when there is none).
+func (r *Runner) del(ctx context.Context, dir *results, n *Network, att *Attachment) error {
 	if att.Netns != "" && r.isOwnNetns(att.Netns) {
 		r.logf("netns %q of container %s is this runner's own network namespace, not a container's: deleting %s as for a netns that is gone (CNI_NETNS empty)",
 			att.Netns, att.ContainerID, att.IfName)
@@ -176,7 +197,7 @@ func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
 	var prev *result.Result
 	if version.AtLeast(n.CNIVersion, "0.4.0") {
 		var err error
-		if prev, err = r.cachedResult(n, att); err != nil {
+		if prev, err = dir.cachedResult(n, att); err != nil {
 			r.logf("ignoring unusable cached result: %v", err)
 			prev = nil
 		}
@@ -184,7 +205,7 @@ func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
 	if err := r.each(ctx, n, reversed(n.Plugins), step{command: skel.CmdDel, name: "delete"}, prev, att, nil); err != nil {
 		return err
 	}
-	if err := r.removeCache(n.Name, att); err != nil {
+	if err := dir.remove(cacheName(n.Name, att)); err != nil {
 		r.logf("removing cached result: %v", err)
 	}
 	return nil
@@ -199,8 +220,11 @@ func (r *Runner) del(ctx context.Context, n *Network, att *Attachment) error {
 //
 // Only what GC can act on makes it fail: a stale attachment whose DEL failed, a
 // plugin's GC. Cache entries it cannot use (unreadable, not a regular file, a symlink,
-// not a cache entry) are skipped, as libcni does; an entry naming an invalid
-// attachment, which neither libcni nor this runner writes, is dropped.
+// not a cache entry) are skipped, as libcni does; an entry naming an attachment that
+// libcni's ADD refuses too (a container id against the spec's rule, an interface name
+// the kernel refuses), which no runtime writes, is dropped. Any other stale entry is
+// deleted, also one that ADD here would refuse (an interface name with a control
+// character, which libcni takes).
 func (r *Runner) GC(ctx context.Context, n *Network, args *GCArgs) error {
 	ctx, cancel := r.context(ctx)
 	defer cancel()
@@ -252,12 +276,12 @@ func (r *Runner) gcCache(ctx context.Context, n *Network, args *GCArgs) []error 
 		if c.Network != n.Name || valid[skel.Attachment{ContainerID: c.ContainerID, IfName: c.IfName}] {
 			continue
 		}
-		if err := c.validate(n.Name); err != nil {
+		if err := c.addable(); err != nil {
 			r.logf("dropping cache entry %s: %v", c.file, err)
 			errs = append(errs, dir.remove(c.file))
 			continue
 		}
-		if err := r.del(ctx, n, &c.Attachment); err != nil {
+		if err := r.del(ctx, dir, n, &c.Attachment); err != nil {
 			errs = append(errs, fmt.Errorf("failed to delete stale attachment %s %s: %w", c.ContainerID, c.IfName, err))
 			continue
 		}
@@ -272,7 +296,7 @@ func (r *Runner) gcCache(ctx context.Context, n *Network, args *GCArgs) []error 
 // one plugins run in (exec'd ones inherit it), unless CNI_NETNS_OVERRIDE says to act
 // there anyway.
 func (r *Runner) isOwnNetns(path string) bool {
-	if skel.ArgsFromEnv(r.environ()).NetnsOverride {
+	if r.procEnv().netnsOverride {
 		return false
 	}
 	return ns.IsCurrent(path)
@@ -296,13 +320,13 @@ func (r *Runner) Status(ctx context.Context, n *Network) error {
 // the number of plugins that succeeded before it with the last of their results (prev
 // when none did).
 func (r *Runner) addPlugins(ctx context.Context, n *Network, att *Attachment, prev *result.Result) (*result.Result, int, error) {
-	res := prev
+	res, pe := prev, r.procEnv()
 	for i, pc := range n.Plugins {
 		conf, err := pluginConfig(n, pc, res, att, nil)
 		var out *result.Result
 		if err == nil {
 			// No Pending in ctx: the invocation waits for its plugin's work itself.
-			out, err = r.Invoke(skel.WithPending(ctx, nil), pc.Type, skel.CmdAdd, conf, *att)
+			out, err = r.invoke(skel.WithPending(ctx, nil), pe, pc.Type, skel.CmdAdd, conf, *att)
 		}
 		if err != nil {
 			return res, i, &PluginError{Type: pc.Type, Network: n.Name, Step: "add", Err: err}
@@ -339,12 +363,13 @@ func (r *Runner) each(ctx context.Context, n *Network, plugins []PluginConf, s s
 	}
 	var errs []error
 	pending := make([]*skel.Pending, 0, len(plugins))
+	pe := r.procEnv()
 	for _, pc := range plugins {
 		p := new(skel.Pending)
 		pending = append(pending, p)
 		conf, err := pluginConfig(n, pc, prev, att, extra)
 		if err == nil {
-			_, err = r.Invoke(skel.WithPending(ctx, p), pc.Type, s.command, conf, a)
+			_, err = r.invoke(skel.WithPending(ctx, p), pe, pc.Type, s.command, conf, a)
 		}
 		if err != nil {
 			errs = append(errs, &PluginError{Type: pc.Type, Network: n.Name, Step: s.name, Err: err})

@@ -157,6 +157,8 @@ func TestMissingPluginIsAnErrorNamingThePath(t *testing.T) {
 	require.ErrorContains(t, err, fmt.Sprintf(`plugin type="nosuch" name="n" failed (add): failed to find plugin "nosuch" in path [%s]`, dir))
 }
 
+// TestInvalidAttachmentRunsNoPlugin: ADD and CHECK refuse an invalid attachment before
+// any plugin runs (DEL does not: see TestDelDoesNotValidateTheAttachment).
 func TestInvalidAttachmentRunsNoPlugin(t *testing.T) {
 	rec := filepath.Join(t.TempDir(), "rec")
 	r := newRunner(t, pluginDir(t))
@@ -176,11 +178,38 @@ func TestInvalidAttachmentRunsNoPlugin(t *testing.T) {
 			_, err := r.Add(context.Background(), n, tc.att)
 			require.ErrorContains(t, err, tc.msg)
 			assert.Equal(t, uint(cnierror.CodeInvalidEnv), cnierror.Code(err))
-			require.ErrorContains(t, r.Del(context.Background(), n, tc.att), tc.msg)
+			require.ErrorContains(t, r.Check(context.Background(), n, tc.att), tc.msg)
 		})
 	}
 	assert.Empty(t, readRecords(t, rec))
 	assert.Empty(t, cacheFiles(t, r.CacheDir))
+}
+
+// TestDelDoesNotValidateTheAttachment: like libcni's, DEL runs the plugins whatever the
+// container id and interface name, so an attachment a libcni runtime added with a name
+// ADD here refuses ("e\x7f": the kernel and libcni take it) can be deleted (DEL failed
+// with code 4 before). An id that is no plain file name reaches no cache entry: the
+// entry a "../" in it would name, outside results/, is neither read nor removed.
+func TestDelDoesNotValidateTheAttachment(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "rec")
+	r := newRunner(t, pluginDir(t))
+	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec)+`]}`)
+
+	require.NoError(t, r.Del(context.Background(), n, chain.Attachment{ContainerID: "c1", IfName: "e\x7f"}))
+	recs := readRecords(t, rec)
+	require.Len(t, recs, 1)
+	assert.Equal(t, "DEL", recs[0].Command)
+	assert.Equal(t, "e\x7f", recs[0].Env["CNI_IFNAME"])
+
+	// "n-a/../../victim-eth0" in results/ would be <cacheDir>/victim-eth0.
+	require.NoError(t, os.MkdirAll(filepath.Join(r.CacheDir, "results", "n-a"), 0o700))
+	victim := filepath.Join(r.CacheDir, "victim-eth0")
+	writeFile(t, victim, `{"kind":"cniCacheV1","containerId":"a","ifName":"eth0","networkName":"n","result":{"cniVersion":"1.1.0","interfaces":[{"name":"x"}]}}`)
+	require.NoError(t, r.Del(context.Background(), n, chain.Attachment{ContainerID: "a/../../victim", IfName: "eth0"}))
+	assert.FileExists(t, victim)
+	recs = readRecords(t, rec)
+	require.Len(t, recs, 2)
+	assert.NotContains(t, recs[1].conf(t), "prevResult", "nothing read outside results/")
 }
 
 func TestCheckRules(t *testing.T) {

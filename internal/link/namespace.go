@@ -103,11 +103,8 @@ func OpenIfPresent(path string) (*NS, error) {
 // takes its peer (and that peer's routes) with it, and a namespace or link that is
 // already gone is success.
 func DeleteIn(path, ifName string) error {
-	n, err := Open(path)
-	if errors.Is(err, ns.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	n, err := OpenIfPresent(path)
+	if n == nil {
 		return err
 	}
 	defer n.Close()

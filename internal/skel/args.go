@@ -167,6 +167,17 @@ func ValidateContainerID(id string) error {
 // kernel would take those, but they end lines of the iptables-restore scripts and logs
 // that interface names are written into.
 func CheckIfName(name string) error {
+	return checkIfName(name, true)
+}
+
+// CheckKernelIfName applies the kernel's rule alone, as libcni does: it takes the
+// interface names with control characters that CheckIfName refuses, so a runtime
+// built on libcni may have attached one.
+func CheckKernelIfName(name string) error {
+	return checkIfName(name, false)
+}
+
+func checkIfName(name string, noControl bool) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("interface name is empty")
@@ -176,7 +187,7 @@ func CheckIfName(name string) error {
 		return fmt.Errorf("interface name %q is not allowed", name)
 	}
 	for _, r := range name {
-		if r == '/' || r == ':' || unicode.IsSpace(r) || unicode.IsControl(r) {
+		if r == '/' || r == ':' || unicode.IsSpace(r) || noControl && unicode.IsControl(r) {
 			return fmt.Errorf("interface name %q contains an invalid character %q", name, r)
 		}
 	}

@@ -186,7 +186,9 @@ func removeSpoofChecks(doomed func(spoofKey) bool, extra string) error {
 			if err := conn.DelRule(r); err != nil {
 				return fmt.Errorf("macspoofchk: %w", err)
 			}
-			gone[jumpTarget(r)] = true
+			// The chain is read from the jump: the comment may name the attachment by
+			// hashes, from which its chain cannot be derived.
+			gone[nftexpr.VerdictChain(r.Exprs)] = true
 		}
 	}
 	if extra != "" {
@@ -202,17 +204,6 @@ func removeSpoofChecks(doomed func(spoofKey) bool, extra string) error {
 		return fmt.Errorf("macspoofchk: remove rules: %w", err)
 	}
 	return nil
-}
-
-// jumpTarget is the chain a jump rule jumps to (the comment may name the attachment by
-// hashes, from which its chain cannot be derived).
-func jumpTarget(r *nftables.Rule) string {
-	for _, e := range r.Exprs {
-		if v, ok := e.(*expr.Verdict); ok && v.Kind == expr.VerdictJump {
-			return v.Chain
-		}
-	}
-	return ""
 }
 
 // checkSpoofCheck verifies that the attachment's chain and jump rule exist.

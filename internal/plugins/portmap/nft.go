@@ -197,6 +197,11 @@ func (f *nftFamily) mapOf(m nftMapping) *nftables.Set {
 	return f.ports
 }
 
+// keyID names the map and key of m: two mappings with one keyID claim one element.
+func (f *nftFamily) keyID(m nftMapping) string {
+	return f.mapOf(m).Name + "\x00" + string(m.key())
+}
+
 // dnatRule is `[conditions] tcp dport 8080 [ip daddr H] dnat to 10.1.0.5:80`.
 func (f *nftFamily) dnatRule(ch *nftables.Chain, o attachment, m nftMapping, conds []expr.Any) *nftables.Rule {
 	exprs := nftexpr.Rule(conds, nftexpr.ProtoDPortIs(protoNumber[m.proto], m.hostPort))

@@ -108,7 +108,7 @@ func (f *nftFamily) install(c *nftables.Conn, o attachment, s *settings, fa fami
 // queueClaims releases the keys the attachment held and no longer maps and claims the
 // ones it maps, each key once.
 func (f *nftFamily) queueClaims(c *nftables.Conn, o attachment, dn string, old, maps []nftMapping) error {
-	id := func(m nftMapping) string { return f.mapOf(m).Name + "\x00" + string(m.key()) }
+	id := f.keyID
 	done := map[string]bool{}
 	for _, m := range maps {
 		done[id(m)] = true

@@ -99,10 +99,16 @@ func (f *nftFamily) queueDelChain(c *nftables.Conn, name string) {
 }
 
 // queueRemove queues the removal of what st says the attachment named by hash has:
-// its claims of map keys, then its chains.
+// its claims of map keys, each key once (two mappings may share one, and a second
+// deletion of one element fails the whole transaction), then its chains.
 func (f *nftFamily) queueRemove(c *nftables.Conn, hash string, st nftState) error {
 	dn, mq := nftDNPrefix+hash, nftMasqPrefix+hash
+	done := map[string]bool{}
 	for _, m := range st.maps {
+		if done[f.keyID(m)] {
+			continue
+		}
+		done[f.keyID(m)] = true
 		if err := f.queueRelease(c, f.mapOf(m), m.key(), dn); err != nil {
 			return err
 		}

@@ -3,6 +3,8 @@ package portmap
 import (
 	"testing"
 
+	"github.com/google/nftables"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -136,4 +138,46 @@ func TestDelCleansASharedHostPortDamagedByHand(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, b.id, got)
 	assert.NotContains(t, e.ruleset(), nftSharedPrefix)
+}
+
+// TestDelReleasesAKeyMappedTwiceByOneAttachmentInOneTransaction: hostIP "" and
+// "0.0.0.0" name the same v4 key, and config does not merge them, so one attachment
+// records two mappings of one key. DEL's fast path releases that key once: the one
+// transaction succeeds (it used to queue two deletions of one element, fail with
+// ENOENT and leave every DEL of such an attachment to the slow sweep) and leaves
+// nothing.
+func TestDelReleasesAKeyMappedTwiceByOneAttachmentInOneTransaction(t *testing.T) {
+	e := newEnv(t)
+	c := e.container("ctr-a")
+	mappings := []PortMapping{
+		{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"},
+		{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "0.0.0.0"},
+	}
+	require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": "nftables"}, mappings)))
+	got, err := dialTCP(e.client, "10.77.0.1:8080")
+	require.NoError(t, err)
+	require.Equal(t, c.id, got)
+
+	hash := attachment{net: "net1", cid: c.id}.hash()
+	for _, v6 := range []bool{false, true} {
+		f := newNFTFamily(v6)
+		var st nftState
+		e.host.Run(t, func() error {
+			return inTransaction(func(conn *nftables.Conn) error {
+				if st, err = f.stateOf(conn, hash); err != nil {
+					return err
+				}
+				return f.queueRemove(conn, hash, st)
+			})
+		})
+		if !v6 {
+			assert.Len(t, st.maps, 2, "v4 records both mappings")
+		}
+	}
+	rules := e.ruleset()
+	assert.NotContains(t, rules, nftDNPrefix+hash)
+	assert.NotContains(t, rules, c.ip4)
+	assert.NotContains(t, rules, c.ip6)
+	_, err = dialTCP(e.client, "10.77.0.1:8080")
+	assert.Error(t, err, "the host port is closed")
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
@@ -192,16 +191,14 @@ func (t tuner) del(req *skel.Request) error {
 	if b == nil {
 		return nil
 	}
-	if req.Args.Netns != "" {
-		cont, err := link.Open(req.Args.Netns)
-		if err != nil && !errors.Is(err, ns.ErrNotExist) {
-			return err
-		}
-		if err == nil {
-			defer cont.Close()
-			if err := cont.Do(func() error { return restore(cont, req.Args.IfName, b, req.Stderr) }); err != nil {
-				return err // the backup stays for the runtime's next DEL
-			}
+	cont, err := link.OpenIfPresent(req.Args.Netns)
+	if err != nil {
+		return err
+	}
+	if cont != nil {
+		defer cont.Close()
+		if err := cont.Do(func() error { return restore(cont, req.Args.IfName, b, req.Stderr) }); err != nil {
+			return err // the backup stays for the runtime's next DEL
 		}
 	}
 	return store.remove(name)

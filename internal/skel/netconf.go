@@ -89,9 +89,7 @@ func parseNetConf(p *Plugin, command string, data []byte) (NetConf, *result.Resu
 	if err := ValidateNetworkName(conf.Name); err != nil {
 		return conf, nil, err
 	}
-	if len(conf.ValidAttachments) == 0 {
-		conf.ValidAttachments = conf.LegacyAttachments
-	}
+	conf.ValidAttachments = GCAttachments(conf.ValidAttachments, conf.LegacyAttachments)
 	prev, err := parsePrevResult(conf.RawPrevResult, v)
 	return conf, prev, err
 }

@@ -81,6 +81,18 @@ type Attachment struct {
 	IfName      string `json:"ifname"`
 }
 
+// GCAttachments is the one rule for the list a GC config carries:
+// "cni.dev/valid-attachments" (valid), or, when that is missing, null or empty,
+// "cni.dev/attachments" (legacy, the key's name in the spec-v1.1.0 tag; libcni sends
+// both with the same list). An empty new key never outweighs a non-empty legacy one,
+// which would collect every attachment the legacy list still names.
+func GCAttachments(valid, legacy []Attachment) []Attachment {
+	if len(valid) == 0 {
+		return legacy
+	}
+	return valid
+}
+
 // Context is the invocation's context, never nil. It carries the process's Pending:
 // work handed to Start with it runs concurrently and is waited for before the process
 // answers.

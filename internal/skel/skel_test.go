@@ -302,6 +302,16 @@ func TestGCReceivesValidAttachmentsAndLegacyKey(t *testing.T) {
 	}
 }
 
+// An empty new key with a non-empty legacy one keeps the legacy list: GC must not
+// collect attachments the config still names as valid.
+func TestGCWithAnEmptyValidListKeepsTheLegacyList(t *testing.T) {
+	rec := &recorder{}
+	c := `{"cniVersion":"1.1.0","name":"n","cni.dev/valid-attachments":[],"cni.dev/attachments":[{"containerID":"c1","ifname":"eth0"}]}`
+	r := runPlugin(rec.plugin(), env("GC"), c)
+	require.Equal(t, 0, r.code, r.stdout)
+	assert.Equal(t, []Attachment{{ContainerID: "c1", IfName: "eth0"}}, rec.got.ValidAttachments)
+}
+
 func TestAddPrintsResultInConfigVersion(t *testing.T) {
 	res, err := result.Parse([]byte(`{"cniVersion":"1.1.0","ips":[{"address":"10.0.0.2/24","gateway":"10.0.0.1"}]}`), "")
 	require.NoError(t, err)

@@ -2,7 +2,9 @@ package flannel
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -200,4 +202,14 @@ func FuzzDelegateConfig(f *testing.F) {
 			t.Fatalf("delegate config does not encode: %v", err)
 		}
 	})
+}
+
+// A FIFO at the subnet file's path would block a plain open until a writer came,
+// hanging ADD, STATUS and GC: it is refused at once, naming what is wrong.
+func TestSubnetFileThatIsAFIFOIsAClearError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "subnet.env")
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	_, err := LoadSubnetEnv(path)
+	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
+	assert.ErrorContains(t, err, "not a regular file")
 }

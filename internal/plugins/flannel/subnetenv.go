@@ -5,15 +5,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/statedir"
 )
 
 // SubnetEnv is what the flannel daemon writes to its subnet file (/run/flannel/subnet.env)
@@ -42,21 +41,18 @@ const maxSubnetFile = 64 << 10
 // file through a rename, so a reader never sees it half-written, and such a file does
 // not mend itself by waiting.
 func LoadSubnetEnv(path string) (*SubnetEnv, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := statedir.ReadPath(path, maxSubnetFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, cnierror.Newf(cnierror.CodeTryAgainLater,
 			"subnet file %s does not exist (yet): is the flannel daemon running and holding a lease?", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("subnet file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSubnetFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("subnet file %s: %w", path, err)
-	}
-	if len(data) > maxSubnetFile {
+	case errors.Is(err, statedir.ErrTooLarge):
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "subnet file %s: larger than %d bytes", path, maxSubnetFile)
+	case errors.Is(err, statedir.ErrNotRegular):
+		// A FIFO or device is not what the daemon writes there, and does not mend by waiting.
+		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "subnet file %s: not a regular file", path)
+	case err != nil:
+		return nil, fmt.Errorf("subnet file: %w", err)
 	}
 	env, err := ParseSubnetEnv(data)
 	if err != nil {

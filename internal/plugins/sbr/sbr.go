@@ -3,7 +3,8 @@
 // by that interface. Per address of CNI_IFNAME it adds a rule "from <ip> lookup <table>";
 // unless a table is configured, each address gets a table of its own (the first id from
 // 100 up that no rule or route uses, chosen under a lock on the namespace), holding a
-// default route via the gateway and the interface's routes, which leave the main table.
+// default route via the gateway and the interface's routes that serve the address,
+// which leave the main table (the others, such as the other family's, stay).
 //
 // Unlike the reference, DEL deletes only rules pointing from the interface's addresses
 // (prevResult's too, so a vanished interface is no obstacle), succeeds without the
@@ -99,7 +100,7 @@ func configure(cont *link.NS, ifName string, ips []result.IPConfig, p *Plan) (er
 	if err != nil {
 		return err
 	}
-	moved, err := link.RetryDump(func() ([]netlink.Route, error) { return h.RouteList(l, netlink.FAMILY_ALL) })
+	mainRoutes, err := link.RetryDump(func() ([]netlink.Route, error) { return h.RouteList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return fmt.Errorf("list routes: %w", err)
 	}
@@ -107,11 +108,13 @@ func configure(cont *link.NS, ifName string, ips []result.IPConfig, p *Plan) (er
 	for _, ip := range ips {
 		table = nextFreeTable(used, table)
 		used[table] = true
-		if err := routeAddress(h, &undo, l, ip, p.gateway(ip), table, moved); err != nil {
+		if err := routeAddress(h, &undo, l, ip, p.gateway(ip), table, mainRoutes); err != nil {
 			return err
 		}
 	}
-	// Removed from main only now: several addresses may share a subnet route.
+	// Removed from main only now, as several addresses may share a subnet route; and
+	// only those copied, so the other family's routes (fe80::/64) stay.
+	moved := servingAny(mainRoutes, ips)
 	for _, r := range moved {
 		if err := h.RouteDel(&r); err != nil {
 			return fmt.Errorf("move route %s out of main: %w", describe(r), err)
@@ -158,6 +161,21 @@ func belongsTo(r netlink.Route, ip netip.Prefix) bool {
 	src, gw := addrOf(r.Src), addrOf(r.Gw)
 	subnet := ip.Masked()
 	return !src.IsValid() && !gw.IsValid() || src.IsValid() && subnet.Contains(src) || gw.IsValid() && subnet.Contains(gw)
+}
+
+// servingAny returns the routes that serve one of ips (see belongsTo): those
+// routeAddress copied into the addresses' tables.
+func servingAny(routes []netlink.Route, ips []result.IPConfig) []netlink.Route {
+	var out []netlink.Route
+	for _, r := range routes {
+		for _, ip := range ips {
+			if belongsTo(r, ip.Address) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // addSourceHints puts each address's subnet routes back into main with the address as

@@ -3,6 +3,7 @@ package sbr_test
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -26,7 +27,7 @@ func TestAddMovesTheInterfaceRoutesIntoAFreshTable(t *testing.T) {
 
 	assert.Equal(t, []string{"from 10.60.0.2/32 lookup 100"}, w.rules())
 	assert.ElementsMatch(t, []string{"10.60.0.0/24 src 10.60.0.2", "default via 10.60.0.1"}, w.routes(100, "net1"))
-	assert.Empty(t, w.routes(mainTable, "net1"), "the routes left main")
+	assert.Empty(t, withoutLinkLocal(w.routes(mainTable, "net1")), "the routes left main")
 }
 
 func TestTableChoiceSkipsTablesInUse(t *testing.T) {
@@ -87,7 +88,7 @@ func TestAddSourceHintsKeepsSubnetRoutesInMainWithSource(t *testing.T) {
 	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
 	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"addSourceHints":true`))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"10.60.0.0/24 src 10.60.0.2"}, w.routes(mainTable, "net1"))
+	assert.Equal(t, []string{"10.60.0.0/24 src 10.60.0.2"}, withoutLinkLocal(w.routes(mainTable, "net1")))
 	assert.Contains(t, w.routes(100, "net1"), "default via 10.60.0.1")
 }
 
@@ -262,4 +263,31 @@ func TestBadInputIsAnInvalidConfig(t *testing.T) {
 			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
 		})
 	}
+}
+
+// sbr copies into its table only the routes that serve the prevResult's addresses, so
+// it takes only those out of main: an IPv4-only prevResult leaves the interface's IPv6
+// link-local route where it was, instead of deleting it from every table.
+func TestAddLeavesInMainTheRoutesItDidNotCopy(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	h := w.cont.Handle(t)
+	l, err := h.LinkByName("net1")
+	require.NoError(t, err)
+	_, other, _ := net.ParseCIDR("fd61::/64")
+	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: other}))
+	before := w.routes(mainTable, "net1")
+
+	_, err = w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"10.60.0.0/24 src 10.60.0.2", "default via 10.60.0.1"}, w.routes(100, "net1"))
+	var v6 []string
+	for _, r := range before {
+		if strings.Contains(r, ":") {
+			v6 = append(v6, r) // fd61::/64, and fe80::/64 when the kernel made it
+		}
+	}
+	assert.ElementsMatch(t, v6, w.routes(mainTable, "net1"), "only the copied IPv4 routes left main")
+	assert.Contains(t, v6, "fd61::/64")
 }

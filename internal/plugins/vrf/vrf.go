@@ -75,7 +75,7 @@ func join(cont *link.NS, ifName string, p *Plan) (err error) {
 	h := cont.Handle()
 	var undo rollback.Stack
 	defer undo.OnError(&err)
-	vrf, err := ensure(h, &undo, p)
+	vrf, err := ensure(cont, &undo, p)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,8 @@ func join(cont *link.NS, ifName string, p *Plan) (err error) {
 
 // ensure returns the VRF called p.Name, creating it (and pushing its deletion) when
 // there is none.
-func ensure(h *netlink.Handle, undo *rollback.Stack, p *Plan) (*netlink.Vrf, error) {
+func ensure(cont *link.NS, undo *rollback.Stack, p *Plan) (*netlink.Vrf, error) {
+	h := cont.Handle()
 	vrf, err := find(h, p.Name)
 	if err != nil {
 		return nil, err
@@ -116,7 +117,7 @@ func ensure(h *netlink.Handle, undo *rollback.Stack, p *Plan) (*netlink.Vrf, err
 		}
 		return nil, fmt.Errorf("create: %w", err)
 	}
-	undo.Push("VRF "+p.Name, func() error { return deleteLink(h, p.Name) })
+	undo.Push("VRF "+p.Name, func() error { return cont.Delete(p.Name) })
 	if vrf, err = find(h, p.Name); err != nil || vrf == nil {
 		return nil, fmt.Errorf("created VRF is gone: %w", err)
 	}
@@ -291,7 +292,8 @@ func leave(cont *link.NS, ifName, name string) error {
 		return errors.Join(append(errs, err)...)
 	}
 	if len(members) == 0 {
-		errs = append(errs, deleteLink(h, name))
+		// A VRF already gone is fine (the reference lets ENODEV fail the DEL, its PR #1282).
+		errs = append(errs, cont.Delete(name))
 	}
 	return errors.Join(errs...)
 }
@@ -308,22 +310,6 @@ func membersOf(h *netlink.Handle, vrf *netlink.Vrf) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// deleteLink deletes the link called name; one that is already gone is fine (the
-// reference lets ENODEV fail the DEL, its PR #1282).
-func deleteLink(h *netlink.Handle, name string) error {
-	l, err := h.LinkByName(name)
-	if link.IsNotFound(err) {
-		return nil
-	}
-	if err == nil {
-		err = h.LinkDel(l)
-	}
-	if err != nil && !link.IsNotFound(err) {
-		return fmt.Errorf("delete %s: %w", name, err)
-	}
-	return nil
 }
 
 // check verifies that the VRF exists (with the configured table) and that the

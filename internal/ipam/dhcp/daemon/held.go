@@ -208,7 +208,7 @@ func (d *Daemon) rebound(h *held, b *lease.Bound) {
 	if err := d.store.Save(&rec); err != nil {
 		d.log.Printf("%s: %v", rec.ClientID, err)
 	}
-	d.log.Printf("%s: lease of %s renewed, expires %s", rec.ClientID, h.addrText(), b.Times().Expire.Format(time.RFC3339))
+	d.log.Printf("%s: lease of %s renewed, expires %s", rec.ClientID, h.addrText(), b.Times().ExpireText())
 }
 
 // expire takes the link down: the address is no longer ours to use. The lease stays

@@ -88,16 +88,27 @@ func run(opts Options, socketPath, pidFile string, env []string, logger *log.Log
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	go func() {
-		s := <-sigs
+	go d.cancelOnSignal(sigs, func(s os.Signal) {
 		logger.Printf("%v: stopping; leases stay in %s for the next start", s, opts.StateDir)
-		d.Stop()
-	}()
+	})
 	d.Resume()
 	logger.Printf("serving on %s, leases in %s", l.Addr(), opts.StateDir)
 	err = d.Serve(l)
-	d.Stop()
+	d.Stop() // also ends cancelOnSignal when Serve failed without a signal
 	return err
+}
+
+// cancelOnSignal ends the daemon's context at the first signal, or returns when the
+// context ends otherwise. It only cancels: waiting for the upkeep goroutines is Stop's,
+// after Serve has drained the calls, since a call finishing an Allocate starts one
+// (WaitGroup.Add) and must not race a Wait.
+func (d *Daemon) cancelOnSignal(sigs <-chan os.Signal, logSignal func(os.Signal)) {
+	select {
+	case s := <-sigs:
+		logSignal(s)
+		d.cancel()
+	case <-d.ctx.Done():
+	}
 }
 
 // listener takes the socket systemd passed (LISTEN_PID/LISTEN_FDS, fd 3) or makes one

@@ -70,7 +70,7 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string) (
 	d.start(h, false)
 	tm := b.Times()
 	d.log.Printf("%s: lease of %s acquired, renew at %s, expires %s", id, h.addrText(),
-		tm.Renew.Format(time.RFC3339), tm.Expire.Format(time.RFC3339))
+		tm.Renew.Format(time.RFC3339), tm.ExpireText())
 	return res, nil
 }
 

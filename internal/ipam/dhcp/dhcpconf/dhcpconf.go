@@ -135,12 +135,10 @@ func Parse(data []byte, cniArgs string) (*Config, error) {
 	if raw.IPAM == nil {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam: IPAM config missing 'ipam' key")
 	}
-	c := &Config{Network: raw.Name, SocketPath: raw.IPAM.DaemonSocketPath, Priority: raw.IPAM.Priority, Valid: raw.Valid}
+	c := &Config{Network: raw.Name, SocketPath: raw.IPAM.DaemonSocketPath, Priority: raw.IPAM.Priority,
+		Valid: skel.GCAttachments(raw.Valid, raw.Legacy)}
 	if c.SocketPath == "" {
 		c.SocketPath = DefaultSocketPath
-	}
-	if c.Valid == nil {
-		c.Valid = raw.Legacy
 	}
 	if c.Priority < 0 {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.priority: %d is negative", c.Priority)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcpconf"
+	"github.com/cnikit/cni/internal/skel"
 )
 
 func TestParseResolvesProvideAndRequest(t *testing.T) {
@@ -33,6 +34,16 @@ func TestSkipDefaultAsksOnlyForTheListedOptions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []uint8{3}, codesOf(c.Request))
 	assert.Equal(t, dhcpconf.DefaultSocketPath, c.SocketPath)
+}
+
+// The daemon's GC reads the valid list by skel's rule, so an empty
+// "cni.dev/valid-attachments" beside a non-empty legacy list keeps the legacy list, as
+// the plugin side does, instead of releasing every lease of the network.
+func TestGCWithAnEmptyValidListKeepsTheLegacyList(t *testing.T) {
+	c, err := dhcpconf.Parse([]byte(`{"name":"lan","ipam":{},"cni.dev/valid-attachments":[],
+		"cni.dev/attachments":[{"containerID":"a","ifname":"eth0"}]}`), "")
+	require.NoError(t, err)
+	assert.Equal(t, []skel.Attachment{{ContainerID: "a", IfName: "eth0"}}, c.Valid)
 }
 
 func TestParseRefusesBadOptions(t *testing.T) {

@@ -18,22 +18,48 @@ const DefaultLeaseTime = time.Hour
 // scopeLink is RT_SCOPE_LINK, for a classless route without a router.
 const scopeLink = 253
 
-// Times are the moments that drive a lease: renew at T1, rebind at T2, give up at
-// expiry (RFC 2131 §4.4.5; T1 and T2 default to 1/2 and 7/8 of the lease).
-type Times struct{ Renew, Rebind, Expire time.Time }
+// InfiniteLeaseTime is RFC 2131's lease time 0xffffffff: the address is the client's
+// for good (dnsmasq's "infinite").
+const InfiniteLeaseTime = time.Duration(0xffffffff) * time.Second
 
-// Times returns b's renewal, rebinding and expiry moments.
+// Times are the moments that drive a lease: renew at T1, rebind at T2, give up at
+// expiry (RFC 2131 §4.4.5; T1 and T2 default to 1/2 and 7/8 of the lease). An
+// infinite lease is never renewed, rebound or expired: all three lie at Never.
+type Times struct {
+	Renew, Rebind, Expire time.Time
+	Infinite              bool
+}
+
+// Never is where an infinite lease's times lie: later than any lease could run, and
+// still a time that time.Until and Format handle.
+func Never() time.Time { return time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC) }
+
+// Times returns b's renewal, rebinding and expiry moments. The fractions are taken
+// as lt/2 and lt/8*7, since lt*7 overflows a Duration for leases over ~41 years, and
+// no moment lies before the ACK.
 func (b *Bound) Times() Times {
 	lt := b.ACK.IPAddressLeaseTime(DefaultLeaseTime)
+	if lt >= InfiniteLeaseTime {
+		never := Never()
+		return Times{Renew: never, Rebind: never, Expire: never, Infinite: true}
+	}
 	t1 := b.ACK.IPAddressRenewalTime(lt / 2)
-	t2 := b.ACK.IPAddressRebindingTime(lt * 7 / 8)
+	t2 := b.ACK.IPAddressRebindingTime(lt / 8 * 7)
 	if t2 > lt || t2 <= 0 {
-		t2 = lt * 7 / 8
+		t2 = lt / 8 * 7
 	}
 	if t1 > t2 || t1 <= 0 {
 		t1 = min(lt/2, t2)
 	}
 	return Times{Renew: b.At.Add(t1), Rebind: b.At.Add(t2), Expire: b.At.Add(lt)}
+}
+
+// ExpireText is the expiry for a log line.
+func (t Times) ExpireText() string {
+	if t.Infinite {
+		return "never (infinite lease)"
+	}
+	return t.Expire.Format(time.RFC3339)
 }
 
 // Addr is the leased address with the server's mask.

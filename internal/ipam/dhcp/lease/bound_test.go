@@ -130,3 +130,26 @@ func TestEveryRequestCarriesClientIDOptionsAndTheBroadcastFlag(t *testing.T) {
 		assert.True(t, m.IsBroadcast(), name)
 	}
 }
+
+func TestInfiniteLeaseIsNeverRenewedNorExpires(t *testing.T) {
+	b := ack(t, dhcpv4.WithOption(dhcpv4.OptIPAddressLeaseTime(0xffffffff*time.Second)))
+	b.At = time.Now()
+	tm := b.Times()
+	assert.True(t, tm.Infinite)
+	farOff := b.At.AddDate(1000, 0, 0)
+	assert.True(t, tm.Renew.After(farOff), "renew at %s", tm.Renew)
+	assert.True(t, tm.Rebind.After(farOff), "rebind at %s", tm.Rebind)
+	assert.True(t, tm.Expire.After(farOff), "expire at %s", tm.Expire)
+	assert.Positive(t, time.Until(tm.Renew), "the upkeep sleeps rather than renews")
+}
+
+func TestHugeFiniteLeaseTimesDoNotOverflow(t *testing.T) {
+	const lt = 0xfffffffe * time.Second // 136 years: lt*7 overflows a Duration
+	b := ack(t, dhcpv4.WithOption(dhcpv4.OptIPAddressLeaseTime(lt)))
+	tm := b.Times()
+	assert.False(t, tm.Infinite)
+	assert.Equal(t, b.At.Add(lt/2), tm.Renew)
+	assert.Equal(t, b.At.Add(lt/8*7), tm.Rebind)
+	assert.Equal(t, b.At.Add(lt), tm.Expire)
+	assert.True(t, tm.Renew.After(b.At) && tm.Rebind.After(tm.Renew) && tm.Expire.After(tm.Rebind))
+}

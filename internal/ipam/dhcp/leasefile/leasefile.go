@@ -3,26 +3,23 @@
 // when the runtime calls DEL. The reference daemon keeps leases only in memory and
 // forgets them on restart, draining the server's pool.
 //
-// A file is replaced atomically (a temp file in the same directory, then rename), opened
-// with O_NOFOLLOW, and named by a digest of the client id, so no runtime-supplied text
-// ever reaches a path.
+// A file is replaced atomically (a synced temp file in the same directory, then
+// rename), named by a digest of the client id, so no runtime-supplied text ever reaches
+// a path, and read through statedir: regular files only, never through a symlink, never
+// blocking on a FIFO, bounded in size.
 package leasefile
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"crypto/sha256"
+	"github.com/cnikit/cni/internal/statedir"
 )
 
 // DefaultDir is where the daemon keeps its leases.
@@ -30,7 +27,7 @@ const DefaultDir = "/var/lib/cni/dhcp"
 
 const (
 	suffix     = ".lease" // <64 hex>.lease: 70 bytes
-	tempPrefix = "."      // .<64 hex>.<n>: never longer than the final name (see tempName)
+	tempPrefix = "."      // .<16 hex>: shorter than the final name
 	maxSize    = 64 << 10 // a lease file is a few KB at most; anything larger is not ours
 )
 
@@ -59,18 +56,25 @@ type Option struct {
 }
 
 // Store is a directory of lease files.
-type Store struct{ dir string }
+type Store struct{ dir *statedir.Dir }
 
-// Open creates dir (mode 0700: leases name containers) if needed.
+// Open creates dir (mode 0700: leases name containers) if needed and opens it.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lease dir: %w", err)
 	}
-	return &Store{dir: dir}, nil
+	d, err := statedir.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lease dir: %w", err)
+	}
+	return &Store{dir: d}, nil
 }
 
 // Dir returns the store's directory.
-func (s *Store) Dir() string { return s.dir }
+func (s *Store) Dir() string { return s.dir.Path() }
+
+// Close releases the directory.
+func (s *Store) Close() error { return s.dir.Close() }
 
 // FileName is the file a client id's lease lives in.
 func FileName(clientID string) string {
@@ -78,77 +82,66 @@ func FileName(clientID string) string {
 	return hex.EncodeToString(sum[:]) + suffix
 }
 
-// Save writes r, replacing any earlier record of its client id.
+// Save writes r, replacing any earlier record of its client id. The temp file is
+// synced before the rename, so a crash leaves the old record or the new one, whole.
 func (s *Store) Save(r *Record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	name := FileName(r.ClientID)
-	tmp, err := s.writeTemp(name, data)
+	tmp, err := s.writeTemp(data)
 	if err != nil {
 		return fmt.Errorf("save lease %s: %w", r.ClientID, err)
 	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
-		os.Remove(tmp)
+	if err := s.dir.Rename(tmp, FileName(r.ClientID)); err != nil {
+		_ = s.dir.Unlink(tmp)
 		return fmt.Errorf("save lease %s: %w", r.ClientID, err)
 	}
 	return nil
 }
 
-// tempName is ".<digest>.<n>": no longer than the final name for any n below 10^4.
-func tempName(final string, n int) string {
-	return tempPrefix + strings.TrimSuffix(final, suffix) + "." + strconv.Itoa(n)
-}
-
-func (s *Store) writeTemp(final string, data []byte) (string, error) {
-	for n := 0; n < 10; n++ {
-		path := filepath.Join(s.dir, tempName(final, os.Getpid()%1000*10+n))
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		_, err = f.Write(data)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(path)
-			return "", err
-		}
-		return path, nil
+// writeTemp writes data to a synced temp file (".<16 hex>", shorter than a lease
+// file's name) and returns its name.
+func (s *Store) writeTemp(data []byte) (string, error) {
+	f, name, err := s.dir.CreateTemp(tempPrefix)
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("no free temp name")
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = s.dir.Unlink(name)
+		return "", err
+	}
+	return name, nil
 }
 
 // Remove deletes the record of clientID; a missing one is no error.
 func (s *Store) Remove(clientID string) error {
-	err := os.Remove(filepath.Join(s.dir, FileName(clientID)))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.dir.Unlink(FileName(clientID)); err != nil {
 		return fmt.Errorf("remove lease %s: %w", clientID, err)
 	}
 	return nil
 }
 
-// Load reads every record. A file that cannot be read or decoded is reported and
-// skipped, so one damaged file never hides the others; stale temp files are removed.
+// Load reads every record. A file that cannot be read or decoded, or is no regular
+// file (a symlink, a FIFO), is reported and skipped, so one damaged or planted file
+// never hides the others nor blocks the daemon's start; stale temp files are removed.
 func (s *Store) Load() ([]*Record, []error) {
-	entries, err := os.ReadDir(s.dir)
+	names, err := s.dir.Names()
 	if err != nil {
 		return nil, []error{fmt.Errorf("lease dir: %w", err)}
 	}
 	var recs []*Record
 	var errs []error
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		if strings.HasPrefix(name, tempPrefix) {
-			os.Remove(filepath.Join(s.dir, name)) // left by a crash between write and rename
+			_ = s.dir.Unlink(name) // left by a crash between write and rename
 			continue
 		}
 		if !strings.HasSuffix(name, suffix) {
@@ -165,17 +158,9 @@ func (s *Store) Load() ([]*Record, []error) {
 }
 
 func (s *Store) read(name string) (*Record, error) {
-	f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	data, err := s.dir.ReadFile(name, maxSize)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxSize {
-		return nil, errors.New("too large")
 	}
 	return Decode(data, name)
 }

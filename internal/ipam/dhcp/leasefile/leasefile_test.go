@@ -3,6 +3,7 @@ package leasefile_test
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/statedir"
 )
 
 func record(id string) *leasefile.Record {
@@ -80,6 +82,26 @@ func TestLoadSkipsDamagedFilesAndSymlinks(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, "good/n/eth0", got[0].ClientID)
 	assert.Len(t, errs, 3)
+}
+
+// A FIFO named like a lease file would block an open without O_NONBLOCK until a writer
+// came, and the daemon would never get to serving: it is reported and skipped, as is a
+// symlink, and the real leases still load.
+func TestLoadSkipsAFIFOAndASymlinkNamedLikeLeases(t *testing.T) {
+	dir := t.TempDir()
+	s, err := leasefile.Open(dir)
+	require.NoError(t, err)
+	require.NoError(t, s.Save(record("good/n/eth0")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, leasefile.FileName("fifo/n/eth0")), 0o600))
+	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(dir, leasefile.FileName("zero/n/eth0"))))
+
+	got, errs := s.Load()
+	require.Len(t, got, 1)
+	assert.Equal(t, "good/n/eth0", got[0].ClientID)
+	require.Len(t, errs, 2)
+	for _, err := range errs {
+		assert.True(t, statedir.IsForeign(err), "%v", err)
+	}
 }
 
 // FuzzDecode: a lease file's content never panics the loader.

@@ -105,7 +105,7 @@ func call(conn net.Conn, method string, args, reply any) error {
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("calling %s: %w", method, err)
 	}
-	dec := gob.NewDecoder(r)
+	dec := newDecoder(r)
 	var h responseHeader
 	if err := dec.Decode(&h); err != nil {
 		return fmt.Errorf("calling %s: reading the answer: %w", method, err)

@@ -27,7 +27,7 @@ type Server struct {
 }
 
 type method struct {
-	call func(dec *gob.Decoder) (reply any, err error)
+	call func(dec *decoder) (reply any, err error)
 }
 
 // NewServer returns a server that logs through logf.
@@ -37,7 +37,7 @@ func NewServer(logf func(format string, a ...any)) *Server {
 
 // Handle registers fn as name ("DHCP.Allocate"). A is the argument type, R the reply's.
 func Handle[A, R any](s *Server, name string, fn func(*A) (*R, error)) {
-	s.methods[name] = method{call: func(dec *gob.Decoder) (any, error) {
+	s.methods[name] = method{call: func(dec *decoder) (any, error) {
 		args := new(A)
 		if err := dec.Decode(args); err != nil {
 			return nil, &decodeError{err}
@@ -114,7 +114,7 @@ func (s *Server) ServeConn(conn net.Conn) {
 	if _, err := io.WriteString(w, connected+"\n\n"); err != nil || w.Flush() != nil {
 		return
 	}
-	dec := gob.NewDecoder(r)
+	dec := newDecoder(r)
 	enc := gob.NewEncoder(w)
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(readTimeout))
@@ -135,7 +135,7 @@ func (s *Server) ServeConn(conn net.Conn) {
 }
 
 // dispatch finds the method and calls it, with net/rpc's messages for an unknown one.
-func (s *Server) dispatch(name string, dec *gob.Decoder) (reply any, err error) {
+func (s *Server) dispatch(name string, dec *decoder) (reply any, err error) {
 	m, ok := s.methods[name]
 	if !ok {
 		_ = dec.DecodeValue(reflect.Value{}) // the body is read and dropped, as net/rpc does

@@ -66,7 +66,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	return req.PrevResult.Clone(), nil
 }
 
-// join does ADD's work inside the locked namespace; a failure undoes every step.
+// join does ADD's work inside the locked namespace. A failure undoes the VRF it made
+// and the enslaving; the IPv6 addresses and routes the kernel dropped on enslaving are
+// not put back, as the runtime's DEL that follows removes the interface anyway.
 func join(cont *link.NS, ifName string, p *Plan) (err error) {
 	l, err := cont.ByName(ifName)
 	if err != nil {

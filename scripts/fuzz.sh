@@ -25,7 +25,8 @@ retrytime=${FUZZRETRY:-2000x}
 targets() {
 	# Nested modules (build tools) are not part of this module's `go test`.
 	local nested
-	nested=$(find . -mindepth 2 -name go.mod -printf '%h/\n')
+	# (No find -printf: the test-kernel VM's busybox find lacks it.)
+	nested=$(find . -mindepth 2 -name go.mod | sed 's#go\.mod$##')
 	find . \( -name testdata -o -name vendor -o -name '.?*' \) -prune -o -name '*_test.go' -print0 |
 		xargs -0 -r grep -H -E '^func Fuzz[A-Za-z0-9_]*\([A-Za-z_][A-Za-z0-9_]* \*testing\.F\)' |
 		sed -E 's#^(.*)/[^/]*:func (Fuzz[A-Za-z0-9_]*)\(.*#\1 \2#' |

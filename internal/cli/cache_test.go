@@ -194,7 +194,10 @@ func (e *env) plantLeftovers(t *testing.T, name string) {
 	require.NoError(t, os.Chtimes(legacy, old, old))
 }
 
-func TestLeftoversOfAnInterruptedCacheWriteGoAtTheNextDelAndGC(t *testing.T) {
+// TestLeftoversOfAnInterruptedCacheWriteGoAtDelOrGC: DEL removes the entry's own
+// temporary file; a former writer's ".<name>.tmp-N" is GC's to sweep, since DEL lists no
+// directory (that made every DEL read every cache name).
+func TestLeftoversOfAnInterruptedCacheWriteGoAtDelOrGC(t *testing.T) {
 	e := newEnv(t)
 	e.conf(t, "10-lo.conflist", `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`)
 	ctr := testns.New(t)
@@ -204,8 +207,9 @@ func TestLeftoversOfAnInterruptedCacheWriteGoAtTheNextDelAndGC(t *testing.T) {
 
 	assert.Equal(t, run{}, e.cni(t, "", "del", "lo", ctr.Path, "--container-id", "c1"))
 	entries, tmp := e.cacheState(t)
-	assert.Equal(t, []string{".lo-c2-eth0.tmp-2747241752"}, entries, "c1's are gone, c2's are not c1's DEL's")
-	assert.Equal(t, []string{"lo-c2-eth0"}, tmp)
+	assert.Equal(t, []string{".lo-c1-eth0.tmp-2747241752", ".lo-c2-eth0.tmp-2747241752"}, entries,
+		"the former writer's leftovers wait for GC")
+	assert.Equal(t, []string{"lo-c2-eth0"}, tmp, "c1's own temporary file went with its DEL")
 
 	assert.Equal(t, run{}, e.cni(t, "", "gc", "lo"))
 	entries, tmp = e.cacheState(t)

@@ -16,7 +16,7 @@
 package dhcptest
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -191,20 +191,22 @@ type Lease struct {
 	ClientID string
 }
 
-// Leases reads dnsmasq's lease file.
+// Leases reads dnsmasq's lease file. dnsmasq rewrites it in place (truncate, then
+// write), so a read can catch it empty or half written: the file is read until two
+// reads a moment apart agree.
 func (l *Lab) Leases() []Lease {
-	f, err := os.Open(l.LeaseFile)
-	if os.IsNotExist(err) {
-		return nil
+	var data []byte
+	for range 50 {
+		first := l.readLeaseFile()
+		time.Sleep(10 * time.Millisecond)
+		data = l.readLeaseFile()
+		if bytes.Equal(first, data) {
+			break
+		}
 	}
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	defer f.Close()
 	var out []Lease
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
 		if len(fields) < 5 || fields[0] == "duid" {
 			continue
 		}
@@ -213,6 +215,14 @@ func (l *Lab) Leases() []Lease {
 			ClientID: clientIDText(fields[4])})
 	}
 	return out
+}
+
+func (l *Lab) readLeaseFile() []byte {
+	data, err := os.ReadFile(l.LeaseFile)
+	if err != nil && !os.IsNotExist(err) {
+		l.t.Fatal(err)
+	}
+	return data
 }
 
 // LeaseOf returns the server's lease for a client id, if it has one.

@@ -189,7 +189,9 @@ func TestRunnerKilledWhileWritingItsCacheLeavesNothingAfterDelOrGC(t *testing.T)
 			host, ctr := testns.New(t), testns.New(t)
 			r := newRunner(t, t.TempDir())
 			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWriterChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), killedWriterEnv+"="+r.CacheDir+"\n"+ctr.Path)
+			// The child dies by SIGKILL, before its t.TempDir cleanup: its temp dirs go
+			// with this test's.
+			cmd.Env = append(os.Environ(), killedWriterEnv+"="+r.CacheDir+"\n"+ctr.Path, "TMPDIR="+t.TempDir())
 			var err error
 			var out []byte
 			host.Run(t, func() error { out, err = cmd.CombinedOutput(); return nil })

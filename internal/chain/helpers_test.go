@@ -24,6 +24,15 @@ var buildRecorder = sync.OnceValues(func() (string, error) {
 	return testns.BuildHelper("./testdata/recorder")
 })
 
+// TestMain removes the recorder once every test of the process is done with it.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if rec, err := buildRecorder(); err == nil && !testns.Prebuilt() {
+		os.RemoveAll(filepath.Dir(rec))
+	}
+	os.Exit(code)
+}
+
 // pluginDir returns a CNI_PATH dir holding the recorder plus links to the cni binary
 // under the given built-in names (for libcni, which execs everything).
 func pluginDir(t testing.TB, builtins ...string) string {

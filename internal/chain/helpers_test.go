@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,14 +22,21 @@ import (
 // buildRecorder builds the external test plugin once per test process (prebuilt in the
 // full-kernel VM).
 var buildRecorder = sync.OnceValues(func() (string, error) {
+	recorderBuilt.Store(true)
 	return testns.BuildHelper("./testdata/recorder")
 })
+
+// recorderBuilt says whether this process built the recorder: TestMain must not build
+// one just to remove it (fuzz workers, killed at the end, would leave it behind).
+var recorderBuilt atomic.Bool
 
 // TestMain removes the recorder once every test of the process is done with it.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if rec, err := buildRecorder(); err == nil && !testns.Prebuilt() {
-		os.RemoveAll(filepath.Dir(rec))
+	if recorderBuilt.Load() && !testns.Prebuilt() {
+		if rec, err := buildRecorder(); err == nil {
+			os.RemoveAll(filepath.Dir(rec))
+		}
 	}
 	os.Exit(code)
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,6 +27,7 @@ import (
 // buildExt makes a CNI_PATH dir in which the external IPAM stand-in answers to the
 // type "ext-ipam", once per test process; it returns that dir and the binary.
 var buildExt = sync.OnceValues(func() ([2]string, error) {
+	extBuilt.Store(true)
 	bin, err := testns.BuildHelper("./testdata/extipam")
 	if err != nil {
 		return [2]string{}, err
@@ -37,8 +39,15 @@ var buildExt = sync.OnceValues(func() ([2]string, error) {
 	return [2]string{dir, bin}, os.Symlink(bin, filepath.Join(dir, "ext-ipam"))
 })
 
+// extBuilt says whether this process built the stand-in, so that TestMain never builds
+// one just to remove it.
+var extBuilt atomic.Bool
+
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if !extBuilt.Load() {
+		os.Exit(code)
+	}
 	if built, err := buildExt(); err == nil {
 		os.RemoveAll(built[0])
 		if !testns.Prebuilt() {

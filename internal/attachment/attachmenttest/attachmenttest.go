@@ -21,6 +21,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
@@ -187,6 +188,15 @@ func Links(t testing.TB, n *testns.NS) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// AssertNothingLeft checks that c holds only lo, the host only lo and the master, and
+// host-local no reservation: what every DEL and every failed ADD must leave.
+func (e *Env) AssertNothingLeft(t testing.TB, c *Container) {
+	t.Helper()
+	assert.Equal(t, []string{"lo"}, Links(t, c.NS))
+	assert.Equal(t, []string{"lo", Master}, Links(t, e.Host))
+	assert.Empty(t, e.Reservations())
 }
 
 // Code returns the CNI error code of err (0 for nil).

@@ -28,13 +28,6 @@ func withDummy(t *testing.T) *at.Env {
 	return newEnv(t)
 }
 
-func assertNothingLeft(t *testing.T, e *at.Env, c *at.Container) {
-	t.Helper()
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
-	assert.Equal(t, []string{"lo", at.Master}, at.Links(t, e.Host))
-	assert.Empty(t, e.Reservations())
-}
-
 func TestAddGivesTheContainerADummyHoldingTheAddresses(t *testing.T) {
 	t.Parallel()
 	e := withDummy(t)
@@ -59,7 +52,7 @@ func TestAddGivesTheContainerADummyHoldingTheAddresses(t *testing.T) {
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestCheckNoticesAMissingAddress(t *testing.T) {
@@ -106,7 +99,7 @@ func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"ipam": ipam}))
 	require.Error(t, err)
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestNoIPAMIsRefused(t *testing.T) {
@@ -117,13 +110,13 @@ func TestNoIPAMIsRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err))
 	assert.Contains(t, err.Error(), "ipam")
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 
 	_, cerr := e.Exec(e.PluginDir(), "ADD", c.ID, c.NS.Path, e.Config(map[string]any{"ipam": nil}))
 	require.NotNil(t, cerr)
 	assert.Equal(t, cnierror.CodeInvalidConfig, cerr.Code)
 	assert.Contains(t, cerr.Msg, "ipam")
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestKernelWithoutDummyIsTryAgainLater(t *testing.T) {
@@ -136,7 +129,7 @@ func TestKernelWithoutDummyIsTryAgainLater(t *testing.T) {
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(nil))
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestLibcniAddCheckDelDel(t *testing.T) {
@@ -154,5 +147,5 @@ func TestLibcniAddCheckDelDel(t *testing.T) {
 	assert.NoError(t, run.CheckErr)
 	assert.NoError(t, run.DelErr)
 	assert.NoError(t, run.Del2Err, "DEL twice")
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }

@@ -40,13 +40,6 @@ func ipvlanIn(t *testing.T, n *testns.NS) *netlink.IPVlan {
 	return iv
 }
 
-func assertNothingLeft(t *testing.T, e *at.Env, c *at.Container) {
-	t.Helper()
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
-	assert.Equal(t, []string{"lo", at.Master}, at.Links(t, e.Host))
-	assert.Empty(t, e.Reservations())
-}
-
 func TestContainersReachEachOtherInL2AndL3(t *testing.T) {
 	t.Parallel()
 	modes := map[string]netlink.IPVlanMode{"l2": netlink.IPVLAN_MODE_L2, "l3": netlink.IPVLAN_MODE_L3, "l3s": netlink.IPVLAN_MODE_L3S}
@@ -154,7 +147,7 @@ func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 	// Unlike the reference, DEL does not resolve the default route again.
 	require.NoError(t, h.RouteDel(def))
 	require.NoError(t, e.Del(c, conf))
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestDelIsIdempotent(t *testing.T) {
@@ -210,7 +203,7 @@ func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master, "ipam": ipam}))
 	require.Error(t, err)
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 // These are refused before anything is created, so they run on any kernel.
@@ -247,7 +240,7 @@ func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
 			require.Error(t, err)
 			assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err), err.Error())
 			assert.Contains(t, err.Error(), tt.field)
-			assertNothingLeft(t, e, c)
+			e.AssertNothingLeft(t, c)
 		})
 	}
 }
@@ -265,7 +258,7 @@ func TestKernelWithoutIpvlanIsTryAgainLater(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
 	assert.Contains(t, err.Error(), "ipvlan")
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
@@ -282,7 +275,7 @@ func TestExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
 		require.NotNil(t, cerr, field)
 		assert.Equal(t, cnierror.CodeInvalidConfig, cerr.Code, field)
 		assert.Contains(t, cerr.Msg, field)
-		assertNothingLeft(t, e, c)
+		e.AssertNothingLeft(t, c)
 	}
 }
 
@@ -301,5 +294,5 @@ func TestLibcniAddCheckDelDel(t *testing.T) {
 	assert.NoError(t, run.CheckErr)
 	assert.NoError(t, run.DelErr)
 	assert.NoError(t, run.Del2Err, "DEL twice")
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }

@@ -41,7 +41,7 @@ func TestExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
 			require.NotNil(t, cerr, "ADD must fail")
 			assert.Equal(t, tt.code, cerr.Code)
 			assert.Contains(t, cerr.Msg, tt.field)
-			assertNothingLeft(t, e, c)
+			e.AssertNothingLeft(t, c)
 		})
 	}
 }
@@ -81,7 +81,7 @@ func TestExecdAddCheckDelLikeARuntime(t *testing.T) {
 		_, cerr = e.Exec(dir, "DEL", c.ID, c.NS.Path, conf)
 		require.Nil(t, cerr)
 	}
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestLibcniAddCheckDelDelWithTheMacCapability(t *testing.T) {
@@ -100,5 +100,5 @@ func TestLibcniAddCheckDelDelWithTheMacCapability(t *testing.T) {
 	assert.NoError(t, run.CheckErr)
 	assert.NoError(t, run.DelErr)
 	assert.NoError(t, run.Del2Err, "DEL twice")
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }

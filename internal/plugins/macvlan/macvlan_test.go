@@ -39,15 +39,6 @@ func masterIndex(t *testing.T, e *at.Env) int {
 	return l.Attrs().Index
 }
 
-// assertNothingLeft checks that the container holds only lo, the host only lo and the
-// master, and no address is reserved.
-func assertNothingLeft(t *testing.T, e *at.Env, c *at.Container) {
-	t.Helper()
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
-	assert.Equal(t, []string{"lo", at.Master}, at.Links(t, e.Host))
-	assert.Empty(t, e.Reservations())
-}
-
 func TestTwoContainersOnOneMasterReachEachOtherAndThePeer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -110,7 +101,7 @@ func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 	// DEL does not resolve the master again: it succeeds once the default route is gone.
 	require.NoError(t, h.RouteDel(&netlink.Route{LinkIndex: m.Attrs().Index, Gw: net.ParseIP(at.PeerAddr)}))
 	require.NoError(t, e.Del(c, conf))
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestNoMasterAndNoDefaultRouteIsTryAgainLater(t *testing.T) {
@@ -121,7 +112,7 @@ func TestNoMasterAndNoDefaultRouteIsTryAgainLater(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
 	assert.Contains(t, err.Error(), "master")
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestEveryModeIsCreatedAndChecked(t *testing.T) {
@@ -150,7 +141,7 @@ func TestEveryModeIsCreatedAndChecked(t *testing.T) {
 			require.Error(t, err, "CHECK with another mode")
 			assert.Contains(t, err.Error(), "mode")
 			require.NoError(t, e.Del(c, conf))
-			assertNothingLeft(t, e, c)
+			e.AssertNothingLeft(t, c)
 		})
 	}
 }
@@ -208,7 +199,7 @@ func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
 			assert.Equal(t, tt.code, at.Code(err), err.Error())
 			assert.True(t, strings.HasPrefix(cnierror.From(err).Msg, tt.field) || strings.Contains(err.Error(), tt.field),
 				"%q does not name %s", err.Error(), tt.field)
-			assertNothingLeft(t, e, c)
+			e.AssertNothingLeft(t, c)
 		})
 	}
 }
@@ -310,7 +301,7 @@ func TestDelIsIdempotent(t *testing.T) {
 		c := e.Add(conf)
 		require.NoError(t, e.Del(c, conf))
 		require.NoError(t, e.Del(c, conf))
-		assertNothingLeft(t, e, c)
+		e.AssertNothingLeft(t, c)
 	})
 	t.Run("netns gone", func(t *testing.T) {
 		t.Parallel()
@@ -350,7 +341,7 @@ func TestDelIsIdempotent(t *testing.T) {
 		conf := e.Config(map[string]any{"master": at.Master})
 		c := e.Add(conf)
 		require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "mode": "nonsense", "mtu": 99999})))
-		assertNothingLeft(t, e, c)
+		e.AssertNothingLeft(t, c)
 	})
 }
 
@@ -365,7 +356,7 @@ func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master, "ipam": ipam}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "192.0.2.1")
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestInterfaceNameTakenInTheContainerIsRefused(t *testing.T) {

@@ -37,13 +37,6 @@ func vlanIn(t *testing.T, n *testns.NS) *netlink.Vlan {
 	return v
 }
 
-func assertNothingLeft(t *testing.T, e *at.Env, c *at.Container) {
-	t.Helper()
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
-	assert.Equal(t, []string{"lo", at.Master}, at.Links(t, e.Host))
-	assert.Empty(t, e.Reservations())
-}
-
 // vlanPeer gives the peer namespace a VLAN interface with id on the master's other end,
 // holding addr: a VLAN-aware neighbour that only sees frames tagged with that id.
 func vlanPeer(t *testing.T, e *at.Env, id int, addr string) {
@@ -184,7 +177,7 @@ func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master, "vlanId": 3, "ipam": ipam}))
 	require.Error(t, err)
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 // These are refused before anything is created, so they run on any kernel.
@@ -217,7 +210,7 @@ func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
 			require.Error(t, err)
 			assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err), err.Error())
 			assert.Contains(t, err.Error(), tt.field)
-			assertNothingLeft(t, e, c)
+			e.AssertNothingLeft(t, c)
 		})
 	}
 }
@@ -232,7 +225,7 @@ func TestKernelWithoutVLANIsTryAgainLater(t *testing.T) {
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master, "vlanId": 9}))
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }
 
 func TestExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
@@ -249,7 +242,7 @@ func TestExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
 		require.NotNil(t, cerr, field)
 		assert.Equal(t, cnierror.CodeInvalidConfig, cerr.Code, field)
 		assert.Contains(t, cerr.Msg, field)
-		assertNothingLeft(t, e, c)
+		e.AssertNothingLeft(t, c)
 	}
 }
 
@@ -269,5 +262,5 @@ func TestLibcniAddCheckDelDel(t *testing.T) {
 	assert.NoError(t, run.CheckErr)
 	assert.NoError(t, run.DelErr)
 	assert.NoError(t, run.Del2Err, "DEL twice")
-	assertNothingLeft(t, e, c)
+	e.AssertNothingLeft(t, c)
 }

@@ -17,15 +17,11 @@ const (
 	maxMTU = 65535
 )
 
-func invalid(format string, a ...any) error {
-	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
-}
-
 // ValidateMTU is the part of the mtu rule that needs no master: 0 (the kernel's default,
 // the master's MTU) or 68-65535.
 func ValidateMTU(mtu int) error {
 	if mtu != 0 && (mtu < minMTU || mtu > maxMTU) {
-		return invalid("mtu: must be 0 (the master's) or %d-%d, got %d", minMTU, maxMTU, mtu)
+		return cnierror.Invalid("mtu: must be 0 (the master's) or %d-%d, got %d", minMTU, maxMTU, mtu)
 	}
 	return nil
 }
@@ -71,7 +67,7 @@ func FindMaster(n *link.NS, name string) (*Master, error) {
 	}
 	l, err := n.ByName(name)
 	if link.IsNotFound(err) {
-		return nil, invalid("master: link %q does not exist%s", name, where(n))
+		return nil, cnierror.Invalid("master: link %q does not exist%s", name, where(n))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
@@ -96,7 +92,7 @@ func (m *Master) Index() int { return m.Link.Attrs().Index }
 // less legibly once the link is half made.
 func (m *Master) CheckMTU(mtu int) error {
 	if max := m.Link.Attrs().MTU; mtu > max {
-		return invalid("mtu: %d is above the MTU of master %q (%d)", mtu, m.Name(), max)
+		return cnierror.Invalid("mtu: %d is above the MTU of master %q (%d)", mtu, m.Name(), max)
 	}
 	return nil
 }

@@ -43,6 +43,12 @@ func Newf(code uint, format string, a ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, a...)}
 }
 
+// Invalid is the spec's "invalid network config" error (code 7); the message names the
+// field first, as "mtu: must be ...".
+func Invalid(format string, a ...any) *Error {
+	return Newf(CodeInvalidConfig, format, a...)
+}
+
 // WithDetails returns a copy of e carrying details.
 func (e *Error) WithDetails(details string) *Error {
 	c := *e

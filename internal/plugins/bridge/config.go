@@ -58,10 +58,6 @@ const (
 	maxMTU        = 65535
 )
 
-func invalid(format string, a ...any) error {
-	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
-}
-
 // load parses and validates the config once, resolving the MAC from CNI_ARGS, args and
 // runtimeConfig (later ones win, as in the reference).
 func load(req *skel.Request) (*Config, error) {
@@ -109,13 +105,13 @@ func loadForDel(req *skel.Request) delConfig {
 func (c *Config) validate() error {
 	switch {
 	case c.MTU != 0 && (c.MTU < minMTU || c.MTU > maxMTU):
-		return invalid("mtu: must be %d-%d, got %d", minMTU, maxMTU, c.MTU)
+		return cnierror.Invalid("mtu: must be %d-%d, got %d", minMTU, maxMTU, c.MTU)
 	case c.HairpinMode && c.PromiscMode:
-		return invalid("hairpinMode, promiscMode: cannot both be set")
+		return cnierror.Invalid("hairpinMode, promiscMode: cannot both be set")
 	case c.VLAN < 0 || c.VLAN > 4094:
-		return invalid("vlan: must be 0-4094, got %d", c.VLAN)
+		return cnierror.Invalid("vlan: must be 0-4094, got %d", c.VLAN)
 	case c.DisableContainerInterface && c.hasIPAM:
-		return invalid("disableContainerInterface: cannot be used with ipam")
+		return cnierror.Invalid("disableContainerInterface: cannot be used with ipam")
 	}
 	for i, r := range c.VLANTrunk {
 		norm, err := r.normalise(i)
@@ -133,18 +129,18 @@ func (r VLANRange) normalise(i int) (VLANRange, error) {
 	valid := func(v int) bool { return v >= 1 && v <= 4094 }
 	switch {
 	case r.ID != nil && (r.MinID != nil || r.MaxID != nil):
-		return r, invalid("vlanTrunk[%d]: set either id or minID/maxID", i)
+		return r, cnierror.Invalid("vlanTrunk[%d]: set either id or minID/maxID", i)
 	case r.ID != nil:
 		if !valid(*r.ID) {
-			return r, invalid("vlanTrunk[%d].id: must be 1-4094, got %d", i, *r.ID)
+			return r, cnierror.Invalid("vlanTrunk[%d].id: must be 1-4094, got %d", i, *r.ID)
 		}
 		return VLANRange{MinID: r.ID, MaxID: r.ID}, nil
 	case r.MinID == nil || r.MaxID == nil:
-		return r, invalid("vlanTrunk[%d]: needs id, or both minID and maxID", i)
+		return r, cnierror.Invalid("vlanTrunk[%d]: needs id, or both minID and maxID", i)
 	case !valid(*r.MinID) || !valid(*r.MaxID):
-		return r, invalid("vlanTrunk[%d]: minID and maxID must be 1-4094, got %d-%d", i, *r.MinID, *r.MaxID)
+		return r, cnierror.Invalid("vlanTrunk[%d]: minID and maxID must be 1-4094, got %d-%d", i, *r.MinID, *r.MaxID)
 	case *r.MinID > *r.MaxID:
-		return r, invalid("vlanTrunk[%d]: minID %d is greater than maxID %d", i, *r.MinID, *r.MaxID)
+		return r, cnierror.Invalid("vlanTrunk[%d]: minID %d is greater than maxID %d", i, *r.MinID, *r.MaxID)
 	}
 	return r, nil
 }

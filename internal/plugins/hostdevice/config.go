@@ -59,10 +59,6 @@ type conf struct {
 	dpdk bool
 }
 
-func invalid(format string, a ...any) error {
-	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
-}
-
 // load parses and validates the config for ADD and CHECK: one selector, well formed,
 // and for a PCI function whether it is in DPDK mode.
 func load(req *skel.Request, sys sysfs) (*conf, error) {
@@ -82,7 +78,7 @@ func load(req *skel.Request, sys sysfs) (*conf, error) {
 	if sel.kind == byPCI {
 		out.dpdk, err = sys.isDPDK(sel.value)
 		if errors.Is(err, errNoDevice) {
-			return nil, invalid("%s: no PCI device %s", sel.field, sel.value)
+			return nil, cnierror.Invalid("%s: no PCI device %s", sel.field, sel.value)
 		}
 		if err != nil {
 			return nil, cnierror.Newf(cnierror.CodeIO, "%s: read driver of %s: %v", sel.field, sel.value, err)
@@ -108,7 +104,7 @@ func (c *Config) dataDir() (string, error) {
 		return DefaultDataDir, nil
 	}
 	if !filepath.IsAbs(c.DataDir) {
-		return "", invalid("dataDir: must be an absolute path, got %q", c.DataDir)
+		return "", cnierror.Invalid("dataDir: must be an absolute path, got %q", c.DataDir)
 	}
 	return filepath.Clean(c.DataDir), nil
 }
@@ -133,14 +129,14 @@ func (c *Config) selector(sys sysfs) (selector, error) {
 	}
 	switch len(set) {
 	case 0:
-		return selector{}, invalid(`device, hwaddr, kernelpath, pciBusID, runtimeConfig.deviceID: specify exactly one`)
+		return selector{}, cnierror.Invalid(`device, hwaddr, kernelpath, pciBusID, runtimeConfig.deviceID: specify exactly one`)
 	case 1:
 	default:
 		fields := make([]string, len(set))
 		for i, s := range set {
 			fields[i] = s.field
 		}
-		return selector{}, invalid("%s: specify exactly one device selector, got %d", strings.Join(fields, ", "), len(set))
+		return selector{}, cnierror.Invalid("%s: specify exactly one device selector, got %d", strings.Join(fields, ", "), len(set))
 	}
 	s := set[0]
 	return s, s.validate(sys)
@@ -156,13 +152,13 @@ func (s *selector) validate(sys sysfs) error {
 	case byMAC:
 		mac, err := net.ParseMAC(s.value)
 		if err != nil {
-			return invalid("%s: invalid MAC address %q", s.field, s.value)
+			return cnierror.Invalid("%s: invalid MAC address %q", s.field, s.value)
 		}
 		s.mac = mac
 	case byKernelPath:
 		p := filepath.Clean(s.value)
 		if !filepath.IsAbs(s.value) || !strings.HasPrefix(p, "/sys/devices/") {
-			return invalid("%s: %q must be an absolute path below /sys/devices/", s.field, s.value)
+			return cnierror.Invalid("%s: %q must be an absolute path below /sys/devices/", s.field, s.value)
 		}
 		s.value = p
 	case byPCI:
@@ -174,9 +170,9 @@ func (s *selector) validate(sys sysfs) error {
 			return nil
 		}
 		if s.field == "runtimeConfig.deviceID" {
-			return invalid("%s: %q is neither a PCI address (0000:3b:00.1) nor an auxiliary device", s.field, s.value)
+			return cnierror.Invalid("%s: %q is neither a PCI address (0000:3b:00.1) nor an auxiliary device", s.field, s.value)
 		}
-		return invalid("%s: %q is not a PCI address (0000:3b:00.1)", s.field, s.value)
+		return cnierror.Invalid("%s: %q is not a PCI address (0000:3b:00.1)", s.field, s.value)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ func find(host *link.NS, sys sysfs, sel selector) (netlink.Link, error) {
 	case byName:
 		l, err := host.ByName(sel.value)
 		if link.IsNotFound(err) {
-			return nil, invalid("%s: no interface %q in the host netns", sel.field, sel.value)
+			return nil, cnierror.Invalid("%s: no interface %q in the host netns", sel.field, sel.value)
 		}
 		return l, err
 	case byMAC:
@@ -39,7 +39,7 @@ func find(host *link.NS, sys sysfs, sel selector) (netlink.Link, error) {
 			return nil, err
 		}
 	}
-	return nil, invalid("%s: %s's interfaces %q are not in the host netns", sel.field, sel.value, names)
+	return nil, cnierror.Invalid("%s: %s's interfaces %q are not in the host netns", sel.field, sel.value, names)
 }
 
 // sharesMAC reports whether links of that type carry the MAC of a port or parent.
@@ -75,13 +75,13 @@ func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
 	case len(devices) == 1:
 		return devices[0], nil
 	case len(all) == 0:
-		return nil, invalid("%s: no interface with MAC %s in the host netns", sel.field, sel.mac)
+		return nil, cnierror.Invalid("%s: no interface with MAC %s in the host netns", sel.field, sel.mac)
 	}
 	names := make([]string, len(all))
 	for i, l := range all {
 		names[i] = l.Attrs().Name
 	}
-	return nil, invalid("%s: %d interfaces have MAC %s (%s); name the device instead", sel.field, len(all), sel.mac, strings.Join(names, ", "))
+	return nil, cnierror.Invalid("%s: %d interfaces have MAC %s (%s); name the device instead", sel.field, len(all), sel.mac, strings.Join(names, ", "))
 }
 
 // sysNetdevs asks sysfs for the interface names of a kernel path, PCI function or
@@ -101,7 +101,7 @@ func sysNetdevs(sys sysfs, sel selector) ([]string, error) {
 		names, err = sys.pciNetdevs(sel.value)
 		if errors.Is(err, errNoNetdev) {
 			if drv, _ := sys.pciDriver(sel.value); drv == "" {
-				return nil, invalid("%s: PCI device %s is bound to no driver, so it has no interface", sel.field, sel.value)
+				return nil, cnierror.Invalid("%s: PCI device %s is bound to no driver, so it has no interface", sel.field, sel.value)
 			}
 		}
 	case byAux:
@@ -110,7 +110,7 @@ func sysNetdevs(sys sysfs, sel selector) ([]string, error) {
 	}
 	switch {
 	case errors.Is(err, errNoDevice):
-		return nil, invalid("%s: no %s %s", sel.field, what, sel.value)
+		return nil, cnierror.Invalid("%s: no %s %s", sel.field, what, sel.value)
 	case errors.Is(err, errNoNetdev):
 		return nil, cnierror.Newf(cnierror.CodeTryAgainLater,
 			"%s: %s %s has no network interface in this netns (not registered yet, or in use elsewhere)", sel.field, what, sel.value)

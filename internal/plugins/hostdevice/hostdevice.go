@@ -92,7 +92,7 @@ func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *ro
 		return err
 	}
 	if hl.Attrs().Flags&net.FlagLoopback != 0 {
-		return invalid("%s: %s is the loopback interface", c.sel.field, hl.Attrs().Name)
+		return cnierror.Invalid("%s: %s is the loopback interface", c.sel.field, hl.Attrs().Name)
 	}
 	if _, err := cont.ByName(ifName); err == nil {
 		return link.IfNameTaken(ifName)

@@ -46,10 +46,6 @@ func modeName(m netlink.IPVlanMode) string {
 	return "unknown"
 }
 
-func invalid(format string, a ...any) error {
-	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
-}
-
 // load parses and validates the config without looking at the system: the master and
 // its MTU are resolved by ADD and CHECK only.
 func load(req *skel.Request) (*Config, error) {
@@ -59,7 +55,7 @@ func load(req *skel.Request) (*Config, error) {
 	}
 	mode, ok := parseMode(c.Mode)
 	if !ok {
-		return nil, invalid("mode: unknown ipvlan mode %q (l2, l3 or l3s)", c.Mode)
+		return nil, cnierror.Invalid("mode: unknown ipvlan mode %q (l2, l3 or l3s)", c.Mode)
 	}
 	c.mode = mode
 	if err := attachment.ValidateMasterName(c.Master); err != nil {
@@ -78,7 +74,7 @@ func (c *Config) masterName(prev *result.Result) (string, error) {
 		return c.Master, nil
 	}
 	if len(prev.Interfaces) != 1 || prev.Interfaces[0].Name == "" {
-		return "", invalid("master: not set, and the prevResult names %d interfaces, not the single one a chained ipvlan takes as master",
+		return "", cnierror.Invalid("master: not set, and the prevResult names %d interfaces, not the single one a chained ipvlan takes as master",
 			len(prev.Interfaces))
 	}
 	name := prev.Interfaces[0].Name
@@ -96,7 +92,7 @@ func addressesFromPrev(req *skel.Request) (bool, error) {
 		return false, nil
 	}
 	if req.PrevResult == nil || len(req.PrevResult.IPs) == 0 {
-		return false, invalid("ipam: type is required unless the prevResult carries IP addresses")
+		return false, cnierror.Invalid("ipam: type is required unless the prevResult carries IP addresses")
 	}
 	return true, nil
 }

@@ -61,10 +61,6 @@ func modeName(m netlink.MacvlanMode) string {
 	return "unknown"
 }
 
-func invalid(format string, a ...any) error {
-	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
-}
-
 // load parses and validates the config without looking at the system: the master and
 // its MTU are resolved by ADD and CHECK only. The MAC comes from the config, CNI_ARGS MAC
 // and runtimeConfig.mac (the `mac` capability), later ones winning, as in the reference.
@@ -75,7 +71,7 @@ func load(req *skel.Request) (*Config, error) {
 	}
 	mode, ok := parseMode(c.Mode)
 	if !ok {
-		return nil, invalid("mode: unknown macvlan mode %q (bridge, private, vepa, passthru or source)", c.Mode)
+		return nil, cnierror.Invalid("mode: unknown macvlan mode %q (bridge, private, vepa, passthru or source)", c.Mode)
 	}
 	c.mode = mode
 	if err := attachment.ValidateMasterName(c.Master); err != nil {

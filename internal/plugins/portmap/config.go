@@ -85,17 +85,17 @@ func parseSettings(conf *Config) (*settings, error) {
 		s.mappings = append(s.mappings, m)
 	}
 	if conf.MarkMasqBit != nil && conf.ExternalSetMarkChain != nil {
-		return nil, invalid("markMasqBit: cannot be combined with externalSetMarkChain")
+		return nil, cnierror.Invalid("markMasqBit: cannot be combined with externalSetMarkChain")
 	}
 	if conf.MarkMasqBit != nil {
 		if *conf.MarkMasqBit < 0 || *conf.MarkMasqBit > 31 {
-			return nil, invalid("markMasqBit: must be 0-31, got %d", *conf.MarkMasqBit)
+			return nil, cnierror.Invalid("markMasqBit: must be 0-31, got %d", *conf.MarkMasqBit)
 		}
 		s.markBit = *conf.MarkMasqBit
 	}
 	if conf.ExternalSetMarkChain != nil {
 		if err := iptables.CheckChainName(*conf.ExternalSetMarkChain); err != nil {
-			return nil, invalid("externalSetMarkChain: %v", err)
+			return nil, cnierror.Invalid("externalSetMarkChain: %v", err)
 		}
 		s.externalSet = *conf.ExternalSetMarkChain
 	}
@@ -123,7 +123,7 @@ func conditions(field string, conds *[]string) ([]string, error) {
 	}
 	for i, c := range *conds {
 		if err := iptables.CheckArg(c); err != nil {
-			return nil, invalid("%s[%d]: %v", field, i, err)
+			return nil, cnierror.Invalid("%s[%d]: %v", field, i, err)
 		}
 	}
 	return *conds, nil
@@ -164,15 +164,15 @@ func conditionSyntax(conds *[]string) netfilter.Backend {
 func (s *settings) checkBackendOptions(conf *Config) error {
 	if s.backend == netfilter.NFTables {
 		if conf.MarkMasqBit != nil {
-			return invalid("markMasqBit: only supported with backend \"iptables\"")
+			return cnierror.Invalid("markMasqBit: only supported with backend \"iptables\"")
 		}
 		if conf.ExternalSetMarkChain != nil {
-			return invalid("externalSetMarkChain: only supported with backend \"iptables\"")
+			return cnierror.Invalid("externalSetMarkChain: only supported with backend \"iptables\"")
 		}
 	}
 	for field, conds := range map[string]*[]string{"conditionsV4": conf.ConditionsV4, "conditionsV6": conf.ConditionsV6} {
 		if syn := conditionSyntax(conds); syn != "" && syn != s.backend {
-			return invalid("%s: conditions are in %s syntax but the backend is %s", field, syn, s.backend)
+			return cnierror.Invalid("%s: conditions are in %s syntax but the backend is %s", field, syn, s.backend)
 		}
 	}
 	if s.backend == netfilter.NFTables {
@@ -188,13 +188,13 @@ func parseMapping(i int, pm PortMapping) (mapping, error) {
 	field := fmt.Sprintf("runtimeConfig.portMappings[%d]", i)
 	m := mapping{proto: strings.ToLower(pm.Protocol)}
 	if _, ok := protoNumber[m.proto]; !ok {
-		return m, invalid("%s.protocol: must be tcp, udp or sctp, got %q", field, pm.Protocol)
+		return m, cnierror.Invalid("%s.protocol: must be tcp, udp or sctp, got %q", field, pm.Protocol)
 	}
 	if pm.HostPort < 1 || pm.HostPort > 65535 {
-		return m, invalid("%s.hostPort: must be 1-65535, got %d", field, pm.HostPort)
+		return m, cnierror.Invalid("%s.hostPort: must be 1-65535, got %d", field, pm.HostPort)
 	}
 	if pm.ContainerPort < 1 || pm.ContainerPort > 65535 {
-		return m, invalid("%s.containerPort: must be 1-65535, got %d", field, pm.ContainerPort)
+		return m, cnierror.Invalid("%s.containerPort: must be 1-65535, got %d", field, pm.ContainerPort)
 	}
 	m.hostPort, m.containerPort = uint16(pm.HostPort), uint16(pm.ContainerPort)
 	if pm.HostIP == "" {
@@ -203,7 +203,7 @@ func parseMapping(i int, pm PortMapping) (mapping, error) {
 	}
 	ip, err := netip.ParseAddr(pm.HostIP)
 	if err != nil || ip.Zone() != "" {
-		return m, invalid("%s.hostIP: invalid IP address %q", field, pm.HostIP)
+		return m, cnierror.Invalid("%s.hostIP: invalid IP address %q", field, pm.HostIP)
 	}
 	ip = ip.Unmap()
 	m.v6 = ip.Is6()
@@ -211,10 +211,6 @@ func parseMapping(i int, pm PortMapping) (mapping, error) {
 		m.hostIP = ip
 	}
 	return m, nil
-}
-
-func invalid(format string, a ...any) error {
-	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
 }
 
 // containerIPs returns the first IPv4 and first IPv6 address of the prevResult that

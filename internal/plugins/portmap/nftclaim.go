@@ -9,6 +9,7 @@ import (
 	"github.com/google/nftables/userdata"
 
 	"crypto/sha256"
+
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nftexpr"
 )

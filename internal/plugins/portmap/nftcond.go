@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/nftables/expr"
 
+	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/nftexpr"
 )
 
@@ -41,7 +42,7 @@ func parseConditions(field string, conds []string, v6 bool) ([]expr.Any, error) 
 		case "iifname", "oifname":
 			exprs, n, err = parseIfnameMatch(field, toks)
 		default:
-			return nil, invalid("%s: unsupported nft condition at %q", field, strings.Join(toks, " "))
+			return nil, cnierror.Invalid("%s: unsupported nft condition at %q", field, strings.Join(toks, " "))
 		}
 		if err != nil {
 			return nil, err
@@ -67,18 +68,18 @@ func operator(toks []string, i int) (expr.CmpOp, int) {
 
 func parseAddrMatch(field string, toks []string, v6 bool) ([]expr.Any, int, error) {
 	if (toks[0] == "ip6") != v6 {
-		return nil, 0, invalid("%s: %q matches the wrong address family", field, toks[0])
+		return nil, 0, cnierror.Invalid("%s: %q matches the wrong address family", field, toks[0])
 	}
 	if len(toks) < 3 || (toks[1] != "saddr" && toks[1] != "daddr") {
-		return nil, 0, invalid("%s: expected %s saddr|daddr ADDR", field, toks[0])
+		return nil, 0, cnierror.Invalid("%s: expected %s saddr|daddr ADDR", field, toks[0])
 	}
 	op, i := operator(toks, 2)
 	if i >= len(toks) {
-		return nil, 0, invalid("%s: missing address after %s %s", field, toks[0], toks[1])
+		return nil, 0, cnierror.Invalid("%s: missing address after %s %s", field, toks[0], toks[1])
 	}
 	pfx, err := parsePrefix(toks[i])
 	if err != nil || pfx.Addr().Is6() != v6 {
-		return nil, 0, invalid("%s: invalid address %q", field, toks[i])
+		return nil, 0, cnierror.Invalid("%s: invalid address %q", field, toks[i])
 	}
 	return addrMatch(toks[1] == "saddr", pfx, op), i + 1, nil
 }
@@ -118,7 +119,7 @@ func match(field nftexpr.Field, op expr.CmpOp, value []byte) []expr.Any {
 
 func parseIfnameMatch(field string, toks []string) ([]expr.Any, int, error) {
 	if len(toks) == 0 || (toks[0] != "iifname" && toks[0] != "oifname") {
-		return nil, 0, invalid("%s: expected iifname or oifname after meta", field)
+		return nil, 0, cnierror.Invalid("%s: expected iifname or oifname after meta", field)
 	}
 	iface := nftexpr.IIFName
 	if toks[0] == "oifname" {
@@ -126,11 +127,11 @@ func parseIfnameMatch(field string, toks []string) ([]expr.Any, int, error) {
 	}
 	op, i := operator(toks, 1)
 	if i >= len(toks) {
-		return nil, 0, invalid("%s: missing interface name after %s", field, toks[0])
+		return nil, 0, cnierror.Invalid("%s: missing interface name after %s", field, toks[0])
 	}
 	name := strings.Trim(toks[i], `"`)
 	if name == "" || name == "*" || len(name) > 15 {
-		return nil, 0, invalid("%s: invalid interface name %q", field, name)
+		return nil, 0, cnierror.Invalid("%s: invalid interface name %q", field, name)
 	}
 	return match(iface, op, nftexpr.IfName(name)), i + 1, nil
 }
@@ -138,11 +139,11 @@ func parseIfnameMatch(field string, toks []string) ([]expr.Any, int, error) {
 func parseMarkMatch(field string, toks []string) ([]expr.Any, int, error) {
 	op, i := operator(toks, 2)
 	if i >= len(toks) {
-		return nil, 0, invalid("%s: missing value after meta mark", field)
+		return nil, 0, cnierror.Invalid("%s: missing value after meta mark", field)
 	}
 	v, err := strconv.ParseUint(toks[i], 0, 32)
 	if err != nil {
-		return nil, 0, invalid("%s: invalid mark %q", field, toks[i])
+		return nil, 0, cnierror.Invalid("%s: invalid mark %q", field, toks[i])
 	}
 	return match(nftexpr.Mark, op, nftexpr.HostOrder(uint32(v))), i + 1, nil
 }

@@ -89,7 +89,7 @@ func checkNFTConditions(field string, conds []string) error {
 	for i, c := range conds {
 		at := fmt.Sprintf("%s[%d]", field, i)
 		if strings.ContainsAny(c, `\'`) {
-			return invalid("%s: %q: backslashes and single quotes are not allowed in nft conditions", at, c)
+			return cnierror.Invalid("%s: %q: backslashes and single quotes are not allowed in nft conditions", at, c)
 		}
 		quoted := false
 		for _, r := range c {
@@ -98,21 +98,21 @@ func checkNFTConditions(field string, conds []string) error {
 				quoted = !quoted
 			case quoted:
 			case r == ';' || r == '#':
-				return invalid("%s: %q: %q outside a quoted string would end the rule", at, c, r)
+				return cnierror.Invalid("%s: %q: %q outside a quoted string would end the rule", at, c, r)
 			case r == '{':
 				depth++
 			case r == '}':
 				if depth--; depth < 0 {
-					return invalid("%s: %q: '}' closes more than was opened", at, c)
+					return cnierror.Invalid("%s: %q: '}' closes more than was opened", at, c)
 				}
 			}
 		}
 		if quoted {
-			return invalid("%s: %q: a double quote is not closed", at, c)
+			return cnierror.Invalid("%s: %q: a double quote is not closed", at, c)
 		}
 	}
 	if depth != 0 {
-		return invalid("%s: a '{' is not closed", field)
+		return cnierror.Invalid("%s: a '{' is not closed", field)
 	}
 	return nil
 }

@@ -38,10 +38,6 @@ const (
 	maxContext = 4095
 )
 
-func invalid(format string, a ...any) error {
-	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
-}
-
 // load parses and validates the config once, resolving the MAC from the config,
 // CNI_ARGS MAC= and runtimeConfig.mac (later ones win, as in the reference).
 func load(req *skel.Request) (*Config, error) {
@@ -50,7 +46,7 @@ func load(req *skel.Request) (*Config, error) {
 		return nil, err
 	}
 	if c.MTU != 0 && (c.MTU < minMTU || c.MTU > maxMTU) {
-		return nil, invalid("mtu: must be %d-%d, got %d", minMTU, maxMTU, c.MTU)
+		return nil, cnierror.Invalid("mtu: must be %d-%d, got %d", minMTU, maxMTU, c.MTU)
 	}
 	if c.Bridge != "" {
 		if err := skel.ValidateIfNameField("bridge", c.Bridge); err != nil {
@@ -70,11 +66,11 @@ func validContext(s string) error {
 		return nil
 	}
 	if len(s) > maxContext || strings.Count(s, ":") < 2 {
-		return invalid("selinuxContext: %q is not an SELinux context (user:role:type:level)", s)
+		return cnierror.Invalid("selinuxContext: %q is not an SELinux context (user:role:type:level)", s)
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] <= ' ' || s[i] > '~' {
-			return invalid("selinuxContext: invalid character %q", s[i])
+			return cnierror.Invalid("selinuxContext: invalid character %q", s[i])
 		}
 	}
 	return nil

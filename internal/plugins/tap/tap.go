@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/attachment"
+	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
@@ -94,13 +95,13 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 func findBridge(cont *link.NS, name string) (netlink.Link, error) {
 	br, err := cont.ByName(name)
 	if link.IsNotFound(err) {
-		return nil, invalid("bridge: no interface %q in the container netns", name)
+		return nil, cnierror.Invalid("bridge: no interface %q in the container netns", name)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if _, ok := br.(*netlink.Bridge); !ok {
-		return nil, invalid("bridge: %q is a %s, not a bridge", name, br.Type())
+		return nil, cnierror.Invalid("bridge: %q is a %s, not a bridge", name, br.Type())
 	}
 	return br, nil
 }

@@ -23,10 +23,6 @@ type Config struct {
 // maxVLANID is the largest 802.1Q id a link can carry (4095 is reserved).
 const maxVLANID = 4094
 
-func invalid(format string, a ...any) error {
-	return cnierror.Newf(cnierror.CodeInvalidConfig, format, a...)
-}
-
 // load parses and validates the config without looking at the system: the master and
 // its MTU are resolved by ADD and CHECK only, so DEL works after the master is gone.
 func load(req *skel.Request) (*Config, error) {
@@ -36,11 +32,11 @@ func load(req *skel.Request) (*Config, error) {
 	}
 	switch {
 	case c.Master == "":
-		return nil, invalid("master: required: the interface to create the VLAN on")
+		return nil, cnierror.Invalid("master: required: the interface to create the VLAN on")
 	case c.VLANID < 0 || c.VLANID > maxVLANID:
-		return nil, invalid("vlanId: must be 0-%d, got %d", maxVLANID, c.VLANID)
+		return nil, cnierror.Invalid("vlanId: must be 0-%d, got %d", maxVLANID, c.VLANID)
 	case req.Net.IPAM.Type == "":
-		return nil, invalid("ipam: type is required: vlan configures the addresses IPAM gives")
+		return nil, cnierror.Invalid("ipam: type is required: vlan configures the addresses IPAM gives")
 	}
 	if err := attachment.ValidateMasterName(c.Master); err != nil {
 		return nil, err
@@ -61,7 +57,7 @@ func (c *Config) child() attachment.Child {
 		},
 		CreateError: func(master *attachment.Master, err error) error {
 			if errors.Is(err, syscall.EEXIST) {
-				return invalid("vlanId: %d is already in use on master %q", c.VLANID, master.Name())
+				return cnierror.Invalid("vlanId: %d is already in use on master %q", c.VLANID, master.Name())
 			}
 			return nil
 		},

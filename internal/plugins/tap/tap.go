@@ -76,8 +76,8 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	}
 	name := tmp
 	undo.Push("tap", func() error { return cont.Delete(name) })
-	l, err := setUp(cont, c, tmp, req.Args.IfName, br)
-	if l != nil {
+	renamed, err := setUp(cont, c, tmp, req.Args.IfName, br)
+	if renamed {
 		name = req.Args.IfName
 	}
 	if err != nil {
@@ -130,45 +130,39 @@ func createTap(req *skel.Request, c *Config, cont *link.NS) (string, error) {
 }
 
 // setUp gives the new tap its MTU and MAC, renames it to ifName, enslaves it to the
-// bridge and sets it up. It returns the renamed link as soon as the rename is done, so
-// that the caller's undo finds it by the right name.
-func setUp(cont *link.NS, c *Config, tmp, ifName string, br netlink.Link) (netlink.Link, error) {
+// bridge and sets it up. It reports whether the rename was done, so that the caller's
+// undo deletes the tap by the right name.
+func setUp(cont *link.NS, c *Config, tmp, ifName string, br netlink.Link) (renamed bool, err error) {
 	h := cont.Handle()
 	l, err := cont.ByName(tmp)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	if c.MTU != 0 {
 		if err := h.LinkSetMTU(l, c.MTU); err != nil {
-			return nil, fmt.Errorf("tap: set mtu %d: %w", c.MTU, err)
+			return false, fmt.Errorf("tap: set mtu %d: %w", c.MTU, err)
 		}
 	}
 	if c.mac != nil {
 		if err := h.LinkSetHardwareAddr(l, c.mac); err != nil {
-			return nil, fmt.Errorf("tap: set mac %s: %w", c.mac, err)
+			return false, fmt.Errorf("tap: set mac %s: %w", c.mac, err)
 		}
 	}
 	if err := h.LinkSetName(l, ifName); err != nil {
 		if errors.Is(err, unix.EEXIST) {
-			return nil, link.IfNameTaken(ifName)
+			return false, link.IfNameTaken(ifName)
 		}
-		return nil, fmt.Errorf("tap: rename %s to %s: %w", tmp, ifName, err)
+		return false, fmt.Errorf("tap: rename %s to %s: %w", tmp, ifName, err)
 	}
 	if br != nil {
 		if err := h.LinkSetMaster(l, br); err != nil {
-			return l, fmt.Errorf("tap %s: enslave to bridge %s: %w", ifName, br.Attrs().Name, err)
+			return true, fmt.Errorf("tap %s: enslave to bridge %s: %w", ifName, br.Attrs().Name, err)
 		}
 	}
 	if err := h.LinkSetUp(l); err != nil {
-		return l, fmt.Errorf("tap %s: set up: %w", ifName, err)
+		return true, fmt.Errorf("tap %s: set up: %w", ifName, err)
 	}
-	// Read back for the MAC and MTU now set; on failure the caller still gets the link
-	// it must undo under ifName.
-	fresh, err := cont.ByName(ifName)
-	if err != nil {
-		return l, err
-	}
-	return fresh, nil
+	return true, nil
 }
 
 // note writes a line for the runtime's log.

@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,25 +17,14 @@ import (
 	"github.com/cnikit/cni/internal/testns"
 )
 
-// buildRecorder builds the external test plugin once per test process (prebuilt in the
+// recorder is the external test plugin, built once per test process (prebuilt in the
 // full-kernel VM).
-var buildRecorder = sync.OnceValues(func() (string, error) {
-	recorderBuilt.Store(true)
-	return testns.BuildHelper("./testdata/recorder")
-})
-
-// recorderBuilt says whether this process built the recorder: TestMain must not build
-// one just to remove it (fuzz workers, killed at the end, would leave it behind).
-var recorderBuilt atomic.Bool
+var recorder = testns.NewHelper("./testdata/recorder")
 
 // TestMain removes the recorder once every test of the process is done with it.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if recorderBuilt.Load() && !testns.Prebuilt() {
-		if rec, err := buildRecorder(); err == nil {
-			os.RemoveAll(filepath.Dir(rec))
-		}
-	}
+	recorder.Remove()
 	os.Exit(code)
 }
 
@@ -45,7 +32,7 @@ func TestMain(m *testing.M) {
 // under the given built-in names (for libcni, which execs everything).
 func pluginDir(t testing.TB, builtins ...string) string {
 	t.Helper()
-	rec, err := buildRecorder()
+	rec, err := recorder.Path()
 	require.NoError(t, err)
 	dir := testns.LinkPluginDir(t, builtins...)
 	require.NoError(t, os.Symlink(rec, filepath.Join(dir, "recorder")))

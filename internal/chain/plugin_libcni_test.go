@@ -72,7 +72,7 @@ func newWorld(t *testing.T) *world {
 		cacheDir: t.TempDir(), ipamDir: t.TempDir()}
 	w.log = filepath.Join(t.TempDir(), "execs")
 	bin := testns.Binary(t)
-	rec, err := buildRecorder()
+	rec, err := recorder.Path()
 	require.NoError(t, err)
 	for _, name := range []string{"chain", "loopback", "bridge", "host-local", "portmap", "bandwidth", "recorder"} {
 		target := bin

@@ -436,7 +436,7 @@ func TestTextFileBusyIsRetriedWithAFreshCommand(t *testing.T) {
 	testns.RequireRoot(t)
 	ctr := testns.New(t)
 	dir := t.TempDir()
-	src, err := buildRecorder()
+	src, err := recorder.Path()
 	require.NoError(t, err)
 	data, err := os.ReadFile(src)
 	require.NoError(t, err)

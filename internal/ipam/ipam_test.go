@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,45 +22,23 @@ import (
 	"github.com/cnikit/cni/internal/testns"
 )
 
-// buildExt makes a CNI_PATH dir in which the external IPAM stand-in answers to the
-// type "ext-ipam", once per test process; it returns that dir and the binary.
-var buildExt = sync.OnceValues(func() ([2]string, error) {
-	extBuilt.Store(true)
-	bin, err := testns.BuildHelper("./testdata/extipam")
-	if err != nil {
-		return [2]string{}, err
-	}
-	dir, err := os.MkdirTemp("", "extipam-")
-	if err != nil {
-		return [2]string{}, err
-	}
-	return [2]string{dir, bin}, os.Symlink(bin, filepath.Join(dir, "ext-ipam"))
-})
-
-// extBuilt says whether this process built the stand-in, so that TestMain never builds
-// one just to remove it.
-var extBuilt atomic.Bool
+// extIPAM is the external IPAM stand-in, built once per test process.
+var extIPAM = testns.NewHelper("./testdata/extipam")
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if !extBuilt.Load() {
-		os.Exit(code)
-	}
-	if built, err := buildExt(); err == nil {
-		os.RemoveAll(built[0])
-		if !testns.Prebuilt() {
-			os.RemoveAll(filepath.Dir(built[1]))
-		}
-	}
+	extIPAM.Remove()
 	os.Exit(code)
 }
 
 // extIPAMDir returns a CNI_PATH directory holding the stand-in external IPAM "ext-ipam".
 func extIPAMDir(t *testing.T) string {
 	t.Helper()
-	built, err := buildExt()
+	bin, err := extIPAM.Path()
 	require.NoError(t, err, "building testdata/extipam")
-	return built[0]
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(bin, filepath.Join(dir, "ext-ipam")))
+	return dir
 }
 
 // standIn is a main plugin as bridge or ptp would write it: IPAM first, its release

@@ -321,6 +321,39 @@ func BuildHelper(pkg string) (string, error) {
 	return bin, nil
 }
 
+// Helper is a BuildHelper binary shared by a test process: built on its first use, at
+// most once, and removed by Remove, which builds nothing (a fuzz worker stopped at the
+// end of its run would leave such a build behind).
+type Helper struct {
+	pkg  string
+	once sync.Once
+	used atomic.Bool
+	bin  string
+	err  error
+}
+
+// NewHelper names the helper package, as for BuildHelper.
+func NewHelper(pkg string) *Helper { return &Helper{pkg: pkg} }
+
+// Path builds the helper on first use and returns its binary.
+func (h *Helper) Path() (string, error) {
+	h.once.Do(func() {
+		h.used.Store(true)
+		h.bin, h.err = BuildHelper(h.pkg)
+	})
+	return h.bin, h.err
+}
+
+// Remove deletes what Path built, if it built anything; for TestMain, after m.Run.
+func (h *Helper) Remove() {
+	if !h.used.Load() || Prebuilt() {
+		return
+	}
+	if bin, err := h.Path(); err == nil {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+}
+
 // Prebuilt reports whether BuildHelper hands out prebuilt binaries (which the caller
 // must not remove).
 func Prebuilt() bool { return os.Getenv("CNI_TEST_HELPER_DIR") != "" }

@@ -28,7 +28,7 @@ const maxTempNameTries = 3
 // the field they concern (EEXIST: a vlan id already used on the master, for instance).
 func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (netlink.Link, error) {
 	ch := cont.Handle()
-	if err := nameFree(ch, ifName); err != nil {
+	if err := cont.NameFree(ifName); err != nil {
 		return nil, err
 	}
 	tmp, err := addChild(parent, cont, l)
@@ -42,8 +42,10 @@ func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (netlink.Link,
 	return created, nil
 }
 
-func nameFree(h *netlink.Handle, ifName string) error {
-	_, err := h.LinkByName(ifName)
+// NameFree checks that no interface in n is called ifName, for an ADD about to make
+// CNI_IFNAME there: a taken name is the CNI error of IfNameTaken.
+func (n *NS) NameFree(ifName string) error {
+	_, err := n.ByName(ifName)
 	switch {
 	case err == nil:
 		return IfNameTaken(ifName)

@@ -94,8 +94,8 @@ func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *ro
 	if hl.Attrs().Flags&net.FlagLoopback != 0 {
 		return cnierror.Invalid("%s: %s is the loopback interface", c.sel.field, hl.Attrs().Name)
 	}
-	if _, err := cont.ByName(ifName); err == nil {
-		return link.IfNameTaken(ifName)
+	if err := cont.NameFree(ifName); err != nil {
+		return err
 	}
 	st := snapshot(hl)
 	st.Network, st.ContainerID, st.IfName = req.Net.Name, req.Args.ContainerID, ifName

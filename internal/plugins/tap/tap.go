@@ -63,8 +63,8 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 			return nil, err
 		}
 	}
-	if _, err := cont.ByName(req.Args.IfName); err == nil {
-		return nil, link.IfNameTaken(req.Args.IfName)
+	if err := cont.NameFree(req.Args.IfName); err != nil {
+		return nil, err
 	}
 
 	var undo rollback.Stack

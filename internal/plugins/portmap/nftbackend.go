@@ -13,10 +13,18 @@ import (
 
 // nftBackend installs port mappings with nftables over netlink, and with one `nft`
 // exec per family for conditions that only nft compiles.
-type nftBackend struct{}
+type nftBackend struct {
+	// conn is added to the options of every connection; tests record what is sent
+	// through it (nftrecord). Nil talks to the kernel straight.
+	conn nftables.ConnOption
+}
 
-func newConn() (*nftables.Conn, error) {
-	c, err := nftables.New(nftables.AsLasting())
+func (b nftBackend) newConn() (*nftables.Conn, error) {
+	opts := []nftables.ConnOption{nftables.AsLasting()}
+	if b.conn != nil {
+		opts = append(opts, b.conn)
+	}
+	c, err := nftables.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("nftables: open netlink: %w", err)
 	}
@@ -25,8 +33,8 @@ func newConn() (*nftables.Conn, error) {
 
 // inTransaction runs plan on a fresh connection and sends what it queued as one
 // transaction: a plan that fails half-way leaves nothing queued for the next one.
-func inTransaction(plan func(c *nftables.Conn) error) error {
-	c, err := newConn()
+func (b nftBackend) inTransaction(plan func(c *nftables.Conn) error) error {
+	c, err := b.newConn()
 	if err != nil {
 		return err
 	}
@@ -39,20 +47,20 @@ func inTransaction(plan func(c *nftables.Conn) error) error {
 
 // add installs (or replaces) the attachment's mappings, one transaction per family,
 // then the gate rule of conditions only nft compiles.
-func (nftBackend) add(ctx context.Context, o attachment, s *settings, fams []family) error {
+func (b nftBackend) add(ctx context.Context, o attachment, s *settings, fams []family) error {
 	for _, fa := range fams {
 		f := newNFTFamily(fa.v6)
 		plan := planConditions(condField(fa.v6), fa.conds, fa.v6)
 		install := func(c *nftables.Conn) error { return f.install(c, o, s, fa, plan) }
-		err := inTransaction(install)
+		err := b.inTransaction(install)
 		if err != nil {
 			// The state did not match its records (something removed by hand), or another
 			// ADD or DEL changed a shared key between our reads and our transaction:
 			// clear the attachment the slow way and install it afresh.
-			if serr := inTransaction(func(c *nftables.Conn) error { return f.sweep(c, o.hash()) }); serr != nil {
+			if serr := b.inTransaction(func(c *nftables.Conn) error { return f.sweep(c, o.hash()) }); serr != nil {
 				return fmt.Errorf("nftables: port mappings of %s: %w (cleanup: %v)", o.cid, err, serr)
 			}
-			err = inTransaction(install)
+			err = b.inTransaction(install)
 		}
 		if err != nil {
 			return fmt.Errorf("nftables: install port mappings of %s: %w", o.cid, err)
@@ -162,12 +170,12 @@ func (f *nftFamily) queueMasq(c *nftables.Conn, o attachment, s *settings, fa fa
 
 // del removes the attachment named by hash from both families and returns what it had
 // installed.
-func (nftBackend) del(_ context.Context, hash string) ([]flow, error) {
+func (b nftBackend) del(_ context.Context, hash string) ([]flow, error) {
 	var flows []flow
 	for _, v6 := range []bool{false, true} {
 		f := newNFTFamily(v6)
 		var st nftState
-		err := inTransaction(func(c *nftables.Conn) error {
+		err := b.inTransaction(func(c *nftables.Conn) error {
 			var err error
 			if st, err = f.stateOf(c, hash); err != nil || !st.exists {
 				return err
@@ -175,7 +183,7 @@ func (nftBackend) del(_ context.Context, hash string) ([]flow, error) {
 			return f.queueRemove(c, hash, st)
 		})
 		if err != nil {
-			if err := inTransaction(func(c *nftables.Conn) error { return f.sweep(c, hash) }); err != nil {
+			if err := b.inTransaction(func(c *nftables.Conn) error { return f.sweep(c, hash) }); err != nil {
 				return nil, fmt.Errorf("nftables: remove port mappings of %s: %w", nftDNPrefix+hash, err)
 			}
 		}
@@ -193,8 +201,8 @@ func appendFlows(flows []flow, maps []nftMapping) []flow {
 
 // check verifies that every mapping has its rule and its claim of its key, that the
 // conditions nft compiles have their gate, and the masquerade claim when snat is on.
-func (nftBackend) check(_ context.Context, o attachment, s *settings, fams []family) error {
-	c, err := newConn()
+func (b nftBackend) check(_ context.Context, o attachment, s *settings, fams []family) error {
+	c, err := b.newConn()
 	if err != nil {
 		return err
 	}
@@ -239,8 +247,8 @@ func containsMapping(have []nftMapping, want nftMapping) bool {
 
 // installed lists the attachments that claim keys in the family's maps, from the owner
 // comments of the elements, or of the jumps of the shared chains they go to.
-func (nftBackend) installed(_ context.Context) ([]installed, error) {
-	c, err := newConn()
+func (b nftBackend) installed(_ context.Context) ([]installed, error) {
+	c, err := b.newConn()
 	if err != nil {
 		return nil, err
 	}

@@ -54,24 +54,31 @@ func (f *nftFamily) stateOf(c *nftables.Conn, hash string) (nftState, error) {
 		}
 		st.maps = append(st.maps, records(gated)...)
 	}
-	st.masq = st.exists && f.chainExists(c, nftMasqPrefix+hash)
-	return st, nil
+	if st.exists {
+		st.masq, err = f.chainExists(c, nftMasqPrefix+hash)
+	}
+	return st, err
 }
 
 // rules lists a chain's rules: nil when the chain does not exist, an empty list when it
 // is empty.
 func (f *nftFamily) rules(c *nftables.Conn, name string) ([]*nftables.Rule, error) {
 	rules, err := c.GetRules(f.table, f.chain(name))
-	if netfilter.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
+	if err != nil && !netfilter.IsNotExist(err) {
 		return nil, fmt.Errorf("nftables: list %s: %w", name, err)
 	}
-	if rules == nil {
-		rules = []*nftables.Rule{}
+	if len(rules) > 0 {
+		return rules, nil
 	}
-	return rules, nil
+	// A rule dump filtered by table and chain answers nothing, not ENOENT, when either
+	// is missing: only a lookup of the chain tells an empty chain from none (DEL of a
+	// pod without mappings, or of the family it did not map, took "empty" for "there"
+	// and deleted a chain that was not, failing into the sweep).
+	exists, err := f.chainExists(c, name)
+	if err != nil || !exists {
+		return nil, err
+	}
+	return []*nftables.Rule{}, nil
 }
 
 // records reads the mappings dnat rules record in their userdata.
@@ -87,9 +94,17 @@ func records(rules []*nftables.Rule) []nftMapping {
 	return out
 }
 
-func (f *nftFamily) chainExists(c *nftables.Conn, name string) bool {
+// chainExists looks the chain up; a missing table or chain is false, any other
+// failure an error.
+func (f *nftFamily) chainExists(c *nftables.Conn, name string) (bool, error) {
 	_, err := c.ListChain(f.table, name)
-	return err == nil
+	switch {
+	case err == nil:
+		return true, nil
+	case netfilter.IsNotExist(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("nftables: chain %s: %w", name, err)
 }
 
 // queueDelChain queues a chain's flush and deletion.
@@ -189,7 +204,11 @@ func (f *nftFamily) sweep(c *nftables.Conn, hash string) error {
 		}
 	}
 	for name := range mine {
-		if f.chainExists(c, name) {
+		exists, err := f.chainExists(c, name)
+		if err != nil {
+			return err
+		}
+		if exists {
 			f.queueDelChain(c, name)
 		}
 	}

@@ -163,7 +163,7 @@ func TestDelReleasesAKeyMappedTwiceByOneAttachmentInOneTransaction(t *testing.T)
 		f := newNFTFamily(v6)
 		var st nftState
 		e.host.Run(t, func() error {
-			return inTransaction(func(conn *nftables.Conn) error {
+			return nftBackend{}.inTransaction(func(conn *nftables.Conn) error {
 				if st, err = f.stateOf(conn, hash); err != nil {
 					return err
 				}

@@ -1,0 +1,76 @@
+package portmap
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/nftrecord"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// TestNFTDelSendsOnlyWhatTheAttachmentHas: DEL of an attachment reads its own chains
+// and sends one transaction per family it has mappings in, and nothing else. A rule
+// dump of a missing chain answers nothing rather than ENOENT; DEL took that for an
+// empty chain, sent the deletion of a chain that was not there, had it refused and
+// swept the whole table (every map and chain read), for every pod without mappings,
+// for every DEL after the first, and for the IPv6 family of every IPv4-only pod.
+func TestNFTDelSendsOnlyWhatTheAttachmentHas(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mapped, v4only, bare := e.container("ctr-mapped"), e.container("ctr-v4"), e.container("ctr-bare")
+	nft := map[string]any{"backend": "nftables"}
+	delOf := func(t *testing.T, c *container) []nftrecord.Request {
+		t.Helper()
+		var r nftrecord.Recorder
+		defer r.Close()
+		b := nftBackend{conn: r.Option()}
+		require.NoError(t, e.host.Do(func() error {
+			_, err := b.del(context.Background(), attachment{net: "net1", cid: c.id}.hash())
+			return err
+		}))
+		return r.Sent()
+	}
+
+	// Before any table exists, then beside another attachment's mappings.
+	assertOnlyLookups(t, delOf(t, bare), "no table yet")
+	require.NoError(t, e.invoke(skel.CmdAdd, mapped, mapped.netconf(t, "net1", nft, standardMappings())))
+	assertOnlyLookups(t, delOf(t, bare), "a pod without mappings beside a mapped one")
+
+	v4conf := v4only.netconf(t, "net1", nft, []PortMapping{{HostPort: 9090, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "10.77.0.1"}})
+	require.NoError(t, e.invoke(skel.CmdAdd, v4only, v4conf))
+	sent := delOf(t, v4only)
+	assert.Equal(t, 1, nftrecord.Batches(sent), "one transaction, for the IPv4 family alone: %v", sent)
+	assertNoSweep(t, sent)
+	assertOnlyLookups(t, delOf(t, v4only), "the second DEL")
+
+	got, err := dialTCP(e.client, "10.77.0.1:8080")
+	require.NoError(t, err)
+	assert.Equal(t, "ctr-mapped", got, "the mapped pod is untouched")
+	require.NoError(t, e.invoke(skel.CmdCheck, mapped, mapped.netconf(t, "net1", nft, standardMappings())))
+}
+
+// assertOnlyLookups checks that sent holds lookups of the attachment's chains alone:
+// no transaction and no sweep.
+func assertOnlyLookups(t *testing.T, sent []nftrecord.Request, when string) {
+	t.Helper()
+	assert.Zero(t, nftrecord.Batches(sent), "%s: no transaction for an attachment without mappings: %v", when, sent)
+	assertNoSweep(t, sent)
+	for _, q := range sent {
+		assert.Contains(t, []uint16{unix.NFT_MSG_GETRULE, unix.NFT_MSG_GETCHAIN}, q.Msg, "%s: %v", when, sent)
+	}
+	assert.LessOrEqual(t, len(sent), 4, "%s: a rule dump and a chain lookup per family: %v", when, sent)
+}
+
+// assertNoSweep checks that nothing read whole maps or the table's chain list, which
+// only the sweep does.
+func assertNoSweep(t *testing.T, sent []nftrecord.Request) {
+	t.Helper()
+	for _, q := range sent {
+		whole := q.Dump && (q.Msg == unix.NFT_MSG_GETSETELEM || q.Msg == unix.NFT_MSG_GETCHAIN)
+		assert.False(t, whole, "the sweep ran: %v", sent)
+	}
+}

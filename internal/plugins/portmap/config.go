@@ -213,20 +213,10 @@ func parseMapping(i int, pm PortMapping) (mapping, error) {
 	return m, nil
 }
 
-// containerIPs returns the first IPv4 and first IPv6 address of the prevResult that
-// sits on the interface ifName inside a sandbox. A result without any interfaces
-// (from a 0.2.0-style IPAM-only chain) contributes all of its addresses.
-func containerIPs(prev *result.Result, ifName string) (v4, v6 netip.Prefix) {
-	for _, ip := range prev.IPs {
-		if len(prev.Interfaces) > 0 {
-			if ip.Interface == nil || *ip.Interface < 0 || *ip.Interface >= len(prev.Interfaces) {
-				continue
-			}
-			iface := prev.Interfaces[*ip.Interface]
-			if iface.Name != ifName || iface.Sandbox == "" {
-				continue
-			}
-		}
+// firstAddrs returns the first IPv4 and the first IPv6 address of ips, the two the
+// reference maps ports to (link.ContainerIPs orders them so that these are its picks).
+func firstAddrs(ips []result.IPConfig) (v4, v6 netip.Prefix) {
+	for _, ip := range ips {
 		switch a := ip.Address.Addr(); {
 		case a.Is4() && !v4.IsValid():
 			v4 = ip.Address

@@ -29,7 +29,7 @@ func loadForAdd(req *skel.Request) (loaded, error) {
 	}
 	out := loaded{Settings: s}
 	if req.PrevResult != nil {
-		out.Families = s.families(containerIPs(req.PrevResult, req.Args.IfName))
+		out.Families = s.families(firstAddrs(req.PrevResult.ContainerIPs(req.Args.IfName)))
 	}
 	return out, nil
 }

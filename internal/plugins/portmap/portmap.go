@@ -18,6 +18,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/conntrack"
+	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/result"
@@ -79,12 +80,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if len(s.mappings) == 0 {
 		return req.PrevResult, nil
 	}
-	v4, v6 := containerIPs(req.PrevResult, req.Args.IfName)
-	if !v4.IsValid() && !v6.IsValid() {
-		return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
-			"prevResult: no address on interface %q in a sandbox to map ports to", req.Args.IfName)
-	}
-	fams := s.families(v4, v6)
+	fams := s.families(containerAddrs(req))
 	if len(fams) == 0 {
 		return req.PrevResult, nil
 	}
@@ -117,6 +113,21 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		}
 	}
 	return req.PrevResult, nil
+}
+
+// containerAddrs returns the addresses to map ports to: the first IPv4 and the first
+// IPv6 address of the container interface. A container without any address has no
+// port to map to; as the reference does, the ADD then passes prevResult on, and says
+// why on stderr.
+func containerAddrs(req *skel.Request) (v4, v6 netip.Prefix) {
+	ips, err := link.ContainerIPs(req.Args.Netns, req.Args.IfName, req.PrevResult)
+	if v4, v6 = firstAddrs(ips); !v4.IsValid() && !v6.IsValid() {
+		if err == nil {
+			err = errors.New("none in prevResult or on the interface")
+		}
+		fmt.Fprintf(req.Stderr, "portmap: no address of interface %q to map ports to: %v\n", req.Args.IfName, err)
+	}
+	return v4, v6
 }
 
 // enableLocalnet sets route_localnet on the host interface that routes to the
@@ -191,9 +202,8 @@ func check(req *skel.Request) error {
 	if len(s.mappings) == 0 {
 		return nil
 	}
-	v4, v6 := containerIPs(req.PrevResult, req.Args.IfName)
 	o := attachment{net: req.Net.Name, cid: req.Args.ContainerID}
-	return backendFor(s.backend).check(req.Context(), o, s, s.families(v4, v6))
+	return backendFor(s.backend).check(req.Context(), o, s, s.families(containerAddrs(req)))
 }
 
 // gc removes the mappings of every attachment of this network whose container is not

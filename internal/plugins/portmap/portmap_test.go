@@ -1,6 +1,9 @@
 package portmap
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 var backends = []string{"nftables", "iptables"}
@@ -239,6 +244,56 @@ func TestCheckFailsAfterMapElementRemovedByHand(t *testing.T) {
 	require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
 	require.NoError(t, e.invoke(skel.CmdDel, c, conf))
 	assert.NotContains(t, e.ruleset(), c.ip4)
+}
+
+// withoutAddresses is conf with a prevResult that lists the container interface but no
+// address on it, as a main plugin that leaves addressing to another hands it on.
+func withoutAddresses(t *testing.T, conf []byte, c *container) []byte {
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(conf, &m))
+	m["prevResult"] = map[string]any{"cniVersion": "1.1.0", "interfaces": []map[string]any{{"name": "eth0", "sandbox": c.ns.Path}}}
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+// A prevResult that gives the container interface no address is mapped to the
+// addresses the kernel has on the interface, and they answer; the reference maps
+// nothing and says nothing. With no address there either there is nothing to map to:
+// ADD passes prevResult on, as the reference does, and says why on stderr.
+func TestAddWithoutAddressesInPrevResultMapsTheKernelsOnes(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			c := e.container("ctr-a")
+			conf := withoutAddresses(t, c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings()), c)
+			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+			for _, addr := range []string{"10.77.0.1:8080", "[fd77::1]:8080"} {
+				got, err := dialTCP(e.client, addr)
+				require.NoError(t, err, addr)
+				assert.Equal(t, "ctr-a", got, addr)
+			}
+			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+			require.NoError(t, e.invoke(skel.CmdDel, c, conf))
+
+			bare := &container{ns: testns.NewWithLoopback(t), id: "ctr-bare"}
+			testns.Veth(t, e.host, "vbare", nil, bare.ns, "eth0", nil)
+			before := e.ruleset()
+			conf = withoutAddresses(t, bare.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings()), bare)
+			var stderr bytes.Buffer
+			args := skel.Args{Command: skel.CmdAdd, ContainerID: bare.id, Netns: bare.ns.Path, IfName: "eth0", Path: []string{"/nonexistent"}}
+			var res *result.Result
+			require.NoError(t, e.host.Do(func() error {
+				var err error
+				res, err = skel.Invoke(context.Background(), Plugin(), args, conf, &stderr)
+				return err
+			}))
+			assert.Equal(t, []result.Interface{{Name: "eth0", Sandbox: bare.ns.Path}}, res.Interfaces, "prevResult is passed on")
+			assert.Contains(t, stderr.String(), `portmap: no address of interface "eth0" to map ports to`)
+			assert.Equal(t, before, e.ruleset())
+		})
+	}
 }
 
 func TestAddRequiresPrevResult(t *testing.T) {

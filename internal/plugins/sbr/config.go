@@ -76,19 +76,3 @@ func (p *Plan) gateway(ip result.IPConfig) netip.Addr {
 	}
 	return ip.Gateway
 }
-
-// ifaceIPs returns prevResult's addresses of the interface ifName. As in the reference,
-// an address that names no interface counts as the interface's.
-func ifaceIPs(res *result.Result, ifName string) []result.IPConfig {
-	var out []result.IPConfig
-	for _, ip := range res.IPs {
-		if ip.Interface != nil {
-			i := *ip.Interface
-			if i >= 0 && i < len(res.Interfaces) && res.Interfaces[i].Name != ifName {
-				continue
-			}
-		}
-		out = append(out, ip)
-	}
-	return out
-}

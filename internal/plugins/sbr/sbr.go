@@ -50,9 +50,13 @@ func prepare(req *skel.Request) (*Plan, []result.IPConfig, error) {
 	if req.PrevResult == nil {
 		return nil, nil, errNotChained
 	}
-	ips := ifaceIPs(req.PrevResult, req.Args.IfName)
+	ips, err := link.ContainerIPs(req.Args.Netns, req.Args.IfName, req.PrevResult)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(ips) == 0 {
-		return nil, nil, cnierror.Newf(cnierror.CodeInvalidConfig, "prevResult: no addresses for interface %q", req.Args.IfName)
+		return nil, nil, cnierror.Newf(cnierror.CodeInvalidConfig,
+			"prevResult: no addresses for interface %q, and the interface has none", req.Args.IfName)
 	}
 	return p, ips, nil
 }
@@ -257,7 +261,7 @@ func tidy(cont *link.NS, req *skel.Request, table int) error {
 	h := cont.Handle()
 	addrs := map[netip.Addr]bool{}
 	if req.PrevResult != nil {
-		for _, ip := range ifaceIPs(req.PrevResult, req.Args.IfName) {
+		for _, ip := range req.PrevResult.ContainerIPs(req.Args.IfName) {
 			addrs[ip.Address.Addr()] = true
 		}
 	}

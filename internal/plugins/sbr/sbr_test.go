@@ -250,19 +250,42 @@ func TestBadInputIsAnInvalidConfig(t *testing.T) {
 	w := newWorld(t)
 	prev := prevResult("net1", w.cont.Path, ipGw{"10.60.0.2/24", "10.60.0.1"})
 	for name, c := range map[string][]byte{
-		"no prevResult":     conf(t, nil, ""),
-		"reserved table":    conf(t, prev, `"table":254`),
-		"negative table":    conf(t, prev, `"table":-1`),
-		"table not number":  conf(t, prev, `"table":"x"`),
-		"bad gateway":       conf(t, prev, `"gateways":["nope"]`),
-		"two v4 gateways":   conf(t, prev, `"gateways":["10.0.0.1","10.0.0.2"]`),
-		"no addresses here": conf(t, prevResult("other", w.cont.Path, ipGw{"10.60.0.2/24", ""}), ""),
+		"no prevResult":    conf(t, nil, ""),
+		"reserved table":   conf(t, prev, `"table":254`),
+		"negative table":   conf(t, prev, `"table":-1`),
+		"table not number": conf(t, prev, `"table":"x"`),
+		"bad gateway":      conf(t, prev, `"gateways":["nope"]`),
+		"two v4 gateways":  conf(t, prev, `"gateways":["10.0.0.1","10.0.0.2"]`),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := w.invoke("ADD", w.cont.Path, "net1", c)
 			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
 		})
 	}
+}
+
+// A prevResult that gives the interface no address (they are on another interface, or
+// there are none) makes sbr route the addresses the kernel has on it; with none there
+// either, the ADD is refused, and nothing is left.
+func TestAddRoutesTheKernelsAddressesWhenPrevResultNamesNone(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.iface("net1", ipGw{"10.60.0.2/24", ""})
+	w.iface("net2")
+	elsewhere := prevResult("other", w.cont.Path, ipGw{"10.61.0.2/24", ""})
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, elsewhere, ""))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"from 10.60.0.2/32 lookup 100"}, w.rules())
+	_, err = w.invoke("CHECK", w.cont.Path, "net1", conf(t, elsewhere, ""))
+	assert.NoError(t, err)
+	_, err = w.invoke("DEL", w.cont.Path, "net1", conf(t, elsewhere, ""))
+	require.NoError(t, err)
+	assert.Empty(t, w.rules())
+
+	_, err = w.invoke("ADD", w.cont.Path, "net2", conf(t, elsewhere, ""))
+	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
+	assert.ErrorContains(t, err, `prevResult: no addresses for interface "net2", and the interface has none`)
+	assert.Empty(t, w.rules())
 }
 
 // sbr copies into its table only the routes that serve the prevResult's addresses, so

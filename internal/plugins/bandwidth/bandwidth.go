@@ -174,7 +174,9 @@ func load(req *skel.Request) (Shaping, error) {
 }
 
 // hostVeth opens the plugin's own namespace and finds the host end of the container
-// interface's veth, which prevResult must list as a host interface (empty sandbox).
+// interface's veth. The kernel names it (the container end's peer, pointing back), so
+// prevResult need not: the reference refuses a result that does not list it as a host
+// interface (Cilium's, an IPAM-only one), ours shapes the veth all the same.
 func hostVeth(req *skel.Request) (*link.NS, netlink.Link, error) {
 	cont, err := link.Open(req.Args.Netns)
 	if err != nil {
@@ -193,12 +195,5 @@ func hostVeth(req *skel.Request) (*link.NS, netlink.Link, error) {
 		host.Close()
 		return nil, nil, fmt.Errorf("bandwidth needs a veth: %w", err)
 	}
-	for _, i := range req.PrevResult.Interfaces {
-		if i.Sandbox == "" && i.Name == veth.Attrs().Name {
-			return host, veth, nil
-		}
-	}
-	host.Close()
-	return nil, nil, cnierror.Newf(cnierror.CodeInvalidConfig,
-		"prevResult: host veth %q (peer of %q) is not listed as a host interface", veth.Attrs().Name, req.Args.IfName)
+	return host, veth, nil
 }

@@ -30,7 +30,10 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
@@ -94,20 +97,68 @@ func addresses(prev *result.Result) []netip.Addr {
 }
 
 // bridgeName is the host-side interface the ingress policy is keyed on: the first
-// interface outside any sandbox (the bridge plugin lists its bridge first, which is the
-// reference's interfaces[0]).
-func bridgeName(conf *Config, prev *result.Result) (string, error) {
+// interface outside any sandbox in prevResult (the bridge plugin lists its bridge
+// first, which is the reference's interfaces[0]), or, when prevResult lists none, the
+// one the kernel shows (hostInterface). The reference takes interfaces[0] whatever it
+// is, so for a result that lists only the container's interface (Cilium's) it polices
+// the container's interface name on the host: "eth0", which may well be the host's
+// uplink. Ours polices the container's bridge.
+func bridgeName(req *skel.Request, conf *Config) (string, error) {
 	if conf.IngressPolicy == PolicyOpen {
 		return "", nil
 	}
+	name, err := listedBridge(req.PrevResult)
+	if name != "" || err != nil {
+		return name, err
+	}
+	name, err = hostInterface(req.Args.Netns, req.Args.IfName)
+	if cnierror.Code(err) == cnierror.CodeInvalidNetNS {
+		return "", err
+	}
+	if err != nil {
+		return "", cnierror.Newf(cnierror.CodeInvalidConfig,
+			"ingressPolicy: %q needs the host interface (the bridge): prevResult.interfaces lists none, and %v", conf.IngressPolicy, err)
+	}
+	return name, nil
+}
+
+// listedBridge is the first interface outside any sandbox in prev, "" if there is none.
+func listedBridge(prev *result.Result) (string, error) {
 	for n, i := range prev.Interfaces {
 		if i.Sandbox == "" && i.Name != "" {
 			// The name is another plugin's output and ends up in iptables rules.
 			return i.Name, skel.ValidateIfNameField(fmt.Sprintf("prevResult.interfaces[%d].name", n), i.Name)
 		}
 	}
-	return "", cnierror.Newf(cnierror.CodeInvalidConfig,
-		"ingressPolicy: %q needs a host interface (the bridge) in prevResult.interfaces", conf.IngressPolicy)
+	return "", nil
+}
+
+// hostInterface is the host interface the container interface ifName hangs off: the
+// bridge its veth's host end is a port of, or that host end itself when it is no
+// bridge's port (a routed veth, as Calico's and Cilium's are).
+func hostInterface(netnsPath, ifName string) (string, error) {
+	host, cont, err := link.OpenPair(netnsPath)
+	if err != nil {
+		return "", err
+	}
+	defer host.Close()
+	defer cont.Close()
+	veth, err := link.HostPeer(host, cont, ifName)
+	if err != nil {
+		return "", err
+	}
+	master := veth.Attrs().MasterIndex
+	if master == 0 {
+		return veth.Attrs().Name, nil
+	}
+	br, err := host.Handle().LinkByIndex(master)
+	if err != nil {
+		return "", fmt.Errorf("master of %q: %w", veth.Attrs().Name, err)
+	}
+	if _, ok := br.(*netlink.Bridge); !ok {
+		return "", fmt.Errorf("host veth %q is a port of %s %q, not of a bridge", veth.Attrs().Name, br.Type(), br.Attrs().Name)
+	}
+	return br.Attrs().Name, nil
 }
 
 func attachmentOf(req *skel.Request) attachment {
@@ -122,7 +173,7 @@ func add(req *skel.Request) (*result.Result, error) {
 	if req.PrevResult == nil {
 		return nil, errNotChained
 	}
-	bridge, err := bridgeName(conf, req.PrevResult)
+	bridge, err := bridgeName(req, conf)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +244,7 @@ func check(req *skel.Request) error {
 	if req.PrevResult == nil {
 		return errNotChained
 	}
-	bridge, err := bridgeName(conf, req.PrevResult)
+	bridge, err := bridgeName(req, conf)
 	if err != nil {
 		return err
 	}

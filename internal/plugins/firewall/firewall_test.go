@@ -12,6 +12,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 var iptablesBackend = map[string]any{"backend": "iptables"}
@@ -272,19 +273,33 @@ func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
 	assert.NotContains(t, e.save("iptables"), "c-bad", "a refused ADD must change nothing")
 }
 
-func TestSameBridgePolicyNeedsAHostInterface(t *testing.T) {
+// A prevResult that lists no host interface (an IPAM result handed on, Cilium's) does
+// not stop the same-bridge policy: the kernel shows the bridge the container's veth is
+// a port of. The reference refuses a result without interfaces, and with only the
+// container's interface listed polices that interface's name ("eth0") on the host.
+func TestSameBridgePolicyFindsTheBridgeThatPrevResultDoesNotList(t *testing.T) {
 	e := newEnv(t)
 	n := e.conflist(netOpts{name: "nobr", bridge: "br-nobr", subnets: []string{"10.27.0.0/24"}})
 	c := e.add(n, "c-nobr")
+	policy := map[string]any{"backend": "iptables", "ingressPolicy": "same-bridge"}
 	prev := c.res.Clone()
 	prev.Interfaces = nil
 	for i := range prev.IPs {
 		prev.IPs[i].Interface = nil
 	}
-	_, err := e.invoke(skel.CmdAdd, fwConf(t, "nobr", map[string]any{"backend": "iptables", "ingressPolicy": "same-bridge"}, prev), c)
+	_, err := e.invoke(skel.CmdAdd, fwConf(t, "nobr", policy, prev), c)
+	require.NoError(t, err)
+	assert.Contains(t, e.save("iptables"), "-A CNI-ISOLATION-STAGE-1 -i br-nobr ! -o br-nobr ")
+	_, err = e.invoke(skel.CmdCheck, fwConf(t, "nobr", policy, prev), c)
+	require.NoError(t, err)
+
+	// Without a host side in prevResult or in the kernel there is nothing to police.
+	lone := &ctr{ns: testns.NewWithLoopback(t), id: "c-lone"}
+	_, err = e.invoke(skel.CmdAdd, fwConf(t, "nobr", policy, prev), lone)
 	require.Error(t, err)
 	assert.Equal(t, uint(cnierror.CodeInvalidConfig), cnierror.Code(err))
-	assert.NotContains(t, e.save("iptables"), "c-nobr")
+	assert.ErrorContains(t, err, `ingressPolicy: "same-bridge" needs the host interface (the bridge): prevResult.interfaces lists none`)
+	assert.NotContains(t, e.save("iptables"), "c-lone")
 }
 
 // ruleLines are the -A lines of an iptables-save output.

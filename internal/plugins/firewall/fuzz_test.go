@@ -31,9 +31,13 @@ func loadForAdd(req *skel.Request) (loaded, error) {
 	if req.PrevResult == nil {
 		return loaded{}, errNotChained
 	}
-	bridge, err := bridgeName(conf, req.PrevResult)
-	if err != nil {
-		return loaded{}, err
+	// The kernel's fallback for a prevResult without a host interface is left out:
+	// nothing here reaches a namespace.
+	var bridge string
+	if conf.IngressPolicy != PolicyOpen {
+		if bridge, err = listedBridge(req.PrevResult); err != nil {
+			return loaded{}, err
+		}
 	}
 	return loaded{Conf: conf, Bridge: bridge, IPs: addresses(req.PrevResult)}, nil
 }
@@ -72,8 +76,10 @@ func FuzzLoad(f *testing.F) {
 		v := l.Value
 		for _, fam := range families {
 			rules := append([]iptables.Rule{forwardRule(), adminRule(v.Conf.AdminChain)}, ipRules(att, fam, v.IPs)...)
-			for _, chain := range isolationRules(v.Conf.IngressPolicy, v.Bridge) {
-				rules = append(rules, chain...)
+			if v.Bridge != "" {
+				for _, chain := range isolationRules(v.Conf.IngressPolicy, v.Bridge) {
+					rules = append(rules, chain...)
+				}
 			}
 			for _, r := range rules {
 				iptablestest.RequireReadsBack(t, fam, filterTable, r)
@@ -93,15 +99,14 @@ func FuzzLoad(f *testing.F) {
 // Found by FuzzLoad: the bridge name comes from another plugin's output and goes into
 // iptables rules, so a newline in it would end the restore line (issue 13).
 func TestBridgeNameFromPrevResultMustBeAnInterfaceName(t *testing.T) {
-	conf := &Config{IngressPolicy: PolicySameBridge}
 	for _, name := range []string{"br0\n-F", "br0\r", "a b", "x/y", "0123456789abcdef", "..", "br:0"} {
 		prev := &result.Result{Interfaces: []result.Interface{{Name: name}}}
-		_, err := bridgeName(conf, prev)
+		_, err := listedBridge(prev)
 		require.Error(t, err, "%q", name)
 		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%q", name)
 		assert.Contains(t, err.Error(), "prevResult.interfaces[0].name", "%q", name)
 	}
-	got, err := bridgeName(conf, &result.Result{Interfaces: []result.Interface{{Name: "br-0.1"}}})
+	got, err := listedBridge(&result.Result{Interfaces: []result.Interface{{Name: "br-0.1"}}})
 	require.NoError(t, err)
 	assert.Equal(t, "br-0.1", got)
 }

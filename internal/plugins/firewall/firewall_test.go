@@ -275,7 +275,7 @@ func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
 
 // A prevResult that lists no host interface (an IPAM result handed on, Cilium's) does
 // not stop the same-bridge policy: the kernel shows the bridge the container's veth is
-// a port of. The reference refuses a result without interfaces, and with only the
+// a port of, or the host end of a routed veth. The reference refuses a result without interfaces, and with only the
 // container's interface listed polices that interface's name ("eth0") on the host.
 func TestSameBridgePolicyFindsTheBridgeThatPrevResultDoesNotList(t *testing.T) {
 	e := newEnv(t)
@@ -292,6 +292,14 @@ func TestSameBridgePolicyFindsTheBridgeThatPrevResultDoesNotList(t *testing.T) {
 	assert.Contains(t, e.save("iptables"), "-A CNI-ISOLATION-STAGE-1 -i br-nobr ! -o br-nobr ")
 	_, err = e.invoke(skel.CmdCheck, fwConf(t, "nobr", policy, prev), c)
 	require.NoError(t, err)
+
+	// A routed veth (Calico's, Cilium's) is policed by its host end, as the reference
+	// polices a listed host veth.
+	routed := &ctr{ns: testns.NewWithLoopback(t), id: "c-routed"}
+	testns.Veth(t, e.host, "vrouted", nil, routed.ns, "eth0", nil)
+	_, err = e.invoke(skel.CmdAdd, fwConf(t, "nobr", policy, prev), routed)
+	require.NoError(t, err)
+	assert.Contains(t, e.save("iptables"), "-A CNI-ISOLATION-STAGE-1 -i vrouted ! -o vrouted ")
 
 	// Without a host side in prevResult or in the kernel there is nothing to police.
 	lone := &ctr{ns: testns.NewWithLoopback(t), id: "c-lone"}

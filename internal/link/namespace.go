@@ -225,20 +225,26 @@ func (n *NS) Delete(name string) error {
 
 // RetryDump runs a netlink dump again when the kernel flags it as interrupted by a
 // concurrent change (NLM_F_DUMP_INTR), as the partial answer may miss entries. Every
-// dump a plugin reads goes through it: on a busy host, interruptions are routine.
+// dump a plugin reads goes through it: on a busy host, interruptions are routine. After
+// dumpTries interrupted answers the last one is used as it is, as the reference's
+// netlinksafe does: a node whose links or routes never stop changing must not fail
+// every ADD with "interrupted system call" (upstream #1121).
 func RetryDump[T any](dump func() ([]T, error)) ([]T, error) {
 	var (
 		out []T
 		err error
 	)
-	for range 5 {
+	for range dumpTries {
 		out, err = dump()
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
 			return out, err
 		}
 	}
-	return out, err
+	return out, nil
 }
+
+// dumpTries bounds RetryDump, as the reference's five.
+const dumpTries = 5
 
 // Lock takes an exclusive flock on the namespace file itself and returns its release.
 // Plugins that pick a free id inside a namespace (a routing table) hold it from the

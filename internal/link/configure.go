@@ -100,19 +100,23 @@ func enableIPv6(ifName string) error {
 	return sysctl.Ensure(sysctl.Iface("ipv6", ifName, "keep_addr_on_down"), "1")
 }
 
-// WaitDAD polls l's IPv6 addresses until none is tentative, failing on a duplicate or
-// after a cap.
+// WaitDAD polls l's IPv6 addresses until none is tentative, failing on a duplicate (in
+// the reference's words) or when they are still tentative after a cap on a link that is
+// operationally up. A link without carrier (a macvlan or host device on an unplugged
+// NIC) runs no DAD until it gets one, so its addresses stay tentative: that is no
+// failure, as in the reference since v1.9.0 (its #1207).
 func WaitDAD(h *netlink.Handle, l netlink.Link) error {
+	name := l.Attrs().Name
 	deadline := time.Now().Add(dadCap)
 	for {
 		addrs, err := RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_V6) })
 		if err != nil {
-			return fmt.Errorf("%s: list addresses: %w", l.Attrs().Name, err)
+			return fmt.Errorf("%s: list addresses: %w", name, err)
 		}
 		tentative := false
 		for _, a := range addrs {
 			if a.Flags&syscall.IFA_F_DADFAILED != 0 {
-				return fmt.Errorf("%s: duplicate address detection failed for %s", l.Attrs().Name, a.IPNet)
+				return fmt.Errorf("link %s has address %s in DADFAILED state", name, a.IP)
 			}
 			if a.Flags&syscall.IFA_F_TENTATIVE != 0 {
 				tentative = true
@@ -122,7 +126,14 @@ func WaitDAD(h *netlink.Handle, l netlink.Link) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: IPv6 addresses still tentative after %s", l.Attrs().Name, dadCap)
+			now, err := h.LinkByIndex(l.Attrs().Index)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if now.Attrs().OperState != netlink.OperUp {
+				return nil
+			}
+			return fmt.Errorf("%s: IPv6 addresses still tentative after %s", name, dadCap)
 		}
 		time.Sleep(dadPoll)
 	}

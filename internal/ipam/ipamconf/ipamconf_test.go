@@ -47,3 +47,13 @@ func TestZonedAddressesAreRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
 }
+
+// Routes to one destination through different gateways all stay: the main plugin adds
+// them as next hops of one destination, as the reference does (upstream row P26).
+func TestRoutesToOneDestinationAreNotDeduplicated(t *testing.T) {
+	got, err := Routes("ipam.routes", []Route{{Dst: "0.0.0.0/0", GW: "10.1.0.1"}, {Dst: "0.0.0.0/0", GW: "10.1.0.254"}})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, netip.MustParseAddr("10.1.0.1"), got[0].GW)
+	assert.Equal(t, netip.MustParseAddr("10.1.0.254"), got[1].GW)
+}

@@ -134,7 +134,7 @@ func TestExternalPluginFailingWithoutJSONReportsItsStderr(t *testing.T) {
 	r := newRunner(t, pluginDir(t))
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec, `"stderrOnly":["ADD"]`)+`]}`)
 	_, err := r.Add(context.Background(), n, chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"})
-	require.ErrorContains(t, err, "netplugin failed: recorder: asked to fail without a message")
+	require.ErrorContains(t, err, `netplugin failed: "recorder: asked to fail without a message\n": exit status 1`, "libcni's words since its #1163")
 }
 
 func TestExternalResultWithoutVersionTakesTheConfigVersion(t *testing.T) {

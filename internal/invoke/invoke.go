@@ -167,8 +167,9 @@ func failure(ctx context.Context, runErr error, stdout, stderr []byte) *cnierror
 		return cnierror.Newf(cnierror.CodeInternal, "netplugin did not finish: %v (%v)", ctx.Err(), runErr)
 	}
 	if len(bytes.TrimSpace(stdout)) == 0 {
-		if msg := strings.TrimSpace(string(stderr)); msg != "" {
-			return cnierror.Newf(0, "netplugin failed: %s (%v)", msg, runErr)
+		// libcni's words since its #1163, which runtimes show and users grep for.
+		if len(stderr) > 0 {
+			return cnierror.Newf(0, "netplugin failed: %q: %v", stderr, runErr)
 		}
 		return cnierror.Newf(0, "netplugin failed with no error message: %v", runErr)
 	}

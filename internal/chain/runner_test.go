@@ -469,3 +469,33 @@ func TestInvokeAndVersionRunOnePlugin(t *testing.T) {
 	assert.Equal(t, uint(51), cnierror.Code(err))
 	assert.ErrorContains(t, err, "degraded")
 }
+
+// disableGC stops GC before anything runs, the runner's own DELs of stale cache entries
+// included, as libcni's GCNetworkList returns at once (upstream row C1).
+func TestDisableGCSkipsTheStaleCacheDelsToo(t *testing.T) {
+	testns.RequireRoot(t)
+	ctr := testns.New(t)
+	rec := filepath.Join(t.TempDir(), "rec")
+	r := newRunner(t, pluginDir(t))
+	list := `"plugins":[` + recorderConf(rec) + `]}`
+	att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
+	_, err := r.Add(context.Background(), parse(t, `{"cniVersion":"1.1.0","name":"n",`+list), att)
+	require.NoError(t, err)
+	require.NoError(t, r.GC(context.Background(), parse(t, `{"cniVersion":"1.1.0","name":"n","disableGC":"true",`+list), nil))
+	recs := readRecords(t, rec)
+	require.Len(t, recs, 1, "only the ADD ran")
+	assert.Len(t, cacheFiles(t, r.CacheDir), 1, "the stale entry stays")
+}
+
+// GC on a node that never cached a result (no results directory) is no error: every
+// plugin gets its GC (upstream row C2).
+func TestGCWithoutAnyCacheRunsThePluginsGC(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "rec")
+	r := newRunner(t, pluginDir(t))
+	require.NoDirExists(t, filepath.Join(r.CacheDir, "results"))
+	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec)+`]}`)
+	require.NoError(t, r.GC(context.Background(), n, nil))
+	recs := readRecords(t, rec)
+	require.Len(t, recs, 1)
+	assert.Equal(t, "GC", recs[0].Command)
+}

@@ -254,6 +254,23 @@ func TestExecRunsOnePluginByHand(t *testing.T) {
 
 // TestShortIfnameFlagAsCnitool: `cni add -i eth1` names the interface as cnitool's -i
 // does; the cache entry and the DEL find it under that name.
+// CNI_IFNAME names the interface when -i does not, and set but empty means eth0, as
+// cnitool has it since its cobra rewrite (upstream row C15).
+func TestIfnameComesFromCNIIfnameAndAnEmptyOneIsEth0(t *testing.T) {
+	for env, want := range map[string]string{"": "eth0", "net7": "net7"} {
+		t.Run(want, func(t *testing.T) {
+			t.Setenv("CNI_IFNAME", env)
+			e := newEnv(t)
+			e.conf(t, "10-lo.conflist", `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`)
+			ctr := testns.New(t)
+			r := e.cni(t, "", "add", "lo", ctr.Path)
+			require.Equal(t, 0, r.code, r.stderr)
+			assert.FileExists(t, filepath.Join(e.cacheDir, "results", "lo-"+cli.ContainerID(ctr.Path)+"-"+want))
+			assert.Equal(t, run{}, e.cni(t, "", "del", "lo", ctr.Path))
+		})
+	}
+}
+
 func TestShortIfnameFlagAsCnitool(t *testing.T) {
 	e := newEnv(t)
 	e.conf(t, "10-lo.conflist", `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`)

@@ -82,6 +82,20 @@ func TestConfiguredTableGetsOnlyRules(t *testing.T) {
 	assert.Contains(t, w.routes(mainTable, "net1"), "10.60.0.0/24 src 10.60.0.2", "main keeps its routes")
 }
 
+// With table set, gateways and addSourceHints are ignored, as the reference's
+// doRoutesWithTable path ignores them: only the rules are added (upstream row P24).
+func TestConfiguredTableIgnoresGatewaysAndSourceHints(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	mainBefore := w.routes(mainTable, "net1")
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"table":4001,"gateways":["10.60.0.254"],"addSourceHints":true`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"from 10.60.0.2/32 lookup 4001"}, w.rules())
+	assert.Empty(t, w.routes(4001, "net1"))
+	assert.ElementsMatch(t, mainBefore, w.routes(mainTable, "net1"), "main is untouched")
+}
+
 func TestAddSourceHintsKeepsSubnetRoutesInMainWithSource(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)

@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/nftables"
@@ -283,4 +284,46 @@ func TestVLANTrunkAndPreservedDefault(t *testing.T) {
 		vids = append(vids, v.Vid)
 	}
 	assert.ElementsMatch(t, []uint16{1, 7, 10, 11, 12}, vids)
+}
+
+// portVLANs lists the VLANs of c's host veth as "vid" for tagged ones and "vid
+// native" for the untagged PVID.
+func portVLANs(t *testing.T, w *world, c *container) []string {
+	t.Helper()
+	vlans, err := w.host.Handle(t).BridgeVlanList()
+	require.NoError(t, err)
+	port := linkIn(t, w.host, c.res.Interfaces[1].Name)
+	var out []string
+	for _, v := range vlans[int32(port.Attrs().Index)] {
+		s := fmt.Sprint(v.Vid)
+		if v.PortVID() && v.EngressUntag() {
+			s += " native"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// vlan and vlanTrunk together make vlan the trunk's native VLAN, and a trunk alone
+// keeps VLAN 1 native, as the reference since v1.8.0 (upstream row P13); the default
+// VLAN is dropped otherwise, preserveDefaultVlan being false by default (row P14).
+func TestVLANTrunkNativeVLAN(t *testing.T) {
+	kernelfeature.Require(t, kernelfeature.BridgeVLANFiltering)
+	t.Parallel()
+	trunk := []any{map[string]any{"id": 7}, map[string]any{"minID": 10, "maxID": 11}}
+	for _, tc := range []struct {
+		name string
+		keys map[string]any
+		want []string
+	}{
+		{"vlan and trunk", map[string]any{"vlan": 5, "vlanTrunk": trunk}, []string{"5 native", "7", "10", "11"}},
+		{"trunk alone", map[string]any{"vlanTrunk": trunk}, []string{"1 native", "7", "10", "11"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			tc.keys["ipam"] = map[string]any{}
+			c := w.add(w.conf(tc.keys))
+			assert.ElementsMatch(t, tc.want, portVLANs(t, w, c))
+		})
+	}
 }

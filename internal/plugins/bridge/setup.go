@@ -86,7 +86,9 @@ func plugPort(host *link.NS, br, port netlink.Link, conf *Config) error {
 }
 
 // setPortVLANs makes vlan the port's untagged PVID and adds the trunk VLANs tagged. The
-// bridge's default VLAN 1 is dropped from the port unless preserve is set.
+// bridge's default VLAN 1 is dropped from the port unless preserve is set; a trunk
+// without vlan gets VLAN 1 back as its native (untagged PVID) VLAN, as the reference
+// has done since v1.8.0 "for backward compatibility" (its #1180).
 func setPortVLANs(h *netlink.Handle, port netlink.Link, vlan int, trunk []VLANRange, preserve bool) error {
 	if vlan == 0 && len(trunk) == 0 {
 		return nil
@@ -112,6 +114,11 @@ func setPortVLANs(h *netlink.Handle, port netlink.Link, vlan int, trunk []VLANRa
 		}
 		if err := add(); err != nil {
 			return fmt.Errorf("host veth %q: add trunk vlans %d-%d: %w", name, *r.MinID, *r.MaxID, err)
+		}
+	}
+	if vlan == 0 {
+		if err := h.BridgeVlanAdd(port, 1, true, true, false, true); err != nil {
+			return fmt.Errorf("host veth %q: add native vlan 1 to the trunk: %w", name, err)
 		}
 	}
 	return nil

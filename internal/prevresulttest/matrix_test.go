@@ -188,7 +188,7 @@ var metas = []meta{
 		effect: func(t *testing.T, w *world, _ []byte) string { return w.shaped(t) }},
 	{name: "firewall", keys: `"backend":"iptables","ingressPolicy":"same-bridge"`,
 		effect: func(t *testing.T, w *world, _ []byte) string { return w.firewalled(t) }},
-	{name: "tuning", keys: `"mac":"` + mac + `"`,
+	{name: "tuning", keys: `"mac":"` + mac + `","dataDir":"STATE"`,
 		effect: func(t *testing.T, w *world, out []byte) string { return w.tuned(t, out) }},
 	{name: "sbr",
 		effect: func(t *testing.T, w *world, _ []byte) string { return w.sourceRouted(t) }},
@@ -198,12 +198,13 @@ var metas = []meta{
 		effect: func(t *testing.T, w *world, _ []byte) string { return w.dnatTargets(t) }},
 }
 
-// config is the network config of m with the shape as its prevResult, for the world w.
+// config is the network config of m with the shape as its prevResult, for the world w
+// (STATE in the keys stands for its state directory).
 func (m meta) config(s shape, w *world, ours bool) []byte {
 	prev := strings.ReplaceAll(s.prev, "NETNS", w.ctr.Path)
 	plugin := fmt.Sprintf(`"type":%q`, m.name)
 	if m.keys != "" {
-		plugin += "," + m.keys
+		plugin += "," + strings.ReplaceAll(m.keys, "STATE", w.state)
 	}
 	if m.chain && ours {
 		return fmt.Appendf(nil, `{"cniVersion":%q,"name":"prevnet","type":"chain",

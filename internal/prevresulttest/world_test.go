@@ -36,11 +36,14 @@ var (
 
 type world struct {
 	host, ctr *testns.NS
+	// state is the directory for plugins' state files (tuning's backups): never the
+	// machine's /run/cni.
+	state string
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{host: testns.NewWithLoopback(t), ctr: testns.NewWithLoopback(t)}
+	w := &world{host: testns.NewWithLoopback(t), ctr: testns.NewWithLoopback(t), state: t.TempDir()}
 	testns.Veth(t, w.host, hostVeth, nil, w.ctr, ifName, ctrAddrs)
 	h := w.host.Handle(t)
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: bridge}}

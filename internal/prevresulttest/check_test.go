@@ -1,0 +1,51 @@
+package prevresulttest_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/reftest"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// CHECK of a meta plugin whose optional config is absent (a runtimeConfig without
+// portMappings or bandwidth, no limits, no sysctls), as CRI-O sends it for every pod,
+// succeeds, ours and the reference's alike: the reference's bandwidth crashed there
+// before v1.9.1 (upstream row P20).
+func TestCheckWithoutOptionalConfigSucceeds(t *testing.T) {
+	testns.RequireRoot(t)
+	ourDir := testns.LinkPluginDir(t, "portmap", "bandwidth", "firewall", "tuning", "sbr")
+	bridgeShape := shapes[0]
+	for _, name := range []string{"portmap", "bandwidth", "firewall", "tuning", "sbr"} {
+		for side, bin := range map[string]func() string{
+			"ours":      func() string { return filepath.Join(ourDir, name) },
+			"reference": func() string { return reftest.Bin(t, name) },
+		} {
+			t.Run(name+"/"+side, func(t *testing.T) {
+				w := newWorld(t)
+				keys := `"runtimeConfig":{}`
+				switch name {
+				case "firewall":
+					keys += `,"backend":"iptables"`
+				case "tuning":
+					keys += `,"dataDir":"STATE"`
+				}
+				m := meta{name: name, keys: keys}
+				conf := m.config(bridgeShape, w, false)
+				r := w.exec(t, bin(), "ADD", conf)
+				require.Zero(t, r.code, r.msg)
+				var c map[string]any
+				require.NoError(t, json.Unmarshal(conf, &c))
+				c["prevResult"] = json.RawMessage(r.out)
+				check, err := json.Marshal(c)
+				require.NoError(t, err)
+				r = w.exec(t, bin(), "CHECK", check)
+				assert.Zero(t, r.code, "%s %s", r.msg, r.stderr)
+			})
+		}
+	}
+}

@@ -83,10 +83,50 @@ func execCreator(bin, label string, cont *link.NS, spec tapSpec) error {
 // setExecLabel sets the SELinux context the calling thread's next exec runs in, as
 // libselinux's setexeccon does (a plain write: /proc attribute files take no O_TRUNC).
 func setExecLabel(label string) error {
-	f, err := os.OpenFile("/proc/thread-self/attr/exec", os.O_WRONLY, 0)
+	f, err := openThreadAttr("/proc", "exec")
 	if err != nil {
 		return err
 	}
 	_, werr := f.Write([]byte(label))
 	return errors.Join(werr, f.Close())
+}
+
+// openThreadAttr opens the calling thread's LSM attribute file attr under procRoot for
+// writing, and only if it is procfs's own: procRoot must be a procfs mount, and the
+// path to the file may cross no mount point and no magic link, so a file mounted over
+// it or a /proc that is something else is refused rather than written to (what
+// go-selinux 1.13.0 hardened for CVE-2025-52881, upstream row P23).
+func openThreadAttr(procRoot, attr string) (*os.File, error) {
+	root, err := unix.Open(procRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", procRoot, err)
+	}
+	defer unix.Close(root)
+	if err := isProcfs(root, procRoot); err != nil {
+		return nil, err
+	}
+	path := fmt.Sprintf("thread-self/attr/%s", attr)
+	fd, err := unix.Openat2(root, path, &unix.OpenHow{
+		Flags:   unix.O_WRONLY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open %s/%s: %w", procRoot, path, err)
+	}
+	if err := isProcfs(fd, procRoot+"/"+path); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), procRoot+"/"+path), nil
+}
+
+func isProcfs(fd int, name string) error {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return fmt.Errorf("statfs %s: %w", name, err)
+	}
+	if fs.Type != unix.PROC_SUPER_MAGIC {
+		return fmt.Errorf("%s is not on procfs (file system type %#x)", name, fs.Type)
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -288,6 +290,20 @@ func TestSelinuxContextWithoutSELinuxIsReportedNotApplied(t *testing.T) {
 	assert.NotNil(t, tapIn(t, e.cont, "tap0"))
 	assert.Contains(t, e.stderr.String(), `SELinux is not enabled: selinuxContext "system_u:system_r:container_t:s0:c1,c2" not applied`,
 		"the lower-case spelling of the reference's docs is read too")
+}
+
+// The exec label is written only into procfs's own attribute file: a /proc that is not
+// procfs is refused before anything is opened in it (upstream row P23).
+func TestThreadAttrIsOpenedOnlyOnProcfs(t *testing.T) {
+	f, err := openThreadAttr("/proc", "exec")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	fake := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(fake, "thread-self", "attr"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(fake, "thread-self", "attr", "exec"), nil, 0o600))
+	_, err = openThreadAttr(fake, "exec")
+	assert.ErrorContains(t, err, "is not on procfs")
 }
 
 func TestCreatorProcessMakesTheTapInTheContainer(t *testing.T) {

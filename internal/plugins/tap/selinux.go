@@ -110,6 +110,11 @@ func openThreadAttr(procRoot, attr string) (*os.File, error) {
 		Flags:   unix.O_WRONLY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
 	})
+	if errors.Is(err, unix.ENOSYS) {
+		// Kernels before 5.6 (EL8) have no openat2: the file system check below is
+		// what is left of the protection there.
+		fd, err = unix.Openat(root, path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s/%s: %w", procRoot, path, err)
 	}

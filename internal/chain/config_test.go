@@ -153,6 +153,10 @@ func TestLoadErrors(t *testing.T) {
 		{"duplicate name in a legacy file", files{
 			"1.conflist": `{"name":"want","plugins":[{"type":"x"}]}`, "2.conf": `{"name":"want","type":"y"}`,
 		}, new(*chain.InvalidError), "2.conf"},
+		{"no plugins inline nor as drop-ins", files{"a.conflist": `{"name":"want","cniVersion":"1.1.0"}`},
+			new(*chain.InvalidError), "no plugin configs found"},
+		{"only inlined plugins but none", files{"a.conflist": `{"name":"want","loadOnlyInlinedPlugins":true}`},
+			new(*chain.InvalidError), "loadOnlyInlinedPlugins is true, and there is no 'plugins' key"},
 		{"oversize file", files{
 			"a.conflist": `{"name":"want","plugins":[{"type":"x","pad":"` + strings.Repeat("x", chain.MaxFileSize) + `"}]}`,
 		}, new(*chain.InvalidError), "larger than"},

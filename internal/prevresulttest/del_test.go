@@ -1,17 +1,17 @@
 package prevresulttest_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/attachment/attachmenttest"
+	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -71,15 +71,9 @@ func TestDelWithoutPrevResultSucceedsForEveryPlugin(t *testing.T) {
 						conf += "," + strings.ReplaceAll(keys, "DIR", state)
 					}
 					conf += prev + "}"
-					var stdout, stderr bytes.Buffer
-					err := host.Do(func() error {
-						cmd := exec.Command(filepath.Join(dir, name))
-						cmd.Env = []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=ctr-del", "CNI_NETNS=" + netns,
-							"CNI_IFNAME=eth0", "CNI_PATH=" + dir, "PATH=" + os.Getenv("PATH")}
-						cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(conf), &stdout, &stderr
-						return cmd.Run()
-					})
-					assert.NoError(t, err, "stdout %s stderr %s", stdout.String(), stderr.String())
+					e := &attachmenttest.Env{T: t, Plugin: &skel.Plugin{Name: name}, Host: host}
+					out, cerr := e.Exec(dir, "DEL", "ctr-del", netns, []byte(conf), "PATH="+os.Getenv("PATH"))
+					assert.Nil(t, cerr, "stdout %s", out)
 				})
 			}
 		}

@@ -1,11 +1,9 @@
 package prevresulttest_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/attachment/attachmenttest"
+	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -57,40 +57,22 @@ func newWorld(t *testing.T) *world {
 }
 
 // run is what one exec of a plugin gave: its stdout and, when it failed, the CNI
-// error code it printed (or -1 for a failure without one).
+// error code and message it printed.
 type run struct {
-	out    []byte
-	stderr string
-	code   int
-	msg    string
+	out  []byte
+	code uint
+	msg  string
 }
 
-// exec runs bin as a runtime does, inside the host namespace, for the world's container.
+// exec runs bin as a runtime does (attachmenttest's exec), inside the host namespace,
+// for the world's container as eth0, with the test's PATH (for iptables and tc).
 func (w *world) exec(t *testing.T, bin, command string, conf []byte) run {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	err := w.host.Do(func() error {
-		cmd := exec.Command(bin)
-		cmd.Env = []string{
-			"CNI_COMMAND=" + command, "CNI_CONTAINERID=ctr-prev", "CNI_NETNS=" + w.ctr.Path,
-			"CNI_IFNAME=" + ifName, "CNI_PATH=" + filepath.Dir(bin), "PATH=" + os.Getenv("PATH"),
-		}
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(conf), &stdout, &stderr
-		return cmd.Run()
-	})
-	r := run{out: stdout.Bytes(), stderr: stderr.String()}
-	if err == nil {
-		return r
-	}
-	var e struct {
-		Code int    `json:"code"`
-		Msg  string `json:"msg"`
-	}
-	r.code = -1
-	if json.Unmarshal(stdout.Bytes(), &e) == nil && e.Code != 0 {
-		r.code, r.msg = e.Code, e.Msg
-	} else {
-		r.msg = strings.TrimSpace(stdout.String() + " " + stderr.String())
+	e := &attachmenttest.Env{T: t, Plugin: &skel.Plugin{Name: filepath.Base(bin)}, Host: w.host}
+	out, cerr := e.Exec(filepath.Dir(bin), command, "ctr-prev", w.ctr.Path, conf, "PATH="+os.Getenv("PATH"))
+	r := run{out: []byte(out)}
+	if cerr != nil {
+		r.code, r.msg = cerr.Code, cerr.Msg
 	}
 	return r
 }

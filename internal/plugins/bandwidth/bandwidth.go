@@ -170,7 +170,16 @@ func load(req *skel.Request) (Shaping, error) {
 	if err != nil {
 		return Shaping{}, err
 	}
-	return conf.Shaping()
+	shaping, clamps, err := conf.Shaping()
+	if err != nil {
+		return Shaping{}, err
+	}
+	if req.Stderr != nil {
+		for _, c := range clamps {
+			fmt.Fprintf(req.Stderr, "bandwidth %q: %s\n", req.Net.Name, c)
+		}
+	}
+	return shaping, nil
 }
 
 // hostVeth opens the plugin's own namespace and finds the host end of the container

@@ -1,6 +1,7 @@
 package bandwidth
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/cnikit/cni/internal/cnierror"
@@ -51,26 +52,83 @@ type Shaping struct {
 func (s Shaping) IsZero() bool { return !s.Ingress.Enabled() && !s.Egress.Enabled() }
 
 // Shaping resolves and validates the limits: the static entry if any of its keys is
-// present, otherwise the runtime one. Only the entry in force is validated.
-func (c *Config) Shaping() (Shaping, error) {
-	l, where := &c.Limits, ""
+// present, otherwise the runtime one. Only the entry in force is validated. A runtime's
+// burst beyond what the kernel's tbf can hold at its rate is clamped to that maximum
+// instead of refused: containerd sends 4294967295 bits and CRI-O 34359738359 bits for
+// every bandwidth annotation, meaning "no burst limit of note", and a pod must still
+// start. Each clamp is returned so the plugin can say so. The operator's static values
+// are refused as they were: a nonsense value written by hand is a mistake to report.
+func (c *Config) Shaping() (Shaping, []Clamp, error) {
+	l, where, runtime := &c.Limits, "", false
 	if !l.present() {
-		l, where = c.RuntimeConfig.Bandwidth, "runtimeConfig.bandwidth."
+		l, where, runtime = c.RuntimeConfig.Bandwidth, "runtimeConfig.bandwidth.", true
 	}
 	if !l.present() {
-		return Shaping{}, nil
+		return Shaping{}, nil, nil
 	}
 	s := Shaping{
 		Ingress: Direction{Rate: value(l.IngressRate), Burst: value(l.IngressBurst)},
 		Egress:  Direction{Rate: value(l.EgressRate), Burst: value(l.EgressBurst)},
 	}
+	var clamps []Clamp
+	if runtime {
+		for _, d := range []struct {
+			dir   *Direction
+			field string
+		}{{&s.Ingress, where + "ingressBurst"}, {&s.Egress, where + "egressBurst"}} {
+			if to, ok := clampBurst(*d.dir); ok {
+				clamps = append(clamps, Clamp{Field: d.field, From: d.dir.Burst, To: to, Rate: d.dir.Rate})
+				d.dir.Burst = to
+			}
+		}
+	}
 	if err := validate(s.Ingress, where+"ingress"); err != nil {
-		return Shaping{}, err
+		return Shaping{}, nil, err
 	}
 	if err := validate(s.Egress, where+"egress"); err != nil {
-		return Shaping{}, err
+		return Shaping{}, nil, err
 	}
-	return s, nil
+	return s, clamps, nil
+}
+
+// Clamp records a runtime burst lowered to the kernel's maximum at its rate.
+type Clamp struct {
+	Field    string
+	From, To uint64 // bits
+	Rate     uint64 // bit/s
+}
+
+func (c Clamp) String() string {
+	return fmt.Sprintf("%s: %d bits clamped to %d bits, the most a tbf holds at %d bit/s", c.Field, c.From, c.To, c.Rate)
+}
+
+// maxBurstBytes is the largest burst in bytes that a tbf at rateB bytes/s holds: its
+// drain time must fit the kernel's 32-bit tick counter, the queue limit (25 ms of rate
+// plus the burst) 32 bits, and the burst itself the reference's 4 GiB rule. Zero when
+// the rate alone overflows the queue limit.
+func maxBurstBytes(rateB uint64) uint64 {
+	byDrain := math.Floor((math.MaxUint32-1)/ticksPerUsec()) * float64(rateB) / 1e6
+	byLimit := math.MaxUint32 - 1 - float64(rateB)*latencyUsec/1e6
+	m := math.Min(math.Min(byDrain, byLimit), math.MaxUint32-1)
+	if m < 1 {
+		return 0
+	}
+	// One byte under the bound: float rounding in tbfFor must not reach it.
+	return uint64(m) - 1
+}
+
+// clampBurst returns the burst in bits that d's rate allows, and whether d's burst
+// exceeded it. A direction the kernel cannot shape at any burst, or with a rate or
+// burst missing, is left to validate.
+func clampBurst(d Direction) (uint64, bool) {
+	if d.Rate < 8 || d.Burst < 8 {
+		return 0, false
+	}
+	m := maxBurstBytes(d.Rate / 8)
+	if m < 1 || d.Burst/8 <= m {
+		return 0, false
+	}
+	return m * 8, true
 }
 
 func value(p *uint64) uint64 {

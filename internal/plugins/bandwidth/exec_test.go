@@ -3,6 +3,7 @@ package bandwidth
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -19,16 +20,63 @@ import (
 // execBandwidth runs the cni binary as "bandwidth" inside host, the way a runtime does.
 func execBandwidth(tb testing.TB, host *testns.NS, plugin, cmd, cid, netns string, config []byte) (string, error) {
 	tb.Helper()
-	var out bytes.Buffer
+	out, _, err := execBandwidthLogged(tb, host, plugin, cmd, cid, netns, config)
+	return out, err
+}
+
+// execBandwidthLogged is execBandwidth that also returns what the plugin wrote on stderr.
+func execBandwidthLogged(tb testing.TB, host *testns.NS, plugin, cmd, cid, netns string, config []byte) (string, string, error) {
+	tb.Helper()
+	var out, log bytes.Buffer
 	err := host.Do(func() error {
 		c := exec.Command(plugin)
 		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + netns,
 			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin)}
 		c.Stdin = bytes.NewReader(config)
-		c.Stdout = &out
+		c.Stdout, c.Stderr = &out, &log
 		return c.Run()
 	})
-	return out.String(), err
+	return out.String(), log.String(), err
+}
+
+// TestExecdAddTakesEveryRuntimesDefaultBurst runs ADD as containerd and CRI-O call it for
+// the annotations 1M, 15M, 16M and 125M: every pod starts, shaped at the requested rate,
+// and a clamped burst is said on stderr. Before the clamp, containerd's 1M and 15M and
+// every CRI-O value were refused with code 7.
+func TestExecdAddTakesEveryRuntimesDefaultBurst(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	plugin := filepath.Join(testns.LinkPluginDir(t, "bandwidth"), "bandwidth")
+	host := testns.NewWithLoopback(t)
+	for i, tt := range runtimeCases {
+		t.Run(fmt.Sprintf("%s %d bit/s", tt.runtime, tt.rate), func(t *testing.T) {
+			a := attach(t, host, fmt.Sprintf("ctr-rt%d", i), i+1)
+			limits := `"capabilities":{"bandwidth":true},` + runtimeLimits(tt.rate, tt.burst)
+			out, log, err := execBandwidthLogged(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			require.NoError(t, err, "%s%s", out, log)
+			hostLinks := linkNS(t, host)
+			veth, err := host.Handle(t).LinkByName(a.hostVeth)
+			require.NoError(t, err)
+			got, err := rootTBF(hostLinks, veth)
+			require.NoError(t, err)
+			assert.Equal(t, tt.rate/8, got.Rate, "ingress shaped at the requested rate")
+			ifb, err := host.Handle(t).LinkByName(ifbName("net1", a.cid))
+			require.NoError(t, err)
+			got, err = rootTBF(hostLinks, ifb)
+			require.NoError(t, err)
+			assert.Equal(t, tt.rate/8, got.Rate, "egress shaped at the requested rate")
+			if tt.clamped {
+				assert.Contains(t, log, fmt.Sprintf("runtimeConfig.bandwidth.ingressBurst: %d bits clamped to", tt.burst))
+				assert.Contains(t, log, "runtimeConfig.bandwidth.egressBurst")
+			} else {
+				assert.Empty(t, log)
+			}
+			out, err = execBandwidth(t, host, plugin, "CHECK", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			require.NoError(t, err, out)
+			out, err = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path, conf("net1", limits, ""))
+			require.NoError(t, err, out)
+		})
+	}
 }
 
 func TestExecdAddAndDel(t *testing.T) {

@@ -36,6 +36,9 @@ func runInstall(p Process, args []string) int {
 	mode := fs.String("mode", string(install.Symlink), "how plugin names refer to cni: symlink (relative), hardlink or copy")
 	var confs confFlag
 	fs.Var(&confs, "conf", "network config to write into --conf-dir after the binaries (repeatable)")
+	var oneExec confFlag
+	fs.Var(&oneExec, "one-exec", "network config list to write into --conf-dir as one chain plugin holding its plugins, "+
+		"so that the runtime starts one process per pod (repeatable; every plugin must be built in)")
 	confDir := fs.String("conf-dir", chain.DefaultConfDir, "network config directory")
 	only := fs.String("only", "", "handle only these plugin names (comma-separated)")
 	skip := fs.String("skip", "", "leave these plugin names alone (comma-separated)")
@@ -62,7 +65,7 @@ func runInstall(p Process, args []string) int {
 	}
 	o := install.Options{
 		Dir: *dir, Source: selfExe, Names: names, AllNames: p.Plugins, Mode: m,
-		Confs: confs, ConfDir: *confDir, DryRun: *dryRun, Force: *force, Out: p.Stdout,
+		Confs: confs, OneExec: oneExec, ConfDir: *confDir, DryRun: *dryRun, Force: *force, Out: p.Stdout,
 	}
 	run := install.Install
 	if *uninstall {

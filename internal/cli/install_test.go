@@ -186,6 +186,58 @@ func TestInstallCommandFailureNamesTheFile(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(dir, "cni"), "a refused run changes nothing")
 }
 
+func TestInstallOneExecWritesTheListAsOneChainPlugin(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "10-k8s.conflist")
+	list := `{"cniVersion":"1.0.0","name":"k8s","plugins":[
+		{"type":"bridge","bridge":"cni0","ipam":{"type":"host-local","subnet":"10.88.0.0/16"}},
+		{"type":"portmap","capabilities":{"portMappings":true}},
+		{"type":"bandwidth","capabilities":{"bandwidth":true}}]}`
+	require.NoError(t, os.WriteFile(src, []byte(list), 0o644))
+	dir, confDir := filepath.Join(t.TempDir(), "bin"), filepath.Join(t.TempDir(), "net.d")
+
+	r := cniCmd(t, "install", "--dir", dir, "--only", "bridge", "--one-exec", src, "--conf-dir", confDir)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "write "+filepath.Join(confDir, "10-k8s.conflist"))
+
+	// The runtime's view of the written list: one plugin, the chain, with the capabilities.
+	ls := cniCmd(t, "ls", "--conf-dir", confDir)
+	require.Equal(t, 0, ls.code, ls.stderr)
+	assert.Regexp(t, `(?m)^k8s\s+1\.0\.0\s+chain\(bridge,portmap,bandwidth\)\s`, ls.stdout)
+	data, err := os.ReadFile(filepath.Join(confDir, "10-k8s.conflist"))
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"capabilities": {
+        "bandwidth": true,
+        "portMappings": true
+      },`)
+
+	again := cniCmd(t, "install", "--dir", dir, "--only", "bridge", "--one-exec", src, "--conf-dir", confDir)
+	require.Equal(t, 0, again.code, again.stderr)
+	assert.Contains(t, again.stdout, "nothing to do:", "the wrapped list is the same bytes every run")
+
+	gone := cniCmd(t, "install", "--uninstall", "--dir", dir, "--only", "bridge", "--one-exec", src, "--conf-dir", confDir)
+	require.Equal(t, 0, gone.code, gone.stderr)
+	assert.NoFileExists(t, filepath.Join(confDir, "10-k8s.conflist"), "uninstall removes what --one-exec wrote")
+}
+
+func TestInstallOneExecRefusesAThirdPartyPluginAndChangesNothing(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "10-k8s.conflist")
+	require.NoError(t, os.WriteFile(src, []byte(`{"cniVersion":"1.0.0","name":"k8s","plugins":[`+
+		`{"type":"bridge"},{"type":"cilium-cni"}]}`), 0o644))
+	dir, confDir := filepath.Join(t.TempDir(), "bin"), filepath.Join(t.TempDir(), "net.d")
+	r := cniCmd(t, "install", "--dir", dir, "--one-exec", src, "--conf-dir", confDir)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "--one-exec "+src+`: plugins[1].type: "cilium-cni" is not built into cni`)
+	assert.Contains(t, r.stderr, "install this list as it is (with --conf)")
+	assert.NoDirExists(t, dir, "a refused run changes nothing")
+	assert.NoDirExists(t, confDir)
+
+	single := filepath.Join(t.TempDir(), "10-br.conf")
+	require.NoError(t, os.WriteFile(single, []byte(`{"cniVersion":"1.0.0","name":"br","type":"bridge"}`), 0o644))
+	r = cniCmd(t, "install", "--dir", dir, "--one-exec", single, "--conf-dir", confDir)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "not a .conflist")
+}
+
 func TestSleepExitsZeroOnSIGTERM(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {

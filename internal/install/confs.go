@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/chain"
@@ -26,30 +27,54 @@ type confAction struct {
 }
 
 // readConfs reads and checks every config before anything changes: a runtime that
-// finds an invalid file in its config directory may stop using the network.
-func readConfs(paths []string) ([]conf, error) {
+// finds an invalid file in its config directory may stop using the network. The lists
+// of oneExec are wrapped into one chain plugin each, refused if a plugin is not one of
+// builtIn.
+func readConfs(paths, oneExec, builtIn []string) ([]conf, error) {
 	var out []conf
 	seen := map[string]string{}
-	for _, p := range paths {
+	all := slices.Concat(paths, oneExec)
+	for i, p := range all {
+		flag := "--conf"
+		if i >= len(paths) {
+			flag = "--one-exec"
+		}
 		c := conf{src: p, name: filepath.Base(p)}
 		if prev, ok := seen[c.name]; ok {
-			return nil, fmt.Errorf("--conf %s and %s would both be written as %s", prev, p, c.name)
+			return nil, fmt.Errorf("%s %s and %s would both be written as %s", flag, prev, p, c.name)
 		}
 		seen[c.name] = p
 		if err := checkConfName(c.name); err != nil {
-			return nil, fmt.Errorf("--conf %s: %w", p, err)
+			return nil, fmt.Errorf("%s %s: %w", flag, p, err)
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("--conf: %w", err)
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		if i >= len(paths) {
+			if data, err = wrapList(c.name, data, builtIn); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", flag, p, err)
+			}
 		}
 		if err := checkConf(c.name, data); err != nil {
-			return nil, fmt.Errorf("--conf %s: %w", p, err)
+			return nil, fmt.Errorf("%s %s: %w", flag, p, err)
 		}
 		c.data = data
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// wrapList is chain.WrapList for a config file: only a .conflist holds a list (a .conf
+// or .json file is one plugin, which is one process already).
+func wrapList(name string, data []byte, builtIn []string) ([]byte, error) {
+	if filepath.Ext(name) != ".conflist" {
+		return nil, errors.New("not a .conflist: a single plugin config is one process per operation already")
+	}
+	if len(data) > chain.MaxFileSize {
+		return nil, fmt.Errorf("larger than %d bytes", chain.MaxFileSize)
+	}
+	return chain.WrapList(data, func(typ string) bool { return slices.Contains(builtIn, typ) })
 }
 
 // checkConfName accepts a plain file name in the config dir that runtimes load.
@@ -173,7 +198,7 @@ func (r *run) uninstallConfs() error {
 		return err
 	}
 	only := map[string]bool{}
-	for _, p := range r.Confs {
+	for _, p := range slices.Concat(r.Confs, r.OneExec) {
 		only[filepath.Base(p)] = true
 	}
 	for _, name := range rec.names() {

@@ -60,10 +60,14 @@ type Options struct {
 	AllNames []string // every plugin name; uninstall keeps cni while unselected ones use it
 	Mode     Mode
 	Confs    []string // config files to write into ConfDir, in order
-	ConfDir  string
-	DryRun   bool // say what would be done, change nothing
-	Force    bool // replace entries that were not installed by cni
-	Out      io.Writer
+	// OneExec are config lists written into ConfDir after Confs, each rewritten as one
+	// chain plugin holding its plugins (chain.WrapList), so that a runtime starts one
+	// process per pod and operation. Each plugin must be one of AllNames.
+	OneExec []string
+	ConfDir string
+	DryRun  bool // say what would be done, change nothing
+	Force   bool // replace entries that were not installed by cni
+	Out     io.Writer
 }
 
 // run holds one run's options and what it did.
@@ -95,7 +99,7 @@ func Install(o Options) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	confs, err := readConfs(r.Confs)
+	confs, err := readConfs(r.Confs, r.OneExec, r.AllNames)
 	if err != nil {
 		return err
 	}
@@ -128,7 +132,7 @@ func (r *run) validate() error {
 			return err
 		}
 	}
-	if len(r.Confs) > 0 && r.ConfDir == "" {
+	if len(r.Confs)+len(r.OneExec) > 0 && r.ConfDir == "" {
 		return errors.New("--conf-dir must not be empty")
 	}
 	return nil

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -234,8 +235,19 @@ func TestInitContainerInstallsIntoTheHostRoot(t *testing.T) {
 	// The runtime's view: the network loads and every plugin type is installed.
 	ls, err := exec.Command(bin, "ls", "--conf-dir", confDir).CombinedOutput()
 	require.NoError(t, err, "%s", ls)
-	assert.Regexp(t, `(?m)^cni\s+1\.1\.0\s+bridge,portmap,bandwidth\s`, string(ls))
-	for _, typ := range []string{"bridge", "host-local", "portmap", "bandwidth"} {
+	// One chain plugin: the runtime starts one process per pod and operation; it
+	// declares the capabilities, or the runtime would not pass the ports and limits.
+	assert.Regexp(t, `(?m)^cni\s+1\.0\.0\s+chain\(bridge,portmap,bandwidth\)\s`, string(ls))
+	var list struct {
+		Plugins []struct {
+			Type         string          `json:"type"`
+			Capabilities map[string]bool `json:"capabilities"`
+		} `json:"plugins"`
+	}
+	require.NoError(t, json.Unmarshal(conf, &list))
+	require.Len(t, list.Plugins, 1)
+	assert.Equal(t, map[string]bool{"portMappings": true, "bandwidth": true}, list.Plugins[0].Capabilities)
+	for _, typ := range []string{"chain", "bridge", "host-local", "portmap", "bandwidth"} {
 		assert.Contains(t, names, typ, "the standard chain's %s is in the registry", typ)
 		assert.FileExists(t, filepath.Join(binDir, typ))
 	}

@@ -26,7 +26,7 @@ TOOLS     := cd tools && $(GO)
 
 FUZZTIME  ?= 3s
 
-.PHONY: build test test-tools fuzz vet fmt-check bench install demo clean test-kernel image packages
+.PHONY: build test test-tools test-e2e fuzz vet fmt-check bench install demo clean test-kernel image packages
 
 build: $(BIN)
 
@@ -74,6 +74,14 @@ test: vet fmt-check
 test-tools: $(ARCH_BINS)
 	$(TOOLS) vet ./...
 	CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(TOOLS) test -count=1 -timeout 15m ./...
+
+# The containerd end-to-end suite (tools/e2e, build tag e2e): Debian's containerd and runc
+# run pods through their CRI, as kubelet does, on our plugins, inside namespaces the tests
+# own. Needs root, containerd, runc, iproute2, iptables, nftables.
+HOSTARCH  := $(shell $(GO) env GOARCH 2>/dev/null || echo amd64)
+test-e2e: bin/linux-$(HOSTARCH)/cni
+	$(TOOLS) vet -tags e2e ./e2e/ ./crinode/
+	cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(GO) test -tags e2e -count=1 -timeout 15m ./e2e/
 
 # Every `func FuzzXxx` of the module, found by scripts/fuzz.sh, for FUZZTIME each (one
 # go test -fuzz per target). A crasher lands in <pkg>/testdata/fuzz/FuzzXxx/.

@@ -1,0 +1,194 @@
+package crinode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Client is the part of kubelet's CRI client that runs pod sandboxes.
+type Client struct {
+	conn *grpc.ClientConn
+	rt   runtimeapi.RuntimeServiceClient
+}
+
+// DialCRI connects to a CRI socket.
+func DialCRI(socket string) (*Client, error) {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// timeout bounds every call, as kubelet's runtime request timeout does (2 min there).
+const timeout = 2 * time.Minute
+
+// Ready reports whether the runtime and its network are ready, as kubelet's node
+// readiness check asks.
+func (c *Client) Ready() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := c.rt.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range st.GetStatus().GetConditions() {
+		if cond.Type == runtimeapi.RuntimeReady && !cond.Status {
+			return fmt.Errorf("runtime not ready: %s", cond.Message)
+		}
+	}
+	return nil
+}
+
+// NetworkReady reports whether the CRI has loaded a network config.
+func (c *Client) NetworkReady() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := c.rt.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range st.GetStatus().GetConditions() {
+		if cond.Type == runtimeapi.NetworkReady && !cond.Status {
+			return fmt.Errorf("network not ready: %s: %s", cond.Reason, cond.Message)
+		}
+	}
+	return nil
+}
+
+// Port is one hostPort mapping of a pod, as a pod spec's container ports give it.
+type Port struct {
+	HostPort, ContainerPort int32
+	UDP                     bool
+}
+
+// Pod is what kubelet puts into a sandbox config.
+type Pod struct {
+	Name, Namespace, UID string
+	Ports                []Port
+	// Annotations, e.g. kubernetes.io/ingress-bandwidth.
+	Annotations map[string]string
+	// HostNetwork runs the pod in the node's network namespace: no CNI at all.
+	HostNetwork bool
+}
+
+// sandboxConfig builds the sandbox config the way kubelet's generatePodSandboxConfig
+// does for these fields.
+func (p Pod) sandboxConfig() *runtimeapi.PodSandboxConfig {
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:    &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: p.UID},
+		Labels:      map[string]string{"io.kubernetes.pod.name": p.Name, "io.kubernetes.pod.namespace": p.Namespace, "io.kubernetes.pod.uid": p.UID},
+		Annotations: p.Annotations,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: "",
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER},
+			},
+		},
+	}
+	if p.HostNetwork {
+		// kubelet sets no hostname for a host-network pod: the node's is used.
+		cfg.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+	} else {
+		cfg.Hostname = p.Name
+	}
+	for _, port := range p.Ports {
+		proto := runtimeapi.Protocol_TCP
+		if port.UDP {
+			proto = runtimeapi.Protocol_UDP
+		}
+		cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{
+			Protocol: proto, ContainerPort: port.ContainerPort, HostPort: port.HostPort,
+		})
+	}
+	return cfg
+}
+
+// RunPod is RunPodSandbox; it returns the sandbox id.
+func (c *Client) RunPod(p Pod) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	resp, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: p.sandboxConfig()})
+	if err != nil {
+		return "", fmt.Errorf("RunPodSandbox %s: %w", p.Name, err)
+	}
+	return resp.PodSandboxId, nil
+}
+
+// StopPod is StopPodSandbox.
+func (c *Client) StopPod(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := c.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+		return fmt.Errorf("StopPodSandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemovePod is RemovePodSandbox.
+func (c *Client) RemovePod(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := c.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		return fmt.Errorf("RemovePodSandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// PodStatus is what a sandbox's status says about its network and process.
+type PodStatus struct {
+	Ready bool
+	IP    string
+	// Pid is the sandbox process's PID in the node's PID namespace.
+	Pid int
+}
+
+// Status is PodSandboxStatus, verbose for the sandbox's PID.
+func (c *Client) Status(id string) (PodStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	resp, err := c.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		return PodStatus{}, fmt.Errorf("PodSandboxStatus %s: %w", id, err)
+	}
+	st := PodStatus{Ready: resp.GetStatus().GetState() == runtimeapi.PodSandboxState_SANDBOX_READY,
+		IP: resp.GetStatus().GetNetwork().GetIp()}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if raw, ok := resp.GetInfo()["info"]; ok {
+		if err := json.Unmarshal([]byte(raw), &info); err != nil {
+			return PodStatus{}, fmt.Errorf("PodSandboxStatus %s: info: %w", id, err)
+		}
+	}
+	st.Pid = info.Pid
+	return st, nil
+}
+
+// Pods lists the sandbox ids the runtime knows.
+func (c *Client) Pods() ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	resp, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, s := range resp.Items {
+		ids = append(ids, s.Id)
+	}
+	return ids, nil
+}
+
+// ErrNoPid is returned when a sandbox's status names no process.
+var ErrNoPid = errors.New("sandbox status names no process")

@@ -1,0 +1,278 @@
+// Package crinode runs Debian's containerd (1.6) as a Kubernetes node's runtime, inside
+// private network, mount and PID namespaces that the caller's test or benchmark owns,
+// and drives its CRI plugin as kubelet does (RunPodSandbox, StopPodSandbox,
+// RemovePodSandbox over gRPC). The node's network namespace is the "host" the CNI
+// plugins see: its bridge, veths, firewall rules and qdiscs vanish with it. Its own
+// root, state, socket and config live in a directory of the caller; /run and /var/lib
+// (netns files, the CNI result cache, IPAM state) are private tmpfs, so nothing a pod
+// does reaches the machine. Nothing here is linked into cni.
+package crinode
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options describe one node.
+type Options struct {
+	// Dir holds the node's config, socket, logs, root and state; a short path, as the
+	// socket's must fit 108 bytes.
+	Dir string
+	// BinDir is the CRI's CNI bin_dir, ConfList the network written into its conf_dir
+	// (none: the node runs host-network pods only).
+	BinDir   string
+	ConfList []byte
+	// Pause and PauseArchive are BuildPause's outputs.
+	Pause, PauseArchive string
+}
+
+// Node is a running containerd in its namespaces.
+type Node struct {
+	o       Options
+	holder  *exec.Cmd // unshare, whose child is the PID namespace's init
+	init    int       // that init's PID, as the machine sees it
+	ctrd    *exec.Cmd // nsenter running containerd
+	ctrdLog *os.File
+	// CRI talks to the node's CRI plugin.
+	CRI *Client
+}
+
+func runtimeArch() string { return runtime.GOARCH }
+
+// Start creates the namespaces, starts containerd, imports the pause image and waits
+// for the CRI to answer.
+func Start(o Options) (_ *Node, err error) {
+	n := &Node{o: o}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if err := n.writeConfig(); err != nil {
+		return nil, err
+	}
+	if err := n.startHolder(); err != nil {
+		return nil, err
+	}
+	if err := n.startContainerd(); err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command("ctr", "--address", n.socket(), "-n", "k8s.io", "images", "import", o.PauseArchive).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ctr images import: %w\n%s", err, out)
+	}
+	return n, nil
+}
+
+func (n *Node) socket() string { return filepath.Join(n.o.Dir, "containerd.sock") }
+
+// writeConfig writes config.toml and the network config.
+func (n *Node) writeConfig() error {
+	confDir := filepath.Join(n.o.Dir, "net.d")
+	for _, d := range []string{"root", "state", "opt", "net.d"} {
+		if err := os.MkdirAll(filepath.Join(n.o.Dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if n.o.ConfList != nil {
+		if err := os.WriteFile(filepath.Join(confDir, "10-net.conflist"), n.o.ConfList, 0o644); err != nil {
+			return err
+		}
+	}
+	conf := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp"]
+[grpc]
+  address = %q
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+    max_conf_num = 1
+`, filepath.Join(n.o.Dir, "root"), filepath.Join(n.o.Dir, "state"), n.socket(), filepath.Join(n.o.Dir, "opt"),
+		PauseImage, n.o.BinDir, confDir)
+	return os.WriteFile(filepath.Join(n.o.Dir, "config.toml"), []byte(conf), 0o644)
+}
+
+// startHolder makes the namespaces: unshare's child mounts the private file systems
+// and becomes pause, the PID namespace's init, which reaps the shims containerd leaves
+// to it. Every process of the node dies with that init; it dies with unshare
+// (--kill-child), which dies with this process (Pdeathsig).
+func (n *Node) startHolder() error {
+	script := fmt.Sprintf(`set -e
+mount --make-rprivate /
+mount -t proc proc /proc
+mount -t tmpfs -o mode=755 tmpfs /run
+mount -t tmpfs -o mode=755 tmpfs /var/lib
+mount -t tmpfs -o mode=711 tmpfs %q
+mount -t tmpfs -o mode=711 tmpfs %q
+ip link set lo up
+exec %q
+`, filepath.Join(n.o.Dir, "root"), filepath.Join(n.o.Dir, "state"), n.o.Pause)
+	n.holder = exec.Command("unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "sh", "-c", script)
+	n.holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var out bytes.Buffer
+	n.holder.Stdout, n.holder.Stderr = &out, &out
+	if err := n.holder.Start(); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if pid := onlyChild(n.holder.Process.Pid); pid > 0 && strings.HasSuffix(exe(pid), "/pause") {
+			n.init = pid
+			return nil
+		}
+		if n.holder.ProcessState != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("the node's namespaces did not come up: %s", out.String())
+}
+
+// onlyChild is the one child of pid, or 0.
+func onlyChild(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 1 {
+		return 0
+	}
+	c, _ := strconv.Atoi(f[0])
+	return c
+}
+
+func exe(pid int) string {
+	p, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	return p
+}
+
+// startContainerd runs containerd in the node's namespaces and waits for its CRI.
+func (n *Node) startContainerd() error {
+	log, err := os.OpenFile(filepath.Join(n.o.Dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	n.ctrdLog = log
+	n.ctrd = exec.Command("nsenter", "--target", strconv.Itoa(n.init), "--mount", "--pid", "--net", "--",
+		"containerd", "--config", filepath.Join(n.o.Dir, "config.toml"))
+	n.ctrd.Stdout, n.ctrd.Stderr = log, log
+	n.ctrd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := n.ctrd.Start(); err != nil {
+		return fmt.Errorf("containerd: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { n.ctrd.Wait(); close(exited) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("containerd exited: %s", n.LogTail())
+		default:
+		}
+		if n.CRI == nil {
+			if c, err := DialCRI(n.socket()); err == nil {
+				n.CRI = c
+			}
+		}
+		if n.CRI != nil && n.CRI.Ready() == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("containerd's CRI did not answer in 30 s: %s", n.LogTail())
+}
+
+// Restart stops containerd (SIGTERM, as systemd does) with the pods up, and starts it
+// again on the same root and state: the shims and pods live on.
+func (n *Node) Restart() error {
+	if err := n.stopContainerd(); err != nil {
+		return err
+	}
+	return n.startContainerd()
+}
+
+func (n *Node) stopContainerd() error {
+	if n.ctrd == nil || n.ctrd.Process == nil {
+		return nil
+	}
+	pid := onlyChild(n.ctrd.Process.Pid)
+	if pid == 0 {
+		return errors.New("containerd's process not found under nsenter")
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stop containerd: %w", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.ctrd = nil
+	return nil
+}
+
+// LogTail is the end of containerd's log, for failure messages.
+func (n *Node) LogTail() string {
+	data, _ := os.ReadFile(filepath.Join(n.o.Dir, "containerd.log"))
+	if len(data) > 6000 {
+		data = data[len(data)-6000:]
+	}
+	return string(data)
+}
+
+// Close kills the node: every process in its PID namespace, and with them its network
+// and mount namespaces.
+func (n *Node) Close() {
+	if n.CRI != nil {
+		n.CRI.Close()
+	}
+	if n.init > 0 {
+		syscall.Kill(n.init, syscall.SIGKILL)
+	}
+	if n.holder != nil && n.holder.Process != nil {
+		n.holder.Process.Kill()
+		n.holder.Wait()
+	}
+	if n.ctrd != nil && n.ctrd.Process != nil {
+		n.ctrd.Process.Kill()
+	}
+	if n.ctrdLog != nil {
+		n.ctrdLog.Close()
+	}
+}
+
+// NetNS is the path of the node's network namespace.
+func (n *Node) NetNS() string { return fmt.Sprintf("/proc/%d/ns/net", n.init) }
+
+// Path is p as the node sees it (its private /run and /var/lib included).
+func (n *Node) Path(p string) string { return fmt.Sprintf("/proc/%d/root%s", n.init, p) }
+
+// Run runs a command in the node's network and mount namespaces (ip, tc, iptables-save,
+// nft) and returns its output.
+func (n *Node) Run(name string, args ...string) (string, error) {
+	cmd := exec.Command("nsenter", append([]string{"--target", strconv.Itoa(n.init), "--mount", "--net", "--", name}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}

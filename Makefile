@@ -89,8 +89,17 @@ fuzz:
 	GO='$(GO)' FUZZTIME='$(FUZZTIME)' scripts/fuzz.sh
 
 # REF=DIR measures the reference plugins in DIR beside ours (cnibench -ref).
-bench: build
+# Its containerd section runs bin/cri-bench (tools/cmd/cri-bench: a CRI client, whose
+# gRPC stays out of the main module) with bin/pause, the sandbox image's program.
+bench: build bin/cri-bench bin/pause
 	$(GO) run ./cmd/cnibench -bin $(BIN) $(if $(REF),-ref $(REF))
+
+.PHONY: bin/cri-bench bin/pause
+bin/cri-bench:
+	cd tools && $(GO) build -o ../bin/cri-bench ./cmd/cri-bench
+
+bin/pause:
+	cd tools && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -buildid=' -o ../bin/pause ./cmd/pause
 
 test-kernel:
 	scripts/test-kernel.sh

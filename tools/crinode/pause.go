@@ -22,8 +22,9 @@ import (
 // it: nothing is pulled.
 const PauseImage = "localhost/cni-e2e/pause:1"
 
-// BuildPause builds ./cmd/pause static into dir/pause and packs it as PauseImage in a
-// docker save archive, dir/pause.tar, for ctr images import. It returns both paths.
+// BuildPause builds ./cmd/pause static into dir/pause and packs it (PackPause). It
+// returns both paths. It needs the source tree; a binary built without it (make bench's
+// cri-bench) takes a prebuilt pause and calls PackPause.
 func BuildPause(dir string) (bin, archive string, err error) {
 	bin = filepath.Join(dir, "pause")
 	cmd := exec.Command("go", append(append([]string{"build"}, cnibuild.Flags...), "-o", bin, "./cmd/pause")...)
@@ -32,24 +33,31 @@ func BuildPause(dir string) (bin, archive string, err error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("go build ./cmd/pause: %w\n%s", err, out)
 	}
+	archive, err = PackPause(bin, dir)
+	return bin, archive, err
+}
+
+// PackPause packs the pause binary as PauseImage in a docker save archive,
+// dir/pause.tar, for ctr images import, and returns its path.
+func PackPause(bin, dir string) (string, error) {
 	img, err := pauseImage(bin)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	ref, err := name.ParseReference(PauseImage)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
-	archive = filepath.Join(dir, "pause.tar")
+	archive := filepath.Join(dir, "pause.tar")
 	f, err := os.Create(archive)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	defer f.Close()
 	if err := tarball.Write(ref, img, f); err != nil {
-		return "", "", fmt.Errorf("write %s: %w", archive, err)
+		return "", fmt.Errorf("write %s: %w", archive, err)
 	}
-	return bin, archive, f.Close()
+	return archive, f.Close()
 }
 
 // pauseImage is one layer holding /pause, run as the image's entrypoint.

@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -40,14 +39,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// standardList is the standard chain as a node's conflist: bridge with host-local,
-// portmap, bandwidth (cniVersion 1.0.0: containerd 1.6 knows no 1.1.0).
-const standardList = `{"cniVersion":"1.0.0","name":"e2e","plugins":[
-  {"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":true,"hairpinMode":true,
-   "ipam":{"type":"host-local","ranges":[[{"subnet":"10.88.0.0/16"}]],"routes":[{"dst":"0.0.0.0/0"}]}},
-  {"type":"portmap","capabilities":{"portMappings":true}},
-  {"type":"bandwidth","capabilities":{"bandwidth":true}}]}`
-
 // layouts are the two ways a node holds the standard chain: as written, one exec per
 // plugin, and as cni install --one-exec writes it, one chain plugin.
 var layouts = []struct {
@@ -66,15 +57,9 @@ func startNode(t *testing.T, flag string) *crinode.Node {
 	dir, err := os.MkdirTemp("", "cni-e2e-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	src := filepath.Join(dir, "src", "10-e2e.conflist")
-	require.NoError(t, os.MkdirAll(filepath.Dir(src), 0o755))
-	require.NoError(t, os.WriteFile(src, []byte(standardList), 0o644))
-	staged := filepath.Join(dir, "staged")
-	out, err := exec.Command(bin, "install", "--dir", filepath.Join(dir, "bin"), flag, src, "--conf-dir", staged).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	conf, err := os.ReadFile(filepath.Join(staged, "10-e2e.conflist"))
+	binDir, conf, err := crinode.Install(bin, dir, flag, crinode.StandardList)
 	require.NoError(t, err)
-	n, err := crinode.Start(crinode.Options{Dir: filepath.Join(dir, "node"), BinDir: filepath.Join(dir, "bin"),
+	n, err := crinode.Start(crinode.Options{Dir: filepath.Join(dir, "node"), BinDir: binDir,
 		ConfList: conf, Pause: pause, PauseArchive: pauseArchive})
 	require.NoError(t, err)
 	t.Cleanup(func() {

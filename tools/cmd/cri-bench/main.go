@@ -1,0 +1,228 @@
+// Command cri-bench is make bench's containerd section: it starts one containerd node
+// per arm (package crinode) and times, as kubelet sees them, RunPodSandbox and
+// StopPodSandbox + RemovePodSandbox of a plain pod: host network (no CNI at all), the
+// reference plugins' standard list (-ref), ours as the same four plugins, and ours as
+// one chain plugin. The arms alternate pod by pod, so that the machine's drifting load
+// falls on all of them alike. The CNI share of an arm is its median minus the host
+// network pod's. It prints the figures as JSON on stdout for cnibench, progress on
+// stderr.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/cnikit/cni/tools/crinode"
+)
+
+// figure is one row of cnibench's table.
+type figure struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
+	Note   string  `json:"note,omitempty"`
+	Target string  `json:"target,omitempty"`
+}
+
+func main() {
+	cni := flag.String("cni", "bin/cni", "the cni binary")
+	ref := flag.String("ref", "", "a directory of reference plugins (loopback, bridge, host-local, portmap, bandwidth)")
+	pause := flag.String("pause", "bin/pause", "the pause binary (tools/cmd/pause, static)")
+	n := flag.Int("n", 30, "pods per arm")
+	flag.Parse()
+	figs, err := run(*cni, *ref, *pause, *n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cri-bench:", err)
+		os.Exit(1)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(figs); err != nil {
+		fmt.Fprintln(os.Stderr, "cri-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// arm is one way of running pods, on a node of its own.
+type arm struct {
+	label    string
+	node     *crinode.Node
+	hostNet  bool
+	up, down []time.Duration
+}
+
+func run(cni, ref, pause string, n int) ([]figure, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("must run as root: it runs containerd in namespaces of its own")
+	}
+	dir, err := os.MkdirTemp("", "cri-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	arms, err := startArms(dir, cni, ref, pause)
+	for _, a := range arms {
+		defer a.node.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Two rounds unrecorded: the first pod makes the bridge and the firewall chains.
+	if err := measure(arms, 2); err != nil {
+		return nil, err
+	}
+	for _, a := range arms {
+		a.up, a.down = nil, nil
+	}
+	if err := measure(arms, n); err != nil {
+		return nil, err
+	}
+	return figures(arms), nil
+}
+
+// startArms starts the nodes: host network first, the reference's if ref is set.
+func startArms(dir, cni, ref, pause string) ([]*arm, error) {
+	abs, err := filepath.Abs(pause)
+	if err != nil {
+		return nil, err
+	}
+	archive, err := crinode.PackPause(abs, dir)
+	if err != nil {
+		return nil, err
+	}
+	type spec struct {
+		label   string
+		hostNet bool
+		install func(d string) (string, []byte, error)
+	}
+	ours := func(flag string) func(string) (string, []byte, error) {
+		return func(d string) (string, []byte, error) { return crinode.Install(cni, d, flag, crinode.StandardList) }
+	}
+	specs := []spec{{label: "host network (no CNI)", hostNet: true, install: ours("--one-exec")}}
+	if ref != "" {
+		specs = append(specs, spec{label: "reference, four plugins", install: func(d string) (string, []byte, error) {
+			bin, err := crinode.InstallReference(ref, d)
+			return bin, []byte(crinode.StandardList), err
+		}})
+	}
+	specs = append(specs, spec{label: "ours, four plugins", install: ours("--conf")},
+		spec{label: "ours, one chain plugin", install: ours("--one-exec")})
+	var arms []*arm
+	for i, s := range specs {
+		d := filepath.Join(dir, fmt.Sprint(i))
+		bin, conf, err := s.install(d)
+		if err != nil {
+			return arms, fmt.Errorf("%s: %w", s.label, err)
+		}
+		node, err := crinode.Start(crinode.Options{Dir: filepath.Join(d, "node"), BinDir: bin, ConfList: conf, Pause: abs, PauseArchive: archive})
+		if err != nil {
+			return arms, fmt.Errorf("%s: %w", s.label, err)
+		}
+		arms = append(arms, &arm{label: s.label, node: node, hostNet: s.hostNet})
+		if err := waitNetwork(node); err != nil {
+			return arms, fmt.Errorf("%s: %w", s.label, err)
+		}
+	}
+	return arms, nil
+}
+
+func waitNetwork(n *crinode.Node) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := n.CRI.NetworkReady()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// measure runs rounds pods per arm: in each round every arm runs its pod, in
+// alternating order, then every arm stops and removes it.
+func measure(arms []*arm, rounds int) error {
+	for i := range rounds {
+		order := slices.Clone(arms)
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		ids := map[*arm]string{}
+		for _, a := range order {
+			p := crinode.Pod{Name: fmt.Sprintf("bench-%d", i), Namespace: "bench", UID: fmt.Sprintf("uid-%d", i), HostNetwork: a.hostNet}
+			start := time.Now()
+			id, err := a.node.CRI.RunPod(p)
+			if err != nil {
+				return fmt.Errorf("%s: %w\n%s", a.label, err, a.node.LogTail())
+			}
+			a.up = append(a.up, time.Since(start))
+			ids[a] = id
+		}
+		for _, a := range order {
+			start := time.Now()
+			if err := a.node.CRI.StopPod(ids[a]); err != nil {
+				return fmt.Errorf("%s: %w", a.label, err)
+			}
+			if err := a.node.CRI.RemovePod(ids[a]); err != nil {
+				return fmt.Errorf("%s: %w", a.label, err)
+			}
+			a.down = append(a.down, time.Since(start))
+		}
+		fmt.Fprintf(os.Stderr, "\r  containerd: round %d/%d", i+1, rounds)
+	}
+	fmt.Fprintln(os.Stderr)
+	return nil
+}
+
+func median(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return float64(m) / float64(time.Millisecond)
+}
+
+// figures are the medians of every arm, each arm's CNI share (its median less the host
+// network pod's) and the ratios of ours to the reference's.
+func figures(arms []*arm) []figure {
+	var out []figure
+	phases := []struct {
+		name   string
+		times  func(*arm) []time.Duration
+		target string
+	}{
+		{"RunPodSandbox", func(a *arm) []time.Duration { return a.up }, "<= 0.35x the reference (one chain plugin)"},
+		{"StopPodSandbox+RemovePodSandbox", func(a *arm) []time.Duration { return a.down }, "<= 0.5x the reference (one chain plugin)"},
+	}
+	for _, ph := range phases {
+		host := median(ph.times(arms[0]))
+		share := map[string]float64{}
+		for _, a := range arms {
+			m := median(ph.times(a))
+			out = append(out, figure{Name: ph.name + ", " + a.label, Value: m, Unit: "ms", Note: "median"})
+			if !a.hostNet {
+				share[a.label] = m - host
+				out = append(out, figure{Name: "  CNI share, " + a.label, Value: m - host, Unit: "ms", Note: "less the host network pod"})
+			}
+		}
+		ref, ok := share["reference, four plugins"]
+		if !ok || ref <= 0 {
+			continue
+		}
+		for _, label := range []string{"ours, four plugins", "ours, one chain plugin"} {
+			f := figure{Name: "  CNI share " + label + " / reference", Value: share[label] / ref, Unit: "x"}
+			if label == "ours, one chain plugin" {
+				f.Target = ph.target
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}

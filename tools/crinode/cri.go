@@ -33,25 +33,14 @@ func (c *Client) Close() error { return c.conn.Close() }
 // timeout bounds every call, as kubelet's runtime request timeout does (2 min there).
 const timeout = 2 * time.Minute
 
-// Ready reports whether the runtime and its network are ready, as kubelet's node
-// readiness check asks.
-func (c *Client) Ready() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	st, err := c.rt.Status(ctx, &runtimeapi.StatusRequest{})
-	if err != nil {
-		return err
-	}
-	for _, cond := range st.GetStatus().GetConditions() {
-		if cond.Type == runtimeapi.RuntimeReady && !cond.Status {
-			return fmt.Errorf("runtime not ready: %s", cond.Message)
-		}
-	}
-	return nil
-}
+// Ready reports whether the runtime is ready, as kubelet's node readiness check asks.
+func (c *Client) Ready() error { return c.condition(runtimeapi.RuntimeReady) }
 
 // NetworkReady reports whether the CRI has loaded a network config.
-func (c *Client) NetworkReady() error {
+func (c *Client) NetworkReady() error { return c.condition(runtimeapi.NetworkReady) }
+
+// condition asks the runtime's status for one condition; an error says why it is not met.
+func (c *Client) condition(typ string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	st, err := c.rt.Status(ctx, &runtimeapi.StatusRequest{})
@@ -59,8 +48,8 @@ func (c *Client) NetworkReady() error {
 		return err
 	}
 	for _, cond := range st.GetStatus().GetConditions() {
-		if cond.Type == runtimeapi.NetworkReady && !cond.Status {
-			return fmt.Errorf("network not ready: %s: %s", cond.Reason, cond.Message)
+		if cond.Type == typ && !cond.Status {
+			return fmt.Errorf("%s: %s: %s", typ, cond.Reason, cond.Message)
 		}
 	}
 	return nil

@@ -73,6 +73,17 @@ func startNode(t *testing.T, flag string) *crinode.Node {
 	return n
 }
 
+// startNodeWithPeer is startNode, a peer namespace on the node's network and the
+// node's baseline state.
+func startNodeWithPeer(t *testing.T, flag string) (*crinode.Node, *crinode.Peer, crinode.State) {
+	t.Helper()
+	n := startNode(t, flag)
+	peer, err := n.NewPeer()
+	require.NoError(t, err)
+	t.Cleanup(peer.Close)
+	return n, peer, baseline(t, n)
+}
+
 // pod is one pod of a test with what the test expects of it.
 type pod struct {
 	crinode.Pod
@@ -170,11 +181,7 @@ func requireNothingLeft(t *testing.T, n *crinode.Node, base crinode.State) {
 func TestPodsWithHostPortsAndBandwidthAnnotations(t *testing.T) {
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
-			n := startNode(t, l.flag)
-			peer, err := n.NewPeer()
-			require.NoError(t, err)
-			t.Cleanup(peer.Close)
-			base := baseline(t, n)
+			n, peer, base := startNodeWithPeer(t, l.flag)
 
 			pods := []*pod{
 				newPod("web", 8080, ""),
@@ -208,11 +215,7 @@ func TestPodsWithHostPortsAndBandwidthAnnotations(t *testing.T) {
 func TestTwentyPodsAtOnce(t *testing.T) {
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
-			n := startNode(t, l.flag)
-			peer, err := n.NewPeer()
-			require.NoError(t, err)
-			t.Cleanup(peer.Close)
-			base := baseline(t, n)
+			n, peer, base := startNodeWithPeer(t, l.flag)
 
 			pods := make([]*pod, 20)
 			for i := range pods {
@@ -266,11 +269,7 @@ func parallel(t *testing.T, pods []*pod, fn func(*pod) error) {
 }
 
 func TestContainerdRestartWithPodsUp(t *testing.T) {
-	n := startNode(t, "--one-exec")
-	peer, err := n.NewPeer()
-	require.NoError(t, err)
-	t.Cleanup(peer.Close)
-	base := baseline(t, n)
+	n, peer, base := startNodeWithPeer(t, "--one-exec")
 	pods := []*pod{newPod("before-1", 8090, "1M"), newPod("before-2", 8091, "")}
 	for _, p := range pods {
 		p.run(t, n)

@@ -230,13 +230,16 @@ func (n *Node) stopContainerd() error {
 	return nil
 }
 
+// Log is containerd's log, where it also writes what the CNI plugins say on stderr.
+func (n *Node) Log() string {
+	data, _ := os.ReadFile(filepath.Join(n.o.Dir, "containerd.log"))
+	return string(data)
+}
+
 // LogTail is the end of containerd's log, for failure messages.
 func (n *Node) LogTail() string {
-	data, _ := os.ReadFile(filepath.Join(n.o.Dir, "containerd.log"))
-	if len(data) > 6000 {
-		data = data[len(data)-6000:]
-	}
-	return string(data)
+	l := n.Log()
+	return l[max(0, len(l)-6000):]
 }
 
 // Close kills the node: every process in its PID namespace, and with them its network

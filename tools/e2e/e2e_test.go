@@ -204,6 +204,9 @@ func TestPodsWithHostPortsAndBandwidthAnnotations(t *testing.T) {
 					assert.Equal(t, 2, strings.Count(qdiscs, "rate "+p.rate+" "), "%s shaped at %s:\n%s", p.Name, p.rate, qdiscs)
 				}
 			}
+			// containerd logs what its plugins write on stderr: the clamp of its own
+			// burst at 1M and 15M is said there.
+			assert.Contains(t, n.Log(), "runtimeConfig.bandwidth.ingressBurst: 4294967295 bits clamped to 274877896 bits")
 			for _, p := range pods {
 				p.stopAndRemove(t, n)
 			}

@@ -104,13 +104,13 @@ func startArms(dir, cni, ref, pause string) ([]*arm, error) {
 	}
 	specs := []spec{{label: "host network (no CNI)", hostNet: true, install: ours("--one-exec")}}
 	if ref != "" {
-		specs = append(specs, spec{label: "reference, four plugins", install: func(d string) (string, []byte, error) {
+		specs = append(specs, spec{label: "reference, 4 plugins", install: func(d string) (string, []byte, error) {
 			bin, err := crinode.InstallReference(ref, d)
 			return bin, []byte(crinode.StandardList), err
 		}})
 	}
-	specs = append(specs, spec{label: "ours, four plugins", install: ours("--conf")},
-		spec{label: "ours, one chain plugin", install: ours("--one-exec")})
+	specs = append(specs, spec{label: "ours, 4 plugins", install: ours("--conf")},
+		spec{label: "ours, chain plugin", install: ours("--one-exec")})
 	var arms []*arm
 	for i, s := range specs {
 		d := filepath.Join(dir, fmt.Sprint(i))
@@ -199,7 +199,7 @@ func figures(arms []*arm) []figure {
 		target string
 	}{
 		{"RunPodSandbox", func(a *arm) []time.Duration { return a.up }, "<= 0.35x the reference (one chain plugin)"},
-		{"StopPodSandbox+RemovePodSandbox", func(a *arm) []time.Duration { return a.down }, "<= 0.5x the reference (one chain plugin)"},
+		{"Stop+Remove", func(a *arm) []time.Duration { return a.down }, "<= 0.5x the reference (one chain plugin)"},
 	}
 	for _, ph := range phases {
 		host := median(ph.times(arms[0]))
@@ -209,16 +209,16 @@ func figures(arms []*arm) []figure {
 			out = append(out, figure{Name: ph.name + ", " + a.label, Value: m, Unit: "ms", Note: "median"})
 			if !a.hostNet {
 				share[a.label] = m - host
-				out = append(out, figure{Name: "  CNI share, " + a.label, Value: m - host, Unit: "ms", Note: "less the host network pod"})
+				out = append(out, figure{Name: "  CNI share of " + ph.name + ", " + a.label, Value: m - host, Unit: "ms", Note: "less the host network pod"})
 			}
 		}
-		ref, ok := share["reference, four plugins"]
+		ref, ok := share["reference, 4 plugins"]
 		if !ok || ref <= 0 {
 			continue
 		}
-		for _, label := range []string{"ours, four plugins", "ours, one chain plugin"} {
-			f := figure{Name: "  CNI share " + label + " / reference", Value: share[label] / ref, Unit: "x"}
-			if label == "ours, one chain plugin" {
+		for _, label := range []string{"ours, 4 plugins", "ours, chain plugin"} {
+			f := figure{Name: "  CNI share of " + ph.name + ", " + label + " / ref", Value: share[label] / ref, Unit: "x"}
+			if label == "ours, chain plugin" {
 				f.Target = ph.target
 			}
 			out = append(out, f)

@@ -37,11 +37,13 @@ type Options struct {
 
 // Node is a running containerd in its namespaces.
 type Node struct {
-	o       Options
-	holder  *exec.Cmd // unshare, whose child is the PID namespace's init
-	init    int       // that init's PID, as the machine sees it
-	ctrd    *exec.Cmd // nsenter running containerd
-	ctrdLog *os.File
+	o      Options
+	holder *exec.Cmd // unshare, whose child is the PID namespace's init
+	// holderDone is closed when unshare has exited.
+	holderDone chan struct{}
+	init       int       // that init's PID, as the machine sees it
+	ctrd       *exec.Cmd // nsenter running containerd
+	ctrdLog    *os.File
 	// CRI talks to the node's CRI plugin.
 	CRI *Client
 }
@@ -51,6 +53,13 @@ func runtimeArch() string { return runtime.GOARCH }
 // Start creates the namespaces, starts containerd, imports the pause image and waits
 // for the CRI to answer.
 func Start(o Options) (_ *Node, err error) {
+	// Resolved, as /proc/PID/exe names it: how the node finds its processes.
+	if o.Pause, err = filepath.EvalSymlinks(o.Pause); err != nil {
+		return nil, fmt.Errorf("pause: %w", err)
+	}
+	if o.Pause, err = filepath.Abs(o.Pause); err != nil {
+		return nil, err
+	}
 	n := &Node{o: o}
 	defer func() {
 		if err != nil {
@@ -130,18 +139,21 @@ exec %q
 	if err := n.holder.Start(); err != nil {
 		return fmt.Errorf("unshare: %w", err)
 	}
+	n.holderDone = make(chan struct{})
+	go func() { n.holder.Wait(); close(n.holderDone) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if pid := onlyChild(n.holder.Process.Pid); pid > 0 && strings.HasSuffix(exe(pid), "/pause") {
+		if pid := onlyChild(n.holder.Process.Pid); pid > 0 && exe(pid) == n.o.Pause {
 			n.init = pid
 			return nil
 		}
-		if n.holder.ProcessState != nil {
-			break
+		select {
+		case <-n.holderDone:
+			return fmt.Errorf("the node's namespaces did not come up: %s", out.String())
+		case <-time.After(10 * time.Millisecond):
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	return fmt.Errorf("the node's namespaces did not come up: %s", out.String())
+	return errors.New("the node's namespaces did not come up in 10 s")
 }
 
 // onlyChild is the one child of pid, or 0.
@@ -165,14 +177,16 @@ func exe(pid int) string {
 
 // startContainerd runs containerd in the node's namespaces and waits for its CRI.
 func (n *Node) startContainerd() error {
-	log, err := os.OpenFile(filepath.Join(n.o.Dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
+	if n.ctrdLog == nil {
+		log, err := os.OpenFile(filepath.Join(n.o.Dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		n.ctrdLog = log
 	}
-	n.ctrdLog = log
 	n.ctrd = exec.Command("nsenter", "--target", strconv.Itoa(n.init), "--mount", "--pid", "--net", "--",
 		"containerd", "--config", filepath.Join(n.o.Dir, "config.toml"))
-	n.ctrd.Stdout, n.ctrd.Stderr = log, log
+	n.ctrd.Stdout, n.ctrd.Stderr = n.ctrdLog, n.ctrdLog
 	n.ctrd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := n.ctrd.Start(); err != nil {
 		return fmt.Errorf("containerd: %w", err)
@@ -251,9 +265,9 @@ func (n *Node) Close() {
 	if n.init > 0 {
 		syscall.Kill(n.init, syscall.SIGKILL)
 	}
-	if n.holder != nil && n.holder.Process != nil {
+	if n.holderDone != nil {
 		n.holder.Process.Kill()
-		n.holder.Wait()
+		<-n.holderDone
 	}
 	if n.ctrd != nil && n.ctrd.Process != nil {
 		n.ctrd.Process.Kill()

@@ -16,6 +16,9 @@ import (
 type Client struct {
 	conn *grpc.ClientConn
 	rt   runtimeapi.RuntimeServiceClient
+	// cgroupParent is every sandbox's cgroup parent, as kubelet gives one per pod QoS
+	// class; a node removes it when it closes.
+	cgroupParent string
 }
 
 // DialCRI connects to a CRI socket.
@@ -73,13 +76,13 @@ type Pod struct {
 
 // sandboxConfig builds the sandbox config the way kubelet's generatePodSandboxConfig
 // does for these fields.
-func (p Pod) sandboxConfig() *runtimeapi.PodSandboxConfig {
+func (p Pod) sandboxConfig(cgroupParent string) *runtimeapi.PodSandboxConfig {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:    &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: p.UID},
 		Labels:      map[string]string{"io.kubernetes.pod.name": p.Name, "io.kubernetes.pod.namespace": p.Namespace, "io.kubernetes.pod.uid": p.UID},
 		Annotations: p.Annotations,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			CgroupParent: "",
+			CgroupParent: cgroupParent,
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER},
 			},
@@ -107,7 +110,7 @@ func (p Pod) sandboxConfig() *runtimeapi.PodSandboxConfig {
 func (c *Client) RunPod(p Pod) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	resp, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: p.sandboxConfig()})
+	resp, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: p.sandboxConfig(c.cgroupParent)})
 	if err != nil {
 		return "", fmt.Errorf("RunPodSandbox %s: %w", p.Name, err)
 	}

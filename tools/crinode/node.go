@@ -202,6 +202,7 @@ func (n *Node) startContainerd() error {
 		}
 		if n.CRI == nil {
 			if c, err := DialCRI(n.socket()); err == nil {
+				c.cgroupParent = n.cgroupParent()
 				n.CRI = c
 			}
 		}
@@ -274,6 +275,38 @@ func (n *Node) Close() {
 	}
 	if n.ctrdLog != nil {
 		n.ctrdLog.Close()
+	}
+	if n.init > 0 {
+		removeCgroups(n.cgroupParent())
+	}
+}
+
+// cgroupParent is the cgroup, in every hierarchy, that holds the node's sandboxes. The
+// cgroup file system is the machine's: Close removes it.
+func (n *Node) cgroupParent() string { return fmt.Sprintf("/cni-e2e-%d", n.init) }
+
+// removeCgroups removes the cgroup dir under every hierarchy of /sys/fs/cgroup, children
+// first, waiting a moment for the processes the kernel is still killing.
+func removeCgroups(parent string) {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
+	roots = append(roots, "/sys/fs/cgroup")
+	for _, root := range roots {
+		dir := filepath.Join(root, parent)
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		var dirs []string
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			for try := 0; try < 100 && os.Remove(dirs[i]) != nil; try++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
 	}
 }
 

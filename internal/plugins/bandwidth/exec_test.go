@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/reftest"
 	"github.com/cnikit/cni/internal/testns"
 	"github.com/cnikit/cni/internal/timing"
 )
@@ -154,4 +156,36 @@ func BenchmarkInProcessAddDel(b *testing.B) {
 	}
 	b.ReportMetric(timing.MedianMs(adds), "add-ms")
 	b.ReportMetric(timing.MedianMs(dels), "del-ms")
+}
+
+// TestReferenceWrapsARuntimesBurstWhereOursKeepsTheKernelsMost: given containerd's burst
+// at rates where it does not fit, the reference's tbf buffer wraps around 32 bits, so
+// the pod gets whatever burst the remainder is (171.8 s of rate at 1M, 0.07 s at 3906k,
+// neither what was asked); ours holds the most the kernel can, about 275 s of rate.
+func TestReferenceWrapsARuntimesBurstWhereOursKeepsTheKernelsMost(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	ours := filepath.Join(testns.LinkPluginDir(t, "bandwidth"), "bandwidth")
+	ref := reftest.Bin(t, "bandwidth")
+	host := testns.NewWithLoopback(t)
+	maxDrain := math.Floor((math.MaxUint32-1)/ticksPerUsec()) / 1e6
+	for i, rate := range []uint64{1_000_000, 3_906_000} {
+		limits := `"capabilities":{"bandwidth":true},` + runtimeLimits(rate, math.MaxUint32)
+		drain := map[string]float64{}
+		for j, impl := range []struct{ name, bin string }{{"ours", ours}, {"reference", ref}} {
+			a := attach(t, host, fmt.Sprintf("ctr-wrap%d%d", i, j), 20+2*i+j)
+			out, err := execBandwidth(t, host, impl.bin, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			require.NoError(t, err, "%s at %d bit/s: %s", impl.name, rate, out)
+			veth, err := host.Handle(t).LinkByName(a.hostVeth)
+			require.NoError(t, err)
+			got, err := rootTBF(linkNS(t, host), veth)
+			require.NoError(t, err)
+			assert.Equal(t, rate/8, got.Rate, "%s shapes at the requested rate", impl.name)
+			drain[impl.name] = float64(got.Buffer) / ticksPerUsec() / 1e6
+			out, err = execBandwidth(t, host, impl.bin, "DEL", a.cid, a.cont.Path, conf("net1", limits, ""))
+			require.NoError(t, err, out)
+		}
+		assert.InDelta(t, maxDrain, drain["ours"], 0.01, "%d bit/s: ours keeps the kernel's most", rate)
+		assert.Less(t, drain["reference"], drain["ours"]-100, "%d bit/s: the reference's buffer wrapped", rate)
+	}
 }

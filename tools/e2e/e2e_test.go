@@ -204,6 +204,16 @@ func TestPodsWithHostPortsAndBandwidthAnnotations(t *testing.T) {
 					assert.Equal(t, 2, strings.Count(qdiscs, "rate "+p.rate+" "), "%s shaped at %s:\n%s", p.Name, p.rate, qdiscs)
 				}
 			}
+			// What requireNothingLeft looks for is there while the pods are up: each
+			// listing looks where the runtime and the plugins keep their state.
+			up, err := n.State()
+			require.NoError(t, err)
+			assert.Len(t, up.Netns, len(pods), "netns files")
+			assert.Len(t, up.Reservations, len(pods), "IP reservations")
+			assert.Len(t, up.Cache, 2*len(pods), "cache entries: cni-loopback's and ours per pod")
+			assert.Len(t, up.Qdiscs, 3*3, "per shaped pod: a tbf and an ingress qdisc on its veth, a tbf on its ifb")
+			assert.Greater(t, len(up.Links), len(base.Links)+len(pods), "veths and ifbs")
+			assert.NotEqual(t, base.Rules, up.Rules, "the pods' masquerade and port mapping rules")
 			// containerd logs what its plugins write on stderr: the clamp of its own
 			// burst at 1M and 15M is said there.
 			assert.Contains(t, n.Log(), "runtimeConfig.bandwidth.ingressBurst: 4294967295 bits clamped to 274877896 bits")

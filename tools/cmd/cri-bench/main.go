@@ -3,8 +3,8 @@
 // StopPodSandbox + RemovePodSandbox of a plain pod: host network (no CNI at all), the
 // reference plugins' standard list (-ref), ours as the same four plugins, and ours as
 // one chain plugin. The arms alternate pod by pod, so that the machine's drifting load
-// falls on all of them alike. The CNI share of an arm is its median minus the host
-// network pod's. It prints the figures as JSON on stdout for cnibench, progress on
+// falls on all of them alike. The CNI share of an arm is what its pod takes more than
+// the host network pod of the same round (the median of those differences). It prints the figures as JSON on stdout for cnibench, progress on
 // stderr.
 package main
 
@@ -189,8 +189,10 @@ func median(ds []time.Duration) float64 {
 	return float64(m) / float64(time.Millisecond)
 }
 
-// figures are the medians of every arm, each arm's CNI share (its median less the host
-// network pod's) and the ratios of ours to the reference's.
+// figures are the medians of every arm, each arm's CNI share and the ratios of ours to
+// the reference's. The share is the median, over the rounds, of the arm's time less the
+// host network pod's of the same round: the pods of one round run moments apart, so the
+// machine's drifting load cancels out, which it does not between two medians.
 func figures(arms []*arm) []figure {
 	var out []figure
 	phases := []struct {
@@ -202,14 +204,14 @@ func figures(arms []*arm) []figure {
 		{"Stop+Remove", func(a *arm) []time.Duration { return a.down }, "<= 0.5x the reference (one chain plugin)"},
 	}
 	for _, ph := range phases {
-		host := median(ph.times(arms[0]))
+		host := ph.times(arms[0])
 		share := map[string]float64{}
 		for _, a := range arms {
-			m := median(ph.times(a))
-			out = append(out, figure{Name: ph.name + ", " + a.label, Value: m, Unit: "ms", Note: "median"})
+			out = append(out, figure{Name: ph.name + ", " + a.label, Value: median(ph.times(a)), Unit: "ms", Note: "median"})
 			if !a.hostNet {
-				share[a.label] = m - host
-				out = append(out, figure{Name: "  CNI share of " + ph.name + ", " + a.label, Value: m - host, Unit: "ms", Note: "less the host network pod"})
+				share[a.label] = median(less(ph.times(a), host))
+				out = append(out, figure{Name: "  CNI share of " + ph.name + ", " + a.label, Value: share[a.label], Unit: "ms",
+					Note: "median of (pod - host network pod) per round"})
 			}
 		}
 		ref, ok := share["reference, 4 plugins"]
@@ -223,6 +225,15 @@ func figures(arms []*arm) []figure {
 			}
 			out = append(out, f)
 		}
+	}
+	return out
+}
+
+// less is a[i] - b[i] for every round both measured.
+func less(a, b []time.Duration) []time.Duration {
+	out := make([]time.Duration, min(len(a), len(b)))
+	for i := range out {
+		out[i] = a[i] - b[i]
 	}
 	return out
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/tracectx"
 )
 
 // Exit statuses of every command.
@@ -130,6 +131,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 type common struct {
 	confDir, cniPath, cacheDir string
 	timeout                    time.Duration
+	verbose                    bool
 }
 
 func (c *common) register(fs *flag.FlagSet, p Process) {
@@ -137,6 +139,17 @@ func (c *common) register(fs *flag.FlagSet, p Process) {
 	fs.StringVar(&c.cniPath, "cni-path", p.envOr("CNI_PATH", DefaultPluginPath), "plugin search path, ':'-separated (env CNI_PATH)")
 	fs.StringVar(&c.cacheDir, "cache-dir", p.envOr("CNI_CACHE_DIR", chain.DefaultCacheDir), "result cache dir (env CNI_CACHE_DIR)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up (and kill exec'd plugins) after this long; 0 means never")
+	fs.BoolVar(&c.verbose, "verbose", false, "print the operation's trace id on stderr (see `cni log --trace`)")
+}
+
+// traced starts the operation's trace (TRACEPARENT's when the environment has one, else
+// a new one), which every plugin of it runs under, and prints its id with --verbose.
+func (c *common) traced(ctx context.Context, p Process, cmd string) context.Context {
+	ctx, span := tracectx.Ensure(ctx, p.Env)
+	if c.verbose {
+		fmt.Fprintf(p.Stderr, "cni %s: trace %s\n", cmd, span.TraceID)
+	}
+	return ctx
 }
 
 func (c *common) runner(p Process) *chain.Runner {
@@ -280,7 +293,7 @@ func runChain(cmd string) func(Process, []string) int {
 			return p.fail(cmd, err)
 		}
 		r := c.runner(p)
-		ctx := context.Background()
+		ctx := c.traced(context.Background(), p, cmd)
 		switch cmd {
 		case "gc":
 			var gc *chain.GCArgs

@@ -1,6 +1,6 @@
 // Package cli is the runtime side of the cni binary: cnitool-compatible add, check, del,
 // gc and status commands that run a network's chain through the embedded runner, "ls"
-// to list the configured networks, "exec" to run one plugin by hand, "install" to put
+// to list the configured networks, "log" and "stats" to read the invocation log, "exec" to run one plugin by hand, "install" to put
 // the binary onto a node and "sleep" to idle in a DaemonSet. It reads its
 // environment and streams from a Process, never from os globals.
 package cli
@@ -14,8 +14,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cnikit/cni/internal/chain"
@@ -44,6 +47,17 @@ type Process struct {
 	Stderr  io.Writer
 	Builtin func(name string) *skel.Plugin
 	Plugins []string
+	// Context ends a command that runs until stopped (log -f); nil means at SIGINT or
+	// SIGTERM.
+	Context context.Context
+}
+
+// untilStopped is the context of a command that runs until stopped.
+func (p Process) untilStopped() (context.Context, context.CancelFunc) {
+	if p.Context != nil {
+		return context.WithCancel(p.Context)
+	}
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 // Command is one subcommand.
@@ -62,6 +76,8 @@ func Commands() []Command {
 		{Name: "gc", Summary: "NETWORK [NETNS]: DEL stale cached attachments, then GC the plugins", Run: runChain("gc")},
 		{Name: "status", Summary: "NETWORK [NETNS]: ask every plugin of the network for STATUS", Run: runChain("status")},
 		{Name: "ls", Summary: "list the networks of the config dir and their plugin types", Run: runList},
+		{Name: "log", Summary: "[--pod NAME] [--errors] [-f] ...: read the invocation log (CNI_LOG_FILE)", Run: runLog},
+		{Name: "stats", Summary: "[--prometheus]: counts, p50/p90/p99 and errors per plugin and command from the log", Run: runStats},
 		{Name: "install", Summary: "--dir DIR [--conf FILE]...: install this binary and its plugin names, then configs", Run: runInstall},
 		{Name: "sleep", Summary: "block until SIGTERM or SIGINT, then exit 0 (a DaemonSet's idle main container)", Run: runSleep},
 		{Name: "exec", Summary: "PLUGIN ADD|DEL|CHECK|GC|STATUS|VERSION: run one plugin by hand" +

@@ -64,7 +64,7 @@ func (s *Stats) Rows() []Row {
 	rows := make([]Row, 0, len(s.groups))
 	for k, g := range s.groups {
 		r := Row{Key: k, Count: len(g.durations), Codes: g.errors,
-			P50: timing.Quantile(g.durations, 0.5), P90: timing.Quantile(g.durations, 0.9), P99: timing.Quantile(g.durations, 0.99)}
+			P50: timing.NearestRank(g.durations, 0.5), P90: timing.NearestRank(g.durations, 0.9), P99: timing.NearestRank(g.durations, 0.99)}
 		for _, n := range g.errors {
 			r.Errors += n
 		}

@@ -14,5 +14,6 @@ func (b *bench) sections() []section {
 		{"host-device", b.hostDevice},
 		{"concurrency", b.concurrency},
 		{"flannel", b.flannel},
+		{"invlog", b.invlog},
 	}
 }

@@ -234,3 +234,27 @@ func TestLogLinesAreJSONObjects(t *testing.T) {
 	assert.NotContains(t, string(raw), "abc")
 	assert.True(t, strings.HasSuffix(string(raw), "}\n"))
 }
+
+// BenchmarkInvokeLog measures what the invocation log adds to an in-process invocation
+// of a plugin doing one step: off (nothing), and on at info and debug.
+func BenchmarkInvokeLog(b *testing.B) {
+	file := filepath.Join(b.TempDir(), "cni.log")
+	args := Args{Command: CmdAdd, ContainerID: "ctr1", Netns: "/x", IfName: "eth0", Path: []string{"/p"}, NetnsOverride: true,
+		CNIArgs: "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=web-0", Env: []string{"TRACEPARENT=" + traceparent}}
+	for _, c := range []struct{ name, log string }{
+		{"off", ""},
+		{"info", fmt.Sprintf(`{"file":%q,"maxSizeMB":1}`, file)},
+		{"debug", fmt.Sprintf(`{"file":%q,"level":"debug","maxSizeMB":1}`, file)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			conf := logConf(c.log)
+			p := stepper(nil, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Invoke(context.Background(), p, args, conf, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -126,7 +126,7 @@ func parseNoArgs(p Process, fs *flag.FlagSet, args []string) (code int, ok bool)
 	return 0, true
 }
 
-const logRowFormat = "%-23s %-7s %-11s %-12s %-12s %-28s %8s  %s\n"
+const logRowFormat = "%-23s %-7s %-11s %-16s %-12s %-24s %8s  %s\n"
 
 // writeLogRow prints one entry as a table row, and its steps under it when asked.
 func writeLogRow(w io.Writer, e *invlog.Entry, withSteps bool) error {
@@ -135,8 +135,8 @@ func writeLogRow(w io.Writer, e *invlog.Entry, withSteps bool) error {
 		pod = ns + "/" + pod
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, logRowFormat, e.Time.Local().Format("2006-01-02 15:04:05.000"), e.Command, e.Plugin, e.Network,
-		short(e.ContainerID, 12), short(pod, 28), fmt.Sprintf("%.1f", e.DurationMs), outcome(e))
+	fmt.Fprintf(&b, logRowFormat, e.Time.Local().Format("2006-01-02 15:04:05.000"), e.Command, short(e.Plugin, 11),
+		short(e.Network, 16), short(e.ContainerID, 12), short(pod, 24), fmt.Sprintf("%.1f", e.DurationMs), outcome(e))
 	if withSteps {
 		for _, s := range e.Steps {
 			line := fmt.Sprintf("    %-16s %9.2f ms  at +%.2f ms", s.Name, s.DurationMs, s.StartMs)

@@ -75,7 +75,7 @@ func TestLogFiltersByPodAndErrors(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3, out)
 	assert.True(t, strings.HasPrefix(lines[0], "TIME "), "a header")
-	assert.Contains(t, lines[1], "ADD     bridge      k8s          bbbb2222     prod/web-1                       31.5  error 11: no IP addresses available")
+	assert.Contains(t, lines[1], "ADD     bridge      k8s              bbbb2222     prod/web-1                   31.5  error 11: no IP addresses available")
 	assert.Contains(t, lines[1], "(in ipam, 27.0 ms)", "the failing step and its duration")
 	assert.Contains(t, lines[2], "DEL ")
 

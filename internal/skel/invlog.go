@@ -2,6 +2,7 @@ package skel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -20,6 +21,11 @@ type logged struct {
 	rec    *steps.Recorder
 	parent tracectx.SpanID
 	net    NetConf
+	// creator's and own are set when the invocation's background work joins its
+	// creator's Pending (a chain child's DEL, a delegate): the line is written once
+	// own's work is done (handOff), so that it holds that work's steps.
+	creators, own *Pending
+	handedOff     bool
 }
 
 type logKey struct{}
@@ -93,6 +99,31 @@ func (l *logged) configure(ctx context.Context, inherited *invlog.Config, conf N
 	return l, ctx, nil
 }
 
+// ownWork gives a logged invocation whose background work joins its creator's Pending
+// a Pending of its own under it, so that handOff can wait for just that work.
+func (l *logged) ownWork(ctx context.Context, owned bool) context.Context {
+	if l == nil || owned {
+		return ctx
+	}
+	l.creators, l.own = pendingOf(ctx), new(Pending)
+	return WithPending(ctx, l.own)
+}
+
+// handOff writes the line, for an invocation whose creator waits for its background
+// work, as part of that work: once the invocation's own share is done, with its error,
+// which the creator gets as before.
+func (l *logged) handOff(name string, args Args, res *result.Result, err error, stderr io.Writer) {
+	if l == nil || l.own == nil {
+		return
+	}
+	l.handedOff = true
+	l.creators.Go(func() error {
+		werr := l.own.Wait()
+		l.write(name, args, res, errors.Join(err, werr), stderr)
+		return werr
+	})
+}
+
 // begin starts a step of the invocation itself (nil when the log is off).
 func (l *logged) begin(name string) *steps.Timer {
 	if l == nil {
@@ -101,12 +132,17 @@ func (l *logged) begin(name string) *steps.Timer {
 	return l.rec.Begin(name)
 }
 
-// finish writes the invocation's line. A failure to log is reported on stderr and
-// never fails the plugin.
+// finish writes the invocation's line unless handOff took it over.
 func (l *logged) finish(name string, args Args, res *result.Result, err error, stderr io.Writer) {
-	if l == nil {
+	if l == nil || l.handedOff {
 		return
 	}
+	l.write(name, args, res, err, stderr)
+}
+
+// write writes the line. A failure to log is reported on stderr and never fails the
+// plugin.
+func (l *logged) write(name string, args Args, res *result.Result, err error, stderr io.Writer) {
 	inv := invlog.Invocation{
 		Plugin: name, Command: args.Command, Network: l.net.Name, ContainerID: args.ContainerID,
 		Netns: args.Netns, IfName: args.IfName, CNIVersion: l.net.CNIVersion, CNIArgs: args.CNIArgs,

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -98,9 +99,8 @@ func TestConfigLogObjectLogsEachInvocation(t *testing.T) {
 	require.NotNil(t, add.Result)
 	assert.Equal(t, "10.1.0.2/24", add.Result.IPs[0].Address)
 	assert.Empty(t, add.TraceID, "no trace context given")
-	require.Len(t, add.Steps, 2)
+	require.Len(t, add.Steps, 1, "no background work, no wait for it")
 	assert.Equal(t, steps.IPAM, add.Steps[0].Name)
-	assert.Equal(t, steps.WaitPending, add.Steps[1].Name)
 	assert.GreaterOrEqual(t, add.DurationMs, add.Steps[0].DurationMs)
 	assert.Equal(t, "DEL", lines[1].Command)
 	assert.Nil(t, lines[1].Result)
@@ -128,6 +128,48 @@ type failWriter struct{ t *testing.T }
 func (w *failWriter) Write(p []byte) (int, error) {
 	w.t.Errorf("unexpected stderr: %s", p)
 	return len(p), nil
+}
+
+// background is a plugin whose DEL leaves work running, as a link deletion does.
+func background(fail error) *Plugin {
+	return &Plugin{Name: "background", Versions: []string{"1.0.0"},
+		Del: func(req *Request) error {
+			step := steps.Begin(req.Context(), steps.LinkDelete)
+			return Start(req.Context(), func() error {
+				time.Sleep(5 * time.Millisecond)
+				return step.Done(fail)
+			})
+		}}
+}
+
+func TestBackgroundWorkIsInTheLineWhoeverWaitsForIt(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cni.log")
+	conf := logConf(fmt.Sprintf(`{"file":%q}`, file))
+	args := Args{Command: CmdDel, ContainerID: "ctr1", IfName: "eth0", Path: []string{"/p"}}
+	_, err := Invoke(context.Background(), background(nil), args, conf, nil)
+	require.NoError(t, err)
+	// A chain child's or a delegate's work joins its creator's Pending: the creator
+	// waits, and the line is written when the child's share is done.
+	var creator Pending
+	fail := errors.New("link busy")
+	_, err = Invoke(WithPending(context.Background(), &creator), background(fail), args, conf, nil)
+	require.NoError(t, err, "the work's error is the creator's to collect")
+	assert.ErrorIs(t, creator.Wait(), fail)
+
+	lines := readLog(t, file)
+	require.Len(t, lines, 2)
+	own := lines[0]
+	require.Len(t, own.Steps, 2)
+	assert.Equal(t, steps.LinkDelete, own.Steps[0].Name)
+	assert.Equal(t, steps.WaitPending, own.Steps[1].Name, "an invocation that owns its work waits for it")
+	assert.GreaterOrEqual(t, own.DurationMs, 5.0)
+	child := lines[1]
+	require.Len(t, child.Steps, 1)
+	assert.Equal(t, steps.LinkDelete, child.Steps[0].Name)
+	assert.Equal(t, "link busy", child.Steps[0].Error)
+	require.NotNil(t, child.Error, "the work's failure is the invocation's")
+	assert.Contains(t, child.Error.Msg, "link busy")
+	assert.GreaterOrEqual(t, child.DurationMs, 5.0)
 }
 
 func TestFailuresAreLoggedWithTheirFailingStep(t *testing.T) {

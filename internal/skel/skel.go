@@ -116,8 +116,8 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 	if err := checkNetnsIsNotOwn(args); err != nil {
 		return nil, conf.CNIVersion, err
 	}
-	owned := pendingOf(ctx) == nil
-	ctx, wait := ownPending(ctx)
+	ctx, wait, owned := ownPending(ctx)
+	ctx = lg.ownWork(ctx, owned)
 	req := &Request{
 		ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
 		ValidAttachments: conf.ValidAttachments, Stderr: stderr,
@@ -126,12 +126,13 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 	// The work the callback left running (link deletions) is part of the command: its
 	// errors are the command's, and the answer waits for it.
 	var waiting *steps.Timer
-	if owned {
+	if owned && pendingOf(ctx).busy() {
 		waiting = lg.begin(steps.WaitPending)
 	}
 	if werr := waiting.Done(wait()); werr != nil {
 		err = errors.Join(err, werr)
 	}
+	lg.handOff(p.Name, args, res, err, stderr)
 	if err != nil {
 		return nil, conf.CNIVersion, reportPanic(p.Name, stderr, err)
 	}

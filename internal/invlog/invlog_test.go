@@ -363,3 +363,31 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(`{"file":"/var/log/cni.log","level":"debug","maxSizeMB":0.5,"maxFiles":2}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"level":"loud"}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		c, err := ParseConfig(raw)
+		if err != nil {
+			if cnierror.Code(err) != cnierror.CodeInvalidConfig {
+				t.Fatalf("%q: %v is not code 7", raw, err)
+			}
+			return
+		}
+		if c != nil && (c.MaxBytes() < 1 || c.Rotated() < 1) {
+			t.Fatalf("%q: rotation at %d bytes, %d files", raw, c.MaxBytes(), c.Rotated())
+		}
+	})
+}
+
+func FuzzRedactJSON(f *testing.F) {
+	f.Add([]byte(`{"a":{"token":"x","b":["eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc"]}}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		out := RedactJSON(raw)
+		if out != nil && !json.Valid(out) {
+			t.Fatalf("%q redacted to invalid JSON %q", raw, out)
+		}
+	})
+}

@@ -176,15 +176,6 @@ func resultOf(r *result.Result, routes bool) *Result {
 // ms is d in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// Line encodes e as one log line, newline included.
-func (e *Entry) Line() ([]byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
-
 // Write appends the line of inv to c's file.
 func (c *Config) Write(inv Invocation) error {
 	e := c.Entry(inv, time.Now())

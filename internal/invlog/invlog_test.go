@@ -332,6 +332,10 @@ func TestRedaction(t *testing.T) {
 	assert.Nil(t, RedactJSON(json.RawMessage(`{bad`)))
 	assert.Equal(t, []string{"a", "b"}, Keys(json.RawMessage(`{"b":1,"a":{"secret":2}}`)))
 	assert.Nil(t, Keys(json.RawMessage(`[1]`)))
+	assert.Equal(t, []string{"a", "b"}, Keys(json.RawMessage(`{"b":[1,{"c":[]}],"a":null,"b":2}`)), "each key once")
+	assert.Nil(t, Keys(json.RawMessage(`{"a":1} {}`)))
+	assert.Nil(t, Keys(json.RawMessage(`{"a":}`)))
+	assert.Empty(t, Keys(json.RawMessage(`{}`)))
 }
 
 func FuzzRedactCNIArgs(f *testing.F) {
@@ -388,6 +392,28 @@ func FuzzRedactJSON(f *testing.F) {
 		out := RedactJSON(raw)
 		if out != nil && !json.Valid(out) {
 			t.Fatalf("%q redacted to invalid JSON %q", raw, out)
+		}
+	})
+}
+
+func FuzzKeys(f *testing.F) {
+	f.Add([]byte(`{"b":[1,{"c":[]}],"a":null}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := Keys(raw)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil || m == nil {
+			if got != nil {
+				t.Fatalf("%q: keys %q of no object", raw, got)
+			}
+			return
+		}
+		if len(got) != len(m) {
+			t.Fatalf("%q: keys %q, want those of %v", raw, got, m)
+		}
+		for _, k := range got {
+			if _, ok := m[k]; !ok {
+				t.Fatalf("%q: key %q is not in %v", raw, k, m)
+			}
 		}
 	})
 }

@@ -3,6 +3,8 @@ package invlog
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -45,18 +47,58 @@ func RedactCNIArgs(raw string) map[string]string {
 	return out
 }
 
-// Keys returns the keys of a JSON object, sorted; nil for anything else.
+// Keys returns the keys of a JSON object, sorted and without duplicates; nil for
+// anything else. It reads tokens rather than decoding into a map, which would make
+// encoding/json build a decoder by reflection in every plugin process that logs.
 func Keys(raw json.RawMessage) []string {
-	var obj map[string]json.RawMessage
-	if len(bytes.TrimSpace(raw)) == 0 || json.Unmarshal(raw, &obj) != nil || len(obj) == 0 {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil
 	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		k, ok := tok.(string)
+		if err != nil || !ok || skipValue(dec) != nil {
+			return nil
+		}
 		keys = append(keys, k)
 	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil // something after the object
+	}
 	slices.Sort(keys)
-	return keys
+	return slices.Compact(keys)
+}
+
+// skipValue reads one whole value (nested objects and arrays included).
+func skipValue(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if d != '{' && d != '[' {
+		return errors.New("unexpected delimiter")
+	}
+	for dec.More() {
+		if d == '{' {
+			if _, err := dec.Token(); err != nil {
+				return err
+			}
+		}
+		if err := skipValue(dec); err != nil {
+			return err
+		}
+	}
+	_, err = dec.Token()
+	return err
 }
 
 // RedactJSON returns raw with the string values that could be credentials replaced by

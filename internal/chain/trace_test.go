@@ -10,22 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/chain"
-	"github.com/cnikit/cni/internal/invlog"
+	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/testns"
 	"github.com/cnikit/cni/internal/tracectx"
 )
-
-func readLog(t *testing.T, path string) []invlog.Entry {
-	t.Helper()
-	var out []invlog.Entry
-	r := &invlog.Reader{Path: path}
-	require.NoError(t, r.Read(context.Background(), func(e *invlog.Entry, _ []byte) error {
-		out = append(out, *e)
-		return nil
-	}))
-	require.Zero(t, r.Bad)
-	return out
-}
 
 func TestRunnerTracesEveryPluginOfAnOperation(t *testing.T) {
 	testns.RequireRoot(t)
@@ -40,7 +28,7 @@ func TestRunnerTracesEveryPluginOfAnOperation(t *testing.T) {
 
 	_, err := r.Add(context.Background(), n, att)
 	require.NoError(t, err)
-	lines := readLog(t, logFile)
+	lines := invlogtest.Lines(t, logFile)
 	require.Len(t, lines, 1, "loopback logs; the recorder is a third-party plugin")
 	lo := lines[0]
 	assert.Equal(t, "loopback", lo.Plugin)
@@ -53,7 +41,7 @@ func TestRunnerTracesEveryPluginOfAnOperation(t *testing.T) {
 	given := tracectx.New()
 	r.Env = append(r.Env, "TRACEPARENT="+given.Traceparent(), "BAGGAGE=user=alice")
 	require.NoError(t, r.Del(context.Background(), n, att))
-	lines = readLog(t, logFile)
+	lines = invlogtest.Lines(t, logFile)
 	require.Len(t, lines, 2)
 	assert.Equal(t, given.TraceID.String(), lines[1].TraceID, "TRACEPARENT in the runner's environment is the runtime's trace")
 	assert.Equal(t, given.SpanID.String(), lines[1].ParentSpanID)
@@ -75,7 +63,7 @@ func TestChainPluginsLogObjectReachesItsChildren(t *testing.T) {
 
 	_, err := r.Add(ctx, n, att)
 	require.NoError(t, err)
-	lines := readLog(t, logFile)
+	lines := invlogtest.Lines(t, logFile)
 	require.Len(t, lines, 2)
 	child, parent := lines[0], lines[1]
 	assert.Equal(t, "loopback", child.Plugin)

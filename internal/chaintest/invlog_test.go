@@ -3,7 +3,6 @@ package chaintest_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/invlog"
+	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/steps"
 	"github.com/cnikit/cni/internal/testns"
 	"github.com/cnikit/cni/internal/tracectx"
@@ -35,22 +35,6 @@ type tracingExec struct {
 func (e *tracingExec) ExecPlugin(ctx context.Context, path string, stdin []byte, environ []string) ([]byte, error) {
 	return e.DefaultExec.ExecPlugin(ctx, path, stdin, append(environ, "TRACEPARENT="+e.span.Traceparent(), "BAGGAGE=user.id=alice"))
 }
-
-// readLog returns every line of the invocation log, failing on any line that is not a
-// JSON log entry.
-func readLog(t *testing.T, file string) []invlog.Entry {
-	t.Helper()
-	var out []invlog.Entry
-	r := &invlog.Reader{Path: file}
-	require.NoError(t, r.Read(context.Background(), func(e *invlog.Entry, line []byte) error {
-		require.True(t, json.Valid(line), "a line is one JSON object: %s", line)
-		out = append(out, *e)
-		return nil
-	}))
-	require.Zero(t, r.Bad, "no torn or foreign line")
-	return out
-}
-
 func TestTraceContextThroughLibcniToADelegateAndBackInTheLog(t *testing.T) {
 	testns.RequireRoot(t)
 	host, cont := testns.NewWithLoopback(t), testns.New(t)
@@ -74,7 +58,7 @@ func TestTraceContextThroughLibcniToADelegateAndBackInTheLog(t *testing.T) {
 	})
 	host.Run(t, func() error { return cni.DelNetworkList(context.Background(), list, rt) })
 
-	lines := readLog(t, logFile)
+	lines := invlogtest.Lines(t, logFile)
 	require.Len(t, lines, 4, "bridge and its delegate, for ADD and for DEL")
 	ipamAdd, bridgeAdd := lines[0], lines[1]
 	assert.Equal(t, "host-local", ipamAdd.Plugin)
@@ -138,7 +122,7 @@ func TestParallelStreamsOfAddAndDelLoseNoLogLine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, len(rotated), 5, "the streams rotate the log many times")
 	seen := map[string]int{}
-	for _, e := range readLog(t, logFile) {
+	for _, e := range invlogtest.Lines(t, logFile) {
 		require.Nil(t, e.Error, "%s %s", e.Command, e.ContainerID)
 		seen[e.Command+" "+e.ContainerID]++
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -152,14 +151,14 @@ func TestStatsTableAndPrometheus(t *testing.T) {
 
 func TestLogFollowPrintsNewLines(t *testing.T) {
 	file := sampleLog(t)
-	var out syncBuffer
+	out := make(lines, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
 		for _, c := range cli.Commands() {
 			if c.Name == "log" {
-				p := cli.Process{Stdout: &out, Stderr: &out, Context: ctx}
+				p := cli.Process{Stdout: out, Stderr: out, Context: ctx}
 				done <- c.Run(p, []string{"--file", file, "-f", "--json", "--pod", "late"})
 			}
 		}
@@ -171,24 +170,20 @@ func TestLogFollowPrintsNewLines(t *testing.T) {
 	line, err := e.Line()
 	require.NoError(t, err)
 	require.NoError(t, c.Append(line))
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), `"containerID":"late1"`) }, 5*time.Second, 20*time.Millisecond)
+	select {
+	case got := <-out:
+		assert.Contains(t, got, `"containerID":"late1"`)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the line written was not followed")
+	}
 	cancel()
 	assert.Zero(t, <-done)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// lines is a writer handing each write on, for a command that runs on.
+type lines chan string
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (l lines) Write(p []byte) (int, error) {
+	l <- string(p)
+	return len(p), nil
 }

@@ -211,10 +211,8 @@ func (r *Reader) sleep(ctx context.Context) error {
 	if d <= 0 {
 		d = 250 * time.Millisecond
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

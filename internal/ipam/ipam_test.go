@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/invlog"
+	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/invoke"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
@@ -333,12 +333,7 @@ func TestExecedIPAMRunsUnderTheIPAMStepsSpan(t *testing.T) {
 	recs := readRecords(t, record)
 	require.Len(t, recs, 2)
 	assert.Equal(t, runtimeSpan, traceOf(recs[0]), "log off: the runtime's context is inherited unchanged, as the reference plugins do")
-	var lines []invlog.Entry
-	r := &invlog.Reader{Path: logFile}
-	require.NoError(t, r.Read(context.Background(), func(e *invlog.Entry, _ []byte) error {
-		lines = append(lines, *e)
-		return nil
-	}))
+	lines := invlogtest.Lines(t, logFile)
 	require.Len(t, lines, 1)
 	require.Equal(t, steps.IPAM, lines[0].Steps[0].Name)
 	assert.Equal(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-"+lines[0].Steps[0].SpanID+"-01", traceOf(recs[1]),

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,11 +146,4 @@ func labelValue(v string) string {
 
 func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'g', -1, 64) }
 
-func sortedCodes(m map[uint]int) []uint {
-	codes := make([]uint, 0, len(m))
-	for c := range m {
-		codes = append(codes, c)
-	}
-	slices.Sort(codes)
-	return codes
-}
+func sortedCodes(m map[uint]int) []uint { return slices.Sorted(maps.Keys(m)) }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/invlog"
+	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/steps"
 )
@@ -61,20 +62,6 @@ func logConf(logObject string) []byte {
 	}
 	return []byte(`{"cniVersion":"1.0.0","name":"net1","type":"stepper","log":` + logObject + `}`)
 }
-
-// readLog returns the lines of the log at path, decoded.
-func readLog(t *testing.T, path string) []invlog.Entry {
-	t.Helper()
-	var out []invlog.Entry
-	r := &invlog.Reader{Path: path}
-	require.NoError(t, r.Read(context.Background(), func(e *invlog.Entry, _ []byte) error {
-		out = append(out, *e)
-		return nil
-	}))
-	require.Zero(t, r.Bad)
-	return out
-}
-
 func TestConfigLogObjectLogsEachInvocation(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "cni.log")
 	args := Args{Command: CmdAdd, ContainerID: "ctr1", Netns: "/var/run/netns/x", IfName: "eth0",
@@ -85,7 +72,7 @@ func TestConfigLogObjectLogsEachInvocation(t *testing.T) {
 	_, err = Invoke(context.Background(), stepper(nil, nil), args, logConf(fmt.Sprintf(`{"file":%q}`, file)), nil)
 	require.NoError(t, err)
 
-	lines := readLog(t, file)
+	lines := invlogtest.Lines(t, file)
 	require.Len(t, lines, 2)
 	add := lines[0]
 	assert.Equal(t, "ADD", add.Command)
@@ -116,8 +103,8 @@ func TestEnvironmentLogsAndConfigWins(t *testing.T) {
 	}
 	run(logConf(""))
 	run(logConf(fmt.Sprintf(`{"file":%q,"level":"debug"}`, own)))
-	assert.Len(t, readLog(t, node), 1, "CNI_LOG_FILE logs every plugin of the node")
-	assert.Len(t, readLog(t, own), 1, "the config's file wins over CNI_LOG_FILE")
+	assert.Len(t, invlogtest.Lines(t, node), 1, "CNI_LOG_FILE logs every plugin of the node")
+	assert.Len(t, invlogtest.Lines(t, own), 1, "the config's file wins over CNI_LOG_FILE")
 }
 
 // quiet is a stderr that fails the test if anything is written to it.
@@ -156,7 +143,7 @@ func TestBackgroundWorkIsInTheLineWhoeverWaitsForIt(t *testing.T) {
 	require.NoError(t, err, "the work's error is the creator's to collect")
 	assert.ErrorIs(t, creator.Wait(), fail)
 
-	lines := readLog(t, file)
+	lines := invlogtest.Lines(t, file)
 	require.Len(t, lines, 2)
 	own := lines[0]
 	require.Len(t, own.Steps, 2)
@@ -183,7 +170,7 @@ func TestFailuresAreLoggedWithTheirFailingStep(t *testing.T) {
 	_, err = Invoke(context.Background(), stepper(nil, nil), args, logConf(""), nil)
 	require.Error(t, err)
 
-	lines := readLog(t, file)
+	lines := invlogtest.Lines(t, file)
 	require.Len(t, lines, 2)
 	assert.Equal(t, &invlog.Error{Code: 11, Msg: "range exhausted"}, lines[0].Error)
 	require.NotNil(t, lines[0].FailedStep())
@@ -200,7 +187,7 @@ func TestTraceContextReachesTheLogAndInProcessDelegates(t *testing.T) {
 	code := Run(stepper(delegate(), nil), e, bytes.NewReader(logConf(fmt.Sprintf(`{"file":%q}`, file))), &out, quiet(t))
 	require.Zero(t, code, out.String())
 
-	lines := readLog(t, file)
+	lines := invlogtest.Lines(t, file)
 	require.Len(t, lines, 2)
 	del, main := lines[0], lines[1] // the delegate answers first
 	assert.Equal(t, "delegate", del.Plugin)

@@ -2,7 +2,6 @@ package dhcp_test
 
 import (
 	"bytes"
-	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/invlog"
+	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -35,13 +34,7 @@ func TestDaemonLogsInTheInvocationLogFormatAndServesItsCounters(t *testing.T) {
 	_, err := w.bridgeCmd("DEL", c, conf, "")
 	require.NoError(t, err)
 
-	var lines []invlog.Entry
-	r := &invlog.Reader{Path: logFile}
-	require.NoError(t, r.Read(context.Background(), func(e *invlog.Entry, _ []byte) error {
-		lines = append(lines, *e)
-		return nil
-	}))
-	require.Zero(t, r.Bad)
+	lines := invlogtest.Lines(t, logFile)
 	require.Len(t, lines, 2, "one line per daemon call")
 	add, del := lines[0], lines[1]
 	assert.Equal(t, "dhcp-daemon", add.Plugin)

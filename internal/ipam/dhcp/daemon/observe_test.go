@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"errors"
 	"log"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/invlog"
+	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 )
@@ -39,12 +39,7 @@ func TestRenewalsAreCountedAndLogged(t *testing.T) {
 	assert.Zero(t, c.Held)
 	assert.WithinDuration(t, time.Now(), c.Since, time.Minute)
 
-	var lines []invlog.Entry
-	r := &invlog.Reader{Path: logFile}
-	require.NoError(t, r.Read(context.Background(), func(e *invlog.Entry, _ []byte) error {
-		lines = append(lines, *e)
-		return nil
-	}))
+	lines := invlogtest.Lines(t, logFile)
 	require.Len(t, lines, 3)
 	assert.Equal(t, []string{"RENEW", "REBIND", "DEL"}, []string{lines[0].Command, lines[1].Command, lines[2].Command})
 	assert.Equal(t, "n", lines[0].Network)

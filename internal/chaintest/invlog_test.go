@@ -98,7 +98,7 @@ func TestParallelStreamsOfAddAndDelLoseNoLogLine(t *testing.T) {
 	bin := testns.Binary(t)
 	logFile := filepath.Join(t.TempDir(), "cni.log")
 	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"streams","ipam":{"type":"host-local","dataDir":%q,
-		"ranges":[[{"subnet":"10.78.0.0/16"}]]},"log":{"file":%q,"maxSizeMB":0.015625,"maxFiles":100}}`, t.TempDir(), logFile)
+		"ranges":[[{"subnet":"10.78.0.0/16"}]]},"log":{"file":%q,"maxSizeMB":0.0078125,"maxFiles":100}}`, t.TempDir(), logFile)
 	var wg sync.WaitGroup
 	errs := make([]error, streams)
 	for s := range streams {

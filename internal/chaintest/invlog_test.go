@@ -92,7 +92,7 @@ func TestTraceContextThroughLibcniToADelegateAndBackInTheLog(t *testing.T) {
 }
 
 // TestParallelStreamsOfAddAndDelLoseNoLogLine runs 8 streams of exec'd ADD and DEL, each
-// process appending to one log that rotates every 16 KiB, and reads every line back.
+// process appending to one log that rotates every 8 KiB, and reads every line back.
 func TestParallelStreamsOfAddAndDelLoseNoLogLine(t *testing.T) {
 	const streams, rounds = 8, 20
 	bin := testns.Binary(t)

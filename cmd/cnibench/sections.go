@@ -15,5 +15,6 @@ func (b *bench) sections() []section {
 		{"concurrency", b.concurrency},
 		{"flannel", b.flannel},
 		{"containerd", b.containerd},
+		{"invlog", b.invlog},
 	}
 }

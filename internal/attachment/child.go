@@ -44,7 +44,7 @@ func ChildAttrs(master *Master, mtu int) netlink.LinkAttrs {
 // (link.CreateChild), addressed and reported by Finish; a failure undoes the link and
 // the IPAM reservation.
 func Add(req *skel.Request, c Child) (_ *result.Result, err error) {
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func Add(req *skel.Request, c Child) (_ *result.Result, err error) {
 // CheckChild is the CHECK of such a plugin: Check, with kind (the plugin's test of its
 // link's type and settings) and the master the link hangs off.
 func CheckChild(req *skel.Request, c Child, kind func(netlink.Link) error) error {
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
 	if err != nil {
 		return err
 	}

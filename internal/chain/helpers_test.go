@@ -51,6 +51,7 @@ func newRunner(t testing.TB, dir string) *chain.Runner {
 type record struct {
 	Command string            `json:"command"`
 	Env     map[string]string `json:"env"`
+	Trace   map[string]string `json:"trace"`
 	Stdin   string            `json:"stdin"`
 }
 

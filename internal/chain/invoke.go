@@ -9,6 +9,7 @@ import (
 	"github.com/cnikit/cni/internal/invoke"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/tracectx"
 )
 
 // Invoke runs one plugin once: a built-in in-process through skel.Invoke, anything else
@@ -16,20 +17,31 @@ import (
 // "cniVersion" in an exec'd plugin's output means the config's version); other commands
 // return nil. A plugin's failure is a *cnierror.Error with the plugin's code.
 func (r *Runner) Invoke(ctx context.Context, pluginType, command string, conf []byte, att Attachment) (*result.Result, error) {
-	return r.invoke(ctx, r.procEnv(), pluginType, command, conf, att)
+	return r.invoke(r.traced(ctx), r.procEnv(), pluginType, command, conf, att)
 }
 
 // procEnv is what every plugin of one operation gets from the runner's environment,
 // read once per operation instead of once per plugin.
 type procEnv struct {
 	env []string
-	// netnsOverride is CNI_NETNS_OVERRIDE as an exec'd plugin reads it from env.
-	netnsOverride bool
+	// netnsOverride is CNI_NETNS_OVERRIDE as an exec'd plugin reads it from env;
+	// logFile and logLevel are CNI_LOG_FILE and CNI_LOG_LEVEL (the invocation log).
+	netnsOverride     bool
+	logFile, logLevel string
 }
 
 func (r *Runner) procEnv() procEnv {
 	env := r.environ()
-	return procEnv{env: env, netnsOverride: skel.ArgsFromEnv(env).NetnsOverride}
+	a := skel.ArgsFromEnv(env)
+	return procEnv{env: env, netnsOverride: a.NetnsOverride, logFile: a.LogFile, logLevel: a.LogLevel}
+}
+
+// traced is ctx with a current span, as a runtime with a tracer would run an operation:
+// the caller's, else the one of TRACEPARENT in the runner's environment, else a new
+// trace. Every plugin runs under it, in-process or exec'd (invoke.Exec passes it on).
+func (r *Runner) traced(ctx context.Context) context.Context {
+	ctx, _ = tracectx.Ensure(ctx, r.environ())
+	return ctx
 }
 
 // invoke is Invoke with the environment already read.
@@ -37,6 +49,7 @@ func (r *Runner) invoke(ctx context.Context, pe procEnv, pluginType, command str
 	args := skel.Args{
 		Command: command, ContainerID: att.ContainerID, Netns: att.Netns, IfName: att.IfName,
 		CNIArgs: att.cniArgs(), Path: r.PluginPath, Env: pe.env, NetnsOverride: pe.netnsOverride,
+		LogFile: pe.logFile, LogLevel: pe.logLevel,
 	}
 	if p := r.builtin(pluginType); p != nil {
 		return skel.Invoke(ctx, p, args, conf, r.Stderr)

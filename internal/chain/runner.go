@@ -103,7 +103,9 @@ type GCArgs struct {
 	ValidAttachments []skel.Attachment
 }
 
+// context is the context of one operation: traced (see traced) and bounded by Timeout.
 func (r *Runner) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx = r.traced(ctx)
 	if r.Timeout > 0 {
 		return context.WithTimeout(ctx, r.Timeout)
 	}

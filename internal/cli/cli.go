@@ -1,6 +1,6 @@
 // Package cli is the runtime side of the cni binary: cnitool-compatible add, check, del,
 // gc and status commands that run a network's chain through the embedded runner, "ls"
-// to list the configured networks, "exec" to run one plugin by hand, "install" to put
+// to list the configured networks, "log" and "stats" to read the invocation log, "exec" to run one plugin by hand, "install" to put
 // the binary onto a node and "sleep" to idle in a DaemonSet. It reads its
 // environment and streams from a Process, never from os globals.
 package cli
@@ -14,13 +14,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/tracectx"
 )
 
 // Exit statuses of every command.
@@ -43,6 +47,17 @@ type Process struct {
 	Stderr  io.Writer
 	Builtin func(name string) *skel.Plugin
 	Plugins []string
+	// Context ends a command that runs until stopped (log -f); nil means at SIGINT or
+	// SIGTERM.
+	Context context.Context
+}
+
+// untilStopped is the context of a command that runs until stopped.
+func (p Process) untilStopped() (context.Context, context.CancelFunc) {
+	if p.Context != nil {
+		return context.WithCancel(p.Context)
+	}
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 // Command is one subcommand.
@@ -61,6 +76,8 @@ func Commands() []Command {
 		{Name: "gc", Summary: "NETWORK [NETNS]: DEL stale cached attachments, then GC the plugins", Run: runChain("gc")},
 		{Name: "status", Summary: "NETWORK [NETNS]: ask every plugin of the network for STATUS", Run: runChain("status")},
 		{Name: "ls", Summary: "list the networks of the config dir and their plugin types", Run: runList},
+		{Name: "log", Summary: "[--pod NAME] [--errors] [-f] ...: read the invocation log (CNI_LOG_FILE)", Run: runLog},
+		{Name: "stats", Summary: "[--prometheus]: counts, p50/p90/p99 and errors per plugin and command from the log", Run: runStats},
 		{Name: "install", Summary: "--dir DIR [--conf FILE]...: install this binary and its plugin names, then configs", Run: runInstall},
 		{Name: "sleep", Summary: "block until SIGTERM or SIGINT, then exit 0 (a DaemonSet's idle main container)", Run: runSleep},
 		{Name: "exec", Summary: "PLUGIN ADD|DEL|CHECK|GC|STATUS|VERSION: run one plugin by hand" +
@@ -130,6 +147,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 type common struct {
 	confDir, cniPath, cacheDir string
 	timeout                    time.Duration
+	verbose                    bool
 }
 
 func (c *common) register(fs *flag.FlagSet, p Process) {
@@ -137,6 +155,17 @@ func (c *common) register(fs *flag.FlagSet, p Process) {
 	fs.StringVar(&c.cniPath, "cni-path", p.envOr("CNI_PATH", DefaultPluginPath), "plugin search path, ':'-separated (env CNI_PATH)")
 	fs.StringVar(&c.cacheDir, "cache-dir", p.envOr("CNI_CACHE_DIR", chain.DefaultCacheDir), "result cache dir (env CNI_CACHE_DIR)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up (and kill exec'd plugins) after this long; 0 means never")
+	fs.BoolVar(&c.verbose, "verbose", false, "print the operation's trace id on stderr (see `cni log --trace`)")
+}
+
+// traced starts the operation's trace (TRACEPARENT's when the environment has one, else
+// a new one), which every plugin of it runs under, and prints its id with --verbose.
+func (c *common) traced(ctx context.Context, p Process, cmd string) context.Context {
+	ctx, span := tracectx.Ensure(ctx, p.Env)
+	if c.verbose {
+		fmt.Fprintf(p.Stderr, "cni %s: trace %s\n", cmd, span.TraceID)
+	}
+	return ctx
 }
 
 func (c *common) runner(p Process) *chain.Runner {
@@ -280,7 +309,7 @@ func runChain(cmd string) func(Process, []string) int {
 			return p.fail(cmd, err)
 		}
 		r := c.runner(p)
-		ctx := context.Background()
+		ctx := c.traced(context.Background(), p, cmd)
 		switch cmd {
 		case "gc":
 			var gc *chain.GCArgs

@@ -58,6 +58,8 @@ func TestParseCNIArgs(t *testing.T) {
 type env struct {
 	bin, confDir, cacheDir, pluginDir string
 	host                              *testns.NS
+	// extra variables of every command's environment
+	extra []string
 }
 
 func newEnv(t *testing.T) *env {
@@ -84,6 +86,7 @@ func (e *env) cni(t *testing.T, stdin string, args ...string) run {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.bin, args...)
 	cmd.Env = append(os.Environ(), "NETCONFPATH="+e.confDir, "CNI_PATH="+e.pluginDir, "CNI_CACHE_DIR="+e.cacheDir)
+	cmd.Env = append(cmd.Env, e.extra...)
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	var err error

@@ -37,7 +37,7 @@ func runExec(p Process, args []string) int {
 	}
 	plugin, command := pos[0], strings.ToUpper(pos[1])
 	r := c.runner(p)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(c.traced(context.Background(), p, "exec"))
 	defer cancel()
 	if c.timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)

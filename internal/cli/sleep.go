@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"flag"
-	"os/signal"
-	"syscall"
 )
 
 // runSleep blocks until SIGTERM or SIGINT and then exits 0: the main container of the
@@ -24,7 +21,7 @@ func runSleep(p Process, args []string) int {
 	if len(pos) != 0 {
 		return p.usageError(fs, "unexpected argument %q", pos[0])
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := p.untilStopped()
 	defer stop()
 	<-ctx.Done()
 	return ExitOK

@@ -10,17 +10,12 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/cnikit/cni/internal/build"
 	"github.com/cnikit/cni/internal/cli"
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/plugins/tap"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/version"
-)
-
-// Set at link time by the Makefile (-ldflags -X); never written at run time.
-var (
-	buildVersion = "dev"
-	buildCommit  = "unknown"
 )
 
 // Process is what main hands over: arguments, environment and standard streams.
@@ -174,7 +169,7 @@ func hasCNICommand(env []string) bool {
 }
 
 func writeVersion(w io.Writer) {
-	fmt.Fprintf(w, "cni %s (commit %s)\n", buildVersion, buildCommit)
+	fmt.Fprintf(w, "cni %s (commit %s)\n", build.Version, build.Commit)
 	fmt.Fprintf(w, "go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "CNI spec versions: %s\n", strings.Join(version.All(), ", "))
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/tracectx"
 )
 
 // busyRetries bounds the retries of an exec that fails with "text file busy", which
@@ -61,12 +62,19 @@ func FindInPath(pluginType string, paths []string) (string, error) {
 // plugin printed (its code kept), or, when it printed none, code 0 and a message quoting
 // its stderr, as libcni reports it.
 //
+// When ctx carries a span (tracectx), the plugin gets it as its parent in TRACEPARENT,
+// TRACESTATE and BAGGAGE, appended after env so that they win over inherited ones: what
+// libcni does for a caller with a span.
+//
 // The plugin's exit is what ends the call: its stdin, stdout and stderr are files, not
 // pipes (see scratchFile), so a child it left running with them open delays nothing.
 // libcni reads pipes to their end and so waits for such a child to exit.
 func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
 	if stderr == nil {
 		stderr = io.Discard
+	}
+	if span, ok := tracectx.From(ctx); ok {
+		env = span.Env(env)
 	}
 	for attempt := 1; ; attempt++ {
 		out, errOut, err := run(ctx, path, env, stdin)

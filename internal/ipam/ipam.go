@@ -22,6 +22,7 @@ import (
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/steps"
 	"github.com/cnikit/cni/internal/version"
 )
 
@@ -70,12 +71,16 @@ func Builtin(typ string) *skel.Plugin {
 	return nil
 }
 
-func run(req *skel.Request, cmd string) (*result.Result, error) {
+// run runs the delegate as the invocation log's IPAM step, under whose span the
+// delegate runs.
+func run(req *skel.Request, cmd string) (res *result.Result, err error) {
 	typ := req.Net.IPAM.Type
 	if typ == "" {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam.type: missing IPAM plugin type")
 	}
-	ctx := req.Context()
+	step := steps.Begin(req.Context(), steps.IPAM)
+	defer step.End(&err)
+	ctx := step.Context(req.Context())
 	if p := Builtin(typ); p != nil {
 		args := req.Args
 		args.Command = cmd

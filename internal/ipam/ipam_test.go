@@ -15,10 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/invoke"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/steps"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -301,4 +303,40 @@ func TestReleaseRunsEvenWhenTheRequestContextIsDone(t *testing.T) {
 	calls, err := os.ReadFile(record)
 	require.NoError(t, err)
 	assert.Contains(t, string(calls), "CNI_COMMAND=DEL")
+}
+
+// traceOf returns the TRACEPARENT a record's environment holds.
+func traceOf(r record) string {
+	for _, kv := range r.Env {
+		if v, ok := strings.CutPrefix(kv, "TRACEPARENT="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func TestExecedIPAMRunsUnderTheIPAMStepsSpan(t *testing.T) {
+	const runtimeSpan = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	dir := extIPAMDir(t)
+	record := filepath.Join(t.TempDir(), "record")
+	logFile := filepath.Join(t.TempDir(), "cni.log")
+	c := newCall(t, map[string]any{"type": "ext-ipam", "record": record})
+	c.path = []string{dir}
+	c.env = []string{"PATH=/usr/bin:/bin", "TRACEPARENT=" + runtimeSpan}
+
+	_, err := c.run(skel.CmdAdd)
+	require.NoError(t, err)
+	c.extra["log"] = map[string]any{"file": logFile}
+	_, err = c.run(skel.CmdAdd)
+	require.NoError(t, err)
+
+	recs := readRecords(t, record)
+	require.Len(t, recs, 2)
+	assert.Equal(t, runtimeSpan, traceOf(recs[0]), "log off: the runtime's context is inherited unchanged, as the reference plugins do")
+	lines := invlogtest.Lines(t, logFile)
+	require.Len(t, lines, 1)
+	require.Equal(t, steps.IPAM, lines[0].Steps[0].Name)
+	assert.Equal(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-"+lines[0].Steps[0].SpanID+"-01", traceOf(recs[1]),
+		"log on: the exec'd delegate is a child of the IPAM step")
+	assert.Equal(t, "00f067aa0ba902b7", lines[0].ParentSpanID)
 }

@@ -12,13 +12,20 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // attempts bounds the optimistic retries of Update.
 const attempts = 3
 
-// Load takes a snapshot of one table with one iptables-save (ip6tables-save) exec.
-func Load(ctx context.Context, fam Family, table string) (*Table, error) {
+// Load takes a snapshot of one table with one iptables-save (ip6tables-save) exec, a
+// firewall step of the invocation log.
+func Load(ctx context.Context, fam Family, table string) (_ *Table, err error) {
+	defer steps.Begin(ctx, steps.Firewall).End(&err)
+	return load(ctx, fam, table)
+}
+
+func load(ctx context.Context, fam Family, table string) (*Table, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, fam.String()+"-save", "-t", table)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -48,10 +55,12 @@ func Restore(ctx context.Context, fam Family, script string) error {
 // restore: at most one save and one restore exec when nothing races, none of the latter
 // when plan records nothing. If the restore fails and a fresh snapshot yields a
 // different plan (a concurrent writer changed the table in between), it tries again.
-func Update(ctx context.Context, fam Family, table string, plan func(*Batch) error) error {
+// The whole of it is one firewall step of the invocation log.
+func Update(ctx context.Context, fam Family, table string, plan func(*Batch) error) (err error) {
+	defer steps.Begin(ctx, steps.Firewall).End(&err)
 	var last string
 	for try := 1; ; try++ {
-		t, err := Load(ctx, fam, table)
+		t, err := load(ctx, fam, table)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // maxTempNameTries bounds the retries when a random temporary name is taken.
@@ -26,7 +27,8 @@ const maxTempNameTries = 3
 // A CNI_IFNAME already present in cont is a CNI error (code 4); a kernel without the link
 // kind gives code 11. Other kernel refusals are returned wrapped, for the plugin to name
 // the field they concern (EEXIST: a vlan id already used on the master, for instance).
-func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (netlink.Link, error) {
+func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (_ netlink.Link, err error) {
+	defer cont.steps.Begin(steps.LinkCreate).End(&err)
 	ch := cont.Handle()
 	if err := cont.NameFree(ifName); err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/steps"
 	"github.com/cnikit/cni/internal/sysctl"
 )
 
@@ -59,11 +60,39 @@ func (n *NS) iface(ifName string, res *result.Result) ([]result.IPConfig, *netli
 // up, waits for IPv6 duplicate address detection when an IPv6 gateway will be used,
 // and adds res's routes through it. A route without a gateway goes via the gateway of
 // the same family among the interface's IPs, if there is one.
+//
+// Its steps for the invocation log are the addresses (with setting the link up), the
+// wait for DAD, and the routes.
 func ConfigureIface(cont *NS, ifName string, res *result.Result) error {
 	ips, h, l, err := cont.iface(ifName, res)
 	if err != nil {
 		return err
 	}
+	step := cont.steps.Begin(steps.Addresses)
+	if err := step.Done(addAddrs(cont, h, l, ifName, ips)); err != nil {
+		return err
+	}
+	gw4, gw6 := gateways(ips)
+	if gw6.IsValid() || routesNeedV6(res.Routes) && hasV6(ips) {
+		step := cont.steps.Begin(steps.WaitDAD)
+		if err := step.Done(WaitDAD(h, l)); err != nil {
+			return err
+		}
+	}
+	if len(res.Routes) == 0 {
+		return nil
+	}
+	step = cont.steps.Begin(steps.Routes)
+	for _, r := range res.Routes {
+		if err := addRoute(h, l, r, gw4, gw6); err != nil {
+			return step.Done(fmt.Errorf("%s: %w", ifName, err))
+		}
+	}
+	return step.Done(nil)
+}
+
+// addAddrs puts ips on l (enabling IPv6 first when one is IPv6) and sets l up.
+func addAddrs(cont *NS, h *netlink.Handle, l netlink.Link, ifName string, ips []result.IPConfig) error {
 	if hasV6(ips) {
 		if err := cont.Do(func() error { return enableIPv6(ifName) }); err != nil {
 			return err
@@ -76,17 +105,6 @@ func ConfigureIface(cont *NS, ifName string, res *result.Result) error {
 	}
 	if err := h.LinkSetUp(l); err != nil {
 		return fmt.Errorf("%s: set up: %w", ifName, err)
-	}
-	gw4, gw6 := gateways(ips)
-	if gw6.IsValid() || routesNeedV6(res.Routes) && hasV6(ips) {
-		if err := WaitDAD(h, l); err != nil {
-			return err
-		}
-	}
-	for _, r := range res.Routes {
-		if err := addRoute(h, l, r, gw4, gw6); err != nil {
-			return fmt.Errorf("%s: %w", ifName, err)
-		}
 	}
 	return nil
 }

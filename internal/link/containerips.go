@@ -1,6 +1,7 @@
 package link
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/vishvananda/netlink"
@@ -20,7 +21,8 @@ func ContainerIPs(netnsPath, ifName string, prev *result.Result) ([]result.IPCon
 	if ips := prev.ContainerIPs(ifName); len(ips) > 0 {
 		return ips, nil
 	}
-	cont, err := OpenContainer(netnsPath)
+	// Reading addresses is no step of the invocation log: no context to record it in.
+	cont, err := OpenContainer(context.Background(), netnsPath)
 	if err != nil {
 		return nil, err
 	}

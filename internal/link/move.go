@@ -1,6 +1,7 @@
 package link
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // Relocation describes moving an existing link to another namespace under a new name.
@@ -39,7 +41,8 @@ type Relocation struct {
 // Moving a link between namespaces is the expensive part (the kernel waits for an RCU
 // grace period, 15-50 ms on a busy host), so renaming in To or From costs one move and
 // the throw-away namespace two.
-func Relocate(r Relocation) (netlink.Link, error) {
+func Relocate(r Relocation) (_ netlink.Link, err error) {
+	defer cmp.Or(r.To.steps, r.From.steps).Begin(steps.LinkMove).End(&err)
 	l, err := r.From.ByName(r.Name)
 	if err != nil {
 		return nil, err

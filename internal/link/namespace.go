@@ -26,6 +26,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // NS is an open network namespace: a file descriptor that keeps it alive and a netlink
@@ -36,6 +37,9 @@ type NS struct {
 	Path string
 	fd   netns.NsHandle
 	h    *netlink.Handle
+	// steps records the work done through this NS for the invocation log: the
+	// recorder of the context it was opened for, nil when the log is off.
+	steps *steps.Recorder
 }
 
 // Open opens the namespace at path. A path that does not exist gives an error that
@@ -62,9 +66,10 @@ func newNS(path string, fd netns.NsHandle) (*NS, error) {
 
 // OpenPair opens the container's namespace at path and the caller's own (the host's)
 // for an ADD or CHECK. A container namespace that does not exist is the spec's "invalid
-// netns" error; the caller closes both.
-func OpenPair(path string) (host, cont *NS, err error) {
-	cont, err = OpenContainer(path)
+// netns" error; the caller closes both. What is done through them (links created and
+// moved, addresses, routes, waits) is recorded as steps of ctx's invocation.
+func OpenPair(ctx context.Context, path string) (host, cont *NS, err error) {
+	cont, err = OpenContainer(ctx, path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,15 +78,20 @@ func OpenPair(path string) (host, cont *NS, err error) {
 		cont.Close()
 		return nil, nil, err
 	}
+	host.steps = cont.steps
 	return host, cont, nil
 }
 
 // OpenContainer opens the container's namespace at path for an ADD or CHECK, where a
-// namespace that does not exist is the spec's "invalid netns" error (code 8).
-func OpenContainer(path string) (*NS, error) {
+// namespace that does not exist is the spec's "invalid netns" error (code 8). What is
+// done through it is recorded as steps of ctx's invocation.
+func OpenContainer(ctx context.Context, path string) (*NS, error) {
 	n, err := Open(path)
 	if errors.Is(err, ns.ErrNotExist) {
 		return nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
+	}
+	if n != nil {
+		n.steps = steps.Of(ctx)
 	}
 	return n, err
 }
@@ -122,7 +132,8 @@ func DeleteInBackground(ctx context.Context, path, ifName string) error {
 	if path == "" {
 		return nil
 	}
-	return skel.Start(ctx, func() error { return DeleteIn(path, ifName) })
+	step := steps.Begin(ctx, steps.LinkDelete)
+	return skel.Start(ctx, func() error { return step.Done(DeleteIn(path, ifName)) })
 }
 
 // DeleteInBackground is Delete run concurrently with the rest of the process's work,
@@ -133,9 +144,10 @@ func (n *NS) DeleteInBackground(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	step := steps.Begin(ctx, steps.LinkDelete)
 	return skel.Start(ctx, func() error {
 		defer own.Close()
-		return own.Delete(name)
+		return step.Done(own.Delete(name))
 	})
 }
 
@@ -208,7 +220,8 @@ func (n *NS) ByName(name string) (netlink.Link, error) {
 }
 
 // Delete removes the link called name; a link that is already gone is not an error.
-func (n *NS) Delete(name string) error {
+func (n *NS) Delete(name string) (err error) {
+	defer n.steps.Begin(steps.LinkDelete).End(&err)
 	l, err := n.ByName(name)
 	if IsNotFound(err) {
 		return nil

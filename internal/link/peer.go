@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // HostPeer returns the host end of the veth whose container end is ifName inside cont:
@@ -36,7 +38,8 @@ func HostPeer(host, cont *NS, ifName string) (netlink.Link, error) {
 
 // WaitOperUp polls the link called name until its operational state is up, giving up
 // after timeout. A veth turns up a moment after both ends are set up.
-func WaitOperUp(n *NS, name string, timeout time.Duration) (netlink.Link, error) {
+func WaitOperUp(n *NS, name string, timeout time.Duration) (_ netlink.Link, err error) {
+	defer n.steps.Begin(steps.WaitLinkUp).End(&err)
 	deadline := time.Now().Add(timeout)
 	delay := time.Millisecond
 	for {

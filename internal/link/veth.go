@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // ErrExists reports that the container interface name is already taken in the
@@ -42,7 +44,8 @@ const maxNameTries = 10
 // placed in the host namespace by the kernel in the same request: the container end
 // never exists in the host, so it cannot clash with a host link of the same name. The
 // caller undoes it with cont.Delete(opts.IfName), which removes both ends.
-func CreateVeth(host, cont *NS, opts VethOptions) (*Veth, error) {
+func CreateVeth(host, cont *NS, opts VethOptions) (_ *Veth, err error) {
+	defer cont.steps.Begin(steps.LinkCreate).End(&err)
 	ch := cont.Handle()
 	if _, err := ch.LinkByName(opts.IfName); err == nil {
 		return nil, fmt.Errorf("container veth name %q: %w", opts.IfName, ErrExists)
@@ -58,7 +61,7 @@ func CreateVeth(host, cont *NS, opts VethOptions) (*Veth, error) {
 		_ = cont.Delete(opts.IfName)
 		return nil, err
 	}
-	if err := setUp(host, v.Host, opts.ContainerUp, cont, v.Container); err != nil {
+	if err = setUp(host, v.Host, opts.ContainerUp, cont, v.Container); err != nil {
 		_ = cont.Delete(opts.IfName)
 		return nil, err
 	}

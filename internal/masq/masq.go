@@ -45,6 +45,7 @@ import (
 	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/owner"
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // Attachment is one container interface on one network.
@@ -91,7 +92,7 @@ func Setup(ctx context.Context, att Attachment, opts Options) error {
 	case netfilter.IPTables:
 		return iptSetup(ctx, att, ips)
 	case netfilter.NFTables:
-		return nftSetup(att, ips)
+		return steps.Begin(ctx, steps.Firewall).Done(nftSetup(att, ips))
 	default:
 		return fmt.Errorf("masquerade: unknown backend %q", b)
 	}
@@ -102,7 +103,7 @@ func Setup(ctx context.Context, att Attachment, opts Options) error {
 func Teardown(ctx context.Context, network, containerID, ifName string) error {
 	return errors.Join(
 		iptTeardown(ctx, network, containerID),
-		nftTeardown(network, containerID, ifName),
+		steps.Begin(ctx, steps.Firewall).Done(nftTeardown(network, containerID, ifName)),
 	)
 }
 
@@ -117,7 +118,7 @@ func Check(ctx context.Context, att Attachment, opts Options) error {
 	case netfilter.IPTables:
 		return iptCheck(ctx, att, ips)
 	case netfilter.NFTables:
-		return nftCheck(att, ips)
+		return steps.Begin(ctx, steps.Firewall).Done(nftCheck(att, ips))
 	default:
 		return fmt.Errorf("masquerade: unknown backend %q", b)
 	}
@@ -127,7 +128,7 @@ func Check(ctx context.Context, att Attachment, opts Options) error {
 // not in valid.
 // valid yields the container id and interface name of each attachment to keep.
 func GC(ctx context.Context, network string, valid iter.Seq2[string, string]) error {
-	return errors.Join(iptGC(ctx, network, valid), nftGC(network, valid))
+	return errors.Join(iptGC(ctx, network, valid), steps.Begin(ctx, steps.Firewall).Done(nftGC(network, valid)))
 }
 
 // iptChainName is the reference plugins' chain name for an attachment.

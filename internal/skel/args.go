@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/invlog"
 )
 
 // Args are the CNI_* inputs of one invocation.
@@ -24,6 +25,9 @@ type Args struct {
 	// Env is the full environment of the invocation, handed on unchanged (but for
 	// CNI_COMMAND) to delegates that are exec'd. Nil for pure in-process calls.
 	Env []string
+	// LogFile and LogLevel are CNI_LOG_FILE and CNI_LOG_LEVEL: the invocation log of a
+	// whole node (see internal/invlog), which a config's "log" object overrides.
+	LogFile, LogLevel string
 }
 
 // ArgsFromEnv reads the CNI_* variables from an environment list.
@@ -49,6 +53,10 @@ func ArgsFromEnv(env []string) Args {
 			a.Path = filepath.SplitList(v)
 		case "CNI_NETNS_OVERRIDE":
 			a.NetnsOverride = v == "1" || strings.EqualFold(v, "true")
+		case invlog.EnvFile:
+			a.LogFile = v
+		case invlog.EnvLevel:
+			a.LogLevel = v
 		}
 	}
 	return a

@@ -20,6 +20,8 @@ type NetConf struct {
 	RawPrevResult json.RawMessage `json:"prevResult,omitempty"`
 	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
 	Args          json.RawMessage `json:"args,omitempty"`
+	// Log is the plugin's invocation log object (internal/invlog), read by skel.
+	Log json.RawMessage `json:"log,omitempty"`
 
 	ValidAttachments  []Attachment `json:"cni.dev/valid-attachments,omitempty"`
 	LegacyAttachments []Attachment `json:"cni.dev/attachments,omitempty"`

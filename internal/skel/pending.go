@@ -20,14 +20,18 @@ import (
 // the command's errors. A Pending travels in the request's context (WithPending), so
 // delegates (IPAM, flannel's) started in-process add to their caller's.
 type Pending struct {
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	errs []error
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	errs    []error
+	started bool
 }
 
 // Go runs fn on a goroutine of its own; its error, or its panic as a *panics.Error,
 // comes back from Wait.
 func (p *Pending) Go(fn func() error) {
+	p.mu.Lock()
+	p.started = true
+	p.mu.Unlock()
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -37,6 +41,13 @@ func (p *Pending) Go(fn func() error) {
 			p.mu.Unlock()
 		}
 	}()
+}
+
+// busy reports whether any work was started.
+func (p *Pending) busy() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started
 }
 
 // Wait returns once all the work started so far has finished, with its errors joined
@@ -76,11 +87,11 @@ func Start(ctx context.Context, fn func() error) error {
 }
 
 // ownPending gives ctx a Pending of its own unless it carries one already. wait waits
-// for it (a no-op when ctx brought its own: its creator waits).
-func ownPending(ctx context.Context) (_ context.Context, wait func() error) {
+// for it (a no-op when ctx brought its own: its creator waits); owned says which.
+func ownPending(ctx context.Context) (_ context.Context, wait func() error, owned bool) {
 	if pendingOf(ctx) != nil {
-		return ctx, func() error { return nil }
+		return ctx, func() error { return nil }, false
 	}
 	p := new(Pending)
-	return WithPending(ctx, p), p.Wait
+	return WithPending(ctx, p), p.Wait, true
 }

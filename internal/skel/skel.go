@@ -12,6 +12,7 @@ import (
 	"github.com/cnikit/cni/internal/ns"
 	"github.com/cnikit/cni/internal/panics"
 	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/steps"
 	"github.com/cnikit/cni/internal/version"
 )
 
@@ -26,14 +27,7 @@ func Run(p *Plugin, env []string, stdin io.Reader, stdout, stderr io.Writer) int
 	case CmdVersion:
 		return writeJSON(stdout, stderr, p.VersionInfo())
 	}
-	if err := args.validate(); err != nil {
-		return writeError(stdout, stderr, "", err)
-	}
-	data, err := io.ReadAll(stdin)
-	if err != nil {
-		return writeError(stdout, stderr, "", cnierror.Newf(cnierror.CodeIO, "reading from stdin: %v", err))
-	}
-	res, confVersion, err := invoke(context.Background(), p, args, data, stderr)
+	res, confVersion, err := invoke(context.Background(), p, args, stdin, nil, stderr)
 	if err != nil {
 		return writeError(stdout, stderr, confVersion, err)
 	}
@@ -57,10 +51,7 @@ func Invoke(ctx context.Context, p *Plugin, args Args, config []byte, stderr io.
 	if args.Command == CmdVersion {
 		return nil, nil
 	}
-	if err := args.validate(); err != nil {
-		return nil, err
-	}
-	res, _, err := invoke(ctx, p, args, config, stderr)
+	res, _, err := invoke(ctx, p, args, nil, config, stderr)
 	if err != nil {
 		return nil, cnierror.From(err)
 	}
@@ -85,33 +76,63 @@ func (p *Plugin) about() string {
 	return p.Name + ": " + p.About
 }
 
-// invoke runs the validated pipeline shared by Run and Invoke. It also returns the
+// invoke runs the pipeline shared by Run and Invoke: the environment's checks, the
+// config (read from stdin when it is given), the callback, the wait for the work it
+// left running, and the invocation log's line when the log is on. It also returns the
 // config's version so that errors can carry it.
-func invoke(ctx context.Context, p *Plugin, args Args, data []byte, stderr io.Writer) (*result.Result, string, error) {
+func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []byte, stderr io.Writer) (res *result.Result, confVersion string, err error) {
 	if stderr == nil {
 		stderr = io.Discard
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	inherited, logErr := inheritedLog(ctx, args)
+	lg := beginLog(ctx, inherited, args)
+	defer func() { lg.finish(p.Name, args, res, err, stderr) }()
+	if logErr != nil {
+		if !lenient(args.Command) {
+			return nil, "", logErr
+		}
+		fmt.Fprintf(stderr, "%s: ignoring the invocation log's environment: %v\n", p.Name, logErr)
+	}
+	if err := args.validate(); err != nil {
+		return nil, "", err
+	}
+	if stdin != nil {
+		if data, err = io.ReadAll(stdin); err != nil {
+			return nil, "", cnierror.Newf(cnierror.CodeIO, "reading from stdin: %v", err)
+		}
+	}
 	conf, prev, err := parseNetConf(p, args.Command, data)
+	var confErr error
+	lg, ctx, confErr = lg.configure(ctx, inherited, conf, args, stderr, p.Name)
+	if err == nil {
+		err = confErr
+	}
 	if err != nil {
 		return nil, conf.CNIVersion, err
 	}
 	if err := checkNetnsIsNotOwn(args); err != nil {
 		return nil, conf.CNIVersion, err
 	}
-	ctx, wait := ownPending(ctx)
+	ctx, wait, owned := ownPending(ctx)
+	ctx = lg.ownWork(ctx, owned)
 	req := &Request{
 		ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
 		ValidAttachments: conf.ValidAttachments, Stderr: stderr,
 	}
-	res, err := call(p, req)
+	res, err = call(p, req)
 	// The work the callback left running (link deletions) is part of the command: its
 	// errors are the command's, and the answer waits for it.
-	if werr := wait(); werr != nil {
+	var waiting *steps.Timer
+	if owned && pendingOf(ctx).busy() {
+		waiting = lg.begin(steps.WaitPending)
+	}
+	if werr := waiting.Done(wait()); werr != nil {
 		err = errors.Join(err, werr)
 	}
+	lg.handOff(p.Name, args, res, err, stderr)
 	if err != nil {
 		return nil, conf.CNIVersion, reportPanic(p.Name, stderr, err)
 	}

@@ -3,6 +3,7 @@
 package timing
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -16,6 +17,19 @@ func Quantile(d []time.Duration, q float64) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[int(q*float64(len(s)-1))]
+}
+
+// NearestRank returns the q-quantile (0 < q ≤ 1) of d by the nearest-rank rule: the
+// smallest measurement with at least q of all at or below it, so that a p99 of few
+// measurements is their largest, as operators read a tail. Zero for no measurements.
+func NearestRank(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	rank := int(math.Ceil(q * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
 }
 
 // Median is Quantile(d, 0.5).

@@ -27,7 +27,8 @@ import (
 	"github.com/cnikit/cni/internal/version"
 )
 
-// Plugin returns the dhcp registry entry; `dhcp daemon` runs the daemon.
+// Plugin returns the dhcp registry entry; `dhcp daemon` runs the daemon, `dhcp status`
+// prints its counters.
 func Plugin() *skel.Plugin {
 	return &skel.Plugin{
 		Name:        "dhcp",
@@ -38,7 +39,7 @@ func Plugin() *skel.Plugin {
 		Check:       check,
 		GC:          gc,
 		Status:      status,
-		Subcommands: map[string]skel.Subcommand{"daemon": daemon.Main},
+		Subcommands: map[string]skel.Subcommand{"daemon": daemon.Main, "status": statusMain},
 	}
 }
 

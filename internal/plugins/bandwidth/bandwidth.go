@@ -18,6 +18,7 @@ import (
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/steps"
 	"github.com/cnikit/cni/internal/version"
 )
 
@@ -57,6 +58,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 
 	var undo rollback.Stack
 	defer undo.OnError(&err)
+	defer steps.Begin(req.Context(), steps.Qdisc).End(&err)
 	if shaping.Ingress.Enabled() {
 		if err := setRootTBF(h, veth, tbfFor(shaping.Ingress)); err != nil {
 			return nil, err

@@ -59,7 +59,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func check(req *skel.Request) error {
 	if prev == nil {
 		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err := load(req); err != nil {
 		return nil, err
 	}
-	cont, err := link.OpenContainer(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func check(req *skel.Request) error {
 	if err := load(req); err != nil {
 		return err
 	}
-	cont, err := link.OpenContainer(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return err
 	}

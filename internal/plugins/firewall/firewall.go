@@ -26,6 +26,7 @@
 package firewall
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -137,7 +138,7 @@ func listedBridge(prev *result.Result) (string, error) {
 // bridge its veth's host end is a port of, or that host end itself when it is no
 // bridge's port (a routed veth, as Calico's and Cilium's are).
 func hostInterface(netnsPath, ifName string) (string, error) {
-	host, cont, err := link.OpenPair(netnsPath)
+	host, cont, err := link.OpenPair(context.Background(), netnsPath) // a lookup: no step to record
 	if err != nil {
 		return "", err
 	}

@@ -63,6 +63,18 @@ func (w *world) conf(extra string) []byte {
 	return []byte(s + "}")
 }
 
+// linkRecorder puts the chain's recorder test plugin, a third-party delegate, on the
+// plugin path as "recorder".
+func (w *world) linkRecorder() {
+	w.t.Helper()
+	rec, err := testns.BuildHelper("../../chain/testdata/recorder")
+	require.NoError(w.t, err)
+	if !testns.Prebuilt() {
+		w.t.Cleanup(func() { os.RemoveAll(filepath.Dir(rec)) })
+	}
+	require.NoError(w.t, os.Symlink(rec, filepath.Join(w.path[0], "recorder")))
+}
+
 // invoke runs flannel in-process inside the host namespace, with the registry's
 // lookup, as the cni binary does.
 func (w *world) invoke(cmd, cid, netns string, config []byte) (*result.Result, error) {

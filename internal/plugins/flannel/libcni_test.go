@@ -68,12 +68,7 @@ func TestExternalDelegateIsExecd(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.writeEnv(fmt.Sprintf(v4Env, "true"))
-	rec, err := testns.BuildHelper("../../chain/testdata/recorder")
-	require.NoError(t, err)
-	if !testns.Prebuilt() {
-		t.Cleanup(func() { os.RemoveAll(filepath.Dir(rec)) })
-	}
-	require.NoError(t, os.Symlink(rec, filepath.Join(w.path[0], "recorder")))
+	w.linkRecorder()
 	records := filepath.Join(t.TempDir(), "records")
 	ctr := testns.NewWithLoopback(t)
 	c := w.conf(fmt.Sprintf(`"delegate":{"type":"recorder","recordFile":%q}`, records))

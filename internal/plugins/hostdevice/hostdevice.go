@@ -55,7 +55,7 @@ func (p plugin) add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (p plugin) check(req *skel.Request) error {
 		}
 		return ipam.Check(req)
 	}
-	cont, err := link.OpenContainer(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return err
 	}

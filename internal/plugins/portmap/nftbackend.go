@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // nftBackend installs port mappings with nftables over netlink, and with one `nft`
@@ -47,7 +48,8 @@ func (b nftBackend) inTransaction(plan func(c *nftables.Conn) error) error {
 
 // add installs (or replaces) the attachment's mappings, one transaction per family,
 // then the gate rule of conditions only nft compiles.
-func (b nftBackend) add(ctx context.Context, o attachment, s *settings, fams []family) error {
+func (b nftBackend) add(ctx context.Context, o attachment, s *settings, fams []family) (err error) {
+	defer steps.Begin(ctx, steps.Firewall).End(&err)
 	for _, fa := range fams {
 		f := newNFTFamily(fa.v6)
 		plan := planConditions(condField(fa.v6), fa.conds, fa.v6)
@@ -170,7 +172,8 @@ func (f *nftFamily) queueMasq(c *nftables.Conn, o attachment, s *settings, fa fa
 
 // del removes the attachment named by hash from both families and returns what it had
 // installed.
-func (b nftBackend) del(_ context.Context, hash string) ([]flow, error) {
+func (b nftBackend) del(ctx context.Context, hash string) (_ []flow, err error) {
+	defer steps.Begin(ctx, steps.Firewall).End(&err)
 	var flows []flow
 	for _, v6 := range []bool{false, true} {
 		f := newNFTFamily(v6)
@@ -201,7 +204,8 @@ func appendFlows(flows []flow, maps []nftMapping) []flow {
 
 // check verifies that every mapping has its rule and its claim of its key, that the
 // conditions nft compiles have their gate, and the masquerade claim when snat is on.
-func (b nftBackend) check(_ context.Context, o attachment, s *settings, fams []family) error {
+func (b nftBackend) check(ctx context.Context, o attachment, s *settings, fams []family) (err error) {
+	defer steps.Begin(ctx, steps.Firewall).End(&err)
 	c, err := b.newConn()
 	if err != nil {
 		return err

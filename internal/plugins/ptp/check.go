@@ -34,7 +34,7 @@ func check(req *skel.Request) error {
 	if err := ipam.Check(req); err != nil {
 		return err
 	}
-	host, cont, err := link.OpenPair(req.Args.Netns)
+	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
 	if err != nil {
 		return err
 	}

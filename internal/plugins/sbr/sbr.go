@@ -67,7 +67,7 @@ func add(req *skel.Request) (*result.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cont, err := link.OpenContainer(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +348,7 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	cont, err := link.OpenContainer(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	cont, err := link.OpenContainer(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func (t tuner) add(req *skel.Request) (*result.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cont, err := link.OpenContainer(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (t tuner) check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	cont, err := link.OpenContainer(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func add(req *skel.Request) (*result.Result, error) {
 	if req.PrevResult == nil {
 		return nil, errNotChained
 	}
-	cont, err := link.OpenContainer(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +324,7 @@ func check(req *skel.Request) error {
 	if req.PrevResult == nil {
 		return errNotChained
 	}
-	cont, err := link.OpenContainer(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,5 @@
 // Command recorder is a test plugin for the chain runner: it appends every invocation
-// (command, CNI_* variables, stdin) to the file named by its config's "recordFile",
+// (command, CNI_* variables, the trace context's variables, stdin) to the file named by its config's "recordFile",
 // fails on request ("fail": {"ADD": {"code": 7, "msg": "..."}}, "stderrOnly": ["DEL"]),
 // sleeps on request ("sleep": {"ADD": "10s"}), and on ADD passes prevResult through with
 // one interface of its own appended. It uses only the standard library, like a
@@ -29,6 +29,7 @@ type config struct {
 type record struct {
 	Command string            `json:"command"`
 	Env     map[string]string `json:"env"`
+	Trace   map[string]string `json:"trace,omitempty"`
 	Stdin   string            `json:"stdin"`
 }
 
@@ -51,15 +52,18 @@ func run() int {
 		return 1
 	}
 	if conf.RecordFile != "" {
-		env := map[string]string{}
+		env, trace := map[string]string{}, map[string]string{}
 		for _, kv := range os.Environ() {
 			// The protocol's variables only: CNI_TEST_* belong to the test harness.
 			k, v, _ := strings.Cut(kv, "=")
 			if strings.HasPrefix(k, "CNI_") && !strings.HasPrefix(k, "CNI_TEST_") {
 				env[k] = v
 			}
+			if k == "TRACEPARENT" || k == "TRACESTATE" || k == "BAGGAGE" {
+				trace[k] = v
+			}
 		}
-		line, _ := json.Marshal(record{Command: cmd, Env: env, Stdin: string(stdin)})
+		line, _ := json.Marshal(record{Command: cmd, Env: env, Trace: trace, Stdin: string(stdin)})
 		f, err := os.OpenFile(conf.RecordFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err == nil {
 			_, err = f.Write(append(line, '\n'))

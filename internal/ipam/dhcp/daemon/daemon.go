@@ -21,6 +21,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
+	"github.com/cnikit/cni/internal/invlog"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 )
@@ -40,6 +41,9 @@ type Options struct {
 	ResendMax time.Duration
 	// ResendTimeout bounds the whole attempt to get a lease for an ADD.
 	ResendTimeout time.Duration
+	// Log is the invocation log the daemon writes a line to for each call and lease
+	// event; nil for none.
+	Log *invlog.Config
 }
 
 // Defaults are the reference's flag defaults.
@@ -65,6 +69,8 @@ type Daemon struct {
 	mu     sync.Mutex
 	leases map[string]*held
 	locks  keyedMutex
+
+	counts counters
 }
 
 // New opens the state directory and loads the leases kept there; Start resumes them.
@@ -74,7 +80,8 @@ func New(opts Options, logger *log.Logger) (*Daemon, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &Daemon{opts: opts, store: store, log: logger, ctx: ctx, cancel: cancel, leases: map[string]*held{}}
+	d := &Daemon{opts: opts, store: store, log: logger, ctx: ctx, cancel: cancel, leases: map[string]*held{},
+		counts: counters{since: time.Now()}}
 	d.locks.init()
 	return d, nil
 }
@@ -104,11 +111,12 @@ func (d *Daemon) Resume() {
 // Serve answers calls on l until Stop.
 func (d *Daemon) Serve(l net.Listener) error {
 	srv := wire.NewServer(d.log.Printf)
-	wire.Handle(srv, "DHCP.Allocate", d.Allocate)
-	wire.Handle(srv, "DHCP.Release", d.Release)
-	wire.Handle(srv, "DHCP.Check", d.Check)
-	wire.Handle(srv, "DHCP.GC", d.GC)
-	wire.Handle(srv, "DHCP.Status", d.Status)
+	wire.Handle(srv, "DHCP.Allocate", logged(d, "ADD", d.Allocate))
+	wire.Handle(srv, "DHCP.Release", logged(d, "DEL", d.Release))
+	wire.Handle(srv, "DHCP.Check", logged(d, "CHECK", d.Check))
+	wire.Handle(srv, "DHCP.GC", logged(d, "GC", d.GC))
+	wire.Handle(srv, "DHCP.Status", logged(d, "STATUS", d.Status))
+	wire.Handle(srv, "DHCP.Counters", d.Counters)
 	stop := context.AfterFunc(d.ctx, func() { l.Close() })
 	defer stop()
 	return srv.Serve(l)

@@ -172,7 +172,11 @@ func (d *Daemon) upkeep(ctx context.Context, h *held) {
 // renewOnce makes one renewal attempt and, after a failure, waits half the time left
 // to the next boundary (RFC 2131 §4.4.5), at least a second and at most a minute.
 func (d *Daemon) renewOnce(ctx context.Context, h *held, b *lease.Bound, phase string, t lease.Times) bool {
+	start := time.Now()
 	nb, err := h.client.Renew(ctx, b)
+	if ctx.Err() == nil && !errors.Is(err, lease.ErrNoInterface) {
+		d.renewed(h, phase, start, err)
+	}
 	switch {
 	case err == nil:
 		d.rebound(h, nb)
@@ -217,6 +221,8 @@ func (d *Daemon) expire(h *held) {
 	h.mu.Lock()
 	h.expired = true
 	h.mu.Unlock()
+	d.counts.expirations.Add(1)
+	d.event(h, "EXPIRE", time.Now(), nil)
 	d.log.Printf("%s: lease of %s expired; taking the interface down", h.rec.ClientID, h.addrText())
 	d.linkDown(h)
 }

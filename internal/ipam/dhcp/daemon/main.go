@@ -16,13 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cnikit/cni/internal/invlog"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcpconf"
 )
 
 // Main runs `dhcp daemon [flags]` with the reference's flags (and -statedir) until
 // SIGTERM or SIGINT, and returns the exit status.
 func Main(args, env []string, stdout, stderr io.Writer) int {
-	opts, socketPath, pidFile, err := parseFlags(args, stderr)
+	opts, socketPath, pidFile, err := parseFlags(args, env, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -37,8 +38,9 @@ func Main(args, env []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func parseFlags(args []string, stderr io.Writer) (opts Options, socketPath, pidFile string, err error) {
+func parseFlags(args, env []string, stderr io.Writer) (opts Options, socketPath, pidFile string, err error) {
 	opts = Defaults()
+	var logFile, logLevel string
 	fs := flag.NewFlagSet("dhcp daemon", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&pidFile, "pidfile", "", "optional path to write daemon PID to")
@@ -49,8 +51,17 @@ func parseFlags(args []string, stderr io.Writer) (opts Options, socketPath, pidF
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "dhcp client timeout for one exchange")
 	fs.DurationVar(&opts.ResendMax, "resendmax", opts.ResendMax, "dhcp client max resend delay between attempts")
 	fs.DurationVar(&opts.ResendTimeout, "resendtimeout", opts.ResendTimeout, "how long to try to get a lease for an ADD")
+	fs.StringVar(&logFile, "logfile", lookup(env, invlog.EnvFile), "invocation log: a line per call and lease event, as the plugins write (env "+invlog.EnvFile+")")
+	fs.StringVar(&logLevel, "loglevel", lookup(env, invlog.EnvLevel), "invocation log level, info or debug (env "+invlog.EnvLevel+")")
 	if err = fs.Parse(args); err != nil {
 		return
+	}
+	if opts.Log, err = invlog.FromEnv(logFile, logLevel); err != nil {
+		fmt.Fprintf(stderr, "dhcp daemon: %v\n", err)
+		return opts, "", "", errors.New("usage")
+	}
+	if !opts.Log.On() {
+		opts.Log = nil
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "dhcp daemon: unexpected arguments %q\n", fs.Args())

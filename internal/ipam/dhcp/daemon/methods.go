@@ -49,6 +49,7 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string) (
 	defer cancel()
 	b, err := c.Acquire(ctx)
 	if err != nil {
+		d.counts.allocationFailures.Add(1)
 		return nil, acquireError(id, args.IfName, d.opts.ResendTimeout, err)
 	}
 	res, err := leaseResult(b, conf.Priority)
@@ -68,6 +69,7 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string) (
 	d.leases[id] = h
 	d.mu.Unlock()
 	d.start(h, false)
+	d.counts.allocations.Add(1)
 	tm := b.Times()
 	d.log.Printf("%s: lease of %s acquired, renew at %s, expires %s", id, h.addrText(),
 		tm.Renew.Format(time.RFC3339), tm.ExpireText())
@@ -161,6 +163,7 @@ func (d *Daemon) drop(h *held) {
 	} else {
 		d.log.Printf("%s: lease of %s released", h.rec.ClientID, h.addrText())
 	}
+	d.counts.releases.Add(1)
 	d.forget(h)
 }
 

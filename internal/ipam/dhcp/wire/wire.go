@@ -90,6 +90,20 @@ type DNS struct {
 // Empty is the reply of methods that return nothing (the reference's *struct{}).
 type Empty struct{}
 
+// Counters is the reply of DHCP.Counters (ours, `dhcp status`): the leases the daemon
+// holds and what it did since it started.
+type Counters struct {
+	Since time.Time
+	Held  int64
+	// Allocations are leases acquired for an ADD; AllocationFailures ADDs that got none.
+	Allocations, AllocationFailures int64
+	// Releases are leases given back (DEL, GC, an expired lease replaced).
+	Releases int64
+	// Renewals are renewals and rebinds that got an ACK; RenewalFailures those that got
+	// a NAK or no answer; Expirations leases that ran out.
+	Renewals, RenewalFailures, Expirations int64
+}
+
 // Timeouts of the daemon's side of a connection: a client gets this long to send its
 // handshake and each request, and the daemon this long to write each reply. The call
 // itself (a DHCP exchange) is bounded by the daemon's own DHCP timeouts.

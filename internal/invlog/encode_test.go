@@ -1,0 +1,90 @@
+package invlog
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// viaEncodingJSON is what Line must equal.
+func viaEncodingJSON(t testing.TB, e *Entry) string {
+	b, err := json.Marshal(e)
+	require.NoError(t, err)
+	return string(b) + "\n"
+}
+
+func TestLineIsWhatEncodingJSONWrites(t *testing.T) {
+	one, zero := 1, 0
+	for name, e := range map[string]Entry{
+		"empty":   {},
+		"minimal": {Time: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), Command: "ADD", Steps: []Step{}},
+		"full": {
+			Time: time.Date(2026, 12, 1, 9, 0, 0, 123456789, time.FixedZone("x", 3600)), Command: "ADD", Plugin: "bridge",
+			Network: "n<&>", ContainerID: "c\"1\\", Netns: "/run/netns/\u2028x", IfName: "eth\x00\x1f\t\n\r\b\f",
+			CNIVersion: "1.1.0", DurationMs: 12.345, Version: "v1\xff\xfe",
+			Steps: []Step{{Name: "ipam", DurationMs: 0.0000001, StartMs: 1e21, SpanID: "ab", Error: "é日本"}, {Name: "x", DurationMs: 1234567}},
+			Result: &Result{Interfaces: []Interface{{Name: "eth0", Mac: "m", Sandbox: "s"}, {Name: "lo"}},
+				IPs:    []IP{{Address: "10.0.0.2/24", Gateway: "10.0.0.1", Interface: &one}, {Address: "::1/128", Interface: &zero}},
+				Routes: []Route{{Dst: "0.0.0.0/0", GW: "10.0.0.1"}, {Dst: "::/0"}}},
+			Error:   &Error{Code: 11, Msg: "busy", Details: "later"},
+			TraceID: "t", SpanID: "s", ParentSpanID: "p", CNIArgs: map[string]string{"b": "2", "a": "1", "K": "\u2029"},
+			ArgsKeys: []string{"x", "y"}, RuntimeConfigKeys: []string{"portMappings"},
+			Args: json.RawMessage(`{ "a" : [1, 2] }`), RuntimeConfig: json.RawMessage(`{"portMappings":[{"hostPort":80}]}`),
+		},
+		"result without interfaces": {Result: &Result{IPs: []IP{{Address: "a"}}}, Steps: []Step{}},
+		"empty result":              {Result: &Result{}, Error: &Error{}},
+		"negative and huge":         {DurationMs: -0.5, Steps: []Step{{DurationMs: 1e-7, StartMs: 123456789012345678901234.0}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := e.Line()
+			require.NoError(t, err)
+			assert.Equal(t, viaEncodingJSON(t, &e), string(got))
+		})
+	}
+	bad := Entry{Args: json.RawMessage(`{bad`)}
+	_, err := bad.Line()
+	assert.Error(t, err)
+}
+
+// BenchmarkLine: the hand-written encoder against encoding/json, warm (a fresh
+// process pays encoding/json's first-use cost on top, see Line).
+func BenchmarkLine(b *testing.B) {
+	e := Entry{Time: time.Now(), Command: "ADD", Plugin: "bridge", Network: "n", ContainerID: "c", Steps: []Step{{Name: "ipam", DurationMs: 1}},
+		CNIArgs: map[string]string{"K8S_POD_NAME": "web-0"}}
+	b.Run("hand", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = e.Line()
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = json.Marshal(&e)
+		}
+	})
+}
+
+func FuzzLine(f *testing.F) {
+	f.Add("ADD", "n<x>", "\u2028\xff", 1.5, uint(7), `{"a":1}`)
+	f.Add("", "", "", 0.0, uint(0), "")
+	f.Fuzz(func(t *testing.T, command, network, msg string, dur float64, code uint, raw string) {
+		e := Entry{Command: command, Network: network, DurationMs: dur, Steps: []Step{{Name: msg, Error: msg, StartMs: -dur}},
+			Error: &Error{Code: code, Msg: msg}, CNIArgs: map[string]string{msg: network}, ArgsKeys: []string{command}}
+		if json.Valid([]byte(raw)) {
+			e.Args = json.RawMessage(raw)
+		}
+		want, err := json.Marshal(&e)
+		got, gerr := e.Line()
+		if err != nil {
+			if gerr == nil && !json.Valid(got) {
+				t.Fatalf("encoding/json refused %+v (%v), Line wrote invalid JSON %q", e, err, got)
+			}
+			return
+		}
+		if gerr != nil || string(got) != string(want)+"\n" {
+			t.Fatalf("Line: %q, %v\nencoding/json: %q", got, gerr, want)
+		}
+	})
+}

@@ -1,0 +1,226 @@
+package invlog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// maxLine bounds one line of the log as read back; a longer one is counted as bad.
+const maxLine = 4 << 20
+
+// Rotated returns the log's rotated files that exist, oldest first (FILE.N ... FILE.1).
+func Rotated(path string) ([]string, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	type numbered struct {
+		name string
+		n    int
+	}
+	var found []numbered
+	for _, e := range ents {
+		suffix, ok := strings.CutPrefix(e.Name(), base+".")
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if n, err := strconv.Atoi(suffix); err == nil && n > 0 && strconv.Itoa(n) == suffix {
+			found = append(found, numbered{filepath.Join(dir, e.Name()), n})
+		}
+	}
+	slices.SortFunc(found, func(a, b numbered) int { return b.n - a.n })
+	out := make([]string, len(found))
+	for i, f := range found {
+		out[i] = f.name
+	}
+	return out, nil
+}
+
+// Reader reads a log and its rotated files, oldest line first, and with Follow goes on
+// reading the lines written after, across rotations.
+type Reader struct {
+	Path string
+	// Follow keeps reading at the end of the log until the context ends.
+	Follow bool
+	// Poll is how often a followed log is looked at; 0 means 250 ms.
+	Poll time.Duration
+	// Bad counts the lines that were no log entry (torn by a full disk, or foreign).
+	Bad int
+}
+
+// Read calls fn with every entry and its line as written (valid only during the call),
+// in order; an error of fn ends the reading and is returned. A log that does not exist
+// (yet) has no lines; followed, it is waited for.
+func (r *Reader) Read(ctx context.Context, fn func(e *Entry, line []byte) error) error {
+	live, liveInfo, err := r.catchUp(nil, fn)
+	defer func() {
+		if live != nil {
+			live.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	var pending []byte
+	for {
+		if live != nil {
+			if pending, err = r.lines(live, pending, fn); err != nil {
+				return err
+			}
+		}
+		if !r.Follow {
+			return nil // an unfinished last line may be a write in progress
+		}
+		if err := r.sleep(ctx); err != nil {
+			return nil
+		}
+		cur, err := os.Lstat(r.Path)
+		if err != nil || liveInfo != nil && os.SameFile(cur, liveInfo) {
+			continue
+		}
+		// Rotated (or created) since: finish the old file, then those rotated after it,
+		// then follow the new one.
+		if live != nil {
+			if pending, err = r.lines(live, pending, fn); err != nil {
+				return err
+			}
+			live.Close()
+		}
+		r.bad(pending)
+		pending = nil
+		if live, liveInfo, err = r.catchUp(liveInfo, fn); err != nil {
+			return err
+		}
+	}
+}
+
+// catchUp opens the live file, then reads the rotated files newer than done (all of
+// them when done is nil or has aged out) but the live one, and returns the live file
+// opened (nil when there is none). Opening it before listing the rotated ones makes a
+// rotation in between harmless: the file rotated is read once, as the live one.
+func (r *Reader) catchUp(done fs.FileInfo, fn func(*Entry, []byte) error) (_ *os.File, _ fs.FileInfo, err error) {
+	live, err := openRead(r.Path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	var liveInfo fs.FileInfo
+	defer func() {
+		if err != nil && live != nil {
+			live.Close()
+		}
+	}()
+	if live != nil {
+		if liveInfo, err = live.Stat(); err != nil {
+			return nil, nil, err
+		}
+	}
+	rotated, err := Rotated(r.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	files := make([]*os.File, 0, len(rotated))
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	from := 0
+	for _, name := range rotated {
+		f, err := openRead(name)
+		if err != nil {
+			continue // rotated out meanwhile
+		}
+		files = append(files, f)
+		if fi, err := f.Stat(); err == nil && done != nil && os.SameFile(fi, done) {
+			from = len(files)
+		}
+	}
+	for _, f := range files[from:] {
+		if fi, err := f.Stat(); err == nil && liveInfo != nil && os.SameFile(fi, liveInfo) {
+			continue
+		}
+		rest, err := r.lines(f, nil, fn)
+		r.bad(rest)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return live, liveInfo, nil
+}
+
+// lines reads whole lines from f's current offset to its end, calling fn for each, and
+// returns the unfinished last line (a write in progress) for the next call.
+func (r *Reader) lines(f *os.File, pending []byte, fn func(*Entry, []byte) error) ([]byte, error) {
+	br := bufio.NewReaderSize(f, 64<<10)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		pending = append(pending, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(pending) > maxLine {
+				r.Bad++
+				pending = pending[:0]
+			}
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return pending, nil
+			}
+			return pending, err
+		}
+		line := bytes.TrimRight(pending, "\n")
+		if len(bytes.TrimSpace(line)) > 0 {
+			var e Entry
+			if json.Unmarshal(line, &e) != nil || e.Command == "" {
+				r.Bad++
+			} else if err := fn(&e, line); err != nil {
+				return nil, err
+			}
+		}
+		pending = pending[:0]
+	}
+}
+
+func (r *Reader) bad(rest []byte) {
+	if len(bytes.TrimSpace(rest)) > 0 {
+		r.Bad++
+	}
+}
+
+func (r *Reader) sleep(ctx context.Context) error {
+	d := r.Poll
+	if d <= 0 {
+		d = 250 * time.Millisecond
+	}
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// openRead opens a log file for reading without following a symlink in its last
+// element, as the writer does.
+func openRead(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+}

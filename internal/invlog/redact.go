@@ -1,0 +1,215 @@
+package invlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Redacted replaces a value the log must not hold.
+const Redacted = "[redacted]"
+
+// knownArg reports whether k is a CNI_ARGS key that runtimes send with a name or an id,
+// never a secret, and which operators search by: its value is always kept.
+func knownArg(k string) bool {
+	switch k {
+	case "IgnoreUnknown", "K8S_POD_NAMESPACE", "K8S_POD_NAME", "K8S_POD_INFRA_CONTAINER_ID", "K8S_POD_UID",
+		"IP", "MAC", "GATEWAY":
+		return true
+	}
+	return false
+}
+
+// RedactCNIArgs splits CNI_ARGS ("K=V;K2=V2") into a map with every value that could be
+// a credential replaced by Redacted: the value of a key that names one (token, secret,
+// password, ...) or a value that looks like one (see tokenLike), whatever its key,
+// unless the key is one of the well-known names and ids. A pair without "=" is kept as
+// a key with an empty value. Nil for an empty CNI_ARGS.
+func RedactCNIArgs(raw string) map[string]string {
+	if raw == "" {
+		return nil
+	}
+	out := map[string]string{}
+	for _, pair := range strings.Split(raw, ";") {
+		k, v, _ := strings.Cut(pair, "=")
+		if k == "" {
+			continue
+		}
+		if !knownArg(k) && (secretKey(k) || tokenLike(v)) {
+			v = Redacted
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// Keys returns the keys of a JSON object, sorted and without duplicates; nil for
+// anything else. It reads tokens rather than decoding into a map, which would make
+// encoding/json build a decoder by reflection in every plugin process that logs.
+func Keys(raw json.RawMessage) []string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		k, ok := tok.(string)
+		if err != nil || !ok || skipValue(dec) != nil {
+			return nil
+		}
+		keys = append(keys, k)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil // something after the object
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// skipValue reads one whole value (nested objects and arrays included).
+func skipValue(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if d != '{' && d != '[' {
+		return errors.New("unexpected delimiter")
+	}
+	for dec.More() {
+		if d == '{' {
+			if _, err := dec.Token(); err != nil {
+				return err
+			}
+		}
+		if err := skipValue(dec); err != nil {
+			return err
+		}
+	}
+	_, err = dec.Token()
+	return err
+}
+
+// RedactJSON returns raw with the string values that could be credentials replaced by
+// Redacted, at any depth: under a key that names a secret, or token-like. Nil for no
+// value or one that is not JSON.
+func RedactJSON(raw json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil
+	}
+	out, err := json.Marshal(redactValue(v, false))
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+func redactValue(v any, secret bool) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = redactValue(e, secret || secretKey(k))
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = redactValue(e, secret)
+		}
+	case string:
+		if secret || tokenLike(t) {
+			return Redacted
+		}
+	}
+	return v
+}
+
+// secretKey reports whether a key's name says its value is a credential.
+func secretKey(k string) bool {
+	k = strings.ToLower(k)
+	for _, w := range []string{"token", "secret", "passw", "credential", "auth", "apikey", "api_key", "api-key", "private", "cookie", "session", "signature", "bearer"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenLike reports whether s looks like a credential: a JSON Web Token, or 20 or more
+// characters of the base64/hex alphabets with letters and digits mixed and the
+// randomness of generated keys (over 3 bits of entropy per character). UUIDs, which
+// runtimes send as pod ids, are not. Names and paths (which have separators or little
+// entropy) are kept: a false positive only hides a value, a false negative leaks one.
+func tokenLike(s string) bool {
+	if strings.HasPrefix(s, "eyJ") && strings.Count(s, ".") == 2 {
+		return true
+	}
+	if len(s) < 20 || isUUID(s) {
+		return false
+	}
+	var letters, digits int
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			letters++
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '+' || c == '/' || c == '=' || c == '_' || c == '-' || c == '.' || c == '~':
+		default:
+			return false
+		}
+	}
+	return letters > 0 && digits > 0 && entropy(s) > 3
+}
+
+// entropy is the Shannon entropy of s's bytes, in bits per byte.
+func entropy(s string) float64 {
+	var counts [256]int
+	for i := 0; i < len(s); i++ {
+		counts[s[i]]++
+	}
+	var h float64
+	n := float64(len(s))
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / n
+			h -= p * math.Log2(p)
+		}
+	}
+	return h
+}
+
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if c != '-' {
+				return false
+			}
+			continue
+		}
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}

@@ -6,7 +6,7 @@
 #   demo    make demo
 #   test    make test (make test-tools included)
 #   kernel  make test-kernel: the host's side (qemu, the VM's busybox and tools)
-#   e2e     make test-e2e (branch containerd): containerd and runc
+#   e2e     make test-e2e: containerd and runc, with iproute2, iptables and nftables
 #   ci      everything .ci/run runs: test, kernel and e2e
 #
 # As root on Debian (apt-get and dpkg-query on PATH), it installs what is missing, saying
@@ -39,7 +39,7 @@ packages() {
 			"dbus-daemon dbus-daemon" "dnsmasq-base dnsmasq"
 		;;
 	e2e)
-		printf '%s\n' "containerd containerd" "runc runc"
+		printf '%s\n' "containerd containerd" "runc runc" "iproute2 ip" "iptables iptables-save" "nftables nft"
 		;;
 	ci)
 		packages test

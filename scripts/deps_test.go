@@ -187,3 +187,23 @@ func TestDepsRefusesAnUnknownGroup(t *testing.T) {
 	assert.Contains(t, stderr, `unknown group "tset"`)
 	assert.Empty(t, h.aptCalls(t))
 }
+
+// TestDepsComesFirstInMakeDemoTestAndCI: the one list is used by make demo, make test,
+// make test-e2e, make test-kernel and .ci/run, before anything else they do.
+func TestDepsComesFirstInMakeDemoTestAndCI(t *testing.T) {
+	for target, want := range map[string]string{"demo": "scripts/deps.sh demo", "test": "scripts/deps.sh test",
+		"test-e2e": "scripts/deps.sh e2e"} {
+		cmd := exec.Command("make", "-n", "--no-print-directory", target)
+		cmd.Dir = ".."
+		out, _ := cmd.Output() // -n still runs $(MAKE) lines; their failures do not matter here
+		first, _, _ := strings.Cut(string(out), "\n")
+		assert.Equal(t, want, first, "make %s", target)
+	}
+	ci, err := os.ReadFile("../.ci/run")
+	require.NoError(t, err)
+	deps, test := strings.Index(string(ci), "\nscripts/deps.sh ci\n"), strings.Index(string(ci), "\nmake test\n")
+	assert.True(t, deps >= 0 && deps < test, ".ci/run: scripts/deps.sh ci comes before make test")
+	kernel, err := os.ReadFile("test-kernel.sh")
+	require.NoError(t, err)
+	assert.Contains(t, string(kernel), `"$repo/scripts/deps.sh" kernel`)
+}

@@ -26,7 +26,7 @@ TOOLS     := cd tools && $(GO)
 
 FUZZTIME  ?= 3s
 
-.PHONY: build test test-tools test-e2e fuzz vet fmt-check bench install demo clean test-kernel image packages
+.PHONY: build test test-tools test-e2e fuzz vet fmt-check bench install demo clean test-kernel image packages deps-demo deps-test deps-e2e
 
 build: $(BIN)
 
@@ -60,10 +60,15 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# What the demo and the tests need, first: scripts/deps.sh installs what is missing as
+# root on Debian, and elsewhere names all of it and stops.
+deps-demo deps-test deps-e2e:
+	scripts/deps.sh $(@:deps-%=%)
+
 # The whole suite: vet, gofmt, then every package under the race detector, as root
 # (tests make their own network namespaces and never touch the machine's own), then
 # every fuzz target for a bounded time.
-test: vet fmt-check
+test: deps-test vet fmt-check
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) test-tools
 	$(MAKE) --no-print-directory fuzz
@@ -79,7 +84,7 @@ test-tools: $(ARCH_BINS)
 # run pods through their CRI, as kubelet does, on our plugins, inside namespaces the tests
 # own. Needs root, containerd, runc, iproute2, iptables, nftables.
 HOSTARCH  := $(shell $(GO) env GOARCH 2>/dev/null || echo amd64)
-test-e2e: bin/linux-$(HOSTARCH)/cni
+test-e2e: deps-e2e bin/linux-$(HOSTARCH)/cni
 	$(TOOLS) vet -tags e2e ./e2e/ ./crinode/
 	cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(GO) test -tags e2e -count=1 -timeout 15m ./e2e/
 
@@ -107,7 +112,7 @@ test-kernel:
 install: build
 	DESTDIR='$(DESTDIR)' scripts/install-symlinks.sh --binary $(BIN) --dir $(BINDIR)
 
-demo: build
+demo: deps-demo build
 	scripts/demo.sh $(BIN)
 
 clean:

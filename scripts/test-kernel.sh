@@ -36,38 +36,12 @@ readonly libdir=/usr/lib/x86_64-linux-gnu
 log() { printf 'test-kernel: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# ensure_host_tools installs what is missing of the host tools the VM image
-# is made of (and qemu itself); the commands name the packages that ship them.
+# ensure_host_tools installs what is missing of the host tools the VM image is made of
+# (and qemu itself): scripts/deps.sh's "kernel" group, the one list of them.
 ensure_host_tools() {
-	local -A want=(
-		[qemu-system-x86_64]=qemu-system-x86
-		[/usr/bin/busybox]=busybox-static
-		[cpio]=cpio
-		[depmod]=kmod
-		[xtables-nft-multi]=iptables
-		[nft]=nftables
-		[ip]=iproute2
-		[xtables-legacy-multi]=iptables
-		[dbus-daemon]=dbus-daemon
-		[dnsmasq]=dnsmasq-base
-	)
-	local missing=() cmd
-	for cmd in "${!want[@]}"; do
-		command -v "$cmd" >/dev/null 2>&1 || missing+=("${want[$cmd]}")
-	done
-	# A dynamically linked busybox (package busybox) cannot run in the VM.
-	if [[ -x /usr/bin/busybox ]] && ldd /usr/bin/busybox >/dev/null 2>&1; then
-		missing+=(busybox-static)
-	fi
+	"$repo/scripts/deps.sh" kernel || die "host packages missing (scripts/deps.sh kernel)"
 	command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
 	command -v go >/dev/null 2>&1 || die "go toolchain not found (looked in PATH and /usr/local/go/bin)"
-	((${#missing[@]} == 0)) && return 0
-	[[ $EUID -eq 0 ]] || die "missing host packages (${missing[*]}); run as root to install them"
-	log "installing ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
-		{ apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; } ||
-		die "apt-get install ${missing[*]} failed"
 }
 
 # kernel_package prints the versioned kernel package the Debian meta package

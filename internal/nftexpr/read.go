@@ -83,6 +83,21 @@ func Has(exprs []expr.Any, f Field, op expr.CmpOp, value []byte) bool {
 	return false
 }
 
+// Value returns what the rule requires field f to equal, compared whole (`tcp dport
+// 8080` gives THDport 8080, `ip daddr 10.1.0.5` gives Daddr 10.1.0.5): the first such
+// comparison's value.
+func Value(exprs []expr.Any, f Field) ([]byte, bool) {
+	for _, c := range conditions(exprs) {
+		if p, ok := c.load.(*expr.Payload); ok && p.Len != f.len {
+			continue // a prefix of the field
+		}
+		if c.op == expr.CmpOpEq && c.mask == nil && sameField(c.load, f) {
+			return c.data, true
+		}
+	}
+	return nil, false
+}
+
 // HasPrefix reports whether the rule matches the address field f inside (expr.CmpOpEq)
 // or outside (expr.CmpOpNeq) p, in any of nft's spellings: the whole address compared
 // (a full-length p, `ip saddr 10.1.0.5`), a load cut to the prefix's whole bytes, or a

@@ -49,11 +49,15 @@ func checkAddresses(c *iptables.Chain, att attachment, fam iptables.Family, ips 
 		if familyOf(ip) != fam {
 			continue
 		}
-		ours := ipRules(att, fam, []netip.Addr{ip})
-		if holdsAll(c, ours) || holdsAll(c, referenceRules(ip)) {
+		ours, ref := ipRules(att, fam, []netip.Addr{ip}), referenceRules(ip)
+		if holdsAll(c, ours) || holdsAll(c, ref) {
 			continue
 		}
-		for _, r := range ours {
+		want := ours
+		if slices.ContainsFunc(ref, c.Has) {
+			want = ref // the reference's pair, half of it there: name what it lacks
+		}
+		for _, r := range want {
 			if !c.Has(r) {
 				return fmt.Errorf("chain %s lacks %q", privChain, r.String())
 			}

@@ -46,7 +46,7 @@ func TestTheReferencePluginsRulesAreCheckedAndDeleted(t *testing.T) {
 	out, err := e.host.Exec(t, "iptables", "-w", "-D", "CNI-FORWARD", "-s", c.ip4()+"/32", "-j", "ACCEPT")
 	require.NoError(t, err, out)
 	_, err = e.invoke(skel.CmdCheck, conf, c)
-	assert.ErrorContains(t, err, "CNI-FORWARD lacks", "half of the reference's rules is not enough")
+	assert.ErrorContains(t, err, "CNI-FORWARD lacks \"-s "+c.ip4()+"/32 -j ACCEPT\"", "half of the reference's rules is not enough")
 
 	_, err = e.invoke(skel.CmdDel, conf, c)
 	require.NoError(t, err)

@@ -68,6 +68,9 @@ type network struct {
 	backend string
 	// index picks the subnets 10.66.<index>.0/24 and fd66:<index>::/64.
 	index int
+	// firewalld leaves the firewall plugin's backend unset, for firewalld to be found;
+	// it is iptables otherwise.
+	firewalld bool
 }
 
 func (nw network) subnets() (string, string) {
@@ -94,12 +97,16 @@ func (nw network) conflist(n *node) []byte {
 		mainConf["ipMasqBackend"] = nw.backend
 		portmap["backend"] = nw.backend
 	}
+	firewall := map[string]any{"type": "firewall", "backend": "iptables"}
+	if nw.firewalld {
+		delete(firewall, "backend")
+	}
 	list := map[string]any{
 		"cniVersion": "1.1.0", "name": nw.name,
 		"plugins": []any{
 			mainConf,
 			portmap,
-			map[string]any{"type": "firewall", "backend": "iptables"},
+			firewall,
 			map[string]any{"type": "bandwidth",
 				"ingressRate": 100_000_000, "ingressBurst": 1_000_000, "egressRate": 50_000_000, "egressBurst": 800_000},
 			map[string]any{"type": "tuning", "dataDir": n.tuningDir,

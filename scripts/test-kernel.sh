@@ -235,7 +235,7 @@ make_root() {
 	ln -s usr/lib64 "$root/lib64"
 	ln -s ../run "$root/var/run"
 
-	copy_with_libs "$root" /usr/sbin/xtables-nft-multi /usr/sbin/nft /usr/bin/ip /usr/bin/kmod \
+	copy_with_libs "$root" /usr/sbin/xtables-nft-multi /usr/sbin/nft /usr/bin/ip /usr/sbin/tc /usr/bin/kmod \
 		/usr/bin/bash /usr/bin/dash
 	# Debian's /bin/sh, so scripts under test meet the same shell as on the host.
 	ln -s dash "$root/usr/bin/sh"

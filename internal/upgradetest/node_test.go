@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/reftest"
+	"github.com/cnikit/cni/internal/sysctl"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -144,8 +145,7 @@ type pod struct {
 func (n *node) newPod(base int) *pod {
 	n.t.Helper()
 	ns := testns.NewWithLoopback(n.t)
-	_, err := ns.Exec(n.t, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
-	require.NoError(n.t, err)
+	ns.Run(n.t, func() error { return sysctl.Set("net/ipv6/conf/default/accept_dad", "0") })
 	return &pod{
 		id: "upg-" + rand.Text()[:16], ns: ns, ifName: "eth0",
 		ports: []mapping{

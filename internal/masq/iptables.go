@@ -146,7 +146,7 @@ func iptCheck(ctx context.Context, att Attachment, ips []netip.Prefix) error {
 		}
 	}
 	if absent != nil && found {
-		return errors.New(absent.Error())
+		return errors.New(absent.Error()) // the same words, but no longer errAbsent
 	}
 	return absent
 }

@@ -191,9 +191,6 @@ func removeAttachment(ctx context.Context, hash string) error {
 // forgetFlows deletes the conntrack entries of removed mappings, so that no flow keeps
 // its DNAT to the container.
 func forgetFlows(flows []flow) error {
-	if len(flows) == 0 {
-		return nil
-	}
 	var errs []error
 	var m4, m6 []conntrack.Match
 	for _, f := range flows {

@@ -40,7 +40,8 @@ func TestAConflistMixingBothPluginSetsIsAdopted(t *testing.T) {
 
 // TestFirewalldZoneMembershipIsAdopted: with firewalld running, the reference's
 // firewall plugin binds the pod's addresses to the trusted zone; ours finds firewalld
-// too, CHECKs the binding and DEL unbinds them.
+// too, CHECKs the binding (and fails on an address moved to another zone), and DEL
+// unbinds them.
 func TestFirewalldZoneMembershipIsAdopted(t *testing.T) {
 	bus := firewalldtest.StartPrivateBus(t)
 	fw := firewalldtest.Start(t, bus)
@@ -54,6 +55,11 @@ func TestFirewalldZoneMembershipIsAdopted(t *testing.T) {
 		want[netip.PrefixFrom(a, a.BitLen()).String()] = "trusted"
 	}
 	require.Equal(t, want, fw.Sources(), "the reference bound the pod's addresses")
+	v4 := netip.PrefixFrom(p.ips[0], 32).String()
+	fw.Bind(v4, "public")
+	assert.ErrorContains(t, rt.check(n, []string{n.ours}, nw.conflist(n), p), `source `+v4+` is in zone "public"`)
+	fw.Bind(v4, "trusted")
+	require.NoError(t, rt.check(n, []string{n.ours}, nw.conflist(n), p))
 	require.NoError(t, rt.del(n, []string{n.ours}, nw.conflist(n), p))
 	assert.Empty(t, fw.Sources(), "our DEL unbinds them")
 	assert.Empty(t, n.naming(p, nw))

@@ -7,9 +7,8 @@
 # Usage: scripts/test-kernel.sh [go package patterns...]   (default ./...)
 #
 # Inside the VM the tests see CNI_TEST_FULL_KERNEL=1, CNI_TEST_BINARY (the
-# prebuilt cmd/cni), CNI_TEST_HELPER_DIR (prebuilt main packages found
-# below testdata/ directories) and CNI_TEST_REFERENCE_DIR (the reference
-# plugins at internal/reftest's Version), since the VM has no Go toolchain.
+# prebuilt cmd/cni) and CNI_TEST_HELPER_DIR (prebuilt main packages found
+# below testdata/ directories), since the VM has no Go toolchain.
 #
 # Environment:
 #   CNI_KERNEL_CACHE         cache for the kernel (default ~/.cache/cni-test-kernel)
@@ -146,21 +145,7 @@ build_go() {
 	build_helpers "$out/opt/cni-test/helpers" || failed=1
 	log "building $module/cmd/cni"
 	(cd "$repo" && CGO_ENABLED=0 go build -o "$out/opt/cni-test/bin/cni" ./cmd/cni) || failed=1
-	build_reference "$out/opt/cni-test/ref"
 	return "$failed"
-}
-
-# build_reference installs the reference plugins at the version internal/reftest
-# pins (stripped: the VM holds them in RAM). Without them (no module proxy) the
-# tests that run them skip in the VM, as reftest.Bin does for a missing binary.
-build_reference() {
-	local out=$1 version
-	version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$repo/internal/reftest/reftest.go")
-	mkdir -p "$out"
-	log "building the reference plugins $version"
-	(cd "$out" && GOBIN="$out" CGO_ENABLED=0 GOFLAGS=-mod=mod \
-		go install -trimpath -ldflags='-s -w' "github.com/containernetworking/plugins/plugins/...@$version") ||
-		log "warning: no reference plugins $version: their tests skip in the VM"
 }
 
 # build_helpers prebuilds every main package below a testdata directory
@@ -235,7 +220,7 @@ make_root() {
 	ln -s usr/lib64 "$root/lib64"
 	ln -s ../run "$root/var/run"
 
-	copy_with_libs "$root" /usr/sbin/xtables-nft-multi /usr/sbin/nft /usr/bin/ip /usr/sbin/tc /usr/bin/kmod \
+	copy_with_libs "$root" /usr/sbin/xtables-nft-multi /usr/sbin/nft /usr/bin/ip /usr/bin/kmod \
 		/usr/bin/bash /usr/bin/dash
 	# Debian's /bin/sh, so scripts under test meet the same shell as on the host.
 	ln -s dash "$root/usr/bin/sh"
@@ -292,7 +277,6 @@ write_env() {
 		export CNI_TEST_FULL_KERNEL=1
 		export CNI_TEST_BINARY=/opt/cni-test/bin/cni
 		export CNI_TEST_HELPER_DIR=/opt/cni-test/helpers
-		export CNI_TEST_REFERENCE_DIR=/opt/cni-test/ref
 		CNI_TEST_MODULES='$modules'
 		CNI_TEST_TIMEOUT='$test_timeout'
 		CNI_TEST_ARGS='${CNI_KERNEL_TEST_ARGS:-}'

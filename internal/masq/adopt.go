@@ -15,6 +15,7 @@ import (
 	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // Adopting the reference plugins' masquerade. On a node whose plugins were replaced
@@ -39,7 +40,7 @@ func checkAdopted(ctx context.Context, chosen netfilter.Backend, att Attachment,
 			return err
 		}
 	}
-	if err := refCheck(att, ips); !errors.Is(err, errAbsent) {
+	if err := steps.Begin(ctx, steps.Firewall).Done(refCheck(att, ips)); !errors.Is(err, errAbsent) {
 		return err
 	}
 	return absent

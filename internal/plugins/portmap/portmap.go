@@ -167,7 +167,7 @@ func del(req *skel.Request) error {
 			targets = append(targets, ip.Address.Addr().Unmap())
 		}
 	}
-	flows, err := nftBackend{}.removeReference(req.Args.ContainerID, targets)
+	flows, err := nftBackend{}.removeReference(req.Context(), req.Args.ContainerID, targets)
 	return errors.Join(err, forgetFlows(flows),
 		removeAttachment(req.Context(), attachment{net: req.Net.Name, cid: req.Args.ContainerID}.hash()))
 }

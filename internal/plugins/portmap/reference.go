@@ -13,6 +13,7 @@ import (
 	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // Adopting the reference plugin's mappings. On a node whose plugins were replaced under
@@ -83,7 +84,8 @@ func refTarget(r *nftables.Rule, v6 bool) (netip.Addr, bool) {
 // transaction for both families, and returns the mappings they made. With targets
 // (the container's addresses), only rules reaching one of them go. A node without the
 // reference's tables costs one table-list dump.
-func (b nftBackend) removeReference(cid string, targets []netip.Addr) ([]flow, error) {
+func (b nftBackend) removeReference(ctx context.Context, cid string, targets []netip.Addr) (_ []flow, err error) {
+	defer steps.Begin(ctx, steps.Firewall).End(&err)
 	c, err := b.newConn()
 	if err != nil {
 		return nil, nil // no nf_tables: nothing of the reference's can exist
@@ -153,7 +155,7 @@ func checkAdopted(ctx context.Context, chosen netfilter.Backend, o attachment, s
 	} else if iptHolds(o.hash()) {
 		return failed
 	}
-	if err := (nftBackend{}).checkReference(o.cid, s, fams); !errors.Is(err, errNothing) {
+	if err := (nftBackend{}).checkReference(ctx, o.cid, s, fams); !errors.Is(err, errNothing) {
 		return err
 	}
 	return failed
@@ -188,7 +190,8 @@ func iptHolds(hash string) bool {
 // family, a hostports rule for each mapping (protocol, host port, host address, dnat
 // target) and, with snat, the masquerading rules of hairpin and (IPv4) localhost
 // traffic. It is errNothing when no rule of the container exists.
-func (b nftBackend) checkReference(cid string, s *settings, fams []family) error {
+func (b nftBackend) checkReference(ctx context.Context, cid string, s *settings, fams []family) (err error) {
+	defer steps.Begin(ctx, steps.Firewall).End(&err)
 	c, err := b.newConn()
 	if err != nil {
 		return errNothing

@@ -1,6 +1,7 @@
 package portmap
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -162,7 +163,7 @@ func TestLookingForTheReferencesRulesCostsOneDump(t *testing.T) {
 		var r nftrecord.Recorder
 		defer r.Close()
 		require.NoError(t, e.host.Do(func() error {
-			_, err := nftBackend{conn: r.Option()}.removeReference(c.id, nil)
+			_, err := nftBackend{conn: r.Option()}.removeReference(context.Background(), c.id, nil)
 			return err
 		}))
 		return r.Sent()

@@ -121,8 +121,12 @@ func iptTeardown(ctx context.Context, network, containerID string) error {
 	return errors.Join(errs...)
 }
 
+// iptCheck verifies the attachment's chain and jumps in each family it has addresses
+// of. Its error is errAbsent only when no family has the chain: one family without it
+// is a damaged attachment, not a missing one.
 func iptCheck(ctx context.Context, att Attachment, ips []netip.Prefix) error {
-	name := iptChainName(att.Network, att.ContainerID)
+	var absent error
+	found := false
 	for _, fam := range families {
 		chain, jumps := iptRules(att, fam, ips)
 		if len(chain) == 0 {
@@ -132,23 +136,40 @@ func iptCheck(ctx context.Context, att Attachment, ips []netip.Prefix) error {
 		if err != nil {
 			return fmt.Errorf("masquerade check: %w", err)
 		}
-		c := t.Chain(name)
-		if c == nil {
-			return fmt.Errorf("masquerade check: %s chain %s missing", fam, name)
+		switch err := iptCheckTable(t, att, chain, jumps); {
+		case errors.Is(err, errAbsent):
+			absent = err
+		case err != nil:
+			return err
+		default:
+			found = true
 		}
-		if n := len(c.Rules); n == 0 || !c.Rules[n-1].Same(chain[len(chain)-1]) {
-			return fmt.Errorf("masquerade check: %s chain %s does not end in MASQUERADE", fam, name)
+	}
+	if absent != nil && found {
+		return errors.New(absent.Error()) // the same words, but no longer errAbsent
+	}
+	return absent
+}
+
+// iptCheckTable verifies the attachment's chain and jumps of one family's nat table.
+func iptCheckTable(t *iptables.Table, att Attachment, chain, jumps []iptables.Rule) error {
+	name := iptChainName(att.Network, att.ContainerID)
+	c := t.Chain(name)
+	if c == nil {
+		return fmt.Errorf("masquerade check: %s chain %s %w", t.Family, name, errAbsent)
+	}
+	if n := len(c.Rules); n == 0 || !c.Rules[n-1].Same(chain[len(chain)-1]) {
+		return fmt.Errorf("masquerade check: %s chain %s does not end in MASQUERADE", t.Family, name)
+	}
+	for _, r := range chain {
+		if !c.Has(r) {
+			return fmt.Errorf("masquerade check: %s chain %s lacks %q", t.Family, name, r.String())
 		}
-		for _, r := range chain {
-			if !c.Has(r) {
-				return fmt.Errorf("masquerade check: %s chain %s lacks %q", fam, name, r.String())
-			}
-		}
-		post := t.Chain("POSTROUTING")
-		for _, r := range jumps {
-			if post == nil || !post.Has(r) {
-				return fmt.Errorf("masquerade check: %s POSTROUTING lacks %q", fam, r.String())
-			}
+	}
+	post := t.Chain("POSTROUTING")
+	for _, r := range jumps {
+		if post == nil || !post.Has(r) {
+			return fmt.Errorf("masquerade check: %s POSTROUTING lacks %q", t.Family, r.String())
 		}
 	}
 	return nil

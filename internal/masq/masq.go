@@ -29,6 +29,9 @@
 // includes the reference's own nftables rules (table inet cni_plugins_masquerade, chain
 // masq_checks, recognised by the hash their comment starts with), at the cost of one
 // table lookup on nodes that never had them. GC does the same for a whole network.
+// CHECK of an attachment the reference set up passes on the reference's state: when the
+// chosen backend holds nothing of the attachment, it checks the iptables layout (the
+// reference's default) and the reference's nftables table instead (adopt.go).
 // IPv4 and IPv6 are enabled separately (#398).
 package masq
 
@@ -108,20 +111,27 @@ func Teardown(ctx context.Context, network, containerID, ifName string) error {
 }
 
 // Check verifies that the attachment's addresses of the enabled families are
-// masqueraded as Setup left them.
+// masqueraded as Setup left them, or, when the chosen backend holds nothing of the
+// attachment, as the reference plugins did (checkAdopted).
 func Check(ctx context.Context, att Attachment, opts Options) error {
 	ips := opts.ips(att)
 	if len(ips) == 0 {
 		return nil
 	}
-	switch b := opts.backend(); b {
+	var err error
+	b := opts.backend()
+	switch b {
 	case netfilter.IPTables:
-		return iptCheck(ctx, att, ips)
+		err = iptCheck(ctx, att, ips)
 	case netfilter.NFTables:
-		return steps.Begin(ctx, steps.Firewall).Done(nftCheck(att, ips))
+		err = steps.Begin(ctx, steps.Firewall).Done(nftCheck(att, ips))
 	default:
 		return fmt.Errorf("masquerade: unknown backend %q", b)
 	}
+	if errors.Is(err, errAbsent) {
+		return checkAdopted(ctx, b, att, ips, err)
+	}
+	return err
 }
 
 // GC removes, in both backends, the masquerade of every attachment of network that is

@@ -187,24 +187,58 @@ func TestTeardownWithoutAddressesLeavesNothingOfTheAttachment(t *testing.T) {
 	}
 }
 
-func TestTeardownRemovesTheReferencePluginsRules(t *testing.T) {
-	w := newWorld(t)
+// referenceIPTables writes the reference plugins' iptables masquerade of w.att (as
+// v1.9 writes it, both families), plus the extra nat rules of each family's script.
+func referenceIPTables(t *testing.T, w *world, extra4, extra6 string) {
+	t.Helper()
 	chain := iptChainName("net1", "c1")
-	require.Equal(t, 28, len(chain))
 	comment := `"name: \"net1\" id: \"c1\""`
-	for _, v := range []struct{ cmd, src, subnet, mcast string }{
-		{"iptables-restore", "10.1.0.5", "10.1.0.0/24", "224.0.0.0/4"},
-		{"ip6tables-restore", "fd01::5", "fd01::/64", "ff00::/8"},
+	for _, v := range []struct{ cmd, src, subnet, mcast, extra string }{
+		{"iptables-restore", "10.1.0.5", "10.1.0.0/24", "224.0.0.0/4", extra4},
+		{"ip6tables-restore", "fd01::5", "fd01::/64", "ff00::/8", extra6},
 	} {
 		script := fmt.Sprintf("*nat\n:%[1]s - [0:0]\n-A POSTROUTING -s %[2]s -m comment --comment %[5]s -j %[1]s\n"+
 			"-A %[1]s -d %[3]s -m comment --comment %[5]s -j ACCEPT\n"+
 			"-A %[1]s ! -d %[4]s -m comment --comment %[5]s -j MASQUERADE\n"+
-			"-A POSTROUTING -s %[3]s -j RETURN\nCOMMIT\n", chain, v.src, v.subnet, v.mcast, comment)
-		w.host.Run(t, func() error {
-			cmd := execIn(v.cmd, script)
-			return cmd()
-		})
+			"%[6]sCOMMIT\n", chain, v.src, v.subnet, v.mcast, comment, v.extra)
+		w.host.Run(t, execIn(v.cmd, script))
 	}
+}
+
+// referenceNFTables writes the reference plugins' nftables masquerade (v1.6+) of
+// containers of net1, each given as its id and one address with its subnet's length.
+func referenceNFTables(t *testing.T, w *world, cidIPs ...[2]string) {
+	t.Helper()
+	script := "add table inet cni_plugins_masquerade\n" +
+		"add chain inet cni_plugins_masquerade masq_checks\n" +
+		"add chain inet cni_plugins_masquerade postrouting { type nat hook postrouting priority srcnat; }\n" +
+		"add rule inet cni_plugins_masquerade postrouting ip daddr == 224.0.0.0/4 return\n" +
+		"add rule inet cni_plugins_masquerade postrouting ip6 daddr == ff00::/8 return\n" +
+		"add rule inet cni_plugins_masquerade postrouting goto masq_checks\n"
+	for _, ci := range cidIPs {
+		cid, ip := ci[0], netip.MustParsePrefix(ci[1])
+		fam := "ip"
+		if ip.Addr().Is6() {
+			fam = "ip6"
+		}
+		script += fmt.Sprintf("add rule inet cni_plugins_masquerade masq_checks %[1]s saddr == %[2]s %[1]s daddr != %[3]s masquerade comment \"%[4]s, net: net1, if: eth0, id: %[5]s\"\n",
+			fam, ip.Addr(), ip.Masked(), refInstanceHash("net1", "eth0", cid), cid)
+	}
+	w.host.Run(t, func() error {
+		cmd := exec.Command("nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+}
+
+func TestTeardownRemovesTheReferencePluginsRules(t *testing.T) {
+	w := newWorld(t)
+	chain := iptChainName("net1", "c1")
+	require.Equal(t, 28, len(chain))
+	referenceIPTables(t, w, "-A POSTROUTING -s 10.1.0.0/24 -j RETURN\n", "-A POSTROUTING -s fd01::/64 -j RETURN\n")
 	assert.Equal(t, host4, w.peer(t, ext4), "the written rules work")
 	w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
 	after := w.ruleset(t)
@@ -282,24 +316,7 @@ func TestSetupTakesAnAddressOverFromAStaleAttachment(t *testing.T) {
 
 func TestTeardownAndGCRemoveTheReferencePluginsNftablesRules(t *testing.T) {
 	w := newWorld(t)
-	rule := func(ip, cid string) string {
-		return fmt.Sprintf("add rule inet cni_plugins_masquerade masq_checks ip saddr == %s ip daddr != 10.1.0.0/24 masquerade comment \"%s, net: net1, if: eth0, id: %s\"\n",
-			ip, refInstanceHash("net1", "eth0", cid), cid)
-	}
-	script := "add table inet cni_plugins_masquerade\n" +
-		"add chain inet cni_plugins_masquerade masq_checks\n" +
-		"add chain inet cni_plugins_masquerade postrouting { type nat hook postrouting priority srcnat; }\n" +
-		"add rule inet cni_plugins_masquerade postrouting ip daddr == 224.0.0.0/4 return\n" +
-		"add rule inet cni_plugins_masquerade postrouting goto masq_checks\n" +
-		rule("10.1.0.5", "c1") + rule("10.1.0.6", "c2") + rule("10.1.0.7", "c3")
-	w.host.Run(t, func() error {
-		cmd := exec.Command("nft", "-f", "-")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		return nil
-	})
+	referenceNFTables(t, w, [2]string{"c1", "10.1.0.5/24"}, [2]string{"c2", "10.1.0.6/24"}, [2]string{"c3", "10.1.0.7/24"})
 	assert.Equal(t, host4, w.peer(t, ext4), "the reference rules work")
 	w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
 	rs := w.ruleset(t)

@@ -392,8 +392,11 @@ func nftCheck(att Attachment, ips []netip.Prefix) error {
 	if err != nil {
 		return fmt.Errorf("masquerade check: nftables chain %s: %w", name, err)
 	}
+	if len(rules) == 0 {
+		return fmt.Errorf("masquerade check: nftables chain %s %w", name, errAbsent)
+	}
 	if len(rules) != len(ips)+1 {
-		return fmt.Errorf("masquerade check: nftables chain %s missing or incomplete", name)
+		return fmt.Errorf("masquerade check: nftables chain %s incomplete", name)
 	}
 	for _, v6 := range []bool{false, true} {
 		want := nftElements(addrsOf(ips), v6, name)

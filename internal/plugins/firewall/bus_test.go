@@ -1,11 +1,9 @@
 package firewall
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,42 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/plugins/firewall/firewalldtest"
 	"github.com/cnikit/cni/internal/testns"
 )
-
-// StartPrivateBus starts a dbus-daemon of the test's own on a socket in a temp dir
-// (never the system bus), stopped when the test ends, and returns its address. It is
-// exported for this package's external tests (the fake firewalld). dbus-daemon must be
-// installed: the tests that need it fail rather than skip without it.
-func StartPrivateBus(t testing.TB) string {
-	t.Helper()
-	if _, err := exec.LookPath("dbus-daemon"); err != nil {
-		t.Fatalf("dbus-daemon is needed for this test (apt-get install dbus): %v", err)
-	}
-	sock := filepath.Join(t.TempDir(), "bus")
-	cmd := exec.Command("dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address", "--address=unix:path="+sock)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start(), "start dbus-daemon")
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, "dbus-daemon printed no address")
-	return strings.TrimSpace(line)
-}
-
-// ServeOnBus connects to the bus at addr, exports methods (D-Bus name -> Go func, as
-// godbus's ExportMethodTable takes them) at path and iface, and takes name, failing the
-// test if someone else has it. The connection closes when the test ends.
-func ServeOnBus(t testing.TB, addr, name string, path dbus.ObjectPath, iface string, methods map[string]any) {
-	t.Helper()
-	conn, err := dbus.Connect(addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	require.NoError(t, conn.ExportMethodTable(methods, path, iface))
-	reply, err := conn.RequestName(name, dbus.NameFlagDoNotQueue)
-	require.NoError(t, err)
-	require.Equal(t, dbus.RequestNameReplyPrimaryOwner, reply, "RequestName %s", name)
-}
 
 // testCtx bounds what is expected to succeed, so that a bug fails instead of hanging.
 func testCtx(t *testing.T) context.Context {
@@ -86,10 +51,10 @@ func TestConnectGivesUpAtTheDeadlineOfABusThatSaysNothing(t *testing.T) {
 // A zone call that firewalld never answers ends at ctx's deadline, and the connection
 // still serves the next call: a failed ADD's rollback runs on it after the deadline.
 func TestZoneCallEndsAtTheDeadlineAndTheConnectionStaysUsable(t *testing.T) {
-	bus := StartPrivateBus(t)
+	bus := firewalldtest.StartPrivateBus(t)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	ServeOnBus(t, bus, firewalldName, firewalldPath, firewalldZoneIface, map[string]any{
+	firewalldtest.ServeOnBus(t, bus, firewalldName, firewalldPath, firewalldZoneIface, map[string]any{
 		"addSource": func(zone, source string) (string, *dbus.Error) {
 			<-release
 			return zone, nil
@@ -115,7 +80,7 @@ func TestZoneCallEndsAtTheDeadlineAndTheConnectionStaysUsable(t *testing.T) {
 }
 
 func TestCallsToAServiceThatIsNotThereFailWithTheBusError(t *testing.T) {
-	bus := StartPrivateBus(t)
+	bus := firewalldtest.StartPrivateBus(t)
 	assert.False(t, firewalldRunning(testCtx(t), bus))
 	fw, err := dialFirewalld(testCtx(t), bus)
 	require.NoError(t, err)
@@ -131,10 +96,10 @@ func TestCallsToAServiceThatIsNotThereFailWithTheBusError(t *testing.T) {
 // that answers is used.
 func TestFirewalldIsFoundAtAnAbstractAddressAfterAFailedAlternative(t *testing.T) {
 	testns.RequireRoot(t)
-	bus := StartPrivateBus(t)
+	bus := firewalldtest.StartPrivateBus(t)
 	path, ok := strings.CutPrefix(strings.Split(bus, ",")[0], "unix:path=")
 	require.True(t, ok, "dbus-daemon printed %q", bus)
-	ServeOnBus(t, bus, firewalldName, firewalldPath, firewalldZoneIface, map[string]any{
+	firewalldtest.ServeOnBus(t, bus, firewalldName, firewalldPath, firewalldZoneIface, map[string]any{
 		"getZoneOfSource": func(source string) (string, *dbus.Error) { return "trusted", nil },
 	})
 

@@ -9,7 +9,9 @@
 // reference, each of those two rules also carries the comment `name: "<network>" id:
 // "<containerID>"`, so DEL (without prevResult, or with the netns gone) and GC find an
 // attachment's rules from its network and container ID alone; the chains and jumps that
-// tooling looks for are unchanged. Like the reference masquerade rules, the key is
+// tooling looks for are unchanged. The reference's own rules of a container it let
+// through, which name nothing but the address, are accepted by CHECK and removed by DEL
+// from prevResult's addresses (adopt.go). Like the reference masquerade rules, the key is
 // network + container: two interfaces of one container on one network share it. The
 // admin chain is never flushed and CNI-FORWARD is never flushed wholesale, so rules an
 // operator put there survive every ADD and DEL. One ADD, DEL or GC is one iptables-save
@@ -213,13 +215,14 @@ func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge stri
 }
 
 // del removes the attachment's iptables rules whatever the backend (a node that
-// switched backend is left clean), and its firewalld sources when the backend is
+// switched backend is left clean), with the reference's rules of prevResult's
+// addresses, and its firewalld sources when the backend is
 // firewalld and prevResult names them. A bus that is not there means firewalld has no
 // runtime sources to remove. The rules are found by network and container alone, so a
 // config that does not validate (any more) still gets them removed: an invalid config
 // could add nothing, and must not keep an attachment undeletable.
 func del(req *skel.Request) error {
-	errs := []error{iptDel(req.Context(), attachmentOf(req))}
+	errs := []error{iptDel(req.Context(), attachmentOf(req), addresses(req.PrevResult))}
 	conf, err := loadConfig(req)
 	if err != nil {
 		fmt.Fprintf(req.Stderr, "firewall: DEL: config not usable, only the iptables rules were looked for: %v\n", err)

@@ -1,93 +1,23 @@
 package firewall_test
 
 import (
-	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/godbus/dbus/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/plugins/firewall"
+	"github.com/cnikit/cni/internal/plugins/firewall/firewalldtest"
 	"github.com/cnikit/cni/internal/skel"
 )
 
-// fakeFirewalld plays firewalld's zone interface and records the calls it gets.
-type fakeFirewalld struct {
-	mu      sync.Mutex
-	calls   []string
-	sources map[string]string // source -> zone
-}
-
-// fwError is a firewalld exception: its message starts with the error code.
-func fwError(code, source string) *dbus.Error {
-	return dbus.NewError("org.fedoraproject.FirewallD1.Exception", []any{code + ": " + source})
-}
-
-// record notes a call and locks f until the returned function runs.
-func (f *fakeFirewalld) record(format string, a ...any) (unlock func()) {
-	f.mu.Lock()
-	f.calls = append(f.calls, fmt.Sprintf(format, a...))
-	return f.mu.Unlock
-}
-
-func (f *fakeFirewalld) addSource(zone, source string) (string, *dbus.Error) {
-	defer f.record("addSource %s %s", zone, source)()
-	if f.sources[source] == zone {
-		return "", fwError("ZONE_ALREADY_SET", source)
-	}
-	if f.sources[source] != "" {
-		return "", fwError("ZONE_CONFLICT", source)
-	}
-	f.sources[source] = zone
-	return zone, nil
-}
-
-func (f *fakeFirewalld) removeSource(zone, source string) (string, *dbus.Error) {
-	defer f.record("removeSource %s %s", zone, source)()
-	if f.sources[source] != zone {
-		return "", fwError("UNKNOWN_SOURCE", source)
-	}
-	delete(f.sources, source)
-	return zone, nil
-}
-
-func (f *fakeFirewalld) getZoneOfSource(source string) (string, *dbus.Error) {
-	defer f.record("getZoneOfSource %s", source)()
-	return f.sources[source], nil
-}
-
-func (f *fakeFirewalld) Calls() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
-}
-
-// startFakeFirewalld serves a fake under firewalld's name, path and zone interface on
-// the bus: a call anywhere else gets the bus's or godbus's own error, and arguments
-// that are not strings an InvalidArgs error.
-func startFakeFirewalld(t *testing.T, addr string) *fakeFirewalld {
-	t.Helper()
-	f := &fakeFirewalld{sources: map[string]string{}}
-	firewall.ServeOnBus(t, addr, "org.fedoraproject.FirewallD1", "/org/fedoraproject/FirewallD1",
-		"org.fedoraproject.FirewallD1.zone", map[string]any{
-			"addSource":       f.addSource,
-			"removeSource":    f.removeSource,
-			"getZoneOfSource": f.getZoneOfSource,
-		})
-	return f
-}
-
 func TestFirewalldIsChosenWhenItOwnsItsName(t *testing.T) {
 	e := newEnv(t)
-	bus := firewall.StartPrivateBus(t)
-	fake := startFakeFirewalld(t, bus)
+	bus := firewalldtest.StartPrivateBus(t)
+	fake := firewalldtest.Start(t, bus)
 	env := []string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus}
 	c := e.add(e.conflist(netOpts{name: "fwd", bridge: "br-fwd", subnets: []string{"10.30.0.0/24", "fd30::/64"}}), "c-fwd")
 	var ip6 string
@@ -123,8 +53,8 @@ func TestFirewalldIsChosenWhenItOwnsItsName(t *testing.T) {
 
 func TestFirewalldZoneConflictFailsAndRollsBack(t *testing.T) {
 	e := newEnv(t)
-	bus := firewall.StartPrivateBus(t)
-	fake := startFakeFirewalld(t, bus)
+	bus := firewalldtest.StartPrivateBus(t)
+	fake := firewalldtest.Start(t, bus)
 	c := e.add(e.conflist(netOpts{name: "zc", bridge: "br-zc", subnets: []string{"10.31.0.0/24", "fd31::/64"}}), "c-zc")
 	var ip6 string
 	for _, ip := range c.res.IPs {
@@ -132,9 +62,7 @@ func TestFirewalldZoneConflictFailsAndRollsBack(t *testing.T) {
 			ip6 = ip.Address.Addr().String()
 		}
 	}
-	fake.mu.Lock()
-	fake.sources[ip6+"/128"] = "public" // someone else's binding: the second add conflicts
-	fake.mu.Unlock()
+	fake.Bind(ip6+"/128", "public") // someone else's binding: the second add conflicts
 
 	conf := fwConf(t, "zc", map[string]any{"backend": "firewalld", "firewalldZone": "internal"}, c.res)
 	_, err := e.invoke(skel.CmdAdd, conf, c, "DBUS_SYSTEM_BUS_ADDRESS="+bus)
@@ -146,7 +74,7 @@ func TestFirewalldZoneConflictFailsAndRollsBack(t *testing.T) {
 
 func TestIPTablesIsChosenWhenFirewalldIsNotRunning(t *testing.T) {
 	e := newEnv(t)
-	bus := firewall.StartPrivateBus(t) // a bus, but nobody owns firewalld's name
+	bus := firewalldtest.StartPrivateBus(t) // a bus, but nobody owns firewalld's name
 	for _, tc := range []struct{ name, addr string }{
 		{"name not owned", bus},
 		{"no bus socket", "unix:path=" + filepath.Join(t.TempDir(), "no-such-socket")},

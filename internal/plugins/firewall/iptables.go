@@ -119,27 +119,33 @@ func iptAdd(ctx context.Context, conf *Config, att attachment, ips []netip.Addr,
 		if err != nil {
 			return fmt.Errorf("firewall %s: %w", fam, err)
 		}
-		push("firewall rules "+fam.String(), func() error { return iptRemoveFamily(context.WithoutCancel(ctx), fam, att) })
+		push("firewall rules "+fam.String(), func() error { return iptRemoveFamily(context.WithoutCancel(ctx), fam, att, nil) })
 	}
 	return nil
 }
 
-func iptRemoveFamily(ctx context.Context, fam iptables.Family, att attachment) error {
+// iptRemoveFamily removes the attachment's rules of one family, found by their
+// comment, and the reference plugin's rules of the addresses ips (adopt.go), in one
+// restore.
+func iptRemoveFamily(ctx context.Context, fam iptables.Family, att attachment, ips []netip.Addr) error {
 	return iptables.Update(ctx, fam, filterTable, func(b *iptables.Batch) error {
 		planRemove(b, att.network, func(id string) bool { return owner.Names(id, att.containerID) })
+		planRemoveReference(b, fam, ips)
 		return nil
 	})
 }
 
-// iptDel removes the attachment's rules of both families, found by their comment. The
-// shared chains, the admin chain and the isolation rules (other attachments' too) stay.
-func iptDel(ctx context.Context, att attachment) error {
+// iptDel removes the attachment's rules of both families, found by their comment, and
+// the reference plugin's rules of the addresses prevResult gave (ips, none without
+// it). The shared chains, the admin chain and the isolation rules (other attachments'
+// too) stay.
+func iptDel(ctx context.Context, att attachment, ips []netip.Addr) error {
 	var errs []error
 	for _, fam := range families {
 		if !iptables.TableInUse(fam, filterTable) {
 			continue // no rules, and no iptables-save exec spent finding that out
 		}
-		err := iptRemoveFamily(ctx, fam, att)
+		err := iptRemoveFamily(ctx, fam, att, ips)
 		if errors.Is(err, exec.ErrNotFound) {
 			continue // a filter table made by nft itself, and no iptables tools to have used it
 		}
@@ -180,25 +186,28 @@ func iptCheck(ctx context.Context, conf *Config, att attachment, ips []netip.Add
 		if err != nil {
 			return fmt.Errorf("firewall check: %w", err)
 		}
-		if err := checkTable(t, conf, rules, bridge); err != nil {
+		if err := checkTable(t, conf, att, fam, ips, bridge); err != nil {
 			return fmt.Errorf("firewall check %s: %w", fam, err)
 		}
 	}
 	return nil
 }
 
-func checkTable(t *iptables.Table, conf *Config, rules []iptables.Rule, bridge string) error {
+func checkTable(t *iptables.Table, conf *Config, att attachment, fam iptables.Family, ips []netip.Addr, bridge string) error {
 	if t.Chain(conf.AdminChain) == nil {
 		return fmt.Errorf("admin chain %s missing", conf.AdminChain)
 	}
 	want := map[string][]iptables.Rule{
 		forwardChain: {forwardRule()},
-		privChain:    append([]iptables.Rule{adminRule(conf.AdminChain)}, rules...),
+		privChain:    {adminRule(conf.AdminChain)},
 	}
 	for chain, rs := range isolationRules(conf.IngressPolicy, bridge) {
 		want[chain] = append(want[chain], rs...)
 	}
-	return hasRules(t, want)
+	if err := hasRules(t, want); err != nil {
+		return err
+	}
+	return checkAddresses(t.Chain(privChain), att, fam, ips)
 }
 
 // hasRules reports the first wanted rule the snapshot lacks.

@@ -230,7 +230,7 @@ func (iptBackend) check(ctx context.Context, o attachment, s *settings, fams []f
 		}
 		entries := t.Chain(iptDNAT)
 		for _, want := range entryRules(o, f, dn) {
-			if !slices.ContainsFunc(entries.Rules, func(r iptables.Rule) bool { return sameEntry(r, want) }) {
+			if !coveredBy(entries.Rules, want) {
 				return fmt.Errorf("iptables %s: %s lacks rule %s", iptFamily(f.v6), iptDNAT, want)
 			}
 		}
@@ -238,18 +238,40 @@ func (iptBackend) check(ctx context.Context, o attachment, s *settings, fams []f
 	return nil
 }
 
-// sameEntry tells whether have is the entry rule want: the same protocol, owner
-// comment, ports and target. Conditions are left out: they are the operator's syntax,
-// which an iptables version may print in a form this package does not know.
-func sameEntry(have, want iptables.Rule) bool {
-	for _, opt := range []string{"-p", "--comment", "--dports"} {
-		h, _ := have.Value(opt)
-		w, _ := want.Value(opt)
-		if h != w {
+// coveredBy tells whether the entry rules in have send every port of the entry rule
+// want to its chain: rules of the same protocol, owner comment and target, the ports
+// grouped in any way. Conditions are left out: they are the operator's syntax, which an
+// iptables version may print in a form this package does not know. More ports than
+// want's are fine: the reference lists in each family's entries the ports of all
+// mappings of the protocol, those with a host IP of the other family too, which its
+// CNI-DN chain then does not map.
+func coveredBy(have []iptables.Rule, want iptables.Rule) bool {
+	same := func(r iptables.Rule) bool {
+		for _, opt := range []string{"-p", "--comment"} {
+			h, _ := r.Value(opt)
+			w, _ := want.Value(opt)
+			if h != w {
+				return false
+			}
+		}
+		return r.Target() == want.Target()
+	}
+	ports := map[string]bool{}
+	for _, r := range have {
+		if same(r) {
+			p, _ := r.Value("--dports")
+			for _, port := range strings.Split(p, ",") {
+				ports[port] = true
+			}
+		}
+	}
+	w, _ := want.Value("--dports")
+	for _, port := range strings.Split(w, ",") {
+		if !ports[port] {
 			return false
 		}
 	}
-	return have.Target() == want.Target()
+	return true
 }
 
 func (iptBackend) installed(ctx context.Context) ([]installed, error) {

@@ -3,7 +3,10 @@
 // layout, chain for chain) or in nftables (maps looked up per packet, over netlink).
 // ADD installs the mappings of one attachment, DEL removes everything of an attachment
 // from its network name and container id alone, CHECK verifies the rules, and GC
-// removes the mappings of attachments of the network that are no longer valid.
+// removes the mappings of attachments of the network that are no longer valid. Mappings
+// the reference plugin made before the node's plugins were replaced are adopted
+// (reference.go): its iptables layout is ours, its nftables rules (tables
+// cni_hostport) are checked by CHECK and removed by DEL.
 package portmap
 
 import (
@@ -155,8 +158,18 @@ func enableLocalnet(target netip.Addr, log io.Writer) error {
 // neither runtimeConfig nor prevResult.
 // The config is deliberately not validated: a config that became invalid must not
 // keep an attachment's rules alive.
+// The reference's nftables rules of the container go too (reference.go): those reaching
+// an address prevResult lists, or all of the container's without prevResult.
 func del(req *skel.Request) error {
-	return removeAttachment(req.Context(), attachment{net: req.Net.Name, cid: req.Args.ContainerID}.hash())
+	var targets []netip.Addr
+	if req.PrevResult != nil {
+		for _, ip := range req.PrevResult.IPs {
+			targets = append(targets, ip.Address.Addr().Unmap())
+		}
+	}
+	flows, err := nftBackend{}.removeReference(req.Context(), req.Args.ContainerID, targets)
+	return errors.Join(err, forgetFlows(flows),
+		removeAttachment(req.Context(), attachment{net: req.Net.Name, cid: req.Args.ContainerID}.hash()))
 }
 
 // removeAttachment removes the attachment whose chains are named by hash.
@@ -172,6 +185,13 @@ func removeAttachment(ctx context.Context, hash string) error {
 		}
 		flows = append(flows, f...)
 	}
+	return errors.Join(append(errs, forgetFlows(flows))...)
+}
+
+// forgetFlows deletes the conntrack entries of removed mappings, so that no flow keeps
+// its DNAT to the container.
+func forgetFlows(flows []flow) error {
+	var errs []error
 	var m4, m6 []conntrack.Match
 	for _, f := range flows {
 		m := conntrack.Match{Proto: protoNumber[f.proto], OrigDstPort: f.hostPort, ReplySrc: f.target}
@@ -203,7 +223,11 @@ func check(req *skel.Request) error {
 		return nil
 	}
 	o := attachment{net: req.Net.Name, cid: req.Args.ContainerID}
-	return backendFor(s.backend).check(req.Context(), o, s, s.families(containerAddrs(req)))
+	fams := s.families(containerAddrs(req))
+	if err := backendFor(s.backend).check(req.Context(), o, s, fams); err != nil {
+		return checkAdopted(req.Context(), s.backend, o, s, fams, err)
+	}
+	return nil
 }
 
 // gc removes the mappings of every attachment of this network whose container is not

@@ -1,0 +1,272 @@
+package portmap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+
+	"github.com/cnikit/cni/internal/iptables"
+	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/steps"
+)
+
+// Adopting the reference plugin's mappings. On a node whose plugins were replaced under
+// running pods, a pod's mappings may be the reference's. Its iptables layout is ours,
+// chain for chain, so DEL and GC handle it as our own; CHECK only has to find it when
+// we would have chosen nftables (the reference picks iptables whenever iptables works).
+// Its nftables layout (v1.6+, `"backend": "nftables"`) is its own:
+//
+//	table ip cni_hostport {            # and table ip6 cni_hostport
+//	  chain hostports { tcp dport 8080 dnat to 10.1.0.5:80 comment "<containerID>" ... }
+//	  chain hostip_hostports { }       # held mappings with a hostIP before v1.7
+//	  chain masquerading { ip saddr 10.1.0.5 ip daddr 10.1.0.5 masquerade comment "<containerID>"
+//	                       ip saddr 127.0.0.1 ip daddr 10.1.0.5 masquerade comment "<containerID>" }
+//	  ... base chains prerouting, output, hostports_all that hold no pod's rules
+//	}
+//
+// Its rules name the container id and nothing else: DEL removes those of the container
+// (only those reaching the addresses prevResult gives, when it gives any: the reference
+// itself removes every rule of the id, another network's too), CHECK accepts them in
+// place of ours, and GC, which cannot tell which network they belong to, leaves them.
+// The base chains stay, as the reference leaves them.
+const refTableName = "cni_hostport"
+
+// refRuleChains are the reference's chains that hold a pod's rules.
+var refRuleChains = []string{"hostports", "hostip_hostports", "masquerading"}
+
+// refTables returns the reference's tables on this node, found with one dump of the
+// table list: none on a node that never ran the reference's nftables backend.
+func refTables(c *nftables.Conn) ([]*nftables.Table, error) {
+	all, err := c.ListTablesOfFamily(nftables.TableFamilyUnspecified)
+	if err != nil {
+		return nil, fmt.Errorf("nftables: list tables: %w", err)
+	}
+	return slices.DeleteFunc(all, func(t *nftables.Table) bool {
+		return t.Name != refTableName || (t.Family != nftables.TableFamilyIPv4 && t.Family != nftables.TableFamilyIPv6)
+	}), nil
+}
+
+// refRules returns the rules of the container cid in the reference's chains of table t.
+func refRules(c *nftables.Conn, t *nftables.Table, cid string) ([]*nftables.Rule, error) {
+	var out []*nftables.Rule
+	for _, name := range refRuleChains {
+		rules, err := c.GetRules(t, &nftables.Chain{Name: name, Table: t})
+		if err != nil && !netfilter.IsNotExist(err) {
+			return nil, fmt.Errorf("nftables: list %s %s: %w", refTableName, name, err)
+		}
+		for _, r := range rules {
+			if ruleComment(r) == cid {
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+// refTarget is the container address a reference rule reaches: the dnat target of a
+// hostports rule, the destination a masquerading rule matches.
+func refTarget(r *nftables.Rule, v6 bool) (netip.Addr, bool) {
+	if to, ok := nftexpr.DNATTo(r.Exprs); ok {
+		return to.Addr(), true
+	}
+	b, ok := nftexpr.Value(r.Exprs, nftexpr.Daddr(v6))
+	a, _ := netip.AddrFromSlice(b)
+	return a, ok
+}
+
+// removeReference removes the reference's nftables rules of the container cid, in one
+// transaction for both families, and returns the mappings they made. With targets
+// (the container's addresses), only rules reaching one of them go. A node without the
+// reference's tables costs one table-list dump.
+func (b nftBackend) removeReference(ctx context.Context, cid string, targets []netip.Addr) (_ []flow, err error) {
+	defer steps.Begin(ctx, steps.Firewall).End(&err)
+	c, err := b.newConn()
+	if err != nil {
+		return nil, nil // no nf_tables: nothing of the reference's can exist
+	}
+	defer c.CloseLasting()
+	tables, err := refTables(c)
+	if err != nil || len(tables) == 0 {
+		return nil, err
+	}
+	var flows []flow
+	for _, t := range tables {
+		rules, err := refRules(c, t, cid)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rules {
+			target, ok := refTarget(r, t.Family == nftables.TableFamilyIPv6)
+			if len(targets) > 0 && (!ok || !slices.Contains(targets, target)) {
+				continue
+			}
+			if err := c.DelRule(r); err != nil {
+				return nil, fmt.Errorf("nftables: %s: %w", refTableName, err)
+			}
+			if f, ok := refFlow(r.Exprs); ok {
+				flows = append(flows, f)
+			}
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return nil, fmt.Errorf("nftables: remove the rules of %s in %s: %w", cid, refTableName, err)
+	}
+	return flows, nil
+}
+
+// refFlow reads the mapping of a reference hostports rule: `tcp dport 8080 ... dnat to
+// 10.1.0.5:80`.
+func refFlow(exprs []expr.Any) (flow, bool) {
+	to, ok := nftexpr.DNATTo(exprs)
+	proto, okProto := nftexpr.Value(exprs, nftexpr.L4Proto)
+	port, okPort := nftexpr.Value(exprs, nftexpr.THDport)
+	if !ok || !okProto || !okPort || len(proto) != 1 || len(port) != 2 {
+		return flow{}, false
+	}
+	for name, n := range protoNumber {
+		if proto[0] == n {
+			return flow{proto: name, hostPort: uint16(port[0])<<8 | uint16(port[1]), target: to.Addr()}, true
+		}
+	}
+	return flow{}, false
+}
+
+// errNothing marks a check that found nothing of the attachment in the place it looked.
+var errNothing = errors.New("nothing of the attachment")
+
+// checkAdopted is CHECK of an attachment the chosen backend holds nothing of: the
+// iptables layout (the reference's default, ours too) when nftables was chosen, then
+// the reference's nftables rules. What is found is checked as it stands; when nothing
+// is, the chosen backend's error (failed) stands.
+func checkAdopted(ctx context.Context, chosen netfilter.Backend, o attachment, s *settings, fams []family, failed error) error {
+	if chosen == netfilter.NFTables {
+		if holds, err := (nftBackend{}).holds(o.hash()); err != nil || holds {
+			return failed
+		}
+		if iptHolds(o.hash()) {
+			return iptBackend{}.check(ctx, o, s, fams)
+		}
+	} else if iptHolds(o.hash()) {
+		return failed
+	}
+	if err := (nftBackend{}).checkReference(ctx, o.cid, s, fams); !errors.Is(err, errNothing) {
+		return err
+	}
+	return failed
+}
+
+// holds tells whether either family's table has the attachment's dn- chain.
+func (b nftBackend) holds(hash string) (bool, error) {
+	c, err := b.newConn()
+	if err != nil {
+		return false, err
+	}
+	defer c.CloseLasting()
+	for _, v6 := range []bool{false, true} {
+		if ok, err := newNFTFamily(v6).chainExists(c, nftDNPrefix+hash); ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// iptHolds tells whether either family may have the attachment's CNI-DN chain.
+func iptHolds(hash string) bool {
+	for _, v6 := range []bool{false, true} {
+		if iptables.ChainsMayExist(iptFamily(v6), "nat", iptDNPrefix+hash) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkReference verifies the reference's nftables rules of the container cid: per
+// family, a hostports rule for each mapping (protocol, host port, host address, dnat
+// target) and, with snat, the masquerading rules of hairpin and (IPv4) localhost
+// traffic. It is errNothing when no rule of the container exists.
+func (b nftBackend) checkReference(ctx context.Context, cid string, s *settings, fams []family) (err error) {
+	defer steps.Begin(ctx, steps.Firewall).End(&err)
+	c, err := b.newConn()
+	if err != nil {
+		return errNothing
+	}
+	defer c.CloseLasting()
+	tables, err := refTables(c)
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, fa := range fams {
+		fam := nftables.TableFamilyIPv4
+		if fa.v6 {
+			fam = nftables.TableFamilyIPv6
+		}
+		i := slices.IndexFunc(tables, func(t *nftables.Table) bool { return t.Family == fam })
+		var rules []*nftables.Rule
+		if i >= 0 {
+			if rules, err = refRules(c, tables[i], cid); err != nil {
+				return err
+			}
+		}
+		if len(rules) == 0 {
+			continue
+		}
+		found = true
+		if err := checkReferenceFamily(rules, s, fa); err != nil {
+			return err
+		}
+	}
+	if !found {
+		return errNothing
+	}
+	return nil
+}
+
+func checkReferenceFamily(rules []*nftables.Rule, s *settings, fa family) error {
+	target := fa.addr.Addr()
+	for _, m := range fa.mappings {
+		if !slices.ContainsFunc(rules, func(r *nftables.Rule) bool { return refMaps(r.Exprs, m, target) }) {
+			return fmt.Errorf("nftables: %s has no rule for port mapping %s", refTableName, nftMapping{mapping: m, target: target}.record())
+		}
+	}
+	if !s.snat {
+		return nil
+	}
+	sources := []netip.Addr{target}
+	if !fa.v6 {
+		sources = append(sources, netip.MustParseAddr("127.0.0.1"))
+	}
+	for _, src := range sources {
+		if !slices.ContainsFunc(rules, func(r *nftables.Rule) bool { return refMasquerades(r.Exprs, src, target) }) {
+			return fmt.Errorf("nftables: %s does not masquerade %s to %s", refTableName, src, target)
+		}
+	}
+	return nil
+}
+
+// refMaps tells whether exprs is the reference's rule of mapping m to target:
+// `[ip daddr <hostIP>] tcp dport <hostPort> dnat to <target>:<containerPort>`.
+func refMaps(exprs []expr.Any, m mapping, target netip.Addr) bool {
+	to, ok := nftexpr.DNATTo(exprs)
+	if !ok || to != netip.AddrPortFrom(target, m.containerPort) ||
+		!nftexpr.Has(exprs, nftexpr.L4Proto, expr.CmpOpEq, []byte{protoNumber[m.proto]}) ||
+		!nftexpr.Has(exprs, nftexpr.THDport, expr.CmpOpEq, nftexpr.Port(m.hostPort)) {
+		return false
+	}
+	return !m.hostIP.IsValid() ||
+		nftexpr.HasPrefix(exprs, nftexpr.Daddr(m.hostIP.Is6()), expr.CmpOpEq, netip.PrefixFrom(m.hostIP, m.hostIP.BitLen()))
+}
+
+// refMasquerades tells whether exprs is `ip saddr <src> ip daddr <dst> masquerade`.
+func refMasquerades(exprs []expr.Any, src, dst netip.Addr) bool {
+	v6 := dst.Is6()
+	return nftexpr.Masquerades(exprs) &&
+		nftexpr.HasPrefix(exprs, nftexpr.Saddr(v6), expr.CmpOpEq, netip.PrefixFrom(src, src.BitLen())) &&
+		nftexpr.HasPrefix(exprs, nftexpr.Daddr(v6), expr.CmpOpEq, netip.PrefixFrom(dst, dst.BitLen()))
+}

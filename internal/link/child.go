@@ -45,16 +45,25 @@ func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (_ netlink.Lin
 }
 
 // NameFree checks that no interface in n is called ifName, for an ADD about to make
-// CNI_IFNAME there: a taken name is the CNI error of IfNameTaken.
+// CNI_IFNAME there: a taken name is the CNI error of IfNameTaken, the loopback
+// interface's a CNI error of its own (no plugin may take it over, and DEL leaves it).
 func (n *NS) NameFree(ifName string) error {
-	_, err := n.ByName(ifName)
+	l, err := n.ByName(ifName)
 	switch {
+	case err == nil && isLoopback(l):
+		return loopbackIfName(ifName)
 	case err == nil:
 		return IfNameTaken(ifName)
 	case !IsNotFound(err):
 		return fmt.Errorf("container interface %q: %w", ifName, err)
 	}
 	return nil
+}
+
+// loopbackIfName is the CNI error for a CNI_IFNAME that names the container's loopback
+// interface.
+func loopbackIfName(ifName string) error {
+	return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %q is the container's loopback interface, not one a plugin makes", ifName)
 }
 
 // IfNameTaken is the CNI error for a CNI_IFNAME already present in the container.

@@ -75,8 +75,8 @@ func (f *flannel) add(req *skel.Request) (res *result.Result, err error) {
 	// The delegate's DEL comes first: a delegate that failed half-way (an exec'd one
 	// may not clean up after itself) is cleaned before its config is forgotten.
 	undo.Push("delegate "+deleg["type"].(string), func() error {
-		if err := f.run(req.WithContext(req.UndoContext()), skel.CmdDel, deleg, nil); err != nil {
-			return err
+		if err := f.run(req.WithContext(req.UndoContext()), skel.CmdDel, deleg, nil); err != nil && !neverRuns(err) {
+			return err // kept for the runtime's DEL to try again
 		}
 		return removeStored(path)
 	})
@@ -88,7 +88,9 @@ func (f *flannel) add(req *skel.Request) (res *result.Result, err error) {
 func (f *flannel) del(req *skel.Request) error {
 	dataDir, err := loadDataDir(req)
 	if err != nil {
-		return err
+		// ADD refuses such a dataDir before it stores anything there.
+		fmt.Fprintf(req.Stderr, "flannel: nothing to delete: %v\n", err)
+		return nil
 	}
 	path := storedPath(dataDir, req.Args.ContainerID)
 	data, deleg, err := readStored(path)
@@ -104,9 +106,26 @@ func (f *flannel) del(req *skel.Request) error {
 		return fmt.Errorf("flannel: %w", err)
 	}
 	if err := f.runBytes(req, skel.CmdDel, deleg, data); err != nil {
-		return err // kept: the runtime retries DEL
+		if !neverRuns(err) {
+			return err // kept: the runtime retries DEL
+		}
+		fmt.Fprintf(req.Stderr, "flannel: forgetting the delegate config of container %s, whose DEL can never succeed: %v\n",
+			req.Args.ContainerID, err)
 	}
 	return removeStored(path)
+}
+
+// neverRuns reports whether a delegate's failure is one that trying again with the same
+// stored config and environment cannot change: the type is not on CNI_PATH (a typo, an
+// uninstalled plugin), or the delegate refuses the config, its version or the CNI_*
+// variables as invalid. Keeping the config would make every later DEL fail the same way
+// and leave the pod terminating for ever; the reference forgets it after the first try.
+func neverRuns(err error) bool {
+	switch cnierror.Code(err) {
+	case cnierror.CodeIncompatibleVersion, cnierror.CodeInvalidEnv, cnierror.CodeDecode, cnierror.CodeInvalidConfig:
+		return true
+	}
+	return false
 }
 
 // check runs the delegate's CHECK with the stored config and the request's prevResult.

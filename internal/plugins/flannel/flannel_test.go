@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -316,5 +319,90 @@ func TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails(t *testing.T) 
 	failing = false
 	_, err = skel.Invoke(context.Background(), plugin, args, conf, os.Stderr)
 	require.NoError(t, err)
+	assert.Empty(t, w.stored())
+}
+
+// TestDelegateThatCanNeverRunIsForgotten: a delegate whose type is not on CNI_PATH (a
+// typo, a plugin uninstalled since ADD) or whose DEL refuses its own config can never
+// succeed; keeping its stored config made every DEL fail for ever (the reference's
+// second DEL succeeds). The failed ADD's undo forgets it too.
+func TestDelegateThatCanNeverRunIsForgotten(t *testing.T) {
+	t.Parallel()
+	refusing := &skel.Plugin{Name: "refusing", Versions: version.All(),
+		Add: func(req *skel.Request) (*result.Result, error) {
+			return &result.Result{CNIVersion: req.Net.CNIVersion}, nil
+		},
+		Del:   func(*skel.Request) error { return cnierror.Invalid("mode: unknown") },
+		Check: func(*skel.Request) error { return nil },
+	}
+	installed := func(types ...string) *skel.Plugin {
+		return flannel.New(func(name string) *skel.Plugin {
+			if slices.Contains(types, name) {
+				return refusing
+			}
+			return dispatch.Lookup(name)
+		})
+	}
+	for _, tc := range []struct {
+		name         string
+		delegate     string
+		atAdd, atDel *skel.Plugin
+		addFails     bool
+	}{
+		{name: "type not on CNI_PATH", delegate: "relnope", atAdd: installed(), atDel: installed(), addFails: true},
+		{name: "uninstalled since ADD", delegate: "gone", atAdd: installed("gone"), atDel: installed()},
+		{name: "its DEL refuses the config", delegate: "refusing", atAdd: installed("refusing"), atDel: installed("refusing")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.writeEnv(fmt.Sprintf(v4Env, "false"))
+			conf := w.conf(fmt.Sprintf(`"delegate":{"type":%q}`, tc.delegate))
+			args := skel.Args{Command: skel.CmdAdd, ContainerID: "c1", IfName: "eth0", Netns: testns.New(t).Path, Path: w.path}
+			var stderr strings.Builder
+			_, err := skel.Invoke(context.Background(), tc.atAdd, args, conf, &stderr)
+			if tc.addFails {
+				assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
+				assert.Empty(t, w.stored(), "the failed ADD's undo forgets the config")
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, []string{"c1"}, w.stored())
+			}
+			args.Command = skel.CmdDel
+			for i := range 2 {
+				_, err = skel.Invoke(context.Background(), tc.atDel, args, conf, &stderr)
+				require.NoError(t, err, "DEL %d", i+1)
+				assert.Empty(t, w.stored())
+			}
+			if !tc.addFails {
+				assert.Contains(t, stderr.String(), "can never succeed")
+			}
+		})
+	}
+}
+
+// TestExecdDelOfADelegateNotOnThePathSucceeds is the runtime's view of the case above:
+// ADD, DEL, DEL of the exec'd binary with a delegate type that is installed nowhere.
+func TestExecdDelOfADelegateNotOnThePathSucceeds(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "true"))
+	dir := testns.LinkPluginDir(t, "flannel", "bridge", "host-local")
+	conf := w.conf(`"delegate":{"type":"relnope"}`)
+	ctr := testns.NewWithLoopback(t)
+	for i, cmd := range []string{"ADD", "DEL", "DEL"} {
+		var out bytes.Buffer
+		c := exec.Command(filepath.Join(dir, "flannel"))
+		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=c1", "CNI_NETNS=" + ctr.Path, "CNI_IFNAME=eth0", "CNI_PATH=" + dir}
+		c.Stdin, c.Stdout = bytes.NewReader(conf), &out
+		var err error
+		w.host.Run(t, func() error { err = c.Run(); return nil })
+		if i == 0 {
+			require.Error(t, err, "ADD: %s", out.String())
+			assert.Contains(t, out.String(), `"code": 7`)
+			continue
+		}
+		require.NoError(t, err, "%s %d: %s", cmd, i, out.String())
+	}
 	assert.Empty(t, w.stored())
 }

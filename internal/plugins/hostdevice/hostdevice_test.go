@@ -321,7 +321,7 @@ func TestDelOfAnAddByTheReferenceUsesTheAlias(t *testing.T) {
 	e.add(t, conf)
 	// The reference keeps no state file, only the alias.
 	require.Len(t, e.states(t), 1)
-	require.NoError(t, removeState(filepath.Join(e.dataDir, e.states(t)[0])))
+	require.NoError(t, os.Remove(filepath.Join(e.dataDir, e.states(t)[0])))
 	_, err := e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
 	back := linkIn(t, e.host, "hd0")

@@ -243,3 +243,59 @@ func TestDataDirThatIsAFileIsAConfigError(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// TestDelReadsOnlyTheDataDir: DEL needs the data dir alone to find its state. Keys it
+// does not need never make it fail (the device comes home with what ADD took from it,
+// whatever the selector says now), and a data dir ADD refuses holds no state: DEL
+// succeeds and returns the device by its alias alone, as after an ADD by the reference.
+func TestDelReadsOnlyTheDataDir(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	for _, tc := range []struct {
+		name     string
+		keys     map[string]any
+		restores bool
+	}{
+		{"device names nothing", map[string]any{"device": "nope0"}, true},
+		{"device not a string", map[string]any{"device": 7}, true},
+		{"two selectors", map[string]any{"device": "hd0", "hwaddr": "02:00:00:00:00:01"}, true},
+		{"malformed pciBusID", map[string]any{"device": nil, "pciBusID": "../../etc"}, true},
+		{"no selector", map[string]any{"device": nil}, true},
+		{"dataDir relative", map[string]any{"dataDir": "state"}, false},
+		{"dataDir a file", map[string]any{"dataDir": file}, false},
+		{"dataDir not a string", map[string]any{"dataDir": 7}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.device(t, "hd0", 1400, true)
+			keys := map[string]any{"device": "hd0"}
+			good := e.config(t, e.withIPAM(keys, "10.20.0.0/24"))
+			for k, v := range tc.keys {
+				keys[k] = v
+			}
+			bad := e.config(t, e.withIPAM(keys, "10.20.0.0/24"))
+			_, err := e.invoke(skel.CmdAdd, bad)
+			require.Error(t, err, "premise: ADD refuses it")
+			e.add(t, good)
+			h := e.cont.Handle(t)
+			l, err := h.LinkByName("eth0")
+			require.NoError(t, err)
+			require.NoError(t, h.LinkSetMTU(l, 1300))
+
+			for i := range 2 {
+				_, err = e.invoke(skel.CmdDel, bad)
+				require.NoError(t, err, "DEL %d", i+1)
+			}
+			back := linkIn(t, e.host, "hd0")
+			require.NotNil(t, back, "the device is home")
+			assert.Empty(t, back.Alias)
+			assert.Empty(t, e.reservations(t))
+			if tc.restores {
+				assert.Equal(t, 1400, back.MTU, "its state was found and put back")
+				assert.Empty(t, e.states(t))
+			}
+		})
+	}
+}

@@ -232,13 +232,10 @@ func replaceRoute(h *netlink.Handle, undo *rollback.Stack, r *netlink.Route) err
 // those it still has) and, for tables the plugin chose, the interface's routes in them.
 // There is nothing to do without the namespace.
 func del(req *skel.Request) error {
-	conf, err := skel.LoadConfig[Config](req)
+	table, err := tableForDel(req)
 	if err != nil {
-		return err
-	}
-	table := 0
-	if conf.Table != nil && !reservedTable(*conf.Table) {
-		table = int(*conf.Table)
+		fmt.Fprintf(req.Stderr, "sbr: nothing to delete, ADD refuses this config: %v\n", err)
+		return nil
 	}
 	cont, err := link.OpenIfPresent(req.Args.Netns)
 	if cont == nil {

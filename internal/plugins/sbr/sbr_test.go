@@ -328,3 +328,48 @@ func TestAddLeavesInMainTheRoutesItDidNotCopy(t *testing.T) {
 	assert.ElementsMatch(t, v6, w.routes(mainTable, "net1"), "only the copied IPv4 routes left main")
 	assert.Contains(t, v6, "fd61::/64")
 }
+
+// TestDelReadsOnlyTheTable: DEL needs the table alone to find its rules. Keys it does
+// not need never make it fail (a config ADD refuses for them still deletes the
+// attachment), and a table ADD refuses holds no rule of this plugin's: DEL succeeds and
+// deletes nothing (it used to fail for ever, or take table 254 for "none set").
+func TestDelReadsOnlyTheTable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, table, extra string
+		deletes            bool
+	}{
+		{"gateways not a list", "", `"gateways":"x"`, true},
+		{"gateways not addresses", "", `"gateways":["nope"]`, true},
+		{"addSourceHints not a bool", "", `"addSourceHints":"yes"`, true},
+		{"configured table, gateways of one family twice", `"table":300`, `"gateways":["10.0.0.1","10.0.0.2"]`, true},
+		{"table not a number", "", `"table":"x"`, false},
+		{"table reserved", "", `"table":254`, false},
+		{"table out of range", "", `"table":4294967296`, false},
+		{"table negative", "", `"table":-1`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+			good := conf(t, prev, tc.table)
+			bad := conf(t, prev, strings.TrimPrefix(tc.table+","+tc.extra, ","))
+			_, err := w.invoke("ADD", w.cont.Path, "net1", bad)
+			require.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "premise: ADD refuses it: %v", err)
+			_, err = w.invoke("ADD", w.cont.Path, "net1", good)
+			require.NoError(t, err)
+			added := w.rules()
+			require.Len(t, added, 1)
+
+			for i := range 2 {
+				_, err = w.invoke("DEL", w.cont.Path, "net1", bad)
+				require.NoError(t, err, "DEL %d", i+1)
+			}
+			if tc.deletes {
+				assert.Empty(t, w.rules(), "the attachment is deleted")
+			} else {
+				assert.Equal(t, added, w.rules(), "nothing is deleted")
+			}
+		})
+	}
+}

@@ -373,3 +373,80 @@ func TestDelReadsOnlyTheTable(t *testing.T) {
 		})
 	}
 }
+
+// mainRoutes lists the container's main-table routes via ifName as routes does, each
+// with its protocol: a put-back kernel route must be the kernel's again, not a copy.
+func (w *world) mainRoutes(ifName string) []string {
+	w.t.Helper()
+	h := w.cont.Handle(w.t)
+	l, err := h.LinkByName(ifName)
+	require.NoError(w.t, err)
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: mainTable, LinkIndex: l.Attrs().Index},
+		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+	require.NoError(w.t, err)
+	var out []string
+	for _, r := range routes {
+		out = append(out, fmt.Sprintf("%s proto %d metric %d", describeRoute(r), r.Protocol, r.Priority))
+	}
+	return out
+}
+
+func describeRoute(r netlink.Route) string {
+	s := "default"
+	if r.Dst != nil && !(r.Dst.IP.IsUnspecified() && strings.HasSuffix(r.Dst.String(), "/0")) {
+		s = r.Dst.String()
+	}
+	if r.Gw != nil {
+		s += " via " + r.Gw.String()
+	}
+	if r.Src != nil {
+		s += " src " + r.Src.String()
+	}
+	return s
+}
+
+// TestDelPutsBackTheMainRoutesItMoved: ADD moves the interface's routes out of the main
+// table into each address's table; when the interface outlives the DEL (a device that
+// goes back to the host, a chain whose main plugin keeps it), DEL puts them back as they
+// were, and takes away what ADD added there itself (the addSourceHints routes, a default
+// route main never had).
+func TestDelPutsBackTheMainRoutesItMoved(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, extra string
+		mainDefault bool
+	}{
+		{"subnet and default route", "", true},
+		{"subnet route only", "", false},
+		{"with addSourceHints", `"addSourceHints":true`, true},
+		{"with a configured gateway", `"gateways":["10.60.0.254"]`, false},
+		{"dual stack", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			ips := []ipGw{{"10.60.0.2/24", "10.60.0.1"}}
+			if tc.name == "dual stack" {
+				ips = append(ips, ipGw{"fd60::2/64", "fd60::1"})
+			}
+			prev := w.iface("net1", ips...)
+			if tc.mainDefault {
+				testns.DefaultRoutes(t, w.cont, "net1", "10.60.0.1")
+			}
+			before := w.mainRoutes("net1")
+			c := conf(t, prev, tc.extra)
+			_, err := w.invoke("ADD", w.cont.Path, "net1", c)
+			require.NoError(t, err)
+			require.NotEqual(t, before, w.mainRoutes("net1"), "premise: ADD moved routes out of main")
+
+			for i := range 2 {
+				_, err = w.invoke("DEL", w.cont.Path, "net1", c)
+				require.NoError(t, err, "DEL %d", i+1)
+			}
+			assert.ElementsMatch(t, before, w.mainRoutes("net1"))
+			assert.Empty(t, w.rules())
+			assert.Empty(t, w.routes(100, "net1"))
+			assert.Empty(t, w.routes(101, "net1"))
+		})
+	}
+}

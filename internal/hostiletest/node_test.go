@@ -12,6 +12,8 @@ import (
 
 	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -19,8 +21,10 @@ import (
 // data dir), a plugin dir of links to the cni binary, and the files flannel reads.
 type node struct {
 	*attachmenttest.Env
-	dir                         string
-	subnetFile, flannelDir, bin string
+	dir                    string
+	subnetFile, flannelDir string
+	// last is the container attach made last.
+	last *attachmenttest.Container
 }
 
 // pluginNames are the names the plugin dir links to the binary.
@@ -88,13 +92,6 @@ func (n *node) exec(plugin, cmd, cid, netns, ifName string, conf []byte) (string
 		IfName: ifName, Config: conf})
 }
 
-// mustSucceed fails the test unless the call succeeded.
-func mustSucceed(t testing.TB, what string, out string, err *cnierror.Error) string {
-	t.Helper()
-	require.Nil(t, err, "%s: %v", what, err)
-	return out
-}
-
 // hostLinks lists the host's links, without lo and the master.
 func (n *node) hostLinks() []string {
 	var out []string
@@ -123,4 +120,21 @@ func describe(err *cnierror.Error) string {
 		return "success"
 	}
 	return fmt.Sprintf("code %d: %s", err.Code, err.Msg)
+}
+
+// attach ADDs a new container to plugin with keys (and the node's host-local range) as
+// eth0, fails the test if that fails, and keeps the container as n.last.
+func (n *node) attach(plugin string, keys map[string]any) *result.Result {
+	n.T.Helper()
+	c := n.NewContainer()
+	k := map[string]any{"ipam": n.hostLocal(attachmenttest.Subnet)}
+	for key, v := range keys {
+		k[key] = v
+	}
+	out, cerr := n.exec(plugin, skel.CmdAdd, c.ID, c.NS.Path, "eth0", n.conf(plugin, k))
+	require.Nil(n.T, cerr, "%s ADD: %s", plugin, describe(cerr))
+	res, err := result.Parse([]byte(out), "1.1.0")
+	require.NoError(n.T, err)
+	c.Res, n.last = res, c
+	return res
 }

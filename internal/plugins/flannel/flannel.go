@@ -83,8 +83,8 @@ func (f *flannel) add(req *skel.Request) (res *result.Result, err error) {
 	return f.runAdd(req, deleg, data)
 }
 
-// del runs the delegate's DEL with the stored config and then forgets it. Without a
-// stored config there is nothing of this plugin's to delete.
+// del runs the delegate's DEL with the stored config (and the runtime's prevResult) and
+// then forgets it. Without a stored config there is nothing of this plugin's to delete.
 func (f *flannel) del(req *skel.Request) error {
 	dataDir, err := loadDataDir(req)
 	if err != nil {
@@ -104,6 +104,14 @@ func (f *flannel) del(req *skel.Request) error {
 	}
 	if err != nil {
 		return fmt.Errorf("flannel: %w", err)
+	}
+	if len(req.Net.RawPrevResult) > 0 {
+		// The cached result is the delegate's: with it the delegate finds what the
+		// netns no longer shows (bridge: the host veth of a namespace that lingers).
+		deleg["cniVersion"], deleg["prevResult"] = req.Net.CNIVersion, req.Net.RawPrevResult
+		if data, err = json.Marshal(deleg); err != nil {
+			return fmt.Errorf("flannel: delegate config: %w", err)
+		}
 	}
 	if err := f.runBytes(req, skel.CmdDel, deleg, data); err != nil {
 		if !neverRuns(err) {

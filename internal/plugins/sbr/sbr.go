@@ -160,6 +160,25 @@ func routeAddress(h *netlink.Handle, undo *rollback.Stack, l netlink.Link, ip re
 	return replaceRoute(h, undo, def)
 }
 
+func isDefault(r netlink.Route) bool {
+	dst, ok := link.Prefix(r.Dst)
+	return !ok || dst.Bits() == 0
+}
+
+// prevRoutesByDefault reports whether prev (nil: unknown, so yes) has a default route of
+// the family.
+func prevRoutesByDefault(prev *result.Result, fam int) bool {
+	if prev == nil {
+		return true
+	}
+	for _, r := range prev.Routes {
+		if r.Dst.Bits() == 0 && familyOf(r.Dst.Addr()) == fam {
+			return true
+		}
+	}
+	return false
+}
+
 // protoSBR marks the routes the plugin adds itself (a table's default route that main
 // did not have, the addSourceHints routes) as opposed to those it moves out of main:
 // DEL deletes the former and puts the latter back into main. (A default route main had
@@ -171,8 +190,7 @@ const protoSBR netlink.RouteProtocol = 83
 // the interface: that route moves into ip's table as it is, and serves as its default.
 func movesDefault(mainRoutes []netlink.Route, ip result.IPConfig, gw netip.Addr) bool {
 	for _, r := range mainRoutes {
-		dst, ok := link.Prefix(r.Dst)
-		if (!ok || dst.Bits() == 0) && addrOf(r.Gw) == gw && belongsTo(r, ip.Address) {
+		if isDefault(r) && addrOf(r.Gw) == gw && belongsTo(r, ip.Address) {
 			return true
 		}
 	}
@@ -313,7 +331,7 @@ func tidy(cont *link.NS, req *skel.Request, table int) error {
 		}
 	}
 	if l != nil {
-		putBack(h, l, chosen, req.Stderr)
+		putBack(h, l, chosen, req.PrevResult, req.Stderr)
 		errs = append(errs, flushTables(h, l, chosen))
 	}
 	return errors.Join(errs...)
@@ -321,9 +339,12 @@ func tidy(cont *link.NS, req *skel.Request, table int) error {
 
 // putBack gives main back the interface's routes ADD moved into the tables it chose,
 // and takes out of main the routes ADD added there (addSourceHints), for an interface
-// that outlives the DEL. Best effort, each failure said on stderr: the rules are gone
-// once DEL returns, so a retried DEL could not find these tables again.
-func putBack(h *netlink.Handle, l netlink.Link, tables map[int]bool, stderr io.Writer) {
+// that outlives the DEL. The routes this plugin adds carry protoSBR; the reference's
+// default route carries no mark, so an unmarked default route goes back into main only
+// when the main plugin's result (prev) routes that family by default, or there is no
+// result to tell. Best effort, each failure said on stderr: the rules are gone once DEL
+// returns, so a retried DEL could not find these tables again.
+func putBack(h *netlink.Handle, l netlink.Link, tables map[int]bool, prev *result.Result, stderr io.Writer) {
 	note := func(err error) {
 		if stderr != nil {
 			fmt.Fprintf(stderr, "sbr: %s: %v\n", l.Attrs().Name, err)
@@ -347,7 +368,7 @@ func putBack(h *netlink.Handle, l netlink.Link, tables map[int]bool, stderr io.W
 			note(err)
 		}
 		for _, r := range routes {
-			if r.Protocol != protoSBR {
+			if r.Protocol != protoSBR && (!isDefault(r) || prevRoutesByDefault(prev, family(r))) {
 				moved = append(moved, r)
 			}
 		}

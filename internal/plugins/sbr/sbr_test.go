@@ -3,6 +3,7 @@ package sbr_test
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -431,7 +433,9 @@ func TestDelPutsBackTheMainRoutesItMoved(t *testing.T) {
 			}
 			prev := w.iface("net1", ips...)
 			if tc.mainDefault {
+				// As a main plugin does from its IPAM's routes.
 				testns.DefaultRoutes(t, w.cont, "net1", "10.60.0.1")
+				prev.Routes = append(prev.Routes, result.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: netip.MustParseAddr("10.60.0.1")})
 			}
 			before := w.mainRoutes("net1")
 			c := conf(t, prev, tc.extra)

@@ -25,6 +25,8 @@ type node struct {
 	subnetFile, flannelDir string
 	// last is the container attach made last.
 	last *attachmenttest.Container
+	// prev is the prevResult secondInterface made last.
+	prev *result.Result
 }
 
 // pluginNames are the names the plugin dir links to the binary.

@@ -245,6 +245,16 @@ type Call struct {
 	Env []string
 }
 
+// Command is the exec.Cmd of c: the cni binary as c.Plugin from dir, CNI_PATH dir, the
+// config on stdin. It runs in the namespace of the thread that starts it (Host.Do).
+func Command(ctx context.Context, dir string, c Call) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, c.Plugin))
+	cmd.Env = append([]string{"CNI_COMMAND=" + c.Command, "CNI_CONTAINERID=" + c.ContainerID, "CNI_NETNS=" + c.Netns,
+		"CNI_IFNAME=" + c.IfName, "CNI_PATH=" + dir}, c.Env...)
+	cmd.Stdin = bytes.NewReader(c.Config)
+	return cmd
+}
+
 // ExecTimeout bounds every exec'd call: a plugin that hangs (on a FIFO, a lock it
 // should not wait for) fails the test instead of stalling it.
 const ExecTimeout = 30 * time.Second
@@ -259,10 +269,7 @@ func (e *Env) ExecCall(dir string, c Call) (string, *cnierror.Error) {
 	ctx, cancel := context.WithTimeout(context.Background(), ExecTimeout)
 	defer cancel()
 	e.Host.Run(e.T, func() error {
-		cmd := exec.CommandContext(ctx, filepath.Join(dir, c.Plugin))
-		cmd.Env = append([]string{"CNI_COMMAND=" + c.Command, "CNI_CONTAINERID=" + c.ContainerID, "CNI_NETNS=" + c.Netns,
-			"CNI_IFNAME=" + c.IfName, "CNI_PATH=" + dir}, c.Env...)
-		cmd.Stdin = bytes.NewReader(c.Config)
+		cmd := Command(ctx, dir, c)
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		runErr = cmd.Run()
 		return nil

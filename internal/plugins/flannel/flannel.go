@@ -95,7 +95,7 @@ func (f *flannel) del(req *skel.Request) error {
 	path := storedPath(dataDir, req.Args.ContainerID)
 	data, deleg, err := readStored(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return removeStored(path) // what an ADD killed while writing it may have left
 	}
 	if errors.Is(err, errUnusable) {
 		// It can never be run, and keeping it would fail every DEL.

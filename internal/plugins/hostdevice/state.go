@@ -52,19 +52,21 @@ type saved struct {
 // maxState bounds what is read of a state file: a real one is a few hundred bytes.
 const maxState = 16 << 10
 
-// tempPrefix starts the names of state files being written; listings skip them.
-const tempPrefix = ".tmp-"
-
 // stateName is the state file's name for the attachment. A name longer than a file
-// name may be names the container by its hash (no container id holds a colon, so the
-// hashed form is no real id); the file holds the id itself.
+// name may be (with tempName's additions) names the container by its hash (no container
+// id holds a colon, so the hashed form is no real id); the file holds the id itself.
 func stateName(containerID, ifName string) string {
 	name := containerID + ":" + ifName + ".json"
-	if len(name) > unix.NAME_MAX-len(tempPrefix)-16 {
+	if len(tempName(name)) > unix.NAME_MAX {
 		name = owner.Hashed(containerID) + ":" + ifName + ".json"
 	}
 	return name
 }
+
+// tempName is the name the state called name is written under before its rename: one
+// of its own, so that DEL removes what an ADD killed half way through the write left,
+// and starting with a dot, so that listings skip it.
+func tempName(name string) string { return "." + name + ".tmp" }
 
 // store is the data dir, reached through statedir: no name in it is followed when it
 // is a symbolic link, only regular files are read, and reads are bounded, so a FIFO,
@@ -169,8 +171,8 @@ func (s *store) write(name string, st *saved) error {
 	if err != nil {
 		return fmt.Errorf("host-device state: %w", err)
 	}
-	tmp, err := s.dir.WriteTemp(tempPrefix, data)
-	if err != nil {
+	tmp := tempName(name)
+	if err := s.writeNew(tmp, data); err != nil {
 		return fmt.Errorf("host-device state: %w", err)
 	}
 	err = s.dir.Rename(tmp, name)
@@ -188,17 +190,41 @@ func (s *store) write(name string, st *saved) error {
 	return nil
 }
 
+// writeNew writes data to a new file called tmp, replacing whatever an earlier writer
+// left under that name (never writing through it).
+func (s *store) writeNew(tmp string, data []byte) error {
+	if err := s.dir.RemoveAll(tmp); err != nil {
+		return err
+	}
+	f, err := s.dir.OpenFile(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		s.dir.Unlink(tmp)
+	}
+	return err
+}
+
 // remove deletes the entry called name itself, whatever it is but a directory (never
-// what a link points to): a directory planted under the name is no state of ours and
-// stays. An entry that is already gone is fine.
+// what a link points to), and what a killed writer left under its temporary name: a
+// directory planted under the name is no state of ours and stays. An entry that is
+// already gone is fine.
 func (s *store) remove(name string) error {
 	if s == nil {
 		return nil
 	}
-	if err := s.dir.Unlink(name); err != nil && !errors.Is(err, unix.EISDIR) {
-		return fmt.Errorf("host-device state: %w", err)
+	var errs []error
+	for _, n := range []string{name, tempName(name)} {
+		if err := s.dir.Unlink(n); err != nil && !errors.Is(err, unix.EISDIR) {
+			errs = append(errs, fmt.Errorf("host-device state: %w", err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // list returns every readable state of the network, by file name.

@@ -406,3 +406,54 @@ func TestExecdDelOfADelegateNotOnThePathSucceeds(t *testing.T) {
 	}
 	assert.Empty(t, w.stored())
 }
+
+// TestDelReadsOnlyTheDataDir: DEL needs the data dir alone to find its stored config.
+// Keys it does not need never make it fail (it still deletes the attachment), and a
+// data dir ADD refuses holds nothing of this plugin's: DEL succeeds and deletes nothing.
+func TestDelReadsOnlyTheDataDir(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, extra string
+		deletes     bool
+	}{
+		{"subnetFile relative", `"subnetFile":"subnet.env"`, true},
+		{"delegate not an object", `"delegate":"bridge"`, true},
+		{"delegate type not a string", `"delegate":{"type":7}`, true},
+		{"dataDir relative", `"dataDir":"flannel"`, false},
+		{"dataDir not a string", `"dataDir":7`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.writeEnv(fmt.Sprintf(v4Env, "false"))
+			good := w.conf("")
+			var c map[string]any
+			require.NoError(t, json.Unmarshal(good, &c))
+			var extra map[string]any
+			require.NoError(t, json.Unmarshal([]byte("{"+tc.extra+"}"), &extra))
+			for k, v := range extra {
+				c[k] = v
+			}
+			bad, err := json.Marshal(c)
+			require.NoError(t, err)
+			ctr := testns.NewWithLoopback(t)
+			_, err = w.invoke("ADD", "ctr-a", ctr.Path, bad)
+			require.Error(t, err, "premise: ADD refuses it")
+			_, err = w.invoke("ADD", "ctr-a", ctr.Path, good)
+			require.NoError(t, err)
+
+			for i := range 2 {
+				_, err = w.invoke("DEL", "ctr-a", ctr.Path, bad)
+				require.NoError(t, err, "DEL %d", i+1)
+			}
+			if tc.deletes {
+				assert.Empty(t, w.stored())
+				assert.Empty(t, w.reservations())
+				assert.Empty(t, w.hostVeths())
+			} else {
+				assert.Equal(t, []string{"ctr-a"}, w.stored(), "nothing is deleted")
+				assert.Len(t, w.reservations(), 1)
+			}
+		})
+	}
+}

@@ -217,6 +217,22 @@ func (n *node) killedAdd(plugin string, c *attachmenttest.Container, ifName stri
 	_ = cmd.Wait()
 }
 
+// ready makes a node and a container for s, and runs one whole ADD and DEL: it times the
+// ADD and makes what outlives every attachment (flannel's bridge), so that a snapshot
+// taken now is what every later DEL must leave.
+func ready(t *testing.T, s subject) (n *node, c *attachmenttest.Container, conf []byte, ifName string, took time.Duration) {
+	t.Helper()
+	requireFeatures(t, s.needs)
+	n = newNode(t)
+	c = n.NewContainer()
+	conf, ifName = s.prepare(n, c)
+	start := time.Now()
+	n.mustExec(s.plugin, skel.CmdAdd, c, ifName, conf)
+	took = time.Since(start)
+	n.mustExec(s.plugin, skel.CmdDel, c, ifName, conf)
+	return n, c, conf, ifName, took
+}
+
 // TestAddKilledAnywhereLeavesNothingAfterDel: ADD killed with SIGKILL at points spread
 // over its run (a node rebooting, a runtime's timeout), then the runtime's DEL: DEL
 // succeeds, and the node and the container are as they were before the ADD.
@@ -226,16 +242,7 @@ func TestAddKilledAnywhereLeavesNothingAfterDel(t *testing.T) {
 	for _, s := range subjects() {
 		t.Run(s.plugin, func(t *testing.T) {
 			t.Parallel()
-			requireFeatures(t, s.needs)
-			n := newNode(t)
-			c := n.NewContainer()
-			conf, ifName := s.prepare(n, c)
-			// A whole ADD and DEL first: it times the ADD and makes what outlives every
-			// attachment (flannel's bridge).
-			start := time.Now()
-			n.mustExec(s.plugin, skel.CmdAdd, c, ifName, conf)
-			took := time.Since(start)
-			n.mustExec(s.plugin, skel.CmdDel, c, ifName, conf)
+			n, c, conf, ifName, took := ready(t, s)
 			before := n.snapshot(c)
 			for i := range points {
 				delay := took * time.Duration(i) / points
@@ -257,12 +264,7 @@ func TestDelAfterAFailedAddLeavesNothing(t *testing.T) {
 	for _, s := range subjects() {
 		t.Run(s.plugin, func(t *testing.T) {
 			t.Parallel()
-			requireFeatures(t, s.needs)
-			n := newNode(t)
-			c := n.NewContainer()
-			conf, ifName := s.prepare(n, c)
-			n.mustExec(s.plugin, skel.CmdAdd, c, ifName, conf)
-			n.mustExec(s.plugin, skel.CmdDel, c, ifName, conf)
+			n, c, conf, ifName, _ := ready(t, s)
 			failing := s.failing(n, c, conf)
 			before := n.snapshot(c)
 			_, err := n.exec(s.plugin, skel.CmdAdd, c.ID, c.NS.Path, ifName, failing)

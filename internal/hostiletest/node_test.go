@@ -1,7 +1,6 @@
 package hostiletest
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,17 +50,7 @@ func (n *node) hostLocal(subnet string) map[string]any {
 // key.
 func (n *node) conf(plugin string, keys map[string]any) []byte {
 	n.T.Helper()
-	c := map[string]any{"cniVersion": "1.1.0", "name": "testnet", "type": plugin}
-	for k, v := range keys {
-		if v == nil {
-			delete(c, k)
-			continue
-		}
-		c[k] = v
-	}
-	b, err := json.Marshal(c)
-	require.NoError(n.T, err)
-	return b
+	return n.ConfigOf(plugin, nil, keys)
 }
 
 // mainConf is a working config of each plugin that makes CNI_IFNAME: the main plugins,

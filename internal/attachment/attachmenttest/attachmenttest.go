@@ -81,16 +81,22 @@ func (e *Env) HostLocal(subnets ...string) map[string]any {
 // keys; a nil value removes a key.
 func (e *Env) Config(keys map[string]any) []byte {
 	e.T.Helper()
-	c := map[string]any{
-		"cniVersion": "1.1.0", "name": "testnet", "type": e.Plugin.Name,
-		"ipam": e.HostLocal(Subnet),
-	}
-	for k, v := range keys {
-		if v == nil {
-			delete(c, k)
-			continue
+	return e.ConfigOf(e.Plugin.Name, map[string]any{"ipam": e.HostLocal(Subnet)}, keys)
+}
+
+// ConfigOf builds a config of network "testnet" for plugin: base, then keys over it; a
+// nil value removes a key.
+func (e *Env) ConfigOf(plugin string, base, keys map[string]any) []byte {
+	e.T.Helper()
+	c := map[string]any{"cniVersion": "1.1.0", "name": "testnet", "type": plugin}
+	for _, m := range []map[string]any{base, keys} {
+		for k, v := range m {
+			if v == nil {
+				delete(c, k)
+				continue
+			}
+			c[k] = v
 		}
-		c[k] = v
 	}
 	b, err := json.Marshal(c)
 	require.NoError(e.T, err)

@@ -251,12 +251,7 @@ func TestDelAfterNetnsDiedRestoresADeviceReturnedUnderItsOwnName(t *testing.T) {
 
 	_, err = e.invokeAs(skel.CmdDel, "c1", "hd0", conf)
 	require.NoError(t, err)
-	back := linkIn(t, e.host, "hd0")
-	require.NotNil(t, back)
-	assert.Equal(t, 1400, back.MTU)
-	assert.NotZero(t, back.Flags&net.FlagUp)
-	assert.Empty(t, back.Alias)
-	assert.Empty(t, e.states(t))
+	e.requireHome(t, "hd0", 1400, true)
 }
 
 // TestAttachmentsWhoseIdsAndNamesShareUnderscoresKeepApartStates: container "c_1" with

@@ -184,12 +184,7 @@ func TestDelWithoutNetnsKeepsAPhysicalDevicesStateUntilItIsBack(t *testing.T) {
 				_, err = e.invoke(skel.CmdDel, conf)
 			}
 			require.NoError(t, err)
-			back := linkIn(t, e.host, "hd0")
-			require.NotNil(t, back, "renamed back from eth0")
-			assert.Equal(t, 1400, back.MTU)
-			assert.NotZero(t, back.Flags&net.FlagUp)
-			assert.Empty(t, back.Alias)
-			assert.Empty(t, e.states(t))
+			e.requireHome(t, "hd0", 1400, true)
 		})
 	}
 }

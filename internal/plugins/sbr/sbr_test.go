@@ -376,37 +376,6 @@ func TestDelReadsOnlyTheTable(t *testing.T) {
 	}
 }
 
-// mainRoutes lists the container's main-table routes via ifName as routes does, each
-// with its protocol: a put-back kernel route must be the kernel's again, not a copy.
-func (w *world) mainRoutes(ifName string) []string {
-	w.t.Helper()
-	h := w.cont.Handle(w.t)
-	l, err := h.LinkByName(ifName)
-	require.NoError(w.t, err)
-	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: mainTable, LinkIndex: l.Attrs().Index},
-		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
-	require.NoError(w.t, err)
-	var out []string
-	for _, r := range routes {
-		out = append(out, fmt.Sprintf("%s proto %d metric %d", describeRoute(r), r.Protocol, r.Priority))
-	}
-	return out
-}
-
-func describeRoute(r netlink.Route) string {
-	s := "default"
-	if r.Dst != nil && !(r.Dst.IP.IsUnspecified() && strings.HasSuffix(r.Dst.String(), "/0")) {
-		s = r.Dst.String()
-	}
-	if r.Gw != nil {
-		s += " via " + r.Gw.String()
-	}
-	if r.Src != nil {
-		s += " src " + r.Src.String()
-	}
-	return s
-}
-
 // TestDelPutsBackTheMainRoutesItMoved: ADD moves the interface's routes out of the main
 // table into each address's table; when the interface outlives the DEL (a device that
 // goes back to the host, a chain whose main plugin keeps it), DEL puts them back as they

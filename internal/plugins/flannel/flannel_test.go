@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -454,6 +455,50 @@ func TestDelReadsOnlyTheDataDir(t *testing.T) {
 				assert.Equal(t, []string{"ctr-a"}, w.stored(), "nothing is deleted")
 				assert.Len(t, w.reservations(), 1)
 			}
+		})
+	}
+}
+
+// TestPlantedStoredConfigsNeitherHangNorFailDel: whatever an unlucky node or a local user
+// leaves under a container's name in the data dir (a FIFO, a link to /dev/zero, a huge
+// or garbage file, a directory), ADD replaces it, and DEL and GC finish and drop it.
+func TestPlantedStoredConfigsNeitherHangNorFailDel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, path string)
+	}{
+		{"FIFO", func(t *testing.T, path string) { require.NoError(t, syscall.Mkfifo(path, 0o600)) }},
+		{"link to /dev/zero", func(t *testing.T, path string) { require.NoError(t, os.Symlink("/dev/zero", path)) }},
+		{"huge file", func(t *testing.T, path string) {
+			require.NoError(t, os.WriteFile(path, []byte(`{"type":"bridge"}`+strings.Repeat(" ", 2<<20)), 0o600))
+		}},
+		{"garbage", func(t *testing.T, path string) { require.NoError(t, os.WriteFile(path, []byte("\x00{"), 0o600)) }},
+		{"directory", func(t *testing.T, path string) { require.NoError(t, os.MkdirAll(filepath.Join(path, "sub"), 0o700)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.writeEnv(fmt.Sprintf(v4Env, "false"))
+			require.NoError(t, os.MkdirAll(w.dataDir, 0o700))
+			path := filepath.Join(w.dataDir, "ctr-a")
+			ctr := testns.NewWithLoopback(t)
+
+			tc.plant(t, path)
+			_, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+			require.NoError(t, err, "ADD replaces it")
+			_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+			require.NoError(t, err)
+			assert.Empty(t, w.reservations())
+
+			tc.plant(t, path)
+			for i := range 2 {
+				_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+				require.NoError(t, err, "DEL %d", i+1)
+			}
+			tc.plant(t, filepath.Join(w.dataDir, "ctr-b"))
+			_, err = w.invoke("GC", "", "", w.conf(`"cni.dev/valid-attachments":[]`))
+			require.NoError(t, err)
 		})
 	}
 }

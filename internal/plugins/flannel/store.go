@@ -56,6 +56,13 @@ func writeStored(path string, data []byte) error {
 	if err == nil {
 		err = os.Rename(tmpPath, path)
 	}
+	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+		// A directory planted under the name: no config of ours (RemoveAll follows no
+		// link), so it is replaced like anything else.
+		if err = os.RemoveAll(path); err == nil {
+			err = os.Rename(tmpPath, path)
+		}
+	}
 	if err != nil {
 		os.Remove(tmpPath)
 		return fmt.Errorf("delegate config %s: %w", path, err)
@@ -117,12 +124,16 @@ func decodeObject(data []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// removeStored deletes the stored config, and what a killed writer left of it; one that
-// is already gone is fine.
+// removeStored deletes the stored config, and what a killed writer left of it, whatever
+// was planted there (never what a link points to); one that is already gone is fine.
 func removeStored(path string) error {
 	var errs []error
 	for _, p := range []string{path, tempPath(path)} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err := os.Remove(p)
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			err = os.RemoveAll(p) // a directory planted under the name
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("delegate config: %w", err))
 		}
 	}

@@ -118,11 +118,15 @@ func (w *world) routes(table int, ifName string) []string {
 
 // mainRoutes lists the container's main-table routes via ifName as routes does, each
 // with its protocol and metric: a put-back kernel route must be the kernel's again, not
-// a copy.
+// a copy. The IPv6 link-local route is left out: the kernel adds it a moment after the
+// link comes up (on a slow machine, after a test's first look).
 func (w *world) mainRoutes(ifName string) []string {
 	w.t.Helper()
 	var out []string
 	for _, r := range w.tableRoutes(mainTable, ifName) {
+		if r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast() {
+			continue
+		}
 		out = append(out, fmt.Sprintf("%s proto %d metric %d", describeRoute(r), r.Protocol, r.Priority))
 	}
 	return out

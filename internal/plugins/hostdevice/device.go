@@ -140,15 +140,37 @@ func snapshot(l netlink.Link, device string) saved {
 // one, one of the indexes it had in the host or the container. A name alone proves
 // nothing: a state file naming any host link could otherwise make DEL or GC re-MAC it,
 // change its MTU, bring it up or rename it.
-func (st *saved) isDevice(l netlink.Link) bool {
+//
+// A state written before the MAC and indexes were recorded (by the release before, on
+// a node upgraded under running pods) has the alias to go by, and for a link in the host
+// (returned) also the marks of the kernel's return: the device comes back down, under
+// its container name or "dev<N>".
+func (st *saved) isDevice(l netlink.Link, returned bool) bool {
 	a := l.Attrs()
-	if a.Alias != st.Name {
+	switch {
+	case a.Alias != st.Name:
 		return false
-	}
-	if st.PermMAC != "" {
+	case st.PermMAC != "":
 		return bytes.Equal(a.PermHWAddr, parseMAC(st.PermMAC))
+	case st.Index == 0:
+		return !returned || a.Flags&net.FlagUp == 0 && (a.Name == st.IfName || isKernelDevName(a.Name))
 	}
 	return a.Index != 0 && (a.Index == st.Index || a.Index == st.ContainerIndex)
+}
+
+// isKernelDevName reports whether name is one the kernel gives a device it returns to
+// the host under a taken name: "dev" and a number.
+func isKernelDevName(name string) bool {
+	digits := strings.TrimPrefix(name, "dev")
+	if digits == name || digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // parseMAC returns the address s spells, nil when it spells none.
@@ -202,7 +224,7 @@ func moveOut(host, cont *link.NS, ifName string, st *saved) (bool, error) {
 	}
 	var name string
 	switch alias := l.Attrs().Alias; {
-	case st != nil && st.isDevice(l):
+	case st != nil && st.isDevice(l, false):
 		name = st.Name
 	case st == nil && alias != "" && skel.CheckIfName(alias) == nil:
 		name = alias
@@ -254,7 +276,7 @@ func returned(host *link.NS, st *saved) (netlink.Link, error) {
 		return nil, fmt.Errorf("list host links: %w", err)
 	}
 	for _, l := range links {
-		if st.isDevice(l) {
+		if st.isDevice(l, true) {
 			return l, nil
 		}
 	}

@@ -100,11 +100,17 @@ func TestForgedStateNeverChangesAHostLink(t *testing.T) {
 	for _, tc := range []struct {
 		name, cmd string
 		alias     bool
+		// proof is what the forged state adds to the issue's (a state of the release
+		// before): the identity fields of a state of this one, made up.
+		proof string
 	}{
-		{"GC", "GC", false},
-		{"GC, alias equal to its name", "GC", true},
-		{"DEL", "DEL", false},
-		{"DEL, alias equal to its name", "DEL", true},
+		{"GC", "GC", false, ""},
+		{"GC, alias equal to its name", "GC", true, ""},
+		{"DEL", "DEL", false, ""},
+		{"DEL, alias equal to its name", "DEL", true, ""},
+		{"GC, made-up index", "GC", true, `,"index":999`},
+		{"GC, made-up permanent MAC", "GC", true, `,"permMAC":"02:de:ad:be:ef:02","index":999`},
+		{"DEL, made-up index", "DEL", true, `,"index":999,"containerIndex":998`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -123,7 +129,7 @@ func TestForgedStateNeverChangesAHostLink(t *testing.T) {
 			if tc.cmd == "DEL" {
 				cid = "c1" // the attachment execPlugin names
 			}
-			forged := `{"network":"hdnet","containerID":"` + cid + `","ifName":"eth0","name":"victim","mac":"02:de:ad:be:ef:01","mtu":1280,"up":true}`
+			forged := `{"network":"hdnet","containerID":"` + cid + `","ifName":"eth0","name":"victim","mac":"02:de:ad:be:ef:01","mtu":1280,"up":true` + tc.proof + `}`
 			require.NoError(t, os.WriteFile(filepath.Join(e.dataDir, cid+":eth0.json"), []byte(forged), 0o600))
 			if tc.cmd == "GC" {
 				conf = gcConf(t, conf)
@@ -291,6 +297,31 @@ func TestDelReadsOnlyTheDataDir(t *testing.T) {
 				assert.Equal(t, 1400, back.MTU, "its state was found and put back")
 				assert.Empty(t, e.states(t))
 			}
+		})
+	}
+}
+
+// TestStateOfTheReleaseBeforeStillBringsTheDeviceHome: a node upgraded under running
+// pods holds states written before the permanent MAC and indexes were recorded; their
+// devices still come home, by the alias, with what ADD took from them.
+func TestStateOfTheReleaseBeforeStillBringsTheDeviceHome(t *testing.T) {
+	for _, netns := range []string{"alive", "gone, device returned"} {
+		t.Run(netns, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.device(t, "hd0", 1400, true)
+			conf := e.config(t, map[string]any{"device": "hd0"})
+			e.add(t, conf)
+			// What the release before wrote.
+			old := `{"network":"hdnet","containerID":"c1","ifName":"eth0","name":"hd0","mtu":1400,"up":true}`
+			require.NoError(t, os.WriteFile(filepath.Join(e.dataDir, "c1:eth0.json"), []byte(old), 0o600))
+			if netns != "alive" {
+				e.simulateReturn(t, e.cont, "eth0")
+				e.netns = filepath.Join(t.TempDir(), "gone")
+			}
+			_, err := e.invoke(skel.CmdDel, conf)
+			require.NoError(t, err)
+			e.requireHome(t, "hd0", 1400, true)
 		})
 	}
 }

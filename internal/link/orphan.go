@@ -11,6 +11,7 @@ import (
 
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // HostEndTest is a plugin's own proof that host link l (a veth whose peer is in another
@@ -34,9 +35,10 @@ func DeleteVeth(ctx context.Context, netns, ifName string, prev *result.Result, 
 		return err
 	}
 	if cont != nil {
+		step := steps.Begin(ctx, steps.LinkDelete)
 		return skel.Start(ctx, func() error {
 			defer cont.Close()
-			return cont.Delete(ifName)
+			return step.Done(cont.Delete(ifName))
 		})
 	}
 	ends := hostEnds(prev, ifName)
@@ -49,9 +51,10 @@ func DeleteVeth(ctx context.Context, netns, ifName string, prev *result.Result, 
 	if err != nil {
 		return err
 	}
+	step := steps.Begin(ctx, steps.LinkDelete)
 	return skel.Start(ctx, func() error {
 		defer host.Close()
-		return host.deleteHostEnds(ends, prev, ours)
+		return step.Done(host.deleteHostEnds(ends, prev, ours))
 	})
 }
 

@@ -7,8 +7,9 @@
 # Usage: scripts/test-kernel.sh [go package patterns...]   (default ./...)
 #
 # Inside the VM the tests see CNI_TEST_FULL_KERNEL=1, CNI_TEST_BINARY (the
-# prebuilt cmd/cni) and CNI_TEST_HELPER_DIR (prebuilt main packages found
-# below testdata/ directories), since the VM has no Go toolchain.
+# prebuilt cmd/cni), CNI_TEST_HELPER_DIR (prebuilt main packages found
+# below testdata/ directories) and CNI_TEST_REFERENCE_DIR (the reference
+# plugins of internal/reftest), since the VM has no Go toolchain.
 #
 # Environment:
 #   CNI_KERNEL_CACHE         cache for the kernel (default ~/.cache/cni-test-kernel)
@@ -117,6 +118,7 @@ build_go() {
 	done <<<"$pkgs"
 	[[ -s "$out/tests/list" ]] || log "no test packages matched: $*"
 	build_helpers "$out/opt/cni-test/helpers" || failed=1
+	copy_reference "$out/opt/cni-test/reference" || failed=1
 	log "building $module/cmd/cni"
 	(cd "$repo" && CGO_ENABLED=0 go build -o "$out/opt/cni-test/bin/cni" ./cmd/cni) || failed=1
 	return "$failed"
@@ -136,6 +138,21 @@ build_helpers() {
 	done < <(cd "$repo" && find . -path ./.git -prune -o -path '*/testdata/*' -name '*.go' ! -name '*_test.go' -printf '%h\n' |
 		sed 's|^\./||' | sort -u)
 	return "$failed"
+}
+
+# copy_reference puts the reference plugins the interop tests run (internal/reftest's
+# build in the user cache dir, made first when missing) into the image, for
+# CNI_TEST_REFERENCE_DIR: the VM cannot build them. They are static binaries.
+copy_reference() {
+	local out=$1 version dir
+	version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$repo/internal/reftest/reftest.go")
+	dir="${XDG_CACHE_HOME:-$HOME/.cache}/cni-reference-plugins/$version"
+	if [[ ! -x "$dir/bridge" ]]; then
+		log "building the reference plugins $version"
+		(cd "$repo" && go test -count=1 -run TestReferenceBinariesAnswerVersion ./internal/reftest >&2) || return 1
+	fi
+	mkdir -p "$out"
+	cp -a "$dir"/. "$out"/
 }
 
 # copy_with_libs copies executables or libraries into the image together with
@@ -251,6 +268,7 @@ write_env() {
 		export CNI_TEST_FULL_KERNEL=1
 		export CNI_TEST_BINARY=/opt/cni-test/bin/cni
 		export CNI_TEST_HELPER_DIR=/opt/cni-test/helpers
+		export CNI_TEST_REFERENCE_DIR=/opt/cni-test/reference
 		CNI_TEST_MODULES='$modules'
 		CNI_TEST_TIMEOUT='$test_timeout'
 		CNI_TEST_ARGS='${CNI_KERNEL_TEST_ARGS:-}'

@@ -112,7 +112,8 @@ func setNotify(cont *link.NS, ifName string) error {
 }
 
 // Del releases the IPAM reservation, when the config names an IPAM type, and deletes
-// CNI_IFNAME from the container. Best effort, as DEL must be: a netns that is empty or
+// CNI_IFNAME from the container, with what an ADD killed before its rename left
+// (link.DeleteChild). Best effort, as DEL must be: a netns that is empty or
 // gone and a link that is gone are success, and the reservation is released whatever
 // happens to the link.
 func Del(req *skel.Request) error {
@@ -122,7 +123,7 @@ func Del(req *skel.Request) error {
 		errs = append(errs, ipam.Del(req))
 	}
 	// The kernel's wait for the deletion overlaps the rest of the process's DEL work.
-	errs = append(errs, link.DeleteInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
+	errs = append(errs, link.DeleteChildInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
 	return errors.Join(errs...)
 }
 

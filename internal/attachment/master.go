@@ -3,6 +3,7 @@ package attachment
 import (
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/vishvananda/netlink"
 
@@ -51,8 +52,9 @@ type Master struct {
 }
 
 // FindMaster looks the master up in n: by name, or for name "" as the link of n's
-// default route. A master that does not exist is an invalid config (code 7); a namespace
-// without a default route is code 11, as a host still coming up may get one.
+// default route. A master that does not exist, or is the loopback interface, is an
+// invalid config (code 7); a namespace without a default route is code 11, as a host
+// still coming up may get one.
 func FindMaster(n *link.NS, name string) (*Master, error) {
 	if name == "" {
 		l, err := n.DefaultRouteLink()
@@ -71,6 +73,10 @@ func FindMaster(n *link.NS, name string) (*Master, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
+	}
+	if l.Attrs().Flags&net.FlagLoopback != 0 {
+		// The kernel's refusal would come as a bare "invalid argument" (code 999).
+		return nil, cnierror.Invalid("master: %q is the loopback interface, which takes no child links", name)
 	}
 	return &Master{NS: n, Link: l}, nil
 }

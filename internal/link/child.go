@@ -1,14 +1,17 @@
 package link
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/steps"
 )
 
@@ -33,7 +36,7 @@ func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (_ netlink.Lin
 	if err := cont.NameFree(ifName); err != nil {
 		return nil, err
 	}
-	tmp, err := addChild(parent, cont, l)
+	tmp, err := addChild(parent, cont, l, ifName)
 	if err != nil {
 		return nil, err
 	}
@@ -45,16 +48,25 @@ func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (_ netlink.Lin
 }
 
 // NameFree checks that no interface in n is called ifName, for an ADD about to make
-// CNI_IFNAME there: a taken name is the CNI error of IfNameTaken.
+// CNI_IFNAME there: a taken name is the CNI error of IfNameTaken, the loopback
+// interface's a CNI error of its own (no plugin may take it over, and DEL leaves it).
 func (n *NS) NameFree(ifName string) error {
-	_, err := n.ByName(ifName)
+	l, err := n.ByName(ifName)
 	switch {
+	case err == nil && isLoopback(l):
+		return loopbackIfName(ifName)
 	case err == nil:
 		return IfNameTaken(ifName)
 	case !IsNotFound(err):
 		return fmt.Errorf("container interface %q: %w", ifName, err)
 	}
 	return nil
+}
+
+// loopbackIfName is the CNI error for a CNI_IFNAME that names the container's loopback
+// interface.
+func loopbackIfName(ifName string) error {
+	return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %q is the container's loopback interface, not one a plugin makes", ifName)
 }
 
 // IfNameTaken is the CNI error for a CNI_IFNAME already present in the container.
@@ -65,15 +77,15 @@ func IfNameTaken(ifName string) error {
 // addChild sends the create request and returns the temporary name the link got. EEXIST
 // is retried only when the temporary name really is taken (in either namespace); any
 // other EEXIST is the kernel refusing the link itself.
-func addChild(parent, cont *NS, l netlink.Link) (string, error) {
+func addChild(parent, cont *NS, l netlink.Link, ifName string) (string, error) {
 	ph := parent.Handle()
 	var err error
 	attrs := l.Attrs()
 	if parent != cont {
 		attrs.Namespace = netlink.NsFd(cont.Fd())
 	}
-	for range maxTempNameTries {
-		attrs.Name = TempLinkName()
+	for try := range maxTempNameTries {
+		attrs.Name = TempLinkName(ifName, try)
 		err = ph.LinkAdd(l)
 		if err == nil {
 			return attrs.Name, nil
@@ -115,8 +127,37 @@ func renameChild(h *netlink.Handle, tmp, ifName string) (netlink.Link, error) {
 	return l, nil
 }
 
-// TempLinkName returns "cnitmp" followed by 8 random hex digits: a name a new link holds
-// only until it is renamed, recognisable should it ever be left behind.
-func TempLinkName() string {
-	return fmt.Sprintf("cnitmp%08x", rand.Uint32())
+// TempLinkName returns the name a new link for ifName holds until it is renamed:
+// "cnitmp" and 8 hex digits. The first try's digits are a hash of ifName, so that a DEL
+// can find the link an ADD killed before the rename left behind (DeleteChild); later
+// tries, after a clash, are random.
+func TempLinkName(ifName string, try int) string {
+	if try > 0 {
+		return fmt.Sprintf("cnitmp%08x", rand.Uint32())
+	}
+	h := fnv.New32a()
+	h.Write([]byte(ifName))
+	return fmt.Sprintf("cnitmp%08x", h.Sum32())
+}
+
+// DeleteChild removes the container interface ifName and what an ADD interrupted before
+// its rename left of it (its first temporary name, TempLinkName), for DEL: a netns or
+// link that is already gone is success.
+func DeleteChild(path, ifName string) error {
+	n, err := OpenIfPresent(path)
+	if n == nil {
+		return err
+	}
+	defer n.Close()
+	return errors.Join(n.Delete(ifName), n.Delete(TempLinkName(ifName, 0)))
+}
+
+// DeleteChildInBackground is DeleteChild in the background of the process, as
+// DeleteInBackground.
+func DeleteChildInBackground(ctx context.Context, path, ifName string) error {
+	if path == "" {
+		return nil
+	}
+	step := steps.Begin(ctx, steps.LinkDelete)
+	return skel.Start(ctx, func() error { return step.Done(DeleteChild(path, ifName)) })
 }

@@ -89,8 +89,11 @@ func TestCreateChildPassesKernelRefusalsOnAndLeavesNothing(t *testing.T) {
 }
 
 func TestTempLinkNameIsAValidRecognisableName(t *testing.T) {
-	assert.Regexp(t, regexp.MustCompile(`^cnitmp[0-9a-f]{8}$`), link.TempLinkName())
-	assert.LessOrEqual(t, len(link.TempLinkName()), 15)
+	for try := range 3 {
+		assert.Regexp(t, regexp.MustCompile(`^cnitmp[0-9a-f]{8}$`), link.TempLinkName("eth0", try))
+	}
+	assert.Equal(t, link.TempLinkName("eth0", 0), link.TempLinkName("eth0", 0), "a DEL finds the first try's name")
+	assert.NotEqual(t, link.TempLinkName("eth0", 0), link.TempLinkName("net1", 0))
 }
 
 func TestDefaultRouteLinkPrefersIPv4AndFollowsMultipath(t *testing.T) {

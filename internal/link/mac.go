@@ -14,7 +14,7 @@ type MACSource struct {
 
 // ContainerMAC returns the MAC of the last source that gives one (the plugins list them
 // in the reference's order, the one that wins last), or nil when none does. A value
-// that is not a unicast Ethernet address is code 7 naming its field.
+// that is not a unicast Ethernet address (or is all zeros) is code 7 naming its field.
 func ContainerMAC(sources ...MACSource) (net.HardwareAddr, error) {
 	var chosen MACSource
 	for _, s := range sources {
@@ -31,6 +31,18 @@ func ContainerMAC(sources ...MACSource) (net.HardwareAddr, error) {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %q is not an Ethernet MAC address", chosen.Field, chosen.Value)
 	case hw[0]&1 != 0:
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %q is a multicast address", chosen.Field, chosen.Value)
+	case allZero(hw):
+		// The kernel refuses it with a bare "cannot assign requested address".
+		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %q is the all-zero address, which no interface may have", chosen.Field, chosen.Value)
 	}
 	return hw, nil
+}
+
+func allZero(hw net.HardwareAddr) bool {
+	for _, b := range hw {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"syscall"
 
@@ -209,6 +210,9 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &nf) || errors.Is(err, syscall.ENODEV)
 }
 
+// isLoopback reports whether l is a namespace's loopback interface.
+func isLoopback(l netlink.Link) bool { return l.Attrs().Flags&net.FlagLoopback != 0 }
+
 // ByName returns the link called name in the namespace.
 func (n *NS) ByName(name string) (netlink.Link, error) {
 	h := n.Handle()
@@ -219,7 +223,10 @@ func (n *NS) ByName(name string) (netlink.Link, error) {
 	return l, nil
 }
 
-// Delete removes the link called name; a link that is already gone is not an error.
+// Delete removes the link called name; a link that is already gone is not an error,
+// and neither is the loopback interface: every namespace has one from its birth, no
+// ADD made it (NameFree refuses its name) and the kernel refuses to delete it, so a
+// DEL of CNI_IFNAME "lo" has nothing to remove and must not fail for ever.
 func (n *NS) Delete(name string) (err error) {
 	defer n.steps.Begin(steps.LinkDelete).End(&err)
 	l, err := n.ByName(name)
@@ -228,6 +235,9 @@ func (n *NS) Delete(name string) (err error) {
 	}
 	if err != nil {
 		return err
+	}
+	if isLoopback(l) {
+		return nil
 	}
 	h := n.Handle()
 	if err := h.LinkDel(l); err != nil && !IsNotFound(err) {

@@ -1,6 +1,7 @@
 package link
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -8,6 +9,9 @@ import (
 
 	"github.com/cnikit/cni/internal/steps"
 )
+
+// ErrNotVeth says that a container interface has no host end: it is no veth.
+var ErrNotVeth = errors.New("not a veth")
 
 // HostPeer returns the host end of the veth whose container end is ifName inside cont:
 // the container link's peer index (IFLA_LINK) names a link in the host namespace, which
@@ -19,7 +23,7 @@ func HostPeer(host, cont *NS, ifName string) (netlink.Link, error) {
 		return nil, err
 	}
 	if _, ok := cl.(*netlink.Veth); !ok {
-		return nil, fmt.Errorf("container interface %q is a %s, not a veth", ifName, cl.Type())
+		return nil, fmt.Errorf("container interface %q is a %s: %w", ifName, cl.Type(), ErrNotVeth)
 	}
 	peer := cl.Attrs().ParentIndex
 	if peer == 0 {

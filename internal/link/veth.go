@@ -47,7 +47,10 @@ const maxNameTries = 10
 func CreateVeth(host, cont *NS, opts VethOptions) (_ *Veth, err error) {
 	defer cont.steps.Begin(steps.LinkCreate).End(&err)
 	ch := cont.Handle()
-	if _, err := ch.LinkByName(opts.IfName); err == nil {
+	if l, err := ch.LinkByName(opts.IfName); err == nil {
+		if isLoopback(l) {
+			return nil, loopbackIfName(opts.IfName)
+		}
 		return nil, fmt.Errorf("container veth name %q: %w", opts.IfName, ErrExists)
 	} else if !IsNotFound(err) {
 		return nil, fmt.Errorf("container veth name %q: %w", opts.IfName, err)

@@ -53,7 +53,7 @@ type Env struct {
 	DataDir string
 }
 
-// New makes an Env for plugin: the master (a veth end, up, no address) in the host
+// New makes an Env for plugin (nil when the test execs plugins by name only, ExecCall): the master (a veth end, up, no address) in the host
 // and its peer end, up with PeerAddr, in the peer namespace.
 func New(t testing.TB, plugin *skel.Plugin) *Env {
 	t.Helper()
@@ -81,16 +81,22 @@ func (e *Env) HostLocal(subnets ...string) map[string]any {
 // keys; a nil value removes a key.
 func (e *Env) Config(keys map[string]any) []byte {
 	e.T.Helper()
-	c := map[string]any{
-		"cniVersion": "1.1.0", "name": "testnet", "type": e.Plugin.Name,
-		"ipam": e.HostLocal(Subnet),
-	}
-	for k, v := range keys {
-		if v == nil {
-			delete(c, k)
-			continue
+	return e.ConfigOf(e.Plugin.Name, map[string]any{"ipam": e.HostLocal(Subnet)}, keys)
+}
+
+// ConfigOf builds a config of network "testnet" for plugin: base, then keys over it; a
+// nil value removes a key.
+func (e *Env) ConfigOf(plugin string, base, keys map[string]any) []byte {
+	e.T.Helper()
+	c := map[string]any{"cniVersion": "1.1.0", "name": "testnet", "type": plugin}
+	for _, m := range []map[string]any{base, keys} {
+		for k, v := range m {
+			if v == nil {
+				delete(c, k)
+				continue
+			}
+			c[k] = v
 		}
-		c[k] = v
 	}
 	b, err := json.Marshal(c)
 	require.NoError(e.T, err)
@@ -229,27 +235,57 @@ func Reach(t testing.TB, from, to *testns.NS, addr string) error {
 	return nil
 }
 
-// Exec runs the cni binary as plugin name inside the host namespace the way a runtime
-// does (env + stdin), with CNI_PATH holding host-local. It returns stdout and the CNI
-// error printed there when the plugin failed.
+// Exec runs the cni binary as the Env's plugin inside the host namespace the way a
+// runtime does (env + stdin), as interface eth0 with CNI_PATH dir (ExecCall).
 func (e *Env) Exec(dir, cmd, cid, netns string, conf []byte, extraEnv ...string) (string, *cnierror.Error) {
+	e.T.Helper()
+	return e.ExecCall(dir, Call{Plugin: e.Plugin.Name, Command: cmd, ContainerID: cid, Netns: netns,
+		IfName: "eth0", Config: conf, Env: extraEnv})
+}
+
+// Call is one invocation of a plugin binary, as a runtime makes it.
+type Call struct {
+	Plugin, Command, ContainerID, Netns, IfName string
+	Config                                      []byte
+	// Env is added to the CNI_* variables.
+	Env []string
+}
+
+// Command is the exec.Cmd of c: the cni binary as c.Plugin from dir, CNI_PATH dir, the
+// config on stdin. It runs in the namespace of the thread that starts it (Host.Do).
+func Command(ctx context.Context, dir string, c Call) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, c.Plugin))
+	cmd.Env = append([]string{"CNI_COMMAND=" + c.Command, "CNI_CONTAINERID=" + c.ContainerID, "CNI_NETNS=" + c.Netns,
+		"CNI_IFNAME=" + c.IfName, "CNI_PATH=" + dir}, c.Env...)
+	cmd.Stdin = bytes.NewReader(c.Config)
+	return cmd
+}
+
+// ExecTimeout bounds every exec'd call: a plugin that hangs (on a FIFO, a lock it
+// should not wait for) fails the test instead of stalling it.
+const ExecTimeout = 30 * time.Second
+
+// ExecCall runs the cni binary as c.Plugin from dir inside the host namespace, with
+// CNI_PATH dir. It returns stdout and the CNI error printed there when the plugin
+// failed.
+func (e *Env) ExecCall(dir string, c Call) (string, *cnierror.Error) {
 	e.T.Helper()
 	var out, errb bytes.Buffer
 	var runErr error
+	ctx, cancel := context.WithTimeout(context.Background(), ExecTimeout)
+	defer cancel()
 	e.Host.Run(e.T, func() error {
-		c := exec.Command(filepath.Join(dir, e.Plugin.Name))
-		c.Env = append([]string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + netns,
-			"CNI_IFNAME=eth0", "CNI_PATH=" + dir}, extraEnv...)
-		c.Stdin = bytes.NewReader(conf)
-		c.Stdout, c.Stderr = &out, &errb
-		runErr = c.Run()
+		cmd := Command(ctx, dir, c)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		runErr = cmd.Run()
 		return nil
 	})
+	require.NoError(e.T, ctx.Err(), "%s %s did not finish within %v; stderr %q", c.Plugin, c.Command, ExecTimeout, errb.String())
 	if runErr == nil {
 		return out.String(), nil
 	}
 	var exit *exec.ExitError
-	require.True(e.T, errors.As(runErr, &exit), "exec %s: %v", e.Plugin.Name, runErr)
+	require.True(e.T, errors.As(runErr, &exit), "exec %s: %v", c.Plugin, runErr)
 	var ce cnierror.Error
 	require.NoError(e.T, json.Unmarshal(out.Bytes(), &ce), "stdout %q stderr %q", out.String(), errb.String())
 	return out.String(), &ce

@@ -202,6 +202,11 @@ func hostVeth(req *skel.Request) (*link.NS, netlink.Link, error) {
 		return nil, nil, err
 	}
 	veth, err := link.HostPeer(host, cont, req.Args.IfName)
+	if errors.Is(err, link.ErrNotVeth) {
+		// A config for another kind of interface, not a kernel failure (code 999).
+		host.Close()
+		return nil, nil, cnierror.Invalid("ingressRate, egressRate: cannot be applied: %v (bandwidth shapes the host end of a veth)", err)
+	}
 	if err != nil {
 		host.Close()
 		return nil, nil, fmt.Errorf("bandwidth needs a veth: %w", err)

@@ -178,12 +178,32 @@ func del(req *skel.Request) error {
 	// The process waits for the veth's deletion before answering (see
 	// link.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
 	// other plugins' DEL.
-	errs = append(errs, link.DeleteInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
+	errs = append(errs, link.DeleteVeth(req.Context(), req.Args.Netns, req.Args.IfName, req.PrevResult, isPortOfPrevBridge))
 	if conf.MacSpoofChk {
 		errs = append(errs, teardownSpoofCheck(spoofKey{req.Net.Name, req.Args.ContainerID, req.Args.IfName}))
 	}
 	errs = append(errs, conf.Unmasquerade(req.Context(), req.Net.Name, req.Args.ContainerID, req.Args.IfName))
 	return errors.Join(errs...)
+}
+
+// isPortOfPrevBridge reports whether host veth l is a port of a bridge prev lists: the
+// proof that a veth named in the cached result is the attachment's host end, for a DEL
+// whose netns path is gone while the namespace lingers (link.DeleteVeth).
+func isPortOfPrevBridge(host *link.NS, l netlink.Link, prev *result.Result) bool {
+	if l.Attrs().MasterIndex == 0 {
+		return false
+	}
+	h := host.Handle()
+	br, err := h.LinkByIndex(l.Attrs().MasterIndex)
+	if err != nil || br.Type() != "bridge" {
+		return false
+	}
+	for _, i := range prev.Interfaces {
+		if i.Sandbox == "" && i.Name == br.Attrs().Name {
+			return true
+		}
+	}
+	return false
 }
 
 // gc needs nothing from the config beyond the network's name and IPAM type.

@@ -1,7 +1,10 @@
 package flannel
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -212,4 +215,30 @@ func TestSubnetFileThatIsAFIFOIsAClearError(t *testing.T) {
 	_, err := LoadSubnetEnv(path)
 	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
 	assert.ErrorContains(t, err, "not a regular file")
+}
+
+// FuzzReadStored feeds arbitrary bytes to the reader of a stored delegate config, as
+// found on disk: it never panics, and what it accepts is a JSON object naming a plugin
+// type, so that DEL can always run it or knows it never can (errUnusable).
+func FuzzReadStored(f *testing.F) {
+	for _, seed := range []string{`{"type":"bridge","name":"cbr0","ipam":{"type":"host-local"}}`, `{"type":""}`,
+		`{"type":"a/b"}`, `[]`, `null`, `{"type":7}`, "\x00", `{"type":"bridge"} trailing`} {
+		f.Add([]byte(seed))
+	}
+	path := filepath.Join(f.TempDir(), "ctr")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		raw, conf, err := readStored(path)
+		if err != nil {
+			if !errors.Is(err, errUnusable) {
+				t.Fatalf("%q: neither read nor unusable: %v", data, err)
+			}
+			return
+		}
+		if typ, terr := delegateType(conf); terr != nil || typ == "" || !bytes.Equal(raw, data) {
+			t.Fatalf("%q accepted as %v (%v)", data, conf, terr)
+		}
+	})
 }

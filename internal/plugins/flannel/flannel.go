@@ -75,25 +75,27 @@ func (f *flannel) add(req *skel.Request) (res *result.Result, err error) {
 	// The delegate's DEL comes first: a delegate that failed half-way (an exec'd one
 	// may not clean up after itself) is cleaned before its config is forgotten.
 	undo.Push("delegate "+deleg["type"].(string), func() error {
-		if err := f.run(req.WithContext(req.UndoContext()), skel.CmdDel, deleg, nil); err != nil {
-			return err
+		if err := f.run(req.WithContext(req.UndoContext()), skel.CmdDel, deleg, nil); err != nil && !neverRuns(err) {
+			return err // kept for the runtime's DEL to try again
 		}
 		return removeStored(path)
 	})
 	return f.runAdd(req, deleg, data)
 }
 
-// del runs the delegate's DEL with the stored config and then forgets it. Without a
-// stored config there is nothing of this plugin's to delete.
+// del runs the delegate's DEL with the stored config (and the runtime's prevResult) and
+// then forgets it. Without a stored config there is nothing of this plugin's to delete.
 func (f *flannel) del(req *skel.Request) error {
 	dataDir, err := loadDataDir(req)
 	if err != nil {
-		return err
+		// ADD refuses such a dataDir before it stores anything there.
+		fmt.Fprintf(req.Stderr, "flannel: nothing to delete: %v\n", err)
+		return nil
 	}
 	path := storedPath(dataDir, req.Args.ContainerID)
 	data, deleg, err := readStored(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return removeStored(path) // what an ADD killed while writing it may have left
 	}
 	if errors.Is(err, errUnusable) {
 		// It can never be run, and keeping it would fail every DEL.
@@ -103,10 +105,35 @@ func (f *flannel) del(req *skel.Request) error {
 	if err != nil {
 		return fmt.Errorf("flannel: %w", err)
 	}
+	if len(req.Net.RawPrevResult) > 0 {
+		// The cached result is the delegate's: with it the delegate finds what the
+		// netns no longer shows (bridge: the host veth of a namespace that lingers).
+		deleg["cniVersion"], deleg["prevResult"] = req.Net.CNIVersion, req.Net.RawPrevResult
+		if data, err = json.Marshal(deleg); err != nil {
+			return fmt.Errorf("flannel: delegate config: %w", err)
+		}
+	}
 	if err := f.runBytes(req, skel.CmdDel, deleg, data); err != nil {
-		return err // kept: the runtime retries DEL
+		if !neverRuns(err) {
+			return err // kept: the runtime retries DEL
+		}
+		fmt.Fprintf(req.Stderr, "flannel: forgetting the delegate config of container %s, whose DEL can never succeed: %v\n",
+			req.Args.ContainerID, err)
 	}
 	return removeStored(path)
+}
+
+// neverRuns reports whether a delegate's failure is one that trying again with the same
+// stored config and environment cannot change: the type is not on CNI_PATH (a typo, an
+// uninstalled plugin), or the delegate refuses the config, its version or the CNI_*
+// variables as invalid. Keeping the config would make every later DEL fail the same way
+// and leave the pod terminating for ever; the reference forgets it after the first try.
+func neverRuns(err error) bool {
+	switch cnierror.Code(err) {
+	case cnierror.CodeIncompatibleVersion, cnierror.CodeInvalidEnv, cnierror.CodeDecode, cnierror.CodeInvalidConfig:
+		return true
+	}
+	return false
 }
 
 // check runs the delegate's CHECK with the stored config and the request's prevResult.

@@ -8,7 +8,11 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -317,4 +321,184 @@ func TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails(t *testing.T) 
 	_, err = skel.Invoke(context.Background(), plugin, args, conf, os.Stderr)
 	require.NoError(t, err)
 	assert.Empty(t, w.stored())
+}
+
+// TestDelegateThatCanNeverRunIsForgotten: a delegate whose type is not on CNI_PATH (a
+// typo, a plugin uninstalled since ADD) or whose DEL refuses its own config can never
+// succeed; keeping its stored config made every DEL fail for ever (the reference's
+// second DEL succeeds). The failed ADD's undo forgets it too.
+func TestDelegateThatCanNeverRunIsForgotten(t *testing.T) {
+	t.Parallel()
+	refusing := &skel.Plugin{Name: "refusing", Versions: version.All(),
+		Add: func(req *skel.Request) (*result.Result, error) {
+			return &result.Result{CNIVersion: req.Net.CNIVersion}, nil
+		},
+		Del:   func(*skel.Request) error { return cnierror.Invalid("mode: unknown") },
+		Check: func(*skel.Request) error { return nil },
+	}
+	installed := func(types ...string) *skel.Plugin {
+		return flannel.New(func(name string) *skel.Plugin {
+			if slices.Contains(types, name) {
+				return refusing
+			}
+			return dispatch.Lookup(name)
+		})
+	}
+	for _, tc := range []struct {
+		name         string
+		delegate     string
+		atAdd, atDel *skel.Plugin
+		addFails     bool
+	}{
+		{name: "type not on CNI_PATH", delegate: "relnope", atAdd: installed(), atDel: installed(), addFails: true},
+		{name: "uninstalled since ADD", delegate: "gone", atAdd: installed("gone"), atDel: installed()},
+		{name: "its DEL refuses the config", delegate: "refusing", atAdd: installed("refusing"), atDel: installed("refusing")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.writeEnv(fmt.Sprintf(v4Env, "false"))
+			conf := w.conf(fmt.Sprintf(`"delegate":{"type":%q}`, tc.delegate))
+			args := skel.Args{Command: skel.CmdAdd, ContainerID: "c1", IfName: "eth0", Netns: testns.New(t).Path, Path: w.path}
+			var stderr strings.Builder
+			_, err := skel.Invoke(context.Background(), tc.atAdd, args, conf, &stderr)
+			if tc.addFails {
+				assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
+				assert.Empty(t, w.stored(), "the failed ADD's undo forgets the config")
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, []string{"c1"}, w.stored())
+			}
+			args.Command = skel.CmdDel
+			for i := range 2 {
+				_, err = skel.Invoke(context.Background(), tc.atDel, args, conf, &stderr)
+				require.NoError(t, err, "DEL %d", i+1)
+				assert.Empty(t, w.stored())
+			}
+			if !tc.addFails {
+				assert.Contains(t, stderr.String(), "can never succeed")
+			}
+		})
+	}
+}
+
+// TestExecdDelOfADelegateNotOnThePathSucceeds is the runtime's view of the case above:
+// ADD, DEL, DEL of the exec'd binary with a delegate type that is installed nowhere.
+func TestExecdDelOfADelegateNotOnThePathSucceeds(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "true"))
+	dir := testns.LinkPluginDir(t, "flannel", "bridge", "host-local")
+	conf := w.conf(`"delegate":{"type":"relnope"}`)
+	ctr := testns.NewWithLoopback(t)
+	for i, cmd := range []string{"ADD", "DEL", "DEL"} {
+		var out bytes.Buffer
+		c := exec.Command(filepath.Join(dir, "flannel"))
+		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=c1", "CNI_NETNS=" + ctr.Path, "CNI_IFNAME=eth0", "CNI_PATH=" + dir}
+		c.Stdin, c.Stdout = bytes.NewReader(conf), &out
+		var err error
+		w.host.Run(t, func() error { err = c.Run(); return nil })
+		if i == 0 {
+			require.Error(t, err, "ADD: %s", out.String())
+			assert.Contains(t, out.String(), `"code": 7`)
+			continue
+		}
+		require.NoError(t, err, "%s %d: %s", cmd, i, out.String())
+	}
+	assert.Empty(t, w.stored())
+}
+
+// TestDelReadsOnlyTheDataDir: DEL needs the data dir alone to find its stored config.
+// Keys it does not need never make it fail (it still deletes the attachment), and a
+// data dir ADD refuses holds nothing of this plugin's: DEL succeeds and deletes nothing.
+func TestDelReadsOnlyTheDataDir(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, extra string
+		deletes     bool
+	}{
+		{"subnetFile relative", `"subnetFile":"subnet.env"`, true},
+		{"delegate not an object", `"delegate":"bridge"`, true},
+		{"delegate type not a string", `"delegate":{"type":7}`, true},
+		{"dataDir relative", `"dataDir":"flannel"`, false},
+		{"dataDir not a string", `"dataDir":7`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.writeEnv(fmt.Sprintf(v4Env, "false"))
+			good := w.conf("")
+			var c map[string]any
+			require.NoError(t, json.Unmarshal(good, &c))
+			var extra map[string]any
+			require.NoError(t, json.Unmarshal([]byte("{"+tc.extra+"}"), &extra))
+			for k, v := range extra {
+				c[k] = v
+			}
+			bad, err := json.Marshal(c)
+			require.NoError(t, err)
+			ctr := testns.NewWithLoopback(t)
+			_, err = w.invoke("ADD", "ctr-a", ctr.Path, bad)
+			require.Error(t, err, "premise: ADD refuses it")
+			_, err = w.invoke("ADD", "ctr-a", ctr.Path, good)
+			require.NoError(t, err)
+
+			for i := range 2 {
+				_, err = w.invoke("DEL", "ctr-a", ctr.Path, bad)
+				require.NoError(t, err, "DEL %d", i+1)
+			}
+			if tc.deletes {
+				assert.Empty(t, w.stored())
+				assert.Empty(t, w.reservations())
+				assert.Empty(t, w.hostVeths())
+			} else {
+				assert.Equal(t, []string{"ctr-a"}, w.stored(), "nothing is deleted")
+				assert.Len(t, w.reservations(), 1)
+			}
+		})
+	}
+}
+
+// TestPlantedStoredConfigsNeitherHangNorFailDel: whatever an unlucky node or a local user
+// leaves under a container's name in the data dir (a FIFO, a link to /dev/zero, a huge
+// or garbage file, a directory), ADD replaces it, and DEL and GC finish and drop it.
+func TestPlantedStoredConfigsNeitherHangNorFailDel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, path string)
+	}{
+		{"FIFO", func(t *testing.T, path string) { require.NoError(t, syscall.Mkfifo(path, 0o600)) }},
+		{"link to /dev/zero", func(t *testing.T, path string) { require.NoError(t, os.Symlink("/dev/zero", path)) }},
+		{"huge file", func(t *testing.T, path string) {
+			require.NoError(t, os.WriteFile(path, []byte(`{"type":"bridge"}`+strings.Repeat(" ", 2<<20)), 0o600))
+		}},
+		{"garbage", func(t *testing.T, path string) { require.NoError(t, os.WriteFile(path, []byte("\x00{"), 0o600)) }},
+		{"directory", func(t *testing.T, path string) { require.NoError(t, os.MkdirAll(filepath.Join(path, "sub"), 0o700)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.writeEnv(fmt.Sprintf(v4Env, "false"))
+			require.NoError(t, os.MkdirAll(w.dataDir, 0o700))
+			path := filepath.Join(w.dataDir, "ctr-a")
+			ctr := testns.NewWithLoopback(t)
+
+			tc.plant(t, path)
+			_, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+			require.NoError(t, err, "ADD replaces it")
+			_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+			require.NoError(t, err)
+			assert.Empty(t, w.reservations())
+
+			tc.plant(t, path)
+			for i := range 2 {
+				_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+				require.NoError(t, err, "DEL %d", i+1)
+			}
+			tc.plant(t, filepath.Join(w.dataDir, "ctr-b"))
+			_, err = w.invoke("GC", "", "", w.conf(`"cni.dev/valid-attachments":[]`))
+			require.NoError(t, err)
+		})
+	}
 }

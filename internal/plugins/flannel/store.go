@@ -30,14 +30,19 @@ func storedPath(dataDir, containerID string) string {
 
 // writeStored puts data at path atomically: a temp file in the same directory, synced
 // (the data dir is on disk, and DEL after a crash needs the content), then renamed over
-// the name. The temp file is created exclusively and rename replaces a symlink at path
+// the name. The temp file is created exclusively (whatever a killed writer left under
+// its name is removed first, never followed) and rename replaces a symlink at path
 // instead of following it, so no symlink planted in the data dir redirects the write.
 func writeStored(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, tempPrefix+filepath.Base(path)+".tmp-*")
+	tmpPath := tempPath(path)
+	if err := os.Remove(tmpPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delegate config: %w", err)
+	}
+	tmp, err := os.OpenFile(tmpPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("delegate config: %w", err)
 	}
@@ -49,13 +54,26 @@ func writeStored(path string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		err = os.Rename(tmpPath, path)
+	}
+	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+		// A directory planted under the name: no config of ours (RemoveAll follows no
+		// link), so it is replaced like anything else.
+		if err = os.RemoveAll(path); err == nil {
+			err = os.Rename(tmpPath, path)
+		}
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
+		os.Remove(tmpPath)
 		return fmt.Errorf("delegate config %s: %w", path, err)
 	}
 	return nil
+}
+
+// tempPath is where the config for path is written before its rename: a name of its
+// own, so that DEL removes what an ADD killed half way through the write left.
+func tempPath(path string) string {
+	return filepath.Join(filepath.Dir(path), tempPrefix+filepath.Base(path)+".tmp")
 }
 
 // errUnusable marks a stored config that can never be run: a symlink (refused, never
@@ -106,12 +124,20 @@ func decodeObject(data []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// removeStored deletes the stored config; one that is already gone is fine.
+// removeStored deletes the stored config, and what a killed writer left of it, whatever
+// was planted there (never what a link points to); one that is already gone is fine.
 func removeStored(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("delegate config: %w", err)
+	var errs []error
+	for _, p := range []string{path, tempPath(path)} {
+		err := os.Remove(p)
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			err = os.RemoveAll(p) // a directory planted under the name
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("delegate config: %w", err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // storedOf lists the container ids with a stored config of network in dataDir.

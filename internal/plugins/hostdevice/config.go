@@ -87,9 +87,8 @@ func load(req *skel.Request, sys sysfs) (*conf, error) {
 	return out, nil
 }
 
-// loadForDel reads only what DEL needs to find its state: DEL must work with a config
-// whose device has since vanished or changed drivers.
-func loadForDel(req *skel.Request) (string, error) {
+// loadDataDir reads the data dir alone, as ADD would accept it.
+func loadDataDir(req *skel.Request) (string, error) {
 	c, err := skel.LoadConfig[struct {
 		DataDir string `json:"dataDir"`
 	}](req)
@@ -97,6 +96,18 @@ func loadForDel(req *skel.Request) (string, error) {
 		return "", err
 	}
 	return (&Config{DataDir: c.DataDir}).dataDir()
+}
+
+// loadForDel reads only what DEL and GC need to find their state, the data dir: they
+// must work with a config whose device has since vanished or changed drivers. A data dir
+// that ADD would refuse can hold no state of ours: "" (none), said on stderr.
+func loadForDel(req *skel.Request) string {
+	dataDir, err := loadDataDir(req)
+	if err != nil {
+		note(req, "no state to look for: %v", err)
+		return ""
+	}
+	return dataDir
 }
 
 func (c *Config) dataDir() (string, error) {

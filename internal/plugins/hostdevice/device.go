@@ -12,6 +12,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/skel"
 )
 
 // find returns the host link the selector names.
@@ -120,14 +121,76 @@ func sysNetdevs(sys sysfs, sel selector) ([]string, error) {
 	return names, nil
 }
 
-// snapshot records what DEL must put back.
-func snapshot(l netlink.Link) saved {
+// snapshot records what DEL must put back, and what proves a link to be this device
+// (see isDevice). device is its path below /sys/devices/, "" for a virtual device.
+func snapshot(l netlink.Link, device string) saved {
 	a := l.Attrs()
-	s := saved{Name: a.Name, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0}
+	s := saved{Name: a.Name, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0, Index: a.Index, Device: device}
 	if len(a.HardwareAddr) > 0 {
 		s.MAC = a.HardwareAddr.String()
 	}
+	if hasAddr(a.PermHWAddr) {
+		s.PermMAC = a.PermHWAddr.String()
+	}
 	return s
+}
+
+// isDevice reports whether l provably is the device st describes: it carries the alias
+// ADD gave it, the device's host name, and its permanent MAC or, for a device without
+// one, one of the indexes it had in the host or the container. A name alone proves
+// nothing: a state file naming any host link could otherwise make DEL or GC re-MAC it,
+// change its MTU, bring it up or rename it.
+//
+// A state written before the MAC and indexes were recorded (by the release before, on
+// a node upgraded under running pods) has the alias to go by, and for a link in the host
+// (returned) also the marks of the kernel's return: the device comes back down, under
+// its container name or "dev<N>".
+func (st *saved) isDevice(l netlink.Link, returned bool) bool {
+	a := l.Attrs()
+	switch {
+	case a.Alias != st.Name:
+		return false
+	case st.PermMAC != "":
+		return bytes.Equal(a.PermHWAddr, parseMAC(st.PermMAC))
+	case st.Index == 0:
+		return !returned || a.Flags&net.FlagUp == 0 && (a.Name == st.IfName || isKernelDevName(a.Name))
+	}
+	return a.Index != 0 && (a.Index == st.Index || a.Index == st.ContainerIndex)
+}
+
+// isKernelDevName reports whether name is one the kernel gives a device it returns to
+// the host under a taken name: "dev" and a number.
+func isKernelDevName(name string) bool {
+	digits := strings.TrimPrefix(name, "dev")
+	if digits == name || digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseMAC returns the address s spells, nil when it spells none.
+func parseMAC(s string) net.HardwareAddr {
+	mac, err := net.ParseMAC(s)
+	if err != nil {
+		return nil
+	}
+	return mac
+}
+
+// hasAddr reports whether mac is set: the kernel reports an all-zero permanent address
+// for devices that have none.
+func hasAddr(mac net.HardwareAddr) bool {
+	for _, b := range mac {
+		if b != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // moveIn takes the host device into the container as ifName, its host name in the
@@ -145,10 +208,12 @@ func moveIn(host, cont *link.NS, st *saved, ifName string) (netlink.Link, error)
 	return cl, nil
 }
 
-// moveOut brings the container's ifName back to the host under its original name: the
-// state's, else the alias (an ADD by the reference plugin left only that). A link with
-// neither is not one this plugin moved and stays where it is. Returns whether a link
-// was moved.
+// moveOut brings the container's ifName back to the host under its original name. With
+// a state the link must prove to be the state's device (isDevice): it then goes back
+// under the state's name and gets back what ADD took. Without one (an ADD by the
+// reference plugin, which keeps only the alias) the alias names it, as in the
+// reference, and nothing else is restored. A link that proves nothing is not one this
+// plugin moved and stays where it is. Returns whether a link was moved.
 func moveOut(host, cont *link.NS, ifName string, st *saved) (bool, error) {
 	l, err := cont.ByName(ifName)
 	if link.IsNotFound(err) {
@@ -157,11 +222,13 @@ func moveOut(host, cont *link.NS, ifName string, st *saved) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	name := l.Attrs().Alias
-	if st != nil {
+	var name string
+	switch alias := l.Attrs().Alias; {
+	case st != nil && st.isDevice(l, false):
 		name = st.Name
-	}
-	if name == "" {
+	case st == nil && alias != "" && skel.CheckIfName(alias) == nil:
+		name = alias
+	default:
 		return false, nil
 	}
 	hl, err := link.Relocate(link.Relocation{From: cont, To: host, Name: ifName, NewName: name, RenameIn: cont})
@@ -180,7 +247,7 @@ func restore(host *link.NS, l netlink.Link, st *saved) error {
 	}
 	h := host.Handle()
 	var errs []error
-	if mac, err := net.ParseMAC(st.MAC); err == nil && !bytes.Equal(l.Attrs().HardwareAddr, mac) {
+	if mac := parseMAC(st.MAC); mac != nil && !bytes.Equal(l.Attrs().HardwareAddr, mac) {
 		if err := h.LinkSetHardwareAddr(l, mac); err != nil {
 			errs = append(errs, fmt.Errorf("%s: restore MAC %s: %w", st.Name, st.MAC, err))
 		}
@@ -200,25 +267,20 @@ func restore(host *link.NS, l netlink.Link, st *saved) error {
 
 // returned finds the device in the host after its container netns died: the kernel
 // hands a physical device back to the initial namespace under its container name (or
-// "devN" when that is taken), alias intact. A link already called st.Name is the device
-// itself, already home.
-func returned(host *link.NS, st *saved) (l netlink.Link, home bool, err error) {
+// "devN" when that is taken), alias intact; one already called st.Name is home. Only a
+// link that proves to be the device counts (isDevice).
+func returned(host *link.NS, st *saved) (netlink.Link, error) {
 	h := host.Handle()
 	links, err := link.RetryDump(h.LinkList)
 	if err != nil {
-		return nil, false, fmt.Errorf("list host links: %w", err)
+		return nil, fmt.Errorf("list host links: %w", err)
 	}
 	for _, l := range links {
-		if l.Attrs().Name == st.Name {
-			return l, true, nil
+		if st.isDevice(l, true) {
+			return l, nil
 		}
 	}
-	for _, l := range links {
-		if l.Attrs().Alias == st.Name {
-			return l, false, nil
-		}
-	}
-	return nil, false, nil
+	return nil, nil
 }
 
 // bringHome renames a returned device back to its host name and restores it. The rename

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
@@ -16,18 +17,24 @@ import (
 	"github.com/cnikit/cni/internal/testns"
 )
 
+// execTimeout bounds an exec'd call: a plugin hanging on a FIFO fails the test.
+const execTimeout = 30 * time.Second
+
 // execPlugin runs the host-device binary (a link to the cni binary) inside the host
 // namespace as a runtime would: env and stdin in, result or error JSON out.
 func (e *env) execPlugin(t testing.TB, dir, cmd string, config []byte) ([]byte, error) {
 	t.Helper()
 	var stdout bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), execTimeout)
+	defer cancel()
 	err := e.host.Do(func() error {
-		c := exec.Command(filepath.Join(dir, "host-device"))
+		c := exec.CommandContext(ctx, filepath.Join(dir, "host-device"))
 		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=c1", "CNI_NETNS=" + e.netnsPath(),
 			"CNI_IFNAME=eth0", "CNI_PATH=" + dir}
 		c.Stdin, c.Stdout = bytes.NewReader(config), &stdout
 		return c.Run()
 	})
+	require.NoError(t, ctx.Err(), "%s did not finish within %v", cmd, execTimeout)
 	return stdout.Bytes(), err
 }
 

@@ -2,6 +2,8 @@ package hostdevice
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cnikit/cni/internal/cnierror"
@@ -35,11 +37,47 @@ func FuzzLoad(f *testing.F) {
 		} else if c.sel.value == "" || c.dataDir == "" {
 			t.Fatalf("accepted without a selector or data dir: %+v", c)
 		}
-		if _, err := loadForDel(req); err != nil {
-			var ce *cnierror.Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("DEL loader: untyped error %v", err)
-			}
+		if dir := loadForDel(req); dir != "" && !filepath.IsAbs(dir) {
+			t.Fatalf("DEL loader: data dir %q is not absolute", dir)
+		}
+	})
+}
+
+// FuzzReadState feeds arbitrary bytes to the state reader as a state file: it never
+// panics, and whatever it accepts holds only values ADD could have written and reads
+// back the same once written.
+func FuzzReadState(f *testing.F) {
+	for _, seed := range []string{
+		`{"network":"hdnet","containerID":"c1","ifName":"eth0","name":"hd0","mac":"02:00:00:00:00:01","mtu":1400,"up":true,"index":3}`,
+		`{"network":"hdnet","containerID":"c1","ifName":"eth0","name":"hd0","permMAC":"02:00:00:00:00:01","device":"/sys/devices/pci0000:00/0000:00:05.0"}`,
+		`{"network":"hdnet","containerID":"ghost","ifName":"eth0","name":"victim","mac":"02:de:ad:be:ef:01","mtu":1280,"up":true}`,
+		`{"name":"a/b"}`, `{"name":"hd0","device":"/sys/devices/../../etc"}`, `null`, `[]`, "\x00",
+	} {
+		f.Add([]byte(seed))
+	}
+	dir := f.TempDir()
+	s, err := openStore(dir, false)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(s.Close)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(filepath.Join(dir, "c1:eth0.json"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.read("c1:eth0.json")
+		if err != nil || st == nil {
+			return
+		}
+		if err := st.validate(); err != nil {
+			t.Fatalf("accepted %q: %v", data, err)
+		}
+		if err := s.write("again.json", st); err != nil {
+			t.Fatal(err)
+		}
+		again, err := s.read("again.json")
+		if err != nil || again == nil || *again != *st {
+			t.Fatalf("%+v read back as %+v (%v)", st, again, err)
 		}
 	})
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
@@ -150,6 +152,19 @@ func names(t *testing.T, n *testns.NS) []string {
 		out = append(out, l.Attrs().Name)
 	}
 	return out
+}
+
+// requireHome checks that the device called name is back in the host with mtu, up and
+// no alias, and that no state is left, and returns it.
+func (e *env) requireHome(t *testing.T, name string, mtu int, up bool) *netlink.LinkAttrs {
+	t.Helper()
+	back := linkIn(t, e.host, name)
+	require.NotNil(t, back, "%s is back in the host", name)
+	assert.Equal(t, mtu, back.MTU)
+	assert.Equal(t, up, back.Flags&net.FlagUp != 0, "up")
+	assert.Empty(t, back.Alias)
+	assert.Empty(t, e.states(t))
+	return back
 }
 
 // states lists the state files left in the data dir.

@@ -8,7 +8,10 @@
 // device or the netns is already gone, finishes the job when the kernel returned the
 // device to the host by itself, and releases IPAM even without a netns. CHECK verifies
 // the device and its addresses; GC drops the state of attachments no longer in use and
-// asks IPAM to do the same; STATUS asks IPAM.
+// asks IPAM to do the same; STATUS asks IPAM. The state files are read as untrusted
+// input (internal/statedir) and only say what to put back: DEL and GC act on a link
+// only when it proves to be the device ADD moved (its alias plus its permanent MAC or
+// index), and keep the state of a physical device out of reach until it is back.
 package hostdevice
 
 import (
@@ -61,6 +64,13 @@ func (p plugin) add(req *skel.Request) (_ *result.Result, err error) {
 	}
 	defer host.Close()
 	defer cont.Close()
+	var s *store
+	if !c.dpdk {
+		if s, err = openStore(c.dataDir, true); err != nil {
+			return nil, err
+		}
+		defer s.Close() // after the undo steps, which remove the state
+	}
 
 	var undo rollback.Stack
 	defer undo.OnError(&err)
@@ -74,7 +84,7 @@ func (p plugin) add(req *skel.Request) (_ *result.Result, err error) {
 		}
 		return attachment.Report(req, result.Interface{Name: req.Args.IfName, Sandbox: req.Args.Netns, PciID: c.sel.value}, addrs), nil
 	}
-	if err := p.attach(req, c, host, cont, &undo); err != nil {
+	if err := p.attach(req, c, s, host, cont, &undo); err != nil {
 		return nil, err
 	}
 	addrs, err := attachment.AddIPAM(req, &undo)
@@ -85,7 +95,7 @@ func (p plugin) add(req *skel.Request) (_ *result.Result, err error) {
 }
 
 // attach records the device's state, moves it into the container and sets it up.
-func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *rollback.Stack) error {
+func (p plugin) attach(req *skel.Request, c *conf, s *store, host, cont *link.NS, undo *rollback.Stack) error {
 	ifName := req.Args.IfName
 	hl, err := find(host, p.sys, c.sel)
 	if err != nil {
@@ -97,13 +107,13 @@ func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *ro
 	if err := cont.NameFree(ifName); err != nil {
 		return err
 	}
-	st := snapshot(hl)
+	st := snapshot(hl, p.sys.deviceOf(hl.Attrs().Name))
 	st.Network, st.ContainerID, st.IfName = req.Net.Name, req.Args.ContainerID, ifName
-	path := statePath(c.dataDir, req.Args.ContainerID, ifName)
-	if err := writeState(path, &st); err != nil {
+	name := stateName(req.Args.ContainerID, ifName)
+	if err := s.write(name, &st); err != nil {
 		return err
 	}
-	undo.Push("state", func() error { return removeState(path) })
+	undo.Push("state", func() error { return s.remove(name) })
 
 	cl, err := moveIn(host, cont, &st, ifName)
 	if err != nil {
@@ -113,6 +123,13 @@ func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *ro
 		_, err := moveOut(host, cont, ifName, &st)
 		return err
 	})
+	if idx := cl.Attrs().Index; idx != st.Index {
+		// Its host index was taken in the container: the new one proves it there.
+		st.ContainerIndex = idx
+		if err := s.write(name, &st); err != nil {
+			return err
+		}
+	}
 	// Up in the container, as the reference leaves it, addresses or not.
 	h := cont.Handle()
 	if err := h.LinkSetUp(cl); err != nil {
@@ -122,23 +139,25 @@ func (p plugin) attach(req *skel.Request, c *conf, host, cont *link.NS, undo *ro
 }
 
 func (p plugin) del(req *skel.Request) error {
-	dataDir, err := loadForDel(req)
-	if err != nil {
-		return err
-	}
 	var errs []error
 	if req.Net.IPAM.Type != "" {
 		errs = append(errs, ipam.Del(req))
 	}
-	errs = append(errs, giveBack(req, dataDir))
+	errs = append(errs, p.giveBack(req, loadForDel(req)))
 	return errors.Join(errs...)
 }
 
 // giveBack returns the attachment's device to the host and drops its state. The state
-// stays when that fails, so that a retried DEL can finish.
-func giveBack(req *skel.Request, dataDir string) error {
-	path := statePath(dataDir, req.Args.ContainerID, req.Args.IfName)
-	st, err := readState(path)
+// stays when that fails, so that a retried DEL can finish, and when the device is out
+// of reach and will come back (see recoverDevice).
+func (p plugin) giveBack(req *skel.Request, dataDir string) error {
+	s, err := openStore(dataDir, false)
+	if err != nil {
+		note(req, "%v; returning the device by its alias only", err)
+	}
+	defer s.Close()
+	name := stateName(req.Args.ContainerID, req.Args.IfName)
+	st, err := s.read(name)
 	if err != nil {
 		note(req, "%v", err)
 	}
@@ -151,39 +170,55 @@ func giveBack(req *skel.Request, dataDir string) error {
 	if err != nil {
 		return err
 	}
-	moved := false
 	if cont != nil {
 		defer cont.Close()
-		if moved, err = moveOut(host, cont, req.Args.IfName, st); err != nil {
+		moved, err := moveOut(host, cont, req.Args.IfName, st)
+		if err != nil {
+			return err
+		}
+		if moved {
+			return s.remove(name)
+		}
+	}
+	if st != nil {
+		keep, err := p.recoverDevice(req, host, st)
+		if err != nil || keep {
 			return err
 		}
 	}
-	if !moved && st != nil {
-		if err := recoverDevice(req, host, st); err != nil {
-			return err
-		}
-	}
-	return removeState(path)
+	return s.remove(name)
 }
 
-// recoverDevice handles a device that is no longer in the container: the kernel hands a
-// physical device back to the host when its netns dies, and destroys a virtual one.
-func recoverDevice(req *skel.Request, host *link.NS, st *saved) error {
-	l, home, err := returned(host, st)
+// recoverDevice handles a device that is not in the container: the kernel hands a
+// physical device back to the host when its netns dies, and destroys a virtual one. A
+// physical device that is in neither (its netns lingers, held by a process, or DEL came
+// without CNI_NETNS while the container was still being torn down) will come back:
+// keep reports that its state must stay for a later DEL or GC to bring it home, until
+// it is seen back or its hardware is gone.
+func (p plugin) recoverDevice(req *skel.Request, host *link.NS, st *saved) (keep bool, err error) {
+	l, err := returned(host, st)
 	switch {
 	case err != nil:
-		return err
+		return true, err
+	case l == nil && p.sys.present(st.Device):
+		note(req, "%s (%s of container %s) is not back in the host yet; its state is kept for a later DEL or GC to bring it home",
+			st.Name, st.IfName, st.ContainerID)
+		return true, nil
 	case l == nil:
 		note(req, "%s (%s of container %s) is gone: a virtual device dies with its netns", st.Name, st.IfName, st.ContainerID)
-	case home:
+		return false, nil
+	case l.Attrs().Name == st.Name:
 		// Back under its own name (CNI_IFNAME was that name), but down and with the
 		// alias ADD gave it: put back what ADD took, as for a renamed one.
-		return errors.Join(restore(host, l, st), clearAlias(host, l))
-	default:
-		note(req, "%s came back to the host as %s when its netns died; restoring its name", st.Name, l.Attrs().Name)
-		return bringHome(host, l, st)
+		return false, errors.Join(restore(host, l, st), clearAlias(host, l))
 	}
-	return nil
+	if other, err := host.ByName(st.Name); err == nil {
+		note(req, "%s came back to the host as %s, but %s is another link's name (index %d) now; leaving it as %s",
+			st.Name, l.Attrs().Name, st.Name, other.Attrs().Index, l.Attrs().Name)
+		return false, errors.Join(restore(host, l, st), clearAlias(host, l))
+	}
+	note(req, "%s came back to the host as %s when its netns died; restoring its name", st.Name, l.Attrs().Name)
+	return false, bringHome(host, l, st)
 }
 
 func (p plugin) check(req *skel.Request) error {
@@ -225,19 +260,20 @@ func verifyDevice(c *conf, l netlink.Link) error {
 // gc forgets the state of attachments no longer in use, bringing home any of their
 // devices the kernel returned to the host, and asks IPAM to release their addresses.
 func (p plugin) gc(req *skel.Request) error {
-	dataDir, err := loadForDel(req)
-	if err != nil {
-		return err
-	}
-	errs := []error{gcStates(req, dataDir)}
+	errs := []error{p.gcStates(req, loadForDel(req))}
 	if req.Net.IPAM.Type != "" {
 		errs = append(errs, ipam.GC(req))
 	}
 	return errors.Join(errs...)
 }
 
-func gcStates(req *skel.Request, dataDir string) error {
-	states, err := listStates(dataDir, req.Net.Name)
+func (p plugin) gcStates(req *skel.Request, dataDir string) error {
+	s, err := openStore(dataDir, false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	states, err := s.list(req.Net.Name)
 	if err != nil || len(states) == 0 {
 		return err
 	}
@@ -251,21 +287,24 @@ func gcStates(req *skel.Request, dataDir string) error {
 	}
 	defer host.Close()
 	var errs []error
-	for path, st := range states {
+	for name, st := range states {
 		if valid[skel.Attachment{ContainerID: st.ContainerID, IfName: st.IfName}] {
 			continue
 		}
-		if err := recoverDevice(req, host, st); err != nil {
+		keep, err := p.recoverDevice(req, host, st)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if err != nil || keep {
 			continue
 		}
-		errs = append(errs, removeState(path))
+		errs = append(errs, s.remove(name))
 	}
 	return errors.Join(errs...)
 }
 
 func (p plugin) status(req *skel.Request) error {
-	if _, err := loadForDel(req); err != nil {
+	if _, err := loadDataDir(req); err != nil {
 		return err
 	}
 	if req.Net.IPAM.Type == "" {

@@ -251,12 +251,7 @@ func TestDelAfterNetnsDiedRestoresADeviceReturnedUnderItsOwnName(t *testing.T) {
 
 	_, err = e.invokeAs(skel.CmdDel, "c1", "hd0", conf)
 	require.NoError(t, err)
-	back := linkIn(t, e.host, "hd0")
-	require.NotNil(t, back)
-	assert.Equal(t, 1400, back.MTU)
-	assert.NotZero(t, back.Flags&net.FlagUp)
-	assert.Empty(t, back.Alias)
-	assert.Empty(t, e.states(t))
+	e.requireHome(t, "hd0", 1400, true)
 }
 
 // TestAttachmentsWhoseIdsAndNamesShareUnderscoresKeepApartStates: container "c_1" with
@@ -321,7 +316,7 @@ func TestDelOfAnAddByTheReferenceUsesTheAlias(t *testing.T) {
 	e.add(t, conf)
 	// The reference keeps no state file, only the alias.
 	require.Len(t, e.states(t), 1)
-	require.NoError(t, removeState(filepath.Join(e.dataDir, e.states(t)[0])))
+	require.NoError(t, os.Remove(filepath.Join(e.dataDir, e.states(t)[0])))
 	_, err := e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
 	back := linkIn(t, e.host, "hd0")

@@ -150,3 +150,27 @@ func isHex(c byte) bool {
 func isAuxName(s string) bool {
 	return s != "" && s != "." && s != ".." && len(s) <= 255 && !strings.ContainsAny(s, "/\x00")
 }
+
+// deviceOf returns the /sys/devices/ path of the bus device behind the host interface
+// name, "" for a virtual interface (no device link) or when sysfs does not say.
+func (s sysfs) deviceOf(name string) string {
+	p, err := filepath.EvalSymlinks(filepath.Join(s.root, "class", "net", name, "device"))
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(s.root, p)
+	if err != nil || !strings.HasPrefix(rel, "devices/") {
+		return ""
+	}
+	return "/sys/" + rel
+}
+
+// present reports whether the bus device at a /sys/devices/ path is still there: a
+// physical device that is neither in the host nor unplugged is in some netns still.
+func (s sysfs) present(device string) bool {
+	if device == "" {
+		return false
+	}
+	_, err := os.Stat(s.kernelPath(device))
+	return err == nil
+}

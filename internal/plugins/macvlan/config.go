@@ -1,7 +1,9 @@
 package macvlan
 
 import (
+	"errors"
 	"net"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 
@@ -105,6 +107,15 @@ func (c *Config) child() attachment.Child {
 			attrs := attachment.ChildAttrs(master, c.MTU)
 			attrs.HardwareAddr = c.mac
 			return &netlink.Macvlan{LinkAttrs: attrs, Mode: c.mode, BCQueueLen: c.BCQueueLen}
+		},
+		CreateError: func(master *attachment.Master, err error) error {
+			if errors.Is(err, syscall.EINVAL) {
+				// Its reasons are the master's kind (not Ethernet) and passthru's rule:
+				// such a macvlan must be its master's only one.
+				return cnierror.Invalid("mode, master: the kernel refuses a %s macvlan on %q (%v): a master must be an Ethernet device, and a passthru macvlan its master's only macvlan",
+					modeName(c.mode), master.Name(), err)
+			}
+			return nil
 		},
 		Options: attachment.Options{Notify: true},
 	}

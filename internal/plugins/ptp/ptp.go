@@ -215,11 +215,35 @@ func del(req *skel.Request) error {
 	// The process waits for the veth's deletion before answering (see
 	// link.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
 	// other plugins' DEL.
-	errs = append(errs, link.DeleteInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
+	errs = append(errs, link.DeleteVeth(req.Context(), req.Args.Netns, req.Args.IfName, req.PrevResult, routesToPrevAddresses))
 	// Found by network and container, not by the addresses in the netns: the rules go
 	// even when the netns is already gone.
 	errs = append(errs, conf.Unmasquerade(req.Context(), req.Net.Name, req.Args.ContainerID, req.Args.IfName))
 	return errors.Join(errs...)
+}
+
+// routesToPrevAddresses reports whether host veth l holds the host route ADD gave it to
+// one of prev's container addresses: the proof that a veth named in the cached result is
+// the attachment's host end, for a DEL whose netns path is gone while the namespace
+// lingers (link.DeleteVeth).
+func routesToPrevAddresses(host *link.NS, l netlink.Link, prev *result.Result) bool {
+	h := host.Handle()
+	routes, err := link.RetryDump(func() ([]netlink.Route, error) { return h.RouteList(l, netlink.FAMILY_ALL) })
+	if err != nil {
+		return false
+	}
+	for _, r := range routes {
+		dst, ok := link.Prefix(r.Dst)
+		if !ok || !dst.IsSingleIP() {
+			continue
+		}
+		for _, ip := range prev.IPs {
+			if ip.Address.Addr() == dst.Addr() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // gc needs nothing from the config beyond the network's name and IPAM type.

@@ -1,6 +1,7 @@
 package sbr
 
 import (
+	"encoding/json"
 	"net/netip"
 
 	"github.com/cnikit/cni/internal/cnierror"
@@ -40,9 +41,8 @@ func plan(req *skel.Request) (*Plan, error) {
 	}
 	p := &Plan{AddSourceHints: conf.AddSourceHints}
 	if t := conf.Table; t != nil {
-		if *t < 0 || *t > 1<<32-1 || reservedTable(*t) {
-			return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
-				"table: %d is not a usable routing table (1-4294967295, not 253-255)", *t)
+		if err := checkTable(*t); err != nil {
+			return nil, err
 		}
 		p.Table = int(*t)
 	}
@@ -62,6 +62,33 @@ func plan(req *skel.Request) (*Plan, error) {
 		*slot = gw
 	}
 	return p, nil
+}
+
+func checkTable(t int64) error {
+	if t < 0 || t > 1<<32-1 || reservedTable(t) {
+		return cnierror.Newf(cnierror.CodeInvalidConfig,
+			"table: %d is not a usable routing table (1-4294967295, not 253-255)", t)
+	}
+	return nil
+}
+
+// tableForDel reads the one key DEL needs, table: 0 when none is set (each address got
+// a table of the plugin's choice). A table ADD refuses (not a number, reserved, out of
+// range) holds no rule of this plugin's: DEL deletes nothing, where it used to fail for
+// ever with ADD's refusal, or worse, take a reserved table for "none set".
+func tableForDel(req *skel.Request) (int, error) {
+	var c struct {
+		Table json.RawMessage `json:"table"`
+	}
+	_ = json.Unmarshal(req.Config, &c) // the skel decoded it as an object already
+	if len(c.Table) == 0 || string(c.Table) == "null" {
+		return 0, nil
+	}
+	var t int64
+	if err := json.Unmarshal(c.Table, &t); err != nil {
+		return 0, cnierror.Newf(cnierror.CodeInvalidConfig, "table: %s is not a routing table number", c.Table)
+	}
+	return int(t), checkTable(t)
 }
 
 // gateway is the default gateway for ip's table: the configured one of its family,

@@ -109,27 +109,53 @@ func (w *world) rules() []string {
 // routes lists the container's routes of table via ifName as "dst[ via gw][ src s]".
 func (w *world) routes(table int, ifName string) []string {
 	w.t.Helper()
+	var out []string
+	for _, r := range w.tableRoutes(table, ifName) {
+		out = append(out, describeRoute(r))
+	}
+	return out
+}
+
+// mainRoutes lists the container's main-table routes via ifName as routes does, each
+// with its protocol and metric: a put-back kernel route must be the kernel's again, not
+// a copy. The IPv6 link-local route is left out: the kernel adds it a moment after the
+// link comes up (on a slow machine, after a test's first look).
+func (w *world) mainRoutes(ifName string) []string {
+	w.t.Helper()
+	var out []string
+	for _, r := range w.tableRoutes(mainTable, ifName) {
+		if r.Dst != nil && r.Dst.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s proto %d metric %d", describeRoute(r), r.Protocol, r.Priority))
+	}
+	return out
+}
+
+func (w *world) tableRoutes(table int, ifName string) []netlink.Route {
+	w.t.Helper()
 	h := w.cont.Handle(w.t)
 	l, err := h.LinkByName(ifName)
 	require.NoError(w.t, err)
 	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: table, LinkIndex: l.Attrs().Index},
 		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
 	require.NoError(w.t, err)
-	var out []string
-	for _, r := range routes {
-		s := "default"
-		if r.Dst != nil && !(r.Dst.IP.IsUnspecified() && strings.HasSuffix(r.Dst.String(), "/0")) {
-			s = r.Dst.String()
-		}
-		if r.Gw != nil {
-			s += " via " + r.Gw.String()
-		}
-		if r.Src != nil {
-			s += " src " + r.Src.String()
-		}
-		out = append(out, s)
+	return routes
+}
+
+// describeRoute is "dst[ via gw][ src s]", dst "default" for a default route.
+func describeRoute(r netlink.Route) string {
+	s := "default"
+	if r.Dst != nil && !(r.Dst.IP.IsUnspecified() && strings.HasSuffix(r.Dst.String(), "/0")) {
+		s = r.Dst.String()
 	}
-	return out
+	if r.Gw != nil {
+		s += " via " + r.Gw.String()
+	}
+	if r.Src != nil {
+		s += " src " + r.Src.String()
+	}
+	return s
 }
 
 // withoutLinkLocal drops the IPv6 link-local route the kernel makes on a link with IPv6

@@ -8,16 +8,21 @@
 //
 // Unlike the reference, DEL deletes only rules pointing from the interface's addresses
 // (prevResult's too, so a vanished interface is no obstacle), succeeds without the
-// namespace, and CHECK really checks the rules and routes.
+// namespace, puts the routes it moved back into main when the interface outlives it,
+// and CHECK really checks the rules and routes.
 package sbr
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
@@ -147,12 +152,49 @@ func routeAddress(h *netlink.Handle, undo *rollback.Stack, l netlink.Link, ip re
 			return err
 		}
 	}
-	if !gw.IsValid() {
+	if !gw.IsValid() || movesDefault(mainRoutes, ip, gw) {
 		return nil
 	}
 	def := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: link.IPNet(netip.PrefixFrom(zero(addr), 0)),
-		Gw: net.IP(gw.AsSlice()), Table: table}
+		Gw: net.IP(gw.AsSlice()), Table: table, Protocol: protoSBR}
 	return replaceRoute(h, undo, def)
+}
+
+func isDefault(r netlink.Route) bool {
+	dst, ok := link.Prefix(r.Dst)
+	return !ok || dst.Bits() == 0
+}
+
+// prevRoutesByDefault reports whether prev (nil: unknown, so yes) has a default route of
+// the family.
+func prevRoutesByDefault(prev *result.Result, fam int) bool {
+	if prev == nil {
+		return true
+	}
+	for _, r := range prev.Routes {
+		if r.Dst.Bits() == 0 && familyOf(r.Dst.Addr()) == fam {
+			return true
+		}
+	}
+	return false
+}
+
+// protoSBR marks the routes the plugin adds itself (a table's default route that main
+// did not have, the addSourceHints routes) as opposed to those it moves out of main:
+// DEL deletes the former and puts the latter back into main. (A default route main had
+// through the interface with another gateway than the configured one is replaced, and
+// DEL cannot put it back.)
+const protoSBR netlink.RouteProtocol = 83
+
+// movesDefault reports whether main already routes ip's family by default via gw through
+// the interface: that route moves into ip's table as it is, and serves as its default.
+func movesDefault(mainRoutes []netlink.Route, ip result.IPConfig, gw netip.Addr) bool {
+	for _, r := range mainRoutes {
+		if isDefault(r) && addrOf(r.Gw) == gw && belongsTo(r, ip.Address) {
+			return true
+		}
+	}
+	return false
 }
 
 // belongsTo says whether a main-table route of the interface serves the address: its
@@ -194,7 +236,7 @@ func addSourceHints(h *netlink.Handle, undo *rollback.Stack, l netlink.Link, ips
 				continue
 			}
 			hint := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: r.Dst, Src: net.IP(addr.AsSlice()),
-				Scope: netlink.SCOPE_LINK}
+				Scope: netlink.SCOPE_LINK, Protocol: protoSBR}
 			if err := replaceRoute(h, undo, hint); err != nil {
 				return err
 			}
@@ -229,16 +271,13 @@ func replaceRoute(h *netlink.Handle, undo *rollback.Stack, r *netlink.Route) err
 }
 
 // del removes the rules from the interface's addresses (those prevResult names and
-// those it still has) and, for tables the plugin chose, the interface's routes in them.
-// There is nothing to do without the namespace.
+// those it still has) and, for tables the plugin chose, the interface's routes in them,
+// which go back into main (see putBack). There is nothing to do without the namespace.
 func del(req *skel.Request) error {
-	conf, err := skel.LoadConfig[Config](req)
+	table, err := tableForDel(req)
 	if err != nil {
-		return err
-	}
-	table := 0
-	if conf.Table != nil && !reservedTable(*conf.Table) {
-		table = int(*conf.Table)
+		fmt.Fprintf(req.Stderr, "sbr: nothing to delete, ADD refuses this config: %v\n", err)
+		return nil
 	}
 	cont, err := link.OpenIfPresent(req.Args.Netns)
 	if cont == nil {
@@ -292,9 +331,56 @@ func tidy(cont *link.NS, req *skel.Request, table int) error {
 		}
 	}
 	if l != nil {
+		putBack(h, l, chosen, req.PrevResult, req.Stderr)
 		errs = append(errs, flushTables(h, l, chosen))
 	}
 	return errors.Join(errs...)
+}
+
+// putBack gives main back the interface's routes ADD moved into the tables it chose,
+// and takes out of main the routes ADD added there (addSourceHints), for an interface
+// that outlives the DEL. The routes this plugin adds carry protoSBR; the reference's
+// default route carries no mark, so an unmarked default route goes back into main only
+// when the main plugin's result (prev) routes that family by default, or there is no
+// result to tell. Best effort, each failure said on stderr: the rules are gone once DEL
+// returns, so a retried DEL could not find these tables again.
+func putBack(h *netlink.Handle, l netlink.Link, tables map[int]bool, prev *result.Result, stderr io.Writer) {
+	note := func(err error) {
+		if stderr != nil {
+			fmt.Fprintf(stderr, "sbr: %s: %v\n", l.Attrs().Name, err)
+		}
+	}
+	mainRoutes, err := tableRoutes(h, l, unix.RT_TABLE_MAIN, netlink.FAMILY_ALL)
+	if err != nil {
+		note(err)
+	}
+	for _, r := range mainRoutes {
+		if r.Protocol == protoSBR {
+			if err := h.RouteDel(&r); err != nil && !errors.Is(err, errNoSuchRoute) {
+				note(fmt.Errorf("delete source hint %s: %w", describe(r), err))
+			}
+		}
+	}
+	var moved []netlink.Route
+	for t := range tables {
+		routes, err := tableRoutes(h, l, t, netlink.FAMILY_ALL)
+		if err != nil {
+			note(err)
+		}
+		for _, r := range routes {
+			if r.Protocol != protoSBR && (!isDefault(r) || prevRoutesByDefault(prev, family(r))) {
+				moved = append(moved, r)
+			}
+		}
+	}
+	// Routes through a gateway need the subnet route that reaches it first.
+	slices.SortStableFunc(moved, func(a, b netlink.Route) int { return cmp.Compare(len(a.Gw), len(b.Gw)) })
+	for _, r := range moved {
+		r.Table, r.Flags = unix.RT_TABLE_MAIN, 0
+		if err := h.RouteAdd(&r); err != nil && !errors.Is(err, unix.EEXIST) {
+			note(fmt.Errorf("put route %s back into main: %w", describe(r), err))
+		}
+	}
 }
 
 // ours says whether rule r is one this plugin made for one of addrs: from a single

@@ -3,6 +3,7 @@ package sbr_test
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -327,4 +329,97 @@ func TestAddLeavesInMainTheRoutesItDidNotCopy(t *testing.T) {
 	}
 	assert.ElementsMatch(t, v6, w.routes(mainTable, "net1"), "only the copied IPv4 routes left main")
 	assert.Contains(t, v6, "fd61::/64")
+}
+
+// TestDelReadsOnlyTheTable: DEL needs the table alone to find its rules. Keys it does
+// not need never make it fail (a config ADD refuses for them still deletes the
+// attachment), and a table ADD refuses holds no rule of this plugin's: DEL succeeds and
+// deletes nothing (it used to fail for ever, or take table 254 for "none set").
+func TestDelReadsOnlyTheTable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, table, extra string
+		deletes            bool
+	}{
+		{"gateways not a list", "", `"gateways":"x"`, true},
+		{"gateways not addresses", "", `"gateways":["nope"]`, true},
+		{"addSourceHints not a bool", "", `"addSourceHints":"yes"`, true},
+		{"configured table, gateways of one family twice", `"table":300`, `"gateways":["10.0.0.1","10.0.0.2"]`, true},
+		{"table not a number", "", `"table":"x"`, false},
+		{"table reserved", "", `"table":254`, false},
+		{"table out of range", "", `"table":4294967296`, false},
+		{"table negative", "", `"table":-1`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+			good := conf(t, prev, tc.table)
+			bad := conf(t, prev, strings.TrimPrefix(tc.table+","+tc.extra, ","))
+			_, err := w.invoke("ADD", w.cont.Path, "net1", bad)
+			require.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "premise: ADD refuses it: %v", err)
+			_, err = w.invoke("ADD", w.cont.Path, "net1", good)
+			require.NoError(t, err)
+			added := w.rules()
+			require.Len(t, added, 1)
+
+			for i := range 2 {
+				_, err = w.invoke("DEL", w.cont.Path, "net1", bad)
+				require.NoError(t, err, "DEL %d", i+1)
+			}
+			if tc.deletes {
+				assert.Empty(t, w.rules(), "the attachment is deleted")
+			} else {
+				assert.Equal(t, added, w.rules(), "nothing is deleted")
+			}
+		})
+	}
+}
+
+// TestDelPutsBackTheMainRoutesItMoved: ADD moves the interface's routes out of the main
+// table into each address's table; when the interface outlives the DEL (a device that
+// goes back to the host, a chain whose main plugin keeps it), DEL puts them back as they
+// were, and takes away what ADD added there itself (the addSourceHints routes, a default
+// route main never had).
+func TestDelPutsBackTheMainRoutesItMoved(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, extra string
+		mainDefault bool
+	}{
+		{"subnet and default route", "", true},
+		{"subnet route only", "", false},
+		{"with addSourceHints", `"addSourceHints":true`, true},
+		{"with a configured gateway", `"gateways":["10.60.0.254"]`, false},
+		{"dual stack", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			ips := []ipGw{{"10.60.0.2/24", "10.60.0.1"}}
+			if tc.name == "dual stack" {
+				ips = append(ips, ipGw{"fd60::2/64", "fd60::1"})
+			}
+			prev := w.iface("net1", ips...)
+			if tc.mainDefault {
+				// As a main plugin does from its IPAM's routes.
+				testns.DefaultRoutes(t, w.cont, "net1", "10.60.0.1")
+				prev.Routes = append(prev.Routes, result.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: netip.MustParseAddr("10.60.0.1")})
+			}
+			before := w.mainRoutes("net1")
+			c := conf(t, prev, tc.extra)
+			_, err := w.invoke("ADD", w.cont.Path, "net1", c)
+			require.NoError(t, err)
+			require.NotEqual(t, before, w.mainRoutes("net1"), "premise: ADD moved routes out of main")
+
+			for i := range 2 {
+				_, err = w.invoke("DEL", w.cont.Path, "net1", c)
+				require.NoError(t, err, "DEL %d", i+1)
+			}
+			assert.ElementsMatch(t, before, w.mainRoutes("net1"))
+			assert.Empty(t, w.rules())
+			assert.Empty(t, w.routes(100, "net1"))
+			assert.Empty(t, w.routes(101, "net1"))
+		})
+	}
 }

@@ -115,8 +115,8 @@ func createTap(req *skel.Request, c *Config, cont *link.NS) (string, error) {
 		note(req, "SELinux is not enabled: selinuxContext %q not applied", c.SelinuxContext)
 	}
 	var err error
-	for range nameTries {
-		spec := tapSpec{Name: link.TempLinkName(), MultiQueue: c.MultiQueue, Owner: c.Owner, Group: c.Group}
+	for try := range nameTries {
+		spec := tapSpec{Name: link.TempLinkName(req.Args.IfName, try), MultiQueue: c.MultiQueue, Owner: c.Owner, Group: c.Group}
 		if labelled {
 			err = createLabelled(selfExe, c.SelinuxContext, cont, spec)
 		} else {

@@ -1,6 +1,8 @@
 package vrf
 
 import (
+	"encoding/json"
+
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/skel"
 )
@@ -20,8 +22,26 @@ type Plan struct {
 	Table uint32
 }
 
-// load validates the config. DEL needs only the name, so it skips the table check.
-func load(req *skel.Request, withTable bool) (*Plan, error) {
+// nameForDel reads the one thing DEL needs, the VRF's name. A name ADD refuses (none,
+// not a string, not an interface name) is no VRF this plugin made: "" and DEL deletes
+// nothing, where it used to fail for ever with the same refusal as ADD.
+func nameForDel(req *skel.Request) (string, error) {
+	var c struct {
+		VRFName json.RawMessage `json:"vrfname"`
+	}
+	_ = json.Unmarshal(req.Config, &c) // the skel decoded it as an object already
+	var name string
+	if err := json.Unmarshal(c.VRFName, &name); err != nil {
+		return "", cnierror.New(cnierror.CodeInvalidConfig, "vrfname: missing or not a string")
+	}
+	if name == "" {
+		return "", cnierror.New(cnierror.CodeInvalidConfig, "vrfname: missing VRF name")
+	}
+	return name, skel.ValidateIfNameField("vrfname", name)
+}
+
+// load validates the config for ADD and CHECK.
+func load(req *skel.Request) (*Plan, error) {
 	conf, err := skel.LoadConfig[Config](req)
 	if err != nil {
 		return nil, err
@@ -33,7 +53,7 @@ func load(req *skel.Request, withTable bool) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{Name: conf.VRFName}
-	if t := conf.Table; withTable && t != nil && *t != 0 {
+	if t := conf.Table; t != nil && *t != 0 {
 		if *t < 0 || *t > 1<<32-1 || reservedTable(uint32(*t)) {
 			return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
 				"table: %d is not a usable routing table (1-4294967295, not 253-255)", *t)

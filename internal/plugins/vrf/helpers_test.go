@@ -70,9 +70,14 @@ func conf(t testing.TB, prev *result.Result, extra string) []byte {
 	return []byte(s + "}")
 }
 
-// invoke runs the plugin in-process inside the host namespace.
+// invoke runs the plugin in-process inside the host namespace, for the container.
 func (w *world) invoke(cmd, ifName string, config []byte) (*result.Result, error) {
-	args := skel.Args{Command: cmd, ContainerID: "ctr1", Netns: w.cont.Path, IfName: ifName, Path: []string{"/nonexistent"}}
+	return w.invokeIn(w.cont.Path, cmd, ifName, config)
+}
+
+// invokeIn is invoke with netns as CNI_NETNS.
+func (w *world) invokeIn(netns, cmd, ifName string, config []byte) (*result.Result, error) {
+	args := skel.Args{Command: cmd, ContainerID: "ctr1", Netns: netns, IfName: ifName, Path: []string{"/nonexistent"}}
 	var res *result.Result
 	var err error
 	require.NoError(w.t, w.host.Do(func() error {

@@ -43,7 +43,7 @@ var errNotChained = cnierror.New(cnierror.CodeInvalidConfig, "prevResult: vrf mu
 
 // add joins the interface to the VRF and passes prevResult on.
 func add(req *skel.Request) (*result.Result, error) {
-	p, err := load(req, true)
+	p, err := load(req)
 	if err != nil {
 		return nil, err
 	}
@@ -245,9 +245,10 @@ func hasAddr(addrs []netlink.Addr, a netlink.Addr) bool {
 // del takes the interface out of the VRF and deletes the VRF when that left it empty.
 // A namespace, VRF or interface that is gone is nothing left to do.
 func del(req *skel.Request) error {
-	p, err := load(req, false)
+	name, err := nameForDel(req)
 	if err != nil {
-		return err
+		fmt.Fprintf(req.Stderr, "vrf: nothing to delete, ADD refuses this config: %v\n", err)
+		return nil
 	}
 	cont, err := link.OpenIfPresent(req.Args.Netns)
 	if cont == nil {
@@ -259,8 +260,8 @@ func del(req *skel.Request) error {
 		return err
 	}
 	defer unlock()
-	if err := leave(cont, req.Args.IfName, p.Name); err != nil {
-		return fmt.Errorf("vrf %q: %w", p.Name, err)
+	if err := leave(cont, req.Args.IfName, name); err != nil {
+		return fmt.Errorf("vrf %q: %w", name, err)
 	}
 	return nil
 }
@@ -317,7 +318,7 @@ func membersOf(h *netlink.Handle, vrf *netlink.Vrf) ([]string, error) {
 // check verifies that the VRF exists (with the configured table) and that the
 // interface is its member.
 func check(req *skel.Request) error {
-	p, err := load(req, true)
+	p, err := load(req)
 	if err != nil {
 		return err
 	}

@@ -161,3 +161,52 @@ func TestDelWithoutNamespaceSucceeds(t *testing.T) {
 	_, err := w.invoke("DEL", "net1", conf(t, nil, `"vrfname":"blue"`))
 	assert.NoError(t, err)
 }
+
+// TestDelReadsOnlyTheVRFName: DEL needs the VRF's name alone. A name ADD refuses (none,
+// "", too long, with a slash, not a string) is no VRF of this plugin's: DEL succeeds
+// and deletes nothing, where it used to fail for ever with ADD's refusal. Keys DEL does
+// not need never make it fail: with a good name it still takes the interface out.
+func TestDelReadsOnlyTheVRFName(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, extra string
+		deletes     bool
+	}{
+		{"no vrfname", ``, false},
+		{"empty vrfname", `"vrfname":""`, false},
+		{"vrfname of 16 characters", `"vrfname":"abcdefghijklmnop"`, false},
+		{"vrfname with a slash", `"vrfname":"a/b"`, false},
+		{"vrfname not a string", `"vrfname":7`, false},
+		{"table not a number", `"vrfname":"blue","table":"x"`, true},
+		{"table reserved", `"vrfname":"blue","table":255`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
+			bad := conf(t, prev, tc.extra)
+			_, err := w.invoke("ADD", "net1", bad)
+			require.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "premise: ADD refuses it: %v", err)
+			if !tc.deletes {
+				for i := range 2 {
+					_, err = w.invoke("DEL", "net1", bad)
+					require.NoError(t, err, "DEL %d", i+1)
+				}
+				if ok, _ := kernelfeature.Has(kernelfeature.VRF); !ok {
+					return // nothing of ours to see deleted or kept on this kernel
+				}
+			}
+			kernelfeature.Require(t, kernelfeature.VRF)
+			_, err = w.invoke("ADD", "net1", conf(t, prev, `"vrfname":"blue"`))
+			require.NoError(t, err)
+			_, err = w.invoke("DEL", "net1", bad)
+			require.NoError(t, err)
+			if tc.deletes {
+				assert.Equal(t, "", w.masterOf("net1"), "out of the VRF")
+				assert.Nil(t, w.link("blue"), "the empty VRF is gone")
+			} else {
+				assert.Equal(t, "blue", w.masterOf("net1"), "nothing deleted")
+			}
+		})
+	}
+}

@@ -58,9 +58,10 @@ type Daemon struct {
 	store *leasefile.Store
 	log   *log.Logger
 
-	ctx    context.Context // ends when the daemon stops
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx      context.Context // ends when the daemon stops
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
 
 	mu     sync.Mutex
 	leases map[string]*held
@@ -114,11 +115,16 @@ func (d *Daemon) Serve(l net.Listener) error {
 	return srv.Serve(l)
 }
 
-// Stop ends the upkeep of every lease without releasing any: they stay on disk for the
-// next start.
+// Stop ends the upkeep of every lease without releasing any (they stay on disk for the
+// next start) and closes the state directory. Calling it again does nothing.
 func (d *Daemon) Stop() {
-	d.cancel()
-	d.wg.Wait()
+	d.stopOnce.Do(func() {
+		d.cancel()
+		d.wg.Wait()
+		if err := d.store.Close(); err != nil {
+			d.log.Printf("closing the lease dir: %v", err)
+		}
+	})
 }
 
 // Held reports how many leases the daemon holds.

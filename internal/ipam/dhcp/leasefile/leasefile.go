@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cnikit/cni/internal/statedir"
@@ -58,7 +59,9 @@ type Option struct {
 // Store is a directory of lease files.
 type Store struct{ dir *statedir.Dir }
 
-// Open creates dir (mode 0700: leases name containers) if needed and opens it.
+// Open creates dir (mode 0700: leases name containers) if needed and opens it. A
+// directory that another user owns or that group or others may write is refused: a
+// record planted there would make the daemon act in the namespace it names.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lease dir: %w", err)
@@ -67,7 +70,33 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease dir: %w", err)
 	}
+	if err := private(d); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("lease dir %s: %w", dir, err)
+	}
 	return &Store{dir: d}, nil
+}
+
+// ErrNotPrivate says the lease dir is open to other users.
+var ErrNotPrivate = errors.New("others may write here")
+
+// private checks that only the daemon's own user can write in the open directory.
+func private(d *statedir.Dir) error {
+	fi, err := d.Stat()
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return errors.New("no owner to check")
+	}
+	if uid := uint32(os.Geteuid()); st.Uid != uid {
+		return fmt.Errorf("%w: owned by uid %d, not the daemon's %d (chown it, or remove it and let the daemon create it)", ErrNotPrivate, st.Uid, uid)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("%w: mode %04o (chmod go-w it, or remove it and let the daemon create it)", ErrNotPrivate, perm)
+	}
+	return nil
 }
 
 // Dir returns the store's directory.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/statedir"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 func record(id string) *leasefile.Record {
@@ -114,4 +115,31 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("accepted a record without client id or ACK: %+v", r)
 		}
 	})
+}
+
+// A lease dir others may write is refused (the daemon would act on what they plant);
+// one only the daemon's user writes is used, whoever may read it.
+func TestOpenRefusesADirOthersMayWrite(t *testing.T) {
+	for mode, ok := range map[os.FileMode]bool{0o700: true, 0o755: true, 0o777: false, 0o770: false, 0o702: false} {
+		dir := filepath.Join(t.TempDir(), "leases")
+		require.NoError(t, os.Mkdir(dir, 0o700))
+		require.NoError(t, os.Chmod(dir, mode))
+		s, err := leasefile.Open(dir)
+		if ok {
+			require.NoError(t, err, "%04o", mode)
+			require.NoError(t, s.Close())
+			continue
+		}
+		require.ErrorIs(t, err, leasefile.ErrNotPrivate, "%04o", mode)
+		assert.ErrorContains(t, err, dir)
+	}
+}
+
+func TestOpenRefusesADirOfAnotherUser(t *testing.T) {
+	testns.RequireRoot(t)
+	dir := filepath.Join(t.TempDir(), "leases")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.Chown(dir, 65534, 65534))
+	_, err := leasefile.Open(dir)
+	assert.ErrorIs(t, err, leasefile.ErrNotPrivate)
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -102,9 +103,12 @@ func (d *Daemon) Resume() {
 	}
 }
 
-// Serve answers calls on l until Stop.
+// Serve answers calls on l until Stop, from root and the daemon's own user only
+// (SO_PEERCRED): the socket's mode is the first guard, the peer's uid the second, which
+// also holds for a socket systemd made or an operator opened up.
 func (d *Daemon) Serve(l net.Listener) error {
 	srv := wire.NewServer(d.log.Printf)
+	srv.Admit = wire.OwnerOrRoot(uint32(os.Geteuid()))
 	wire.Handle(srv, "DHCP.Allocate", d.Allocate)
 	wire.Handle(srv, "DHCP.Release", d.Release)
 	wire.Handle(srv, "DHCP.Check", d.Check)

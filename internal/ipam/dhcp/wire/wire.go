@@ -23,6 +23,10 @@ const RPCPath = "/_goRPC_"
 // connected is the status line net/rpc's server answers a CONNECT with.
 const connected = "HTTP/1.0 200 Connected to Go RPC"
 
+// forbidden answers a CONNECT from a caller the daemon does not serve; the reason follows
+// as the body.
+const forbidden = "HTTP/1.0 403 Forbidden"
+
 // requestHeader and responseHeader are net/rpc's Request and Response, field for field:
 // gob matches struct fields by name, so these decode what net/rpc encodes and back.
 type requestHeader struct {

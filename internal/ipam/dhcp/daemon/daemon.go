@@ -23,6 +23,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 )
 
@@ -56,6 +57,7 @@ func Defaults() Options {
 // Daemon holds the leases.
 type Daemon struct {
 	opts  Options
+	host  linkid.Host // where the daemon itself runs: never acted on
 	store *leasefile.Store
 	log   *log.Logger
 
@@ -71,12 +73,16 @@ type Daemon struct {
 
 // New opens the state directory and loads the leases kept there; Start resumes them.
 func New(opts Options, logger *log.Logger) (*Daemon, error) {
+	host, err := linkid.Self()
+	if err != nil {
+		return nil, err
+	}
 	store, err := leasefile.Open(opts.StateDir)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &Daemon{opts: opts, store: store, log: logger, ctx: ctx, cancel: cancel, leases: map[string]*held{}}
+	d := &Daemon{opts: opts, host: host, store: store, log: logger, ctx: ctx, cancel: cancel, leases: map[string]*held{}}
 	d.locks.init()
 	return d, nil
 }

@@ -3,17 +3,17 @@ package daemon
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
-	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 )
 
 // held is one lease the daemon holds and its upkeep goroutine.
@@ -35,7 +35,7 @@ type held struct {
 
 // newHeld makes the held lease for a fresh binding.
 func (d *Daemon) newHeld(c *lease.Client, rec *leasefile.Record, b *lease.Bound) *held {
-	rec.HWAddr = b.HWAddr.String()
+	rec.ID = b.Link
 	rec.ACK = b.ACK.ToBytes()
 	rec.Bound = b.At
 	return &held{client: c, rec: rec, bound: b}
@@ -47,17 +47,15 @@ func (d *Daemon) heldFromRecord(r *leasefile.Record) (*held, error) {
 	if err != nil {
 		return nil, err
 	}
-	hw, _ := net.ParseMAC(r.HWAddr)
 	c := d.client(r.ClientID, r.Netns, r.IfName, optionsOf(r))
-	return &held{client: c, rec: r, bound: &lease.Bound{ACK: ack, At: r.Bound, HWAddr: hw}}, nil
+	return &held{client: c, rec: r, bound: &lease.Bound{ACK: ack, At: r.Bound, Link: r.ID}}, nil
 }
 
 // client makes the DHCP client of an attachment.
 func (d *Daemon) client(id, netns, ifName string, o clientOptions) *lease.Client {
 	return &lease.Client{
 		ID:        id,
-		Netns:     d.opts.HostPrefix + filepath.Clean(netns),
-		IfName:    ifName,
+		Target:    linkid.Target{Netns: d.opts.HostPrefix + filepath.Clean(netns), IfName: ifName, Host: d.host},
 		Provide:   o.provide,
 		Request:   o.request,
 		Broadcast: d.opts.Broadcast,
@@ -115,21 +113,20 @@ func (d *Daemon) recoverUpkeep(h *held) {
 	}
 }
 
-// reboot confirms a kept lease after a restart (INIT-REBOOT). Only a NAK or a vanished
-// attachment ends the lease; no answer leaves it to the usual renewals, since its
-// times are known.
+// reboot confirms a kept lease after a restart (INIT-REBOOT), on the interface it was
+// bound on only. Only a NAK or an attachment that is gone ends the lease; no answer
+// leaves it to the usual renewals, since its times are known.
 func (d *Daemon) reboot(ctx context.Context, h *held) bool {
 	b, _ := h.snapshot()
 	if time.Now().After(b.Times().Expire) {
 		return true // upkeep takes it down
 	}
-	nb, err := h.client.Reboot(ctx, b.ACK.YourIPAddr)
+	nb, err := h.client.Reboot(ctx, b)
 	switch {
 	case err == nil:
 		d.rebound(h, nb)
 		return true
-	case errors.Is(err, lease.ErrNoInterface):
-		d.vanished(h, err)
+	case d.ended(h, err):
 		return false
 	case errors.Is(err, lease.ErrNak):
 		d.log.Printf("%s: server refused the kept address %s: %v; taking the link down", h.rec.ClientID, b.ACK.YourIPAddr, err)
@@ -141,6 +138,22 @@ func (d *Daemon) reboot(ctx context.Context, h *held) bool {
 	}
 	d.log.Printf("%s: no answer confirming the kept lease (%v); renewing at T1", h.rec.ClientID, err)
 	return true
+}
+
+// ended handles the errors that end a lease's upkeep because its attachment is gone
+// (released from the host) or was never one to act on (the daemon's own namespace:
+// dropped without sending anything), and says whether err was one.
+func (d *Daemon) ended(h *held, err error) bool {
+	switch {
+	case errors.Is(err, linkid.ErrOwnNetns):
+		d.log.Printf("%s: refusing to act: %v; dropping the record", h.rec.ClientID, err)
+		d.forget(h)
+		return true
+	case errors.Is(err, linkid.ErrGone):
+		d.vanished(h, err)
+		return true
+	}
+	return false
 }
 
 // upkeep renews at T1, rebinds after T2, and takes the link down at expiry.
@@ -177,8 +190,7 @@ func (d *Daemon) renewOnce(ctx context.Context, h *held, b *lease.Bound, phase s
 	case err == nil:
 		d.rebound(h, nb)
 		return true
-	case errors.Is(err, lease.ErrNoInterface):
-		d.vanished(h, err)
+	case d.ended(h, err):
 		return false
 	case errors.Is(err, lease.ErrNak):
 		d.log.Printf("%s: %s refused: %v", h.rec.ClientID, phase, err)
@@ -203,6 +215,7 @@ func (d *Daemon) rebound(h *held, b *lease.Bound) {
 	h.expired = false
 	h.mu.Unlock()
 	rec := *h.rec
+	rec.ID = b.Link // a record of an earlier version gets its identity here
 	rec.ACK = b.ACK.ToBytes()
 	rec.Bound = b.At
 	if err := d.store.Save(&rec); err != nil {
@@ -212,19 +225,19 @@ func (d *Daemon) rebound(h *held, b *lease.Bound) {
 }
 
 // expire takes the link down: the address is no longer ours to use. The lease stays
-// held (CHECK fails, DEL still releases and forgets it).
+// held (CHECK fails, DEL still releases and forgets it) unless its attachment is gone.
 func (d *Daemon) expire(h *held) {
 	h.mu.Lock()
 	h.expired = true
 	h.mu.Unlock()
 	d.log.Printf("%s: lease of %s expired; taking the interface down", h.rec.ClientID, h.addrText())
-	d.linkDown(h)
+	d.ended(h, d.linkDown(h))
 }
 
 // vanished releases, from the host, the lease of an attachment whose namespace or
 // interface is gone, and forgets it: nothing is left to renew it for.
 func (d *Daemon) vanished(h *held, why error) {
-	d.log.Printf("%s: attachment gone (%v); releasing %s from the host", h.rec.ClientID, why, h.addrText())
+	d.log.Printf("%s: %v; releasing %s from the host", h.rec.ClientID, why, h.addrText())
 	b, _ := h.snapshot()
 	if err := lease.ReleaseFromHost(h.rec.ClientID, b.ACK); err != nil {
 		d.log.Printf("%s: %v", h.rec.ClientID, err)
@@ -232,23 +245,15 @@ func (d *Daemon) vanished(h *held, why error) {
 	d.forget(h)
 }
 
-func (d *Daemon) linkDown(h *held) {
-	err := func() error {
-		n, err := link.Open(h.client.Netns)
-		if err != nil {
-			return err
-		}
-		defer n.Close()
-		l, err := n.ByName(h.client.IfName)
-		if err != nil {
-			return err
-		}
-		hd := n.Handle()
-		return hd.LinkSetDown(l)
-	}()
+// linkDown takes the lease's interface down, provided it still is the one the lease was
+// bound on.
+func (d *Daemon) linkDown(h *held) error {
+	b, _ := h.snapshot()
+	_, err := h.client.Target.Enter(&b.Link, func(l netlink.Link) error { return netlink.LinkSetDown(l) })
 	if err != nil {
-		d.log.Printf("%s: taking %s down: %v", h.rec.ClientID, h.client.IfName, err)
+		d.log.Printf("%s: taking %s down: %v", h.rec.ClientID, h.client.Target.IfName, err)
 	}
+	return err
 }
 
 // sleep waits for d or until ctx ends, and says whether to go on.

@@ -11,6 +11,7 @@ import (
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcpconf"
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 	"github.com/cnikit/cni/internal/skel"
 )
@@ -208,7 +209,10 @@ func leaseResult(b *lease.Bound, priority int) (*wire.Result, error) {
 }
 
 func acquireError(id, ifName string, limit time.Duration, err error) error {
-	if errors.Is(err, lease.ErrNoInterface) {
+	if errors.Is(err, linkid.ErrOwnNetns) {
+		return cnierror.Newf(cnierror.CodeInvalidNetNS, "dhcp %s: %v; refusing to act on it", id, err)
+	}
+	if errors.Is(err, linkid.ErrGone) {
 		return cnierror.Newf(cnierror.CodeInvalidNetNS, "dhcp %s: %v", id, err)
 	}
 	return cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: no lease from a DHCP server on %s within %s: %v", id, ifName, limit, err)

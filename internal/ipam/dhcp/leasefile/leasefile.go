@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/statedir"
 )
 
@@ -39,8 +40,10 @@ type Record struct {
 	Network     string `json:"network"`
 	IfName      string `json:"ifName"`
 	// Netns is the path the runtime gave, made absolute, before the daemon's host prefix.
-	Netns  string `json:"netns"`
-	HWAddr string `json:"hwAddr"`
+	Netns string `json:"netns"`
+	// ID is the interface the lease was bound on (its fields are the record's own
+	// keys: a record of an earlier version has hwAddr alone).
+	linkid.ID
 	// ACK is the last DHCPACK as it came on the wire; Bound is when it came.
 	ACK   []byte    `json:"ack"`
 	Bound time.Time `json:"bound"`

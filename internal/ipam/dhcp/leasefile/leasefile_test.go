@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/statedir"
 	"github.com/cnikit/cni/internal/testns"
 )
 
 func record(id string) *leasefile.Record {
 	return &leasefile.Record{ClientID: id, ContainerID: "c", Network: "n", IfName: "eth0", Netns: "/run/netns/c",
-		HWAddr: "02:00:00:00:00:01", ACK: []byte{1, 2, 3}, Bound: time.Unix(1700000000, 0).UTC(),
+		ID: linkid.ID{HWAddr: "02:00:00:00:00:01"}, ACK: []byte{1, 2, 3}, Bound: time.Unix(1700000000, 0).UTC(),
 		Provide: []leasefile.Option{{Code: 12, Value: []byte("web")}}, Request: []int{1, 3}, Priority: 5}
 }
 

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+	"github.com/cnikit/cni/internal/reftest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
 // BenchmarkIPAMAdd times an exec'd dhcp IPAM ADD (a DISCOVER/OFFER/REQUEST/ACK with
-// dnsmasq on a veth) followed, untimed, by its DEL: ours against our daemon and, when
-// CNI_TEST_REFERENCE_DHCP names it, the reference plugin against its own daemon, in
-// the same run.
+// dnsmasq on a veth) followed, untimed, by its DEL: ours against our daemon and the
+// reference plugin against its own daemon, in the same run.
 func BenchmarkIPAMAdd(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{})
@@ -24,10 +24,7 @@ func BenchmarkIPAMAdd(b *testing.B) {
 		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), d.Socket)
 	})
 	b.Run("reference", func(b *testing.B) {
-		bin := os.Getenv("CNI_TEST_REFERENCE_DHCP")
-		if bin == "" {
-			b.Skip("CNI_TEST_REFERENCE_DHCP is not set")
-		}
+		bin := reftest.Bin(b, "dhcp")
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartReferenceDaemon(bin)
 		benchAdd(b, lab, bin, d.Socket)
@@ -53,7 +50,7 @@ func benchAdd(b *testing.B, lab *dhcptest.Lab, bin, socket string) {
 }
 
 // BenchmarkDaemonRSSWith100Leases reports the resident memory of a daemon holding 100
-// leases (goal: 30 MB or less), and the reference daemon's beside it when available.
+// leases (goal: 30 MB or less), and the reference daemon's beside it.
 func BenchmarkDaemonRSSWith100Leases(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{})
@@ -61,10 +58,7 @@ func BenchmarkDaemonRSSWith100Leases(b *testing.B) {
 		benchRSS(b, lab, d, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"))
 	})
 	b.Run("reference", func(b *testing.B) {
-		bin := os.Getenv("CNI_TEST_REFERENCE_DHCP")
-		if bin == "" {
-			b.Skip("CNI_TEST_REFERENCE_DHCP is not set")
-		}
+		bin := reftest.Bin(b, "dhcp")
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartReferenceDaemon(bin)
 		benchRSS(b, lab, d, bin)

@@ -2,7 +2,6 @@ package dhcp_test
 
 import (
 	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -10,23 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+	"github.com/cnikit/cni/internal/reftest"
 )
 
-// referenceDHCP is the reference plugins' dhcp binary, built outside the repository
-// (GOBIN=/tmp/refplugins go install github.com/containernetworking/plugins/plugins/ipam/dhcp@v1.9.0)
-// and named by CNI_TEST_REFERENCE_DHCP. The wire itself is tested against net/rpc
-// with the reference library's types in package wire, always; this runs both real
-// programs against each other.
-func referenceDHCP(t *testing.T) string {
-	bin := os.Getenv("CNI_TEST_REFERENCE_DHCP")
-	if bin == "" {
-		t.Skip("CNI_TEST_REFERENCE_DHCP names no reference dhcp binary (it is never committed); package wire covers the protocol")
-	}
-	return bin
-}
+// The reference plugins' dhcp binary (reftest builds it at the pinned release) against
+// ours, both ways: the wire itself is tested against net/rpc with the reference
+// library's types in package wire; these run both real programs against each other.
 
 func TestOurPluginWithTheReferenceDaemon(t *testing.T) {
-	bin := referenceDHCP(t)
+	bin := reftest.Bin(t, "dhcp")
 	lab := dhcptest.New(t, dhcptest.Options{})
 	w := &world{t: t, lab: lab, daemon: lab.StartReferenceDaemon(bin)}
 	conf := w.conf(nil)
@@ -48,7 +39,7 @@ func TestOurPluginWithTheReferenceDaemon(t *testing.T) {
 }
 
 func TestReferencePluginWithOurDaemon(t *testing.T) {
-	bin := referenceDHCP(t)
+	bin := reftest.Bin(t, "dhcp")
 	w := newWorld(t, dhcptest.Options{})
 	c := w.newCtr()
 	w.lab.Plug(c.ns, "eth0", "refport0")

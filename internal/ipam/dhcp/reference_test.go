@@ -10,6 +10,7 @@ import (
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/reftest"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 // The reference plugins' dhcp binary (reftest builds it at the pinned release) against
@@ -74,4 +75,51 @@ func withPrevJSON(t *testing.T, conf []byte, prev string) []byte {
 	b, err := json.Marshal(c)
 	require.NoError(t, err)
 	return b
+}
+
+// TestUpgradeFromTheReferenceDaemonTakesOverItsLeases is an in-place upgrade: pods got
+// their leases from the reference daemon, which keeps them only in memory; it is stopped
+// (it neither renews nor releases them then) and ours starts on its socket. Ours knows
+// them only from what the runtime sends: the prevResult of CHECK and DEL. CHECK takes
+// the lease over (an INIT-REBOOT for that address with the client id both daemons use)
+// and renews it from then on; DEL takes it over and releases it. A DEL without a
+// prevResult has nothing to find the lease by: the server keeps it until it expires.
+func TestUpgradeFromTheReferenceDaemonTakesOverItsLeases(t *testing.T) {
+	lab := dhcptest.New(t, dhcptest.Options{})
+	ref := lab.StartReferenceDaemon(reftest.Bin(t, "dhcp"))
+	w := &world{t: t, lab: lab, daemon: ref}
+	conf := w.conf(nil)
+	checked, deleted, blind := w.newCtr(), w.newCtr(), w.newCtr()
+	for _, c := range []*ctr{checked, deleted, blind} {
+		w.add(c, conf)
+	}
+	before, ok := lab.LeaseOf(checked.clientID())
+	require.True(t, ok)
+
+	time.Sleep(1100 * time.Millisecond) // dnsmasq's expiry has a one-second grain
+	ref.Kill()
+	w.daemon = lab.StartDaemonOn(ref.Socket, testns.Binary(t))
+
+	_, err := w.bridgeCmd("CHECK", checked, withPrev(t, conf, checked.res), "")
+	require.NoError(t, err, "CHECK of a pod the reference daemon served")
+	after, _ := lab.LeaseOf(checked.clientID())
+	assert.True(t, after.Expiry.After(before.Expiry), "the lease was confirmed at the server: %v then %v", before.Expiry, after.Expiry)
+	assert.Equal(t, before.IP, after.IP)
+	assert.Len(t, w.heldFiles(), 1, "and is held (renewed, released on DEL) from now on")
+
+	_, err = w.bridgeCmd("DEL", deleted, withPrev(t, conf, deleted.res), "")
+	require.NoError(t, err)
+	_, ok = lab.WaitLease(deleted.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
+	assert.False(t, ok, "DEL with the cached result released the reference daemon's lease")
+
+	_, err = w.bridgeCmd("DEL", blind, conf, "")
+	require.NoError(t, err, "DEL without a prevResult still succeeds")
+	_, ok = lab.LeaseOf(blind.clientID())
+	assert.True(t, ok, "without a prevResult the lease cannot be found: it runs out at the server")
+
+	_, err = w.bridgeCmd("DEL", checked, withPrev(t, conf, checked.res), "")
+	require.NoError(t, err)
+	_, ok = lab.WaitLease(checked.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
+	assert.False(t, ok, "the lease taken over at CHECK is released by DEL")
+	assert.Empty(t, w.heldFiles())
 }

@@ -57,17 +57,11 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string) (
 		_ = c.Release(b)
 		return nil, err
 	}
-	rec := &leasefile.Record{ClientID: id, ContainerID: args.ContainerID, Network: conf.Network,
-		IfName: args.IfName, Netns: netns, Priority: conf.Priority}
-	recordOptions(rec, opts)
-	h := d.newHeld(c, rec, b)
-	if err := d.store.Save(h.rec); err != nil {
+	h, err := d.keep(args, conf, netns, c, opts, b)
+	if err != nil {
 		_ = c.Release(b)
-		return nil, cnierror.Newf(cnierror.CodeIO, "dhcp: keeping the lease: %v", err)
+		return nil, err
 	}
-	d.mu.Lock()
-	d.leases[id] = h
-	d.mu.Unlock()
 	d.start(h, false)
 	tm := b.Times()
 	d.log.Printf("%s: lease of %s acquired, renew at %s, expires %s", id, h.addrText(),
@@ -75,9 +69,67 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string) (
 	return res, nil
 }
 
+// keep records a new binding on disk and in the table. The caller holds the client id's
+// lock and starts the upkeep.
+func (d *Daemon) keep(args *wire.CmdArgs, conf *dhcpconf.Config, netns string, c *lease.Client, opts clientOptions, b *lease.Bound) (*held, error) {
+	rec := &leasefile.Record{ClientID: c.ID, ContainerID: args.ContainerID, Network: conf.Network,
+		IfName: args.IfName, Netns: netns, Priority: conf.Priority}
+	recordOptions(rec, opts)
+	h := d.newHeld(c, rec, b)
+	if err := d.store.Save(h.rec); err != nil {
+		return nil, cnierror.Newf(cnierror.CodeIO, "dhcp: keeping the lease: %v", err)
+	}
+	d.mu.Lock()
+	d.leases[c.ID] = h
+	d.mu.Unlock()
+	return h, nil
+}
+
+// adopt takes over the lease of an attachment this daemon holds nothing for but whose
+// prevResult names an IPv4 address: one the reference daemon got before an in-place
+// upgrade (it keeps its leases only in memory, and neither renews nor releases them
+// once stopped). An INIT-REBOOT for that address from the attachment's interface, with
+// the client id both daemons use, gets the server's ACK when the lease is this client's;
+// from then on it is held like any other (and released by DEL). Without a prevResult,
+// a namespace, or an answer, there is nothing to take over, which only the log says.
+// The caller holds the client id's lock.
+func (d *Daemon) adopt(args *wire.CmdArgs, id string) *held {
+	addr, ok := dhcpconf.PrevIPv4(args.StdinData, args.IfName)
+	if !ok || validAttachment(args) != nil {
+		return nil
+	}
+	conf, err := dhcpconf.Parse(args.StdinData, args.Args)
+	if err != nil { // DEL reads what it can: the lease is found by the network's name
+		network, _ := dhcpconf.NetworkName(args.StdinData)
+		conf = &dhcpconf.Config{Network: network}
+	}
+	netns, err := filepath.Abs(args.Netns)
+	if err != nil {
+		return nil
+	}
+	opts := clientOptions{provide: conf.Provide, request: conf.Request}
+	c := d.client(id, netns, args.IfName, opts)
+	ctx, cancel := context.WithTimeout(d.ctx, d.opts.Timeout)
+	defer cancel()
+	b, err := c.Adopt(ctx, addr.AsSlice())
+	if err != nil {
+		d.log.Printf("%s: no lease of ours; taking over %s (prevResult) failed: %v", id, addr, err)
+		return nil
+	}
+	h, err := d.keep(args, conf, netns, c, opts, b)
+	if err != nil {
+		d.log.Printf("%s: %v", id, err)
+		_ = c.Release(b)
+		return nil
+	}
+	d.log.Printf("%s: took over the lease of %s that another daemon got (prevResult)", id, h.addrText())
+	return h
+}
+
 // Release is the reference's DHCP.Release: the lease goes back to the server and is
-// forgotten. Nothing to release is no error, and a failed release is only logged: the
-// runtime's DEL must succeed.
+// forgotten; a lease the reference daemon got before an upgrade is taken over and
+// released alike (adopt). Nothing to release is no error, and a failed release is only
+// logged: the runtime's DEL must succeed.
 func (d *Daemon) Release(args *wire.CmdArgs) (*wire.Empty, error) {
 	id, err := d.clientID(args)
 	if err != nil {
@@ -85,19 +137,26 @@ func (d *Daemon) Release(args *wire.CmdArgs) (*wire.Empty, error) {
 	}
 	unlock := d.locks.lock(id)
 	defer unlock()
-	if h := d.lookup(id); h != nil {
+	h := d.lookup(id)
+	if h == nil {
+		h = d.adopt(args, id) // the reference daemon's, before an upgrade: released too
+	}
+	if h != nil {
 		d.drop(h)
 	}
 	return &wire.Empty{}, nil
 }
 
-// Check (ours) succeeds when the daemon holds a live lease for the attachment.
+// Check (ours) succeeds when the daemon holds a live lease for the attachment. An
+// attachment it holds nothing for, whose prevResult names an address the server still
+// gives this client (a lease of the reference daemon before an upgrade), is taken over
+// and renewed from then on: it would otherwise run out while the pod uses it.
 func (d *Daemon) Check(args *wire.CmdArgs) (*wire.Empty, error) {
 	id, err := d.clientID(args)
 	if err != nil {
 		return nil, err
 	}
-	h := d.lookup(id)
+	h := d.lookupOrAdopt(args, id)
 	if h == nil {
 		return nil, fmt.Errorf("dhcp: the daemon holds no lease for %s", id)
 	}
@@ -106,6 +165,19 @@ func (d *Daemon) Check(args *wire.CmdArgs) (*wire.Empty, error) {
 		return nil, fmt.Errorf("dhcp: the lease of %s for %s has expired", b.ACK.YourIPAddr, id)
 	}
 	return &wire.Empty{}, nil
+}
+
+func (d *Daemon) lookupOrAdopt(args *wire.CmdArgs, id string) *held {
+	unlock := d.locks.lock(id)
+	defer unlock()
+	if h := d.lookup(id); h != nil {
+		return h
+	}
+	h := d.adopt(args, id)
+	if h != nil {
+		d.start(h, false)
+	}
+	return h
 }
 
 // GC (ours) releases the leases of the config's network whose attachment is not in

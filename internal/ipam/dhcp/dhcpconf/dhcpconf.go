@@ -7,12 +7,14 @@ package dhcpconf
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -244,4 +246,38 @@ func ClientID(containerID, network, ifName string) string {
 		id = id[:254]
 	}
 	return id
+}
+
+// PrevIPv4 is the IPv4 address that the config's prevResult (the runtime's cached ADD
+// result) gives the attachment: the first one on the interface called ifName inside a
+// sandbox, or else the first one. It is how a lease another daemon got (the reference
+// daemon before an in-place upgrade, which keeps no files) is found again. Anything
+// unreadable is no address: DEL and CHECK go on without it.
+func PrevIPv4(data []byte, ifName string) (netip.Addr, bool) {
+	var raw struct {
+		CNIVersion string          `json:"cniVersion"`
+		Prev       json.RawMessage `json:"prevResult"`
+	}
+	if json.Unmarshal(data, &raw) != nil || len(raw.Prev) == 0 {
+		return netip.Addr{}, false
+	}
+	prev, err := result.Parse(raw.Prev, raw.CNIVersion)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	var first netip.Addr
+	for _, ip := range prev.IPs {
+		a := ip.Address.Addr()
+		if !a.Is4() {
+			continue
+		}
+		if i := ip.Interface; i != nil && *i >= 0 && *i < len(prev.Interfaces) &&
+			prev.Interfaces[*i].Name == ifName && prev.Interfaces[*i].Sandbox != "" {
+			return a, true
+		}
+		if !first.IsValid() {
+			first = a
+		}
+	}
+	return first, first.IsValid()
 }

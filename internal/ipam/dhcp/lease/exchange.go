@@ -69,8 +69,18 @@ func (c *Client) Acquire(ctx context.Context) (*Bound, error) {
 // broadcast REQUEST for the known address, without a server identifier. A NAK means the
 // address is gone and wraps ErrNak.
 func (c *Client) Reboot(ctx context.Context, b *Bound) (*Bound, error) {
-	addr := b.ACK.YourIPAddr
-	return c.once(ctx, &b.Link, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
+	return c.initReboot(ctx, &b.Link, b.ACK.YourIPAddr)
+}
+
+// Adopt is an INIT-REBOOT for an address the attachment holds without a lease of this
+// daemon's (one the reference daemon got before an in-place upgrade): the server ACKs
+// it only if this client id holds it, and the ACK is a lease like any other.
+func (c *Client) Adopt(ctx context.Context, addr net.IP) (*Bound, error) {
+	return c.initReboot(ctx, nil, addr)
+}
+
+func (c *Client) initReboot(ctx context.Context, want *linkid.ID, addr net.IP) (*Bound, error) {
+	return c.once(ctx, want, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
 		req, err := dhcpv4.New(append([]dhcpv4.Modifier{
 			dhcpv4.WithHwAddr(hw),
 			dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),

@@ -169,30 +169,45 @@ func (c *Client) once(ctx context.Context, want *linkid.ID, fn func(*nclient4.Cl
 	return &Bound{ACK: ack, At: time.Now(), Link: id}, nil
 }
 
-// withRetry repeats an exchange with a pause of 4 s doubling up to ResendMax (plus up
-// to a second of jitter) until it succeeds or ctx ends. The namespace and interface are
-// looked up afresh each time, so a vanished one ends the retries at once.
+// withRetry repeats an exchange (see Retry) until it succeeds or ctx ends. The namespace
+// and interface are looked up afresh each time, so a vanished one ends the retries at
+// once.
 func (c *Client) withRetry(ctx context.Context, want *linkid.ID, fn func(*nclient4.Client, net.HardwareAddr) (*dhcpv4.DHCPv4, error)) (*Bound, error) {
+	return Retry(ctx, c.ResendMax, c.logf(), func() (*Bound, error) { return c.once(ctx, want, fn) })
+}
+
+// Retry repeats try with a pause of 4 s doubling up to resendMax (plus up to a second
+// of jitter), as the reference does, until it succeeds, fails for good (Final) or ctx
+// ends; logf hears of each failed attempt.
+func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format string, a ...any), try func() (T, error)) (T, error) {
 	pause := 4 * time.Second
 	for {
-		b, err := c.once(ctx, want, fn)
+		v, err := try()
 		if err == nil || Final(err) || ctx.Err() != nil {
-			return b, err
+			return v, err
 		}
 		wait := pause + jitter()
-		if c.Logf != nil {
-			c.Logf("%s: attempt failed: %v; retrying in %s", c.ID, err, wait.Round(time.Millisecond))
-		}
+		logf("attempt failed: %v; retrying in %s", err, wait.Round(time.Millisecond))
 		if rest, ok := ctx.Deadline(); ok && time.Until(rest) < wait {
 			wait = time.Until(rest)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+			var zero T
+			return zero, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
 		case <-time.After(wait):
 		}
-		if pause *= 2; pause > c.ResendMax && c.ResendMax > 0 {
-			pause = c.ResendMax
+		if pause *= 2; pause > resendMax && resendMax > 0 {
+			pause = resendMax
+		}
+	}
+}
+
+// logf logs through Logf, each line under the client id.
+func (c *Client) logf() func(format string, a ...any) {
+	return func(format string, a ...any) {
+		if c.Logf != nil {
+			c.Logf("%s: "+format, append([]any{c.ID}, a...)...)
 		}
 	}
 }
@@ -225,7 +240,7 @@ func (c *Client) open(want *linkid.ID) (*nclient4.Client, net.HardwareAddr, link
 		if hw, err = SetUp(l); err != nil {
 			return err
 		}
-		first, tries := resends(c.Timeout)
+		first, tries := Resends(c.Timeout)
 		nc, err = nclient4.New(l.Attrs().Name, nclient4.WithTimeout(first), nclient4.WithRetry(tries), nclient4.WithHWAddr(hw))
 		return err
 	})
@@ -248,11 +263,11 @@ func SetUp(l netlink.Link) (net.HardwareAddr, error) {
 	return l.Attrs().HardwareAddr, nil
 }
 
-// resends splits one exchange's timeout into resends of the same message, waiting 1 s,
+// Resends splits one exchange's timeout into resends of the same message, waiting 1 s,
 // then 2 s, 4 s, ... until the waits add up to the timeout: a first message lost while
 // a new link settles (a bridge port that has not seen its carrier yet drops it) then
 // costs a second, not the whole timeout.
-func resends(timeout time.Duration) (first time.Duration, tries int) {
+func Resends(timeout time.Duration) (first time.Duration, tries int) {
 	first = min(time.Second, timeout)
 	for wait, total := first, time.Duration(0); total < timeout; wait *= 2 {
 		total += wait

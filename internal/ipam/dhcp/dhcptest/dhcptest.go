@@ -74,11 +74,11 @@ type Options struct {
 	Classless bool
 	// Pool is the dhcp-range's first and last address; empty means 10.99.0.50-150.
 	Pool [2]string
-	// IPv6 serves DHCPv6 too (fd99::100-1ff, or Pool6, with the same LeaseTime);
-	// RapidCommit answers a SOLICIT that asks for it with the REPLY at once; RA sends
+	// IPv6 serves DHCPv6 too (fd99::100-1ff, or Pool6, with the same LeaseTime; dnsmasq
+	// answers a SOLICIT that asks for rapid commit with the REPLY at once); RA sends
 	// router advertisements for fd99::/64 (managed flag, on-link, the server as router).
-	IPv6, RapidCommit, RA bool
-	Pool6                 [2]string
+	IPv6, RA bool
+	Pool6    [2]string
 }
 
 // New starts the lab. A missing dnsmasq fails the test rather than skipping it: the
@@ -184,9 +184,6 @@ func dhcpv6Args(o Options, lt time.Duration) []string {
 		fmt.Sprintf("--dhcp-range=%s,%s,64,%ds", pool[0], pool[1], int(lt.Seconds())),
 		"--dhcp-option=option6:dns-server,[" + DNSServer6 + "]",
 		"--dhcp-option=option6:domain-search," + Domain,
-	}
-	if o.RapidCommit {
-		args = append(args, "--dhcp-rapid-commit")
 	}
 	if o.RA {
 		args = append(args, "--enable-ra")

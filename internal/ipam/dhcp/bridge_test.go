@@ -116,12 +116,7 @@ func TestGCReleasesLeasesOfAttachmentsNotValid(t *testing.T) {
 	w.add(keep, conf)
 	w.add(drop, conf)
 
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["cni.dev/valid-attachments"] = []map[string]string{{"containerID": keep.id, "ifname": "eth0"}}
-	gcConf, err := json.Marshal(c)
-	require.NoError(t, err)
-	require.NoError(t, w.ipamCmd("GC", nil, gcConf))
+	require.NoError(t, w.ipamCmd("GC", nil, withValid(t, conf, keep.id)))
 
 	_, ok := w.lab.WaitLease(drop.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
 	assert.False(t, ok, "GC released the lease of the attachment that is not valid")

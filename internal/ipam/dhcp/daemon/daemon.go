@@ -1,6 +1,7 @@
-// Package daemon is the dhcp IPAM daemon: it holds one DHCPv4 lease per attachment,
-// gets it inside the container's network namespace on the container's interface,
-// renews it at T1, rebinds at T2, takes the link down at expiry, and answers the
+// Package daemon is the dhcp IPAM daemon: it holds a DHCPv4 lease per attachment, and
+// a DHCPv6 one where the config asks (ipam.ipv6), gets each inside the container's
+// network namespace on the container's interface, renews it at T1, rebinds at T2,
+// withdraws the address at expiry (DHCPv4 takes the link down), and answers the
 // plugin's calls (the reference's DHCP.Allocate and DHCP.Release, and our Check, GC and
 // Status) on a unix socket.
 //
@@ -12,15 +13,11 @@ package daemon
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log"
 	"net"
 	"os"
 	"sync"
 	"time"
-
-	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
@@ -67,8 +64,9 @@ type Daemon struct {
 	stopOnce sync.Once
 
 	mu     sync.Mutex
-	leases map[string]*held
-	locks  keyedMutex
+	leases map[string]*held // by leasefile.Key: one per attachment and family
+	locks  keyedMutex       // by client id: both families of an attachment
+	reach  reachability
 }
 
 // New opens the state directory and loads the leases kept there; Start resumes them.
@@ -98,14 +96,14 @@ func (d *Daemon) Resume() {
 		h, err := d.heldFromRecord(r)
 		if err != nil {
 			d.log.Printf("%s: dropping a kept lease that cannot be read: %v", r.ClientID, err)
-			_ = d.store.Remove(r.ClientID)
+			_ = d.store.Remove(r.Key())
 			continue
 		}
 		d.mu.Lock()
-		d.leases[r.ClientID] = h
+		d.leases[r.Key()] = h
 		d.mu.Unlock()
 		d.start(h, true)
-		d.log.Printf("%s: resumed lease of %s", r.ClientID, h.addrText())
+		d.log.Printf("%s: resumed lease of %s", h.who(), h.addrText())
 	}
 }
 
@@ -144,20 +142,21 @@ func (d *Daemon) Held() int {
 	return len(d.leases)
 }
 
-func (d *Daemon) lookup(id string) *held {
+func (d *Daemon) lookup(key string) *held {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.leases[id]
+	return d.leases[key]
 }
 
 func (d *Daemon) forget(h *held) {
+	key := h.rec.Key()
 	d.mu.Lock()
-	if d.leases[h.rec.ClientID] == h {
-		delete(d.leases, h.rec.ClientID)
+	if d.leases[key] == h {
+		delete(d.leases, key)
 	}
 	d.mu.Unlock()
-	if err := d.store.Remove(h.rec.ClientID); err != nil {
-		d.log.Printf("%s: %v", h.rec.ClientID, err)
+	if err := d.store.Remove(key); err != nil {
+		d.log.Printf("%s: %v", h.who(), err)
 	}
 }
 
@@ -193,17 +192,4 @@ func (k *keyedMutex) lock(key string) func() {
 		}
 		k.mu.Unlock()
 	}
-}
-
-var errNoACK = errors.New("kept lease has no valid DHCPACK")
-
-func parseACK(b []byte) (*dhcpv4.DHCPv4, error) {
-	ack, err := dhcpv4.FromBytes(b)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoACK, err)
-	}
-	if ack.MessageType() != dhcpv4.MessageTypeAck {
-		return nil, errNoACK
-	}
-	return ack, nil
 }

@@ -79,8 +79,8 @@ func TestReleaseOfAnUnknownAttachmentSucceeds(t *testing.T) {
 	d, _ := newTestDaemon(t)
 	_, err := d.Release(&wire.CmdArgs{ContainerID: "c", IfName: "eth0", StdinData: []byte(`{"name":"n"}`)})
 	assert.NoError(t, err)
-	_, err = d.Check(&wire.CmdArgs{ContainerID: "c", IfName: "eth0", StdinData: []byte(`{"name":"n"}`)})
-	assert.ErrorContains(t, err, "holds no lease")
+	_, err = d.Check(&wire.CmdArgs{ContainerID: "c", IfName: "eth0", StdinData: []byte(`{"name":"n","ipam":{"type":"dhcp"}}`)})
+	assert.ErrorContains(t, err, "holds no DHCPv4 lease")
 }
 
 // Stop closes the lease directory New opened (it stayed open for the life of the

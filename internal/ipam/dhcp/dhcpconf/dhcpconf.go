@@ -1,4 +1,5 @@
-// Package dhcpconf reads the dhcp IPAM configuration. The plugin reads it to find the
+// Package dhcpconf reads the dhcp IPAM configuration: the reference's keys, and ipv4,
+// ipv6 and routes for DHCPv6. The plugin reads it to find the
 // daemon and to refuse a bad config before calling; the daemon reads it again from the
 // same stdin bytes (the reference's wire carries the config, not a parsed form) to build
 // the options its client sends.
@@ -14,6 +15,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam/ipamconf"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 )
@@ -80,6 +82,12 @@ type Config struct {
 	Request []dhcpv4.OptionCode
 	// Priority is the metric of every route of the result (0: unset).
 	Priority int
+	// IPv4 and IPv6 say which families the attachment gets a lease of: DHCPv4 alone
+	// unless ipam.ipv6 is true, and DHCPv6 alone with ipam.ipv4 false.
+	IPv4, IPv6 bool
+	// Routes are ipam.routes, added to the result: DHCPv6 carries no routes, so these
+	// (or router advertisements) give the IPv6 default route.
+	Routes []result.Route
 	// Valid are GC's valid attachments.
 	Valid []skel.Attachment
 }
@@ -93,10 +101,13 @@ type netJSON struct {
 }
 
 type ipamJSON struct {
-	DaemonSocketPath string        `json:"daemonSocketPath"`
-	Provide          []provideJSON `json:"provide"`
-	Request          []requestJSON `json:"request"`
-	Priority         int           `json:"priority"`
+	DaemonSocketPath string           `json:"daemonSocketPath"`
+	Provide          []provideJSON    `json:"provide"`
+	Request          []requestJSON    `json:"request"`
+	Priority         int              `json:"priority"`
+	IPv4             *bool            `json:"ipv4"`
+	IPv6             bool             `json:"ipv6"`
+	Routes           []ipamconf.Route `json:"routes"`
 }
 
 type provideJSON struct {
@@ -145,7 +156,15 @@ func Parse(data []byte, cniArgs string) (*Config, error) {
 	if c.Priority < 0 {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.priority: %d is negative", c.Priority)
 	}
+	c.IPv4 = raw.IPAM.IPv4 == nil || *raw.IPAM.IPv4
+	c.IPv6 = raw.IPAM.IPv6
+	if !c.IPv4 && !c.IPv6 {
+		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam.ipv4: false leaves no address family (set ipam.ipv6 to true for DHCPv6 alone)")
+	}
 	var err error
+	if c.Routes, err = ipamconf.Routes("ipam.routes", raw.IPAM.Routes); err != nil {
+		return nil, err
+	}
 	if c.Provide, err = provide(raw.IPAM.Provide, looseArgs(cniArgs)); err != nil {
 		return nil, err
 	}

@@ -133,3 +133,41 @@ func TestPrevIPv4FindsTheAttachmentsAddress(t *testing.T) {
 		assert.Equal(t, c.want, a.String(), name)
 	}
 }
+
+func TestFamiliesAreIPv4AloneUnlessIPv6IsAsked(t *testing.T) {
+	for ipam, want := range map[string][2]bool{
+		`{}`:                          {true, false},
+		`{"ipv6":true}`:               {true, true},
+		`{"ipv4":false,"ipv6":true}`:  {false, true},
+		`{"ipv4":true,"ipv6":false}`:  {true, false},
+		`{"ipv4":null,"ipv6":true}`:   {true, true},
+		`{"ipv6":false,"ipv4":false}`: {false, false},
+	} {
+		c, err := dhcpconf.Parse([]byte(`{"name":"n","ipam":`+ipam+`}`), "")
+		if want == [2]bool{} {
+			require.Error(t, err, ipam)
+			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+			assert.ErrorContains(t, err, "ipam.ipv4")
+			continue
+		}
+		require.NoError(t, err, ipam)
+		assert.Equal(t, want, [2]bool{c.IPv4, c.IPv6}, ipam)
+	}
+}
+
+func TestRoutesAreReadAndABadOneNamed(t *testing.T) {
+	c, err := dhcpconf.Parse([]byte(`{"name":"n","ipam":{"ipv6":true,"routes":[{"dst":"::/0","gw":"fe80::1"},{"dst":"fd99::/64"}]}}`), "")
+	require.NoError(t, err)
+	require.Len(t, c.Routes, 2)
+	assert.Equal(t, "::/0", c.Routes[0].Dst.String())
+	assert.Equal(t, "fe80::1", c.Routes[0].GW.String())
+	for routes, field := range map[string]string{
+		`[{"dst":"x"}]`: "ipam.routes[0].dst",
+		`[{"dst":"::/0"},{"dst":"::/0","gw":"y"}]`: "ipam.routes[1].gw",
+	} {
+		_, err := dhcpconf.Parse([]byte(`{"name":"n","ipam":{"routes":`+routes+`}}`), "")
+		require.Error(t, err)
+		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+		assert.ErrorContains(t, err, field)
+	}
+}

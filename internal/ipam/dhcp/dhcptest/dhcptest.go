@@ -258,19 +258,28 @@ func (l *Lab) Leases6() []Lease6 {
 	return out
 }
 
-// Lease6Of returns the server's DHCPv6 lease for a DUID (in dnsmasq's notation), if it
-// has one.
-func (l *Lab) Lease6Of(duid string) (Lease6, bool) {
+// Lease6Of returns the server's DHCPv6 lease for a DUID, if it has one.
+func (l *Lab) Lease6Of(duid []byte) (Lease6, bool) {
+	text := duidText(duid)
 	for _, le := range l.Leases6() {
-		if le.DUID == duid {
+		if le.DUID == text {
 			return le, true
 		}
 	}
 	return Lease6{}, false
 }
 
+// duidText is a DUID as dnsmasq writes it: hex bytes joined by colons.
+func duidText(duid []byte) string {
+	parts := make([]string, len(duid))
+	for i := range duid {
+		parts[i] = hex.EncodeToString(duid[i : i+1])
+	}
+	return strings.Join(parts, ":")
+}
+
 // WaitLease6 is WaitLease for a DHCPv6 lease.
-func (l *Lab) WaitLease6(duid string, timeout time.Duration, cond func(Lease6, bool) bool) (Lease6, bool) {
+func (l *Lab) WaitLease6(duid []byte, timeout time.Duration, cond func(Lease6, bool) bool) (Lease6, bool) {
 	deadline := time.Now().Add(timeout)
 	for {
 		le, ok := l.Lease6Of(duid)

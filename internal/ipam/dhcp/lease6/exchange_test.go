@@ -2,10 +2,8 @@ package lease6
 
 import (
 	"context"
-	"encoding/hex"
 	"log"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,15 +16,8 @@ import (
 	"github.com/cnikit/cni/internal/testns"
 )
 
-// duidText is a client's DUID as dnsmasq writes it in its lease file.
-func duidText(clientID string) string {
-	b := DUID(clientID).ToBytes()
-	parts := make([]string, len(b))
-	for i := range b {
-		parts[i] = hex.EncodeToString(b[i : i+1])
-	}
-	return strings.Join(parts, ":")
-}
+// duid is a client's DUID on the wire.
+func duid(clientID string) []byte { return DUID(clientID).ToBytes() }
 
 func newClient(t *testing.T, lab *dhcptest.Lab, id string) *Client {
 	t.Helper()
@@ -50,7 +41,7 @@ func TestAcquireRenewRebindRelease(t *testing.T) {
 			addr, err := b.Addr()
 			require.NoError(t, err)
 			assert.Equal(t, rapid, b.Reply.GetOneOption(dhcpv6.OptionRapidCommit) != nil, "the REPLY came straight after the SOLICIT")
-			le, ok := lab.Lease6Of(duidText(c.ClientID))
+			le, ok := lab.Lease6Of(duid(c.ClientID))
 			require.True(t, ok, "dnsmasq holds a lease for the DUID: %v", lab.Leases6())
 			assert.Equal(t, addr.String(), le.IP)
 			assert.Equal(t, uint32(1), le.IAID)
@@ -65,7 +56,7 @@ func TestAcquireRenewRebindRelease(t *testing.T) {
 			time.Sleep(1100 * time.Millisecond)
 			nb, err := c.Renew(ctx, b)
 			require.NoError(t, err)
-			renewed, _ := lab.WaitLease6(duidText(c.ClientID), 3*time.Second, func(l dhcptest.Lease6, ok bool) bool { return ok && l.Expiry.After(le.Expiry) })
+			renewed, _ := lab.WaitLease6(duid(c.ClientID), 3*time.Second, func(l dhcptest.Lease6, ok bool) bool { return ok && l.Expiry.After(le.Expiry) })
 			assert.True(t, renewed.Expiry.After(le.Expiry), "RENEW moved the server's expiry")
 			a2, _ := nb.Addr()
 			assert.Equal(t, addr, a2)
@@ -73,11 +64,11 @@ func TestAcquireRenewRebindRelease(t *testing.T) {
 			time.Sleep(1100 * time.Millisecond)
 			nb, err = c.Rebind(ctx, nb)
 			require.NoError(t, err)
-			rebound, _ := lab.WaitLease6(duidText(c.ClientID), 3*time.Second, func(l dhcptest.Lease6, ok bool) bool { return ok && l.Expiry.After(renewed.Expiry) })
+			rebound, _ := lab.WaitLease6(duid(c.ClientID), 3*time.Second, func(l dhcptest.Lease6, ok bool) bool { return ok && l.Expiry.After(renewed.Expiry) })
 			assert.True(t, rebound.Expiry.After(renewed.Expiry), "REBIND moved the server's expiry")
 
 			require.NoError(t, c.Release(ctx, nb))
-			_, ok = lab.WaitLease6(duidText(c.ClientID), 5*time.Second, func(_ dhcptest.Lease6, ok bool) bool { return !ok })
+			_, ok = lab.WaitLease6(duid(c.ClientID), 5*time.Second, func(_ dhcptest.Lease6, ok bool) bool { return !ok })
 			assert.False(t, ok, "the server saw the RELEASE")
 		})
 	}

@@ -33,8 +33,28 @@ const (
 	maxSize    = 64 << 10 // a lease file is a few KB at most; anything larger is not ours
 )
 
+// Family names a record's protocol: DHCPv4 records, the only ones of earlier versions,
+// leave it out.
+type Family string
+
+const (
+	DHCPv4 Family = ""
+	DHCPv6 Family = "dhcpv6"
+)
+
+// Key is what names a lease in the daemon's table and on disk: the client id for
+// DHCPv4 (so the files of earlier versions keep their names), the client id under a
+// prefix no client id has for DHCPv6.
+func Key(f Family, clientID string) string {
+	if f == DHCPv4 {
+		return clientID
+	}
+	return string(f) + "\x00" + clientID
+}
+
 // Record is one lease as the daemon keeps it.
 type Record struct {
+	Family      Family `json:"family,omitempty"`
 	ClientID    string `json:"clientID"`
 	ContainerID string `json:"containerID"`
 	Network     string `json:"network"`
@@ -44,7 +64,8 @@ type Record struct {
 	// ID is the interface the lease was bound on (its fields are the record's own
 	// keys: a record of an earlier version has hwAddr alone).
 	linkid.ID
-	// ACK is the last DHCPACK as it came on the wire; Bound is when it came.
+	// ACK is the last DHCPACK (DHCPv6: REPLY) as it came on the wire; Bound is when it
+	// came.
 	ACK   []byte    `json:"ack"`
 	Bound time.Time `json:"bound"`
 	// Provide and Request are the options sent with every request for this lease.
@@ -108,9 +129,12 @@ func (s *Store) Dir() string { return s.dir.Path() }
 // Close releases the directory.
 func (s *Store) Close() error { return s.dir.Close() }
 
-// FileName is the file a client id's lease lives in.
-func FileName(clientID string) string {
-	sum := sha256.Sum256([]byte(clientID))
+// Key is the record's key (see Key).
+func (r *Record) Key() string { return Key(r.Family, r.ClientID) }
+
+// FileName is the file the lease of a key (see Key) lives in.
+func FileName(key string) string {
+	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:]) + suffix
 }
 
@@ -125,7 +149,7 @@ func (s *Store) Save(r *Record) error {
 	if err != nil {
 		return fmt.Errorf("save lease %s: %w", r.ClientID, err)
 	}
-	if err := s.dir.Rename(tmp, FileName(r.ClientID)); err != nil {
+	if err := s.dir.Rename(tmp, FileName(r.Key())); err != nil {
 		_ = s.dir.Unlink(tmp)
 		return fmt.Errorf("save lease %s: %w", r.ClientID, err)
 	}
@@ -153,10 +177,10 @@ func (s *Store) writeTemp(data []byte) (string, error) {
 	return name, nil
 }
 
-// Remove deletes the record of clientID; a missing one is no error.
-func (s *Store) Remove(clientID string) error {
-	if err := s.dir.Unlink(FileName(clientID)); err != nil {
-		return fmt.Errorf("remove lease %s: %w", clientID, err)
+// Remove deletes the record of a key; a missing one is no error.
+func (s *Store) Remove(key string) error {
+	if err := s.dir.Unlink(FileName(key)); err != nil {
+		return fmt.Errorf("remove lease %q: %w", key, err)
 	}
 	return nil
 }
@@ -207,7 +231,10 @@ func Decode(data []byte, name string) (*Record, error) {
 	if r.ClientID == "" || len(r.ClientID) > 254 {
 		return nil, errors.New("bad client id")
 	}
-	if name != "" && FileName(r.ClientID) != name {
+	if r.Family != DHCPv4 && r.Family != DHCPv6 {
+		return nil, fmt.Errorf("unknown family %q", r.Family)
+	}
+	if name != "" && FileName(r.Key()) != name {
 		return nil, errors.New("client id does not match the file name")
 	}
 	if len(r.ACK) == 0 {

@@ -144,3 +144,28 @@ func TestOpenRefusesADirOfAnotherUser(t *testing.T) {
 	_, err := leasefile.Open(dir)
 	assert.ErrorIs(t, err, leasefile.ErrNotPrivate)
 }
+
+// A DHCPv6 record of an attachment lives beside its DHCPv4 one, and the DHCPv4 one keeps
+// the name earlier versions gave it.
+func TestBothFamiliesOfAnAttachmentAreKeptApart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := leasefile.Open(dir)
+	require.NoError(t, err)
+	v4, v6 := record("c/n/eth0"), record("c/n/eth0")
+	v6.Family = leasefile.DHCPv6
+	require.NoError(t, s.Save(v4))
+	require.NoError(t, s.Save(v6))
+	assert.FileExists(t, filepath.Join(dir, leasefile.FileName("c/n/eth0")), "the DHCPv4 name is the client id's digest, as before")
+	assert.NotEqual(t, v4.Key(), v6.Key())
+
+	got, errs := s.Load()
+	require.Empty(t, errs)
+	require.Len(t, got, 2)
+	require.NoError(t, s.Remove(v6.Key()))
+	got, _ = s.Load()
+	require.Len(t, got, 1)
+	assert.Equal(t, leasefile.DHCPv4, got[0].Family)
+
+	_, err = leasefile.Decode([]byte(`{"family":"ipx","clientID":"c/n/eth0","ack":"AQ=="}`), "")
+	assert.ErrorContains(t, err, "unknown family")
+}

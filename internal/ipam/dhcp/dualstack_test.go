@@ -195,3 +195,34 @@ func TestStatusSaysWhichFamilysServerWentAway(t *testing.T) {
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	assert.NoError(t, err)
 }
+
+// TestDHCPv6RenewsWithItsServerAndRebindsWithAnyAfterT2 runs a DHCPv6 lease through
+// its short times (dnsmasq's shortest lease, 2 minutes: T1 at 1 minute, T2 at 1:45).
+// The server that gave it is replaced at once by another (a new DUID, no leases): the
+// RENEWs at T1 name the old server, which the new one ignores, and the lease reaches the
+// new server only with the REBIND after T2, which names none. The address stays on the
+// pod throughout, and the rebound lease is released by DEL. (About two minutes: DHCPv6
+// times cannot be shortened as option 58/59 shorten DHCPv4's.)
+func TestDHCPv6RenewsWithItsServerAndRebindsWithAnyAfterT2(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, dhcptest.Options{IPv6: true, LeaseTime: 2 * time.Minute})
+	conf := w.conf(map[string]any{"ipv4": false, "ipv6": true})
+	c := w.newCtr()
+	res := w.add(c, conf)
+	added := time.Now()
+	_, v6 := families(t, res)
+	w.lab.RestartServer(dhcptest.Options{IPv6: true, LeaseTime: 2 * time.Minute})
+
+	le, ok := w.lab.WaitLease6(c.duid(), 100*time.Second, func(_ dhcptest.Lease6, ok bool) bool { return ok })
+	require.False(t, ok, "no answer to the RENEWs between T1 and T2: they name the server that is gone (%v)", le)
+	le, ok = w.lab.WaitLease6(c.duid(), 30*time.Second, func(_ dhcptest.Lease6, ok bool) bool { return ok })
+	require.True(t, ok, "the REBIND after T2 reached the new server")
+	assert.GreaterOrEqual(t, time.Since(added), 105*time.Second-2*time.Second, "not before T2")
+	assert.Equal(t, v6.Addr().String(), le.IP, "the same address")
+	assert.Contains(t, addrsOn(t, c.ns, "eth0"), v6.String())
+
+	_, err := w.bridgeCmd("DEL", c, conf, "")
+	require.NoError(t, err)
+	_, ok = w.lab.WaitLease6(c.duid(), 5*time.Second, func(_ dhcptest.Lease6, ok bool) bool { return !ok })
+	assert.False(t, ok, "the new server saw the RELEASE")
+}

@@ -53,9 +53,15 @@ func execIPAMB(t testing.TB, host *testns.NS, bin, cmd string, c *ctr, conf []by
 
 func ipamOnlyConf(t *testing.T, socket string) []byte { return ipamOnlyConfB(t, socket) }
 
-func ipamOnlyConfB(t testing.TB, socket string) []byte {
-	b, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "dhcpnet",
-		"ipam": map[string]any{"type": "dhcp", "daemonSocketPath": socket}})
+func ipamOnlyConfB(t testing.TB, socket string) []byte { return ipamConfB(t, socket, nil) }
+
+// ipamConfB is the IPAM-only config with extra ipam keys.
+func ipamConfB(t testing.TB, socket string, keys map[string]any) []byte {
+	ipam := map[string]any{"type": "dhcp", "daemonSocketPath": socket}
+	for k, v := range keys {
+		ipam[k] = v
+	}
+	b, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "dhcpnet", "ipam": ipam})
 	require.NoError(t, err)
 	return b
 }

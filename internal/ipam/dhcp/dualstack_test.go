@@ -226,3 +226,23 @@ func TestDHCPv6RenewsWithItsServerAndRebindsWithAnyAfterT2(t *testing.T) {
 	_, ok = w.lab.WaitLease6(c.duid(), 5*time.Second, func(_ dhcptest.Lease6, ok bool) bool { return !ok })
 	assert.False(t, ok, "the new server saw the RELEASE")
 }
+
+// TestDelOfADualStackPodWhoseNetnsIsGone: DEL succeeds and forgets both leases; the
+// DHCPv4 one is released from the host, while the DHCPv6 one cannot be (its messages
+// need the pod's interface and link-local address): the server keeps it until its
+// valid lifetime ends, which the daemon logs.
+func TestDelOfADualStackPodWhoseNetnsIsGone(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{IPv6: true})
+	conf := w.conf(map[string]any{"ipv6": true})
+	c := w.newCtr()
+	w.add(c, conf)
+	c.ns.Close()
+
+	_, err := w.bridgeCmd("DEL", c, conf, "")
+	require.NoError(t, err)
+	_, ok := w.lab.WaitLease(c.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
+	assert.False(t, ok, "the DHCPv4 lease was released from the host")
+	_, ok = w.lab.Lease6Of(c.duid())
+	assert.True(t, ok, "the DHCPv6 lease runs out at the server")
+	assert.Empty(t, w.heldFiles(), "both are forgotten")
+}

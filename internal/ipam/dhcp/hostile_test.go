@@ -124,13 +124,11 @@ func TestARecordOfAnEarlierVersionIsResumedAndGetsItsIdentity(t *testing.T) {
 	before, ok := w.lab.LeaseOf(c.clientID())
 	require.True(t, ok)
 
-	time.Sleep(1100 * time.Millisecond) // dnsmasq's expiry has a one-second grain
+	dhcptest.PastExpiryGrain()
 	w.daemon.Kill()
 	w.editRecord(c.clientID(), map[string]any{"bootID": nil, "netnsCookie": nil, "netnsDev": nil, "netnsIno": nil, "ifIndex": nil})
 	w.daemon.Start()
-	after, _ := w.lab.WaitLease(c.clientID(), 10*time.Second, func(le dhcptest.Lease, ok bool) bool {
-		return ok && le.Expiry.After(before.Expiry)
-	})
+	after := w.lab.Extended(c.clientID(), before.Expiry)
 	assert.True(t, after.Expiry.After(before.Expiry), "the old record was confirmed")
 	assert.Eventually(t, func() bool { _, ok := w.readRecord(c.clientID())["bootID"]; return ok }, 5*time.Second, 50*time.Millisecond)
 	assert.Equal(t, rec["netnsCookie"], w.readRecord(c.clientID())["netnsCookie"])

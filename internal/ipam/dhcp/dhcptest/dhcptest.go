@@ -280,14 +280,19 @@ func duidText(duid []byte) string {
 
 // WaitLease6 is WaitLease for a DHCPv6 lease.
 func (l *Lab) WaitLease6(duid []byte, timeout time.Duration, cond func(Lease6, bool) bool) (Lease6, bool) {
-	deadline := time.Now().Add(timeout)
-	for {
-		le, ok := l.Lease6Of(duid)
-		if cond(le, ok) || time.Now().After(deadline) {
-			return le, ok
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return wait(timeout, func() (Lease6, bool) { return l.Lease6Of(duid) }, cond)
+}
+
+// Released6 is Released for a DHCPv6 lease.
+func (l *Lab) Released6(duid []byte) bool {
+	_, ok := l.WaitLease6(duid, releaseWait, func(_ Lease6, ok bool) bool { return !ok })
+	return !ok
+}
+
+// Extended6 is Extended for a DHCPv6 lease.
+func (l *Lab) Extended6(duid []byte, past time.Time) Lease6 {
+	le, _ := l.WaitLease6(duid, extendWait, func(le Lease6, ok bool) bool { return ok && le.Expiry.After(past) })
+	return le
 }
 
 // leaseLines reads dnsmasq's lease file into the fields of its lease lines. dnsmasq
@@ -340,11 +345,41 @@ func (l *Lab) LeaseOf(clientID string) (Lease, bool) {
 // WaitLease waits until cond holds for the client id's lease state (found, lease)
 // or the timeout passes, and returns the last state.
 func (l *Lab) WaitLease(clientID string, timeout time.Duration, cond func(Lease, bool) bool) (Lease, bool) {
+	return wait(timeout, func() (Lease, bool) { return l.LeaseOf(clientID) }, cond)
+}
+
+// Released waits (a few seconds) for the server to drop the client id's lease, and says
+// whether it did.
+func (l *Lab) Released(clientID string) bool {
+	_, ok := l.WaitLease(clientID, releaseWait, func(_ Lease, ok bool) bool { return !ok })
+	return !ok
+}
+
+// Extended waits (a few seconds) for the client id's lease to expire later than past,
+// and returns it.
+func (l *Lab) Extended(clientID string, past time.Time) Lease {
+	le, _ := l.WaitLease(clientID, extendWait, func(le Lease, ok bool) bool { return ok && le.Expiry.After(past) })
+	return le
+}
+
+// PastExpiryGrain waits out dnsmasq's one-second grain of lease expiry, so that a lease
+// extended from now on shows a later expiry than it has.
+func PastExpiryGrain() { time.Sleep(1100 * time.Millisecond) }
+
+// How long Released and Extended wait: a release is one message, a confirmation after a
+// daemon restart one exchange.
+const (
+	releaseWait = 5 * time.Second
+	extendWait  = 10 * time.Second
+)
+
+// wait polls find until cond holds for what it finds or the timeout passes.
+func wait[T any](timeout time.Duration, find func() (T, bool), cond func(T, bool) bool) (T, bool) {
 	deadline := time.Now().Add(timeout)
 	for {
-		le, ok := l.LeaseOf(clientID)
-		if cond(le, ok) || time.Now().After(deadline) {
-			return le, ok
+		v, ok := find()
+		if cond(v, ok) || time.Now().After(deadline) {
+			return v, ok
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

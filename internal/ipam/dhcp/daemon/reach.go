@@ -49,10 +49,17 @@ func (r *reachability) note(network string, f leasefile.Family, err error, refus
 	r.last[reachKey{network, f}] = c
 }
 
-// unanswered returns the network's last exchange in family f when no server answered it.
+// unansweredFor is how long an unanswered exchange makes STATUS fail. A lease in
+// trouble retries at least every minute and so keeps it current, while a failed ADD with
+// no lease left to retry ages out: a runtime that stops sending ADDs while STATUS fails
+// (a node reported not ready) must not be kept from ever trying again.
+const unansweredFor = 5 * time.Minute
+
+// unanswered returns the network's last exchange in family f when no server answered it,
+// lately.
 func (r *reachability) unanswered(network string, f leasefile.Family) (contact, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.last[reachKey{network, f}]
-	return c, ok && !c.answered
+	return c, ok && !c.answered && time.Since(c.at) < unansweredFor
 }

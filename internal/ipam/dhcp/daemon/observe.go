@@ -71,6 +71,12 @@ func (d *Daemon) renewed(h *held, phase string, start time.Time, err error) {
 	d.event(h, strings.ToUpper(phase), start, err)
 }
 
+// expired counts a lease that ran out and logs it (command EXPIRE).
+func (d *Daemon) expired(h *held) {
+	d.counts.expirations.Add(1)
+	d.event(h, "EXPIRE", time.Now(), nil)
+}
+
 // event logs a lease event of h that began at start.
 func (d *Daemon) event(h *held, command string, start time.Time, err error) {
 	if !d.opts.Log.On() {

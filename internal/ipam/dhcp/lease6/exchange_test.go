@@ -41,7 +41,8 @@ func TestAcquireRenewRebindRelease(t *testing.T) {
 			addr, err := b.Addr()
 			require.NoError(t, err)
 			assert.Equal(t, rapid, b.Reply.GetOneOption(dhcpv6.OptionRapidCommit) != nil, "the REPLY came straight after the SOLICIT")
-			le, ok := lab.Lease6Of(duid(c.ClientID))
+			// dnsmasq writes its lease file after sending the REPLY.
+			le, ok := lab.WaitLease6(duid(c.ClientID), 3*time.Second, func(_ dhcptest.Lease6, ok bool) bool { return ok })
 			require.True(t, ok, "dnsmasq holds a lease for the DUID: %v", lab.Leases6())
 			assert.Equal(t, addr.String(), le.IP)
 			assert.Equal(t, uint32(1), le.IAID)

@@ -35,8 +35,13 @@ func (s *syncBuffer) String() string {
 
 func newTestDaemon(t *testing.T) (*Daemon, *syncBuffer) {
 	t.Helper()
+	return newTestDaemonWith(t, Defaults())
+}
+
+// newTestDaemonWith is newTestDaemon with opts, its state dir a temp dir.
+func newTestDaemonWith(t *testing.T, opts Options) (*Daemon, *syncBuffer) {
+	t.Helper()
 	var logs syncBuffer
-	opts := Defaults()
 	opts.StateDir = filepath.Join(t.TempDir(), "leases")
 	d, err := New(opts, log.New(&logs, "", 0))
 	require.NoError(t, err)

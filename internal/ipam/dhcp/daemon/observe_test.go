@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"errors"
-	"log"
 	"net"
 	"path/filepath"
 	"testing"
@@ -19,20 +18,23 @@ import (
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 )
 
-func TestRenewalsAreCountedAndLogged(t *testing.T) {
+// newLoggedDaemon is a test daemon that writes an invocation log, at the path returned.
+func newLoggedDaemon(t *testing.T) (*Daemon, string) {
+	t.Helper()
 	logFile := filepath.Join(t.TempDir(), "cni.log")
 	opts := Defaults()
-	opts.StateDir = filepath.Join(t.TempDir(), "leases")
 	opts.Log = &invlog.Config{File: logFile}
-	var logs syncBuffer
-	d, err := New(opts, log.New(&logs, "", 0))
-	require.NoError(t, err)
-	t.Cleanup(d.Stop)
+	d, _ := newTestDaemonWith(t, opts)
+	return d, logFile
+}
+
+func TestRenewalsAreCountedAndLogged(t *testing.T) {
+	d, logFile := newLoggedDaemon(t)
 	h := &held{rec: &leasefile.Record{ClientID: "c1/n/eth0", ContainerID: "c1", Network: "n", IfName: "eth0", Netns: "/run/netns/c1"}}
 
 	d.renewed(h, "renew", time.Now(), nil)
 	d.renewed(h, "rebind", time.Now(), errors.New("no answer"))
-	_, err = logged(d, "DEL", d.Release)(&wire.CmdArgs{ContainerID: "c1", IfName: "eth0", StdinData: []byte(`{"name":"n","cniVersion":"1.0.0"}`)})
+	_, err := logged(d, "DEL", d.Release)(&wire.CmdArgs{ContainerID: "c1", IfName: "eth0", StdinData: []byte(`{"name":"n","cniVersion":"1.0.0"}`)})
 	require.NoError(t, err)
 
 	c, err := d.Counters(&wire.Empty{})
@@ -69,14 +71,7 @@ func bound6At(t *testing.T, addr string) binding {
 // write lines with the same keys, so each event line names the lease's address, and the
 // error of a failed DHCPv6 exchange says DHCPv6; the counters count DHCPv6 events too.
 func TestDHCPv6LeaseEventsNameTheirAddressAndFamily(t *testing.T) {
-	logFile := filepath.Join(t.TempDir(), "cni.log")
-	opts := Defaults()
-	opts.StateDir = filepath.Join(t.TempDir(), "leases")
-	opts.Log = &invlog.Config{File: logFile}
-	var logs syncBuffer
-	d, err := New(opts, log.New(&logs, "", 0))
-	require.NoError(t, err)
-	t.Cleanup(d.Stop)
+	d, logFile := newLoggedDaemon(t)
 	rec := &leasefile.Record{Family: leasefile.DHCPv6, ClientID: "c1/n/eth0", ContainerID: "c1", Network: "n", IfName: "eth0", Netns: "/run/netns/c1"}
 	h := &held{rec: rec, bound: bound6At(t, "fd00::5")}
 

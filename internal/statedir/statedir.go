@@ -88,6 +88,10 @@ func Open(path string) (*Dir, error) {
 // Path is the directory's path, for messages.
 func (d *Dir) Path() string { return d.path }
 
+// Stat describes the open directory itself (its mode and owner), not whatever its path
+// names by now.
+func (d *Dir) Stat() (fs.FileInfo, error) { return d.f.Stat() }
+
 // Close releases the directory, and a lock taken with Lock.
 func (d *Dir) Close() error { return d.f.Close() }
 

@@ -6,41 +6,58 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+	"github.com/cnikit/cni/internal/reftest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
 // BenchmarkIPAMAdd times an exec'd dhcp IPAM ADD (a DISCOVER/OFFER/REQUEST/ACK with
-// dnsmasq on a veth) followed, untimed, by its DEL: ours against our daemon and, when
-// CNI_TEST_REFERENCE_DHCP names it, the reference plugin against its own daemon, in
-// the same run.
+// dnsmasq on a veth, and with ipv6 a SOLICIT/REPLY beside it) followed, untimed, by its
+// DEL: ours IPv4 only, ours dual stack, and the reference plugin against its own
+// daemon, in the same run. The container's link is made once and reused, as each ADD's
+// is the same work; "dualstack-new-link" makes a new one per ADD (untimed) and so also
+// times the wait for its IPv6 link-local address (duplicate address detection), which a
+// real pod's first DHCPv6 exchange pays.
 func BenchmarkIPAMAdd(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), d.Socket)
+		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamOnlyConfB(b, d.Socket), false)
+	})
+	b.Run("ours-dualstack", func(b *testing.B) {
+		lab := dhcptest.New(b, dhcptest.Options{IPv6: true})
+		d := lab.StartDaemon(testns.Binary(b))
+		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConfB(b, d.Socket, map[string]any{"ipv6": true}), false)
+	})
+	b.Run("ours-dualstack-new-link", func(b *testing.B) {
+		lab := dhcptest.New(b, dhcptest.Options{IPv6: true})
+		d := lab.StartDaemon(testns.Binary(b))
+		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConfB(b, d.Socket, map[string]any{"ipv6": true}), true)
 	})
 	b.Run("reference", func(b *testing.B) {
-		bin := os.Getenv("CNI_TEST_REFERENCE_DHCP")
-		if bin == "" {
-			b.Skip("CNI_TEST_REFERENCE_DHCP is not set")
-		}
+		bin := reftest.Bin(b, "dhcp")
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartReferenceDaemon(bin)
-		benchAdd(b, lab, bin, d.Socket)
+		benchAdd(b, lab, bin, ipamOnlyConfB(b, d.Socket), false)
 	})
 }
 
-func benchAdd(b *testing.B, lab *dhcptest.Lab, bin, socket string) {
-	conf := ipamOnlyConfB(b, socket)
+func benchAdd(b *testing.B, lab *dhcptest.Lab, bin string, conf []byte, newLink bool) {
 	c := &ctr{ns: testns.NewWithLoopback(b), id: "bench"}
 	lab.Plug(c.ns, "eth0", "benchport0")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.id = fmt.Sprintf("bench-%d", i)
+		if newLink && i > 0 {
+			b.StopTimer()
+			c.ns = testns.NewWithLoopback(b)
+			lab.Plug(c.ns, "eth0", fmt.Sprintf("benchport%d", i))
+			b.StartTimer()
+		}
 		if out, err := execIPAMB(b, lab.Host, bin, "ADD", c, conf); err != nil {
 			b.Fatalf("ADD: %v %s", err, out)
 		}
@@ -53,39 +70,61 @@ func benchAdd(b *testing.B, lab *dhcptest.Lab, bin, socket string) {
 }
 
 // BenchmarkDaemonRSSWith100Leases reports the resident memory of a daemon holding 100
-// leases (goal: 30 MB or less), and the reference daemon's beside it when available.
+// leases (goal: 30 MB or less), ours IPv4 only and dual stack (100 of each family), and
+// the reference daemon's beside them.
 func BenchmarkDaemonRSSWith100Leases(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchRSS(b, lab, d, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"))
+		benchRSS(b, lab, d, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamOnlyConfB(b, d.Socket), false)
+	})
+	b.Run("ours-dualstack", func(b *testing.B) {
+		lab := dhcptest.New(b, dhcptest.Options{IPv6: true})
+		d := lab.StartDaemon(testns.Binary(b))
+		benchRSS(b, lab, d, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConfB(b, d.Socket, map[string]any{"ipv6": true}), true)
 	})
 	b.Run("reference", func(b *testing.B) {
-		bin := os.Getenv("CNI_TEST_REFERENCE_DHCP")
-		if bin == "" {
-			b.Skip("CNI_TEST_REFERENCE_DHCP is not set")
-		}
+		bin := reftest.Bin(b, "dhcp")
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartReferenceDaemon(bin)
-		benchRSS(b, lab, d, bin)
+		benchRSS(b, lab, d, bin, ipamOnlyConfB(b, d.Socket), false)
 	})
 }
 
-func benchRSS(b *testing.B, lab *dhcptest.Lab, d *dhcptest.Daemon, bin string) {
-	conf := ipamOnlyConfB(b, d.Socket)
-	for i := 0; i < 100; i++ {
-		c := &ctr{ns: testns.NewWithLoopback(b), id: fmt.Sprintf("rss-%d", i)}
-		lab.Plug(c.ns, "eth0", fmt.Sprintf("rss%d", i))
-		if out, err := execIPAMB(b, lab.Host, bin, "ADD", c, conf); err != nil {
-			b.Fatalf("ADD %d: %v %s", i, err, out)
-		}
+// benchRSS makes 100 attachments, ten ADDs at a time (each new link waits for its IPv6
+// link-local address first), and reads the daemon's RSS once they are all held.
+func benchRSS(b *testing.B, lab *dhcptest.Lab, d *dhcptest.Daemon, bin string, conf []byte, dual bool) {
+	ctrs := make([]*ctr, 100)
+	for i := range ctrs {
+		ctrs[i] = &ctr{ns: testns.NewWithLoopback(b), id: fmt.Sprintf("rss-%d", i)}
+		lab.Plug(ctrs[i].ns, "eth0", fmt.Sprintf("rss%d", i))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ctrs))
+	sem := make(chan struct{}, 10)
+	for _, c := range ctrs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if out, err := execIPAMB(b, lab.Host, bin, "ADD", c, conf); err != nil {
+				errs <- fmt.Errorf("ADD %s: %v %s", c.id, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // let the goroutines of 100 fresh leases settle
 	for i := 0; i < b.N; i++ {
 		b.ReportMetric(rssMB(b, d.Pid()), "MB-RSS")
 	}
 	if n := len(lab.Leases()); n != 100 {
-		b.Fatalf("the server holds %d leases, want 100", n)
+		b.Fatalf("the server holds %d DHCPv4 leases, want 100", n)
+	}
+	if n := len(lab.Leases6()); dual && n != 100 {
+		b.Fatalf("the server holds %d DHCPv6 leases, want 100", n)
 	}
 }
 

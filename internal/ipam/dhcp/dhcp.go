@@ -135,7 +135,8 @@ func call(req *skel.Request, socket, method string, reply any) error {
 
 // cniError gives a daemon call's failure its CNI code: the daemon's own code when it
 // sent one; a path that is no socket is the config's ipam.daemonSocketPath at fault (7);
-// a daemon that is not there or did not answer in time is "try again later" (11).
+// a daemon that refuses the caller is an internal error; a daemon that is not there or
+// did not answer in time is "try again later" (11).
 func cniError(err error) error {
 	var se wire.ServerError
 	var unreachable *wire.UnreachableError
@@ -146,6 +147,8 @@ func cniError(err error) error {
 		return se.Err()
 	case errors.As(err, &unreachable) && errors.Is(err, wire.ErrNotSocket):
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.daemonSocketPath: %v", err)
+	case errors.Is(err, wire.ErrRefused):
+		return cnierror.Newf(cnierror.CodeInternal, "dhcp: %v", err) // no later try fares better
 	case cnierror.Code(err) != 0:
 		return err
 	}

@@ -102,6 +102,14 @@ func (w *world) ipamCmd(cmd string, c *ctr, conf []byte) error {
 	return err
 }
 
+// restartDaemon kills the daemon (as a crash would) and starts it again, once the
+// server's expiry of a lease renewed now would differ from the one it holds.
+func (w *world) restartDaemon() {
+	dhcptest.PastExpiryGrain()
+	w.daemon.Kill()
+	w.daemon.Start()
+}
+
 // heldFiles lists the daemon's lease files.
 func (w *world) heldFiles() []string {
 	entries, err := os.ReadDir(w.daemon.StateDir)

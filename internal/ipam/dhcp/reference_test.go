@@ -2,7 +2,6 @@ package dhcp_test
 
 import (
 	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -10,23 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+	"github.com/cnikit/cni/internal/reftest"
+	"github.com/cnikit/cni/internal/testns"
 )
 
-// referenceDHCP is the reference plugins' dhcp binary, built outside the repository
-// (GOBIN=/tmp/refplugins go install github.com/containernetworking/plugins/plugins/ipam/dhcp@v1.9.0)
-// and named by CNI_TEST_REFERENCE_DHCP. The wire itself is tested against net/rpc
-// with the reference library's types in package wire, always; this runs both real
-// programs against each other.
-func referenceDHCP(t *testing.T) string {
-	bin := os.Getenv("CNI_TEST_REFERENCE_DHCP")
-	if bin == "" {
-		t.Skip("CNI_TEST_REFERENCE_DHCP names no reference dhcp binary (it is never committed); package wire covers the protocol")
-	}
-	return bin
-}
+// The reference plugins' dhcp binary (reftest builds it at the pinned release) against
+// ours, both ways: the wire itself is tested against net/rpc with the reference
+// library's types in package wire; these run both real programs against each other.
 
 func TestOurPluginWithTheReferenceDaemon(t *testing.T) {
-	bin := referenceDHCP(t)
+	bin := reftest.Bin(t, "dhcp")
 	lab := dhcptest.New(t, dhcptest.Options{})
 	w := &world{t: t, lab: lab, daemon: lab.StartReferenceDaemon(bin)}
 	conf := w.conf(nil)
@@ -48,7 +40,7 @@ func TestOurPluginWithTheReferenceDaemon(t *testing.T) {
 }
 
 func TestReferencePluginWithOurDaemon(t *testing.T) {
-	bin := referenceDHCP(t)
+	bin := reftest.Bin(t, "dhcp")
 	w := newWorld(t, dhcptest.Options{})
 	c := w.newCtr()
 	w.lab.Plug(c.ns, "eth0", "refport0")
@@ -71,8 +63,7 @@ func TestReferencePluginWithOurDaemon(t *testing.T) {
 	require.NoError(t, err, out)
 	out, err = execIPAM(t, w.lab.Host, bin, "DEL", c, conf)
 	require.NoError(t, err, out)
-	_, ok = w.lab.WaitLease(c.clientID(), 5*time.Second, func(_ dhcptest.Lease, ok bool) bool { return !ok })
-	assert.False(t, ok, "our daemon released the lease on the reference plugin's DEL")
+	assert.True(t, w.lab.Released(c.clientID()), "our daemon released the lease on the reference plugin's DEL")
 	assert.Empty(t, w.heldFiles())
 }
 
@@ -83,4 +74,49 @@ func withPrevJSON(t *testing.T, conf []byte, prev string) []byte {
 	b, err := json.Marshal(c)
 	require.NoError(t, err)
 	return b
+}
+
+// TestUpgradeFromTheReferenceDaemonTakesOverItsLeases is an in-place upgrade: pods got
+// their leases from the reference daemon, which keeps them only in memory; it is stopped
+// (it neither renews nor releases them then) and ours starts on its socket. Ours knows
+// them only from what the runtime sends: the prevResult of CHECK and DEL. CHECK takes
+// the lease over (an INIT-REBOOT for that address with the client id both daemons use)
+// and renews it from then on; DEL takes it over and releases it. A DEL without a
+// prevResult has nothing to find the lease by: the server keeps it until it expires.
+func TestUpgradeFromTheReferenceDaemonTakesOverItsLeases(t *testing.T) {
+	lab := dhcptest.New(t, dhcptest.Options{})
+	ref := lab.StartReferenceDaemon(reftest.Bin(t, "dhcp"))
+	w := &world{t: t, lab: lab, daemon: ref}
+	conf := w.conf(nil)
+	checked, deleted, blind := w.newCtr(), w.newCtr(), w.newCtr()
+	for _, c := range []*ctr{checked, deleted, blind} {
+		w.add(c, conf)
+	}
+	before, ok := lab.LeaseOf(checked.clientID())
+	require.True(t, ok)
+
+	dhcptest.PastExpiryGrain()
+	ref.Kill()
+	w.daemon = lab.StartDaemonOn(ref.Socket, testns.Binary(t))
+
+	_, err := w.bridgeCmd("CHECK", checked, withPrev(t, conf, checked.res), "")
+	require.NoError(t, err, "CHECK of a pod the reference daemon served")
+	after, _ := lab.LeaseOf(checked.clientID())
+	assert.True(t, after.Expiry.After(before.Expiry), "the lease was confirmed at the server: %v then %v", before.Expiry, after.Expiry)
+	assert.Equal(t, before.IP, after.IP)
+	assert.Len(t, w.heldFiles(), 1, "and is held (renewed, released on DEL) from now on")
+
+	_, err = w.bridgeCmd("DEL", deleted, withPrev(t, conf, deleted.res), "")
+	require.NoError(t, err)
+	assert.True(t, lab.Released(deleted.clientID()), "DEL with the cached result released the reference daemon's lease")
+
+	_, err = w.bridgeCmd("DEL", blind, conf, "")
+	require.NoError(t, err, "DEL without a prevResult still succeeds")
+	_, ok = lab.LeaseOf(blind.clientID())
+	assert.True(t, ok, "without a prevResult the lease cannot be found: it runs out at the server")
+
+	_, err = w.bridgeCmd("DEL", checked, withPrev(t, conf, checked.res), "")
+	require.NoError(t, err)
+	assert.True(t, lab.Released(checked.clientID()), "the lease taken over at CHECK is released by DEL")
+	assert.Empty(t, w.heldFiles())
 }

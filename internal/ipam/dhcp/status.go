@@ -17,7 +17,8 @@ import (
 const statusTimeout = 10 * time.Second
 
 // statusMain runs `dhcp status [-socketpath P] [-prometheus]`: the daemon's counters
-// (leases held, acquired, released, renewed, failed), asked over its socket.
+// (leases held, acquired, released, renewed, failed; DHCPv4 and DHCPv6 together), asked
+// over its socket.
 func statusMain(args, _ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dhcp status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -63,10 +64,10 @@ func fields(c *wire.Counters) []field {
 	return []field{
 		{"leases held", "cni_dhcp_leases_held", "Leases the dhcp daemon holds.", c.Held},
 		{"allocations", "cni_dhcp_allocations_total", "Leases acquired for an ADD.", c.Allocations},
-		{"allocation failures", "cni_dhcp_allocation_failures_total", "ADDs that got no lease.", c.AllocationFailures},
+		{"allocation failures", "cni_dhcp_allocation_failures_total", "Leases an ADD asked for and did not get.", c.AllocationFailures},
 		{"releases", "cni_dhcp_releases_total", "Leases given back.", c.Releases},
-		{"renewals", "cni_dhcp_renewals_total", "Renewals and rebinds that got an ACK.", c.Renewals},
-		{"renewal failures", "cni_dhcp_renewal_failures_total", "Renewals and rebinds that got a NAK or no answer.", c.RenewalFailures},
+		{"renewals", "cni_dhcp_renewals_total", "Renewals and rebinds that extended the lease.", c.Renewals},
+		{"renewal failures", "cni_dhcp_renewal_failures_total", "Renewals and rebinds that were refused or got no answer.", c.RenewalFailures},
 		{"expirations", "cni_dhcp_expirations_total", "Leases that ran out.", c.Expirations},
 	}
 }

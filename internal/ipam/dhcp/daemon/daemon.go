@@ -1,8 +1,11 @@
-// Package daemon is the dhcp IPAM daemon: it holds one DHCPv4 lease per attachment,
-// gets it inside the container's network namespace on the container's interface,
-// renews it at T1, rebinds at T2, takes the link down at expiry, and answers the
-// plugin's calls (the reference's DHCP.Allocate and DHCP.Release, and our Check, GC and
-// Status) on a unix socket.
+// Package daemon is the dhcp IPAM daemon: it holds a DHCPv4 lease per attachment, and
+// a DHCPv6 one where the config asks (ipam.ipv6), gets each inside the container's
+// network namespace on the container's interface, renews it at T1, rebinds at T2,
+// withdraws the address at expiry (DHCPv4 takes the link down), and answers the
+// plugin's calls (the reference's DHCP.Allocate and DHCP.Release, and our Check, GC,
+// Status and Counters) on a unix socket. Each call and each lease event (renewal,
+// rebind, expiry) of either family is counted and, with a log, written to the
+// invocation log (observe.go).
 //
 // Every lease is kept on disk (leasefile) as soon as it is bound and after every
 // renewal, so a restarted daemon confirms each one (INIT-REBOOT), goes on renewing it,
@@ -12,17 +15,15 @@ package daemon
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log"
 	"net"
+	"os"
 	"sync"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
-
 	"github.com/cnikit/cni/internal/invlog"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 )
 
@@ -59,28 +60,35 @@ func Defaults() Options {
 // Daemon holds the leases.
 type Daemon struct {
 	opts  Options
+	host  linkid.Host // where the daemon itself runs: never acted on
 	store *leasefile.Store
 	log   *log.Logger
 
-	ctx    context.Context // ends when the daemon stops
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx      context.Context // ends when the daemon stops
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
 
 	mu     sync.Mutex
-	leases map[string]*held
-	locks  keyedMutex
+	leases map[string]*held // by leasefile.Key: one per attachment and family
+	locks  keyedMutex       // by client id: both families of an attachment
+	reach  reachability
 
 	counts counters
 }
 
 // New opens the state directory and loads the leases kept there; Start resumes them.
 func New(opts Options, logger *log.Logger) (*Daemon, error) {
+	host, err := linkid.Self()
+	if err != nil {
+		return nil, err
+	}
 	store, err := leasefile.Open(opts.StateDir)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &Daemon{opts: opts, store: store, log: logger, ctx: ctx, cancel: cancel, leases: map[string]*held{},
+	d := &Daemon{opts: opts, host: host, store: store, log: logger, ctx: ctx, cancel: cancel, leases: map[string]*held{},
 		counts: counters{since: time.Now()}}
 	d.locks.init()
 	return d, nil
@@ -97,20 +105,23 @@ func (d *Daemon) Resume() {
 		h, err := d.heldFromRecord(r)
 		if err != nil {
 			d.log.Printf("%s: dropping a kept lease that cannot be read: %v", r.ClientID, err)
-			_ = d.store.Remove(r.ClientID)
+			_ = d.store.Remove(r.Key())
 			continue
 		}
 		d.mu.Lock()
-		d.leases[r.ClientID] = h
+		d.leases[r.Key()] = h
 		d.mu.Unlock()
 		d.start(h, true)
-		d.log.Printf("%s: resumed lease of %s", r.ClientID, h.addrText())
+		d.log.Printf("%s: resumed lease of %s", h.who(), h.addrText())
 	}
 }
 
-// Serve answers calls on l until Stop.
+// Serve answers calls on l until Stop, from root and the daemon's own user only
+// (SO_PEERCRED): the socket's mode is the first guard, the peer's uid the second, which
+// also holds for a socket systemd made or an operator opened up.
 func (d *Daemon) Serve(l net.Listener) error {
 	srv := wire.NewServer(d.log.Printf)
+	srv.Admit = wire.OwnerOrRoot(uint32(os.Geteuid()))
 	wire.Handle(srv, "DHCP.Allocate", logged(d, "ADD", d.Allocate))
 	wire.Handle(srv, "DHCP.Release", logged(d, "DEL", d.Release))
 	wire.Handle(srv, "DHCP.Check", logged(d, "CHECK", d.Check))
@@ -122,11 +133,16 @@ func (d *Daemon) Serve(l net.Listener) error {
 	return srv.Serve(l)
 }
 
-// Stop ends the upkeep of every lease without releasing any: they stay on disk for the
-// next start.
+// Stop ends the upkeep of every lease without releasing any (they stay on disk for the
+// next start) and closes the state directory. Calling it again does nothing.
 func (d *Daemon) Stop() {
-	d.cancel()
-	d.wg.Wait()
+	d.stopOnce.Do(func() {
+		d.cancel()
+		d.wg.Wait()
+		if err := d.store.Close(); err != nil {
+			d.log.Printf("closing the lease dir: %v", err)
+		}
+	})
 }
 
 // Held reports how many leases the daemon holds.
@@ -136,20 +152,21 @@ func (d *Daemon) Held() int {
 	return len(d.leases)
 }
 
-func (d *Daemon) lookup(id string) *held {
+func (d *Daemon) lookup(key string) *held {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.leases[id]
+	return d.leases[key]
 }
 
 func (d *Daemon) forget(h *held) {
+	key := h.rec.Key()
 	d.mu.Lock()
-	if d.leases[h.rec.ClientID] == h {
-		delete(d.leases, h.rec.ClientID)
+	if d.leases[key] == h {
+		delete(d.leases, key)
 	}
 	d.mu.Unlock()
-	if err := d.store.Remove(h.rec.ClientID); err != nil {
-		d.log.Printf("%s: %v", h.rec.ClientID, err)
+	if err := d.store.Remove(key); err != nil {
+		d.log.Printf("%s: %v", h.who(), err)
 	}
 }
 
@@ -185,17 +202,4 @@ func (k *keyedMutex) lock(key string) func() {
 		}
 		k.mu.Unlock()
 	}
-}
-
-var errNoACK = errors.New("kept lease has no valid DHCPACK")
-
-func parseACK(b []byte) (*dhcpv4.DHCPv4, error) {
-	ack, err := dhcpv4.FromBytes(b)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoACK, err)
-	}
-	if ack.MessageType() != dhcpv4.MessageTypeAck {
-		return nil, errNoACK
-	}
-	return ack, nil
 }

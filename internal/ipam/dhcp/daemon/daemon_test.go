@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"log"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -34,8 +35,13 @@ func (s *syncBuffer) String() string {
 
 func newTestDaemon(t *testing.T) (*Daemon, *syncBuffer) {
 	t.Helper()
+	return newTestDaemonWith(t, Defaults())
+}
+
+// newTestDaemonWith is newTestDaemon with opts, its state dir a temp dir.
+func newTestDaemonWith(t *testing.T, opts Options) (*Daemon, *syncBuffer) {
+	t.Helper()
 	var logs syncBuffer
-	opts := Defaults()
 	opts.StateDir = filepath.Join(t.TempDir(), "leases")
 	d, err := New(opts, log.New(&logs, "", 0))
 	require.NoError(t, err)
@@ -78,6 +84,29 @@ func TestReleaseOfAnUnknownAttachmentSucceeds(t *testing.T) {
 	d, _ := newTestDaemon(t)
 	_, err := d.Release(&wire.CmdArgs{ContainerID: "c", IfName: "eth0", StdinData: []byte(`{"name":"n"}`)})
 	assert.NoError(t, err)
-	_, err = d.Check(&wire.CmdArgs{ContainerID: "c", IfName: "eth0", StdinData: []byte(`{"name":"n"}`)})
-	assert.ErrorContains(t, err, "holds no lease")
+	_, err = d.Check(&wire.CmdArgs{ContainerID: "c", IfName: "eth0", StdinData: []byte(`{"name":"n","ipam":{"type":"dhcp"}}`)})
+	assert.ErrorContains(t, err, "holds no DHCPv4 lease")
+}
+
+// Stop closes the lease directory New opened (it stayed open for the life of the
+// process before), and a second Stop is harmless.
+func TestStopClosesTheLeaseDir(t *testing.T) {
+	d, _ := newTestDaemon(t)
+	dir := d.opts.StateDir
+	require.True(t, hasOpenFD(t, dir), "New keeps the lease dir open")
+	d.Stop()
+	assert.False(t, hasOpenFD(t, dir), "Stop closed it")
+	d.Stop()
+}
+
+func hasOpenFD(t *testing.T, path string) bool {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, e := range entries {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == path {
+			return true
+		}
+	}
+	return false
 }

@@ -3,8 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"net"
-	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -13,61 +11,53 @@ import (
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
-	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 )
 
-// held is one lease the daemon holds and its upkeep goroutine.
+// held is one lease the daemon holds (of one family, for one attachment) and its upkeep
+// goroutine.
 type held struct {
-	client *lease.Client
+	fam family
 
 	// rec is the lease as first kept: who it is for and the options it sends. It is
 	// never written after the upkeep starts (each renewal saves a copy with the new
-	// ACK), so it is read without the lock.
+	// answer), so it is read without the lock.
 	rec *leasefile.Record
 
 	mu      sync.Mutex
-	bound   *lease.Bound
-	expired bool // the lease ran out; the link was taken down
+	bound   binding
+	expired bool // the lease ran out; its address was withdrawn
 
 	stop context.CancelFunc
 	done chan struct{}
 }
 
 // newHeld makes the held lease for a fresh binding.
-func (d *Daemon) newHeld(c *lease.Client, rec *leasefile.Record, b *lease.Bound) *held {
-	rec.HWAddr = b.HWAddr.String()
-	rec.ACK = b.ACK.ToBytes()
-	rec.Bound = b.At
-	return &held{client: c, rec: rec, bound: b}
+func newHeld(fam family, rec *leasefile.Record, b binding) *held {
+	rec.ID = b.link()
+	rec.ACK = b.message()
+	rec.Bound = b.at()
+	return &held{fam: fam, rec: rec, bound: b}
 }
 
 // heldFromRecord rebuilds a kept lease.
 func (d *Daemon) heldFromRecord(r *leasefile.Record) (*held, error) {
-	ack, err := parseACK(r.ACK)
+	b, err := kept(r)
 	if err != nil {
 		return nil, err
 	}
-	hw, _ := net.ParseMAC(r.HWAddr)
-	c := d.client(r.ClientID, r.Netns, r.IfName, optionsOf(r))
-	return &held{client: c, rec: r, bound: &lease.Bound{ACK: ack, At: r.Bound, HWAddr: hw}}, nil
+	return &held{fam: d.newFamily(r.Family, r.ClientID, r.Netns, r.IfName, optionsOf(r)), rec: r, bound: b}, nil
 }
 
-// client makes the DHCP client of an attachment.
-func (d *Daemon) client(id, netns, ifName string, o clientOptions) *lease.Client {
-	return &lease.Client{
-		ID:        id,
-		Netns:     d.opts.HostPrefix + filepath.Clean(netns),
-		IfName:    ifName,
-		Provide:   o.provide,
-		Request:   o.request,
-		Broadcast: d.opts.Broadcast,
-		Timeout:   d.opts.Timeout,
-		ResendMax: d.opts.ResendMax,
-		Logf:      d.log.Printf,
+// who names the lease in the log: its client id, and the family when it is DHCPv6.
+func (h *held) who() string {
+	if h.rec.Family == leasefile.DHCPv6 {
+		return h.rec.ClientID + " (DHCPv6)"
 	}
+	return h.rec.ClientID
 }
 
-func (h *held) snapshot() (*lease.Bound, bool) {
+func (h *held) snapshot() (binding, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.bound, h.expired
@@ -75,10 +65,7 @@ func (h *held) snapshot() (*lease.Bound, bool) {
 
 func (h *held) addrText() string {
 	b, _ := h.snapshot()
-	if p, err := b.Addr(); err == nil {
-		return p.String()
-	}
-	return "?"
+	return b.addr()
 }
 
 // start runs the upkeep goroutine; reboot first confirms the lease with the server.
@@ -111,39 +98,56 @@ func (h *held) halt() {
 // reports it once it runs out, and DEL still releases it).
 func (d *Daemon) recoverUpkeep(h *held) {
 	if r := recover(); r != nil {
-		d.log.Printf("%s: lease upkeep panicked, it is no longer renewed: %v\n%s", h.rec.ClientID, r, debug.Stack())
+		d.log.Printf("%s: lease upkeep panicked, it is no longer renewed: %v\n%s", h.who(), r, debug.Stack())
 	}
 }
 
-// reboot confirms a kept lease after a restart (INIT-REBOOT). Only a NAK or a vanished
-// attachment ends the lease; no answer leaves it to the usual renewals, since its
-// times are known.
+// reboot confirms a kept lease after a restart (DHCPv4's INIT-REBOOT, DHCPv6's
+// REBIND), on the interface it was bound on only. Only a refusal or an attachment that
+// is gone ends the lease; no answer leaves it to the usual renewals, since its times are
+// known.
 func (d *Daemon) reboot(ctx context.Context, h *held) bool {
 	b, _ := h.snapshot()
 	if time.Now().After(b.Times().Expire) {
 		return true // upkeep takes it down
 	}
-	nb, err := h.client.Reboot(ctx, b.ACK.YourIPAddr)
+	nb, err := h.fam.confirm(ctx, b)
+	d.heard(h, err)
 	switch {
 	case err == nil:
 		d.rebound(h, nb)
 		return true
-	case errors.Is(err, lease.ErrNoInterface):
-		d.vanished(h, err)
+	case d.ended(h, err):
 		return false
-	case errors.Is(err, lease.ErrNak):
-		d.log.Printf("%s: server refused the kept address %s: %v; taking the link down", h.rec.ClientID, b.ACK.YourIPAddr, err)
-		d.linkDown(h)
+	case h.fam.refused(err):
+		d.log.Printf("%s: server refused the kept address %s: %v; withdrawing it", h.who(), b.addr(), err)
+		d.lose(h)
 		d.forget(h)
 		return false
 	case ctx.Err() != nil:
 		return false
 	}
-	d.log.Printf("%s: no answer confirming the kept lease (%v); renewing at T1", h.rec.ClientID, err)
+	d.log.Printf("%s: no answer confirming the kept lease (%v); renewing at T1", h.who(), err)
 	return true
 }
 
-// upkeep renews at T1, rebinds after T2, and takes the link down at expiry.
+// ended handles the errors that end a lease's upkeep because its attachment is gone
+// (released from the host) or was never one to act on (the daemon's own namespace:
+// dropped without sending anything), and says whether err was one.
+func (d *Daemon) ended(h *held, err error) bool {
+	switch {
+	case errors.Is(err, linkid.ErrOwnNetns):
+		d.log.Printf("%s: refusing to act: %v; dropping the record", h.who(), err)
+		d.forget(h)
+		return true
+	case errors.Is(err, linkid.ErrGone):
+		d.vanished(h, err)
+		return true
+	}
+	return false
+}
+
+// upkeep renews at T1, rebinds after T2, and withdraws the address at expiry.
 func (d *Daemon) upkeep(ctx context.Context, h *held) {
 	for {
 		b, _ := h.snapshot()
@@ -159,102 +163,98 @@ func (d *Daemon) upkeep(ctx context.Context, h *held) {
 			}
 			continue
 		}
-		phase := "renew"
-		if !now.Before(t.Rebind) {
-			phase = "rebind"
-		}
-		if !d.renewOnce(ctx, h, b, phase, t) {
+		if !d.renewOnce(ctx, h, b, !now.Before(t.Rebind)) {
 			return
 		}
 	}
 }
 
-// renewOnce makes one renewal attempt and, after a failure, waits half the time left
-// to the next boundary (RFC 2131 §4.4.5), at least a second and at most a minute.
-func (d *Daemon) renewOnce(ctx context.Context, h *held, b *lease.Bound, phase string, t lease.Times) bool {
+// renewOnce makes one renewal attempt (a rebinding one after T2) and, after a failure,
+// waits half the time left to the next boundary (RFC 2131 §4.4.5, RFC 8415 §18.2.4),
+// at least a second and at most a minute. An attempt that reached the network is counted
+// and logged; one the daemon's stop cut short, or that found the attachment gone, is not.
+func (d *Daemon) renewOnce(ctx context.Context, h *held, b binding, rebind bool) bool {
+	phase, next := "renew", b.Times().Rebind
+	if rebind {
+		phase, next = "rebind", b.Times().Expire
+	}
 	start := time.Now()
-	nb, err := h.client.Renew(ctx, b)
-	if ctx.Err() == nil && !errors.Is(err, lease.ErrNoInterface) {
+	nb, err := h.fam.renew(ctx, b, rebind)
+	d.heard(h, err)
+	if ctx.Err() == nil && !lease.Final(err) {
 		d.renewed(h, phase, start, err)
 	}
 	switch {
 	case err == nil:
 		d.rebound(h, nb)
 		return true
-	case errors.Is(err, lease.ErrNoInterface):
-		d.vanished(h, err)
+	case d.ended(h, err):
 		return false
-	case errors.Is(err, lease.ErrNak):
-		d.log.Printf("%s: %s refused: %v", h.rec.ClientID, phase, err)
+	case h.fam.refused(err):
+		d.log.Printf("%s: %s refused: %v", h.who(), phase, err)
 		d.expire(h)
 		return false
 	case ctx.Err() != nil:
 		return false
 	}
-	next := t.Rebind
-	if phase == "rebind" {
-		next = t.Expire
-	}
 	wait := min(max(time.Until(next)/2, time.Second), time.Minute)
-	d.log.Printf("%s: %s failed: %v; next try in %s", h.rec.ClientID, phase, err, wait.Round(time.Second))
+	d.log.Printf("%s: %s failed: %v; next try in %s", h.who(), phase, err, wait.Round(time.Second))
 	return sleep(ctx, wait)
 }
 
-// rebound records a new ACK in memory and on disk.
-func (d *Daemon) rebound(h *held, b *lease.Bound) {
+// heard notes what an exchange of the lease said of its network's servers (STATUS).
+func (d *Daemon) heard(h *held, err error) {
+	d.reach.note(h.rec.Network, h.rec.Family, err, h.fam.refused(err))
+}
+
+// rebound records a new answer in memory and on disk.
+func (d *Daemon) rebound(h *held, b binding) {
 	h.mu.Lock()
 	h.bound = b
 	h.expired = false
 	h.mu.Unlock()
 	rec := *h.rec
-	rec.ACK = b.ACK.ToBytes()
-	rec.Bound = b.At
+	rec.ID = b.link() // a record of an earlier version gets its identity here
+	rec.ACK = b.message()
+	rec.Bound = b.at()
 	if err := d.store.Save(&rec); err != nil {
-		d.log.Printf("%s: %v", rec.ClientID, err)
+		d.log.Printf("%s: %v", h.who(), err)
 	}
-	d.log.Printf("%s: lease of %s renewed, expires %s", rec.ClientID, h.addrText(), b.Times().ExpireText())
+	d.log.Printf("%s: lease of %s renewed, expires %s", h.who(), b.addr(), b.Times().ExpireText())
 }
 
-// expire takes the link down: the address is no longer ours to use. The lease stays
-// held (CHECK fails, DEL still releases and forgets it).
+// expire withdraws the address (DHCPv4: the link goes down): it is no longer ours to
+// use. The lease stays held (CHECK fails, DEL still releases and forgets it) unless its
+// attachment is gone.
 func (d *Daemon) expire(h *held) {
 	h.mu.Lock()
 	h.expired = true
 	h.mu.Unlock()
-	d.counts.expirations.Add(1)
-	d.event(h, "EXPIRE", time.Now(), nil)
-	d.log.Printf("%s: lease of %s expired; taking the interface down", h.rec.ClientID, h.addrText())
-	d.linkDown(h)
+	d.expired(h)
+	d.log.Printf("%s: lease of %s expired; withdrawing it", h.who(), h.addrText())
+	d.ended(h, d.lose(h))
 }
 
 // vanished releases, from the host, the lease of an attachment whose namespace or
 // interface is gone, and forgets it: nothing is left to renew it for.
 func (d *Daemon) vanished(h *held, why error) {
-	d.log.Printf("%s: attachment gone (%v); releasing %s from the host", h.rec.ClientID, why, h.addrText())
+	d.log.Printf("%s: %v; releasing %s from the host", h.who(), why, h.addrText())
 	b, _ := h.snapshot()
-	if err := lease.ReleaseFromHost(h.rec.ClientID, b.ACK); err != nil {
-		d.log.Printf("%s: %v", h.rec.ClientID, err)
+	if err := h.fam.releaseFromHost(b); err != nil {
+		d.log.Printf("%s: %v", h.who(), err)
 	}
 	d.forget(h)
 }
 
-func (d *Daemon) linkDown(h *held) {
-	err := func() error {
-		n, err := link.Open(h.client.Netns)
-		if err != nil {
-			return err
-		}
-		defer n.Close()
-		l, err := n.ByName(h.client.IfName)
-		if err != nil {
-			return err
-		}
-		hd := n.Handle()
-		return hd.LinkSetDown(l)
-	}()
+// lose withdraws the lease's address from its interface, provided that still is the
+// one the lease was bound on.
+func (d *Daemon) lose(h *held) error {
+	b, _ := h.snapshot()
+	err := h.fam.lose(b)
 	if err != nil {
-		d.log.Printf("%s: taking %s down: %v", h.rec.ClientID, h.client.IfName, err)
+		d.log.Printf("%s: withdrawing %s from %s: %v", h.who(), b.addr(), h.fam.target().IfName, err)
 	}
+	return err
 }
 
 // sleep waits for d or until ctx ends, and says whether to go on.
@@ -269,7 +269,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// clientOptions are the options a lease's requests carry.
+// clientOptions are the options a DHCPv4 lease's requests carry.
 type clientOptions struct {
 	provide []dhcpv4.Option
 	request []dhcpv4.OptionCode

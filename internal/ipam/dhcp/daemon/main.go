@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -134,12 +135,39 @@ func listener(path string, env []string) (l net.Listener, owned bool, err error)
 	if err := clearStaleSocket(path); err != nil {
 		return nil, false, err
 	}
-	l, err = net.Listen("unix", path)
+	l, err = listenPrivate(path)
 	if err != nil {
-		return nil, false, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, false, err
+	}
+	return l, true, nil
+}
+
+// socketMode is the daemon socket's: only its own user (root) may connect, whatever the
+// umask, since a call can take or release any container's lease.
+const socketMode = 0o600
+
+// listenPrivate makes the socket file at path with socketMode from the start: the
+// socket's mode is set before bind, which creates the file with it (less the umask), so
+// no moment exists where others could connect; a umask that took more away is undone.
+func listenPrivate(path string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = syscall.Fchmod(int(fd), socketMode) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	l, err := lc.Listen(context.Background(), "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	return l, true, nil
+	if err := os.Chmod(path, socketMode); err != nil {
+		l.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return l, nil
 }
 
 // clearStaleSocket removes a socket left by a daemon that died, but never a live

@@ -5,20 +5,39 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcpconf"
-	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
+	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 )
 
-// Allocate is the reference's DHCP.Allocate: the attachment's lease as a result,
-// acquired now unless the daemon already holds a live one (the reference plugin's CHECK
-// calls Allocate too). A server that does not answer within ResendTimeout is code 11,
-// and nothing of the attempt is kept.
+// families are the lease families a config asks for, DHCPv4 first.
+func families(conf *dhcpconf.Config) []leasefile.Family {
+	var out []leasefile.Family
+	if conf.IPv4 {
+		out = append(out, leasefile.DHCPv4)
+	}
+	if conf.IPv6 {
+		out = append(out, leasefile.DHCPv6)
+	}
+	return out
+}
+
+// allFamilies are what DEL releases, whatever the config says now.
+var allFamilies = [...]leasefile.Family{leasefile.DHCPv4, leasefile.DHCPv6}
+
+// Allocate is the reference's DHCP.Allocate: the attachment's leases as one result, each
+// family's acquired now unless the daemon already holds a live one (the reference
+// plugin's CHECK calls Allocate too). With both families the two are asked for at once;
+// if either fails, the one this call got is released and nothing is kept. A server that
+// does not answer within ResendTimeout is code 11.
 func (d *Daemon) Allocate(args *wire.CmdArgs) (*wire.Result, error) {
 	conf, id, err := d.request(args)
 	if err != nil {
@@ -26,59 +45,177 @@ func (d *Daemon) Allocate(args *wire.CmdArgs) (*wire.Result, error) {
 	}
 	unlock := d.locks.lock(id)
 	defer unlock()
-	if h := d.lookup(id); h != nil {
-		if b, expired := h.snapshot(); !expired {
-			return leaseResult(b, conf.Priority)
-		}
-		d.log.Printf("%s: replacing an expired lease", id)
-		d.drop(h)
+	fams := families(conf)
+	hs, fresh, errs := make([]*held, len(fams)), make([]bool, len(fams)), make([]error, len(fams))
+	var wg sync.WaitGroup
+	for i, f := range fams {
+		wg.Go(func() { hs[i], fresh[i], errs[i] = d.allocate(args, conf, id, f) })
 	}
-	return d.acquire(args, conf, id)
+	wg.Wait()
+	if err := firstError(errs); err != nil {
+		for i, h := range hs {
+			if fresh[i] && h != nil {
+				d.log.Printf("%s: the other family failed (%v); releasing %s", h.who(), err, h.addrText())
+				d.drop(h)
+			}
+		}
+		return nil, err
+	}
+	for i, h := range hs {
+		if fresh[i] {
+			d.start(h, false)
+		}
+	}
+	return results(hs, conf)
 }
 
-// acquire gets a new lease, keeps it on disk and starts its upkeep. The caller holds
-// the client id's lock.
-func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string) (*wire.Result, error) {
+// allocate gives one family's live lease: the one held, or a new one (fresh), whose
+// upkeep the caller starts. The caller holds the client id's lock.
+func (d *Daemon) allocate(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f leasefile.Family) (h *held, fresh bool, err error) {
+	if h := d.lookup(leasefile.Key(f, id)); h != nil {
+		if _, expired := h.snapshot(); !expired {
+			return h, false, nil
+		}
+		d.log.Printf("%s: replacing an expired lease", h.who())
+		d.drop(h)
+	}
+	h, err = d.acquire(args, conf, id, f)
+	return h, err == nil, err
+}
+
+// acquire gets a new lease of one family and keeps it on disk.
+func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f leasefile.Family) (*held, error) {
 	netns, err := filepath.Abs(args.Netns)
 	if err != nil {
 		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "netns %q: %v", args.Netns, err)
 	}
 	opts := clientOptions{provide: conf.Provide, request: conf.Request}
-	c := d.client(id, netns, args.IfName, opts)
+	fam := d.newFamily(f, id, netns, args.IfName, opts)
 	ctx, cancel := context.WithTimeout(d.ctx, d.opts.ResendTimeout)
 	defer cancel()
-	b, err := c.Acquire(ctx)
+	b, err := fam.acquire(ctx)
+	d.reach.note(conf.Network, f, err, false)
 	if err != nil {
 		d.counts.allocationFailures.Add(1)
-		return nil, acquireError(id, args.IfName, d.opts.ResendTimeout, err)
+		return nil, acquireError(id, fam.name(), args.IfName, d.opts.ResendTimeout, err)
 	}
-	res, err := leaseResult(b, conf.Priority)
-	if err != nil {
-		_ = c.Release(b)
+	if _, err := b.result(conf.Priority); err != nil {
+		_ = fam.release(b)
 		return nil, err
 	}
-	rec := &leasefile.Record{ClientID: id, ContainerID: args.ContainerID, Network: conf.Network,
-		IfName: args.IfName, Netns: netns, Priority: conf.Priority}
+	h, err := d.keep(args, conf, netns, f, fam, opts, b)
+	if err != nil {
+		_ = fam.release(b)
+		return nil, err
+	}
+	d.counts.allocations.Add(1)
+	tm := b.Times()
+	d.log.Printf("%s: lease of %s acquired, renew at %s, expires %s", h.who(), b.addr(),
+		tm.Renew.Format(time.RFC3339), tm.ExpireText())
+	return h, nil
+}
+
+// keep records a new binding on disk and in the table. The caller holds the client id's
+// lock and starts the upkeep.
+func (d *Daemon) keep(args *wire.CmdArgs, conf *dhcpconf.Config, netns string, f leasefile.Family, fam family, opts clientOptions, b binding) (*held, error) {
+	rec := &leasefile.Record{Family: f, ClientID: dhcpconf.ClientID(args.ContainerID, conf.Network, args.IfName),
+		ContainerID: args.ContainerID, Network: conf.Network, IfName: args.IfName, Netns: netns, Priority: conf.Priority}
 	recordOptions(rec, opts)
-	h := d.newHeld(c, rec, b)
+	h := newHeld(fam, rec, b)
 	if err := d.store.Save(h.rec); err != nil {
-		_ = c.Release(b)
 		return nil, cnierror.Newf(cnierror.CodeIO, "dhcp: keeping the lease: %v", err)
 	}
 	d.mu.Lock()
-	d.leases[id] = h
+	d.leases[rec.Key()] = h
 	d.mu.Unlock()
-	d.start(h, false)
-	d.counts.allocations.Add(1)
-	tm := b.Times()
-	d.log.Printf("%s: lease of %s acquired, renew at %s, expires %s", id, h.addrText(),
-		tm.Renew.Format(time.RFC3339), tm.ExpireText())
-	return res, nil
+	return h, nil
 }
 
-// Release is the reference's DHCP.Release: the lease goes back to the server and is
-// forgotten. Nothing to release is no error, and a failed release is only logged: the
-// runtime's DEL must succeed.
+// results is the attachment's result: each family's address and DNS (DHCPv4's routes
+// with priority as their metric), and the config's routes.
+func results(hs []*held, conf *dhcpconf.Config) (*wire.Result, error) {
+	out := &result.Result{CNIVersion: "1.1.0"}
+	for _, h := range hs {
+		b, _ := h.snapshot()
+		r, err := b.result(conf.Priority)
+		if err != nil {
+			return nil, err
+		}
+		out.IPs = append(out.IPs, r.IPs...)
+		out.Routes = append(out.Routes, r.Routes...)
+		out.DNS.Nameservers = append(out.DNS.Nameservers, r.DNS.Nameservers...)
+		if out.DNS.Domain == "" {
+			out.DNS.Domain = r.DNS.Domain
+		}
+		for _, s := range r.DNS.Search {
+			if !slices.Contains(out.DNS.Search, s) {
+				out.DNS.Search = append(out.DNS.Search, s)
+			}
+		}
+	}
+	for _, rt := range conf.Routes {
+		if rt.Priority == 0 {
+			rt.Priority = conf.Priority
+		}
+		out.Routes = append(out.Routes, rt)
+	}
+	return wire.FromResult(out), nil
+}
+
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// adopt takes over the DHCPv4 lease of an attachment this daemon holds nothing for but
+// whose prevResult names an IPv4 address: one the reference daemon got before an
+// in-place upgrade (it keeps its leases only in memory, and neither renews nor releases
+// them once stopped). An INIT-REBOOT for that address from the attachment's interface,
+// with the client id both daemons use, gets the server's ACK when the lease is this
+// client's; from then on it is held like any other (and released by DEL). Without a
+// prevResult, a namespace, or an answer, there is nothing to take over, which only the
+// log says. The caller holds the client id's lock.
+func (d *Daemon) adopt(args *wire.CmdArgs, id string) *held {
+	addr, ok := dhcpconf.PrevIPv4(args.StdinData, args.IfName)
+	if !ok || validAttachment(args) != nil {
+		return nil
+	}
+	conf, err := dhcpconf.Parse(args.StdinData, args.Args)
+	if err != nil { // DEL reads what it can: the lease is found by the network's name
+		network, _ := dhcpconf.NetworkName(args.StdinData)
+		conf = &dhcpconf.Config{Network: network}
+	}
+	netns, err := filepath.Abs(args.Netns)
+	if err != nil {
+		return nil
+	}
+	opts := clientOptions{provide: conf.Provide, request: conf.Request}
+	fam := d.newFamily(leasefile.DHCPv4, id, netns, args.IfName, opts)
+	ctx, cancel := context.WithTimeout(d.ctx, d.opts.Timeout)
+	defer cancel()
+	b, err := fam.(*v4).adopt(ctx, addr.AsSlice())
+	if err != nil {
+		d.log.Printf("%s: no lease of ours; taking over %s (prevResult) failed: %v", id, addr, err)
+		return nil
+	}
+	h, err := d.keep(args, conf, netns, leasefile.DHCPv4, fam, opts, b)
+	if err != nil {
+		d.log.Printf("%s: %v", id, err)
+		_ = fam.release(b)
+		return nil
+	}
+	d.log.Printf("%s: took over the lease of %s that another daemon got (prevResult)", id, b.addr())
+	return h
+}
+
+// Release is the reference's DHCP.Release: every lease of the attachment goes back to
+// its server and is forgotten; a DHCPv4 lease the reference daemon got before an
+// upgrade is taken over and released alike (adopt). Nothing to release is no error, and
+// a failed release is only logged: the runtime's DEL must succeed.
 func (d *Daemon) Release(args *wire.CmdArgs) (*wire.Empty, error) {
 	id, err := d.clientID(args)
 	if err != nil {
@@ -86,31 +223,64 @@ func (d *Daemon) Release(args *wire.CmdArgs) (*wire.Empty, error) {
 	}
 	unlock := d.locks.lock(id)
 	defer unlock()
-	if h := d.lookup(id); h != nil {
-		d.drop(h)
+	for _, f := range allFamilies {
+		h := d.lookup(leasefile.Key(f, id))
+		if h == nil && f == leasefile.DHCPv4 {
+			h = d.adopt(args, id)
+		}
+		if h != nil {
+			d.drop(h)
+		}
 	}
 	return &wire.Empty{}, nil
 }
 
-// Check (ours) succeeds when the daemon holds a live lease for the attachment.
+// Check (ours) succeeds when the daemon holds a live lease of every family the config
+// asks for. An attachment it holds no DHCPv4 lease for, whose prevResult names an
+// address the server still gives this client (a lease of the reference daemon before
+// an upgrade), is taken over and renewed from then on: it would otherwise run out while
+// the pod uses it.
 func (d *Daemon) Check(args *wire.CmdArgs) (*wire.Empty, error) {
-	id, err := d.clientID(args)
+	conf, err := dhcpconf.Parse(args.StdinData, args.Args)
 	if err != nil {
 		return nil, err
 	}
-	h := d.lookup(id)
-	if h == nil {
-		return nil, fmt.Errorf("dhcp: the daemon holds no lease for %s", id)
-	}
-	b, expired := h.snapshot()
-	if expired || !time.Now().Before(b.Times().Expire) {
-		return nil, fmt.Errorf("dhcp: the lease of %s for %s has expired", b.ACK.YourIPAddr, id)
+	id := dhcpconf.ClientID(args.ContainerID, conf.Network, args.IfName)
+	for _, f := range families(conf) {
+		h := d.lookupOrAdopt(args, id, f)
+		if h == nil {
+			return nil, fmt.Errorf("dhcp: the daemon holds no %s lease for %s", name(f), id)
+		}
+		b, expired := h.snapshot()
+		if expired || !time.Now().Before(b.Times().Expire) {
+			return nil, fmt.Errorf("dhcp: the %s lease of %s for %s has expired", name(f), b.addr(), id)
+		}
 	}
 	return &wire.Empty{}, nil
 }
 
-// GC (ours) releases the leases of the config's network whose attachment is not in
-// its valid list.
+func name(f leasefile.Family) string {
+	if f == leasefile.DHCPv6 {
+		return "DHCPv6"
+	}
+	return "DHCPv4"
+}
+
+func (d *Daemon) lookupOrAdopt(args *wire.CmdArgs, id string, f leasefile.Family) *held {
+	unlock := d.locks.lock(id)
+	defer unlock()
+	if h := d.lookup(leasefile.Key(f, id)); h != nil || f != leasefile.DHCPv4 {
+		return h
+	}
+	h := d.adopt(args, id)
+	if h != nil {
+		d.start(h, false)
+	}
+	return h
+}
+
+// GC (ours) releases the leases, of both families, of the config's network whose
+// attachment is not in its valid list.
 func (d *Daemon) GC(args *wire.CmdArgs) (*wire.Empty, error) {
 	conf, err := dhcpconf.Parse(args.StdinData, "")
 	if err != nil {
@@ -131,8 +301,8 @@ func (d *Daemon) GC(args *wire.CmdArgs) (*wire.Empty, error) {
 	d.mu.Unlock()
 	for _, h := range stale {
 		unlock := d.locks.lock(h.rec.ClientID)
-		if d.lookup(h.rec.ClientID) == h {
-			d.log.Printf("%s: GC: attachment is not valid", h.rec.ClientID)
+		if d.lookup(h.rec.Key()) == h {
+			d.log.Printf("%s: GC: attachment is not valid", h.who())
 			d.drop(h)
 		}
 		unlock()
@@ -140,28 +310,46 @@ func (d *Daemon) GC(args *wire.CmdArgs) (*wire.Empty, error) {
 	return &wire.Empty{}, nil
 }
 
-// Status (ours) answers: the daemon is up.
-func (d *Daemon) Status(*wire.CmdArgs) (*wire.Empty, error) { return &wire.Empty{}, nil }
+// Status (ours) answers that the daemon is up and, for each family the config asks
+// for, that the network's servers answered its last exchange: code 50 names the family
+// whose last exchange went unanswered (until one is answered again). A network the
+// daemon has not talked DHCP on yet is available.
+func (d *Daemon) Status(args *wire.CmdArgs) (*wire.Empty, error) {
+	conf, err := dhcpconf.Parse(args.StdinData, "")
+	if err != nil {
+		return &wire.Empty{}, nil // the plugin checked the config; the daemon is up
+	}
+	var errs []error
+	for _, f := range families(conf) {
+		if c, ok := d.reach.unanswered(conf.Network, f); ok {
+			errs = append(errs, fmt.Errorf("no %s server answered on network %q at %s: %s", name(f), conf.Network, c.at.Format(time.RFC3339), c.err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, cnierror.Newf(cnierror.CodeNotAvailable, "dhcp: %v", errors.Join(errs...))
+	}
+	return &wire.Empty{}, nil
+}
 
 // drop stops a lease's upkeep, releases it (from the interface, or from the host when
 // the attachment is gone) and forgets it. The caller holds the client id's lock.
 func (d *Daemon) drop(h *held) {
 	h.halt()
 	b, _ := h.snapshot()
-	err := h.client.Release(b)
+	err := h.fam.release(b)
 	if err != nil {
 		// Gone, or unable to send from there (no address yet, no route): the host
 		// may still reach the server.
-		if herr := lease.ReleaseFromHost(h.rec.ClientID, b.ACK); herr == nil {
+		if herr := h.fam.releaseFromHost(b); herr == nil {
 			err = nil
 		} else {
 			err = errors.Join(err, herr)
 		}
 	}
 	if err != nil {
-		d.log.Printf("%s: release: %v", h.rec.ClientID, err)
+		d.log.Printf("%s: release: %v", h.who(), err)
 	} else {
-		d.log.Printf("%s: lease of %s released", h.rec.ClientID, h.addrText())
+		d.log.Printf("%s: lease of %s released", h.who(), b.addr())
 	}
 	d.counts.releases.Add(1)
 	d.forget(h)
@@ -202,17 +390,12 @@ func validAttachment(args *wire.CmdArgs) error {
 	return nil
 }
 
-func leaseResult(b *lease.Bound, priority int) (*wire.Result, error) {
-	res, err := b.Result(priority)
-	if err != nil {
-		return nil, err
+func acquireError(id, fam, ifName string, limit time.Duration, err error) error {
+	if errors.Is(err, linkid.ErrOwnNetns) {
+		return cnierror.Newf(cnierror.CodeInvalidNetNS, "dhcp %s: %v; refusing to act on it", id, err)
 	}
-	return wire.FromResult(res), nil
-}
-
-func acquireError(id, ifName string, limit time.Duration, err error) error {
-	if errors.Is(err, lease.ErrNoInterface) {
+	if errors.Is(err, linkid.ErrGone) {
 		return cnierror.Newf(cnierror.CodeInvalidNetNS, "dhcp %s: %v", id, err)
 	}
-	return cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: no lease from a DHCP server on %s within %s: %v", id, ifName, limit, err)
+	return cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: no lease from a %s server on %s within %s: %v", id, fam, ifName, limit, err)
 }

@@ -2,12 +2,15 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/cnikit/cni/internal/invlog"
+	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
+	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/steps"
 	"github.com/cnikit/cni/internal/tracectx"
 )
@@ -71,16 +74,41 @@ func (d *Daemon) renewed(h *held, phase string, start time.Time, err error) {
 	d.event(h, strings.ToUpper(phase), start, err)
 }
 
-// event logs a lease event of h that began at start.
+// expired counts a lease that ran out and logs it (command EXPIRE).
+func (d *Daemon) expired(h *held) {
+	d.counts.expirations.Add(1)
+	d.event(h, "EXPIRE", time.Now(), nil)
+}
+
+// event logs a lease event of h that began at start. The two leases of a dual-stack
+// attachment share its line's keys, so the line names the lease's address as its result
+// and, failed, says DHCPv6 in the error of that family's lease (as the daemon's own log
+// names it).
 func (d *Daemon) event(h *held, command string, start time.Time, err error) {
 	if !d.opts.Log.On() {
 		return
 	}
 	r := h.rec
+	if err != nil && r.Family == leasefile.DHCPv6 {
+		err = fmt.Errorf("DHCPv6: %w", err)
+	}
 	d.writeLog(invlog.Invocation{
 		Plugin: logPlugin, Command: command, Network: r.Network, ContainerID: r.ContainerID, Netns: r.Netns,
-		IfName: r.IfName, Steps: steps.New(start, tracectx.Span{}), Err: err,
+		IfName: r.IfName, Steps: steps.New(start, tracectx.Span{}), Result: leaseIPs(h), Err: err,
 	})
+}
+
+// leaseIPs is the address of h's lease as a result; nil for a lease with no binding.
+func leaseIPs(h *held) *result.Result {
+	b, _ := h.snapshot()
+	if b == nil {
+		return nil
+	}
+	r, err := b.result(h.rec.Priority)
+	if err != nil {
+		return nil
+	}
+	return &result.Result{IPs: r.IPs}
 }
 
 // writeLog writes a line; a failure to log is only reported.

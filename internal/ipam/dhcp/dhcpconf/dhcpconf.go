@@ -1,4 +1,5 @@
-// Package dhcpconf reads the dhcp IPAM configuration. The plugin reads it to find the
+// Package dhcpconf reads the dhcp IPAM configuration: the reference's keys, and ipv4,
+// ipv6 and routes for DHCPv6. The plugin reads it to find the
 // daemon and to refuse a bad config before calling; the daemon reads it again from the
 // same stdin bytes (the reference's wire carries the config, not a parsed form) to build
 // the options its client sends.
@@ -7,12 +8,15 @@ package dhcpconf
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam/ipamconf"
+	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -78,6 +82,12 @@ type Config struct {
 	Request []dhcpv4.OptionCode
 	// Priority is the metric of every route of the result (0: unset).
 	Priority int
+	// IPv4 and IPv6 say which families the attachment gets a lease of: DHCPv4 alone
+	// unless ipam.ipv6 is true, and DHCPv6 alone with ipam.ipv4 false.
+	IPv4, IPv6 bool
+	// Routes are ipam.routes, added to the result: DHCPv6 carries no routes, so these
+	// (or router advertisements) give the IPv6 default route.
+	Routes []result.Route
 	// Valid are GC's valid attachments.
 	Valid []skel.Attachment
 }
@@ -91,10 +101,13 @@ type netJSON struct {
 }
 
 type ipamJSON struct {
-	DaemonSocketPath string        `json:"daemonSocketPath"`
-	Provide          []provideJSON `json:"provide"`
-	Request          []requestJSON `json:"request"`
-	Priority         int           `json:"priority"`
+	DaemonSocketPath string           `json:"daemonSocketPath"`
+	Provide          []provideJSON    `json:"provide"`
+	Request          []requestJSON    `json:"request"`
+	Priority         int              `json:"priority"`
+	IPv4             *bool            `json:"ipv4"`
+	IPv6             bool             `json:"ipv6"`
+	Routes           []ipamconf.Route `json:"routes"`
 }
 
 type provideJSON struct {
@@ -143,7 +156,15 @@ func Parse(data []byte, cniArgs string) (*Config, error) {
 	if c.Priority < 0 {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.priority: %d is negative", c.Priority)
 	}
+	c.IPv4 = raw.IPAM.IPv4 == nil || *raw.IPAM.IPv4
+	c.IPv6 = raw.IPAM.IPv6
+	if !c.IPv4 && !c.IPv6 {
+		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam.ipv4: false leaves no address family (set ipam.ipv6 to true for DHCPv6 alone)")
+	}
 	var err error
+	if c.Routes, err = ipamconf.Routes("ipam.routes", raw.IPAM.Routes); err != nil {
+		return nil, err
+	}
 	if c.Provide, err = provide(raw.IPAM.Provide, looseArgs(cniArgs)); err != nil {
 		return nil, err
 	}
@@ -244,4 +265,38 @@ func ClientID(containerID, network, ifName string) string {
 		id = id[:254]
 	}
 	return id
+}
+
+// PrevIPv4 is the IPv4 address that the config's prevResult (the runtime's cached ADD
+// result) gives the attachment: the first one on the interface called ifName inside a
+// sandbox, or else the first one. It is how a lease another daemon got (the reference
+// daemon before an in-place upgrade, which keeps no files) is found again. Anything
+// unreadable is no address: DEL and CHECK go on without it.
+func PrevIPv4(data []byte, ifName string) (netip.Addr, bool) {
+	var raw struct {
+		CNIVersion string          `json:"cniVersion"`
+		Prev       json.RawMessage `json:"prevResult"`
+	}
+	if json.Unmarshal(data, &raw) != nil || len(raw.Prev) == 0 {
+		return netip.Addr{}, false
+	}
+	prev, err := result.Parse(raw.Prev, raw.CNIVersion)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	var first netip.Addr
+	for _, ip := range prev.IPs {
+		a := ip.Address.Addr()
+		if !a.Is4() {
+			continue
+		}
+		if i := ip.Interface; i != nil && *i >= 0 && *i < len(prev.Interfaces) &&
+			prev.Interfaces[*i].Name == ifName && prev.Interfaces[*i].Sandbox != "" {
+			return a, true
+		}
+		if !first.IsValid() {
+			first = a
+		}
+	}
+	return first, first.IsValid()
 }

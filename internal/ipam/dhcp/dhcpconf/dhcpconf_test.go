@@ -83,6 +83,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"cniVersion":"1.1.0","name":"lan","type":"macvlan","master":"eth0","ipam":{"type":"dhcp"}}`), "")
 	f.Add([]byte(`{"name":"lan","ipam":{"type":"dhcp","daemonSocketPath":"/run/cni/dhcp.sock","request":[{"skipDefault":true,"option":"classless-static-routes"}],"provide":[{"option":"host-name","fromArg":"K8S_POD_NAME"}],"priority":100}}`), "K8S_POD_NAME=a;IgnoreUnknown=1")
 	f.Add([]byte(`{"name":"lan","ipam":{},"cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}`), "")
+	f.Add([]byte(`{"cniVersion":"1.0.0","name":"lan","ipam":{"type":"dhcp"},"prevResult":{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/x"}],"ips":[{"address":"10.0.0.5/24","interface":0}]}}`), "")
 	f.Fuzz(func(t *testing.T, data []byte, args string) {
 		c, err := dhcpconf.Parse(data, args)
 		if err != nil {
@@ -100,5 +101,73 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		_, _ = dhcpconf.NetworkName(data)
+		if a, ok := dhcpconf.PrevIPv4(data, "eth0"); ok && !a.Is4() {
+			t.Fatalf("PrevIPv4 gave %s", a)
+		}
 	})
+}
+
+func TestPrevIPv4FindsTheAttachmentsAddress(t *testing.T) {
+	for name, c := range map[string]struct {
+		prev string
+		want string
+	}{
+		"the sandbox interface's": {`{"cniVersion":"1.0.0","interfaces":[{"name":"br0"},{"name":"eth0","sandbox":"/run/netns/x"}],` +
+			`"ips":[{"address":"10.1.0.1/24","interface":0},{"address":"fd00::5/64","interface":1},{"address":"10.99.0.77/24","interface":1}]}`, "10.99.0.77"},
+		"else the first IPv4":   {`{"cniVersion":"1.0.0","ips":[{"address":"fd00::5/64"},{"address":"10.99.0.60/24"},{"address":"10.99.0.61/24"}]}`, "10.99.0.60"},
+		"a 0.2.0 result":        {`{"cniVersion":"0.2.0","ip4":{"ip":"10.99.0.62/24"}}`, "10.99.0.62"},
+		"IPv6 only":             {`{"cniVersion":"1.0.0","ips":[{"address":"fd00::5/64"}]}`, ""},
+		"an index out of range": {`{"cniVersion":"1.0.0","interfaces":[],"ips":[{"address":"10.99.0.63/24","interface":4}]}`, "10.99.0.63"},
+		"garbage":               {`{"ips":"x"}`, ""},
+		"none":                  {``, ""},
+	} {
+		conf := `{"cniVersion":"1.0.0","name":"n","ipam":{"type":"dhcp"}}`
+		if c.prev != "" {
+			conf = `{"cniVersion":"1.0.0","name":"n","ipam":{"type":"dhcp"},"prevResult":` + c.prev + `}`
+		}
+		a, ok := dhcpconf.PrevIPv4([]byte(conf), "eth0")
+		if c.want == "" {
+			assert.False(t, ok, "%s: %s", name, a)
+			continue
+		}
+		assert.Equal(t, c.want, a.String(), name)
+	}
+}
+
+func TestFamiliesAreIPv4AloneUnlessIPv6IsAsked(t *testing.T) {
+	for ipam, want := range map[string][2]bool{
+		`{}`:                          {true, false},
+		`{"ipv6":true}`:               {true, true},
+		`{"ipv4":false,"ipv6":true}`:  {false, true},
+		`{"ipv4":true,"ipv6":false}`:  {true, false},
+		`{"ipv4":null,"ipv6":true}`:   {true, true},
+		`{"ipv6":false,"ipv4":false}`: {false, false},
+	} {
+		c, err := dhcpconf.Parse([]byte(`{"name":"n","ipam":`+ipam+`}`), "")
+		if want == [2]bool{} {
+			require.Error(t, err, ipam)
+			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+			assert.ErrorContains(t, err, "ipam.ipv4")
+			continue
+		}
+		require.NoError(t, err, ipam)
+		assert.Equal(t, want, [2]bool{c.IPv4, c.IPv6}, ipam)
+	}
+}
+
+func TestRoutesAreReadAndABadOneNamed(t *testing.T) {
+	c, err := dhcpconf.Parse([]byte(`{"name":"n","ipam":{"ipv6":true,"routes":[{"dst":"::/0","gw":"fe80::1"},{"dst":"fd99::/64"}]}}`), "")
+	require.NoError(t, err)
+	require.Len(t, c.Routes, 2)
+	assert.Equal(t, "::/0", c.Routes[0].Dst.String())
+	assert.Equal(t, "fe80::1", c.Routes[0].GW.String())
+	for routes, field := range map[string]string{
+		`[{"dst":"x"}]`: "ipam.routes[0].dst",
+		`[{"dst":"::/0"},{"dst":"::/0","gw":"y"}]`: "ipam.routes[1].gw",
+	} {
+		_, err := dhcpconf.Parse([]byte(`{"name":"n","ipam":{"routes":`+routes+`}}`), "")
+		require.Error(t, err)
+		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+		assert.ErrorContains(t, err, field)
+	}
 }

@@ -5,11 +5,12 @@
 // namespace; dnsmasq's lease file, the daemon's socket and its lease files live in the
 // test's temp dirs, and every process is killed in t.Cleanup.
 //
-//	server netns: srv0 10.99.0.1/24, dnsmasq
+//	server netns: srv0 10.99.0.1/24 fd99::1/64, dnsmasq
 //	    | veth
 //	host netns:   uplink0 -- bridge dhcpbr0 (10.99.0.2/24), plugins, dhcp daemon
 //	    | veths made by the bridge plugin (bridge: dhcpbr0)
-//	containers:   eth0 from DHCP, 10.99.0.50-150
+//	containers:   eth0 from DHCP, 10.99.0.50-150 (and with Options.IPv6 from DHCPv6,
+//	              fd99::100-1ff)
 //
 // A macvlan test uses the bridge as its master ("master": dhcptest.Bridge): frames a
 // macvlan sends through its parent bridge reach the server as any port's do.
@@ -45,6 +46,12 @@ const (
 	// StaticDst/StaticGW is the classless route (option 121) the server hands out.
 	StaticDst = "192.0.2.0/24"
 	StaticGW  = "10.99.0.254"
+
+	// The DHCPv6 side: the server's address on the LAN, the pool, the DNS server it
+	// names (option 23) and its search list (option 24, Domain).
+	Subnet6    = "fd99::/64"
+	ServerIP6  = "fd99::1"
+	DNSServer6 = "fd99::53"
 )
 
 // Lab is one dnsmasq-served LAN.
@@ -67,6 +74,11 @@ type Options struct {
 	Classless bool
 	// Pool is the dhcp-range's first and last address; empty means 10.99.0.50-150.
 	Pool [2]string
+	// IPv6 serves DHCPv6 too (fd99::100-1ff, or Pool6, with the same LeaseTime; dnsmasq
+	// answers a SOLICIT that asks for rapid commit with the REPLY at once); RA sends
+	// router advertisements for fd99::/64 (managed flag, on-link, the server as router).
+	IPv6, RA bool
+	Pool6    [2]string
 }
 
 // New starts the lab. A missing dnsmasq fails the test rather than skipping it: the
@@ -85,7 +97,7 @@ func New(t testing.TB, o Options) *Lab {
 
 // wire builds the server veth and the host bridge.
 func (l *Lab) wire() {
-	testns.Veth(l.t, l.Server, "srv0", []string{ServerIP + "/24"}, l.Host, "uplink0", nil)
+	testns.Veth(l.t, l.Server, "srv0", []string{ServerIP + "/24", ServerIP6 + "/64"}, l.Host, "uplink0", nil)
 	h := l.Host.Handle(l.t)
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: Bridge}}
 	if err := h.LinkAdd(br); err != nil {
@@ -143,6 +155,9 @@ func (l *Lab) startDnsmasqIn(dir string, o Options) {
 	if o.Classless {
 		args = append(args, "--dhcp-option=option:classless-static-route,"+StaticDst+","+StaticGW+",0.0.0.0/0,"+ServerIP)
 	}
+	if o.IPv6 {
+		args = append(args, dhcpv6Args(o, lt)...)
+	}
 	cmd := exec.Command("dnsmasq", args...)
 	cmd.Stderr = &prefixWriter{t: l.t, prefix: "dnsmasq: "}
 	l.Server.Run(l.t, cmd.Start)
@@ -157,6 +172,23 @@ func (l *Lab) startDnsmasqIn(dir string, o Options) {
 		}
 	})
 	l.waitListening()
+}
+
+// dhcpv6Args are dnsmasq's flags for the DHCPv6 side.
+func dhcpv6Args(o Options, lt time.Duration) []string {
+	pool := o.Pool6
+	if pool[0] == "" {
+		pool = [2]string{"fd99::100", "fd99::1ff"}
+	}
+	args := []string{
+		fmt.Sprintf("--dhcp-range=%s,%s,64,%ds", pool[0], pool[1], int(lt.Seconds())),
+		"--dhcp-option=option6:dns-server,[" + DNSServer6 + "]",
+		"--dhcp-option=option6:domain-search," + Domain,
+	}
+	if o.RA {
+		args = append(args, "--enable-ra")
+	}
+	return args
 }
 
 // StopServer kills dnsmasq: from then on nobody answers DHCP on the LAN.
@@ -191,10 +223,82 @@ type Lease struct {
 	ClientID string
 }
 
-// Leases reads dnsmasq's lease file. dnsmasq rewrites it in place (truncate, then
-// write), so a read can catch it empty or half written: the file is read until two
-// reads a moment apart agree.
+// Leases reads dnsmasq's DHCPv4 leases.
 func (l *Lab) Leases() []Lease {
+	var out []Lease
+	for _, fields := range l.leaseLines() {
+		if strings.Contains(fields[2], ":") {
+			continue // a DHCPv6 lease
+		}
+		out = append(out, Lease{Expiry: expiry(fields[0]), MAC: fields[1], IP: fields[2], Hostname: fields[3],
+			ClientID: clientIDText(fields[4])})
+	}
+	return out
+}
+
+// Lease6 is one DHCPv6 lease of dnsmasq's lease file.
+type Lease6 struct {
+	Expiry time.Time
+	IAID   uint32
+	IP     string
+	// DUID is the client's DUID as dnsmasq writes it (hex bytes with colons).
+	DUID string
+}
+
+// Leases6 reads dnsmasq's DHCPv6 leases.
+func (l *Lab) Leases6() []Lease6 {
+	var out []Lease6
+	for _, fields := range l.leaseLines() {
+		if !strings.Contains(fields[2], ":") {
+			continue
+		}
+		iaid, _ := strconv.ParseUint(fields[1], 10, 32)
+		out = append(out, Lease6{Expiry: expiry(fields[0]), IAID: uint32(iaid), IP: fields[2], DUID: fields[4]})
+	}
+	return out
+}
+
+// Lease6Of returns the server's DHCPv6 lease for a DUID, if it has one.
+func (l *Lab) Lease6Of(duid []byte) (Lease6, bool) {
+	text := duidText(duid)
+	for _, le := range l.Leases6() {
+		if le.DUID == text {
+			return le, true
+		}
+	}
+	return Lease6{}, false
+}
+
+// duidText is a DUID as dnsmasq writes it: hex bytes joined by colons.
+func duidText(duid []byte) string {
+	parts := make([]string, len(duid))
+	for i := range duid {
+		parts[i] = hex.EncodeToString(duid[i : i+1])
+	}
+	return strings.Join(parts, ":")
+}
+
+// WaitLease6 is WaitLease for a DHCPv6 lease.
+func (l *Lab) WaitLease6(duid []byte, timeout time.Duration, cond func(Lease6, bool) bool) (Lease6, bool) {
+	return wait(timeout, func() (Lease6, bool) { return l.Lease6Of(duid) }, cond)
+}
+
+// Released6 is Released for a DHCPv6 lease.
+func (l *Lab) Released6(duid []byte) bool {
+	_, ok := l.WaitLease6(duid, releaseWait, func(_ Lease6, ok bool) bool { return !ok })
+	return !ok
+}
+
+// Extended6 is Extended for a DHCPv6 lease.
+func (l *Lab) Extended6(duid []byte, past time.Time) Lease6 {
+	le, _ := l.WaitLease6(duid, extendWait, func(le Lease6, ok bool) bool { return ok && le.Expiry.After(past) })
+	return le
+}
+
+// leaseLines reads dnsmasq's lease file into the fields of its lease lines. dnsmasq
+// rewrites it in place (truncate, then write), so a read can catch it empty or half
+// written: the file is read until two reads a moment apart agree.
+func (l *Lab) leaseLines() [][]string {
 	var data []byte
 	for range 50 {
 		first := l.readLeaseFile()
@@ -204,17 +308,20 @@ func (l *Lab) Leases() []Lease {
 			break
 		}
 	}
-	var out []Lease
+	var out [][]string
 	for _, line := range strings.Split(string(data), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 5 || fields[0] == "duid" {
 			continue
 		}
-		secs, _ := strconv.ParseInt(fields[0], 10, 64)
-		out = append(out, Lease{Expiry: time.Unix(secs, 0), MAC: fields[1], IP: fields[2], Hostname: fields[3],
-			ClientID: clientIDText(fields[4])})
+		out = append(out, fields)
 	}
 	return out
+}
+
+func expiry(field string) time.Time {
+	secs, _ := strconv.ParseInt(field, 10, 64)
+	return time.Unix(secs, 0)
 }
 
 func (l *Lab) readLeaseFile() []byte {
@@ -238,11 +345,41 @@ func (l *Lab) LeaseOf(clientID string) (Lease, bool) {
 // WaitLease waits until cond holds for the client id's lease state (found, lease)
 // or the timeout passes, and returns the last state.
 func (l *Lab) WaitLease(clientID string, timeout time.Duration, cond func(Lease, bool) bool) (Lease, bool) {
+	return wait(timeout, func() (Lease, bool) { return l.LeaseOf(clientID) }, cond)
+}
+
+// Released waits (a few seconds) for the server to drop the client id's lease, and says
+// whether it did.
+func (l *Lab) Released(clientID string) bool {
+	_, ok := l.WaitLease(clientID, releaseWait, func(_ Lease, ok bool) bool { return !ok })
+	return !ok
+}
+
+// Extended waits (a few seconds) for the client id's lease to expire later than past,
+// and returns it.
+func (l *Lab) Extended(clientID string, past time.Time) Lease {
+	le, _ := l.WaitLease(clientID, extendWait, func(le Lease, ok bool) bool { return ok && le.Expiry.After(past) })
+	return le
+}
+
+// PastExpiryGrain waits out dnsmasq's one-second grain of lease expiry, so that a lease
+// extended from now on shows a later expiry than it has.
+func PastExpiryGrain() { time.Sleep(1100 * time.Millisecond) }
+
+// How long Released and Extended wait: a release is one message, a confirmation after a
+// daemon restart one exchange.
+const (
+	releaseWait = 5 * time.Second
+	extendWait  = 10 * time.Second
+)
+
+// wait polls find until cond holds for what it finds or the timeout passes.
+func wait[T any](timeout time.Duration, find func() (T, bool), cond func(T, bool) bool) (T, bool) {
 	deadline := time.Now().Add(timeout)
 	for {
-		le, ok := l.LeaseOf(clientID)
-		if cond(le, ok) || time.Now().After(deadline) {
-			return le, ok
+		v, ok := find()
+		if cond(v, ok) || time.Now().After(deadline) {
+			return v, ok
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -290,8 +427,14 @@ type Daemon struct {
 // with a socket and state dir in temp dirs, plus extra flags, and waits for its socket.
 func (l *Lab) StartDaemon(bin string, extra ...string) *Daemon {
 	l.t.Helper()
-	dir := l.t.TempDir()
-	d := &Daemon{Socket: filepath.Join(dir, "dhcp.sock"), StateDir: filepath.Join(dir, "leases"), lab: l,
+	return l.StartDaemonOn(filepath.Join(l.t.TempDir(), "dhcp.sock"), bin, extra...)
+}
+
+// StartDaemonOn is StartDaemon with the socket at socket: where another daemon (the
+// reference's, in an upgrade) listened before.
+func (l *Lab) StartDaemonOn(socket, bin string, extra ...string) *Daemon {
+	l.t.Helper()
+	d := &Daemon{Socket: socket, StateDir: filepath.Join(l.t.TempDir(), "leases"), lab: l,
 		log: &prefixWriter{t: l.t, prefix: "daemon: "}}
 	d.args = append([]string{bin, "dhcp", "daemon", "-socketpath", d.Socket, "-statedir", d.StateDir,
 		"-timeout", "2s", "-resendmax", "2s"}, extra...)

@@ -108,7 +108,7 @@ func TestResendsAddUpToTheTimeout(t *testing.T) {
 		first   time.Duration
 		tries   int
 	}{{10 * time.Second, time.Second, 4}, {2 * time.Second, time.Second, 2}, {500 * time.Millisecond, 500 * time.Millisecond, 1}} {
-		first, tries := resends(c.timeout)
+		first, tries := Resends(c.timeout)
 		assert.Equal(t, c.first, first, "%s", c.timeout)
 		assert.Equal(t, c.tries, tries, "%s", c.timeout)
 	}

@@ -19,16 +19,16 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 )
 
 // Client says how one attachment talks DHCP.
 type Client struct {
 	// ID is the client identifier, "<cid>/<net>/<ifname>" cut to 254 bytes.
 	ID string
-	// Netns is the namespace path to enter (the daemon's host prefix applied).
-	Netns  string
-	IfName string
+	// Target is the attachment's namespace (the daemon's host prefix applied) and
+	// interface.
+	Target linkid.Target
 	// Provide are options sent with every request; Request is the parameter request
 	// list.
 	Provide []dhcpv4.Option
@@ -42,11 +42,12 @@ type Client struct {
 	Logf func(format string, a ...any)
 }
 
-// Bound is a lease as the last DHCPACK gave it.
+// Bound is a lease as the last DHCPACK gave it, and the interface it was bound on:
+// every later exchange happens only on that interface (see linkid).
 type Bound struct {
-	ACK    *dhcpv4.DHCPv4
-	At     time.Time
-	HWAddr net.HardwareAddr
+	ACK  *dhcpv4.DHCPv4
+	At   time.Time
+	Link linkid.ID
 }
 
 // ErrNak is a server's refusal: the address is not (or no longer) ours.
@@ -55,7 +56,7 @@ var ErrNak = errors.New("server answered DHCPNAK")
 // Acquire runs DISCOVER/OFFER/REQUEST/ACK until a lease is bound or ctx ends, resending
 // with a growing pause as the reference does.
 func (c *Client) Acquire(ctx context.Context) (*Bound, error) {
-	return c.withRetry(ctx, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
+	return c.withRetry(ctx, nil, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
 		l, err := nc.Request(ctx, c.modifiers()...)
 		if err != nil {
 			return nil, err
@@ -67,8 +68,19 @@ func (c *Client) Acquire(ctx context.Context) (*Bound, error) {
 // Reboot is RFC 2131's INIT-REBOOT for a lease the daemon held before it restarted: a
 // broadcast REQUEST for the known address, without a server identifier. A NAK means the
 // address is gone and wraps ErrNak.
-func (c *Client) Reboot(ctx context.Context, addr net.IP) (*Bound, error) {
-	return c.once(ctx, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
+func (c *Client) Reboot(ctx context.Context, b *Bound) (*Bound, error) {
+	return c.initReboot(ctx, &b.Link, b.ACK.YourIPAddr)
+}
+
+// Adopt is an INIT-REBOOT for an address the attachment holds without a lease of this
+// daemon's (one the reference daemon got before an in-place upgrade): the server ACKs
+// it only if this client id holds it, and the ACK is a lease like any other.
+func (c *Client) Adopt(ctx context.Context, addr net.IP) (*Bound, error) {
+	return c.initReboot(ctx, nil, addr)
+}
+
+func (c *Client) initReboot(ctx context.Context, want *linkid.ID, addr net.IP) (*Bound, error) {
+	return c.once(ctx, want, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
 		req, err := dhcpv4.New(append([]dhcpv4.Modifier{
 			dhcpv4.WithHwAddr(hw),
 			dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),
@@ -87,7 +99,7 @@ func (c *Client) Reboot(ctx context.Context, addr net.IP) (*Bound, error) {
 // both broadcast, as the reference does, which reaches the server whether or not the
 // host routes to it).
 func (c *Client) Renew(ctx context.Context, b *Bound) (*Bound, error) {
-	return c.once(ctx, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
+	return c.once(ctx, &b.Link, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
 		l, err := nc.Renew(ctx, &nclient4.Lease{Offer: b.ACK, ACK: b.ACK}, c.modifiers()...)
 		var nak *nclient4.ErrNak
 		if errors.As(err, &nak) {
@@ -103,18 +115,11 @@ func (c *Client) Renew(ctx context.Context, b *Bound) (*Bound, error) {
 // Release sends DHCPRELEASE from inside the container's namespace as a UDP unicast
 // to the server, from the leased address. (The library's Release writes on the
 // packet socket with source 0.0.0.0, which a server's kernel drops as a martian for a
-// unicast destination: dnsmasq never sees it.) A namespace or interface that is gone
-// wraps ErrNoInterface, for the caller to release from the host instead.
+// unicast destination: dnsmasq never sees it.) An attachment that is gone, or no longer
+// the one the lease was bound on, wraps linkid.ErrGone, for the caller to release from
+// the host instead.
 func (c *Client) Release(b *Bound) error {
-	err := ns.Do(c.Netns, func() error {
-		if _, err := net.InterfaceByName(c.IfName); err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrNoInterface, c.IfName, err)
-		}
-		return sendRelease(c.ID, b.ACK)
-	})
-	if errors.Is(err, ns.ErrNotExist) {
-		err = fmt.Errorf("%w: netns %s: %v", ErrNoInterface, c.Netns, err)
-	}
+	_, err := c.Target.Enter(&b.Link, func(netlink.Link) error { return sendRelease(c.ID, b.ACK) })
 	return err
 }
 
@@ -149,10 +154,10 @@ func sendRelease(clientID string, ack *dhcpv4.DHCPv4) error {
 	return nil
 }
 
-// once opens a client in the namespace, runs one exchange and turns the ACK into a
-// Bound.
-func (c *Client) once(ctx context.Context, fn func(*nclient4.Client, net.HardwareAddr) (*dhcpv4.DHCPv4, error)) (*Bound, error) {
-	nc, hw, err := c.open()
+// once opens a client on the interface (want: the one a lease was bound on, nil for a
+// new lease), runs one exchange and turns the ACK into a Bound.
+func (c *Client) once(ctx context.Context, want *linkid.ID, fn func(*nclient4.Client, net.HardwareAddr) (*dhcpv4.DHCPv4, error)) (*Bound, error) {
+	nc, hw, id, err := c.open(want)
 	if err != nil {
 		return nil, err
 	}
@@ -161,33 +166,48 @@ func (c *Client) once(ctx context.Context, fn func(*nclient4.Client, net.Hardwar
 	if err != nil {
 		return nil, err
 	}
-	return &Bound{ACK: ack, At: time.Now(), HWAddr: hw}, nil
+	return &Bound{ACK: ack, At: time.Now(), Link: id}, nil
 }
 
-// withRetry repeats an exchange with a pause of 4 s doubling up to ResendMax (plus up
-// to a second of jitter) until it succeeds or ctx ends. The namespace and interface are
-// looked up afresh each time, so a vanished one ends the retries at once.
-func (c *Client) withRetry(ctx context.Context, fn func(*nclient4.Client, net.HardwareAddr) (*dhcpv4.DHCPv4, error)) (*Bound, error) {
+// withRetry repeats an exchange (see Retry) until it succeeds or ctx ends. The namespace
+// and interface are looked up afresh each time, so a vanished one ends the retries at
+// once.
+func (c *Client) withRetry(ctx context.Context, want *linkid.ID, fn func(*nclient4.Client, net.HardwareAddr) (*dhcpv4.DHCPv4, error)) (*Bound, error) {
+	return Retry(ctx, c.ResendMax, c.logf(), func() (*Bound, error) { return c.once(ctx, want, fn) })
+}
+
+// Retry repeats try with a pause of 4 s doubling up to resendMax (plus up to a second
+// of jitter), as the reference does, until it succeeds, fails for good (Final) or ctx
+// ends; logf hears of each failed attempt.
+func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format string, a ...any), try func() (T, error)) (T, error) {
 	pause := 4 * time.Second
 	for {
-		b, err := c.once(ctx, fn)
-		if err == nil || errors.Is(err, ErrNoInterface) || ctx.Err() != nil {
-			return b, err
+		v, err := try()
+		if err == nil || Final(err) || ctx.Err() != nil {
+			return v, err
 		}
 		wait := pause + jitter()
-		if c.Logf != nil {
-			c.Logf("%s: attempt failed: %v; retrying in %s", c.ID, err, wait.Round(time.Millisecond))
-		}
+		logf("attempt failed: %v; retrying in %s", err, wait.Round(time.Millisecond))
 		if rest, ok := ctx.Deadline(); ok && time.Until(rest) < wait {
 			wait = time.Until(rest)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+			var zero T
+			return zero, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
 		case <-time.After(wait):
 		}
-		if pause *= 2; pause > c.ResendMax && c.ResendMax > 0 {
-			pause = c.ResendMax
+		if pause *= 2; pause > resendMax && resendMax > 0 {
+			pause = resendMax
+		}
+	}
+}
+
+// logf logs through Logf, each line under the client id.
+func (c *Client) logf() func(format string, a ...any) {
+	return func(format string, a ...any) {
+		if c.Logf != nil {
+			c.Logf("%s: "+format, append([]any{c.ID}, a...)...)
 		}
 	}
 }
@@ -202,47 +222,52 @@ func (c *Client) ackOrNak(p *dhcpv4.DHCPv4, err error) (*dhcpv4.DHCPv4, error) {
 	return p, nil
 }
 
-// ErrNoInterface says the namespace or the interface is gone: the attachment no longer
-// exists, so nothing is worth retrying.
-var ErrNoInterface = errors.New("no such namespace or interface")
+// Final says whether err ends the attempts at once: the attachment is gone (or never was
+// one the daemon may act on), so nothing is worth retrying.
+func Final(err error) bool {
+	return errors.Is(err, linkid.ErrGone) || errors.Is(err, linkid.ErrOwnNetns)
+}
 
 // open creates the client's packet socket inside the namespace, bound to the
 // interface; once made, the socket stays in that namespace whatever thread uses it.
 // A link that is still down is set up: DHCP needs it before the main plugin configures
 // the address (our bridge and macvlan set the link up only then).
-func (c *Client) open() (*nclient4.Client, net.HardwareAddr, error) {
+func (c *Client) open(want *linkid.ID) (*nclient4.Client, net.HardwareAddr, linkid.ID, error) {
 	var nc *nclient4.Client
 	var hw net.HardwareAddr
-	err := ns.Do(c.Netns, func() error {
-		l, err := netlink.LinkByName(c.IfName)
-		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrNoInterface, c.IfName, err)
+	id, err := c.Target.Enter(want, func(l netlink.Link) error {
+		var err error
+		if hw, err = SetUp(l); err != nil {
+			return err
 		}
-		if l.Attrs().Flags&net.FlagUp == 0 {
-			if err := netlink.LinkSetUp(l); err != nil {
-				return fmt.Errorf("set %s up: %w", c.IfName, err)
-			}
-			waitRunning(c.IfName)
-		}
-		hw = l.Attrs().HardwareAddr
-		first, tries := resends(c.Timeout)
-		nc, err = nclient4.New(c.IfName, nclient4.WithTimeout(first), nclient4.WithRetry(tries), nclient4.WithHWAddr(hw))
+		first, tries := Resends(c.Timeout)
+		nc, err = nclient4.New(l.Attrs().Name, nclient4.WithTimeout(first), nclient4.WithRetry(tries), nclient4.WithHWAddr(hw))
 		return err
 	})
-	if errors.Is(err, ns.ErrNotExist) {
-		err = fmt.Errorf("%w: netns %s: %v", ErrNoInterface, c.Netns, err)
-	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, id, err
 	}
-	return nc, hw, nil
+	return nc, hw, id, nil
 }
 
-// resends splits one exchange's timeout into resends of the same message, waiting 1 s,
+// SetUp sets a link that is still down up and waits (a little) for its carrier, inside
+// its namespace, and returns its MAC.
+func SetUp(l netlink.Link) (net.HardwareAddr, error) {
+	name := l.Attrs().Name
+	if l.Attrs().Flags&net.FlagUp == 0 {
+		if err := netlink.LinkSetUp(l); err != nil {
+			return nil, fmt.Errorf("set %s up: %w", name, err)
+		}
+		waitRunning(name)
+	}
+	return l.Attrs().HardwareAddr, nil
+}
+
+// Resends splits one exchange's timeout into resends of the same message, waiting 1 s,
 // then 2 s, 4 s, ... until the waits add up to the timeout: a first message lost while
 // a new link settles (a bridge port that has not seen its carrier yet drops it) then
 // costs a second, not the whole timeout.
-func resends(timeout time.Duration) (first time.Duration, tries int) {
+func Resends(timeout time.Duration) (first time.Duration, tries int) {
 	first = min(time.Second, timeout)
 	for wait, total := first, time.Duration(0); total < timeout; wait *= 2 {
 		total += wait

@@ -17,8 +17,10 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/statedir"
 )
 
@@ -31,16 +33,39 @@ const (
 	maxSize    = 64 << 10 // a lease file is a few KB at most; anything larger is not ours
 )
 
+// Family names a record's protocol: DHCPv4 records, the only ones of earlier versions,
+// leave it out.
+type Family string
+
+const (
+	DHCPv4 Family = ""
+	DHCPv6 Family = "dhcpv6"
+)
+
+// Key is what names a lease in the daemon's table and on disk: the client id for
+// DHCPv4 (so the files of earlier versions keep their names), the client id under a
+// prefix no client id has for DHCPv6.
+func Key(f Family, clientID string) string {
+	if f == DHCPv4 {
+		return clientID
+	}
+	return string(f) + "\x00" + clientID
+}
+
 // Record is one lease as the daemon keeps it.
 type Record struct {
+	Family      Family `json:"family,omitempty"`
 	ClientID    string `json:"clientID"`
 	ContainerID string `json:"containerID"`
 	Network     string `json:"network"`
 	IfName      string `json:"ifName"`
 	// Netns is the path the runtime gave, made absolute, before the daemon's host prefix.
-	Netns  string `json:"netns"`
-	HWAddr string `json:"hwAddr"`
-	// ACK is the last DHCPACK as it came on the wire; Bound is when it came.
+	Netns string `json:"netns"`
+	// ID is the interface the lease was bound on (its fields are the record's own
+	// keys: a record of an earlier version has hwAddr alone).
+	linkid.ID
+	// ACK is the last DHCPACK (DHCPv6: REPLY) as it came on the wire; Bound is when it
+	// came.
 	ACK   []byte    `json:"ack"`
 	Bound time.Time `json:"bound"`
 	// Provide and Request are the options sent with every request for this lease.
@@ -58,7 +83,9 @@ type Option struct {
 // Store is a directory of lease files.
 type Store struct{ dir *statedir.Dir }
 
-// Open creates dir (mode 0700: leases name containers) if needed and opens it.
+// Open creates dir (mode 0700: leases name containers) if needed and opens it. A
+// directory that another user owns or that group or others may write is refused: a
+// record planted there would make the daemon act in the namespace it names.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lease dir: %w", err)
@@ -67,7 +94,33 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease dir: %w", err)
 	}
+	if err := private(d); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("lease dir %s: %w", dir, err)
+	}
 	return &Store{dir: d}, nil
+}
+
+// ErrNotPrivate says the lease dir is open to other users.
+var ErrNotPrivate = errors.New("others may write here")
+
+// private checks that only the daemon's own user can write in the open directory.
+func private(d *statedir.Dir) error {
+	fi, err := d.Stat()
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return errors.New("no owner to check")
+	}
+	if uid := uint32(os.Geteuid()); st.Uid != uid {
+		return fmt.Errorf("%w: owned by uid %d, not the daemon's %d (chown it, or remove it and let the daemon create it)", ErrNotPrivate, st.Uid, uid)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("%w: mode %04o (chmod go-w it, or remove it and let the daemon create it)", ErrNotPrivate, perm)
+	}
+	return nil
 }
 
 // Dir returns the store's directory.
@@ -76,9 +129,12 @@ func (s *Store) Dir() string { return s.dir.Path() }
 // Close releases the directory.
 func (s *Store) Close() error { return s.dir.Close() }
 
-// FileName is the file a client id's lease lives in.
-func FileName(clientID string) string {
-	sum := sha256.Sum256([]byte(clientID))
+// Key is the record's key (see Key).
+func (r *Record) Key() string { return Key(r.Family, r.ClientID) }
+
+// FileName is the file the lease of a key (see Key) lives in.
+func FileName(key string) string {
+	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:]) + suffix
 }
 
@@ -93,7 +149,7 @@ func (s *Store) Save(r *Record) error {
 	if err != nil {
 		return fmt.Errorf("save lease %s: %w", r.ClientID, err)
 	}
-	if err := s.dir.Rename(tmp, FileName(r.ClientID)); err != nil {
+	if err := s.dir.Rename(tmp, FileName(r.Key())); err != nil {
 		_ = s.dir.Unlink(tmp)
 		return fmt.Errorf("save lease %s: %w", r.ClientID, err)
 	}
@@ -121,10 +177,10 @@ func (s *Store) writeTemp(data []byte) (string, error) {
 	return name, nil
 }
 
-// Remove deletes the record of clientID; a missing one is no error.
-func (s *Store) Remove(clientID string) error {
-	if err := s.dir.Unlink(FileName(clientID)); err != nil {
-		return fmt.Errorf("remove lease %s: %w", clientID, err)
+// Remove deletes the record of a key; a missing one is no error.
+func (s *Store) Remove(key string) error {
+	if err := s.dir.Unlink(FileName(key)); err != nil {
+		return fmt.Errorf("remove lease %q: %w", key, err)
 	}
 	return nil
 }
@@ -175,7 +231,10 @@ func Decode(data []byte, name string) (*Record, error) {
 	if r.ClientID == "" || len(r.ClientID) > 254 {
 		return nil, errors.New("bad client id")
 	}
-	if name != "" && FileName(r.ClientID) != name {
+	if r.Family != DHCPv4 && r.Family != DHCPv6 {
+		return nil, fmt.Errorf("unknown family %q", r.Family)
+	}
+	if name != "" && FileName(r.Key()) != name {
 		return nil, errors.New("client id does not match the file name")
 	}
 	if len(r.ACK) == 0 {

@@ -11,12 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/statedir"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 func record(id string) *leasefile.Record {
 	return &leasefile.Record{ClientID: id, ContainerID: "c", Network: "n", IfName: "eth0", Netns: "/run/netns/c",
-		HWAddr: "02:00:00:00:00:01", ACK: []byte{1, 2, 3}, Bound: time.Unix(1700000000, 0).UTC(),
+		ID: linkid.ID{HWAddr: "02:00:00:00:00:01"}, ACK: []byte{1, 2, 3}, Bound: time.Unix(1700000000, 0).UTC(),
 		Provide: []leasefile.Option{{Code: 12, Value: []byte("web")}}, Request: []int{1, 3}, Priority: 5}
 }
 
@@ -114,4 +116,56 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("accepted a record without client id or ACK: %+v", r)
 		}
 	})
+}
+
+// A lease dir others may write is refused (the daemon would act on what they plant);
+// one only the daemon's user writes is used, whoever may read it.
+func TestOpenRefusesADirOthersMayWrite(t *testing.T) {
+	for mode, ok := range map[os.FileMode]bool{0o700: true, 0o755: true, 0o777: false, 0o770: false, 0o702: false} {
+		dir := filepath.Join(t.TempDir(), "leases")
+		require.NoError(t, os.Mkdir(dir, 0o700))
+		require.NoError(t, os.Chmod(dir, mode))
+		s, err := leasefile.Open(dir)
+		if ok {
+			require.NoError(t, err, "%04o", mode)
+			require.NoError(t, s.Close())
+			continue
+		}
+		require.ErrorIs(t, err, leasefile.ErrNotPrivate, "%04o", mode)
+		assert.ErrorContains(t, err, dir)
+	}
+}
+
+func TestOpenRefusesADirOfAnotherUser(t *testing.T) {
+	testns.RequireRoot(t)
+	dir := filepath.Join(t.TempDir(), "leases")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.Chown(dir, 65534, 65534))
+	_, err := leasefile.Open(dir)
+	assert.ErrorIs(t, err, leasefile.ErrNotPrivate)
+}
+
+// A DHCPv6 record of an attachment lives beside its DHCPv4 one, and the DHCPv4 one keeps
+// the name earlier versions gave it.
+func TestBothFamiliesOfAnAttachmentAreKeptApart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := leasefile.Open(dir)
+	require.NoError(t, err)
+	v4, v6 := record("c/n/eth0"), record("c/n/eth0")
+	v6.Family = leasefile.DHCPv6
+	require.NoError(t, s.Save(v4))
+	require.NoError(t, s.Save(v6))
+	assert.FileExists(t, filepath.Join(dir, leasefile.FileName("c/n/eth0")), "the DHCPv4 name is the client id's digest, as before")
+	assert.NotEqual(t, v4.Key(), v6.Key())
+
+	got, errs := s.Load()
+	require.Empty(t, errs)
+	require.Len(t, got, 2)
+	require.NoError(t, s.Remove(v6.Key()))
+	got, _ = s.Load()
+	require.Len(t, got, 1)
+	assert.Equal(t, leasefile.DHCPv4, got[0].Family)
+
+	_, err = leasefile.Decode([]byte(`{"family":"ipx","clientID":"c/n/eth0","ack":"AQ=="}`), "")
+	assert.ErrorContains(t, err, "unknown family")
 }

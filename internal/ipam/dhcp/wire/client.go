@@ -20,6 +20,9 @@ type ServerError string
 
 func (e ServerError) Error() string { return string(e) }
 
+// ErrRefused says the daemon does not serve this caller (its uid).
+var ErrRefused = errors.New("the dhcp daemon refused this caller")
+
 // ErrNotSocket says the socket path names something else.
 var ErrNotSocket = errors.New("not a unix socket")
 
@@ -120,7 +123,8 @@ func call(conn net.Conn, method string, args, reply any) error {
 	return nil
 }
 
-// readConnectAnswer reads the HTTP answer to CONNECT up to its blank line.
+// readConnectAnswer reads the HTTP answer to CONNECT up to its blank line. A daemon
+// that refuses the caller says why in the body, which the error carries.
 func readConnectAnswer(r *bufio.Reader) error {
 	status, err := readLine(r)
 	if err != nil {
@@ -135,10 +139,14 @@ func readConnectAnswer(r *bufio.Reader) error {
 			break
 		}
 	}
-	if status != connected {
-		return fmt.Errorf("dhcp daemon handshake: unexpected answer %q", status)
+	switch status {
+	case connected:
+		return nil
+	case forbidden:
+		reason, _ := readLine(r)
+		return fmt.Errorf("%w: %s", ErrRefused, reason)
 	}
-	return nil
+	return fmt.Errorf("dhcp daemon handshake: unexpected answer %q", status)
 }
 
 // maxLine bounds a handshake line; net/rpc's are a few dozen bytes.

@@ -22,6 +22,10 @@ type Server struct {
 	logf    func(format string, a ...any)
 	wg      sync.WaitGroup
 
+	// Admit, when set, decides whether a connection's caller is served; a refused
+	// caller gets a 403 answer to its CONNECT with the reason, and no call is read.
+	Admit func(net.Conn) error
+
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 }
@@ -111,6 +115,14 @@ func (s *Server) ServeConn(conn net.Conn) {
 		return
 	}
 	_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if s.Admit != nil {
+		if err := s.Admit(conn); err != nil {
+			s.logf("rpc: refusing a caller: %v", err)
+			fmt.Fprintf(w, "%s\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n%v\n", forbidden, err)
+			_ = w.Flush()
+			return
+		}
+	}
 	if _, err := io.WriteString(w, connected+"\n\n"); err != nil || w.Flush() != nil {
 		return
 	}

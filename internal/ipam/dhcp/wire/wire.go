@@ -23,6 +23,10 @@ const RPCPath = "/_goRPC_"
 // connected is the status line net/rpc's server answers a CONNECT with.
 const connected = "HTTP/1.0 200 Connected to Go RPC"
 
+// forbidden answers a CONNECT from a caller the daemon does not serve; the reason follows
+// as the body.
+const forbidden = "HTTP/1.0 403 Forbidden"
+
 // requestHeader and responseHeader are net/rpc's Request and Response, field for field:
 // gob matches struct fields by name, so these decode what net/rpc encodes and back.
 type requestHeader struct {
@@ -91,16 +95,19 @@ type DNS struct {
 type Empty struct{}
 
 // Counters is the reply of DHCP.Counters (ours, `dhcp status`): the leases the daemon
-// holds and what it did since it started.
+// holds and what it did since it started, each a total over DHCPv4 and DHCPv6 (a
+// dual-stack attachment holds two leases).
 type Counters struct {
 	Since time.Time
 	Held  int64
-	// Allocations are leases acquired for an ADD; AllocationFailures ADDs that got none.
+	// Allocations are leases acquired for an ADD; AllocationFailures leases an ADD asked
+	// a server for and did not get.
 	Allocations, AllocationFailures int64
 	// Releases are leases given back (DEL, GC, an expired lease replaced).
 	Releases int64
-	// Renewals are renewals and rebinds that got an ACK; RenewalFailures those that got
-	// a NAK or no answer; Expirations leases that ran out.
+	// Renewals are renewals and rebinds that extended the lease (a DHCPACK, a DHCPv6
+	// REPLY); RenewalFailures those refused or unanswered; Expirations leases that ran
+	// out.
 	Renewals, RenewalFailures, Expirations int64
 }
 

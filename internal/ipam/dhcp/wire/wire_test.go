@@ -3,6 +3,7 @@ package wire_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 	"github.com/cnikit/cni/internal/result"
 )
@@ -190,4 +192,31 @@ func TestServerRefusesWhatIsNotACONNECT(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server kept the connection")
 	}
+}
+
+// A caller Admit refuses gets the reason in a 403 answer to its CONNECT, which the
+// client reports as ErrRefused, and the server reads no call from it.
+func TestAdmitRefusesACallerOfAnotherUser(t *testing.T) {
+	sock := filepath.Join(dhcptest.OpenTempDir(t), "d.sock")
+	l, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(sock, 0o666)) // only the peer check stands in the way
+	called := false
+	srv := wire.NewServer(t.Logf)
+	srv.Admit = wire.OwnerOrRoot(0)
+	wire.Handle(srv, "DHCP.Status", func(*wire.CmdArgs) (*wire.Empty, error) { called = true; return &wire.Empty{}, nil })
+	served := make(chan struct{})
+	go func() { _ = srv.Serve(l); close(served) }()
+	t.Cleanup(func() { l.Close(); <-served })
+
+	var refused error
+	dhcptest.AsUser(t, dhcptest.Nobody, func() {
+		refused = wire.Call(context.Background(), sock, "DHCP.Status", &wire.CmdArgs{}, &wire.Empty{})
+	})
+	require.ErrorIs(t, refused, wire.ErrRefused)
+	assert.ErrorContains(t, refused, fmt.Sprintf("uid %d may not use the dhcp daemon", dhcptest.Nobody))
+	assert.False(t, called)
+
+	require.NoError(t, wire.Call(context.Background(), sock, "DHCP.Status", &wire.CmdArgs{}, &wire.Empty{}), "root is served")
+	assert.True(t, called)
 }

@@ -1,0 +1,217 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv6"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
+	"github.com/cnikit/cni/internal/ipam/dhcp/lease6"
+	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
+	"github.com/cnikit/cni/internal/result"
+)
+
+// family is one protocol's client of one attachment, as the upkeep drives it: DHCPv4
+// (package lease) or DHCPv6 (package lease6).
+type family interface {
+	// name is the protocol's, for logs and messages.
+	name() string
+	target() linkid.Target
+	acquire(ctx context.Context) (binding, error)
+	// confirm checks a kept lease after a restart and extends it: DHCPv4's INIT-REBOOT,
+	// DHCPv6's REBIND.
+	confirm(ctx context.Context, b binding) (binding, error)
+	renew(ctx context.Context, b binding, rebind bool) (binding, error)
+	release(b binding) error
+	// releaseFromHost is the release when the interface is gone.
+	releaseFromHost(b binding) error
+	// lose withdraws an address that is no longer the attachment's: DHCPv4 takes the
+	// link down, as the reference does; DHCPv6 takes its address off, leaving the link to
+	// the other family.
+	lose(b binding) error
+	// refused says whether err is the server's refusal of the address (a NAK, a
+	// NoBinding): the lease is over.
+	refused(err error) bool
+}
+
+// binding is a lease as its last server answer gave it.
+type binding interface {
+	Times() lease.Times
+	result(priority int) (*result.Result, error)
+	addr() string
+	link() linkid.ID
+	// message is the server's answer as it came on the wire, for the lease file.
+	message() []byte
+	at() time.Time
+}
+
+// target is the attachment's interface as this daemon finds it.
+func (d *Daemon) target(netns, ifName string) linkid.Target {
+	return linkid.Target{Netns: d.opts.HostPrefix + filepath.Clean(netns), IfName: ifName, Host: d.host}
+}
+
+// newFamily makes the client of one family for an attachment (netns as the runtime gave
+// it, made absolute).
+func (d *Daemon) newFamily(f leasefile.Family, id, netns, ifName string, o clientOptions) family {
+	t := d.target(netns, ifName)
+	if f == leasefile.DHCPv6 {
+		return &v6{c: &lease6.Client{ClientID: id, Target: t, Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}}
+	}
+	return &v4{c: &lease.Client{ID: id, Target: t, Provide: o.provide, Request: o.request, Broadcast: d.opts.Broadcast,
+		Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}}
+}
+
+// kept rebuilds the binding of a record.
+func kept(r *leasefile.Record) (binding, error) {
+	if r.Family == leasefile.DHCPv6 {
+		reply, err := dhcpv6.MessageFromBytes(r.ACK)
+		if err != nil || reply.MessageType != dhcpv6.MessageTypeReply {
+			return nil, fmt.Errorf("%w: %v", errNoACK, err)
+		}
+		b := bound6{&lease6.Bound{Reply: reply, At: r.Bound, Link: r.ID}}
+		if _, err := b.Addr(); err != nil {
+			return nil, fmt.Errorf("%w: %v", errNoACK, err)
+		}
+		return b, nil
+	}
+	ack, err := parseACK(r.ACK)
+	if err != nil {
+		return nil, err
+	}
+	return bound4{&lease.Bound{ACK: ack, At: r.Bound, Link: r.ID}}, nil
+}
+
+var errNoACK = errors.New("kept lease has no valid DHCPACK or REPLY")
+
+func parseACK(b []byte) (*dhcpv4.DHCPv4, error) {
+	ack, err := dhcpv4.FromBytes(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoACK, err)
+	}
+	if ack.MessageType() != dhcpv4.MessageTypeAck {
+		return nil, errNoACK
+	}
+	return ack, nil
+}
+
+// v4 is the DHCPv4 family.
+type v4 struct{ c *lease.Client }
+
+func (f *v4) name() string          { return "DHCPv4" }
+func (f *v4) target() linkid.Target { return f.c.Target }
+
+func (f *v4) acquire(ctx context.Context) (binding, error) { return wrap4(f.c.Acquire(ctx)) }
+
+func (f *v4) confirm(ctx context.Context, b binding) (binding, error) {
+	return wrap4(f.c.Reboot(ctx, b.(bound4).Bound))
+}
+
+// renew sends the same broadcast REQUEST in both phases, as the reference does.
+func (f *v4) renew(ctx context.Context, b binding, _ bool) (binding, error) {
+	return wrap4(f.c.Renew(ctx, b.(bound4).Bound))
+}
+
+func (f *v4) release(b binding) error { return f.c.Release(b.(bound4).Bound) }
+
+func (f *v4) releaseFromHost(b binding) error {
+	return lease.ReleaseFromHost(f.c.ID, b.(bound4).ACK)
+}
+
+func (f *v4) lose(b binding) error {
+	_, err := f.c.Target.Enter(&b.(bound4).Link, func(l netlink.Link) error { return netlink.LinkSetDown(l) })
+	return err
+}
+
+func (f *v4) refused(err error) bool { return errors.Is(err, lease.ErrNak) }
+
+// adopt takes over an address another daemon got for the attachment (see
+// Daemon.adopt).
+func (f *v4) adopt(ctx context.Context, addr []byte) (binding, error) {
+	return wrap4(f.c.Adopt(ctx, addr))
+}
+
+func wrap4(b *lease.Bound, err error) (binding, error) {
+	if err != nil {
+		return nil, err
+	}
+	return bound4{b}, nil
+}
+
+type bound4 struct{ *lease.Bound }
+
+func (b bound4) result(priority int) (*result.Result, error) { return b.Result(priority) }
+func (b bound4) link() linkid.ID                             { return b.Link }
+func (b bound4) message() []byte                             { return b.ACK.ToBytes() }
+func (b bound4) at() time.Time                               { return b.At }
+
+func (b bound4) addr() string {
+	if p, err := b.Addr(); err == nil {
+		return p.String()
+	}
+	return "?"
+}
+
+// v6 is the DHCPv6 family.
+type v6 struct{ c *lease6.Client }
+
+func (f *v6) name() string          { return "DHCPv6" }
+func (f *v6) target() linkid.Target { return f.c.Target }
+
+func (f *v6) acquire(ctx context.Context) (binding, error) { return wrap6(f.c.Acquire(ctx)) }
+
+func (f *v6) confirm(ctx context.Context, b binding) (binding, error) {
+	return wrap6(f.c.Rebind(ctx, b.(bound6).Bound))
+}
+
+func (f *v6) renew(ctx context.Context, b binding, rebind bool) (binding, error) {
+	if rebind {
+		return wrap6(f.c.Rebind(ctx, b.(bound6).Bound))
+	}
+	return wrap6(f.c.Renew(ctx, b.(bound6).Bound))
+}
+
+func (f *v6) release(b binding) error {
+	ctx, cancel := context.WithTimeout(context.Background(), f.c.Timeout)
+	defer cancel()
+	return f.c.Release(ctx, b.(bound6).Bound)
+}
+
+// errNoHostRelease says why a DHCPv6 lease whose interface is gone is not released: its
+// messages go from the interface's link-local address to a link-scoped multicast group,
+// neither of which the host has on that link.
+var errNoHostRelease = errors.New("a DHCPv6 lease cannot be released without its interface; the server keeps it until its valid lifetime ends")
+
+func (f *v6) releaseFromHost(binding) error { return errNoHostRelease }
+
+func (f *v6) lose(b binding) error { return f.c.RemoveAddress(b.(bound6).Bound) }
+
+func (f *v6) refused(err error) bool { return errors.Is(err, lease6.ErrRefused) }
+
+func wrap6(b *lease6.Bound, err error) (binding, error) {
+	if err != nil {
+		return nil, err
+	}
+	return bound6{b}, nil
+}
+
+type bound6 struct{ *lease6.Bound }
+
+// result is the lease's address and DNS; priority has no routes to apply to.
+func (b bound6) result(int) (*result.Result, error) { return b.Result() }
+func (b bound6) link() linkid.ID                    { return b.Link }
+func (b bound6) message() []byte                    { return b.Reply.ToBytes() }
+func (b bound6) at() time.Time                      { return b.At }
+
+func (b bound6) addr() string {
+	if a, err := b.Addr(); err == nil {
+		return a.String()
+	}
+	return "?"
+}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/statedir"
 )
 
 // fileMode keeps the log to its owner: it names pods and containers.
@@ -20,14 +22,14 @@ const fileMode = 0o600
 // never interleave. When the line would take the file past MaxBytes the file is rotated
 // first (see rotate). The path's last element is never followed if it is a symlink.
 func (c *Config) Append(line []byte) error {
-	f, err := openLog(c.File)
+	f, fi, err := openLog(c.File)
 	if err != nil {
 		return err
 	}
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && fi.Size()+int64(len(line)) > c.MaxBytes() {
+	if fi.Size() > 0 && fi.Size()+int64(len(line)) > c.MaxBytes() {
 		rerr := c.rotate(fi)
 		f.Close()
-		if f, err = openLog(c.File); err != nil {
+		if f, _, err = openLog(c.File); err != nil {
 			return errors.Join(rerr, err)
 		}
 	}
@@ -41,9 +43,12 @@ func (c *Config) Append(line []byte) error {
 	return nil
 }
 
-// openLog opens the log for appending, creating it (and its directory) when missing.
-func openLog(path string) (*os.File, error) {
-	flags := os.O_WRONLY | os.O_APPEND | os.O_CREATE | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
+// openLog opens the log for appending, creating it (and its directory) when missing,
+// and returns what it is. Only a regular file is a log: O_NONBLOCK makes a FIFO at the
+// path fail at once (ENXIO without a reader) or be refused, where a blocking open would
+// hold the plugin, and the runtime waiting for its answer, until a reader came.
+func openLog(path string) (*os.File, fs.FileInfo, error) {
+	flags := os.O_WRONLY | os.O_APPEND | os.O_CREATE | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 	f, err := os.OpenFile(path, flags, fileMode)
 	if errors.Is(err, fs.ErrNotExist) {
 		if merr := os.MkdirAll(filepath.Dir(path), 0o755); merr == nil {
@@ -51,9 +56,26 @@ func openLog(path string) (*os.File, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("invocation log: %w", err)
+		return nil, nil, fmt.Errorf("invocation log: %w", err)
 	}
-	return f, nil
+	fi, err := regular(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("invocation log: %w", err)
+	}
+	return f, fi, nil
+}
+
+// regular returns what f is, or an error when it is no regular file.
+func regular(f *os.File) (fs.FileInfo, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "open", Path: f.Name(), Err: statedir.ErrNotRegular}
+	}
+	return fi, nil
 }
 
 // rotate shifts FILE.N-1 ... FILE.1 to FILE.N ... FILE.2 (FILE.N, the oldest, is

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -416,4 +417,35 @@ func FuzzKeys(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestAFIFOAtTheLogsPathIsRefusedAtOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cni.log")
+	require.NoError(t, syscall.Mkfifo(file, 0o600))
+	c := Config{File: file}
+	err := returnsAtOnce(t, file, os.O_RDONLY, func() error { return c.Append(testLine(0, 0)) })
+	assert.Error(t, err, "a FIFO is no log file: the plugin, and its runtime, must not wait for a reader")
+	err = returnsAtOnce(t, file, os.O_WRONLY, func() error {
+		return (&Reader{Path: file}).Read(context.Background(), func(*Entry, []byte) error { return nil })
+	})
+	assert.Error(t, err, "cni log refuses a FIFO rather than wait for a writer")
+}
+
+// returnsAtOnce runs fn and returns its error, failing the test when fn is still
+// blocked after 5 s on the FIFO at fifo; it then opens the FIFO's other end (flag) so
+// that fn returns and the test ends.
+func returnsAtOnce(t *testing.T, fifo string, flag int, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		if f, err := os.OpenFile(fifo, flag|syscall.O_NONBLOCK, 0); err == nil {
+			defer f.Close()
+		}
+		t.Fatal("blocked on the FIFO")
+		return nil
+	}
 }

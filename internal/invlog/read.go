@@ -220,7 +220,16 @@ func (r *Reader) sleep(ctx context.Context) error {
 }
 
 // openRead opens a log file for reading without following a symlink in its last
-// element, as the writer does.
+// element, as the writer does, and only a regular file: a FIFO at the path would
+// otherwise hold cni log until a writer came.
 func openRead(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := regular(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 
 	"github.com/cnikit/cni/internal/cnierror"
 )
@@ -74,6 +75,20 @@ func (c *Config) Rotated() int {
 	return c.MaxFiles
 }
 
+// keysText names the keys of a "log" object, for messages.
+const keysText = `"file","level","maxSizeMB","maxFiles"`
+
+// knownKey reports whether k is a key of a "log" object, matched as encoding/json
+// matches Config's tags: case-insensitively.
+func knownKey(k string) bool {
+	for _, name := range [...]string{"file", "level", "maxSizeMB", "maxFiles"} {
+		if strings.EqualFold(name, k) {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseConfig reads a config's "log" object; absent or null gives nil. A value of the
 // wrong shape is an invalid config (code 7) naming the field.
 func ParseConfig(raw json.RawMessage) (*Config, error) {
@@ -83,7 +98,14 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 	}
 	var c Config
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return nil, cnierror.Invalid("log: must be an object {\"file\",\"level\",\"maxSizeMB\",\"maxFiles\"}: %v", err)
+		return nil, cnierror.Invalid("log: must be an object {%s}: %v", keysText, err)
+	}
+	// A misspelled key ("path", "maxSize") would otherwise leave the log silently off:
+	// the object is ours, so the typo is refused like a bad value.
+	for _, k := range Keys(raw) {
+		if !knownKey(k) {
+			return nil, cnierror.Invalid("log.%s: unknown key (the log object takes %s)", k, keysText)
+		}
 	}
 	if err := c.validate("log.", cnierror.CodeInvalidConfig); err != nil {
 		return nil, err

@@ -233,6 +233,9 @@ func TestParseConfig(t *testing.T) {
 	c, err = ParseConfig(nil)
 	assert.NoError(t, err)
 	assert.Nil(t, c)
+	c, err = ParseConfig(json.RawMessage(`{"FILE":"/var/log/cni.log","MaxSizeMB":1}`))
+	require.NoError(t, err, "keys match as encoding/json matches them, case-insensitively")
+	assert.Equal(t, &Config{File: "/var/log/cni.log", MaxSizeMB: 1}, c)
 
 	for raw, field := range map[string]string{
 		`"yes"`:             "log:",
@@ -241,6 +244,9 @@ func TestParseConfig(t *testing.T) {
 		`{"maxFiles":1000}`: "log.maxFiles:",
 		`{"file":"a\nb"}`:   "log.file:",
 		`{"maxFiles":"2"}`:  "log:",
+		// A misspelled key would leave the log silently off.
+		`{"path":"/var/log/cni.log"}`:             "log.path: unknown key",
+		`{"file":"/var/log/cni.log","maxSize":1}`: "log.maxSize: unknown key",
 	} {
 		_, err := ParseConfig(json.RawMessage(raw))
 		require.Error(t, err, raw)

@@ -3,6 +3,7 @@ package logreport
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,4 +115,20 @@ func TestOTLPSpansOfAnEntry(t *testing.T) {
 
 	_, ok = OTLP(&invlog.Entry{Plugin: "bridge"})
 	assert.False(t, ok, "no trace, no spans")
+}
+
+func TestDurationsAreTheLogsMillisecondsExactly(t *testing.T) {
+	var s Stats
+	s.Add(&invlog.Entry{Plugin: "bridge", Command: "ADD", DurationMs: 16.569})
+	rows := s.Rows()
+	require.Len(t, rows, 1)
+	assert.Equal(t, 16569*time.Microsecond, rows[0].P50)
+	var b bytes.Buffer
+	require.NoError(t, s.WritePrometheus(&b, 0))
+	assert.Contains(t, b.String(), `cni_invocation_duration_seconds{plugin="bridge",command="ADD",quantile="0.5"} 0.016569`+"\n")
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	span, ok := OTLP(&invlog.Entry{Time: start, Plugin: "bridge", Command: "ADD", DurationMs: 16.569,
+		TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"})
+	require.True(t, ok)
+	assert.Contains(t, string(span), `"endTimeUnixNano":"`+strconv.FormatInt(start.Add(16569*time.Microsecond).UnixNano(), 10)+`"`)
 }

@@ -2,6 +2,7 @@ package logreport
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 	"time"
 
@@ -123,4 +124,8 @@ func integer(k string, v int64) otlpAttribute {
 
 func nanos(t time.Time) string { return strconv.FormatInt(t.UnixNano(), 10) }
 
-func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+// msDuration is a line's milliseconds as a Duration, rounded: 16.569 ms is
+// 16568999.99... ns as a float, which truncation made 0.016568999 s.
+func msDuration(ms float64) time.Duration {
+	return time.Duration(math.Round(ms * float64(time.Millisecond)))
+}

@@ -54,7 +54,7 @@ func (s *Stats) Add(e *invlog.Entry) {
 		g = &group{errors: map[uint]int{}}
 		s.groups[k] = g
 	}
-	g.durations = append(g.durations, time.Duration(e.DurationMs*float64(time.Millisecond)))
+	g.durations = append(g.durations, msDuration(e.DurationMs))
 	if e.Error != nil {
 		g.errors[e.Error.Code]++
 	}

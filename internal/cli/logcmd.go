@@ -11,6 +11,7 @@ import (
 
 	"github.com/cnikit/cni/internal/invlog"
 	"github.com/cnikit/cni/internal/logreport"
+	"github.com/cnikit/cni/internal/tracectx"
 )
 
 // logFilter selects log entries, for log and stats.
@@ -87,6 +88,7 @@ func runLog(p Process, args []string) int {
 	if !*asJSON && !*otlp {
 		fmt.Fprintf(p.Stdout, logRowFormat, "TIME", "COMMAND", "PLUGIN", "NETWORK", "CONTAINER", "POD", "MS", "RESULT")
 	}
+	untraced := false
 	_, err := f.read(ctx, p, *follow, func(e *invlog.Entry, line []byte) error {
 		switch {
 		case *asJSON:
@@ -96,6 +98,13 @@ func runLog(p Process, args []string) int {
 			if b, ok := logreport.OTLP(e); ok {
 				_, err := fmt.Fprintf(p.Stdout, "%s\n", b)
 				return err
+			}
+			// Said once, as it happens (-f may run for days): under a runtime that
+			// passes no trace context, every line is skipped, and silence would look
+			// like an empty log.
+			if !untraced {
+				untraced = true
+				fmt.Fprintf(p.Stderr, "cni log: lines without a trace context (no %s from the runtime) have no span to export; they are skipped\n", tracectx.EnvTraceparent)
 			}
 			return nil
 		}

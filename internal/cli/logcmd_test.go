@@ -122,6 +122,8 @@ func TestLogOTLPWritesOneRequestPerTracedLine(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(lines[0]), &req))
 	assert.Contains(t, lines[0], `"name":"bridge ADD"`)
 	assert.Contains(t, lines[0], `"name":"ipam"`)
+	assert.Equal(t, 1, strings.Count(stderr, "without a trace context"), "the skipped lines are said once: %s", stderr)
+	assert.Contains(t, stderr, "TRACEPARENT")
 }
 
 func TestLogNeedsAFile(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -56,6 +57,11 @@ func (f *logFilter) match(e *invlog.Entry) bool {
 // read runs fn on each matching entry; unreadable lines are reported on stderr.
 func (f *logFilter) read(ctx context.Context, p Process, follow bool, fn func(*invlog.Entry, []byte) error) (bad int, err error) {
 	f.now = time.Now()
+	if !logExists(f.file) {
+		// Not an error (a node whose plugins have not run yet has no log), but a
+		// mistyped path would otherwise look like a node where nothing happened.
+		fmt.Fprintf(p.Stderr, "cni: %s: no log there yet (nothing has written to it; is this the path of the log object or %s?)\n", f.file, invlog.EnvFile)
+	}
 	r := &invlog.Reader{Path: f.file, Follow: follow}
 	err = r.Read(ctx, func(e *invlog.Entry, line []byte) error {
 		if !f.match(e) {
@@ -67,6 +73,15 @@ func (f *logFilter) read(ctx context.Context, p Process, follow bool, fn func(*i
 		fmt.Fprintf(p.Stderr, "cni: %s: %d line(s) are no log entry (torn or foreign), skipped\n", f.file, r.Bad)
 	}
 	return r.Bad, err
+}
+
+// logExists reports whether the log or any of its rotated files is there.
+func logExists(path string) bool {
+	if _, err := os.Lstat(path); err == nil {
+		return true
+	}
+	rotated, err := invlog.Rotated(path)
+	return err != nil || len(rotated) > 0
 }
 
 // runLog is `cni log`: the invocation log's lines, filtered, as a table, as written

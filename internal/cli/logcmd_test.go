@@ -132,9 +132,16 @@ func TestLogNeedsAFile(t *testing.T) {
 	assert.Contains(t, stderr, "CNI_LOG_FILE")
 	code, _, _ = command(t, nil, "stats", "--file", "/x", "extra")
 	assert.Equal(t, cli.ExitUsage, code)
-	code, out, _ := command(t, nil, "log", "--file", filepath.Join(t.TempDir(), "none"), "--json")
+	missing := filepath.Join(t.TempDir(), "none")
+	code, out, stderr := command(t, nil, "log", "--file", missing, "--json")
 	assert.Zero(t, code, "a log not written yet has no lines")
 	assert.Empty(t, out)
+	assert.Contains(t, stderr, missing+": no log there yet", "a mistyped path is not taken for a quiet node")
+	code, _, stderr = command(t, nil, "stats", "--file", missing)
+	assert.Zero(t, code)
+	assert.Contains(t, stderr, "no log there yet")
+	_, _, stderr = command(t, nil, "log", "--file", sampleLog(t))
+	assert.NotContains(t, stderr, "no log there yet")
 }
 
 func TestStatsTableAndPrometheus(t *testing.T) {

@@ -51,7 +51,9 @@ func openLog(path string) (*os.File, fs.FileInfo, error) {
 	flags := os.O_WRONLY | os.O_APPEND | os.O_CREATE | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 	f, err := os.OpenFile(path, flags, fileMode)
 	if errors.Is(err, fs.ErrNotExist) {
-		if merr := os.MkdirAll(filepath.Dir(path), 0o755); merr == nil {
+		// When the directory cannot be made, that is the reason to report (a read-only
+		// file system, say), not the missing directory.
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
 			f, err = os.OpenFile(path, flags, fileMode)
 		}
 	}

@@ -455,3 +455,14 @@ func returnsAtOnce(t *testing.T, fifo string, flag int, fn func() error) error {
 		return nil
 	}
 }
+
+func TestAnUnmakeableLogDirectoryIsTheErrorReported(t *testing.T) {
+	dir := t.TempDir()
+	// A dangling link where the log's directory belongs: opening the log says only
+	// "no such file or directory"; making the directory says why it cannot be.
+	require.NoError(t, os.Symlink(filepath.Join(dir, "gone"), filepath.Join(dir, "logs")))
+	c := Config{File: filepath.Join(dir, "logs", "cni.log")}
+	err := c.Append(testLine(0, 0))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "mkdir "+filepath.Join(dir, "logs"))
+}

@@ -195,7 +195,7 @@ func TestInstallOneExecWritesTheListAsOneChainPlugin(t *testing.T) {
 	require.NoError(t, os.WriteFile(src, []byte(list), 0o644))
 	dir, confDir := filepath.Join(t.TempDir(), "bin"), filepath.Join(t.TempDir(), "net.d")
 
-	r := cniCmd(t, "install", "--dir", dir, "--only", "bridge", "--one-exec", src, "--conf-dir", confDir)
+	r := cniCmd(t, "install", "--dir", dir, "--only", "bridge,chain", "--one-exec", src, "--conf-dir", confDir)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "write "+filepath.Join(confDir, "10-k8s.conflist"))
 
@@ -210,11 +210,11 @@ func TestInstallOneExecWritesTheListAsOneChainPlugin(t *testing.T) {
         "portMappings": true
       },`)
 
-	again := cniCmd(t, "install", "--dir", dir, "--only", "bridge", "--one-exec", src, "--conf-dir", confDir)
+	again := cniCmd(t, "install", "--dir", dir, "--only", "bridge,chain", "--one-exec", src, "--conf-dir", confDir)
 	require.Equal(t, 0, again.code, again.stderr)
 	assert.Contains(t, again.stdout, "nothing to do:", "the wrapped list is the same bytes every run")
 
-	gone := cniCmd(t, "install", "--uninstall", "--dir", dir, "--only", "bridge", "--one-exec", src, "--conf-dir", confDir)
+	gone := cniCmd(t, "install", "--uninstall", "--dir", dir, "--only", "bridge,chain", "--one-exec", src, "--conf-dir", confDir)
 	require.Equal(t, 0, gone.code, gone.stderr)
 	assert.NoFileExists(t, filepath.Join(confDir, "10-k8s.conflist"), "uninstall removes what --one-exec wrote")
 }

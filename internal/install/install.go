@@ -20,9 +20,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/invoke"
 )
 
@@ -103,6 +105,9 @@ func Install(o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := r.checkChainPlugin(); err != nil {
+		return err
+	}
 	if err := r.checkForeign(); err != nil {
 		return err
 	}
@@ -118,6 +123,20 @@ func Install(o Options) error {
 	}
 	r.summary()
 	return nil
+}
+
+// checkChainPlugin refuses OneExec when the one plugin its configs name, chain, would
+// not be in Dir: left out of Names (--only, --skip) and not there from an earlier run.
+// The runtime would fail every pod on the network with "failed to find plugin".
+func (r *run) checkChainPlugin() error {
+	if len(r.OneExec) == 0 || slices.Contains(r.Names, chain.PluginName) {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(r.Dir, chain.PluginName)); err == nil {
+		return nil
+	}
+	return fmt.Errorf("--one-exec writes configs whose only plugin is %q, which this run leaves out of %s "+
+		"(--only, --skip) and which is not there: add it to --only or take it out of --skip", chain.PluginName, r.Dir)
 }
 
 func (r *run) validate() error {

@@ -358,3 +358,22 @@ func TestInvalidNamesAreRefused(t *testing.T) {
 		assert.NoError(t, install.ValidName(good), good)
 	}
 }
+
+func TestOneExecIsRefusedWhenTheChainPluginWouldBeMissing(t *testing.T) {
+	f := newFixture(t)
+	list := writeConf(t, "10-k8s.conflist", chainConf)
+	o, out := f.options(install.Symlink)
+	o.OneExec, o.Names = []string{list}, []string{"bridge", "portmap"}
+
+	err := install.Install(o)
+	require.Error(t, err, "a config naming chain with no chain in the dir fails every pod")
+	assert.Contains(t, err.Error(), `"chain"`)
+	assert.NoDirExists(t, f.dir, "a refused run changes nothing")
+	assert.NoDirExists(t, f.confDir)
+
+	o.Names = []string{"bridge", "chain"}
+	require.NoError(t, install.Install(o), out.String())
+	assertAnswersVersion(t, filepath.Join(f.dir, "chain"))
+	o.Names = []string{"bridge"}
+	require.NoError(t, install.Install(o), "chain is in the dir from the earlier run: %s", out.String())
+}

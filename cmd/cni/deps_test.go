@@ -11,8 +11,8 @@ import (
 // Every package linked into cni runs its init in every plugin exec and grows the binary.
 // A package is kept out here only for a cost measured side by side (cnibench -base:
 // bridge VERSION exec'd from a build with it and one without, in alternating pairs,
-// 300 pairs per round, on this project's 2-vCPU test VM) and written beside it; see the
-// README's Dependencies section for the rule and the figures of what is linked.
+// 300 pairs per round, on this project's 2-vCPU test VM) and written beside it; see
+// docs/dependencies.md for the rule and the figures of what is linked.
 func TestImportGraphStaysLean(t *testing.T) {
 	if testns.Prebuilt() {
 		t.Skip("a property of the source tree, checked where it is built: prebuilt test binaries (make test-kernel) have neither the source nor the go tool")
@@ -30,7 +30,7 @@ func TestImportGraphStaysLean(t *testing.T) {
 		"net/http",
 		// The dhcp plugin/daemon wire is net/rpc's, framed by hand over encoding/gob:
 		// linking net/rpc (net/http, html/template, crypto) cost 17 % more CPU per plugin
-		// exec and 1.5 MB (bridge VERSION, 1500 paired runs; README, "The dhcp daemon").
+		// exec and 1.5 MB (bridge VERSION, 1500 paired runs; docs/dependencies.md).
 		"net/rpc", "html/template",
 	}
 	for _, pkg := range strings.Fields(string(out)) {

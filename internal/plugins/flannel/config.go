@@ -130,7 +130,7 @@ func (c *Config) ipamRoutes() ([]route, error) {
 }
 
 // delegateConfig builds the delegate's network config from the plugin's config and the
-// subnet file exactly as the reference does (see the README):
+// subnet file exactly as the reference does (see docs/plugins/flannel.md):
 //
 //   - the "delegate" object, plus "runtimeConfig" when the request carries one;
 //   - name = the network's name; type defaults to "bridge"; ipMasq defaults to

@@ -4,7 +4,7 @@
 //
 // It is written over encoding/gob rather than imported from net/rpc because net/rpc
 // links net/http, html/template and crypto into the binary, and every plugin exec pays
-// their init (see the README's dhcp section for the measured cost). The framing is
+// their init (see docs/dependencies.md for the measured cost). The framing is
 // small: one CONNECT line and its answer, then a gob stream of (header, body) pairs.
 package wire
 

@@ -36,6 +36,18 @@ func TestEveryRelativeLinkInTheDocsResolves(t *testing.T) {
 	}
 }
 
+// TestDocsNameNoPathOutsideTheRepository: a reader has the repository, not the machine it
+// was written on, so no page names a file beside it (../shared/...), in a link or not.
+func TestDocsNameNoPathOutsideTheRepository(t *testing.T) {
+	for _, page := range markdownPages(t) {
+		data, err := os.ReadFile(filepath.Join(repoRoot, page))
+		require.NoError(t, err)
+		for _, path := range outsidePaths(page, string(data)) {
+			t.Errorf("%s names %q, outside the repository", page, path)
+		}
+	}
+}
+
 // TestMakeTargetsNamedInTheDocsExist: a `make X` in a code span or block of the docs
 // names a target of the Makefile.
 func TestMakeTargetsNamedInTheDocsExist(t *testing.T) {
@@ -98,6 +110,11 @@ func TestTheLinkCheckFindsWhatIsBroken(t *testing.T) {
 		"where-we-differ-from-libcni-with-a-conflist": true, "step-1-packages-apt-dnf": true},
 		headingAnchors("# `cni log`\n## The dhcp daemon\n```\n# not a heading\n```\n### The dhcp daemon\n"+
 			"## Where we differ from libcni, with a conflist\n## Step 1: packages (apt, dnf)\n"))
+
+	assert.Equal(t, []string{"../shared/tools/x.sh", "/work/shared/reference/delta.md"},
+		outsidePaths("README.md", "`../shared/tools/x.sh -- make test` and /work/shared/reference/delta.md, not (docs/a.md)"))
+	assert.Empty(t, outsidePaths("docs/plugins/dhcp.md", "[x](../observability.md#y) and `../containerd.md`"))
+	assert.Equal(t, []string{"../../../x"}, outsidePaths("docs/plugins/dhcp.md", "see ../../x and ../../../x."))
 
 	assert.Equal(t, []string{"image", "packages", "bench", "fuzz", "demo"},
 		makeInvocations("`make demo` and\n```sh\nmake image packages   # both\nmake bench REF=DIR\nFUZZTIME=1m make fuzz\n```\n"+
@@ -177,6 +194,30 @@ func brokenLink(page, target string) string {
 		return "no heading of " + file + " has the anchor #" + anchor
 	}
 	return ""
+}
+
+var (
+	dotDotPath = regexp.MustCompile(`(?:^|[\s(\x60'"])(\.\./[^\s\x60'")#]*)`)
+	// machineRoot is the development machines' tree, which no reader of the repository has.
+	machineRoot = regexp.MustCompile(`/work/[^\s\x60'")]*`)
+)
+
+// outsidePaths returns the paths in page (prose and code alike) that leave the repository:
+// a ../ path that climbs above the root from the page's directory, or one of the
+// development machines' own.
+func outsidePaths(page, text string) []string {
+	var out []string
+	for _, m := range dotDotPath.FindAllStringSubmatch(text, -1) {
+		path := strings.TrimRight(m[1], ",.;:")
+		p := filepath.ToSlash(filepath.Join(filepath.Dir(page), path))
+		if p == ".." || strings.HasPrefix(p, "../") {
+			out = append(out, path)
+		}
+	}
+	for _, path := range machineRoot.FindAllString(text, -1) {
+		out = append(out, strings.TrimRight(path, ",.;:"))
+	}
+	return out
 }
 
 var atxHeading = regexp.MustCompile(`(?m)^#{1,6}[ \t]+(.+?)[ \t#]*$`)

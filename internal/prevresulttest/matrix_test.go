@@ -3,6 +3,7 @@ package prevresulttest_test
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -167,6 +168,39 @@ var shapes = []shape{
 		}},
 }
 
+// bareShapes run on the world whose container interface has no address
+// (newBareWorld), so that the kernel cannot stand in for what prevResult leaves out.
+var bareShapes = []shape{
+	// The addresses are on another container interface: the reference's sbr accepts
+	// it and routes nothing, and so does ours, where it used to refuse; portmap has
+	// nothing to map either. (The reference's sbr also takes the interface's routes
+	// out of main, which ours does not: the sbr package's
+	// TestReferenceEmptiesMainOfAnInterfaceWithoutAddresses.)
+	{"addresses on another interface, none in the kernel", "1.0.0", `{"cniVersion":"1.0.0",
+		"interfaces":[{"name":"br0"},{"name":"veth0"},{"name":"net1","sandbox":"NETNS"},{"name":"eth0","sandbox":"NETNS"}],
+		"ips":[{"address":"10.98.0.5/24","interface":2},{"address":"fd00:98::5/64","interface":2}]}`,
+		map[string]sides{
+			"portmap": {mappedNo, ""}, "bandwidth": {shaped, ""}, "firewall": {firewalled("10.98.0.5 fd00:98::5", "br0"), ""},
+			"tuning": {tuned("3"), ""}, "sbr": {"ok: ", ""}, "vrf": {inVRF, ""},
+		}},
+}
+
+// allShapes yields every shape with the world it runs on.
+func allShapes() iter.Seq2[shape, func(*testing.T) *world] {
+	return func(yield func(shape, func(*testing.T) *world) bool) {
+		for _, set := range []struct {
+			shapes   []shape
+			newWorld func(*testing.T) *world
+		}{{shapes, newWorld}, {bareShapes, newBareWorld}} {
+			for _, s := range set.shapes {
+				if !yield(s, set.newWorld) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // A meta plugin under test: its config keys, and what it did to the world.
 type meta struct {
 	name   string // the reference binary of the same job
@@ -227,8 +261,8 @@ func (m meta) label() string {
 // outcome runs ADD of m on a fresh world and says what came of it: "ok: <effect>" or
 // "error <code>: <msg>". After an ADD that succeeded, CHECK runs with the ADD's output
 // as prevResult, as a runtime's would, and its failure is part of the outcome.
-func outcome(t *testing.T, m meta, s shape, bin string, ours bool) string {
-	w := newWorld(t)
+func outcome(t *testing.T, newW func(*testing.T) *world, m meta, s shape, bin string, ours bool) string {
+	w := newW(t)
 	conf := m.config(s, w, ours)
 	r := w.exec(t, bin, "ADD", conf)
 	if r.code != 0 {
@@ -259,7 +293,7 @@ func TestPrevResultShapesThroughOursAndTheReference(t *testing.T) {
 	testns.RequireRoot(t)
 	ourDir := testns.LinkPluginDir(t, "portmap", "bandwidth", "firewall", "tuning", "sbr", "vrf", "chain")
 	for _, m := range metas {
-		for _, s := range shapes {
+		for s, newW := range allShapes() {
 			t.Run(m.label()+"/"+s.name, func(t *testing.T) {
 				for _, f := range m.needs {
 					kernelfeature.Require(t, f)
@@ -273,8 +307,8 @@ func TestPrevResultShapesThroughOursAndTheReference(t *testing.T) {
 				if m.chain {
 					bin = filepath.Join(ourDir, "chain")
 				}
-				ref := outcome(t, m, s, reftest.Bin(t, m.name), false)
-				ours := outcome(t, m, s, bin, true)
+				ref := outcome(t, newW, m, s, reftest.Bin(t, m.name), false)
+				ours := outcome(t, newW, m, s, bin, true)
 				assert.Equal(t, want.ref, ref, "the reference")
 				assert.Equal(t, want.ours, ours, "ours")
 				if strings.HasPrefix(ref, "ok") {

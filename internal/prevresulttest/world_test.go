@@ -43,8 +43,19 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	w := newBareWorld(t)
+	testns.Up(t, w.ctr, ifName, ctrAddrs...)
+	testns.DefaultRoutes(t, w.ctr, ifName, "10.99.0.1", "fd00:99::1")
+	return w
+}
+
+// newBareWorld is the world with no address on the container's interface, and so no
+// route but the kernel's link-local one: as a main plugin that leaves addressing to
+// someone else hands it on.
+func newBareWorld(t *testing.T) *world {
+	t.Helper()
 	w := &world{host: testns.NewWithLoopback(t), ctr: testns.NewWithLoopback(t), state: t.TempDir()}
-	testns.Veth(t, w.host, hostVeth, nil, w.ctr, ifName, ctrAddrs)
+	testns.Veth(t, w.host, hostVeth, nil, w.ctr, ifName, nil)
 	h := w.host.Handle(t)
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: bridge}}
 	require.NoError(t, h.LinkAdd(br))
@@ -52,7 +63,6 @@ func newWorld(t *testing.T) *world {
 	require.NoError(t, err)
 	require.NoError(t, h.LinkSetMaster(veth, br))
 	testns.Up(t, w.host, bridge, bridgeAddrs...)
-	testns.DefaultRoutes(t, w.ctr, ifName, "10.99.0.1", "fd00:99::1")
 	return w
 }
 

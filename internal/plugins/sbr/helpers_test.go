@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"strings"
@@ -80,11 +81,16 @@ func conf(t testing.TB, prev *result.Result, extra string) []byte {
 
 // invoke runs sbr in-process inside the host namespace.
 func (w *world) invoke(cmd, netns, ifName string, config []byte) (*result.Result, error) {
+	return w.invokeTo(os.Stderr, cmd, netns, ifName, config)
+}
+
+// invokeTo is invoke with the plugin's stderr going to stderr.
+func (w *world) invokeTo(stderr io.Writer, cmd, netns, ifName string, config []byte) (*result.Result, error) {
 	args := skel.Args{Command: cmd, ContainerID: "ctr1", Netns: netns, IfName: ifName, Path: []string{"/nonexistent"}}
 	var res *result.Result
 	var err error
 	require.NoError(w.t, w.host.Do(func() error {
-		res, err = skel.Invoke(context.Background(), sbr.Plugin(), args, config, os.Stderr)
+		res, err = skel.Invoke(context.Background(), sbr.Plugin(), args, config, stderr)
 		return nil
 	}))
 	return res, err

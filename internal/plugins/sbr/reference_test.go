@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/reftest"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 // TestReferenceAttachmentIsCheckedAndDeletedByOurs: a pod whose interface the reference
@@ -50,4 +51,23 @@ func TestReferenceAttachmentIsCheckedAndDeletedByOurs(t *testing.T) {
 			assert.ElementsMatch(t, mainBefore, w.mainRoutes("net1"), "main is as before the reference's ADD")
 		})
 	}
+}
+
+// The reference sbr (v1.9.1) accepts a prevResult whose addresses are all on other
+// interfaces for an interface without addresses, and routes nothing: but it still takes
+// every route of the interface out of main, into no table, so the container loses them.
+// Ours leaves them (TestAddOfAnInterfaceWithoutAddressesPassesPrevResultThrough).
+func TestReferenceEmptiesMainOfAnInterfaceWithoutAddresses(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := prevResult("net1", w.cont.Path, ipGw{"10.60.0.2/24", ""})
+	w.iface("net2")
+	testns.Route(t, w.cont, "net2", "10.77.0.0/16", "")
+	require.Equal(t, []string{"10.77.0.0/16 proto 3 metric 0"}, w.mainRoutes("net2"), "premise")
+	_, err := reftest.Exec(t, reftest.Call{Plugin: "sbr", Command: "ADD", ContainerID: "ctr1",
+		Netns: w.cont.Path, IfName: "net2", Config: conf(t, prev, "")})
+	require.NoError(t, err, "the reference accepts the shape")
+	assert.Empty(t, w.rules())
+	assert.Empty(t, w.mainRoutes("net2"), "the reference took the route out of main")
+	assert.Empty(t, w.routes(100, "net2"), "and put it in no table")
 }

@@ -47,6 +47,9 @@ func Plugin() *skel.Plugin {
 var errNotChained = cnierror.New(cnierror.CodeInvalidConfig, "prevResult: sbr must be called as a chained plugin")
 
 // prepare validates what ADD and CHECK share: the config and the interface's addresses.
+// An interface with no address, in prevResult or the kernel, gets none routed: the
+// reference accepts that when prevResult has addresses on other interfaces, and so do
+// we, saying so on stderr; a prevResult with no address at all it refuses, as we do.
 func prepare(req *skel.Request) (*Plan, []result.IPConfig, error) {
 	p, err := plan(req)
 	if err != nil {
@@ -59,9 +62,12 @@ func prepare(req *skel.Request) (*Plan, []result.IPConfig, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(ips) == 0 {
+	if len(ips) == 0 && len(req.PrevResult.IPs) == 0 {
 		return nil, nil, cnierror.Newf(cnierror.CodeInvalidConfig,
-			"prevResult: no addresses for interface %q, and the interface has none", req.Args.IfName)
+			"prevResult: no addresses at all, and interface %q has none", req.Args.IfName)
+	}
+	if len(ips) == 0 && req.Stderr != nil {
+		fmt.Fprintf(req.Stderr, "sbr: interface %q has no address, in prevResult or the kernel: nothing to route (prevResult's addresses are on other interfaces)\n", req.Args.IfName)
 	}
 	return p, ips, nil
 }
@@ -71,6 +77,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	p, ips, err := prepare(req)
 	if err != nil {
 		return nil, err
+	}
+	if len(ips) == 0 {
+		return req.PrevResult.Clone(), nil
 	}
 	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
@@ -431,7 +440,7 @@ func flushTables(h *netlink.Handle, l netlink.Link, tables map[int]bool) error {
 // address's subnet route and the default route via its gateway.
 func check(req *skel.Request) error {
 	p, ips, err := prepare(req)
-	if err != nil {
+	if err != nil || len(ips) == 0 {
 		return err
 	}
 	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)

@@ -282,7 +282,8 @@ func TestBadInputIsAnInvalidConfig(t *testing.T) {
 
 // A prevResult that gives the interface no address (they are on another interface, or
 // there are none) makes sbr route the addresses the kernel has on it; with none there
-// either, the ADD is refused, and nothing is left.
+// either and none in prevResult at all, the ADD is refused (the reference refuses too),
+// and nothing is left.
 func TestAddRoutesTheKernelsAddressesWhenPrevResultNamesNone(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -298,10 +299,41 @@ func TestAddRoutesTheKernelsAddressesWhenPrevResultNamesNone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, w.rules())
 
-	_, err = w.invoke("ADD", w.cont.Path, "net2", conf(t, elsewhere, ""))
+	_, err = w.invoke("ADD", w.cont.Path, "net2", conf(t, prevResult("net2", w.cont.Path), ""))
 	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
-	assert.ErrorContains(t, err, `prevResult: no addresses for interface "net2", and the interface has none`)
+	assert.ErrorContains(t, err, `prevResult: no addresses at all, and interface "net2" has none`)
 	assert.Empty(t, w.rules())
+}
+
+// A prevResult whose addresses are all on other interfaces, for an interface the kernel
+// shows no address on either, is accepted by the reference (v1.9.1): so ours accepts it
+// too, routes nothing, prints prevResult unchanged and says why on stderr; CHECK finds
+// nothing to check and DEL nothing to delete, twice, leaving the other interface's rule.
+// Unlike the reference (TestReferenceEmptiesMainOfAnInterfaceWithoutAddresses), the
+// interface's routes stay in main.
+func TestAddOfAnInterfaceWithoutAddressesPassesPrevResultThrough(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	prev := w.iface("net1", ipGw{"10.60.0.2/24", ""})
+	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
+	require.NoError(t, err)
+	w.iface("net2")
+	testns.Route(t, w.cont, "net2", "10.77.0.0/16", "")
+	prev.AddInterface(result.Interface{Name: "net2", Sandbox: w.cont.Path})
+	rulesBefore, mainBefore := w.rules(), w.mainRoutes("net2")
+	require.Equal(t, []string{"from 10.60.0.2/32 lookup 100"}, rulesBefore, "premise: net1 is routed")
+
+	for _, cmd := range []string{"ADD", "CHECK", "DEL", "DEL"} {
+		var stderr strings.Builder
+		res, err := w.invokeTo(&stderr, cmd, w.cont.Path, "net2", conf(t, prev, ""))
+		require.NoError(t, err, cmd)
+		if cmd == "ADD" {
+			assert.Equal(t, printed(t, prev), printed(t, res), "prevResult passes through")
+			assert.Contains(t, stderr.String(), `sbr: interface "net2" has no address, in prevResult or the kernel: nothing to route`)
+		}
+		assert.Equal(t, rulesBefore, w.rules(), "after %s", cmd)
+		assert.Equal(t, mainBefore, w.mainRoutes("net2"), "after %s", cmd)
+	}
 }
 
 // sbr copies into its table only the routes that serve the prevResult's addresses, so

@@ -88,14 +88,6 @@ func (a *Attachment) validate(network string) error {
 	return skel.ValidateIfName(a.IfName)
 }
 
-// addable says why no ADD, libcni's or ours, can have attached a, or returns nil.
-func (a *Attachment) addable() error {
-	if err := skel.ValidateContainerID(a.ContainerID); err != nil {
-		return err
-	}
-	return skel.CheckKernelIfName(a.IfName)
-}
-
 // GCArgs is what GC is told about the attachments still in use. A nil *GCArgs means
 // none was given: every cached attachment of the network is stale and the plugins get no
 // valid-attachments key (cnitool's gc).
@@ -162,10 +154,13 @@ func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
 // writer's leftovers in results/). An empty or corrupt cache entry never blocks DEL: it
 // is dropped and DEL runs without prevResult.
 //
-// Like libcni's, DEL does not validate the container id or interface name: an
-// attachment that another runtime added (libcni takes interface names with control
-// characters, which ADD here refuses) can always be deleted. An id or name that does
-// not make a plain file name of the cache entry reaches no cache entry.
+// Unlike ADD, DEL does not refuse a container id or interface name: an attachment that
+// another runtime added (libcni takes interface names with control characters, which
+// ADD here refuses) can always be deleted, and one that no ADD can have made
+// (skel.Attachable: an id against the spec's rule, a name the kernel refuses) has
+// nothing to delete, so DEL succeeds without running a plugin, where libcni's plugins
+// would refuse it for ever. An id or name that does not make a plain file name of the
+// cache entry reaches no cache entry.
 //
 // A netns that is the runner's own network namespace (the one it runs plugins in) is
 // no container's: the path now names the host, as when /proc/<pid>/ns/net outlived its
@@ -178,6 +173,10 @@ func (r *Runner) Del(ctx context.Context, n *Network, att Attachment) error {
 	defer cancel()
 	if err := skel.ValidateNetworkName(n.Name); err != nil {
 		return err
+	}
+	if err := skel.Attachable(att.ContainerID, att.IfName); err != nil {
+		r.logf("DEL of network %q: nothing to delete, no ADD can have made this attachment: %v", n.Name, err)
+		return nil
 	}
 	dir, err := openResults(r.cacheDir(), false)
 	if err != nil {
@@ -278,7 +277,7 @@ func (r *Runner) gcCache(ctx context.Context, n *Network, args *GCArgs) []error 
 		if c.Network != n.Name || valid[skel.Attachment{ContainerID: c.ContainerID, IfName: c.IfName}] {
 			continue
 		}
-		if err := c.addable(); err != nil {
+		if err := skel.Attachable(c.ContainerID, c.IfName); err != nil {
 			r.logf("dropping cache entry %s: %v", c.file, err)
 			errs = append(errs, dir.remove(c.file))
 			continue

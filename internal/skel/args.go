@@ -115,6 +115,9 @@ func (a Args) validate() error {
 	if len(missing) > 0 {
 		return cnierror.Newf(cnierror.CodeInvalidEnv, "required env variables [%s] missing", strings.Join(missing, ","))
 	}
+	if a.nothingToDelete() != nil {
+		return nil // DEL succeeds doing nothing (invoke): refused, it would fail for ever
+	}
 	if a.ContainerID != "" {
 		if err := ValidateContainerID(a.ContainerID); err != nil {
 			return err
@@ -126,6 +129,15 @@ func (a Args) validate() error {
 		}
 	}
 	return nil
+}
+
+// nothingToDelete says why a DEL has nothing to delete: no ADD can have attached its
+// container id and interface name (Attachable). Nil for every other command.
+func (a Args) nothingToDelete() error {
+	if a.Command != CmdDel {
+		return nil
+	}
+	return Attachable(a.ContainerID, a.IfName)
 }
 
 func (a Args) value(name string) string {
@@ -169,6 +181,19 @@ func ValidateContainerID(id string) error {
 	return nil
 }
 
+// Attachable says why no ADD, libcni's, the reference plugins' or ours, can have
+// attached containerID as ifName, or returns nil: a container id against the spec's
+// rule, an interface name the kernel refuses (CheckKernelIfName). A DEL or GC of such an
+// attachment has nothing to delete, and succeeds without doing anything. (A name with a
+// control character, which the kernel takes and our ADD refuses, is attachable: libcni
+// and the reference may have made it.)
+func Attachable(containerID, ifName string) error {
+	if err := ValidateContainerID(containerID); err != nil {
+		return err
+	}
+	return CheckKernelIfName(ifName)
+}
+
 // CheckIfName says why name is not a valid Linux interface name, or returns nil. The rule
 // is the kernel's (dev_valid_name: 1-15 bytes, not "." or "..", no '/', ':' or
 // whitespace), which the reference library applies too, plus no control characters: the
@@ -202,10 +227,10 @@ func checkIfName(name string, noControl bool) error {
 	return nil
 }
 
-// ValidateIfName applies CheckIfName to CNI_IFNAME (code 4).
+// ValidateIfName applies CheckIfName to CNI_IFNAME (code 4, naming it).
 func ValidateIfName(name string) error {
 	if err := CheckIfName(name); err != nil {
-		return cnierror.New(cnierror.CodeInvalidEnv, err.Error())
+		return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", err)
 	}
 	return nil
 }

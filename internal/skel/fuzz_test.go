@@ -109,6 +109,7 @@ func FuzzRun(f *testing.F) {
 	f.Add("VERSION", "", "", "", "", "", []byte(`{"cniVersion":"1.1.0"}`))
 	f.Add("", "", "", "", "", "", []byte{})
 	f.Add("ADD", "c1", "/var/run/netns/fuzz", "0123456789abcdefg", "", "/opt/cni/bin", []byte(netConfSeeds[0]))
+	f.Add("DEL", "c1", "", "0123456789abcdefg", "", "/opt/cni/bin", []byte(netConfSeeds[0]))
 	echo := func(req *Request) (*result.Result, error) {
 		if req.PrevResult != nil {
 			return req.PrevResult, nil

@@ -104,6 +104,10 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 			return nil, "", cnierror.Newf(cnierror.CodeIO, "reading from stdin: %v", err)
 		}
 	}
+	if why := args.nothingToDelete(); why != nil {
+		fmt.Fprintf(stderr, "%s: DEL: nothing to delete, no ADD can have made this attachment: %v\n", p.Name, why)
+		return nil, "", nil
+	}
 	conf, prev, err := parseNetConf(p, args.Command, data)
 	var confErr error
 	lg, ctx, confErr = lg.configure(ctx, inherited, conf, args, stderr, p.Name)

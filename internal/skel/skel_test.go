@@ -161,14 +161,48 @@ func TestContainerIDAndIfNameRules(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			k, _, _ := strings.Cut(c.kv, "=")
-			r := runPlugin((&recorder{}).plugin(), append(without(env("DEL"), k), c.kv), conf)
-			if c.ok {
-				assert.Equal(t, 0, r.code, r.stdout)
-				return
+			for _, cmd := range []string{"ADD", "CHECK"} {
+				rec := &recorder{res: &result.Result{CNIVersion: "1.0.0"}}
+				r := runPlugin(rec.plugin(), append(without(env(cmd), k), c.kv), conf)
+				if c.ok {
+					assert.Equal(t, 0, r.code, "%s: %s", cmd, r.stdout)
+					continue
+				}
+				assert.Equal(t, 1, r.code, cmd)
+				e := decodeError(t, r.stdout)
+				assert.Equal(t, cnierror.CodeInvalidEnv, e.Code, cmd)
+				assert.Contains(t, e.Msg, map[string]string{"CNI_CONTAINERID": "containerID", "CNI_IFNAME": "CNI_IFNAME"}[k],
+					"%s: the error names the variable", cmd)
+				assert.Nil(t, rec.got, "%s: the plugin is not called", cmd)
 			}
-			assert.Equal(t, 1, r.code)
-			assert.Equal(t, cnierror.CodeInvalidEnv, decodeError(t, r.stdout).Code)
 		})
+	}
+}
+
+// TestDelOfWhatNoAddCanHaveMadeSucceedsWithoutCallingThePlugin: a container id against
+// the spec's rule or an interface name the kernel refuses is what no ADD, ours or the
+// reference's, can have attached, so DEL has nothing to delete: it succeeds (it was
+// code 4, so such a DEL failed for ever, as the reference's does), says why on stderr,
+// and calls no plugin. A name with a control character, which ADD refuses but the
+// kernel and libcni take, is still refused (see TestKernelIfNameRuleTakesControlCharacters).
+func TestDelOfWhatNoAddCanHaveMadeSucceedsWithoutCallingThePlugin(t *testing.T) {
+	for _, kv := range []string{"CNI_CONTAINERID=-abc", "CNI_CONTAINERID=a/b", "CNI_IFNAME=abcdefghijklmnop",
+		"CNI_IFNAME=.", "CNI_IFNAME=..", "CNI_IFNAME=a/b", "CNI_IFNAME=a:b", "CNI_IFNAME=a\tb", "CNI_IFNAME=a\u00a0b"} {
+		t.Run(kv, func(t *testing.T) {
+			k, _, _ := strings.Cut(kv, "=")
+			rec := &recorder{}
+			r := runPlugin(rec.plugin(), append(without(env("DEL"), k), kv), conf)
+			assert.Equal(t, 0, r.code, r.stdout)
+			assert.Empty(t, r.stdout)
+			assert.Contains(t, r.stderr, "rec: DEL: nothing to delete, no ADD can have made this attachment")
+			assert.Nil(t, rec.got, "the plugin is not called")
+		})
+	}
+	for _, kv := range []string{"CNI_IFNAME=e\x7f", "CNI_IFNAME=e\x01"} {
+		rec := &recorder{}
+		r := runPlugin(rec.plugin(), append(without(env("DEL"), "CNI_IFNAME"), kv), conf)
+		assert.Equal(t, 1, r.code, "%q", kv)
+		assert.Equal(t, cnierror.CodeInvalidEnv, decodeError(t, r.stdout).Code, "%q", kv)
 	}
 }
 
@@ -368,7 +402,7 @@ func TestInvokeReturnsTypedErrorsAndResults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1.0.0", got.CNIVersion)
 
-	args.Command = "DEL"
+	args.Command = "CHECK"
 	args.IfName = "bad/name"
 	_, err = Invoke(t.Context(), (&recorder{}).plugin(), args, []byte(conf), nil)
 	assert.Equal(t, cnierror.CodeInvalidEnv, cnierror.Code(err))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -312,19 +313,23 @@ func TestDhcpDaemonSetDecodesStrictly(t *testing.T) {
 	c := spec.Containers[0]
 	assert.Equal(t, []string{"/opt/cni/bin/dhcp", "daemon", "-socketpath", "/run/cni/dhcp.sock"}, c.Command,
 		"the reference plugin's daemon command line")
-	mounts := map[string]string{}
+	mounts := map[string]corev1.VolumeMount{}
 	for _, m := range c.VolumeMounts {
-		mounts[m.MountPath] = m.Name
+		mounts[m.MountPath] = m
 	}
 	hostPaths := map[string]string{}
 	for _, v := range spec.Volumes {
 		require.NotNil(t, v.HostPath, v.Name)
 		hostPaths[v.Name] = v.HostPath.Path
 	}
-	for _, p := range []string{"/opt/cni/bin", "/run/cni", "/run/netns"} {
+	// The lease files must outlive the pod, or a restarted daemon forgets every lease
+	// it holds (and renews none of them).
+	leases := daemonStateDir(t)
+	for _, p := range []string{"/opt/cni/bin", "/run/cni", "/run/netns", leases} {
 		require.Contains(t, mounts, p)
-		assert.Equal(t, p, hostPaths[mounts[p]], "%s is the node's own", p)
+		assert.Equal(t, p, hostPaths[mounts[p].Name], "%s is the node's own", p)
 	}
+	assert.False(t, mounts[leases].ReadOnly, "the daemon writes its leases")
 	// The binary it runs is the one the install DaemonSet puts on the node.
 	install, _ := installDaemonSet(t)
 	var installDir string
@@ -334,4 +339,19 @@ func TestDhcpDaemonSetDecodesStrictly(t *testing.T) {
 		}
 	}
 	assert.Equal(t, installDir, filepath.Dir(c.Command[0]))
+}
+
+// daemonStateDir is where the dhcp daemon the manifest runs keeps its lease files: the
+// default of its -statedir flag, as the binary's own usage says.
+func daemonStateDir(t *testing.T) string {
+	t.Helper()
+	bin, err := cnibuild.Binary("amd64")
+	require.NoError(t, err)
+	dhcp := filepath.Join(t.TempDir(), "dhcp")
+	require.NoError(t, os.Symlink(bin, dhcp))
+	out, err := exec.Command(dhcp, "daemon", "-h").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	m := regexp.MustCompile(`(?m)^  -statedir string\n.*\(default "([^"]+)"\)$`).FindSubmatch(out)
+	require.NotNil(t, m, "no -statedir default in the daemon's usage:\n%s", out)
+	return string(m[1])
 }

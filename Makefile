@@ -23,6 +23,9 @@ ARCH_BINS := $(foreach a,$(ARCHES),bin/linux-$(a)/cni)
 ARCH_BIN_FLAG := $(subst $(space),$(comma),$(foreach a,$(ARCHES),$(a)=../bin/linux-$(a)/cni))
 # The build tools (go-containerregistry, nfpm) live in their own module, never linked into cni.
 TOOLS     := cd tools && $(GO)
+# Their tests, given the binaries make builds for the image and the packages
+# (tools/internal/cnibuild): the variable goes after the cd, on go's command.
+TOOLS_TEST := cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(GO)
 
 FUZZTIME  ?= 3s
 
@@ -78,7 +81,7 @@ test: deps-test vet fmt-check
 # its own).
 test-tools: $(ARCH_BINS)
 	$(TOOLS) vet ./...
-	CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(TOOLS) test -count=1 -timeout 15m ./...
+	$(TOOLS_TEST) test -count=1 -timeout 15m ./...
 
 # The containerd end-to-end suite (tools/e2e, build tag e2e): Debian's containerd and runc
 # run pods through their CRI, as kubelet does, on our plugins, inside namespaces the tests
@@ -86,7 +89,7 @@ test-tools: $(ARCH_BINS)
 HOSTARCH  := $(shell $(GO) env GOARCH 2>/dev/null || echo amd64)
 test-e2e: deps-e2e bin/linux-$(HOSTARCH)/cni
 	$(TOOLS) vet -tags e2e ./e2e/ ./crinode/
-	cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(GO) test -tags e2e -count=1 -timeout 15m ./e2e/
+	$(TOOLS_TEST) test -tags e2e -count=1 -timeout 15m ./e2e/
 
 # Every `func FuzzXxx` of the module, found by scripts/fuzz.sh, for FUZZTIME each (one
 # go test -fuzz per target). A crasher lands in <pkg>/testdata/fuzz/FuzzXxx/.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -175,9 +176,7 @@ func TestStandardChainAsOneChainPluginThroughTheBinary(t *testing.T) {
 	assert.Empty(t, tmp)
 	assert.Empty(t, reservations(t, dataDir))
 	assert.NotContains(t, e.ruleset(t), "10.77.0.2")
-	links, err := e.host.Handle(t).LinkList()
-	require.NoError(t, err)
-	for _, l := range links {
+	for _, l := range attachmenttest.LinkList(t, e.host) {
 		assert.NotContains(t, []string{"veth", "ifb"}, l.Type(), "link %s left", l.Attrs().Name)
 	}
 }
@@ -271,11 +270,8 @@ func TestCacheEntryNamingTheHostsNetnsIsDeletedAndCollected(t *testing.T) {
 // links lists the host's links, ifb devices as "bwp", without the veths of containers
 // that are gone (the kernel removes them when it frees their namespace, in its time).
 func (e *env) links(t *testing.T) []string {
-	links, err := e.host.Handle(t).LinkList()
-	require.NoError(t, err)
 	var out []string
-	for _, l := range links {
-		name := l.Attrs().Name
+	for _, name := range attachmenttest.Links(t, e.host) {
 		if strings.HasPrefix(name, "veth") {
 			continue
 		}

@@ -23,8 +23,10 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -183,13 +185,23 @@ func (e *Env) Reservations() []string {
 	return out
 }
 
+// LinkList lists the links in n, the dump retried when a concurrent change interrupts
+// it (link.RetryDump): links still come and go after a DEL (the kernel removes a gone
+// container's veth peer when it frees the namespace, in its time), and a bare LinkList
+// then fails now and then with "dump interrupted".
+func LinkList(t testing.TB, n *testns.NS) []netlink.Link {
+	t.Helper()
+	h := n.Handle(t)
+	links, err := link.RetryDump(h.LinkList)
+	require.NoError(t, err)
+	return links
+}
+
 // Links returns the names of the links in n, sorted.
 func Links(t testing.TB, n *testns.NS) []string {
 	t.Helper()
-	links, err := n.Handle(t).LinkList()
-	require.NoError(t, err)
 	var names []string
-	for _, l := range links {
+	for _, l := range LinkList(t, n) {
 		names = append(names, l.Attrs().Name)
 	}
 	slices.Sort(names)

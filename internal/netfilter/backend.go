@@ -1,11 +1,26 @@
 // Package netfilter chooses between the iptables and nftables rule backends, one
 // decision shared by every plugin that installs packet-filter rules (bridge and ptp
-// masquerade, portmap), so they never disagree on a node.
+// masquerade, portmap, firewall), so they never disagree on a node.
+//
+// The rule, in order:
+//  1. the plugin's config names a backend: that one;
+//  2. the host already keeps its own rules in iptables, and the iptables tools are
+//     installed to reach them: iptables;
+//  3. otherwise nftables.
+//
+// "Keeps its rules in iptables" is read without exec'ing anything and without needing
+// CAP_NET_ADMIN: the legacy x_tables in use are listed in /proc (readable by root without
+// any capability); tables made by iptables-nft (ip/ip6 tables named like the iptables
+// tables, holding base chains named like iptables' built-in chains) are seen with one
+// netlink dump when the caller may dump, and ignored when it may not. The tools are looked
+// up in PATH, never run: a node without them (Talos, RHEL 10 without iptables-legacy)
+// gets nftables even when a pod's own iptables left tables behind.
 package netfilter
 
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 
@@ -38,20 +53,39 @@ func Choose(field, setting string) (Backend, error) {
 		"%s: invalid value %q (want \"iptables\", \"nftables\" or \"auto\")", field, setting)
 }
 
-// Detect picks nftables when the kernel speaks nf_tables and the legacy iptables
-// backend has no tables in use in this network namespace; iptables otherwise. It execs
-// nothing: the legacy tables in use are listed in ip_tables_names (per netns),
-// and nf_tables support is probed with one netlink request.
+// Detect applies steps 2 and 3 of the rule in the calling thread's network namespace.
 func Detect() Backend {
+	if !IPTablesInstalled() {
+		return NFTables
+	}
 	// /proc/thread-self, not /proc/net (the main thread's namespace): the plugin may run
 	// on a locked thread inside another namespace (in-process runner, tests).
 	if legacyTablesInUse("/proc/thread-self/net/ip_tables_names") || legacyTablesInUse("/proc/thread-self/net/ip6_tables_names") {
 		return IPTables
 	}
-	if !kernelHasNFTables() {
+	chains, err := listChains()
+	switch {
+	case isErrno(err, syscall.EPERM):
+		// Without CAP_NET_ADMIN nf_tables shows nothing; the unprivileged facts above
+		// found no iptables rules, so nothing says the host keeps its rules there.
+		return NFTables
+	case err != nil:
+		return IPTables // no usable nf_tables in this kernel
+	case madeByIPTablesNFT(chains):
 		return IPTables
 	}
 	return NFTables
+}
+
+// IPTablesInstalled reports whether iptables-restore and iptables-save, which the
+// iptables backend runs, are in PATH. It looks, it does not run them.
+func IPTablesInstalled() bool {
+	for _, tool := range []string{"iptables-restore", "iptables-save"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func legacyTablesInUse(path string) bool {
@@ -59,18 +93,40 @@ func legacyTablesInUse(path string) bool {
 	return err == nil && strings.TrimSpace(string(b)) != ""
 }
 
-func kernelHasNFTables() bool {
+func listChains() ([]*nftables.Chain, error) {
 	conn, err := nftables.New()
 	if err != nil {
-		return false
+		return nil, err
 	}
 	defer conn.CloseLasting()
-	_, err = conn.ListTablesOfFamily(nftables.TableFamilyIPv4)
-	return err == nil
+	return conn.ListChains()
+}
+
+// The tables iptables-nft makes and the built-in chains it gives them.
+var (
+	iptablesTables = map[string]bool{"filter": true, "nat": true, "mangle": true, "raw": true, "security": true}
+	iptablesChains = map[string]bool{"PREROUTING": true, "INPUT": true, "FORWARD": true, "OUTPUT": true, "POSTROUTING": true}
+)
+
+// madeByIPTablesNFT reports a base chain that iptables-nft made: one of iptables'
+// built-in chains, in an ip or ip6 table named like an iptables table. nft users name
+// their tables inet, their chains in lower case, so the two do not meet in practice.
+func madeByIPTablesNFT(chains []*nftables.Chain) bool {
+	for _, c := range chains {
+		fam := c.Table.Family
+		if c.Hooknum != nil && (fam == nftables.TableFamilyIPv4 || fam == nftables.TableFamilyIPv6) &&
+			iptablesTables[c.Table.Name] && iptablesChains[c.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 // IsNotExist reports a "no such table, chain, set or element" answer of nf_tables.
-// google/nftables does not always wrap the errno, so its text is matched too.
-func IsNotExist(err error) bool {
-	return err != nil && (errors.Is(err, syscall.ENOENT) || strings.Contains(err.Error(), syscall.ENOENT.Error()))
+func IsNotExist(err error) bool { return isErrno(err, syscall.ENOENT) }
+
+// isErrno reports an nf_tables answer of errno. google/nftables does not always wrap
+// the errno, so its text is matched too.
+func isErrno(err error, errno syscall.Errno) bool {
+	return err != nil && (errors.Is(err, errno) || strings.Contains(err.Error(), errno.Error()))
 }

@@ -244,7 +244,7 @@ func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
 		code    uint
 		msg     string
 	}{
-		{name: "unknown backend", keys: map[string]any{"backend": "nftables"}, code: cnierror.CodeInvalidConfig, msg: "backend"},
+		{name: "unknown backend", keys: map[string]any{"backend": "ebtables"}, code: cnierror.CodeInvalidConfig, msg: "backend"},
 		{name: "unknown ingress policy", keys: map[string]any{"backend": "iptables", "ingressPolicy": "closed"}, code: cnierror.CodeInvalidConfig, msg: "ingressPolicy"},
 		{name: "admin chain too long", keys: map[string]any{"backend": "iptables", "iptablesAdminChainName": strings.Repeat("A", 29)}, code: cnierror.CodeInvalidConfig, msg: "iptablesAdminChainName"},
 		{name: "admin chain is a built-in", keys: map[string]any{"backend": "iptables", "iptablesAdminChainName": "FORWARD"}, code: cnierror.CodeInvalidConfig, msg: "iptablesAdminChainName"},

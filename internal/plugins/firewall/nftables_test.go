@@ -1,9 +1,13 @@
 package firewall_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,8 +20,10 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 var nftBackend = map[string]any{"backend": "nftables"}
@@ -352,4 +358,63 @@ func TestNFTablesOpenPolicyLetsBridgesTalk(t *testing.T) {
 	got, err := dial(a1.ns, b1.ip4())
 	require.NoError(t, err)
 	assert.Equal(t, "c-nob", got)
+}
+
+// execFirewall runs the firewall binary as a runtime does, in the host namespace, with
+// PATH set to path.
+func (e *env) execFirewall(command string, c *ctr, conf map[string]any, path string) error {
+	e.t.Helper()
+	plugin := filepath.Join(testns.LinkPluginDir(e.t, "firewall"), "firewall")
+	b, err := json.Marshal(conf)
+	require.NoError(e.t, err)
+	var stdout, stderr bytes.Buffer
+	return e.host.Do(func() error {
+		cmd := exec.Command(plugin)
+		cmd.Env = []string{"CNI_COMMAND=" + command, "CNI_CONTAINERID=" + c.id, "CNI_NETNS=" + c.ns.Path,
+			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + path}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(b), &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s: %w: %s %s", command, err, stdout.String(), stderr.String())
+		}
+		return nil
+	})
+}
+
+// With backend unset, no firewalld and no iptables tools, the plugin uses nftables, also
+// where tables of iptables-nft (a pod's own iptables) exist that nothing on the node can
+// reach; ADD, CHECK and DEL all work without exec'ing anything.
+func TestExecUnsetBackendIsNFTablesWithoutIPTablesTools(t *testing.T) {
+	e := newNFTEnv(t)
+	require.NoError(t, e.nftDo(func(conn *nftables.Conn) error {
+		tbl := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"})
+		conn.AddChain(&nftables.Chain{Table: tbl, Name: "FORWARD", Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
+		return nil
+	}))
+	n := e.conflist(netOpts{name: "nauto", bridge: "br-nauto", subnets: []string{"10.47.0.0/24"}})
+	c := e.add(n, "c-nauto")
+	noTools := t.TempDir()
+	conf := fwConf(t, "nauto", map[string]any{"ingressPolicy": "same-bridge"}, c.res)
+	for _, command := range []string{"ADD", "CHECK"} {
+		require.NoError(t, e.execFirewall(command, c, conf, noTools))
+	}
+	rs := e.ruleset()
+	assert.Regexp(t, elementLine(c.ip4()), rs)
+	assert.NotContains(t, rs, "CNI-FORWARD")
+	require.NoError(t, e.execFirewall("DEL", c, fwConf(t, "nauto", nil, nil), noTools))
+	assert.NotContains(t, e.ruleset(), c.ip4())
+}
+
+// With backend unset and the host's FORWARD rules in iptables, the plugin writes them
+// there, where they count: an nftables accept could not override the host's DROP.
+func TestExecUnsetBackendFollowsTheHostsIPTablesRules(t *testing.T) {
+	e := newEnv(t)
+	n := e.conflist(netOpts{name: "nipt", bridge: "br-nipt", subnets: []string{"10.48.0.0/24"}})
+	c := e.add(n, "c-nipt")
+	require.NoError(t, e.execFirewall("ADD", c, fwConf(t, "nipt", nil, c.res), "/usr/sbin:/usr/bin:/sbin:/bin"))
+	assert.Contains(t, e.save("iptables"), `id: \"c-nipt\"`)
+	assert.NotContains(t, nfttest.Ruleset(t, e.host), "cni_firewall")
+	got, err := dial(c.ns, extAddr)
+	require.NoError(t, err)
+	assert.Equal(t, "ext", got)
 }

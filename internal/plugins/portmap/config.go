@@ -176,10 +176,18 @@ func (s *settings) checkBackendOptions(conf *Config) error {
 		}
 	}
 	if s.backend == netfilter.NFTables {
-		if err := checkNFTConditions("conditionsV4", s.cond4); err != nil {
-			return err
+		for _, fc := range []struct {
+			field string
+			conds []string
+			v6    bool
+		}{{"conditionsV4", s.cond4, false}, {"conditionsV6", s.cond6, true}} {
+			if err := checkNFTConditions(fc.field, fc.conds); err != nil {
+				return err
+			}
+			if err := requireNFTFor(fc.field, fc.conds, fc.v6); err != nil {
+				return err
+			}
 		}
-		return checkNFTConditions("conditionsV6", s.cond6)
 	}
 	return nil
 }

@@ -101,6 +101,49 @@ func TestExecNFTConditionsThatCouldLeaveTheirRuleAreRefused(t *testing.T) {
 	}
 }
 
+// TestExecNFTConditionsWithoutTheNFTCommand: on a node without nft, conditions that go
+// over netlink work as anywhere (nothing is exec'd), and conditions only nft compiles
+// are refused at ADD with code 7 naming the element their clause starts in, before
+// anything is installed: never a half-made mapping.
+func TestExecNFTConditionsWithoutTheNFTCommand(t *testing.T) {
+	e := newEnv(t)
+	c := e.container("ctr-nonft")
+	plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
+	noNFT := t.TempDir()
+	for _, tc := range []struct {
+		name, field string
+		conds       []string
+	}{
+		{"tcp flags", "conditionsV4[0]", []string{"tcp flags syn / syn,ack"}},
+		{"anonymous set after a compiled clause", "conditionsV4[1]", []string{"ip saddr 10.77.0.0/24", "ip daddr { 10.0.0.1, 10.0.0.2 }"}},
+		{"a clause over two elements", "conditionsV4[1]", []string{"iifname vx", "ip saddr", "{ 10.77.0.0/24 }"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := c.netconf(t, "nonft", map[string]any{"backend": "nftables", "conditionsV4": tc.conds}, standardMappings())
+			stdout, err := execPluginWithPath(e.host, noNFT, plugin, "ADD", c.id, c.ns.Path, conf)
+			require.Error(t, err)
+			var ce cnierror.Error
+			require.NoError(t, json.Unmarshal(stdout, &ce), "stdout: %s", stdout)
+			assert.EqualValues(t, cnierror.CodeInvalidConfig, ce.Code, ce.Msg)
+			assert.Contains(t, ce.Msg, tc.field+": ")
+			assert.Contains(t, ce.Msg, "nft command")
+			assert.NotContains(t, e.ruleset(), c.ip4, "a refused ADD leaves nothing")
+		})
+	}
+	conf := c.netconf(t, "nonft", map[string]any{"backend": "nftables",
+		"conditionsV4": []string{"ip saddr 10.77.0.0/24", `iifname "vx"`}}, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
+	for _, command := range []string{"ADD", "CHECK"} {
+		_, err := execPluginWithPath(e.host, noNFT, plugin, command, c.id, c.ns.Path, conf)
+		require.NoError(t, err, command)
+	}
+	got, err := dialTCP(e.client, "10.77.0.1:8080")
+	require.NoError(t, err, "conditions over netlink need no nft")
+	assert.Equal(t, "ctr-nonft", got)
+	_, err = execPluginWithPath(e.host, noNFT, plugin, "DEL", c.id, c.ns.Path, conf)
+	require.NoError(t, err)
+	assert.NotContains(t, e.ruleset(), c.ip4)
+}
+
 func TestCheckNFTConditionsRule(t *testing.T) {
 	for _, ok := range [][]string{
 		nil,

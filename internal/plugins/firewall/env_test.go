@@ -39,7 +39,7 @@ const (
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	testns.RequireFirewallBinaries(t, "the host's FORWARD DROP policy is set with iptables")
+	testns.RequireFirewallBinaries(t, "the iptables backend's own test: the host's FORWARD DROP policy and the rules are iptables'")
 	e := newNFTEnv(t)
 	for _, cmd := range []string{"iptables", "ip6tables"} {
 		out, err := e.host.Exec(t, cmd, "-w", "-P", "FORWARD", "DROP")

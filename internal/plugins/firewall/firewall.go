@@ -209,9 +209,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	return req.PrevResult.Clone(), nil
 }
 
-// firewalldAdd binds the addresses to the zone and installs the ingress policy, which
-// is iptables whatever the backend, as in the reference. The connection stays open
-// until a failure's rollback has run.
+// firewalldAdd binds the addresses to the zone and installs the ingress policy, in the
+// node's rule backend (the reference always uses iptables for it). The connection stays
+// open until a failure's rollback has run.
 func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge string) (err error) {
 	fw, err := dialFirewalld(req.Context(), systemBus(req))
 	if err != nil {
@@ -222,6 +222,9 @@ func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge stri
 	defer undo.OnError(&err)
 	if err := fw.addSources(req.Context(), conf.Zone, ips, undo.Push); err != nil {
 		return err
+	}
+	if netfilter.Detect() == netfilter.NFTables {
+		return nftIsolation(conf, bridge)
 	}
 	return iptIsolation(req.Context(), conf, ips, bridge)
 }
@@ -276,6 +279,9 @@ func check(req *skel.Request) error {
 		defer fw.Close()
 		if err := fw.checkSources(req.Context(), conf.Zone, ips); err != nil {
 			return err
+		}
+		if netfilter.Detect() == netfilter.NFTables {
+			return nftCheckIsolation(conf, bridge)
 		}
 		return iptCheckIsolation(req.Context(), conf, ips, bridge)
 	}

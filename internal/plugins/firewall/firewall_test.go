@@ -232,7 +232,7 @@ func TestIsolatedPolicyBlocksSameBridgeAndOtherBridges(t *testing.T) {
 }
 
 func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
-	e := newEnv(t)
+	e := newNFTEnv(t)
 	c := &ctr{ns: e.ext, id: "c-bad"}
 	n := e.conflist(netOpts{name: "bad", bridge: "br-bad", subnets: []string{"10.26.0.0/24"}})
 	good := e.add(n, "c-good")
@@ -270,7 +270,7 @@ func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.msg)
 		})
 	}
-	assert.NotContains(t, e.save("iptables"), "c-bad", "a refused ADD must change nothing")
+	assert.NotContains(t, e.ruleset(), "c-bad", "a refused ADD must change nothing")
 }
 
 // A prevResult that lists no host interface (an IPAM result handed on, Cilium's) does
@@ -334,14 +334,18 @@ func chainLines(save, chain string) []string {
 
 // Where bridged frames skip iptables, "isolated" could not drop same-bridge traffic: ADD
 // says so instead of pretending (the reference installs the rule and isolates nothing).
+// Both rule backends see bridged frames only through br_netfilter.
 func TestIsolatedPolicyIsRefusedWhenBridgedTrafficSkipsIPTables(t *testing.T) {
-	e := newEnv(t)
+	e := newNFTEnv(t)
 	e.host.Run(t, func() error { return sysctl.Set("net/bridge/bridge-nf-call-iptables", "0") })
-	iso := map[string]any{"backend": "iptables", "ingressPolicy": "isolated"}
 	a := e.conflist(netOpts{name: "isol-off", bridge: "br-io", subnets: []string{"10.26.0.0/24"}})
 	c := e.add(a, "c-io")
-	_, err := e.invoke(skel.CmdAdd, fwConf(t, "isol-off", iso, c.res), c)
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
-	assert.Contains(t, err.Error(), "bridge-nf-call-iptables")
+	for _, backend := range []string{"iptables", "nftables"} {
+		iso := map[string]any{"backend": backend, "ingressPolicy": "isolated"}
+		_, err := e.invoke(skel.CmdAdd, fwConf(t, "isol-off", iso, c.res), c)
+		require.Error(t, err, backend)
+		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), backend)
+		assert.Contains(t, err.Error(), "bridge-nf-call-iptables", backend)
+	}
+	assert.NotContains(t, e.ruleset(), c.ip4())
 }

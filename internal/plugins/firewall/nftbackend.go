@@ -33,6 +33,34 @@ func nftAdd(conf *Config, att attachment, ips []netip.Addr, bridge string) error
 	if len(ips) == 0 {
 		return nil
 	}
+	return nftTransact(func(c *nftables.Conn, l *nftLayout, retry bool) error {
+		if err := l.planBase(c, conf); err != nil {
+			return err
+		}
+		if err := l.planAttachment(c, att, ips, retry); err != nil {
+			return err
+		}
+		return l.queuePolicy(c, conf.IngressPolicy, bridge)
+	})
+}
+
+// nftIsolation installs the shared layout and the ingress policy's elements for bridge
+// only: the firewalld backend's ingress policy on a node whose rule backend is nftables.
+func nftIsolation(conf *Config, bridge string) error {
+	if len(policyElements(newNFTLayout(), conf.IngressPolicy, bridge)) == 0 {
+		return nil
+	}
+	return nftTransact(func(c *nftables.Conn, l *nftLayout, _ bool) error {
+		if err := l.planBase(c, conf); err != nil {
+			return err
+		}
+		return l.queuePolicy(c, conf.IngressPolicy, bridge)
+	})
+}
+
+// nftTransact plans on a fresh read and sends the plan as one transaction, again on a
+// fresh read (retry true) when the kernel refuses it.
+func nftTransact(plan func(c *nftables.Conn, l *nftLayout, retry bool) error) error {
 	c, err := nftConn()
 	if err != nil {
 		return err
@@ -40,7 +68,7 @@ func nftAdd(conf *Config, att attachment, ips []netip.Addr, bridge string) error
 	defer c.CloseLasting()
 	l := newNFTLayout()
 	for try := 1; ; try++ {
-		if err := l.planAdd(c, conf, att, ips, bridge, try > 1); err != nil {
+		if err := plan(c, l, try > 1); err != nil {
 			return err
 		}
 		err := c.Flush()
@@ -53,16 +81,22 @@ func nftAdd(conf *Config, att attachment, ips []netip.Addr, bridge string) error
 	}
 }
 
-func (l *nftLayout) planAdd(c *nftables.Conn, conf *Config, att attachment, ips []netip.Addr, bridge string, takeOver bool) error {
+// planBase queues what the shared layout lacks for conf.
+func (l *nftLayout) planBase(c *nftables.Conn, conf *Config) error {
 	base, err := l.readBase(c)
 	if err != nil {
 		return err
 	}
-	if !base.intact || !slices.Contains(base.admins, conf.AdminChain) {
-		if err := l.queueBase(c, base, conf.AdminChain); err != nil {
-			return err
-		}
+	if base.intact && slices.Contains(base.admins, conf.AdminChain) {
+		return nil
 	}
+	return l.queueBase(c, base, conf.AdminChain)
+}
+
+// planAttachment queues the attachment's chain, its map elements and the removal of
+// the elements of addresses an earlier ADD gave it; on a retry it also takes its
+// addresses from other attachments.
+func (l *nftLayout) planAttachment(c *nftables.Conn, att attachment, ips []netip.Addr, takeOver bool) error {
 	name := att.nftChainName()
 	old, _, err := l.rules(c, name)
 	if err != nil {
@@ -73,7 +107,6 @@ func (l *nftLayout) planAdd(c *nftables.Conn, conf *Config, att attachment, ips 
 	for _, r := range l.attachmentRules(ch, att, ips) {
 		c.AddRule(r)
 	}
-	// Addresses an earlier ADD of the attachment gave and this one does not.
 	var drop []netip.Addr
 	for _, a := range recordedAddrs(old) {
 		if !slices.Contains(ips, a) {
@@ -96,7 +129,7 @@ func (l *nftLayout) planAdd(c *nftables.Conn, conf *Config, att attachment, ips 
 			return fmt.Errorf("firewall: nftables map %s: %w", l.addrMap(a).Name, err)
 		}
 	}
-	return l.queuePolicy(c, conf.IngressPolicy, bridge)
+	return nil
 }
 
 // queuePolicy adds the bridge to the ingress policy's sets. Elements are only ever added
@@ -339,6 +372,20 @@ func (l *nftLayout) checkAttachment(c *nftables.Conn, att attachment, ips []neti
 		if err != nil || e.VerdictChain != name {
 			return fmt.Errorf("%s not in map %s", a, m.Name)
 		}
+	}
+	return nil
+}
+
+// nftCheckIsolation verifies the ingress policy's elements only, for the firewalld
+// backend.
+func nftCheckIsolation(conf *Config, bridge string) error {
+	c, err := nftConn()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	if err := newNFTLayout().checkPolicy(c, conf.IngressPolicy, bridge); err != nil {
+		return fmt.Errorf("firewall check: nftables: %w", err)
 	}
 	return nil
 }

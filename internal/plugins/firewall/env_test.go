@@ -77,9 +77,16 @@ func serve(t *testing.T, n *testns.NS, name string) {
 	testns.ServeTCP(t, n, "tcp", fmt.Sprintf(":%d", echoPort), name)
 }
 
-// dial connects from inside n to addr:echoPort and returns the peer's name.
+// dial connects from inside n to addr:echoPort and returns the peer's name, giving up
+// after a second: for connections that must fail.
 func dial(n *testns.NS, addr string) (string, error) {
 	return testns.DialTCP(n, net.JoinHostPort(addr, fmt.Sprint(echoPort)), time.Second)
+}
+
+// reach is dial for connections that must work: it waits out one lost SYN (TCP sends
+// the second after a second), which a fresh bridge can cost on a loaded machine.
+func reach(n *testns.NS, addr string) (string, error) {
+	return testns.DialTCP(n, net.JoinHostPort(addr, fmt.Sprint(echoPort)), 3*time.Second)
 }
 
 // netOpts describe one network: its bridge, subnets and firewall keys (nil: no firewall

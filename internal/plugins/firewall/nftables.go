@@ -234,6 +234,11 @@ func (l *nftLayout) readBase(c *nftables.Conn) (baseState, error) {
 		if _, err := c.ListChain(l.table, nftForwardChain); err != nil {
 			return baseState{table: true}, nil
 		}
+		// Another ADD made the layout between the two reads: read its rules.
+		if rules, err = c.GetRules(l.table, l.forward); err != nil {
+			return baseState{}, fmt.Errorf("firewall: nftables chain %s: %w", nftForwardChain, err)
+		}
+		st.rules = rules
 	}
 	var shape strings.Builder
 	for _, r := range rules {

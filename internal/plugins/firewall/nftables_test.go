@@ -105,7 +105,7 @@ func TestNFTablesAttachmentReachesOutsideAndOperatorDropsWin(t *testing.T) {
 	e := newNFTEnv(t)
 	n := e.conflist(netOpts{name: "nout", bridge: "br-nout", subnets: []string{"10.31.0.0/24"}, firewall: nftBackend})
 	c := e.add(n, "c-nout")
-	got, err := dial(c.ns, extAddr)
+	got, err := reach(c.ns, extAddr)
 	require.NoError(t, err)
 	assert.Equal(t, "ext", got)
 
@@ -313,7 +313,7 @@ func TestNFTablesSameBridgePolicyIsolatesBridges(t *testing.T) {
 	open := e.conflist(netOpts{name: "niso-o", bridge: "br-no", subnets: []string{"10.42.0.0/24"}, firewall: nftBackend})
 	a1, a2, b1, o1 := e.add(a, "c-na1"), e.add(a, "c-na2"), e.add(b, "c-nb1"), e.add(open, "c-no1")
 
-	got, err := dial(a1.ns, a2.ip4())
+	got, err := reach(a1.ns, a2.ip4())
 	require.NoError(t, err, "the same bridge must stay reachable")
 	assert.Equal(t, "c-na2", got)
 	_, err = dial(a1.ns, b1.ip4())
@@ -321,10 +321,10 @@ func TestNFTablesSameBridgePolicyIsolatesBridges(t *testing.T) {
 	_, err = dial(b1.ns, a1.ip4())
 	assert.Error(t, err)
 	for _, c := range []*ctr{a1, b1} {
-		got, err = dial(c.ns, extAddr)
+		got, err = reach(c.ns, extAddr)
 		require.NoError(t, err, "the outside must stay reachable")
 		assert.Equal(t, "ext", got)
-		got, err = dial(c.ns, o1.ip4())
+		got, err = reach(c.ns, o1.ip4())
 		require.NoError(t, err, "a bridge with the open policy is not policed")
 		assert.Equal(t, "c-no1", got)
 	}
@@ -344,7 +344,7 @@ func TestNFTablesIsolatedPolicyBlocksSameBridgeAndOtherBridges(t *testing.T) {
 	assert.Error(t, err, "containers on one isolated bridge must not reach each other")
 	_, err = dial(a1.ns, b1.ip4())
 	assert.Error(t, err, "nor containers on another bridge")
-	got, err := dial(a1.ns, extAddr)
+	got, err := reach(a1.ns, extAddr)
 	require.NoError(t, err, "the outside must stay reachable")
 	assert.Equal(t, "ext", got)
 	e.host.Run(t, func() error { return e.runner.Check(context.Background(), a, a1.att) })
@@ -355,7 +355,7 @@ func TestNFTablesOpenPolicyLetsBridgesTalk(t *testing.T) {
 	a := e.conflist(netOpts{name: "nopen-a", bridge: "br-noa", subnets: []string{"10.45.0.0/24"}, firewall: nftBackend})
 	b := e.conflist(netOpts{name: "nopen-b", bridge: "br-nob", subnets: []string{"10.46.0.0/24"}, firewall: nftBackend})
 	a1, b1 := e.add(a, "c-noa"), e.add(b, "c-nob")
-	got, err := dial(a1.ns, b1.ip4())
+	got, err := reach(a1.ns, b1.ip4())
 	require.NoError(t, err)
 	assert.Equal(t, "c-nob", got)
 }
@@ -414,7 +414,7 @@ func TestExecUnsetBackendFollowsTheHostsIPTablesRules(t *testing.T) {
 	require.NoError(t, e.execFirewall("ADD", c, fwConf(t, "nipt", nil, c.res), "/usr/sbin:/usr/bin:/sbin:/bin"))
 	assert.Contains(t, e.save("iptables"), `id: \"c-nipt\"`)
 	assert.NotContains(t, nfttest.Ruleset(t, e.host), "cni_firewall")
-	got, err := dial(c.ns, extAddr)
+	got, err := reach(c.ns, extAddr)
 	require.NoError(t, err)
 	assert.Equal(t, "ext", got)
 }

@@ -14,9 +14,9 @@ import (
 )
 
 // nftAttempts bounds the transactions of one ADD: a concurrent first ADD (the table
-// made twice) or an address still claimed by an attachment whose DEL never came each
-// cost one more.
-const nftAttempts = 3
+// made twice), a concurrent change of the base chain or an address still claimed by an
+// attachment whose DEL never came each cost one more.
+const nftAttempts = 5
 
 func nftConn() (*nftables.Conn, error) {
 	c, err := nftables.New(nftables.AsLasting())

@@ -3,7 +3,10 @@
 // masquerade, portmap, firewall), so they never disagree on a node.
 //
 // The rule, in order:
-//  1. the plugin's config names a backend: that one;
+//  1. the plugin's config names a backend: that one, where it can run: a config naming
+//     iptables on a node without the iptables tools gets nftables (tools write
+//     "iptables" into every node's config, Nomad's firewall entry for one), unless it
+//     holds options only iptables has, which the plugin then refuses (code 7);
 //  2. the host already keeps its own rules in iptables, and the iptables tools are
 //     installed to reach them: iptables;
 //  3. otherwise nftables.
@@ -45,12 +48,21 @@ func Choose(field, setting string) (Backend, error) {
 	case "", "auto":
 		return Detect(), nil
 	case string(IPTables):
-		return IPTables, nil
+		return Runnable(IPTables), nil
 	case string(NFTables):
 		return NFTables, nil
 	}
 	return "", cnierror.Newf(cnierror.CodeInvalidConfig,
 		"%s: invalid value %q (want \"iptables\", \"nftables\" or \"auto\")", field, setting)
+}
+
+// Runnable is the backend a config's b comes to on this node (step 1 of the rule):
+// iptables where its tools are installed, nftables otherwise.
+func Runnable(b Backend) Backend {
+	if b == IPTables && !IPTablesInstalled() {
+		return NFTables
+	}
+	return b
 }
 
 // Detect applies steps 2 and 3 of the rule in the calling thread's network namespace.

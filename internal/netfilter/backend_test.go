@@ -14,10 +14,7 @@ import (
 )
 
 func TestChooseHonoursExplicitSettings(t *testing.T) {
-	b, err := Choose("backend", "iptables")
-	require.NoError(t, err)
-	assert.Equal(t, IPTables, b)
-	b, err = Choose("backend", "nftables")
+	b, err := Choose("backend", "nftables")
 	require.NoError(t, err)
 	assert.Equal(t, NFTables, b)
 	_, err = Choose("ipMasqBackend", "ebtables")
@@ -26,18 +23,34 @@ func TestChooseHonoursExplicitSettings(t *testing.T) {
 	assert.Contains(t, err.Error(), "ipMasqBackend")
 }
 
-// An explicit setting wins over what the host uses, even where the tools are missing.
+// An explicit setting wins over what the host uses: nftables named where the host keeps
+// iptables rules is nftables.
 func TestChooseExplicitWinsOverDetection(t *testing.T) {
 	testns.RequireRoot(t)
 	host := testns.New(t)
 	iptablesNFTTable(t, host)
-	t.Setenv("PATH", t.TempDir())
 	var b Backend
 	host.Run(t, func() (err error) {
-		b, err = Choose("backend", "iptables")
+		b, err = Choose("backend", "nftables")
 		return err
 	})
-	assert.Equal(t, IPTables, b)
+	assert.Equal(t, NFTables, b)
+}
+
+// iptables named on a node without the iptables tools is nftables (Nomad names iptables
+// for every node); with the tools it is iptables.
+func TestChooseIPTablesWithoutTheToolsIsNFTables(t *testing.T) {
+	if IPTablesInstalled() {
+		b, err := Choose("ipMasqBackend", "iptables")
+		require.NoError(t, err)
+		assert.Equal(t, IPTables, b)
+	}
+	t.Setenv("PATH", t.TempDir())
+	b, err := Choose("ipMasqBackend", "iptables")
+	require.NoError(t, err)
+	assert.Equal(t, NFTables, b)
+	assert.Equal(t, NFTables, Runnable(IPTables))
+	assert.Equal(t, NFTables, Runnable(NFTables))
 }
 
 // detectIn runs Detect in the namespace; Assertions stay outside Run: FailNow inside it

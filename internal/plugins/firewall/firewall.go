@@ -84,9 +84,13 @@ func cutEnv(kv, key string) (string, bool) {
 	return "", false
 }
 
-// backend resolves an unset backend: firewalld when it is on the bus, else the node's
-// rule backend.
+// backend resolves the backend: iptables where its tools are installed (else nftables,
+// as netfilter's rule says), and when unset firewalld if it is on the bus, else the
+// node's rule backend.
 func backend(req *skel.Request, conf *Config) string {
+	if conf.Backend == BackendIPTables {
+		return string(netfilter.Runnable(netfilter.IPTables))
+	}
 	if conf.Backend != "" {
 		return conf.Backend
 	}

@@ -418,3 +418,21 @@ func TestExecUnsetBackendFollowsTheHostsIPTablesRules(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ext", got)
 }
+
+// Nomad writes `"backend": "iptables"` for every node: where the iptables tools are
+// missing that means nftables, with Nomad's admin chain.
+func TestExecIPTablesBackendWithoutTheToolsIsNFTables(t *testing.T) {
+	e := newNFTEnv(t)
+	n := e.conflist(netOpts{name: "nnomad", bridge: "br-nnomad", subnets: []string{"10.49.0.0/24"}})
+	c := e.add(n, "c-nnomad")
+	noTools := t.TempDir()
+	conf := fwConf(t, "nnomad", map[string]any{"backend": "iptables", "iptablesAdminChainName": "NOMAD-ADMIN"}, c.res)
+	for _, command := range []string{"ADD", "CHECK"} {
+		require.NoError(t, e.execFirewall(command, c, conf, noTools))
+	}
+	rs := e.ruleset()
+	assert.Regexp(t, elementLine(c.ip4()), rs)
+	assert.Contains(t, rs, "\tjump NOMAD-ADMIN comment")
+	require.NoError(t, e.execFirewall("DEL", c, conf, noTools))
+	assert.NotContains(t, e.ruleset(), c.ip4())
+}

@@ -144,6 +144,48 @@ func TestExecNFTConditionsWithoutTheNFTCommand(t *testing.T) {
 	assert.NotContains(t, e.ruleset(), c.ip4)
 }
 
+// TestExecIPTablesBackendWithoutTheTools: where the iptables tools are missing, backend
+// iptables means nftables (the mapping works, nothing is exec'd), and the options only
+// iptables has are refused with code 7 saying why, before anything is installed.
+func TestExecIPTablesBackendWithoutTheTools(t *testing.T) {
+	e := newEnv(t)
+	c := e.container("ctr-noipt")
+	plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
+	noTools := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		keys  map[string]any
+		field string
+	}{
+		{"mark bit", map[string]any{"backend": "iptables", "markMasqBit": 5}, "markMasqBit"},
+		{"mark bit, backend unset", map[string]any{"markMasqBit": 5}, "markMasqBit"},
+		{"external mark chain", map[string]any{"externalSetMarkChain": "KUBE-MARK-MASQ"}, "externalSetMarkChain"},
+		{"iptables conditions", map[string]any{"conditionsV4": []string{"!", "-s", "10.0.0.0/8"}}, "conditionsV4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, err := execPluginWithPath(e.host, noTools, plugin, "ADD", c.id, c.ns.Path, c.netconf(t, "noipt", tc.keys, standardMappings()))
+			require.Error(t, err)
+			var ce cnierror.Error
+			require.NoError(t, json.Unmarshal(stdout, &ce), "stdout: %s", stdout)
+			assert.EqualValues(t, cnierror.CodeInvalidConfig, ce.Code, ce.Msg)
+			assert.Contains(t, ce.Msg, tc.field)
+			assert.Contains(t, ce.Msg, "iptables tools are not installed")
+			assert.NotContains(t, e.ruleset(), c.ip4)
+		})
+	}
+	conf := c.netconf(t, "noipt", map[string]any{"backend": "iptables"}, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
+	for _, command := range []string{"ADD", "CHECK"} {
+		_, err := execPluginWithPath(e.host, noTools, plugin, command, c.id, c.ns.Path, conf)
+		require.NoError(t, err, command)
+	}
+	got, err := dialTCP(e.client, "10.77.0.1:8080")
+	require.NoError(t, err)
+	assert.Equal(t, "ctr-noipt", got)
+	_, err = execPluginWithPath(e.host, noTools, plugin, "DEL", c.id, c.ns.Path, conf)
+	require.NoError(t, err)
+	assert.NotContains(t, e.ruleset(), c.ip4)
+}
+
 func TestCheckNFTConditionsRule(t *testing.T) {
 	for _, ok := range [][]string{
 		nil,

@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -18,6 +20,7 @@ import (
 // the v4 client they admit reaches the mapped port, the v6 one they do not admit is not
 // forwarded, CHECK passes, a repeated ADD keeps one gate, and DEL removes everything.
 func TestExecNFTConditionsOutsideTheNetlinkSubsetWork(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "conditions beyond the netlink subset are compiled by nft")
 	e := newEnv(t)
 	c := e.container("ctr-cond")
 	plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
@@ -63,12 +66,13 @@ func TestExecNFTConditionsOutsideTheNetlinkSubsetWork(t *testing.T) {
 func TestExecNFTConditionsThatCouldLeaveTheirRuleAreRefused(t *testing.T) {
 	e := newEnv(t)
 	c := e.container("ctr-inject")
-	out, err := e.host.Exec(t, "nft", "add", "table", "inet", "operator")
-	require.NoError(t, err, out)
-	out, err = e.host.Exec(t, "nft", "add", "chain", "inet", "operator", "input", "{ type filter hook input priority 0; }")
-	require.NoError(t, err, out)
-	before, err := e.host.Exec(t, "nft", "list", "table", "inet", "operator")
-	require.NoError(t, err, before)
+	e.nftDo(func(conn *nftables.Conn) error { // nft add table inet operator; add chain ... input
+		tbl := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "operator"})
+		conn.AddChain(&nftables.Chain{Table: tbl, Name: "input", Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
+		return nil
+	})
+	before := tableText(nfttest.Ruleset(t, e.host), "table inet operator")
 	plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
 	for _, tc := range []struct {
 		name  string
@@ -93,12 +97,22 @@ func TestExecNFTConditionsThatCouldLeaveTheirRuleAreRefused(t *testing.T) {
 			require.NoError(t, json.Unmarshal(stdout, &ce), "stdout: %s", stdout)
 			assert.EqualValues(t, cnierror.CodeInvalidConfig, ce.Code, ce.Msg)
 			assert.Contains(t, ce.Msg, tc.field)
-			after, err := e.host.Exec(t, "nft", "list", "table", "inet", "operator")
-			require.NoError(t, err, "the operator's table must still exist: %s", after)
-			assert.Equal(t, before, after)
+			assert.Equal(t, before, tableText(nfttest.Ruleset(t, e.host), "table inet operator"), "the operator's table must be untouched")
 			assert.NotContains(t, e.ruleset(), c.ip4, "a refused ADD leaves nothing")
 		})
 	}
+}
+
+// tableText is the part of an nfttest ruleset text that lists one table.
+func tableText(rs, header string) string {
+	_, rest, ok := strings.Cut(rs, header+"\n")
+	if !ok {
+		return ""
+	}
+	if i := strings.Index(rest, "\ntable "); i >= 0 {
+		rest = rest[:i+1]
+	}
+	return header + "\n" + rest
 }
 
 // TestExecNFTConditionsWithoutTheNFTCommand: on a node without nft, conditions that go

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -29,6 +30,7 @@ func standardMappings() []PortMapping {
 func TestMappedPortsAnswerFromOutsideLocalhostAndHairpin(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -62,6 +64,7 @@ func TestMappedPortsAnswerFromOutsideLocalhostAndHairpin(t *testing.T) {
 func TestAddWithoutMappingsTouchesNothing(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -75,6 +78,7 @@ func TestAddWithoutMappingsTouchesNothing(t *testing.T) {
 func TestDelWithoutRuntimeConfigRemovesEverything(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -111,6 +115,7 @@ func TestDelWithoutRuntimeConfigRemovesEverything(t *testing.T) {
 func TestHostIPRestrictsTheMapping(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -140,6 +145,7 @@ func TestHostIPRestrictsTheMapping(t *testing.T) {
 func TestTwoContainersWithDifferentPorts(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			a, b := e.container("ctr-a"), e.container("ctr-b")
@@ -163,6 +169,7 @@ func TestConditionsRestrictTheMapping(t *testing.T) {
 	}
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -183,6 +190,7 @@ func TestConditionsRestrictTheMapping(t *testing.T) {
 func TestGCRemovesOnlyInvalidAttachmentsOfTheNetwork(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			a, b, other := e.container("ctr-a"), e.container("ctr-b"), e.container("ctr-c")
@@ -206,22 +214,28 @@ func TestGCRemovesOnlyInvalidAttachmentsOfTheNetwork(t *testing.T) {
 
 func TestCheckFailsAfterRuleRemovedByHand(t *testing.T) {
 	o := attachment{net: "net1", cid: "ctr-a"}
-	removals := map[string][][]string{
-		"nftables": {{"nft", "flush", "chain", "ip", "cni_portmap", "dn-" + o.hash()}},
-		"iptables": {{"iptables", "-t", "nat", "-F", "CNI-DN-" + o.hash()}},
+	removals := map[string]func(e *env){
+		"nftables": func(e *env) { // nft flush chain ip cni_portmap dn-<hash>
+			e.nftDo(func(c *nftables.Conn) error {
+				c.FlushChain(newNFTFamily(false).chain(nftDNPrefix + o.hash()))
+				return nil
+			})
+		},
+		"iptables": func(e *env) {
+			out, err := e.host.Exec(e.t, "iptables", "-t", "nat", "-F", "CNI-DN-"+o.hash())
+			require.NoError(e.t, err, out)
+		},
 	}
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
 			conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
 			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
 			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
-			for _, cmd := range removals[backend] {
-				out, err := e.host.Exec(t, cmd[0], cmd[1:]...)
-				require.NoError(t, err, out)
-			}
+			removals[backend](e)
 			assert.Error(t, e.invoke(skel.CmdCheck, c, conf))
 			// DEL still cleans up the damaged state, and a new ADD works.
 			require.NoError(t, e.invoke(skel.CmdDel, c, conf))
@@ -237,8 +251,7 @@ func TestCheckFailsAfterMapElementRemovedByHand(t *testing.T) {
 	c := e.container("ctr-a")
 	conf := c.netconf(t, "net1", map[string]any{"backend": "nftables"}, standardMappings())
 	require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-	out, err := e.host.Exec(t, "nft", "delete", "element", "ip", "cni_portmap", "ports", "{ tcp . 8080 }")
-	require.NoError(t, err, out)
+	e.deletePortsElement(8080)
 	assert.Error(t, e.invoke(skel.CmdCheck, c, conf))
 	require.NoError(t, e.invoke(skel.CmdAdd, c, conf), "ADD repairs the attachment")
 	require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
@@ -335,6 +348,10 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(tc.extra, `"backend":"iptables","conditionsV6"`) {
+				// Without the tools backend iptables is nftables, which reads these.
+				testns.RequireFirewallBinaries(t, "the iptables backend's refusal of nft syntax")
+			}
 			mappings := `[]`
 			if tc.mappings != nil {
 				mappings = fmt.Sprintf(`[{"hostPort":%d,"containerPort":%d,"protocol":%q,"hostIP":%q}]`,
@@ -354,6 +371,7 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 }
 
 func TestIPTablesLayoutMatchesTheReference(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "the iptables backend's own test")
 	e := newEnv(t)
 	c := e.container("ctr-a")
 	many := []PortMapping{{HostPort: 8081, ContainerPort: udpPort, Protocol: "udp"}}
@@ -388,6 +406,7 @@ func TestIPTablesLayoutMatchesTheReference(t *testing.T) {
 }
 
 func TestIPTablesExternalMarkChainAndMasqAll(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "the iptables backend's own test")
 	e := newEnv(t)
 	c := e.container("ctr-a")
 	for _, tool := range []string{"iptables", "ip6tables"} {
@@ -409,6 +428,7 @@ func TestIPTablesExternalMarkChainAndMasqAll(t *testing.T) {
 func TestSNATOffInstallsNoMasquerade(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -428,6 +448,7 @@ func TestSNATOffInstallsNoMasquerade(t *testing.T) {
 func TestMasqAllMasqueradesExternalClients(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")

@@ -13,9 +13,13 @@
 //
 // "Keeps its rules in iptables" is read without exec'ing anything and without needing
 // CAP_NET_ADMIN: the legacy x_tables in use are listed in /proc (readable by root without
-// any capability); tables made by iptables-nft (ip/ip6 tables named like the iptables
-// tables, holding base chains named like iptables' built-in chains) are seen with one
-// netlink dump when the caller may dump, and ignored when it may not. The tools are looked
+// any capability). Tables made by iptables-nft (ip/ip6 tables named like the iptables
+// tables, with base chains named like iptables' built-in chains) count when one of those
+// base chains drops by policy or holds a rule that is not a jump to a CNI-* chain: the
+// plugins' own iptables rules (all behind CNI-* chains) must not turn a node that had
+// none into an iptables node between an ADD and its CHECK. They are seen with one dump
+// of the chains and one of each such base chain's rules (stopping at the first that
+// counts) when the caller may dump, and ignored when it may not. The tools are looked
 // up in PATH, never run: a node without them (Talos, RHEL 10 without iptables-legacy)
 // gets nftables even when a pod's own iptables left tables behind.
 package netfilter
@@ -28,6 +32,7 @@ import (
 	"syscall"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 
 	"github.com/cnikit/cni/internal/cnierror"
 )
@@ -75,7 +80,12 @@ func Detect() Backend {
 	if legacyTablesInUse("/proc/thread-self/net/ip_tables_names") || legacyTablesInUse("/proc/thread-self/net/ip6_tables_names") {
 		return IPTables
 	}
-	chains, err := listChains()
+	conn, err := nftables.New()
+	if err != nil {
+		return IPTables // no netlink to nf_tables
+	}
+	defer conn.CloseLasting()
+	chains, err := conn.ListChains()
 	switch {
 	case isErrno(err, syscall.EPERM):
 		// Without CAP_NET_ADMIN nf_tables shows nothing; the unprivileged facts above
@@ -83,7 +93,7 @@ func Detect() Backend {
 		return NFTables
 	case err != nil:
 		return IPTables // no usable nf_tables in this kernel
-	case madeByIPTablesNFT(chains):
+	case hostRulesInIPTablesNFT(conn, chains):
 		return IPTables
 	}
 	return NFTables
@@ -105,33 +115,51 @@ func legacyTablesInUse(path string) bool {
 	return err == nil && strings.TrimSpace(string(b)) != ""
 }
 
-func listChains() ([]*nftables.Chain, error) {
-	conn, err := nftables.New()
-	if err != nil {
-		return nil, err
-	}
-	defer conn.CloseLasting()
-	return conn.ListChains()
-}
-
 // The tables iptables-nft makes and the built-in chains it gives them.
 var (
 	iptablesTables = map[string]bool{"filter": true, "nat": true, "mangle": true, "raw": true, "security": true}
 	iptablesChains = map[string]bool{"PREROUTING": true, "INPUT": true, "FORWARD": true, "OUTPUT": true, "POSTROUTING": true}
 )
 
-// madeByIPTablesNFT reports a base chain that iptables-nft made: one of iptables'
-// built-in chains, in an ip or ip6 table named like an iptables table. nft users name
-// their tables inet, their chains in lower case, so the two do not meet in practice.
-func madeByIPTablesNFT(chains []*nftables.Chain) bool {
+// ownChainPrefix starts the names of every iptables chain the plugins make.
+const ownChainPrefix = "CNI-"
+
+// hostRulesInIPTablesNFT reports a base chain that iptables-nft made (one of iptables'
+// built-in chains, in an ip or ip6 table named like an iptables table; nft users name
+// their tables inet and their chains in lower case) which drops by policy or holds a
+// rule other than a jump to one of the plugins' CNI-* chains. A chain whose rules cannot
+// be read counts.
+func hostRulesInIPTablesNFT(conn *nftables.Conn, chains []*nftables.Chain) bool {
 	for _, c := range chains {
 		fam := c.Table.Family
-		if c.Hooknum != nil && (fam == nftables.TableFamilyIPv4 || fam == nftables.TableFamilyIPv6) &&
-			iptablesTables[c.Table.Name] && iptablesChains[c.Name] {
+		if c.Hooknum == nil || (fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6) ||
+			!iptablesTables[c.Table.Name] || !iptablesChains[c.Name] {
+			continue
+		}
+		if c.Policy != nil && *c.Policy == nftables.ChainPolicyDrop {
 			return true
+		}
+		rules, err := conn.GetRules(c.Table, c)
+		if err != nil {
+			return true
+		}
+		for _, r := range rules {
+			if !strings.HasPrefix(jumpTarget(r.Exprs), ownChainPrefix) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// jumpTarget is the chain a rule jumps or goes to, "" for none.
+func jumpTarget(exprs []expr.Any) string {
+	for _, e := range exprs {
+		if v, ok := e.(*expr.Verdict); ok && (v.Kind == expr.VerdictJump || v.Kind == expr.VerdictGoto) {
+			return v.Chain
+		}
+	}
+	return ""
 }
 
 // IsNotExist reports a "no such table, chain, set or element" answer of nf_tables.

@@ -1,10 +1,13 @@
 package netfilter
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -88,8 +91,15 @@ func TestDetectFollowsLegacyIPTablesInUse(t *testing.T) {
 }
 
 // iptablesNFTTable makes, over netlink, what `iptables -P FORWARD DROP` leaves with
-// iptables-nft: table ip filter with base chain FORWARD.
+// iptables-nft: table ip filter with base chain FORWARD, policy drop.
 func iptablesNFTTable(t *testing.T, host *testns.NS) {
+	t.Helper()
+	iptablesNFTForward(t, host, nftables.ChainPolicyDrop, nil)
+}
+
+// iptablesNFTForward makes table ip filter, base chain FORWARD with policy and one rule
+// of exprs (none when nil), and the chain CNI-FORWARD.
+func iptablesNFTForward(t *testing.T, host *testns.NS, policy nftables.ChainPolicy, exprs []expr.Any) {
 	t.Helper()
 	host.Run(t, func() error {
 		c, err := nftables.New()
@@ -97,10 +107,51 @@ func iptablesNFTTable(t *testing.T, host *testns.NS) {
 			return err
 		}
 		tbl := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"})
-		c.AddChain(&nftables.Chain{Table: tbl, Name: "FORWARD", Type: nftables.ChainTypeFilter,
-			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
+		fwd := c.AddChain(&nftables.Chain{Table: tbl, Name: "FORWARD", Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &policy})
+		c.AddChain(&nftables.Chain{Table: tbl, Name: "CNI-FORWARD"})
+		if exprs != nil {
+			c.AddRule(&nftables.Rule{Table: tbl, Chain: fwd, Exprs: exprs})
+		}
 		return c.Flush()
 	})
+}
+
+// The plugins' own iptables rules (jumps to CNI-* chains) are not the host's: a node
+// whose iptables-nft tables hold only those stays nftables, one whose FORWARD also
+// drops or holds a rule of its own is iptables.
+func TestDetectTellsTheHostsIPTablesRulesFromThePluginsOwn(t *testing.T) {
+	testns.RequireRoot(t)
+	if !IPTablesInstalled() {
+		t.Setenv("PATH", fakeIPTablesTools(t))
+	}
+	for _, tc := range []struct {
+		name   string
+		policy nftables.ChainPolicy
+		rule   []expr.Any
+		want   Backend
+	}{
+		{"empty, accepting", nftables.ChainPolicyAccept, nil, NFTables},
+		{"a jump to CNI-FORWARD", nftables.ChainPolicyAccept, []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: "CNI-FORWARD"}}, NFTables},
+		{"policy drop", nftables.ChainPolicyDrop, nil, IPTables},
+		{"a reject of the host's", nftables.ChainPolicyAccept, []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}, IPTables},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := testns.New(t)
+			iptablesNFTForward(t, host, tc.policy, tc.rule)
+			assert.Equal(t, tc.want, detectIn(t, host))
+		})
+	}
+}
+
+// fakeIPTablesTools is a PATH holding iptables-save and iptables-restore that are never
+// run (Detect only looks them up), for the no-firewall-binaries mode.
+func fakeIPTablesTools(t *testing.T) string {
+	dir := t.TempDir()
+	for _, tool := range []string{"iptables-save", "iptables-restore"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, tool), []byte("#!/bin/false\n"), 0o755))
+	}
+	return dir
 }
 
 // Rules that iptables-nft keeps in nf_tables are the host's iptables rules: with the
@@ -110,9 +161,10 @@ func TestDetectFollowsIPTablesNFTRulesOnlyWhereTheToolsAre(t *testing.T) {
 	testns.RequireRoot(t)
 	host := testns.New(t)
 	iptablesNFTTable(t, host)
-	if IPTablesInstalled() {
-		assert.Equal(t, IPTables, detectIn(t, host))
+	if !IPTablesInstalled() {
+		t.Setenv("PATH", fakeIPTablesTools(t))
 	}
+	assert.Equal(t, IPTables, detectIn(t, host))
 	t.Setenv("PATH", t.TempDir())
 	require.False(t, IPTablesInstalled())
 	assert.Equal(t, NFTables, detectIn(t, host), "no iptables tools in PATH")
@@ -149,13 +201,21 @@ func TestDetectNeedsNoCapNetAdmin(t *testing.T) {
 	)
 	host.Run(t, func() error {
 		return withoutCapNetAdmin(func() error {
-			_, dumpErr = listChains()
+			_, dumpErr = dumpChains()
 			b = Detect()
 			return nil
 		})
 	})
 	require.ErrorIs(t, dumpErr, unix.EPERM, "premise: nf_tables refuses a dump without CAP_NET_ADMIN")
 	assert.Equal(t, NFTables, b)
+}
+
+func dumpChains() ([]*nftables.Chain, error) {
+	c, err := nftables.New()
+	if err != nil {
+		return nil, err
+	}
+	return c.ListChains()
 }
 
 // withoutCapNetAdmin runs fn with CAP_NET_ADMIN out of the calling thread's effective

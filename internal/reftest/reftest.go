@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/testns"
 )
 
 // Version is the reference release the interop tests hold us to.
@@ -29,8 +31,13 @@ const DirEnv = "CNI_TEST_REFERENCE_DIR"
 // portmap, firewall, ...), building them on first use. Test processes of one `go test`
 // run share the build: a flock beside the cache makes the first one build and the others
 // wait for it.
+//
+// Where the firewall binaries are hidden (testns.FirewallBinariesHidden) the test skips:
+// the reference plugins exec iptables and nft (masquerade, portmap, firewall, the spoof
+// check), so an interop test cannot run as on a node without them.
 func Dir(t testing.TB) string {
 	t.Helper()
+	testns.RequireFirewallBinaries(t, "the reference plugins exec iptables and nft")
 	if dir := os.Getenv(DirEnv); dir != "" {
 		return dir
 	}

@@ -90,8 +90,5 @@ func validChainName(name string) error {
 		"ACCEPT", "DROP", "RETURN", "REJECT", "QUEUE", nftForwardChain, nftIsolationChain:
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %q is reserved", name)
 	}
-	if strings.HasPrefix(name, nftChainHead) {
-		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %q: the prefix %q is reserved", name, nftChainHead)
-	}
 	return nil
 }

@@ -1,8 +1,6 @@
 package firewall
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -22,49 +20,45 @@ import (
 // written over netlink (no nft exec):
 //
 //	table inet cni_firewall {
-//		map ctr4 { type ipv4_addr : verdict }               # container address : jump fw-<hash>
-//		map ctr6 { type ipv6_addr : verdict }
-//		set policed { type ifname }                         # bridges with ingressPolicy same-bridge or isolated
-//		set same_bridge { type ifname . ifname }            # "br" . "br" of each policed bridge
-//		set isolated { type ifname . ifname }               # "br" . "br" of each isolated bridge
+//		set ctr4 { type ipv4_addr }               # container addresses, commented "net=<network> id=<containerID>"
+//		set ctr6 { type ipv6_addr }
+//		set policed { type ifname }               # bridges with ingressPolicy same-bridge or isolated
+//		set same_bridge { type ifname . ifname }  # "br" . "br" of each policed bridge
+//		set isolated { type ifname . ifname }     # "br" . "br" of each isolated bridge
 //		chain forward {
 //			type filter hook forward priority filter; policy accept;
 //			jump isolation comment "CNI firewall plugin rules (ingressPolicy)"
 //			jump CNI-ADMIN comment "CNI firewall plugin admin overrides"
-//			ip daddr vmap @ctr4 comment "CNI firewall plugin rules"
-//			ip saddr vmap @ctr4 comment "CNI firewall plugin rules"
-//			ip6 daddr vmap @ctr6 comment "CNI firewall plugin rules"
-//			ip6 saddr vmap @ctr6 comment "CNI firewall plugin rules"
+//			ip daddr @ctr4 ct state established,related accept comment "CNI firewall plugin rules"
+//			ip saddr @ctr4 accept comment "CNI firewall plugin rules"
+//			ip6 daddr @ctr6 ct state established,related accept comment "CNI firewall plugin rules"
+//			ip6 saddr @ctr6 accept comment "CNI firewall plugin rules"
 //		}
 //		chain isolation {
 //			iifname . oifname @isolated drop
 //			iifname . oifname @same_bridge return
 //			iifname @policed oifname @policed drop
 //		}
-//		chain CNI-ADMIN { }                                 # the operator's (iptablesAdminChainName)
-//		chain fw-<hash(network)>-<hash(network, containerID)> {
-//			ip daddr 10.1.0.5 ct state established,related accept comment "net=<network> id=<containerID>"
-//			ip saddr 10.1.0.5 accept comment "net=<network> id=<containerID>"
-//		}
+//		chain CNI-ADMIN { }                       # the operator's (iptablesAdminChainName)
 //	}
 //
-// The admin chain is created empty and never flushed; each admin chain a config names
-// gets its jump, in the order they came. Per packet: two map lookups per family and the
-// few rules of the attachments it belongs to, whatever the number of attachments. An ADD,
-// DEL or CHECK reads the base chain and its own chain (a handful of rules) and touches
-// only its own chain and map elements, in one transaction; GC lists the chains once. The
-// per-bridge elements of the ingress policy are shared by the bridge's attachments and
-// stay on DEL, as the iptables backend's isolation rules do.
+// An attachment is its addresses' elements, each commented with its network and
+// container id: the iptables backend's two rules per address are the base chain's
+// lookups. The admin chain is created empty and never flushed; each admin chain a config
+// names gets its jump, in the order they came. Per packet: one set lookup per rule,
+// whatever the number of attachments. ADD and CHECK read the base chain (a handful of
+// rules) and look each address up once; ADD only adds elements, which costs the same
+// with 300 attachments as with 10 (an element that jumps to a chain of its own would
+// make the kernel validate every attachment's chain at each ADD). DEL and GC, which have
+// no addresses to go by, read the two sets once. The per-bridge elements of the ingress
+// policy are shared by the bridge's attachments and stay on DEL, as the iptables
+// backend's isolation rules do.
 const (
 	nftTableName      = "cni_firewall"
 	nftForwardChain   = "forward"
 	nftIsolationChain = "isolation"
-	nftChainHead      = "fw-"
 	// nftCommentMax is the longest comment nft shows in full.
 	nftCommentMax = 128
-	// udAddress is the userdata type under which an attachment's rule records its
-	// address; nft ignores userdata types it does not know.
-	udAddress userdata.Type = 0x71
 
 	isolationComment = "CNI firewall plugin rules (ingressPolicy)"
 )
@@ -83,8 +77,8 @@ func newNFTLayout() *nftLayout {
 	pair := nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIFName)
 	return &nftLayout{
 		table: t,
-		ctr4:  &nftables.Set{Table: t, ID: 1, Name: "ctr4", IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict},
-		ctr6:  &nftables.Set{Table: t, ID: 2, Name: "ctr6", IsMap: true, KeyType: nftables.TypeIP6Addr, DataType: nftables.TypeVerdict},
+		ctr4:  &nftables.Set{Table: t, ID: 1, Name: "ctr4", KeyType: nftables.TypeIPAddr},
+		ctr6:  &nftables.Set{Table: t, ID: 2, Name: "ctr6", KeyType: nftables.TypeIP6Addr},
 		// Interface names are strings, kept in host byte order: nft prints them as
 		// such only when the set says so.
 		policed:    &nftables.Set{Table: t, ID: 3, Name: "policed", KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian},
@@ -100,26 +94,14 @@ func (l *nftLayout) chain(name string) *nftables.Chain {
 	return &nftables.Chain{Name: name, Table: l.table}
 }
 
-func (l *nftLayout) addrMap(a netip.Addr) *nftables.Set {
+func (l *nftLayout) addrSet(a netip.Addr) *nftables.Set {
 	if a.Is6() {
 		return l.ctr6
 	}
 	return l.ctr4
 }
 
-// nftChainPrefix starts the chain names of a network's attachments, so GC finds them.
-func nftChainPrefix(network string) string {
-	sum := sha256.Sum256([]byte(network))
-	return nftChainHead + hex.EncodeToString(sum[:6]) + "-"
-}
-
-// nftChainName is the chain of one attachment (network + container, as the iptables
-// backend keys its rules).
-func (a attachment) nftChainName() string {
-	sum := sha256.Sum256([]byte(a.network + "\x00" + a.containerID))
-	return nftChainPrefix(a.network) + hex.EncodeToString(sum[:10])
-}
-
+// nftComment is the comment of the attachment's elements.
 func (a attachment) nftComment() string {
 	return owner.Tag("", a.network, a.containerID, nftCommentMax)
 }
@@ -143,20 +125,22 @@ func (l *nftLayout) adminJump(admin string) *nftables.Rule {
 	return &nftables.Rule{Table: l.table, Chain: l.forward, Exprs: nftexpr.Jump(admin), UserData: nftUserComment(adminComment)}
 }
 
-// dispatch is the base chain's lookups: `ip daddr vmap @ctr4`, `ip saddr vmap @ctr4`,
-// `ip6 daddr vmap @ctr6`, `ip6 saddr vmap @ctr6`, each commented "CNI firewall plugin
-// rules". Both directions jump to the attachment's chain, which tells replies from new
-// connections.
-func (l *nftLayout) dispatch() []*nftables.Rule {
+// accepts are the base chain's lookups, the reference's two rules per address for every
+// attachment at once: `ip daddr @ctr4 ct state established,related accept` (replies to
+// the container) and `ip saddr @ctr4 accept` (everything from it), then the same with
+// ip6 and @ctr6, each commented "CNI firewall plugin rules".
+func (l *nftLayout) accepts() []*nftables.Rule {
 	var out []*nftables.Rule
 	for _, v6 := range []bool{false, true} {
-		m := l.ctr4
+		set := l.ctr4
 		if v6 {
-			m = l.ctr6
+			set = l.ctr6
 		}
-		for _, field := range []nftexpr.Field{nftexpr.Daddr(v6), nftexpr.Saddr(v6)} {
-			out = append(out, &nftables.Rule{Table: l.table, Chain: l.forward,
-				Exprs: nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.VMap(m, field)), UserData: nftUserComment(forwardComment)})
+		for _, exprs := range [][]expr.Any{
+			nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.InSet(set, nftexpr.Daddr(v6)), nftexpr.CtStateEstablishedRelated(), nftexpr.Accept()),
+			nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.InSet(set, nftexpr.Saddr(v6)), nftexpr.Accept()),
+		} {
+			out = append(out, &nftables.Rule{Table: l.table, Chain: l.forward, Exprs: exprs, UserData: nftUserComment(forwardComment)})
 		}
 	}
 	return out
@@ -177,39 +161,8 @@ func (l *nftLayout) isolationRules() []*nftables.Rule {
 	}
 }
 
-// attachmentRules are the reference's two rules per address, in the attachment's chain:
-// `ip daddr 10.1.0.5 ct state established,related accept` and `ip saddr 10.1.0.5
-// accept`, commented with the attachment and recording the address for DEL.
-func (l *nftLayout) attachmentRules(ch *nftables.Chain, att attachment, ips []netip.Addr) []*nftables.Rule {
-	var out []*nftables.Rule
-	for _, ip := range ips {
-		v6, host := ip.Is6(), netip.PrefixFrom(ip, ip.BitLen())
-		ud := userdata.AppendString(nftUserComment(att.nftComment()), udAddress, ip.String())
-		out = append(out,
-			&nftables.Rule{Table: l.table, Chain: ch, UserData: ud, Exprs: nftexpr.Rule(nftexpr.NFProtoIs(v6),
-				nftexpr.In(nftexpr.Daddr(v6), host), nftexpr.CtStateEstablishedRelated(), nftexpr.Accept())},
-			&nftables.Rule{Table: l.table, Chain: ch, UserData: ud, Exprs: nftexpr.Rule(nftexpr.NFProtoIs(v6),
-				nftexpr.In(nftexpr.Saddr(v6), host), nftexpr.Accept())})
-	}
-	return out
-}
-
-// recordedAddrs are the addresses an attachment chain's rules record, each once.
-func recordedAddrs(rules []*nftables.Rule) []netip.Addr {
-	var out []netip.Addr
-	seen := map[netip.Addr]bool{}
-	for _, r := range rules {
-		s, _ := userdata.GetString(r.UserData, udAddress)
-		if a, err := netip.ParseAddr(s); err == nil && !seen[a] {
-			seen[a] = true
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // baseState is what the base chain holds: whether it has the layout's shape, the admin
-// chains it jumps to, in order, and the handle of the last jump before the lookups.
+// chains it jumps to, in order, and the handle of the last jump before the accepts.
 type baseState struct {
 	table, chain, intact bool
 	rules                []*nftables.Rule
@@ -219,7 +172,7 @@ type baseState struct {
 
 // readBase reads the base chain: one dump when it exists, as on every ADD but a node's
 // first. It is intact when it holds the isolation jump, then admin jumps, then the four
-// lookups, as the comments tell them.
+// accepts, as the comments tell them.
 func (l *nftLayout) readBase(c *nftables.Conn) (baseState, error) {
 	rules, err := c.GetRules(l.table, l.forward)
 	if err != nil && !netfilter.IsNotExist(err) {
@@ -311,7 +264,7 @@ func (l *nftLayout) queueBase(c *nftables.Conn, base baseState, admin string) er
 	for _, a := range admins {
 		c.AddRule(l.adminJump(a))
 	}
-	for _, r := range l.dispatch() {
+	for _, r := range l.accepts() {
 		c.AddRule(r)
 	}
 	return nil

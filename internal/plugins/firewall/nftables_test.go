@@ -42,9 +42,9 @@ func (c *ctr) ip6() string {
 // tag is the comment the nftables backend gives an attachment's rules.
 func tag(network, id string) string { return fmt.Sprintf(`comment "net=%s id=%s"`, network, id) }
 
-// elementLine matches the ruleset line of a map element jumping to an attachment chain.
+// elementLine matches the ruleset line of an attachment's address element.
 func elementLine(addr string) *regexp.Regexp {
-	return regexp.MustCompile(`element ` + regexp.QuoteMeta(addr) + ` : fw-[0-9a-f]{12}-[0-9a-f]{20}\n`)
+	return regexp.MustCompile(`element ` + regexp.QuoteMeta(addr) + ` comment "net=\S+ id=\S+"\n`)
 }
 
 // nftDo runs fn with a netlink connection in the host namespace and sends what it queued.
@@ -61,10 +61,10 @@ func (e *env) nftDo(fn func(c *nftables.Conn) error) error {
 	})
 }
 
-// attachmentChain is the name of the chain an address's map element jumps to.
-func (e *env) attachmentChain(addr string) string {
+// holder is the comment of an address's element: the attachment it belongs to.
+func (e *env) holder(addr string) string {
 	e.t.Helper()
-	m := regexp.MustCompile(`element ` + regexp.QuoteMeta(addr) + ` : (fw-\S+)`).FindStringSubmatch(e.ruleset())
+	m := regexp.MustCompile(`element ` + regexp.QuoteMeta(addr) + ` comment "([^"]*)"`).FindStringSubmatch(e.ruleset())
 	require.NotNil(e.t, m, "no element for %s", addr)
 	return m[1]
 }
@@ -77,7 +77,7 @@ func TestNFTablesAddInstallsTheAttachmentInMapsAndItsOwnChain(t *testing.T) {
 	assert.Contains(t, rs, "table inet cni_firewall\n")
 	assert.Regexp(t, elementLine(c.ip4()), rs)
 	assert.Regexp(t, elementLine(c.ip6()), rs)
-	assert.Equal(t, 4, strings.Count(rs, tag("nlay", "c-nlay")), "two rules per address: %s", rs)
+	assert.Equal(t, 2, strings.Count(rs, tag("nlay", "c-nlay")), "an element per address: %s", rs)
 	assert.Contains(t, rs, "\tjump CNI-ADMIN comment \"CNI firewall plugin admin overrides\"\n")
 	e.host.Run(t, func() error { return e.runner.Check(context.Background(), n, c.att) })
 
@@ -89,7 +89,7 @@ func TestNFTablesAddInstallsTheAttachmentInMapsAndItsOwnChain(t *testing.T) {
 	_, err = e.invoke(skel.CmdAdd, conf, c)
 	require.NoError(t, err)
 	assert.Equal(t, withPolicy, e.ruleset(), "a repeated ADD is a no-op")
-	assert.Equal(t, 4, strings.Count(withPolicy, tag("nlay", "c-nlay")))
+	assert.Equal(t, 2, strings.Count(withPolicy, tag("nlay", "c-nlay")))
 	for _, set := range []string{"policed", "same_bridge", "isolated"} {
 		assert.Regexp(t, `set `+set+`\n\telement "br-nlay"`, withPolicy)
 	}
@@ -174,7 +174,7 @@ func TestNFTablesDelWithoutPrevResultRemovesTheAttachmentOnly(t *testing.T) {
 		assert.NotContains(t, rs, gone)
 	}
 	assert.Regexp(t, elementLine(c2.ip4()), rs)
-	assert.Equal(t, 4, strings.Count(rs, tag("ndel", "c-ndel-2")), "another attachment's rules must stay")
+	assert.Equal(t, 2, strings.Count(rs, tag("ndel", "c-ndel-2")), "another attachment's elements must stay")
 	e.host.Run(t, func() error { return e.runner.Check(context.Background(), n, c2.att) })
 
 	// A config that no longer validates still gets its attachment removed.
@@ -205,25 +205,31 @@ func TestNFTablesNewAttachmentTakesAnAddressFromAStaleOne(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.invoke(skel.CmdAdd, fwConf(t, "ntake", nftBackend, prev), fresh)
 	require.NoError(t, err)
-	owner := e.attachmentChain("10.35.0.2")
+	assert.Equal(t, "net=ntake id=c-fresh", e.holder("10.35.0.2"))
 	_, err = e.invoke(skel.CmdDel, fwConf(t, "ntake", nftBackend, nil), stale)
 	require.NoError(t, err)
-	assert.Equal(t, owner, e.attachmentChain("10.35.0.2"), "the stale DEL must leave the new holder's element")
+	assert.Equal(t, "net=ntake id=c-fresh", e.holder("10.35.0.2"), "the stale DEL must leave the new holder's element")
 	_, err = e.invoke(skel.CmdCheck, fwConf(t, "ntake", nftBackend, prev), fresh)
 	require.NoError(t, err)
 }
 
-// An ADD repeated with other addresses (no DEL between) drops the old ones' elements.
-func TestNFTablesRepeatedAddWithNewAddressesDropsTheOldOnes(t *testing.T) {
+// An ADD repeated with other addresses (no DEL between) adds them; DEL, which goes by
+// the attachment's comment, removes the old and the new ones.
+func TestNFTablesDelRemovesTheAddressesOfEveryADD(t *testing.T) {
 	e := newNFTEnv(t)
 	c := &ctr{ns: e.ext, id: "c-again"}
 	_, err := e.invoke(skel.CmdAdd, fwConf(t, "nagain", nftBackend, fakePrev("10.36.0.2/24")), c)
 	require.NoError(t, err)
 	_, err = e.invoke(skel.CmdAdd, fwConf(t, "nagain", nftBackend, fakePrev("10.36.0.3/24")), c)
 	require.NoError(t, err)
+	assert.Regexp(t, elementLine("10.36.0.3"), e.ruleset())
+	_, err = e.invoke(skel.CmdCheck, fwConf(t, "nagain", nftBackend, fakePrev("10.36.0.3/24")), c)
+	require.NoError(t, err)
+	_, err = e.invoke(skel.CmdDel, fwConf(t, "nagain", nftBackend, fakePrev("10.36.0.3/24")), c)
+	require.NoError(t, err)
 	rs := e.ruleset()
 	assert.NotContains(t, rs, "10.36.0.2")
-	assert.Regexp(t, elementLine("10.36.0.3"), rs)
+	assert.NotContains(t, rs, "10.36.0.3")
 }
 
 func TestNFTablesCheckFailsWhenAPieceIsMissing(t *testing.T) {
@@ -232,23 +238,22 @@ func TestNFTablesCheckFailsWhenAPieceIsMissing(t *testing.T) {
 		damage func(e *env, c *ctr) func(*nftables.Conn) error
 		msg    string
 	}{
-		{"map element", func(e *env, c *ctr) func(*nftables.Conn) error {
+		{"address element", func(e *env, c *ctr) func(*nftables.Conn) error {
 			return func(conn *nftables.Conn) error {
-				return conn.SetDeleteElements(&nftables.Set{Table: fwTable, Name: "ctr4", IsMap: true, KeyType: nftables.TypeIPAddr},
+				return conn.SetDeleteElements(&nftables.Set{Table: fwTable, Name: "ctr4", KeyType: nftables.TypeIPAddr},
 					[]nftables.SetElement{{Key: netip.MustParseAddr(c.ip4()).AsSlice()}})
 			}
-		}, "not in map ctr4"},
-		{"attachment rule", func(e *env, c *ctr) func(*nftables.Conn) error {
-			name := e.attachmentChain(c.ip4())
+		}, "not in set ctr4"},
+		{"accept rule", func(e *env, c *ctr) func(*nftables.Conn) error {
 			return func(conn *nftables.Conn) error {
-				ch := &nftables.Chain{Name: name, Table: fwTable}
+				ch := &nftables.Chain{Name: "forward", Table: fwTable}
 				rules, err := conn.GetRules(fwTable, ch)
 				if err != nil {
 					return err
 				}
 				return conn.DelRule(rules[len(rules)-1])
 			}
-		}, "missing or incomplete"},
+		}, "forward missing or incomplete"},
 		{"admin jump", func(e *env, c *ctr) func(*nftables.Conn) error {
 			return func(conn *nftables.Conn) error {
 				ch := &nftables.Chain{Name: "forward", Table: fwTable}

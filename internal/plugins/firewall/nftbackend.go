@@ -1,10 +1,10 @@
 package firewall
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/google/nftables"
 
@@ -14,8 +14,7 @@ import (
 )
 
 // nftAttempts bounds the transactions of one ADD: a concurrent first ADD (the table
-// made twice), a concurrent change of the base chain or an address still claimed by an
-// attachment whose DEL never came each cost one more.
+// made twice) or a concurrent change of the base chain each cost one more.
 const nftAttempts = 5
 
 func nftConn() (*nftables.Conn, error) {
@@ -26,18 +25,18 @@ func nftConn() (*nftables.Conn, error) {
 	return c, nil
 }
 
-// nftAdd installs the attachment's chain and map elements, the shared layout where it
-// is missing, damaged or lacks the config's admin chain, and the ingress policy's
+// nftAdd adds the attachment's addresses to the sets, the shared layout where it is
+// missing, damaged or lacks the config's admin chain, and the ingress policy's
 // elements for bridge: one transaction, which either all lands or changes nothing.
 func nftAdd(conf *Config, att attachment, ips []netip.Addr, bridge string) error {
 	if len(ips) == 0 {
 		return nil
 	}
-	return nftTransact(func(c *nftables.Conn, l *nftLayout, retry bool) error {
+	return nftTransact(func(c *nftables.Conn, l *nftLayout) error {
 		if err := l.planBase(c, conf); err != nil {
 			return err
 		}
-		if err := l.planAttachment(c, att, ips, retry); err != nil {
+		if err := l.planAttachment(c, att, ips); err != nil {
 			return err
 		}
 		return l.queuePolicy(c, conf.IngressPolicy, bridge)
@@ -50,7 +49,7 @@ func nftIsolation(conf *Config, bridge string) error {
 	if len(policyElements(newNFTLayout(), conf.IngressPolicy, bridge)) == 0 {
 		return nil
 	}
-	return nftTransact(func(c *nftables.Conn, l *nftLayout, _ bool) error {
+	return nftTransact(func(c *nftables.Conn, l *nftLayout) error {
 		if err := l.planBase(c, conf); err != nil {
 			return err
 		}
@@ -59,8 +58,8 @@ func nftIsolation(conf *Config, bridge string) error {
 }
 
 // nftTransact plans on a fresh read and sends the plan as one transaction, again on a
-// fresh read (retry true) when the kernel refuses it.
-func nftTransact(plan func(c *nftables.Conn, l *nftLayout, retry bool) error) error {
+// fresh read when the kernel refuses it (another ADD changed what was read).
+func nftTransact(plan func(c *nftables.Conn, l *nftLayout) error) error {
 	c, err := nftConn()
 	if err != nil {
 		return err
@@ -68,7 +67,7 @@ func nftTransact(plan func(c *nftables.Conn, l *nftLayout, retry bool) error) er
 	defer c.CloseLasting()
 	l := newNFTLayout()
 	for try := 1; ; try++ {
-		if err := plan(c, l, try > 1); err != nil {
+		if err := plan(c, l); err != nil {
 			return err
 		}
 		err := c.Flush()
@@ -93,40 +92,26 @@ func (l *nftLayout) planBase(c *nftables.Conn, conf *Config) error {
 	return l.queueBase(c, base, conf.AdminChain)
 }
 
-// planAttachment queues the attachment's chain, its map elements and the removal of
-// the elements of addresses an earlier ADD gave it; on a retry it also takes its
-// addresses from other attachments.
-func (l *nftLayout) planAttachment(c *nftables.Conn, att attachment, ips []netip.Addr, takeOver bool) error {
-	name := att.nftChainName()
-	old, _, err := l.rules(c, name)
-	if err != nil {
-		return err
-	}
-	ch := c.AddChain(l.chain(name))
-	c.FlushChain(ch)
-	for _, r := range l.attachmentRules(ch, att, ips) {
-		c.AddRule(r)
-	}
-	var drop []netip.Addr
-	for _, a := range recordedAddrs(old) {
-		if !slices.Contains(ips, a) {
-			drop = append(drop, a)
-		}
-	}
-	if err := l.queueElementRemoval(c, drop, func(chain string) bool { return chain == name }); err != nil {
-		return err
-	}
-	if takeOver {
-		// An address still jumps to an attachment whose DEL never came: the newest
-		// holder of an address is the one the address belongs to.
-		if err := l.queueElementRemoval(c, ips, func(chain string) bool { return chain != name }); err != nil {
-			return err
-		}
-	}
+// planAttachment queues an element per address, commented with the attachment. An
+// address another attachment still holds (its DEL never came) is taken: the newest
+// holder of an address is the one it belongs to. One lookup per address.
+func (l *nftLayout) planAttachment(c *nftables.Conn, att attachment, ips []netip.Addr) error {
+	comment := att.nftComment()
 	for _, a := range ips {
-		e := nftables.SetElement{Key: a.AsSlice(), VerdictData: nftexpr.JumpTo(name)}
-		if err := c.SetAddElements(l.addrMap(a), []nftables.SetElement{e}); err != nil {
-			return fmt.Errorf("firewall: nftables map %s: %w", l.addrMap(a).Name, err)
+		set := l.addrSet(a)
+		e, err := netfilter.GetElement(set.Table.Family, set.Table.Name, set.Name, a.AsSlice())
+		switch {
+		case err == nil && e.Comment == comment:
+			continue
+		case err == nil:
+			if err := c.SetDeleteElements(set, []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
+				return err
+			}
+		case !netfilter.IsNotExist(err):
+			return fmt.Errorf("firewall: nftables set %s: %w", set.Name, err)
+		}
+		if err := c.SetAddElements(set, []nftables.SetElement{{Key: a.AsSlice(), Comment: comment}}); err != nil {
+			return fmt.Errorf("firewall: nftables set %s: %w", set.Name, err)
 		}
 	}
 	return nil
@@ -173,95 +158,25 @@ func (l *nftLayout) rules(c *nftables.Conn, name string) ([]*nftables.Rule, bool
 	return rules, true, nil
 }
 
-// queueElementRemoval queues the deletion of the map elements of addrs whose chain
-// matches; one lookup per address, whatever the map's size.
-func (l *nftLayout) queueElementRemoval(c *nftables.Conn, addrs []netip.Addr, match func(chain string) bool) error {
-	for _, a := range addrs {
-		m := l.addrMap(a)
-		e, err := netfilter.GetElement(m.Table.Family, m.Table.Name, m.Name, a.AsSlice())
-		if netfilter.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("firewall: nftables map %s: %w", m.Name, err)
-		}
-		if match(e.VerdictChain) {
-			if err := c.SetDeleteElements(m, []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// queueDropPointing queues the deletion of every map element that jumps to chain: a
-// dump of both maps, for when the chain's records and the maps disagree.
-func (l *nftLayout) queueDropPointing(c *nftables.Conn, chain string) error {
-	for _, m := range []*nftables.Set{l.ctr4, l.ctr6} {
-		elems, err := c.GetSetElements(m)
-		if err != nil {
-			return fmt.Errorf("firewall: nftables map %s: %w", m.Name, err)
-		}
-		var drop []nftables.SetElement
-		for _, e := range elems {
-			if netfilter.VerdictChain(e.Val) == chain {
-				drop = append(drop, nftables.SetElement{Key: e.Key})
-			}
-		}
-		if len(drop) > 0 {
-			if err := c.SetDeleteElements(m, drop); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// nftDel removes the attachment's chain and the map elements that jump to it, found by
-// the chain's name alone. A kernel without nf_tables holds nothing of ours.
+// nftDel removes the elements commented with the attachment, found by the comment alone
+// (no addresses needed): one read of each set and one transaction. A kernel without
+// nf_tables, or a node without the table, holds nothing of ours.
 func nftDel(att attachment) error {
-	c, err := nftables.New(nftables.AsLasting())
-	if err != nil {
-		return nil
-	}
-	defer c.CloseLasting()
-	return newNFTLayout().remove(c, att.nftChainName())
+	comment := att.nftComment()
+	return nftRemove(func(c string) bool { return c == comment })
 }
 
-// remove deletes one attachment chain in one transaction, trusting its records; when
-// they and the maps disagree (an element added or removed by hand) it looks the
-// elements up in the maps instead.
-func (l *nftLayout) remove(c *nftables.Conn, name string) error {
-	err := l.removeTx(c, name, false)
-	if err != nil {
-		err = l.removeTx(c, name, true)
-	}
-	if err != nil {
-		return fmt.Errorf("firewall: nftables chain %s: %w", name, err)
-	}
-	return nil
-}
-
-func (l *nftLayout) removeTx(c *nftables.Conn, name string, thorough bool) error {
-	rules, exists, err := l.rules(c, name)
-	if err != nil || !exists {
-		return err
-	}
-	if thorough {
-		err = l.queueDropPointing(c, name)
-	} else {
-		err = l.queueElementRemoval(c, recordedAddrs(rules), func(chain string) bool { return chain == name })
-	}
-	if err != nil {
-		return err
-	}
-	c.DelChain(l.chain(name))
-	return c.Flush()
-}
-
-// nftGC removes the chains of network's attachments whose container is not in valid:
-// one listing of the chains, then one transaction per stale attachment.
+// nftGC removes the elements of network's attachments whose container is not in valid.
 func nftGC(network string, valid []string) error {
+	keep := owner.NewSet(valid...)
+	return nftRemove(func(comment string) bool {
+		net, id, ok := owner.ParseTag("", comment)
+		return ok && owner.Names(net, network) && !keep.Has(id)
+	})
+}
+
+// nftRemove deletes, in one transaction, every address element whose comment matches.
+func nftRemove(match func(comment string) bool) error {
 	c, err := nftables.New(nftables.AsLasting())
 	if err != nil {
 		return nil
@@ -269,48 +184,41 @@ func nftGC(network string, valid []string) error {
 	defer c.CloseLasting()
 	l := newNFTLayout()
 	if _, err := c.ListTableOfFamily(nftTableName, nftables.TableFamilyINet); err != nil {
-		return nil // no table: nothing of ours
+		return nil
 	}
-	keep := map[string]bool{}
-	for _, id := range valid {
-		keep[attachment{network: network, containerID: id}.nftChainName()] = true
-	}
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return fmt.Errorf("firewall gc: nftables chains: %w", err)
-	}
-	prefix := nftChainPrefix(network)
-	for _, ch := range chains {
-		if ch.Table.Name != nftTableName || !strings.HasPrefix(ch.Name, prefix) || keep[ch.Name] {
+	queued := 0
+	for _, set := range []*nftables.Set{l.ctr4, l.ctr6} {
+		elems, err := c.GetSetElements(set)
+		if netfilter.IsNotExist(err) {
 			continue
 		}
-		rules, _, err := l.rules(c, ch.Name)
 		if err != nil {
-			return fmt.Errorf("firewall gc: %w", err)
+			return fmt.Errorf("firewall: nftables set %s: %w", set.Name, err)
 		}
-		if !ownedBy(rules, network) {
-			continue // a hash prefix shared with another network
+		var drop []nftables.SetElement
+		for _, e := range elems {
+			if match(e.Comment) {
+				drop = append(drop, nftables.SetElement{Key: e.Key})
+			}
 		}
-		if err := l.remove(c, ch.Name); err != nil {
-			return fmt.Errorf("firewall gc: %w", err)
+		if len(drop) > 0 {
+			if err := c.SetDeleteElements(set, drop); err != nil {
+				return err
+			}
+			queued += len(drop)
 		}
+	}
+	if queued == 0 {
+		return nil
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("firewall: nftables: %w", err)
 	}
 	return nil
 }
 
-// ownedBy reports whether an attachment chain's comments name network; an empty chain
-// (its rules removed by hand) is taken as its name says.
-func ownedBy(rules []*nftables.Rule, network string) bool {
-	for _, r := range rules {
-		if net, _, ok := owner.ParseTag("", commentOf(r)); ok {
-			return owner.Names(net, network)
-		}
-	}
-	return true
-}
-
 // nftCheck verifies the base chain and its jump to the config's admin chain, the admin
-// chain, the attachment's rules and map elements, and the ingress policy's elements.
+// chain, the attachment's elements and the ingress policy's elements.
 func nftCheck(conf *Config, att attachment, ips []netip.Addr, bridge string) error {
 	if len(ips) == 0 {
 		return nil
@@ -321,13 +229,8 @@ func nftCheck(conf *Config, att attachment, ips []netip.Addr, bridge string) err
 	}
 	defer c.CloseLasting()
 	l := newNFTLayout()
-	if err := l.checkBase(c, conf); err != nil {
-		return fmt.Errorf("firewall check: nftables: %w", err)
-	}
-	if err := l.checkAttachment(c, att, ips); err != nil {
-		return fmt.Errorf("firewall check: nftables: %w", err)
-	}
-	if err := l.checkPolicy(c, conf.IngressPolicy, bridge); err != nil {
+	err = errors.Join(l.checkBase(c, conf), l.checkAttachment(att, ips), l.checkPolicy(c, conf.IngressPolicy, bridge))
+	if err != nil {
 		return fmt.Errorf("firewall check: nftables: %w", err)
 	}
 	return nil
@@ -350,27 +253,21 @@ func (l *nftLayout) checkBase(c *nftables.Conn, conf *Config) error {
 	return nil
 }
 
-func (l *nftLayout) checkAttachment(c *nftables.Conn, att attachment, ips []netip.Addr) error {
-	name := att.nftChainName()
-	rules, _, err := l.rules(c, name)
-	if err != nil {
-		return err
-	}
-	got := recordedAddrs(rules)
-	if len(rules) != 2*len(ips) || len(got) != len(ips) {
-		return fmt.Errorf("chain %s missing or incomplete", name)
-	}
+// checkAttachment looks each address up once: its element must be there, the
+// attachment's.
+func (l *nftLayout) checkAttachment(att attachment, ips []netip.Addr) error {
+	comment := att.nftComment()
 	for _, a := range ips {
-		if !slices.Contains(got, a) {
-			return fmt.Errorf("chain %s lacks the rules of %s", name, a)
-		}
-		m := l.addrMap(a)
-		e, err := netfilter.GetElement(m.Table.Family, m.Table.Name, m.Name, a.AsSlice())
+		set := l.addrSet(a)
+		e, err := netfilter.GetElement(set.Table.Family, set.Table.Name, set.Name, a.AsSlice())
 		if err != nil && !netfilter.IsNotExist(err) {
 			return err
 		}
-		if err != nil || e.VerdictChain != name {
-			return fmt.Errorf("%s not in map %s", a, m.Name)
+		if err != nil {
+			return fmt.Errorf("%s not in set %s", a, set.Name)
+		}
+		if e.Comment != comment {
+			return fmt.Errorf("%s in set %s is another attachment's (%q)", a, set.Name, e.Comment)
 		}
 	}
 	return nil

@@ -20,8 +20,8 @@
 //
 // The nftables backend (nftables.go) has the same meaning in a table of its own, table
 // inet cni_firewall, over netlink: a forward base chain jumps to the isolation chain,
-// to the admin chain, then looks both addresses of a packet up in maps whose elements
-// jump to the attachment's own chain of the same two rules per address.
+// to the admin chain, then accepts replies to and everything from the addresses in its
+// sets, where each attachment's addresses are elements commented with the attachment.
 //
 // The firewalld backend binds each address (/32, /128) as a source to a zone over
 // D-Bus. firewalld cannot say which sources belong to a container, so its DEL needs the

@@ -313,14 +313,9 @@ func TestStandardChainAsOnePluginThroughLibcni(t *testing.T) {
 	rs := nfttest.Ruleset(t, w.host)
 	dn := regexp.MustCompile(`chain (dn-[0-9a-f]+)`).FindStringSubmatch(rs)
 	require.NotNil(t, dn, rs)
-	w.host.Run(t, func() error {
-		c, err := nftables.New()
-		if err != nil {
-			return err
-		}
-		portmap := &nftables.Table{Name: "cni_portmap", Family: nftables.TableFamilyIPv4}
-		c.FlushChain(&nftables.Chain{Name: dn[1], Table: portmap})
-		return c.Flush()
+	nfttest.Apply(t, w.host, func(c *nftables.Conn) error {
+		c.FlushChain(&nftables.Chain{Name: dn[1], Table: &nftables.Table{Name: "cni_portmap", Family: nftables.TableFamilyIPv4}})
+		return nil
 	})
 	err = w.check(t, conf, r)
 	require.Error(t, err)

@@ -3,7 +3,6 @@ package nftexpr
 import (
 	"net"
 	"net/netip"
-	"strings"
 	"testing"
 
 	"github.com/google/nftables"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -138,24 +138,11 @@ func TestRulesReadAsNftListsThem(t *testing.T) {
 	for fam, rs := range rules {
 		out, err := host.Exec(t, "nft", "list", "chain", familyNames[fam], "t", "c")
 		require.NoError(t, err, out)
-		got := chainRules(out)
+		got := nfttest.ListedRules(out)
 		want := make([]string, len(rs))
 		for i, r := range rs {
 			want[i] = r.nft
 		}
 		assert.Equal(t, want, got, "family %s", familyNames[fam])
 	}
-}
-
-// chainRules are the rule lines of `nft list chain` output.
-func chainRules(out string) []string {
-	var rules []string
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasSuffix(line, "{") || line == "}" {
-			continue
-		}
-		rules = append(rules, line)
-	}
-	return rules
 }

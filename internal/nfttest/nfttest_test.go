@@ -17,11 +17,7 @@ import (
 func TestRulesetSpellsWhatTheRulesHold(t *testing.T) {
 	testns.RequireRoot(t)
 	host := testns.New(t)
-	host.Run(t, func() error {
-		c, err := nftables.New()
-		if err != nil {
-			return err
-		}
+	Apply(t, host, func(c *nftables.Conn) error {
 		tbl := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "t"})
 		target := c.AddChain(&nftables.Chain{Table: tbl, Name: "target"})
 		ch := c.AddChain(&nftables.Chain{Table: tbl, Name: "base", Type: nftables.ChainTypeNAT,
@@ -42,7 +38,7 @@ func TestRulesetSpellsWhatTheRulesHold(t *testing.T) {
 			Exprs: nftexpr.Rule(nftexpr.IIFNameIs("veth-a"), nftexpr.ProtoDPortIs(6, 8080),
 				nftexpr.DNAT(netip.MustParseAddrPort("10.1.0.5:80")))})
 		c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: nftexpr.Rule(nftexpr.SaddrIn(netip.MustParsePrefix("10.2.0.0/16")), nftexpr.Goto("target"))})
-		return c.Flush()
+		return nil
 	})
 	text := Ruleset(t, host)
 	for _, want := range []string{

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -25,12 +26,12 @@ func TestExecHostInterfaceNameFromPrevResultIsValidated(t *testing.T) {
 	e := newNFTEnv(t)
 	cont := testns.New(t)
 	plugin := filepath.Join(testns.LinkPluginDir(t, "firewall"), "firewall")
-	require.NoError(t, e.nftDo(func(c *nftables.Conn) error {
+	nfttest.Apply(t, e.host, func(c *nftables.Conn) error {
 		tbl := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "operator"})
 		c.AddChain(&nftables.Chain{Table: tbl, Name: "input", Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
 		return nil
-	}))
+	})
 	before := e.ruleset()
 	for _, backend := range []string{"iptables", "nftables"} {
 		for _, name := range []string{"br0\n-F", "br0\nCOMMIT\n*nat\n-F", "br 0", "br0123456789abcdef", "..", "br/0"} {

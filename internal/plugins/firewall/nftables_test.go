@@ -47,20 +47,6 @@ func elementLine(addr string) *regexp.Regexp {
 	return regexp.MustCompile(`element ` + regexp.QuoteMeta(addr) + ` comment "net=\S+ id=\S+"\n`)
 }
 
-// nftDo runs fn with a netlink connection in the host namespace and sends what it queued.
-func (e *env) nftDo(fn func(c *nftables.Conn) error) error {
-	return e.host.Do(func() error {
-		c, err := nftables.New()
-		if err != nil {
-			return err
-		}
-		if err := fn(c); err != nil {
-			return err
-		}
-		return c.Flush()
-	})
-}
-
 // holder is the comment of an address's element: the attachment it belongs to.
 func (e *env) holder(addr string) string {
 	e.t.Helper()
@@ -111,11 +97,11 @@ func TestNFTablesAttachmentReachesOutsideAndOperatorDropsWin(t *testing.T) {
 
 	// The operator drops TCP to ext in CNI-ADMIN: it wins over the plugin's accept, and
 	// it survives ADD and DEL of other attachments.
-	require.NoError(t, e.nftDo(func(conn *nftables.Conn) error {
+	nfttest.Apply(t, e.host, func(conn *nftables.Conn) error {
 		conn.AddRule(&nftables.Rule{Table: fwTable, Chain: &nftables.Chain{Name: "CNI-ADMIN", Table: fwTable},
 			Exprs: nftexpr.Rule(nftexpr.NFProtoIs(false), nftexpr.DaddrIs(netip.MustParseAddr(extAddr)), nftexpr.L4ProtoIs(6), nftexpr.Drop())})
 		return nil
-	}))
+	})
 	_, err = dial(c.ns, extAddr)
 	assert.Error(t, err, "the operator's admin rule must win over the plugin's accept")
 	c2 := e.add(n, "c-nout-2")
@@ -282,7 +268,7 @@ func TestNFTablesCheckFailsWhenAPieceIsMissing(t *testing.T) {
 			n := e.conflist(netOpts{name: "nchk", bridge: "br-nchk", subnets: []string{"10.37.0.0/24"}, firewall: fw})
 			c := e.add(n, "c-nchk")
 			e.host.Run(t, func() error { return e.runner.Check(context.Background(), n, c.att) })
-			require.NoError(t, e.nftDo(tc.damage(e, c)))
+			nfttest.Apply(t, e.host, tc.damage(e, c))
 			err := e.host.Do(func() error { return e.runner.Check(context.Background(), n, c.att) })
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.msg)
@@ -390,12 +376,13 @@ func (e *env) execFirewall(command string, c *ctr, conf map[string]any, path str
 // reach; ADD, CHECK and DEL all work without exec'ing anything.
 func TestExecUnsetBackendIsNFTablesWithoutIPTablesTools(t *testing.T) {
 	e := newNFTEnv(t)
-	require.NoError(t, e.nftDo(func(conn *nftables.Conn) error {
+	nfttest.Apply(t, e.host, func(conn *nftables.Conn) error { // iptables-nft's `-P FORWARD DROP`
 		tbl := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"})
+		drop := nftables.ChainPolicyDrop
 		conn.AddChain(&nftables.Chain{Table: tbl, Name: "FORWARD", Type: nftables.ChainTypeFilter,
-			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
+			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &drop})
 		return nil
-	}))
+	})
 	n := e.conflist(netOpts{name: "nauto", bridge: "br-nauto", subnets: []string{"10.47.0.0/24"}})
 	c := e.add(n, "c-nauto")
 	noTools := t.TempDir()

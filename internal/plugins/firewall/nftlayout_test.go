@@ -2,12 +2,12 @@ package firewall
 
 import (
 	"net/netip"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -41,7 +41,7 @@ func TestNFTablesLayoutReadsAsTheCodeSays(t *testing.T) {
 	} {
 		out, err := host.Exec(t, "nft", "list", "chain", "inet", nftTableName, chain)
 		require.NoError(t, err, out)
-		assert.Equal(t, want, listedRules(out), chain)
+		assert.Equal(t, want, nfttest.ListedRules(out), chain)
 	}
 	for set, want := range map[string]string{
 		"ctr4":        `elements = { 10.1.0.5 comment "net=net1 id=c1" }`,
@@ -63,18 +63,4 @@ func TestNFTablesLayoutReadsAsTheCodeSays(t *testing.T) {
 	again, err := host.Exec(t, "nft", "list", "table", "inet", nftTableName)
 	require.NoError(t, err, again)
 	assert.Equal(t, listing, again)
-}
-
-// listedRules are the rule lines of `nft list chain` output (the chain's type line
-// first, for a base chain).
-func listedRules(out string) []string {
-	var rules []string
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasSuffix(line, "{") || line == "}" {
-			continue
-		}
-		rules = append(rules, line)
-	}
-	return rules
 }

@@ -204,26 +204,10 @@ func requireBackend(t testing.TB, backend string) {
 	}
 }
 
-// nftDo runs fn with a netlink connection in the host namespace and sends what it
-// queued: damage done by hand, without the nft binary.
-func (e *env) nftDo(fn func(c *nftables.Conn) error) {
-	e.t.Helper()
-	e.host.Run(e.t, func() error {
-		c, err := nftables.New()
-		if err != nil {
-			return err
-		}
-		if err := fn(c); err != nil {
-			return err
-		}
-		return c.Flush()
-	})
-}
-
 // deletePortsElement is `nft delete element ip cni_portmap ports { tcp . <port> }`.
 func (e *env) deletePortsElement(port uint16) {
 	e.t.Helper()
-	e.nftDo(func(c *nftables.Conn) error {
+	nfttest.Apply(e.t, e.host, func(c *nftables.Conn) error {
 		return c.SetDeleteElements(newNFTFamily(false).ports, []nftables.SetElement{{Key: nftexpr.Key([]byte{6}, nftexpr.Port(port))}})
 	})
 }

@@ -1,6 +1,7 @@
 package portmap
 
 import (
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/testns"
 	"os"
 	"path/filepath"
@@ -46,7 +47,7 @@ func TestNFTablesLayoutReadsAsTheCodeSays(t *testing.T) {
 	for chain, want := range chains {
 		out, err := e.host.Exec(t, "nft", "list", "chain", "ip", nftTableName, chain)
 		require.NoError(t, err, out)
-		got := ruleLines(out)
+		got := nfttest.ListedRules(out)
 		if len(got) > 0 && (chain == "prerouting" || chain == "output" || chain == "postrouting") {
 			got = got[1:] // the `type nat hook ...` line
 		}

@@ -44,7 +44,7 @@ func TestExecNFTConditionsOutsideTheNetlinkSubsetWork(t *testing.T) {
 	hash := attachment{net: "cond", cid: c.id}.hash()
 	out, err := e.host.Exec(t, "nft", "list", "chain", "ip", nftTableName, nftDNPrefix+hash)
 	require.NoError(t, err, out)
-	gate := ruleLines(out)
+	gate := nfttest.ListedRules(out)
 	require.Len(t, gate, 1, "one gate: %s", out)
 	// nft versions print the flags test differently; the rest reads as written.
 	assert.Regexp(t, `^tcp flags .*syn.* ip saddr \{ 10.77.0.0/24, 192.168.0.0/16 \} iifname != "x;y#z" goto dm-`+hash+`$`, gate[0])
@@ -66,7 +66,7 @@ func TestExecNFTConditionsOutsideTheNetlinkSubsetWork(t *testing.T) {
 func TestExecNFTConditionsThatCouldLeaveTheirRuleAreRefused(t *testing.T) {
 	e := newEnv(t)
 	c := e.container("ctr-inject")
-	e.nftDo(func(conn *nftables.Conn) error { // nft add table inet operator; add chain ... input
+	nfttest.Apply(e.t, e.host, func(conn *nftables.Conn) error { // nft add table inet operator; add chain ... input
 		tbl := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "operator"})
 		conn.AddChain(&nftables.Chain{Table: tbl, Name: "input", Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
@@ -228,17 +228,4 @@ func TestCheckNFTConditionsRule(t *testing.T) {
 			assert.Contains(t, err.Error(), "conditionsV4")
 		}
 	}
-}
-
-// ruleLines are the rule lines of `nft list chain` output.
-func ruleLines(out string) []string {
-	var rules []string
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasSuffix(line, "{") || line == "}" {
-			continue
-		}
-		rules = append(rules, line)
-	}
-	return rules
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -216,7 +217,7 @@ func TestCheckFailsAfterRuleRemovedByHand(t *testing.T) {
 	o := attachment{net: "net1", cid: "ctr-a"}
 	removals := map[string]func(e *env){
 		"nftables": func(e *env) { // nft flush chain ip cni_portmap dn-<hash>
-			e.nftDo(func(c *nftables.Conn) error {
+			nfttest.Apply(e.t, e.host, func(c *nftables.Conn) error {
 				c.FlushChain(newNFTFamily(false).chain(nftDNPrefix + o.hash()))
 				return nil
 			})

@@ -296,61 +296,6 @@ func TestNFTablesGCRemovesOnlyStaleAttachmentsOfTheNetwork(t *testing.T) {
 	e.host.Run(t, func() error { return e.runner.Check(context.Background(), n, keep.att) })
 }
 
-func TestNFTablesSameBridgePolicyIsolatesBridges(t *testing.T) {
-	e := newNFTEnv(t)
-	fw := map[string]any{"backend": "nftables", "ingressPolicy": "same-bridge"}
-	a := e.conflist(netOpts{name: "niso-a", bridge: "br-na", subnets: []string{"10.40.0.0/24"}, firewall: fw})
-	b := e.conflist(netOpts{name: "niso-b", bridge: "br-nb", subnets: []string{"10.41.0.0/24"}, firewall: fw})
-	open := e.conflist(netOpts{name: "niso-o", bridge: "br-no", subnets: []string{"10.42.0.0/24"}, firewall: nftBackend})
-	a1, a2, b1, o1 := e.add(a, "c-na1"), e.add(a, "c-na2"), e.add(b, "c-nb1"), e.add(open, "c-no1")
-
-	got, err := reach(a1.ns, a2.ip4())
-	require.NoError(t, err, "the same bridge must stay reachable")
-	assert.Equal(t, "c-na2", got)
-	_, err = dial(a1.ns, b1.ip4())
-	assert.Error(t, err, "another policed bridge must not be reachable")
-	_, err = dial(b1.ns, a1.ip4())
-	assert.Error(t, err)
-	for _, c := range []*ctr{a1, b1} {
-		got, err = reach(c.ns, extAddr)
-		require.NoError(t, err, "the outside must stay reachable")
-		assert.Equal(t, "ext", got)
-		got, err = reach(c.ns, o1.ip4())
-		require.NoError(t, err, "a bridge with the open policy is not policed")
-		assert.Equal(t, "c-no1", got)
-	}
-	// DEL keeps the per-bridge elements: the bridge's other attachments rely on them.
-	e.host.Run(t, func() error { return e.runner.Del(context.Background(), a, a1.att) })
-	_, err = dial(b1.ns, a2.ip4())
-	assert.Error(t, err)
-}
-
-func TestNFTablesIsolatedPolicyBlocksSameBridgeAndOtherBridges(t *testing.T) {
-	e := newNFTEnv(t)
-	iso := map[string]any{"backend": "nftables", "ingressPolicy": "isolated"}
-	a := e.conflist(netOpts{name: "nisol-a", bridge: "br-nia", subnets: []string{"10.43.0.0/24"}, firewall: iso})
-	b := e.conflist(netOpts{name: "nisol-b", bridge: "br-nib", subnets: []string{"10.44.0.0/24"}, firewall: iso})
-	a1, a2, b1 := e.add(a, "c-nia1"), e.add(a, "c-nia2"), e.add(b, "c-nib1")
-	_, err := dial(a1.ns, a2.ip4())
-	assert.Error(t, err, "containers on one isolated bridge must not reach each other")
-	_, err = dial(a1.ns, b1.ip4())
-	assert.Error(t, err, "nor containers on another bridge")
-	got, err := reach(a1.ns, extAddr)
-	require.NoError(t, err, "the outside must stay reachable")
-	assert.Equal(t, "ext", got)
-	e.host.Run(t, func() error { return e.runner.Check(context.Background(), a, a1.att) })
-}
-
-func TestNFTablesOpenPolicyLetsBridgesTalk(t *testing.T) {
-	e := newNFTEnv(t)
-	a := e.conflist(netOpts{name: "nopen-a", bridge: "br-noa", subnets: []string{"10.45.0.0/24"}, firewall: nftBackend})
-	b := e.conflist(netOpts{name: "nopen-b", bridge: "br-nob", subnets: []string{"10.46.0.0/24"}, firewall: nftBackend})
-	a1, b1 := e.add(a, "c-noa"), e.add(b, "c-nob")
-	got, err := reach(a1.ns, b1.ip4())
-	require.NoError(t, err)
-	assert.Equal(t, "c-nob", got)
-}
-
 // execFirewall runs the firewall binary as a runtime does, in the host namespace, with
 // PATH set to path.
 func (e *env) execFirewall(command string, c *ctr, conf map[string]any, path string) error {

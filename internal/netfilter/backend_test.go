@@ -1,9 +1,7 @@
 package netfilter
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/nftables"
@@ -43,13 +41,12 @@ func TestChooseExplicitWinsOverDetection(t *testing.T) {
 // iptables named on a node without the iptables tools is nftables (Nomad names iptables
 // for every node); with the tools it is iptables.
 func TestChooseIPTablesWithoutTheToolsIsNFTables(t *testing.T) {
-	if IPTablesInstalled() {
-		b, err := Choose("ipMasqBackend", "iptables")
-		require.NoError(t, err)
-		assert.Equal(t, IPTables, b)
-	}
-	t.Setenv("PATH", t.TempDir())
+	testns.FakeIPTablesTools(t)
 	b, err := Choose("ipMasqBackend", "iptables")
+	require.NoError(t, err)
+	assert.Equal(t, IPTables, b)
+	t.Setenv("PATH", t.TempDir())
+	b, err = Choose("ipMasqBackend", "iptables")
 	require.NoError(t, err)
 	assert.Equal(t, NFTables, b)
 	assert.Equal(t, NFTables, Runnable(IPTables))
@@ -122,9 +119,7 @@ func iptablesNFTForward(t *testing.T, host *testns.NS, policy nftables.ChainPoli
 // drops or holds a rule of its own is iptables.
 func TestDetectTellsTheHostsIPTablesRulesFromThePluginsOwn(t *testing.T) {
 	testns.RequireRoot(t)
-	if !IPTablesInstalled() {
-		t.Setenv("PATH", fakeIPTablesTools(t))
-	}
+	testns.FakeIPTablesTools(t)
 	for _, tc := range []struct {
 		name   string
 		policy nftables.ChainPolicy
@@ -144,16 +139,6 @@ func TestDetectTellsTheHostsIPTablesRulesFromThePluginsOwn(t *testing.T) {
 	}
 }
 
-// fakeIPTablesTools is a PATH holding iptables-save and iptables-restore that are never
-// run (Detect only looks them up), for the no-firewall-binaries mode.
-func fakeIPTablesTools(t *testing.T) string {
-	dir := t.TempDir()
-	for _, tool := range []string{"iptables-save", "iptables-restore"} {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, tool), []byte("#!/bin/false\n"), 0o755))
-	}
-	return dir
-}
-
 // Rules that iptables-nft keeps in nf_tables are the host's iptables rules: with the
 // tools installed, iptables; without them there is no way to reach those rules, so
 // nftables (a kube-proxy pod's own iptables on a node without any).
@@ -161,9 +146,7 @@ func TestDetectFollowsIPTablesNFTRulesOnlyWhereTheToolsAre(t *testing.T) {
 	testns.RequireRoot(t)
 	host := testns.New(t)
 	iptablesNFTTable(t, host)
-	if !IPTablesInstalled() {
-		t.Setenv("PATH", fakeIPTablesTools(t))
-	}
+	testns.FakeIPTablesTools(t)
 	assert.Equal(t, IPTables, detectIn(t, host))
 	t.Setenv("PATH", t.TempDir())
 	require.False(t, IPTablesInstalled())

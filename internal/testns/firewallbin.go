@@ -2,6 +2,7 @@ package testns
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -22,4 +23,20 @@ func RequireFirewallBinaries(t testing.TB, why string) {
 	if FirewallBinariesHidden() {
 		t.Skipf("needs the firewall binaries (%s); %s=1 hides them", why, NoFirewallBinariesEnv)
 	}
+}
+
+// FakeIPTablesTools puts first in PATH, for the test, an iptables-save and an
+// iptables-restore that fail if run: what a backend choice looks up to know the iptables
+// tools are installed, so that a test of the choice gives the same answer on every
+// machine, the no-firewall-binaries mode included. Running one is a test's bug (and
+// in that mode an exec nofirewall reports).
+func FakeIPTablesTools(t testing.TB) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, tool := range []string{"iptables-save", "iptables-restore"} {
+		if err := os.WriteFile(filepath.Join(dir, tool), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatalf("fake %s: %v", tool, err)
+		}
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
@@ -465,4 +466,43 @@ func TestMasqAllMasqueradesExternalClients(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBackendFollowsTheReferenceKeys: backend, and unset the options only one backend
+// has, choose as the reference does (conditions starting with "-" or "!" are iptables,
+// reference PR #1117); where the iptables tools are missing, backend iptables is
+// nftables and iptables-only options are refused.
+func TestBackendFollowsTheReferenceKeys(t *testing.T) {
+	parse := func(t *testing.T, keys string) (*settings, error) {
+		var conf Config
+		require.NoError(t, json.Unmarshal([]byte(keys), &conf))
+		return parseSettings(&conf)
+	}
+	t.Run("tools installed", func(t *testing.T) {
+		testns.FakeIPTablesTools(t)
+		for keys, want := range map[string]netfilter.Backend{
+			`{"backend":"nftables"}`:                              netfilter.NFTables,
+			`{"backend":"iptables"}`:                              netfilter.IPTables,
+			`{"backend":"auto","markMasqBit":5}`:                  netfilter.IPTables,
+			`{"externalSetMarkChain":"KUBE-MARK-MASQ"}`:           netfilter.IPTables,
+			`{"conditionsV4":["!","-d","127.0.0.0/8"]}`:           netfilter.IPTables,
+			`{"conditionsV6":["-s","fd00::/8"]}`:                  netfilter.IPTables,
+			`{"conditionsV4":["ip saddr 10.0.0.0/8"]}`:            netfilter.NFTables,
+			`{"backend":"auto","conditionsV6":["ip6 saddr ::1"]}`: netfilter.NFTables,
+		} {
+			s, err := parse(t, keys)
+			require.NoError(t, err, keys)
+			assert.Equal(t, want, s.backend, keys)
+		}
+	})
+	t.Run("no tools", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir())
+		s, err := parse(t, `{"backend":"iptables"}`)
+		require.NoError(t, err)
+		assert.Equal(t, netfilter.NFTables, s.backend)
+		_, err = parse(t, `{"conditionsV4":["!","-d","127.0.0.0/8"]}`)
+		require.Error(t, err)
+		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+		assert.Contains(t, err.Error(), "conditionsV4")
+	})
 }

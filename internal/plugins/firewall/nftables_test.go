@@ -55,7 +55,7 @@ func (e *env) holder(addr string) string {
 	return m[1]
 }
 
-func TestNFTablesAddInstallsTheAttachmentInMapsAndItsOwnChain(t *testing.T) {
+func TestNFTablesAddInstallsTheAttachmentAsCommentedSetElements(t *testing.T) {
 	e := newNFTEnv(t)
 	n := e.conflist(netOpts{name: "nlay", bridge: "br-nlay", subnets: []string{"10.30.0.0/24", "fd30::/64"}, firewall: nftBackend})
 	c := e.add(n, "c-nlay")

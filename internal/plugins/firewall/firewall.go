@@ -49,6 +49,7 @@ import (
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/steps"
 	"github.com/cnikit/cni/internal/version"
 )
 
@@ -201,7 +202,7 @@ func add(req *skel.Request) (*result.Result, error) {
 	case BackendFirewalld:
 		err = firewalldAdd(req, conf, ips, bridge)
 	case BackendNFTables:
-		err = nftAdd(conf, attachmentOf(req), ips, bridge)
+		err = steps.Begin(req.Context(), steps.Firewall).Done(nftAdd(conf, attachmentOf(req), ips, bridge))
 	default:
 		var undo rollback.Stack
 		err = iptAdd(req.Context(), conf, attachmentOf(req), ips, bridge, undo.Push)
@@ -228,7 +229,7 @@ func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge stri
 		return err
 	}
 	if netfilter.Detect() == netfilter.NFTables {
-		return nftIsolation(conf, bridge)
+		return steps.Begin(req.Context(), steps.Firewall).Done(nftIsolation(conf, bridge))
 	}
 	return iptIsolation(req.Context(), conf, ips, bridge)
 }
@@ -241,7 +242,8 @@ func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge stri
 // config that does not validate (any more) still gets them removed: an invalid config
 // could add nothing, and must not keep an attachment undeletable.
 func del(req *skel.Request) error {
-	errs := []error{iptDel(req.Context(), attachmentOf(req), addresses(req.PrevResult)), nftDel(attachmentOf(req))}
+	errs := []error{iptDel(req.Context(), attachmentOf(req), addresses(req.PrevResult)),
+		steps.Begin(req.Context(), steps.Firewall).Done(nftDel(attachmentOf(req)))}
 	conf, err := loadConfig(req)
 	if err != nil {
 		fmt.Fprintf(req.Stderr, "firewall: DEL: config not usable, only the iptables and nftables rules were looked for: %v\n", err)
@@ -274,7 +276,7 @@ func check(req *skel.Request) error {
 	ips := addresses(req.PrevResult)
 	switch backend(req, conf) {
 	case BackendNFTables:
-		return nftCheck(conf, attachmentOf(req), ips, bridge)
+		return steps.Begin(req.Context(), steps.Firewall).Done(nftCheck(conf, attachmentOf(req), ips, bridge))
 	case BackendFirewalld:
 		fw, err := dialFirewalld(req.Context(), systemBus(req))
 		if err != nil {
@@ -285,7 +287,7 @@ func check(req *skel.Request) error {
 			return err
 		}
 		if netfilter.Detect() == netfilter.NFTables {
-			return nftCheckIsolation(conf, bridge)
+			return steps.Begin(req.Context(), steps.Firewall).Done(nftCheckIsolation(conf, bridge))
 		}
 		return iptCheckIsolation(req.Context(), conf, ips, bridge)
 	}
@@ -300,5 +302,6 @@ func gc(req *skel.Request) error {
 	for _, a := range req.ValidAttachments {
 		ids = append(ids, a.ContainerID)
 	}
-	return errors.Join(iptGC(req.Context(), req.Net.Name, owner.NewSet(ids...)), nftGC(req.Net.Name, ids))
+	return errors.Join(iptGC(req.Context(), req.Net.Name, owner.NewSet(ids...)),
+		steps.Begin(req.Context(), steps.Firewall).Done(nftGC(req.Net.Name, ids)))
 }

@@ -10,6 +10,7 @@ package nfttest
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -154,7 +155,13 @@ func userdataText(ud []byte) string {
 func exprText(e expr.Any) string {
 	switch e := e.(type) {
 	case *expr.Cmp:
-		return "cmp " + value(e.Data)
+		if e.Op == expr.CmpOpNeq {
+			return "!= " + value(e.Data)
+		}
+		if e.Op != expr.CmpOpEq {
+			return fmt.Sprintf("cmp%d %s", e.Op, value(e.Data))
+		}
+		return value(e.Data)
 	case *expr.Immediate:
 		return value(e.Data)
 	case *expr.Bitwise:
@@ -167,9 +174,12 @@ func exprText(e expr.Any) string {
 		}
 		return verdictName(e.Kind)
 	case *expr.Meta:
+		if name, ok := metaNames[e.Key]; ok {
+			return name
+		}
 		return "meta" + strconv.Itoa(int(e.Key))
 	case *expr.Payload:
-		return fmt.Sprintf("payload%d+%d", e.Base, e.Offset)
+		return payloadText(e)
 	case *expr.NAT:
 		return "nat"
 	case *expr.Masq:
@@ -180,6 +190,37 @@ func exprText(e expr.Any) string {
 		return "xt target " + e.Name
 	}
 	return strings.TrimPrefix(fmt.Sprintf("%T", e), "*expr.")
+}
+
+// metaNames are the meta keys the plugins match on, by their nft names.
+var metaNames = map[expr.MetaKey]string{
+	expr.MetaKeyL4PROTO: "meta l4proto", expr.MetaKeyNFPROTO: "meta nfproto", expr.MetaKeyIIFNAME: "iifname",
+	expr.MetaKeyOIFNAME: "oifname", expr.MetaKeyMARK: "meta mark",
+}
+
+// payloadText names the header fields the plugins load as nft does ("ip saddr", "dport").
+func payloadText(p *expr.Payload) string {
+	type field struct {
+		base      expr.PayloadBase
+		off, size uint32
+	}
+	switch (field{p.Base, p.Offset, p.Len}) {
+	case field{expr.PayloadBaseNetworkHeader, 12, 4}:
+		return "ip saddr"
+	case field{expr.PayloadBaseNetworkHeader, 16, 4}:
+		return "ip daddr"
+	case field{expr.PayloadBaseNetworkHeader, 8, 16}:
+		return "ip6 saddr"
+	case field{expr.PayloadBaseNetworkHeader, 24, 16}:
+		return "ip6 daddr"
+	case field{expr.PayloadBaseTransportHeader, 0, 2}:
+		return "sport"
+	case field{expr.PayloadBaseTransportHeader, 2, 2}:
+		return "dport"
+	case field{expr.PayloadBaseLLHeader, 6, 6}:
+		return "ether saddr"
+	}
+	return fmt.Sprintf("payload%d+%d/%d", p.Base, p.Offset, p.Len)
 }
 
 func verdictName(k expr.VerdictKind) string {
@@ -273,6 +314,8 @@ func value(v []byte) string {
 		return strconv.Quote(s)
 	}
 	switch len(v) {
+	case 6:
+		return net.HardwareAddr(v).String()
 	case 4, 16:
 		a, _ := netip.AddrFromSlice(v)
 		return a.String()

@@ -44,7 +44,7 @@ func TestRulesetSpellsWhatTheRulesHold(t *testing.T) {
 	for _, want := range []string{
 		"table ip t", "chain base", "chain target", "set ports", "set names",
 		"element tcp . 10.9.0.1 . 8443 : target", `element "br-x" comment "a bridge"`,
-		`"veth-a"`, "8080", "10.1.0.5", "80", `comment "id=ctr-1"`, "10.2.0.0", "goto target",
+		`iifname "veth-a"`, "dport 8080", "10.1.0.5", "80", `comment "id=ctr-1"`, "ip saddr & 255.255.0.0 10.2.0.0 goto target",
 	} {
 		assert.Contains(t, text, want)
 	}

@@ -13,8 +13,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/cnikit/cni/internal/testns"
 )
 
 // Version is the reference release the interop tests hold us to.
@@ -32,12 +30,13 @@ const DirEnv = "CNI_TEST_REFERENCE_DIR"
 // run share the build: a flock beside the cache makes the first one build and the others
 // wait for it.
 //
-// Where the firewall binaries are hidden (testns.FirewallBinariesHidden) the test skips:
-// the reference plugins exec iptables and nft (masquerade, portmap, firewall, the spoof
-// check), so an interop test cannot run as on a node without them.
+// Where the firewall binaries are hidden (testns.FirewallBinariesHidden) the reference
+// plugins run as on a node without them: those that exec iptables or nft there
+// (masquerade, portmap, firewall, the spoof check) fail, so an interop test of theirs
+// calls testns.RequireFirewallBinaries first, on the test's goroutine (a skip from a
+// namespace's goroutine would never return to it).
 func Dir(t testing.TB) string {
 	t.Helper()
-	testns.RequireFirewallBinaries(t, "the reference plugins exec iptables and nft")
 	if dir := os.Getenv(DirEnv); dir != "" {
 		return dir
 	}

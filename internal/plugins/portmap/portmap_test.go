@@ -279,6 +279,7 @@ func withoutAddresses(t *testing.T, conf []byte, c *container) []byte {
 func TestAddWithoutAddressesInPrevResultMapsTheKernelsOnes(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -469,9 +470,9 @@ func TestMasqAllMasqueradesExternalClients(t *testing.T) {
 }
 
 // TestBackendFollowsTheReferenceKeys: backend, and unset the options only one backend
-// has, choose as the reference does (conditions starting with "-" or "!" are iptables,
-// reference PR #1117); where the iptables tools are missing, backend iptables is
-// nftables and iptables-only options are refused.
+// has, choose as the reference does (the conditions' syntax:
+// TestConditionsInIPTablesSyntaxPickIPTables); where the iptables tools are missing,
+// backend iptables is nftables and iptables-only options are refused.
 func TestBackendFollowsTheReferenceKeys(t *testing.T) {
 	parse := func(t *testing.T, keys string) (*settings, error) {
 		var conf Config
@@ -485,9 +486,6 @@ func TestBackendFollowsTheReferenceKeys(t *testing.T) {
 			`{"backend":"iptables"}`:                              netfilter.IPTables,
 			`{"backend":"auto","markMasqBit":5}`:                  netfilter.IPTables,
 			`{"externalSetMarkChain":"KUBE-MARK-MASQ"}`:           netfilter.IPTables,
-			`{"conditionsV4":["!","-d","127.0.0.0/8"]}`:           netfilter.IPTables,
-			`{"conditionsV6":["-s","fd00::/8"]}`:                  netfilter.IPTables,
-			`{"conditionsV4":["ip saddr 10.0.0.0/8"]}`:            netfilter.NFTables,
 			`{"backend":"auto","conditionsV6":["ip6 saddr ::1"]}`: netfilter.NFTables,
 		} {
 			s, err := parse(t, keys)

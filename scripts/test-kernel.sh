@@ -2,7 +2,9 @@
 # Run the repository's Go tests inside a qemu VM that boots a Debian
 # distribution kernel, so tests needing vlan, ipvlan, vrf, dummy, bond or
 # bridge vlan_filtering run for real (with CNI_TEST_FULL_KERNEL=1 a missing
-# feature fails instead of skipping).
+# feature fails instead of skipping). The packages of
+# scripts/nofirewall-packages then run a second time under cmd/nofirewall,
+# with the firewall binaries hidden (as make test-nofirewall does).
 #
 # Usage: scripts/test-kernel.sh [go package patterns...]   (default ./...)
 #
@@ -121,6 +123,12 @@ build_go() {
 	copy_reference "$out/opt/cni-test/reference" || failed=1
 	log "building $module/cmd/cni"
 	(cd "$repo" && CGO_ENABLED=0 go build -o "$out/opt/cni-test/bin/cni" ./cmd/cni) || failed=1
+	log "building $module/cmd/nofirewall"
+	(cd "$repo" && CGO_ENABLED=0 go build -o "$out/opt/cni-test/bin/nofirewall" ./cmd/nofirewall) || failed=1
+	# The second pass, without firewall binaries: the built packages that
+	# scripts/nofirewall-packages names.
+	awk 'NR == FNR { want[$1] = 1; next } want[$1]' \
+		<(cd "$repo" && go list $(grep -v '^#' scripts/nofirewall-packages)) "$out/tests/list" >"$out/tests/nofirewall.list"
 	return "$failed"
 }
 

@@ -10,6 +10,7 @@ func (b *bench) sections() []section {
 		{"chain", b.chainPerPod},
 		{"chainplugin", b.chainPlugin},
 		{"portmap", b.portmap},
+		{"firewall", b.firewall},
 		{"macvlan", b.macvlan},
 		{"host-device", b.hostDevice},
 		{"concurrency", b.concurrency},

@@ -14,11 +14,13 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -146,11 +148,13 @@ func (w *world) gc(t *testing.T, conf string, valid ...*libcni.RuntimeConf) (err
 	return err
 }
 
-// ruleset is the host's whole firewall state.
+// ruleset is the host's whole firewall state: the nf_tables ruleset read over netlink
+// and, where the firewall binaries are, iptables-save's tables (legacy ones too).
 func (w *world) ruleset(t *testing.T) string {
 	var b strings.Builder
-	for _, cmd := range [][]string{{"nft", "list", "ruleset"}, {"iptables-save"}} {
-		out, err := w.host.Exec(t, cmd[0], cmd[1:]...)
+	b.WriteString(nfttest.Ruleset(t, w.host))
+	if !testns.FirewallBinariesHidden() {
+		out, err := w.host.Exec(t, "iptables-save")
 		require.NoError(t, err, out)
 		b.WriteString(out)
 	}
@@ -304,13 +308,15 @@ func TestStandardChainAsOnePluginThroughLibcni(t *testing.T) {
 	require.NoError(t, w.check(t, conf, r))
 	assert.Equal(t, []string{"chain CHECK"}, w.execs(t))
 
-	// Flush the container's DNAT chain by hand: CHECK must see it.
-	table, err := w.host.Exec(t, "nft", "list", "table", "ip", "cni_portmap")
-	require.NoError(t, err, table)
-	dn := regexp.MustCompile(`chain (dn-[0-9a-f]+)`).FindStringSubmatch(table)
-	require.NotNil(t, dn, table)
-	out, err := w.host.Exec(t, "nft", "flush", "chain", "ip", "cni_portmap", dn[1])
-	require.NoError(t, err, out)
+	// Flush the container's DNAT chain by hand (nft flush chain ip cni_portmap dn-...):
+	// CHECK must see it.
+	rs := nfttest.Ruleset(t, w.host)
+	dn := regexp.MustCompile(`chain (dn-[0-9a-f]+)`).FindStringSubmatch(rs)
+	require.NotNil(t, dn, rs)
+	nfttest.Apply(t, w.host, func(c *nftables.Conn) error {
+		c.FlushChain(&nftables.Chain{Name: dn[1], Table: &nftables.Table{Name: "cni_portmap", Family: nftables.TableFamilyIPv4}})
+		return nil
+	})
 	err = w.check(t, conf, r)
 	require.Error(t, err)
 	assert.Contains(t, typesError(t, err).Msg, "chain: portmap: ")

@@ -34,6 +34,9 @@ const recreateConf = `{
 func TestSandboxRecreatedBeforeTheOldDelThroughLibcni(t *testing.T) {
 	for _, backend := range []string{"nftables", "iptables"} {
 		t.Run(backend, func(t *testing.T) {
+			if backend == "iptables" {
+				testns.RequireFirewallBinaries(t, "the iptables backend's own test")
+			}
 			t.Parallel()
 			testns.RequireRoot(t)
 			host, client := testns.NewWithLoopback(t), testns.NewWithLoopback(t)

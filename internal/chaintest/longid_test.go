@@ -26,6 +26,9 @@ import (
 func TestLongContainerIDsKeepTheirRulesApart(t *testing.T) {
 	for _, backend := range []string{"iptables", "nftables"} {
 		t.Run(backend, func(t *testing.T) {
+			if backend == "iptables" {
+				testns.RequireFirewallBinaries(t, "the iptables backends' own test")
+			}
 			testns.RequireRoot(t)
 			host, client := testns.NewWithLoopback(t), testns.NewWithLoopback(t)
 			connect(t, host, client)
@@ -54,15 +57,7 @@ func TestLongContainerIDsKeepTheirRulesApart(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, name, got)
 			}
-			state := func() string {
-				var b strings.Builder
-				for _, cmd := range [][]string{{"iptables-save"}, {"ip6tables-save"}, {"nft", "list", "ruleset"}} {
-					out, err := host.Exec(t, cmd[0], cmd[1:]...)
-					require.NoError(t, err, out)
-					b.WriteString(out)
-				}
-				return b.String()
-			}
+			state := func() string { return firewallState(t, host) }
 			tag := func(i int) string { return owner.Hashed(rts[i].ContainerID) }
 			require.Contains(t, state(), tag(0))
 			require.Contains(t, state(), tag(1))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -117,22 +119,40 @@ func lifecycle(t *testing.T, conf, bridge, adminChain string, plugins []string) 
 	require.NoError(t, err, "the mapped port must answer from the container")
 	assert.Equal(t, "container", got)
 
-	save, err := host.Exec(t, "iptables-save", "-t", "filter")
-	require.NoError(t, err, save)
-	assert.Contains(t, save, `-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD`)
-	assert.Contains(t, save, "-j "+adminChain)
-	assert.Contains(t, save, `id: \"`+rt.ContainerID+`\"`)
+	// Either rule backend, as the node's rule says: iptables where the host keeps its
+	// rules there and the tools are installed, nftables otherwise.
+	rules := firewallState(t, host)
+	iptablesLayout := strings.Contains(rules, `-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD`) &&
+		strings.Contains(rules, "-j "+adminChain) && strings.Contains(rules, `id: \"`+rt.ContainerID+`\"`)
+	nftablesLayout := strings.Contains(rules, "table inet cni_firewall\n") &&
+		strings.Contains(rules, "\tjump "+adminChain+" comment") && strings.Contains(rules, "id="+rt.ContainerID+`"`)
+	assert.True(t, iptablesLayout || nftablesLayout, "the firewall lets the container through, jumping to %s: %s", adminChain, rules)
 	links, err := host.Handle(t).LinkList()
 	require.NoError(t, err)
 	assert.True(t, hasLink(links, bridge), "bridge %s must exist", bridge)
 
 	host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
 	host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
-	save, err = host.Exec(t, "iptables-save", "-t", "filter")
-	require.NoError(t, err, save)
-	assert.NotContains(t, save, rt.ContainerID, "DEL must leave no firewall rule of the container")
+	assert.NotContains(t, firewallState(t, host), rt.ContainerID, "DEL must leave no firewall rule of the container")
 	_, err = dialName(client, net.JoinHostPort(hostAddr, fmt.Sprint(hostPort)))
 	assert.Error(t, err, "the mapped port must be gone after DEL")
+}
+
+// firewallState is the host's nf_tables ruleset read over netlink and, where the
+// firewall binaries are, the filter and nat tables as iptables-save prints them.
+func firewallState(t *testing.T, host *testns.NS) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(nfttest.Ruleset(t, host))
+	if testns.FirewallBinariesHidden() {
+		return b.String()
+	}
+	for _, cmd := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := host.Exec(t, cmd)
+		require.NoError(t, err, out)
+		b.WriteString(out)
+	}
+	return b.String()
 }
 
 func hasLink(links []netlink.Link, name string) bool {

@@ -8,9 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 func TestConfigResolvesFamiliesAndBackendFromTheReferenceKeys(t *testing.T) {
+	testns.FakeIPTablesTools(t)
 	for _, tc := range []struct {
 		name, conf string
 		want       Options
@@ -35,6 +37,15 @@ func TestConfigResolvesFamiliesAndBackendFromTheReferenceKeys(t *testing.T) {
 			assert.Equal(t, tc.want, opts)
 		})
 	}
+}
+
+// ipMasqBackend iptables on a node without the iptables tools is nftables.
+func TestConfigNamingIPTablesWithoutTheToolsIsNFTables(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	c := Config{IPMasq: true, IPMasqBackend: "iptables"}
+	opts, err := c.MasqOptions()
+	require.NoError(t, err)
+	assert.Equal(t, netfilter.NFTables, opts.Backend)
 }
 
 func TestConfigRejectsAnUnknownBackendNamingTheField(t *testing.T) {

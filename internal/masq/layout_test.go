@@ -2,13 +2,13 @@ package masq
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/nfttest"
 )
 
 // TestNFTablesLayoutReadsAsTheCodeSays: `nft list` shows each rule as the comment of the
@@ -26,12 +26,6 @@ func TestNFTablesLayoutReadsAsTheCodeSays(t *testing.T) {
 	} {
 		out, err := w.host.Exec(t, "nft", "list", "chain", "inet", nftTableName, chain)
 		require.NoError(t, err, out)
-		var got []string
-		for _, line := range strings.Split(out, "\n") {
-			if line = strings.TrimSpace(line); line != "" && !strings.HasSuffix(line, "{") && line != "}" {
-				got = append(got, line)
-			}
-		}
-		assert.Equal(t, want, got, chain)
+		assert.Equal(t, want, nfttest.ListedRules(out), chain)
 	}
 }

@@ -70,6 +70,8 @@ var (
 	EtherSaddr = payload(expr.PayloadBaseLLHeader, 6, 6)
 	// CtStatus is `ct status`, the connection's IPS_* bits.
 	CtStatus = ct(expr.CtKeySTATUS, 4)
+	// CtState is `ct state`, the connection's state bits (new, established, ...).
+	CtState = ct(expr.CtKeySTATE, 4)
 	// CtOriginalProtoDst is `ct original proto-dst`: the destination port the
 	// connection's first packet had, before any DNAT.
 	CtOriginalProtoDst = ct(expr.CtKeyPROTODST, 2)
@@ -175,6 +177,12 @@ func EtherSaddrIs(mac net.HardwareAddr) []expr.Any { return Is(EtherSaddr, mac) 
 // CtStatusDNAT is `ct status dnat`: the connection's destination was translated.
 func CtStatusDNAT() []expr.Any { return AnyBit(CtStatus, ipsDstNAT) }
 
+// CtStateEstablishedRelated is `ct state established,related`: a reply, or a flow that
+// an accepted one opened (an ICMP error, an FTP data connection).
+func CtStateEstablishedRelated() []expr.Any {
+	return AnyBit(CtState, expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED)
+}
+
 // CtOriginalProtoDstIs is `ct original proto-dst 8080`; nft shows the port as a number
 // only after a protocol match (`meta l4proto tcp ct original proto-dst 8080`).
 func CtOriginalProtoDstIs(port uint16) []expr.Any { return Is(CtOriginalProtoDst, Port(port)) }
@@ -213,9 +221,15 @@ func IfName(name string) []byte {
 // VMap is `meta l4proto . th dport vmap @ports` for VMap(ports, L4Proto, THDport): the
 // fields, concatenated in order, looked up in a verdict map whose verdict is taken.
 func VMap(set *nftables.Set, fields ...Field) []expr.Any {
+	out, src := loadKey(fields)
+	return append(out, &expr.Lookup{SourceRegister: src, SetName: set.Name, SetID: set.ID, IsDestRegSet: true})
+}
+
+// loadKey loads a lookup key and returns the register it starts in: one field goes to
+// register 1, several to consecutive 32-bit registers.
+func loadKey(fields []Field) ([]expr.Any, uint32) {
 	if len(fields) == 1 {
-		return []expr.Any{fields[0].load(regMatch),
-			&expr.Lookup{SourceRegister: regMatch, SetName: set.Name, SetID: set.ID, IsDestRegSet: true}}
+		return []expr.Any{fields[0].load(regMatch)}, regMatch
 	}
 	var out []expr.Any
 	r := uint32(regKey)
@@ -223,7 +237,14 @@ func VMap(set *nftables.Set, fields ...Field) []expr.Any {
 		out = append(out, f.load(r))
 		r += (f.len + 3) / 4
 	}
-	return append(out, &expr.Lookup{SourceRegister: regKey, SetName: set.Name, SetID: set.ID, IsDestRegSet: true})
+	return out, regKey
+}
+
+// InSet is `iifname @policed` for InSet(policed, IIFName), or `iifname . oifname @pairs`
+// for two fields: the fields, concatenated in order, are a member of the set.
+func InSet(set *nftables.Set, fields ...Field) []expr.Any {
+	out, src := loadKey(fields)
+	return append(out, &expr.Lookup{SourceRegister: src, SetName: set.Name, SetID: set.ID})
 }
 
 // Key is the key of a map element for a VMap of several fields (`tcp . 8080` for the
@@ -263,6 +284,9 @@ func Goto(chain string) []expr.Any { return verdict(expr.VerdictGoto, chain) }
 // Return is `return`.
 func Return() []expr.Any { return verdict(expr.VerdictReturn, "") }
 
+// Accept is `accept`.
+func Accept() []expr.Any { return verdict(expr.VerdictAccept, "") }
+
 // Drop is `drop`.
 func Drop() []expr.Any { return verdict(expr.VerdictDrop, "") }
 
@@ -273,6 +297,13 @@ func verdict(kind expr.VerdictKind, chain string) []expr.Any {
 // JumpTo is the verdict data of a verdict map element that jumps to chain, as
 // `10.1.0.5 : jump <chain>` shows it.
 func JumpTo(chain string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictJump, Chain: chain} }
+
+// ReturnVerdict is the verdict data of a verdict map element that returns from the
+// chain (`: return`).
+func ReturnVerdict() *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictReturn} }
+
+// DropVerdict is the verdict data of a verdict map element that drops (`: drop`).
+func DropVerdict() *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictDrop} }
 
 // GotoTo is the verdict data of a map element that goes to chain (`: goto <chain>`).
 func GotoTo(chain string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictGoto, Chain: chain} }

@@ -3,7 +3,6 @@ package nftexpr
 import (
 	"net"
 	"net/netip"
-	"strings"
 	"testing"
 
 	"github.com/google/nftables"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -66,6 +66,11 @@ func rulesByFamily(sets map[string]*nftables.Set) map[nftables.TableFamily][]lis
 			{Rule(NFProtoIs(false), In(Daddr(false), pfx("224.0.0.0/4")), Return()), "ip daddr 224.0.0.0/4 return"},
 			{Rule(NFProtoIs(true), VMap(sets["inet masq6"], Saddr(true))), "ip6 saddr vmap @masq6"},
 			{NFProtoIs(true), "meta nfproto ipv6"},
+			{Rule(NFProtoIs(false), In(Daddr(false), pfx("10.1.0.5/32")), CtStateEstablishedRelated(), Accept()),
+				"ip daddr 10.1.0.5 ct state established,related accept"},
+			{Rule(InSet(sets["inet policed"], IIFName), InSet(sets["inet policed"], OIFName), Drop()), "iifname @policed oifname @policed drop"},
+			{VMap(sets["inet same"], IIFName, OIFName), "iifname . oifname vmap @same"},
+			{Rule(InSet(sets["inet pairs"], IIFName, OIFName), Accept()), "iifname . oifname @pairs accept"},
 		},
 		nftables.TableFamilyBridge: {
 			{Rule(EtherSaddrIs(mac), Return()), "ether saddr 02:00:00:00:00:01 return"},
@@ -85,7 +90,12 @@ func testSets(tables map[nftables.TableFamily]*nftables.Table) map[string]*nftab
 		"ipv4 masq": {Table: tables[ipv4], ID: 3, Name: "masq", IsMap: true, KeyType: nftables.TypeIPAddr, DataType: v},
 		"ipv6 hostip_ports": {Table: tables[ipv6], ID: 4, Name: "hostip_ports", IsMap: true, Concatenation: true, DataType: v,
 			KeyType: nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeIP6Addr, nftables.TypeInetService)},
-		"inet masq6": {Table: tables[nftables.TableFamilyINet], ID: 5, Name: "masq6", IsMap: true, KeyType: nftables.TypeIP6Addr, DataType: v},
+		"inet masq6":   {Table: tables[nftables.TableFamilyINet], ID: 5, Name: "masq6", IsMap: true, KeyType: nftables.TypeIP6Addr, DataType: v},
+		"inet policed": {Table: tables[nftables.TableFamilyINet], ID: 6, Name: "policed", KeyType: nftables.TypeIFName},
+		"inet same": {Table: tables[nftables.TableFamilyINet], ID: 7, Name: "same", IsMap: true, Concatenation: true, DataType: v,
+			KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIFName)},
+		"inet pairs": {Table: tables[nftables.TableFamilyINet], ID: 8, Name: "pairs", Concatenation: true,
+			KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIFName)},
 	}
 }
 
@@ -94,6 +104,7 @@ var familyNames = map[nftables.TableFamily]string{ipv4: "ip", ipv6: "ip6", nftab
 // TestRulesReadAsNftListsThem installs every helper's rule in a test namespace and
 // compares `nft list` with the text the helper's comment promises.
 func TestRulesReadAsNftListsThem(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "compares with nft's own listing")
 	testns.RequireRoot(t)
 	host := testns.New(t)
 	tables := map[nftables.TableFamily]*nftables.Table{}
@@ -127,24 +138,11 @@ func TestRulesReadAsNftListsThem(t *testing.T) {
 	for fam, rs := range rules {
 		out, err := host.Exec(t, "nft", "list", "chain", familyNames[fam], "t", "c")
 		require.NoError(t, err, out)
-		got := chainRules(out)
+		got := nfttest.ListedRules(out)
 		want := make([]string, len(rs))
 		for i, r := range rs {
 			want[i] = r.nft
 		}
 		assert.Equal(t, want, got, "family %s", familyNames[fam])
 	}
-}
-
-// chainRules are the rule lines of `nft list chain` output.
-func chainRules(out string) []string {
-	var rules []string
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasSuffix(line, "{") || line == "}" {
-			continue
-		}
-		rules = append(rules, line)
-	}
-	return rules
 }

@@ -29,6 +29,12 @@ const DirEnv = "CNI_TEST_REFERENCE_DIR"
 // portmap, firewall, ...), building them on first use. Test processes of one `go test`
 // run share the build: a flock beside the cache makes the first one build and the others
 // wait for it.
+//
+// Where the firewall binaries are hidden (testns.FirewallBinariesHidden) the reference
+// plugins run as on a node without them: those that exec iptables or nft there
+// (masquerade, portmap, firewall, the spoof check) fail, so an interop test of theirs
+// calls testns.RequireFirewallBinaries first, on the test's goroutine (a skip from a
+// namespace's goroutine would never return to it).
 func Dir(t testing.TB) string {
 	t.Helper()
 	if dir := os.Getenv(DirEnv); dir != "" {

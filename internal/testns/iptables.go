@@ -31,6 +31,7 @@ func (f IPTables) Tool(name string) string { return filepath.Join(f.Dir, name) }
 // when a flavour is not installed.
 func IPTablesFlavours(t testing.TB) []IPTables {
 	t.Helper()
+	RequireFirewallBinaries(t, "the iptables flavours are the iptables tools")
 	var out []IPTables
 	for _, f := range []struct{ name, multi string }{{"nft", "xtables-nft-multi"}, {"legacy", "xtables-legacy-multi"}} {
 		multi, err := exec.LookPath(f.multi)

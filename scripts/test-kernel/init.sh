@@ -40,37 +40,43 @@ echo "test-kernel: iptables: $(iptables --version 2>&1); nft: $(nft --version 2>
 # run_package runs one test binary from its package directory (tests read
 # testdata relative to it, as under go test) and records its verdict. With
 # several lanes the output is buffered per package and printed whole under a
-# lock, so packages never interleave on the console.
+# lock, so packages never interleave on the console. In the second pass
+# ($PASS = nofirewall) the binary runs under nofirewall, the firewall binaries
+# hidden, and its verdict is recorded apart.
 run_package() {
 	pkg=$1 dir=$2 bin=$3
-	log=/tmp/results/$bin.log
+	wrap="" key=$bin name=$pkg
+	if [ "$PASS" = nofirewall ]; then
+		wrap="/opt/cni-test/bin/nofirewall --" key=$bin.nofirewall name="$pkg (no firewall binaries)"
+	fi
+	log=/tmp/results/$key.log
 	start=$(date +%s)
 	if [ "$CNI_TEST_JOBS" -gt 1 ]; then
-		(cd "/src/$dir" && "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" $CNI_TEST_ARGS) > "$log" 2>&1
+		(cd "/src/$dir" && $wrap "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" $CNI_TEST_ARGS) > "$log" 2>&1
 		rc=$?
 	else
-		echo "=== PACKAGE $pkg"
-		(cd "/src/$dir" && "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" $CNI_TEST_ARGS)
+		echo "=== PACKAGE $name"
+		(cd "/src/$dir" && $wrap "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" $CNI_TEST_ARGS)
 		rc=$?
 	fi
 	took=$(($(date +%s) - start))
 	if [ "$rc" -eq 0 ]; then
-		verdict="PASS  $pkg (${took}s)"
+		verdict="PASS  $name (${took}s)"
 	else
-		verdict="FAIL  $pkg (${took}s, exit $rc)"
+		verdict="FAIL  $name (${took}s, exit $rc)"
 	fi
-	echo "$verdict" > "/tmp/results/$bin.verdict"
+	echo "$verdict" > "/tmp/results/$key.verdict"
 	if [ "$CNI_TEST_JOBS" -gt 1 ]; then
 		# mkdir is atomic: the lane that creates the directory owns the console.
 		until mkdir /tmp/results/console.lock 2>/dev/null; do sleep 1; done
-		echo "=== PACKAGE $pkg"
+		echo "=== PACKAGE $name"
 		cat "$log"
 		echo "=== $verdict"
 		rmdir /tmp/results/console.lock
 	fi
 }
 
-# lane runs every CNI_TEST_JOBS-th package of the list, starting at $1: like
+# lane runs every CNI_TEST_JOBS-th package of list $2, starting at $1: like
 # go test ./..., packages run side by side, each on its own.
 lane() {
 	i=0
@@ -78,16 +84,24 @@ lane() {
 		[ -n "$pkg" ] || continue
 		[ $((i % CNI_TEST_JOBS)) -eq "$1" ] && run_package "$pkg" "$dir" "$bin"
 		i=$((i + 1))
-	done < /tests/list
+	done < "$2"
+}
+
+# run_pass runs the packages of list $1 in CNI_TEST_JOBS lanes.
+run_pass() {
+	l=0
+	while [ "$l" -lt "$CNI_TEST_JOBS" ]; do
+		lane "$l" "$1" &
+		l=$((l + 1))
+	done
+	wait
 }
 
 mkdir -p /tmp/results
-l=0
-while [ "$l" -lt "$CNI_TEST_JOBS" ]; do
-	lane "$l" &
-	l=$((l + 1))
-done
-wait
+PASS=full
+run_pass /tests/list
+PASS=nofirewall
+run_pass /tests/nofirewall.list
 
 status=0
 passed=0
@@ -106,6 +120,19 @@ while read -r pkg dir bin; do
 	*) failed=$((failed + 1)) status=1 ;;
 	esac
 done < /tests/list
+while read -r pkg dir bin; do
+	[ -n "$pkg" ] || continue
+	if [ -f "/tmp/results/$bin.nofirewall.verdict" ]; then
+		verdict=$(cat "/tmp/results/$bin.nofirewall.verdict")
+	else
+		verdict="FAIL  $pkg (no firewall binaries; no verdict recorded)"
+	fi
+	echo "$verdict"
+	case $verdict in
+	PASS*) passed=$((passed + 1)) ;;
+	*) failed=$((failed + 1)) status=1 ;;
+	esac
+done < /tests/nofirewall.list
 if [ -n "$failed_modules" ]; then
 	echo "FAIL  module load:$failed_modules"
 	status=1

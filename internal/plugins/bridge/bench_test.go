@@ -17,6 +17,9 @@ func BenchmarkExecAddDel(b *testing.B) {
 	for _, backend := range []netfilter.Backend{netfilter.NFTables, netfilter.IPTables} {
 		for _, existing := range []int{10, 300} {
 			b.Run(fmt.Sprintf("%s/%d", backend, existing), func(b *testing.B) {
+				if backend == netfilter.IPTables {
+					testns.RequireFirewallBinaries(b, "the iptables masquerade backend runs iptables-restore")
+				}
 				benchAddDel(b, backend, existing)
 			})
 		}

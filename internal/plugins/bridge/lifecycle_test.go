@@ -73,6 +73,9 @@ func TestDelWithTheNetnsGoneRemovesIPsMasqueradeAndSpoofCheck(t *testing.T) {
 	t.Parallel()
 	for _, backend := range []netfilter.Backend{netfilter.NFTables, netfilter.IPTables} {
 		t.Run(string(backend), func(t *testing.T) {
+			if backend == netfilter.IPTables {
+				testns.RequireFirewallBinaries(t, "the iptables masquerade backend's own test")
+			}
 			t.Parallel()
 			w := newWorld(t)
 			conf := w.conf(map[string]any{"ipMasq": true, "ipMasqBackend": string(backend), "macspoofchk": true})

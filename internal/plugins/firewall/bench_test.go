@@ -12,20 +12,27 @@ import (
 	"github.com/cnikit/cni/internal/timing"
 )
 
-// BenchmarkExecAddDel measures the exec'd firewall plugin (iptables backend) doing ADD
-// then DEL of one dual-stack attachment while n other attachments hold rules, and
-// reports the median of each command, as a runtime would see it.
+// BenchmarkExecAddDel measures the exec'd firewall plugin doing ADD then DEL of one
+// dual-stack attachment while n other attachments hold rules, with each rule backend,
+// and reports the median of each command, as a runtime would see it.
 func BenchmarkExecAddDel(b *testing.B) {
 	testns.RequireRoot(b)
 	bin := filepath.Join(testns.LinkPluginDir(b, "firewall"), "firewall")
-	for _, n := range []int{0, 100} {
-		b.Run(fmt.Sprintf("others=%d", n), func(b *testing.B) {
+	for _, bc := range []struct {
+		backend string
+		n       int
+	}{{"nftables", 10}, {"nftables", 300}, {"iptables", 10}, {"iptables", 300}} {
+		backend, n := bc.backend, bc.n
+		b.Run(fmt.Sprintf("%s/others=%d", backend, n), func(b *testing.B) {
+			if backend == "iptables" {
+				testns.RequireFirewallBinaries(b, "the iptables backend runs iptables-restore")
+			}
 			host := testns.New(b)
 			cont := testns.New(b)
 			run := func(command string, i int) (time.Duration, error) {
-				conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"bench","type":"firewall","backend":"iptables",
+				conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"bench","type":"firewall","backend":%q,
 "prevResult":{"cniVersion":"1.0.0","interfaces":[{"name":"br0"}],"ips":[{"address":"10.40.%d.%d/16"},{"address":"fd40::%x/64"}]}}`,
-					i/250, i%250+2, i+2)
+					backend, i/250, i%250+2, i+2)
 				cmd := exec.Command(bin)
 				cmd.Env = []string{"CNI_COMMAND=" + command, "CNI_CONTAINERID=" + fmt.Sprintf("c%d", i),
 					"CNI_NETNS=" + cont.Path, "CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(bin), "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}

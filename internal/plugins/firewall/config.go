@@ -11,6 +11,7 @@ import (
 // The backends.
 const (
 	BackendIPTables  = "iptables"
+	BackendNFTables  = "nftables"
 	BackendFirewalld = "firewalld"
 )
 
@@ -56,10 +57,10 @@ func loadConfig(req *skel.Request) (*Config, error) {
 
 func (c *Config) validate() error {
 	switch c.Backend {
-	case "", BackendIPTables, BackendFirewalld:
+	case "", BackendIPTables, BackendNFTables, BackendFirewalld:
 	default:
-		return cnierror.Newf(cnierror.CodeInvalidConfig, "backend: must be %q or %q, got %q",
-			BackendIPTables, BackendFirewalld, c.Backend)
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "backend: must be %q, %q or %q, got %q",
+			BackendIPTables, BackendNFTables, BackendFirewalld, c.Backend)
 	}
 	if err := validChainName(c.AdminChain); err != nil {
 		return err
@@ -77,15 +78,16 @@ func (c *Config) validate() error {
 }
 
 // validChainName refuses names iptables would reject, and the chains the plugin itself
-// manages: the admin chain is the operator's, so a config must not make the plugin jump
-// from CNI-FORWARD into CNI-FORWARD or into a built-in chain.
+// manages in either backend: the admin chain is the operator's, so a config must not
+// make the plugin jump from CNI-FORWARD into CNI-FORWARD, into a built-in chain, or
+// into a chain of its nftables table.
 func validChainName(name string) error {
 	if err := iptables.CheckChainName(name); err != nil {
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %v", err)
 	}
 	switch name {
 	case forwardChain, "INPUT", "OUTPUT", "PREROUTING", "POSTROUTING", privChain, stage1Chain, stage2Chain,
-		"ACCEPT", "DROP", "RETURN", "REJECT", "QUEUE":
+		"ACCEPT", "DROP", "RETURN", "REJECT", "QUEUE", nftForwardChain, nftIsolationChain:
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "iptablesAdminChainName: %q is reserved", name)
 	}
 	return nil

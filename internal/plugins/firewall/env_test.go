@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,15 +13,17 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/sysctl"
 	"github.com/cnikit/cni/internal/testns"
 )
 
-// env is one test's world: a host netns whose FORWARD policy is DROP (both families),
-// an external netns "ext" routed behind veth vx (10.99.0.2, fd99::2), and containers on
-// bridges made by the bridge and host-local plugins through the chain runner.
+// env is one test's world: a host netns, an external netns "ext" routed behind veth vx
+// (10.99.0.2, fd99::2), and containers on bridges made by the bridge and host-local
+// plugins through the chain runner. newEnv also sets the host's FORWARD policy to DROP
+// (both families) with iptables, which the iptables backend's tests need.
 type env struct {
 	t       *testing.T
 	host    *testns.NS
@@ -36,6 +39,19 @@ const (
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	testns.RequireFirewallBinaries(t, "the iptables backend's own test: the host's FORWARD DROP policy and the rules are iptables'")
+	e := newNFTEnv(t)
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		out, err := e.host.Exec(t, cmd, "-w", "-P", "FORWARD", "DROP")
+		require.NoError(t, err, out)
+	}
+	return e
+}
+
+// newNFTEnv is the world without a host policy of iptables: nothing of the host's drops
+// forwarded traffic, as on a node without iptables.
+func newNFTEnv(t *testing.T) *env {
+	t.Helper()
 	testns.RequireRoot(t)
 	e := &env{t: t, host: testns.NewWithLoopback(t), ext: testns.NewWithLoopback(t), dataDir: t.TempDir()}
 	e.runner = &chain.Runner{Builtin: dispatch.Lookup, PluginPath: []string{t.TempDir()}, CacheDir: t.TempDir(), Timeout: time.Minute}
@@ -45,10 +61,6 @@ func newEnv(t *testing.T) *env {
 		}
 		return sysctl.Set("net/ipv6/conf/default/accept_dad", "0")
 	})
-	for _, cmd := range []string{"iptables", "ip6tables"} {
-		out, err := e.host.Exec(t, cmd, "-w", "-P", "FORWARD", "DROP")
-		require.NoError(t, err, out)
-	}
 	e.vethToExt()
 	serve(t, e.ext, "ext")
 	return e
@@ -65,9 +77,16 @@ func serve(t *testing.T, n *testns.NS, name string) {
 	testns.ServeTCP(t, n, "tcp", fmt.Sprintf(":%d", echoPort), name)
 }
 
-// dial connects from inside n to addr:echoPort and returns the peer's name.
+// dial connects from inside n to addr:echoPort and returns the peer's name, giving up
+// after a second: for connections that must fail.
 func dial(n *testns.NS, addr string) (string, error) {
 	return testns.DialTCP(n, net.JoinHostPort(addr, fmt.Sprint(echoPort)), time.Second)
+}
+
+// reach is dial for connections that must work: it waits out one lost SYN (TCP sends
+// the second after a second), which a fresh bridge can cost on a loaded machine.
+func reach(n *testns.NS, addr string) (string, error) {
+	return testns.DialTCP(n, net.JoinHostPort(addr, fmt.Sprint(echoPort)), 3*time.Second)
 }
 
 // netOpts describe one network: its bridge, subnets and firewall keys (nil: no firewall
@@ -140,6 +159,21 @@ func (e *env) add(n *chain.Network, id string) *ctr {
 }
 
 func (e *env) inHost(fn func() error) error { return e.host.Do(fn) }
+
+// ruleset is the host's nf_tables ruleset, read over netlink, and, where the firewall
+// binaries are, the filter tables as iptables-save prints them (legacy tables too).
+func (e *env) ruleset() string {
+	e.t.Helper()
+	out := nfttest.Ruleset(e.t, e.host)
+	if !testns.FirewallBinariesHidden() {
+		for _, l := range strings.Split(e.save("iptables")+e.save("ip6tables"), "\n") {
+			if !strings.HasPrefix(l, "#") { // "# Generated on <time>" differs between calls
+				out += l + "\n"
+			}
+		}
+	}
+	return out
+}
 
 // save is the host's filter table of one family as iptables-save prints it.
 func (e *env) save(cmd string) string {

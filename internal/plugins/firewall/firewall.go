@@ -1,6 +1,7 @@
 // Package firewall is the firewall plugin: a chained plugin that lets the container's
-// addresses through the host's forwarding firewall, with iptables rules or firewalld
-// zone sources, and optionally isolates bridges from each other (ingressPolicy).
+// addresses through the host's forwarding firewall, with iptables rules, nftables rules
+// or firewalld zone sources, and optionally isolates bridges from each other
+// (ingressPolicy).
 //
 // The iptables backend keeps the reference layout (filter table, both families):
 // FORWARD's first rule jumps to CNI-FORWARD, whose first rule jumps to the operator's
@@ -17,14 +18,20 @@
 // operator put there survive every ADD and DEL. One ADD, DEL or GC is one iptables-save
 // and one iptables-restore per family.
 //
+// The nftables backend (nftables.go) has the same meaning in a table of its own, table
+// inet cni_firewall, over netlink: a forward base chain jumps to the isolation chain,
+// to the admin chain, then accepts replies to and everything from the addresses in its
+// sets, where each attachment's addresses are elements commented with the attachment.
+//
 // The firewalld backend binds each address (/32, /128) as a source to a zone over
 // D-Bus. firewalld cannot say which sources belong to a container, so its DEL needs the
 // prevResult: without one the sources stay until firewalld reloads (they are runtime
-// state only). GC cleans iptables rules only.
+// state only). GC cleans iptables and nftables rules only.
 //
 // With backend unset, firewalld is chosen when it owns its D-Bus name on the system bus
-// ($DBUS_SYSTEM_BUS_ADDRESS or /run/dbus/system_bus_socket); a missing bus socket means
-// iptables at once.
+// ($DBUS_SYSTEM_BUS_ADDRESS or /run/dbus/system_bus_socket; a missing bus socket answers
+// at once), otherwise the node's rule backend (netfilter.Detect: iptables where the host
+// keeps its rules there, else nftables). DEL and GC clean both rule backends.
 package firewall
 
 import (
@@ -37,10 +44,12 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/owner"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/steps"
 	"github.com/cnikit/cni/internal/version"
 )
 
@@ -48,7 +57,7 @@ import (
 func Plugin() *skel.Plugin {
 	return &skel.Plugin{
 		Name:     "firewall",
-		About:    "lets container addresses through the host firewall (iptables or firewalld), optional bridge isolation",
+		About:    "lets container addresses through the host firewall (iptables, nftables or firewalld), optional bridge isolation",
 		Versions: version.From("0.4.0"),
 		Add:      add,
 		Del:      del,
@@ -76,15 +85,20 @@ func cutEnv(kv, key string) (string, bool) {
 	return "", false
 }
 
-// backend resolves an unset backend by asking the bus.
+// backend resolves the backend: iptables where its tools are installed (else nftables,
+// as netfilter's rule says), and when unset firewalld if it is on the bus, else the
+// node's rule backend.
 func backend(req *skel.Request, conf *Config) string {
+	if conf.Backend == BackendIPTables {
+		return string(netfilter.Runnable(netfilter.IPTables))
+	}
 	if conf.Backend != "" {
 		return conf.Backend
 	}
 	if firewalldRunning(req.Context(), systemBus(req)) {
 		return BackendFirewalld
 	}
-	return BackendIPTables
+	return string(netfilter.Detect())
 }
 
 // addresses are prevResult's IPs.
@@ -184,9 +198,12 @@ func add(req *skel.Request) (*result.Result, error) {
 		return nil, err
 	}
 	ips := addresses(req.PrevResult)
-	if backend(req, conf) == BackendFirewalld {
+	switch backend(req, conf) {
+	case BackendFirewalld:
 		err = firewalldAdd(req, conf, ips, bridge)
-	} else {
+	case BackendNFTables:
+		err = steps.Begin(req.Context(), steps.Firewall).Done(nftAdd(conf, attachmentOf(req), ips, bridge))
+	default:
 		var undo rollback.Stack
 		err = iptAdd(req.Context(), conf, attachmentOf(req), ips, bridge, undo.Push)
 		undo.OnError(&err)
@@ -197,9 +214,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	return req.PrevResult.Clone(), nil
 }
 
-// firewalldAdd binds the addresses to the zone and installs the ingress policy, which
-// is iptables whatever the backend, as in the reference. The connection stays open
-// until a failure's rollback has run.
+// firewalldAdd binds the addresses to the zone and installs the ingress policy, in the
+// node's rule backend (the reference always uses iptables for it). The connection stays
+// open until a failure's rollback has run.
 func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge string) (err error) {
 	fw, err := dialFirewalld(req.Context(), systemBus(req))
 	if err != nil {
@@ -211,21 +228,25 @@ func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge stri
 	if err := fw.addSources(req.Context(), conf.Zone, ips, undo.Push); err != nil {
 		return err
 	}
+	if netfilter.Detect() == netfilter.NFTables {
+		return steps.Begin(req.Context(), steps.Firewall).Done(nftIsolation(conf, bridge))
+	}
 	return iptIsolation(req.Context(), conf, ips, bridge)
 }
 
-// del removes the attachment's iptables rules whatever the backend (a node that
-// switched backend is left clean), with the reference's rules of prevResult's
+// del removes the attachment's iptables and nftables rules whatever the backend (a node
+// that switched backend is left clean), with the reference's rules of prevResult's
 // addresses, and its firewalld sources when the backend is
 // firewalld and prevResult names them. A bus that is not there means firewalld has no
 // runtime sources to remove. The rules are found by network and container alone, so a
 // config that does not validate (any more) still gets them removed: an invalid config
 // could add nothing, and must not keep an attachment undeletable.
 func del(req *skel.Request) error {
-	errs := []error{iptDel(req.Context(), attachmentOf(req), addresses(req.PrevResult))}
+	errs := []error{iptDel(req.Context(), attachmentOf(req), addresses(req.PrevResult)),
+		steps.Begin(req.Context(), steps.Firewall).Done(nftDel(attachmentOf(req)))}
 	conf, err := loadConfig(req)
 	if err != nil {
-		fmt.Fprintf(req.Stderr, "firewall: DEL: config not usable, only the iptables rules were looked for: %v\n", err)
+		fmt.Fprintf(req.Stderr, "firewall: DEL: config not usable, only the iptables and nftables rules were looked for: %v\n", err)
 		return errors.Join(errs...)
 	}
 	if ips := addresses(req.PrevResult); len(ips) > 0 && backend(req, conf) == BackendFirewalld {
@@ -253,7 +274,10 @@ func check(req *skel.Request) error {
 		return err
 	}
 	ips := addresses(req.PrevResult)
-	if backend(req, conf) == BackendFirewalld {
+	switch backend(req, conf) {
+	case BackendNFTables:
+		return steps.Begin(req.Context(), steps.Firewall).Done(nftCheck(conf, attachmentOf(req), ips, bridge))
+	case BackendFirewalld:
 		fw, err := dialFirewalld(req.Context(), systemBus(req))
 		if err != nil {
 			return fmt.Errorf("firewalld: %w", err)
@@ -262,18 +286,22 @@ func check(req *skel.Request) error {
 		if err := fw.checkSources(req.Context(), conf.Zone, ips); err != nil {
 			return err
 		}
+		if netfilter.Detect() == netfilter.NFTables {
+			return steps.Begin(req.Context(), steps.Firewall).Done(nftCheckIsolation(conf, bridge))
+		}
 		return iptCheckIsolation(req.Context(), conf, ips, bridge)
 	}
 	return iptCheck(req.Context(), conf, attachmentOf(req), ips, bridge)
 }
 
-// gc removes the iptables rules of this network's containers that are not among the
-// valid attachments. Like DEL it needs only the network name, so the rest of the config
-// is not validated.
+// gc removes the iptables and nftables rules of this network's containers that are not
+// among the valid attachments. Like DEL it needs only the network name, so the rest of
+// the config is not validated.
 func gc(req *skel.Request) error {
 	var ids []string
 	for _, a := range req.ValidAttachments {
 		ids = append(ids, a.ContainerID)
 	}
-	return iptGC(req.Context(), req.Net.Name, owner.NewSet(ids...))
+	return errors.Join(iptGC(req.Context(), req.Net.Name, owner.NewSet(ids...)),
+		steps.Begin(req.Context(), steps.Firewall).Done(nftGC(req.Net.Name, ids)))
 }

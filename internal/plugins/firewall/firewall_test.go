@@ -166,73 +166,105 @@ func TestGCRemovesOnlyStaleAttachmentsOfTheNetwork(t *testing.T) {
 	assert.Equal(t, "ext", got)
 }
 
-func TestSameBridgePolicyIsolatesBridges(t *testing.T) {
-	e := newEnv(t)
-	fw := map[string]any{"backend": "iptables", "ingressPolicy": "same-bridge"}
-	a := e.conflist(netOpts{name: "iso-a", bridge: "br-a", subnets: []string{"10.20.0.0/24"}, firewall: fw})
-	b := e.conflist(netOpts{name: "iso-b", bridge: "br-b", subnets: []string{"10.21.0.0/24"}, firewall: fw})
-	a1, a2 := e.add(a, "c-a1"), e.add(a, "c-a2")
-	b1 := e.add(b, "c-b1")
-
-	got, err := dial(a1.ns, a2.ip4())
-	require.NoError(t, err, "same bridge must stay reachable")
-	assert.Equal(t, "c-a2", got)
-	_, err = dial(a1.ns, b1.ip4())
-	assert.Error(t, err, "another isolated bridge must not be reachable")
-	_, err = dial(b1.ns, a1.ip4())
-	assert.Error(t, err)
-	got, err = dial(a1.ns, extAddr)
-	require.NoError(t, err, "the outside must stay reachable")
-	assert.Equal(t, "ext", got)
-
-	lines := ruleLines(e.save("iptables"))
-	assert.Equal(t, `-A FORWARD -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j CNI-ISOLATION-STAGE-1`, lines[0])
-	assert.Equal(t, `-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD`, lines[1])
-	s1 := chainLines(e.save("iptables"), "CNI-ISOLATION-STAGE-1")
-	assert.Equal(t, `-A CNI-ISOLATION-STAGE-1 -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j RETURN`, s1[len(s1)-1])
-	for _, c := range []*ctr{a1, a2, b1} {
-		net := a
-		if c == b1 {
-			net = b
-		}
-		e.host.Run(t, func() error { return e.runner.Check(context.Background(), net, c.att) })
+// forEachBackend runs body once per rule backend, each in a world of its own: iptables
+// with the host's FORWARD DROP policy (skipped where the firewall binaries are hidden),
+// nftables without one.
+func forEachBackend(t *testing.T, body func(t *testing.T, e *env, backend string)) {
+	for _, backend := range []string{"iptables", "nftables"} {
+		t.Run(backend, func(t *testing.T) {
+			e := newNFTEnv
+			if backend == "iptables" {
+				e = newEnv
+			}
+			body(t, e(t), backend)
+		})
 	}
 }
 
+func TestSameBridgePolicyIsolatesBridges(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		fw := map[string]any{"backend": backend, "ingressPolicy": "same-bridge"}
+		a := e.conflist(netOpts{name: "iso-a", bridge: "br-a", subnets: []string{"10.20.0.0/24"}, firewall: fw})
+		b := e.conflist(netOpts{name: "iso-b", bridge: "br-b", subnets: []string{"10.21.0.0/24"}, firewall: fw})
+		open := e.conflist(netOpts{name: "iso-o", bridge: "br-o", subnets: []string{"10.42.0.0/24"}, firewall: map[string]any{"backend": backend}})
+		a1, a2, b1, o1 := e.add(a, "c-a1"), e.add(a, "c-a2"), e.add(b, "c-b1"), e.add(open, "c-o1")
+
+		got, err := reach(a1.ns, a2.ip4())
+		require.NoError(t, err, "same bridge must stay reachable")
+		assert.Equal(t, "c-a2", got)
+		_, err = dial(a1.ns, b1.ip4())
+		assert.Error(t, err, "another isolated bridge must not be reachable")
+		_, err = dial(b1.ns, a1.ip4())
+		assert.Error(t, err)
+		for _, c := range []*ctr{a1, b1} {
+			got, err = reach(c.ns, extAddr)
+			require.NoError(t, err, "the outside must stay reachable")
+			assert.Equal(t, "ext", got)
+			got, err = reach(c.ns, o1.ip4())
+			require.NoError(t, err, "a bridge with the open policy is not policed")
+			assert.Equal(t, "c-o1", got)
+		}
+		if backend == "iptables" {
+			lines := ruleLines(e.save("iptables"))
+			assert.Equal(t, `-A FORWARD -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j CNI-ISOLATION-STAGE-1`, lines[0])
+			assert.Equal(t, `-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD`, lines[1])
+			s1 := chainLines(e.save("iptables"), "CNI-ISOLATION-STAGE-1")
+			assert.Equal(t, `-A CNI-ISOLATION-STAGE-1 -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j RETURN`, s1[len(s1)-1])
+		}
+		for _, c := range []*ctr{a1, a2, b1} {
+			net := a
+			if c == b1 {
+				net = b
+			}
+			e.host.Run(t, func() error { return e.runner.Check(context.Background(), net, c.att) })
+		}
+		// DEL keeps the per-bridge rules: the bridge's other attachments rely on them.
+		e.host.Run(t, func() error { return e.runner.Del(context.Background(), a, a1.att) })
+		_, err = dial(b1.ns, a2.ip4())
+		assert.Error(t, err)
+	})
+}
+
 func TestOpenPolicyLetsBridgesTalk(t *testing.T) {
-	e := newEnv(t)
-	a := e.conflist(netOpts{name: "open-a", bridge: "br-oa", subnets: []string{"10.22.0.0/24"}, firewall: iptablesBackend})
-	b := e.conflist(netOpts{name: "open-b", bridge: "br-ob", subnets: []string{"10.23.0.0/24"}, firewall: iptablesBackend})
-	a1, b1 := e.add(a, "c-oa"), e.add(b, "c-ob")
-	got, err := dial(a1.ns, b1.ip4())
-	require.NoError(t, err)
-	assert.Equal(t, "c-ob", got)
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		fw := map[string]any{"backend": backend}
+		a := e.conflist(netOpts{name: "open-a", bridge: "br-oa", subnets: []string{"10.22.0.0/24"}, firewall: fw})
+		b := e.conflist(netOpts{name: "open-b", bridge: "br-ob", subnets: []string{"10.23.0.0/24"}, firewall: fw})
+		a1, b1 := e.add(a, "c-oa"), e.add(b, "c-ob")
+		got, err := reach(a1.ns, b1.ip4())
+		require.NoError(t, err)
+		assert.Equal(t, "c-ob", got)
+	})
 }
 
 func TestIsolatedPolicyBlocksSameBridgeAndOtherBridges(t *testing.T) {
-	e := newEnv(t)
-	iso := map[string]any{"backend": "iptables", "ingressPolicy": "isolated"}
-	a := e.conflist(netOpts{name: "isol-a", bridge: "br-ia", subnets: []string{"10.24.0.0/24"}, firewall: iso})
-	b := e.conflist(netOpts{name: "isol-b", bridge: "br-ib", subnets: []string{"10.25.0.0/24"}, firewall: iso})
-	a1, a2 := e.add(a, "c-ia1"), e.add(a, "c-ia2")
-	b1 := e.add(b, "c-ib1")
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		iso := map[string]any{"backend": backend, "ingressPolicy": "isolated"}
+		a := e.conflist(netOpts{name: "isol-a", bridge: "br-ia", subnets: []string{"10.24.0.0/24"}, firewall: iso})
+		b := e.conflist(netOpts{name: "isol-b", bridge: "br-ib", subnets: []string{"10.25.0.0/24"}, firewall: iso})
+		a1, a2, b1 := e.add(a, "c-ia1"), e.add(a, "c-ia2"), e.add(b, "c-ib1")
 
-	_, err := dial(a1.ns, a2.ip4())
-	assert.Error(t, err, "containers on one isolated bridge must not reach each other")
-	_, err = dial(a1.ns, b1.ip4())
-	assert.Error(t, err, "nor containers on another bridge")
-	got, err := dial(a1.ns, extAddr)
-	require.NoError(t, err, "the outside must stay reachable")
-	assert.Equal(t, "ext", got)
-	e.host.Run(t, func() error { return e.runner.Check(context.Background(), a, a1.att) })
+		_, err := dial(a1.ns, a2.ip4())
+		assert.Error(t, err, "containers on one isolated bridge must not reach each other")
+		_, err = dial(a1.ns, b1.ip4())
+		assert.Error(t, err, "nor containers on another bridge")
+		got, err := reach(a1.ns, extAddr)
+		require.NoError(t, err, "the outside must stay reachable")
+		assert.Equal(t, "ext", got)
+		e.host.Run(t, func() error { return e.runner.Check(context.Background(), a, a1.att) })
 
-	// DEL keeps the per-bridge rules: other attachments of the bridge rely on them.
-	e.host.Run(t, func() error { return e.runner.Del(context.Background(), a, a1.att) })
-	assert.Contains(t, e.save("iptables"), "-A CNI-ISOLATION-STAGE-1 -i br-ia -o br-ia")
+		// DEL keeps the per-bridge rules: other attachments of the bridge rely on them.
+		e.host.Run(t, func() error { return e.runner.Del(context.Background(), a, a1.att) })
+		if backend == "iptables" {
+			assert.Contains(t, e.save("iptables"), "-A CNI-ISOLATION-STAGE-1 -i br-ia -o br-ia")
+		} else {
+			assert.Contains(t, e.ruleset(), "set isolated\n\telement \"br-ia\" . \"br-ia\"\n")
+		}
+	})
 }
 
 func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
-	e := newEnv(t)
+	e := newNFTEnv(t)
 	c := &ctr{ns: e.ext, id: "c-bad"}
 	n := e.conflist(netOpts{name: "bad", bridge: "br-bad", subnets: []string{"10.26.0.0/24"}})
 	good := e.add(n, "c-good")
@@ -244,7 +276,7 @@ func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
 		code    uint
 		msg     string
 	}{
-		{name: "unknown backend", keys: map[string]any{"backend": "nftables"}, code: cnierror.CodeInvalidConfig, msg: "backend"},
+		{name: "unknown backend", keys: map[string]any{"backend": "ebtables"}, code: cnierror.CodeInvalidConfig, msg: "backend"},
 		{name: "unknown ingress policy", keys: map[string]any{"backend": "iptables", "ingressPolicy": "closed"}, code: cnierror.CodeInvalidConfig, msg: "ingressPolicy"},
 		{name: "admin chain too long", keys: map[string]any{"backend": "iptables", "iptablesAdminChainName": strings.Repeat("A", 29)}, code: cnierror.CodeInvalidConfig, msg: "iptablesAdminChainName"},
 		{name: "admin chain is a built-in", keys: map[string]any{"backend": "iptables", "iptablesAdminChainName": "FORWARD"}, code: cnierror.CodeInvalidConfig, msg: "iptablesAdminChainName"},
@@ -270,7 +302,7 @@ func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.msg)
 		})
 	}
-	assert.NotContains(t, e.save("iptables"), "c-bad", "a refused ADD must change nothing")
+	assert.NotContains(t, e.ruleset(), "c-bad", "a refused ADD must change nothing")
 }
 
 // A prevResult that lists no host interface (an IPAM result handed on, Cilium's) does
@@ -334,14 +366,18 @@ func chainLines(save, chain string) []string {
 
 // Where bridged frames skip iptables, "isolated" could not drop same-bridge traffic: ADD
 // says so instead of pretending (the reference installs the rule and isolates nothing).
+// Both rule backends see bridged frames only through br_netfilter.
 func TestIsolatedPolicyIsRefusedWhenBridgedTrafficSkipsIPTables(t *testing.T) {
-	e := newEnv(t)
+	e := newNFTEnv(t)
 	e.host.Run(t, func() error { return sysctl.Set("net/bridge/bridge-nf-call-iptables", "0") })
-	iso := map[string]any{"backend": "iptables", "ingressPolicy": "isolated"}
 	a := e.conflist(netOpts{name: "isol-off", bridge: "br-io", subnets: []string{"10.26.0.0/24"}})
 	c := e.add(a, "c-io")
-	_, err := e.invoke(skel.CmdAdd, fwConf(t, "isol-off", iso, c.res), c)
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
-	assert.Contains(t, err.Error(), "bridge-nf-call-iptables")
+	for _, backend := range []string{"iptables", "nftables"} {
+		iso := map[string]any{"backend": backend, "ingressPolicy": "isolated"}
+		_, err := e.invoke(skel.CmdAdd, fwConf(t, "isol-off", iso, c.res), c)
+		require.Error(t, err, backend)
+		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), backend)
+		assert.Contains(t, err.Error(), "bridge-nf-call-iptables", backend)
+	}
+	assert.NotContains(t, e.ruleset(), c.ip4())
 }

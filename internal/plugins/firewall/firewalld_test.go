@@ -15,7 +15,7 @@ import (
 )
 
 func TestFirewalldIsChosenWhenItOwnsItsName(t *testing.T) {
-	e := newEnv(t)
+	e := newNFTEnv(t)
 	bus := firewalldtest.StartPrivateBus(t)
 	fake := firewalldtest.Start(t, bus)
 	env := []string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus}
@@ -32,7 +32,7 @@ func TestFirewalldIsChosenWhenItOwnsItsName(t *testing.T) {
 	_, err := e.invoke(skel.CmdAdd, conf, c, env...)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"addSource trusted " + src4, "addSource trusted " + src6}, fake.Calls())
-	assert.NotContains(t, e.save("iptables"), "c-fwd", "the firewalld backend adds no iptables rules")
+	assert.NotContains(t, e.ruleset(), "c-fwd", "the firewalld backend adds no rules of its own")
 
 	_, err = e.invoke(skel.CmdAdd, conf, c, env...)
 	require.NoError(t, err, "ZONE_ALREADY_SET must be tolerated")
@@ -52,7 +52,7 @@ func TestFirewalldIsChosenWhenItOwnsItsName(t *testing.T) {
 }
 
 func TestFirewalldZoneConflictFailsAndRollsBack(t *testing.T) {
-	e := newEnv(t)
+	e := newNFTEnv(t)
 	bus := firewalldtest.StartPrivateBus(t)
 	fake := firewalldtest.Start(t, bus)
 	c := e.add(e.conflist(netOpts{name: "zc", bridge: "br-zc", subnets: []string{"10.31.0.0/24", "fd31::/64"}}), "c-zc")
@@ -72,8 +72,10 @@ func TestFirewalldZoneConflictFailsAndRollsBack(t *testing.T) {
 		"removeSource internal " + c.ip4() + "/32"}, fake.Calls(), "the first source must be rolled back")
 }
 
-func TestIPTablesIsChosenWhenFirewalldIsNotRunning(t *testing.T) {
-	e := newEnv(t)
+// Without firewalld on the bus, the node's rule backend is used: nftables in a
+// namespace where the host keeps no iptables rules.
+func TestRuleBackendIsChosenWhenFirewalldIsNotRunning(t *testing.T) {
+	e := newNFTEnv(t)
 	bus := firewalldtest.StartPrivateBus(t) // a bus, but nobody owns firewalld's name
 	for _, tc := range []struct{ name, addr string }{
 		{"name not owned", bus},
@@ -85,9 +87,28 @@ func TestIPTablesIsChosenWhenFirewalldIsNotRunning(t *testing.T) {
 			c := e.add(e.conflist(netOpts{name: "auto", bridge: "br-auto", subnets: []string{"10.32.0.0/24"}}), id)
 			_, err := e.invoke(skel.CmdAdd, fwConf(t, "auto", nil, c.res), c, "DBUS_SYSTEM_BUS_ADDRESS="+tc.addr)
 			require.NoError(t, err)
-			assert.Contains(t, e.save("iptables"), "-s "+c.ip4()+"/32 -m comment --comment \"name: \\\"auto\\\" id: \\\""+id+"\\\"\" -j ACCEPT")
+			assert.Contains(t, e.ruleset(), tag("auto", id))
 		})
 	}
+}
+
+// firewalld's ingress policy goes to the node's rule backend: nftables here, where the
+// reference would exec iptables whatever the node has.
+func TestFirewalldIngressPolicyUsesTheNodesRuleBackend(t *testing.T) {
+	e := newNFTEnv(t)
+	bus := firewalldtest.StartPrivateBus(t)
+	firewalldtest.Start(t, bus)
+	env := "DBUS_SYSTEM_BUS_ADDRESS=" + bus
+	c := e.add(e.conflist(netOpts{name: "fwdiso", bridge: "br-fwdiso", subnets: []string{"10.34.0.0/24"}}), "c-fwdiso")
+	conf := fwConf(t, "fwdiso", map[string]any{"ingressPolicy": "same-bridge"}, c.res)
+	_, err := e.invoke(skel.CmdAdd, conf, c, env)
+	require.NoError(t, err)
+	rs := e.ruleset()
+	assert.Contains(t, rs, "set policed\n\telement \"br-fwdiso\"\n")
+	assert.NotContains(t, rs, "c-fwdiso", "no rules of the attachment: firewalld lets it through")
+	assert.NotContains(t, rs, "CNI-ISOLATION")
+	_, err = e.invoke(skel.CmdCheck, conf, c, env)
+	require.NoError(t, err)
 }
 
 // silentBus listens on a unix socket, accepts, and never answers: a wedged bus.
@@ -115,7 +136,7 @@ func silentBus(t *testing.T) string {
 }
 
 func TestFirewalldBackendWithoutBusIsTryAgainLaterOnAddButDelSucceeds(t *testing.T) {
-	e := newEnv(t)
+	e := newNFTEnv(t)
 	c := e.add(e.conflist(netOpts{name: "nobus", bridge: "br-nobus", subnets: []string{"10.33.0.0/24"}}), "c-nobus")
 	env := "DBUS_SYSTEM_BUS_ADDRESS=unix:path=" + filepath.Join(t.TempDir(), "gone")
 	conf := fwConf(t, "nobus", map[string]any{"backend": "firewalld"}, c.res)

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -21,77 +23,78 @@ import (
 // have given (a newline starting a new restore line, a blank, too long) is refused with
 // code 7 naming the prevResult field, and the filter table stays as it was.
 func TestExecHostInterfaceNameFromPrevResultIsValidated(t *testing.T) {
-	e := newEnv(t)
+	e := newNFTEnv(t)
 	cont := testns.New(t)
 	plugin := filepath.Join(testns.LinkPluginDir(t, "firewall"), "firewall")
-	out, err := e.host.Exec(t, "iptables", "-A", "INPUT", "-p", "tcp", "--dport", "22", "-j", "ACCEPT")
-	require.NoError(t, err, out)
-	save := func() string { return withoutComments(e.save("iptables")) }
-	before := save()
-	for _, name := range []string{"br0\n-F", "br0\nCOMMIT\n*nat\n-F", "br 0", "br0123456789abcdef", "..", "br/0"} {
-		t.Run(name, func(t *testing.T) {
-			conf, err := json.Marshal(map[string]any{
-				"cniVersion": "1.1.0", "name": "inject", "type": "firewall", "backend": "iptables",
-				"ingressPolicy": "same-bridge",
-				"prevResult": map[string]any{
-					"cniVersion": "1.1.0",
-					"interfaces": []any{map[string]any{"name": name}, map[string]any{"name": "eth0", "sandbox": cont.Path}},
-					"ips":        []any{map[string]any{"address": "10.88.0.2/24", "interface": 1}},
-				},
+	nfttest.Apply(t, e.host, func(c *nftables.Conn) error {
+		tbl := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "operator"})
+		c.AddChain(&nftables.Chain{Table: tbl, Name: "input", Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
+		return nil
+	})
+	before := e.ruleset()
+	for _, backend := range []string{"iptables", "nftables"} {
+		for _, name := range []string{"br0\n-F", "br0\nCOMMIT\n*nat\n-F", "br 0", "br0123456789abcdef", "..", "br/0"} {
+			t.Run(backend+"/"+name, func(t *testing.T) {
+				conf, err := json.Marshal(map[string]any{
+					"cniVersion": "1.1.0", "name": "inject", "type": "firewall", "backend": backend,
+					"ingressPolicy": "same-bridge",
+					"prevResult": map[string]any{
+						"cniVersion": "1.1.0",
+						"interfaces": []any{map[string]any{"name": name}, map[string]any{"name": "eth0", "sandbox": cont.Path}},
+						"ips":        []any{map[string]any{"address": "10.88.0.2/24", "interface": 1}},
+					},
+				})
+				require.NoError(t, err)
+				var stdout, stderr bytes.Buffer
+				err = e.host.Do(func() error {
+					cmd := exec.Command(plugin)
+					cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=inject1", "CNI_NETNS=" + cont.Path,
+						"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + os.Getenv("PATH")}
+					cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(conf), &stdout, &stderr
+					return cmd.Run()
+				})
+				require.Error(t, err, "ADD must fail; stderr: %s", stderr.String())
+				var ce cnierror.Error
+				require.NoError(t, json.Unmarshal(stdout.Bytes(), &ce), "stdout: %s", stdout.String())
+				assert.EqualValues(t, cnierror.CodeInvalidConfig, ce.Code)
+				assert.Contains(t, ce.Msg, "prevResult.interfaces[0].name")
+				assert.Equal(t, before, e.ruleset(), "the rules must be untouched")
 			})
-			require.NoError(t, err)
-			var stdout, stderr bytes.Buffer
-			err = e.host.Do(func() error {
-				cmd := exec.Command(plugin)
-				cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=inject1", "CNI_NETNS=" + cont.Path,
-					"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + os.Getenv("PATH")}
-				cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(conf), &stdout, &stderr
-				return cmd.Run()
-			})
-			require.Error(t, err, "ADD must fail; stderr: %s", stderr.String())
-			var ce cnierror.Error
-			require.NoError(t, json.Unmarshal(stdout.Bytes(), &ce), "stdout: %s", stdout.String())
-			assert.EqualValues(t, cnierror.CodeInvalidConfig, ce.Code)
-			assert.Contains(t, ce.Msg, "prevResult.interfaces[0].name")
-			assert.Equal(t, before, save(), "the filter table must be untouched")
-		})
-	}
-}
-
-// withoutComments drops iptables-save's "# Generated on <time>" lines.
-func withoutComments(save string) string {
-	var keep []string
-	for _, line := range strings.Split(save, "\n") {
-		if !strings.HasPrefix(line, "#") {
-			keep = append(keep, line)
 		}
 	}
-	return strings.Join(keep, "\n")
 }
 
 // TestExecDelWithAConfigThatNoLongerValidatesRemovesTheRules: DEL needs only the network
 // and container to find the rules; a config that fails validation (an operator's typo in
 // a later config version) must not make the attachment undeletable.
 func TestExecDelWithAConfigThatNoLongerValidatesRemovesTheRules(t *testing.T) {
-	e := newEnv(t)
-	n := e.conflist(netOpts{name: "fwdel", bridge: "cni-fwdel", subnets: []string{"10.93.0.0/24"}, firewall: map[string]any{"backend": "iptables"}})
-	c := e.add(n, "ctr-fwdel")
-	require.Contains(t, e.save("iptables"), "ctr-fwdel")
-	plugin := filepath.Join(testns.LinkPluginDir(t, "firewall"), "firewall")
-	for _, bad := range []string{
-		`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","ingressPolicy":"bogus"}`,
-		`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","iptablesAdminChainName":"no spaces allowed"}`,
-		`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","backend":42}`,
-	} {
-		var stdout, stderr bytes.Buffer
-		err := e.host.Do(func() error {
-			cmd := exec.Command(plugin)
-			cmd.Env = []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=" + c.id, "CNI_NETNS=" + c.ns.Path,
-				"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + os.Getenv("PATH")}
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(bad), &stdout, &stderr
-			return cmd.Run()
+	for _, backend := range []string{"iptables", "nftables"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "iptables" {
+				testns.RequireFirewallBinaries(t, "the iptables backend runs iptables-restore")
+			}
+			e := newNFTEnv(t)
+			n := e.conflist(netOpts{name: "fwdel", bridge: "cni-fwdel", subnets: []string{"10.93.0.0/24"}, firewall: map[string]any{"backend": backend}})
+			c := e.add(n, "ctr-fwdel")
+			require.Contains(t, e.ruleset(), "ctr-fwdel")
+			plugin := filepath.Join(testns.LinkPluginDir(t, "firewall"), "firewall")
+			for _, bad := range []string{
+				`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","ingressPolicy":"bogus"}`,
+				`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","iptablesAdminChainName":"no spaces allowed"}`,
+				`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","backend":42}`,
+			} {
+				var stdout, stderr bytes.Buffer
+				err := e.host.Do(func() error {
+					cmd := exec.Command(plugin)
+					cmd.Env = []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=" + c.id, "CNI_NETNS=" + c.ns.Path,
+						"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + os.Getenv("PATH")}
+					cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(bad), &stdout, &stderr
+					return cmd.Run()
+				})
+				require.NoError(t, err, "DEL must succeed with %s: %s %s", bad, stdout.String(), stderr.String())
+			}
+			assert.NotContains(t, e.ruleset(), "ctr-fwdel", "DEL removed the rules")
 		})
-		require.NoError(t, err, "DEL must succeed with %s: %s %s", bad, stdout.String(), stderr.String())
 	}
-	assert.NotContains(t, e.save("iptables"), "ctr-fwdel", "DEL removed the rules")
 }

@@ -137,9 +137,9 @@ func chooseBackend(conf *Config) (netfilter.Backend, error) {
 	if conf.Backend == "" || conf.Backend == "auto" {
 		switch {
 		case conf.MarkMasqBit != nil || conf.ExternalSetMarkChain != nil:
-			return netfilter.IPTables, nil
+			return netfilter.Runnable(netfilter.IPTables), nil
 		case conditionSyntax(conf.ConditionsV4) == netfilter.IPTables || conditionSyntax(conf.ConditionsV6) == netfilter.IPTables:
-			return netfilter.IPTables, nil
+			return netfilter.Runnable(netfilter.IPTables), nil
 		case conditionSyntax(conf.ConditionsV4) == netfilter.NFTables || conditionSyntax(conf.ConditionsV6) == netfilter.NFTables:
 			return netfilter.NFTables, nil
 		}
@@ -160,26 +160,40 @@ func conditionSyntax(conds *[]string) netfilter.Backend {
 	return netfilter.NFTables
 }
 
-// checkBackendOptions rejects options the chosen backend cannot honour.
+// checkBackendOptions rejects options the chosen backend cannot honour. Options only
+// iptables has, where the iptables tools are not installed (netfilter.Runnable chose
+// nftables), say so.
 func (s *settings) checkBackendOptions(conf *Config) error {
+	missing := ""
+	if !netfilter.IPTablesInstalled() {
+		missing = ", and the iptables tools are not installed"
+	}
 	if s.backend == netfilter.NFTables {
 		if conf.MarkMasqBit != nil {
-			return cnierror.Invalid("markMasqBit: only supported with backend \"iptables\"")
+			return cnierror.Invalid("markMasqBit: only supported with backend \"iptables\"%s", missing)
 		}
 		if conf.ExternalSetMarkChain != nil {
-			return cnierror.Invalid("externalSetMarkChain: only supported with backend \"iptables\"")
+			return cnierror.Invalid("externalSetMarkChain: only supported with backend \"iptables\"%s", missing)
 		}
 	}
 	for field, conds := range map[string]*[]string{"conditionsV4": conf.ConditionsV4, "conditionsV6": conf.ConditionsV6} {
 		if syn := conditionSyntax(conds); syn != "" && syn != s.backend {
-			return cnierror.Invalid("%s: conditions are in %s syntax but the backend is %s", field, syn, s.backend)
+			return cnierror.Invalid("%s: conditions are in %s syntax but the backend is %s%s", field, syn, s.backend, missing)
 		}
 	}
 	if s.backend == netfilter.NFTables {
-		if err := checkNFTConditions("conditionsV4", s.cond4); err != nil {
-			return err
+		for _, fc := range []struct {
+			field string
+			conds []string
+			v6    bool
+		}{{"conditionsV4", s.cond4, false}, {"conditionsV6", s.cond6, true}} {
+			if err := checkNFTConditions(fc.field, fc.conds); err != nil {
+				return err
+			}
+			if err := requireNFTFor(fc.field, fc.conds, fc.v6); err != nil {
+				return err
+			}
 		}
-		return checkNFTConditions("conditionsV6", s.cond6)
 	}
 	return nil
 }

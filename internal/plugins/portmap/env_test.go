@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/sysctl"
 	"github.com/cnikit/cni/internal/testns"
@@ -172,9 +175,15 @@ func (e *env) invoke(command string, c *container, conf []byte) error {
 }
 
 // ruleset returns everything a backend shows of the host's rules.
+// ruleset is the host's nf_tables ruleset read over netlink and, where the firewall
+// binaries are, the nat tables as iptables-save prints them (legacy tables too).
 func (e *env) ruleset() string {
 	var b strings.Builder
-	for _, cmd := range [][]string{{"nft", "list", "ruleset"}, {"iptables-save", "-t", "nat"}, {"ip6tables-save", "-t", "nat"}} {
+	b.WriteString(nfttest.Ruleset(e.t, e.host))
+	if testns.FirewallBinariesHidden() {
+		return b.String()
+	}
+	for _, cmd := range [][]string{{"iptables-save", "-t", "nat"}, {"ip6tables-save", "-t", "nat"}} {
 		out, err := e.host.Exec(e.t, cmd[0], cmd[1:]...)
 		require.NoError(e.t, err, out)
 		for _, line := range strings.SplitAfter(out, "\n") {
@@ -185,6 +194,22 @@ func (e *env) ruleset() string {
 		}
 	}
 	return b.String()
+}
+
+// requireBackend skips an iptables subtest where the firewall binaries are hidden.
+func requireBackend(t testing.TB, backend string) {
+	t.Helper()
+	if backend == "iptables" {
+		testns.RequireFirewallBinaries(t, "the iptables backend's own test")
+	}
+}
+
+// deletePortsElement is `nft delete element ip cni_portmap ports { tcp . <port> }`.
+func (e *env) deletePortsElement(port uint16) {
+	e.t.Helper()
+	nfttest.Apply(e.t, e.host, func(c *nftables.Conn) error {
+		return c.SetDeleteElements(newNFTFamily(false).ports, []nftables.SetElement{{Key: nftexpr.Key([]byte{6}, nftexpr.Port(port))}})
+	})
 }
 
 // conntrackTo lists the host's conntrack entries answered by addr.

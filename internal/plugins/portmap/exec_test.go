@@ -62,6 +62,7 @@ func execPluginCPU(host *testns.NS, plugin, command, cid, netnsPath string, conf
 func TestExecAddForwardsAndDelRemoves(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -145,6 +146,7 @@ func benchExec(b *testing.B, backend string, n int) {
 func TestExecAddWithoutARouteToTheContainerSucceeds(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			testns.RequireRoot(t)
 			e := &env{t: t, host: testns.NewWithLoopback(t)}

@@ -28,6 +28,9 @@ import (
 func TestContainerReachesAnotherThroughAHostAddressWithoutBrNetfilter(t *testing.T) {
 	for _, backend := range []string{"nftables", "iptables"} {
 		t.Run(backend, func(t *testing.T) {
+			if backend == "iptables" {
+				testns.RequireFirewallBinaries(t, "the iptables backend's own test")
+			}
 			t.Parallel()
 			testns.RequireRoot(t)
 			host := testns.NewWithLoopback(t)

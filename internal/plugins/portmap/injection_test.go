@@ -48,6 +48,7 @@ func operatorRules(t *testing.T, host *testns.NS) func() string {
 // table ("RELX\n-F" did, and ADD exited 0). Each is refused with code 7 naming the
 // field, and the operator's rules are exactly as before.
 func TestExecTextThatWouldStartANewRestoreLineIsRefused(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "the operator's rules it must leave alone are iptables rules")
 	e := newEnv(t)
 	c := e.container("ctr-inject")
 	save := operatorRules(t, e.host)

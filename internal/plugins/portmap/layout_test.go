@@ -1,6 +1,8 @@
 package portmap
 
 import (
+	"github.com/cnikit/cni/internal/nfttest"
+	"github.com/cnikit/cni/internal/testns"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +16,7 @@ import (
 // TestNFTablesLayoutReadsAsTheCodeSays: `nft list` shows each rule as the comment of the
 // helper that builds it says, so the code and the ruleset read side by side.
 func TestNFTablesLayoutReadsAsTheCodeSays(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "compares with nft's own listing")
 	e := newEnv(t)
 	c, all := e.container("ctr-a"), e.container("ctr-all")
 	require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": "nftables"}, []PortMapping{
@@ -44,7 +47,7 @@ func TestNFTablesLayoutReadsAsTheCodeSays(t *testing.T) {
 	for chain, want := range chains {
 		out, err := e.host.Exec(t, "nft", "list", "chain", "ip", nftTableName, chain)
 		require.NoError(t, err, out)
-		got := ruleLines(out)
+		got := nfttest.ListedRules(out)
 		if len(got) > 0 && (chain == "prerouting" || chain == "output" || chain == "postrouting") {
 			got = got[1:] // the `type nat hook ...` line
 		}
@@ -56,6 +59,7 @@ func TestNFTablesLayoutReadsAsTheCodeSays(t *testing.T) {
 // `nft -f` (an operator's save and restore of the ruleset). Comments in the reference's
 // quoted form could not: nft prints them inside quotes without escaping theirs.
 func TestNFTablesListingReadsBack(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "compares with nft's own listing")
 	e := newEnv(t)
 	c := e.container("ctr-a")
 	require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": "nftables"}, standardMappings())))

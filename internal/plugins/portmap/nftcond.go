@@ -21,9 +21,26 @@ import (
 // Anything else is an error (an invalid config naming the field), and the conditions
 // go to nft as written instead (see nftgate.go).
 func parseConditions(field string, conds []string, v6 bool) ([]expr.Any, error) {
-	toks := strings.Fields(strings.Join(conds, " "))
+	exprs, _, err := compileConditions(field, conds, v6)
+	return exprs, err
+}
+
+// compileConditions is parseConditions that also tells, on failure, which element of
+// conds the clause it could not compile starts in.
+func compileConditions(field string, conds []string, v6 bool) ([]expr.Any, int, error) {
+	var (
+		toks []string
+		elem []int // the element each token comes from
+	)
+	for i, c := range conds {
+		for _, tok := range strings.Fields(c) {
+			toks, elem = append(toks, tok), append(elem, i)
+		}
+	}
+	all := len(toks)
 	var out []expr.Any
 	for len(toks) > 0 {
+		at := elem[all-len(toks)]
 		var (
 			exprs []expr.Any
 			n     int
@@ -42,15 +59,15 @@ func parseConditions(field string, conds []string, v6 bool) ([]expr.Any, error) 
 		case "iifname", "oifname":
 			exprs, n, err = parseIfnameMatch(field, toks)
 		default:
-			return nil, cnierror.Invalid("%s: unsupported nft condition at %q", field, strings.Join(toks, " "))
+			return nil, at, cnierror.Invalid("%s: unsupported nft condition at %q", field, strings.Join(toks, " "))
 		}
 		if err != nil {
-			return nil, err
+			return nil, at, err
 		}
 		out = append(out, exprs...)
 		toks = toks[n:]
 	}
-	return out, nil
+	return out, 0, nil
 }
 
 // operator consumes an optional "==" or "!=" at toks[i].

@@ -32,6 +32,21 @@ type condPlan struct {
 	text string
 }
 
+// requireNFTFor refuses, where the nft command is not installed, conditions that only
+// nft compiles: code 7 naming the element the first such clause starts in, before
+// anything is installed.
+func requireNFTFor(field string, conds []string, v6 bool) error {
+	_, at, err := compileConditions(field, conds, v6)
+	if err == nil {
+		return nil
+	}
+	if _, lookErr := exec.LookPath("nft"); lookErr == nil {
+		return nil
+	}
+	return cnierror.Invalid("%s[%d]: %q is beyond the conditions sent over netlink (ip|ip6 saddr|daddr, iifname|oifname, meta mark: %v), "+
+		"and the nft command, which would compile it, is not installed", field, at, conds[at], err)
+}
+
 func planConditions(field string, conds []string, v6 bool) condPlan {
 	exprs, err := parseConditions(field, conds, v6)
 	if err != nil {

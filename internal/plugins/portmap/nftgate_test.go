@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -18,6 +20,7 @@ import (
 // the v4 client they admit reaches the mapped port, the v6 one they do not admit is not
 // forwarded, CHECK passes, a repeated ADD keeps one gate, and DEL removes everything.
 func TestExecNFTConditionsOutsideTheNetlinkSubsetWork(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "conditions beyond the netlink subset are compiled by nft")
 	e := newEnv(t)
 	c := e.container("ctr-cond")
 	plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
@@ -41,7 +44,7 @@ func TestExecNFTConditionsOutsideTheNetlinkSubsetWork(t *testing.T) {
 	hash := attachment{net: "cond", cid: c.id}.hash()
 	out, err := e.host.Exec(t, "nft", "list", "chain", "ip", nftTableName, nftDNPrefix+hash)
 	require.NoError(t, err, out)
-	gate := ruleLines(out)
+	gate := nfttest.ListedRules(out)
 	require.Len(t, gate, 1, "one gate: %s", out)
 	// nft versions print the flags test differently; the rest reads as written.
 	assert.Regexp(t, `^tcp flags .*syn.* ip saddr \{ 10.77.0.0/24, 192.168.0.0/16 \} iifname != "x;y#z" goto dm-`+hash+`$`, gate[0])
@@ -63,12 +66,13 @@ func TestExecNFTConditionsOutsideTheNetlinkSubsetWork(t *testing.T) {
 func TestExecNFTConditionsThatCouldLeaveTheirRuleAreRefused(t *testing.T) {
 	e := newEnv(t)
 	c := e.container("ctr-inject")
-	out, err := e.host.Exec(t, "nft", "add", "table", "inet", "operator")
-	require.NoError(t, err, out)
-	out, err = e.host.Exec(t, "nft", "add", "chain", "inet", "operator", "input", "{ type filter hook input priority 0; }")
-	require.NoError(t, err, out)
-	before, err := e.host.Exec(t, "nft", "list", "table", "inet", "operator")
-	require.NoError(t, err, before)
+	nfttest.Apply(e.t, e.host, func(conn *nftables.Conn) error { // nft add table inet operator; add chain ... input
+		tbl := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "operator"})
+		conn.AddChain(&nftables.Chain{Table: tbl, Name: "input", Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
+		return nil
+	})
+	before := tableText(nfttest.Ruleset(t, e.host), "table inet operator")
 	plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
 	for _, tc := range []struct {
 		name  string
@@ -93,12 +97,107 @@ func TestExecNFTConditionsThatCouldLeaveTheirRuleAreRefused(t *testing.T) {
 			require.NoError(t, json.Unmarshal(stdout, &ce), "stdout: %s", stdout)
 			assert.EqualValues(t, cnierror.CodeInvalidConfig, ce.Code, ce.Msg)
 			assert.Contains(t, ce.Msg, tc.field)
-			after, err := e.host.Exec(t, "nft", "list", "table", "inet", "operator")
-			require.NoError(t, err, "the operator's table must still exist: %s", after)
-			assert.Equal(t, before, after)
+			assert.Equal(t, before, tableText(nfttest.Ruleset(t, e.host), "table inet operator"), "the operator's table must be untouched")
 			assert.NotContains(t, e.ruleset(), c.ip4, "a refused ADD leaves nothing")
 		})
 	}
+}
+
+// tableText is the part of an nfttest ruleset text that lists one table.
+func tableText(rs, header string) string {
+	_, rest, ok := strings.Cut(rs, header+"\n")
+	if !ok {
+		return ""
+	}
+	if i := strings.Index(rest, "\ntable "); i >= 0 {
+		rest = rest[:i+1]
+	}
+	return header + "\n" + rest
+}
+
+// TestExecNFTConditionsWithoutTheNFTCommand: on a node without nft, conditions that go
+// over netlink work as anywhere (nothing is exec'd), and conditions only nft compiles
+// are refused at ADD with code 7 naming the element their clause starts in, before
+// anything is installed: never a half-made mapping.
+func TestExecNFTConditionsWithoutTheNFTCommand(t *testing.T) {
+	e := newEnv(t)
+	c := e.container("ctr-nonft")
+	plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
+	noNFT := t.TempDir()
+	for _, tc := range []struct {
+		name, field string
+		conds       []string
+	}{
+		{"tcp flags", "conditionsV4[0]", []string{"tcp flags syn / syn,ack"}},
+		{"anonymous set after a compiled clause", "conditionsV4[1]", []string{"ip saddr 10.77.0.0/24", "ip daddr { 10.0.0.1, 10.0.0.2 }"}},
+		{"a clause over two elements", "conditionsV4[1]", []string{"iifname vx", "ip saddr", "{ 10.77.0.0/24 }"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := c.netconf(t, "nonft", map[string]any{"backend": "nftables", "conditionsV4": tc.conds}, standardMappings())
+			stdout, err := execPluginWithPath(e.host, noNFT, plugin, "ADD", c.id, c.ns.Path, conf)
+			require.Error(t, err)
+			var ce cnierror.Error
+			require.NoError(t, json.Unmarshal(stdout, &ce), "stdout: %s", stdout)
+			assert.EqualValues(t, cnierror.CodeInvalidConfig, ce.Code, ce.Msg)
+			assert.Contains(t, ce.Msg, tc.field+": ")
+			assert.Contains(t, ce.Msg, "nft command")
+			assert.NotContains(t, e.ruleset(), c.ip4, "a refused ADD leaves nothing")
+		})
+	}
+	conf := c.netconf(t, "nonft", map[string]any{"backend": "nftables",
+		"conditionsV4": []string{"ip saddr 10.77.0.0/24", `iifname "vx"`}}, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
+	for _, command := range []string{"ADD", "CHECK"} {
+		_, err := execPluginWithPath(e.host, noNFT, plugin, command, c.id, c.ns.Path, conf)
+		require.NoError(t, err, command)
+	}
+	got, err := dialTCP(e.client, "10.77.0.1:8080")
+	require.NoError(t, err, "conditions over netlink need no nft")
+	assert.Equal(t, "ctr-nonft", got)
+	_, err = execPluginWithPath(e.host, noNFT, plugin, "DEL", c.id, c.ns.Path, conf)
+	require.NoError(t, err)
+	assert.NotContains(t, e.ruleset(), c.ip4)
+}
+
+// TestExecIPTablesBackendWithoutTheTools: where the iptables tools are missing, backend
+// iptables means nftables (the mapping works, nothing is exec'd), and the options only
+// iptables has are refused with code 7 saying why, before anything is installed.
+func TestExecIPTablesBackendWithoutTheTools(t *testing.T) {
+	e := newEnv(t)
+	c := e.container("ctr-noipt")
+	plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
+	noTools := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		keys  map[string]any
+		field string
+	}{
+		{"mark bit", map[string]any{"backend": "iptables", "markMasqBit": 5}, "markMasqBit"},
+		{"mark bit, backend unset", map[string]any{"markMasqBit": 5}, "markMasqBit"},
+		{"external mark chain", map[string]any{"externalSetMarkChain": "KUBE-MARK-MASQ"}, "externalSetMarkChain"},
+		{"iptables conditions", map[string]any{"conditionsV4": []string{"!", "-s", "10.0.0.0/8"}}, "conditionsV4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, err := execPluginWithPath(e.host, noTools, plugin, "ADD", c.id, c.ns.Path, c.netconf(t, "noipt", tc.keys, standardMappings()))
+			require.Error(t, err)
+			var ce cnierror.Error
+			require.NoError(t, json.Unmarshal(stdout, &ce), "stdout: %s", stdout)
+			assert.EqualValues(t, cnierror.CodeInvalidConfig, ce.Code, ce.Msg)
+			assert.Contains(t, ce.Msg, tc.field)
+			assert.Contains(t, ce.Msg, "iptables tools are not installed")
+			assert.NotContains(t, e.ruleset(), c.ip4)
+		})
+	}
+	conf := c.netconf(t, "noipt", map[string]any{"backend": "iptables"}, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
+	for _, command := range []string{"ADD", "CHECK"} {
+		_, err := execPluginWithPath(e.host, noTools, plugin, command, c.id, c.ns.Path, conf)
+		require.NoError(t, err, command)
+	}
+	got, err := dialTCP(e.client, "10.77.0.1:8080")
+	require.NoError(t, err)
+	assert.Equal(t, "ctr-noipt", got)
+	_, err = execPluginWithPath(e.host, noTools, plugin, "DEL", c.id, c.ns.Path, conf)
+	require.NoError(t, err)
+	assert.NotContains(t, e.ruleset(), c.ip4)
 }
 
 func TestCheckNFTConditionsRule(t *testing.T) {
@@ -129,17 +228,4 @@ func TestCheckNFTConditionsRule(t *testing.T) {
 			assert.Contains(t, err.Error(), "conditionsV4")
 		}
 	}
-}
-
-// ruleLines are the rule lines of `nft list chain` output.
-func ruleLines(out string) []string {
-	var rules []string
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasSuffix(line, "{") || line == "}" {
-			continue
-		}
-		rules = append(rules, line)
-	}
-	return rules
 }

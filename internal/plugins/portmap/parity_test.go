@@ -9,6 +9,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 // Conditions pick the backend when "backend" is unset: iptables arguments start with
@@ -16,6 +17,7 @@ import (
 // anything else is nft; conditions of the other syntax than an explicit backend are a
 // config error naming the field.
 func TestConditionsInIPTablesSyntaxPickIPTables(t *testing.T) {
+	testns.FakeIPTablesTools(t) // iptables is chosen where its tools are installed
 	conds := func(c ...string) *[]string { return &c }
 	for _, tc := range []struct {
 		name    string
@@ -50,6 +52,7 @@ func TestConditionsInIPTablesSyntaxPickIPTables(t *testing.T) {
 func TestUnspecifiedHostIPMapsEveryAddressOfItsFamilyAndPassesCheck(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -74,6 +77,7 @@ func TestUnspecifiedHostIPMapsEveryAddressOfItsFamilyAndPassesCheck(t *testing.T
 func TestTransitTrafficToAPublishedPortIsNotMapped(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			publisher, other := e.container("ctr-a"), e.container("ctr-b")

@@ -8,10 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -29,6 +32,7 @@ func standardMappings() []PortMapping {
 func TestMappedPortsAnswerFromOutsideLocalhostAndHairpin(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -62,6 +66,7 @@ func TestMappedPortsAnswerFromOutsideLocalhostAndHairpin(t *testing.T) {
 func TestAddWithoutMappingsTouchesNothing(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -75,6 +80,7 @@ func TestAddWithoutMappingsTouchesNothing(t *testing.T) {
 func TestDelWithoutRuntimeConfigRemovesEverything(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -111,6 +117,7 @@ func TestDelWithoutRuntimeConfigRemovesEverything(t *testing.T) {
 func TestHostIPRestrictsTheMapping(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -140,6 +147,7 @@ func TestHostIPRestrictsTheMapping(t *testing.T) {
 func TestTwoContainersWithDifferentPorts(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			a, b := e.container("ctr-a"), e.container("ctr-b")
@@ -163,6 +171,7 @@ func TestConditionsRestrictTheMapping(t *testing.T) {
 	}
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -183,6 +192,7 @@ func TestConditionsRestrictTheMapping(t *testing.T) {
 func TestGCRemovesOnlyInvalidAttachmentsOfTheNetwork(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			a, b, other := e.container("ctr-a"), e.container("ctr-b"), e.container("ctr-c")
@@ -206,22 +216,28 @@ func TestGCRemovesOnlyInvalidAttachmentsOfTheNetwork(t *testing.T) {
 
 func TestCheckFailsAfterRuleRemovedByHand(t *testing.T) {
 	o := attachment{net: "net1", cid: "ctr-a"}
-	removals := map[string][][]string{
-		"nftables": {{"nft", "flush", "chain", "ip", "cni_portmap", "dn-" + o.hash()}},
-		"iptables": {{"iptables", "-t", "nat", "-F", "CNI-DN-" + o.hash()}},
+	removals := map[string]func(e *env){
+		"nftables": func(e *env) { // nft flush chain ip cni_portmap dn-<hash>
+			nfttest.Apply(e.t, e.host, func(c *nftables.Conn) error {
+				c.FlushChain(newNFTFamily(false).chain(nftDNPrefix + o.hash()))
+				return nil
+			})
+		},
+		"iptables": func(e *env) {
+			out, err := e.host.Exec(e.t, "iptables", "-t", "nat", "-F", "CNI-DN-"+o.hash())
+			require.NoError(e.t, err, out)
+		},
 	}
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
 			conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
 			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
 			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
-			for _, cmd := range removals[backend] {
-				out, err := e.host.Exec(t, cmd[0], cmd[1:]...)
-				require.NoError(t, err, out)
-			}
+			removals[backend](e)
 			assert.Error(t, e.invoke(skel.CmdCheck, c, conf))
 			// DEL still cleans up the damaged state, and a new ADD works.
 			require.NoError(t, e.invoke(skel.CmdDel, c, conf))
@@ -237,8 +253,7 @@ func TestCheckFailsAfterMapElementRemovedByHand(t *testing.T) {
 	c := e.container("ctr-a")
 	conf := c.netconf(t, "net1", map[string]any{"backend": "nftables"}, standardMappings())
 	require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-	out, err := e.host.Exec(t, "nft", "delete", "element", "ip", "cni_portmap", "ports", "{ tcp . 8080 }")
-	require.NoError(t, err, out)
+	e.deletePortsElement(8080)
 	assert.Error(t, e.invoke(skel.CmdCheck, c, conf))
 	require.NoError(t, e.invoke(skel.CmdAdd, c, conf), "ADD repairs the attachment")
 	require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
@@ -264,6 +279,7 @@ func withoutAddresses(t *testing.T, conf []byte, c *container) []byte {
 func TestAddWithoutAddressesInPrevResultMapsTheKernelsOnes(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -335,6 +351,10 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(tc.extra, `"backend":"iptables","conditionsV6"`) {
+				// Without the tools backend iptables is nftables, which reads these.
+				testns.RequireFirewallBinaries(t, "the iptables backend's refusal of nft syntax")
+			}
 			mappings := `[]`
 			if tc.mappings != nil {
 				mappings = fmt.Sprintf(`[{"hostPort":%d,"containerPort":%d,"protocol":%q,"hostIP":%q}]`,
@@ -354,6 +374,7 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 }
 
 func TestIPTablesLayoutMatchesTheReference(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "the iptables backend's own test")
 	e := newEnv(t)
 	c := e.container("ctr-a")
 	many := []PortMapping{{HostPort: 8081, ContainerPort: udpPort, Protocol: "udp"}}
@@ -388,6 +409,7 @@ func TestIPTablesLayoutMatchesTheReference(t *testing.T) {
 }
 
 func TestIPTablesExternalMarkChainAndMasqAll(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "the iptables backend's own test")
 	e := newEnv(t)
 	c := e.container("ctr-a")
 	for _, tool := range []string{"iptables", "ip6tables"} {
@@ -409,6 +431,7 @@ func TestIPTablesExternalMarkChainAndMasqAll(t *testing.T) {
 func TestSNATOffInstallsNoMasquerade(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -428,6 +451,7 @@ func TestSNATOffInstallsNoMasquerade(t *testing.T) {
 func TestMasqAllMasqueradesExternalClients(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			c := e.container("ctr-a")
@@ -443,4 +467,40 @@ func TestMasqAllMasqueradesExternalClients(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBackendFollowsTheReferenceKeys: backend, and unset the options only one backend
+// has, choose as the reference does (the conditions' syntax:
+// TestConditionsInIPTablesSyntaxPickIPTables); where the iptables tools are missing,
+// backend iptables is nftables and iptables-only options are refused.
+func TestBackendFollowsTheReferenceKeys(t *testing.T) {
+	parse := func(t *testing.T, keys string) (*settings, error) {
+		var conf Config
+		require.NoError(t, json.Unmarshal([]byte(keys), &conf))
+		return parseSettings(&conf)
+	}
+	t.Run("tools installed", func(t *testing.T) {
+		testns.FakeIPTablesTools(t)
+		for keys, want := range map[string]netfilter.Backend{
+			`{"backend":"nftables"}`:                              netfilter.NFTables,
+			`{"backend":"iptables"}`:                              netfilter.IPTables,
+			`{"backend":"auto","markMasqBit":5}`:                  netfilter.IPTables,
+			`{"externalSetMarkChain":"KUBE-MARK-MASQ"}`:           netfilter.IPTables,
+			`{"backend":"auto","conditionsV6":["ip6 saddr ::1"]}`: netfilter.NFTables,
+		} {
+			s, err := parse(t, keys)
+			require.NoError(t, err, keys)
+			assert.Equal(t, want, s.backend, keys)
+		}
+	})
+	t.Run("no tools", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir())
+		s, err := parse(t, `{"backend":"iptables"}`)
+		require.NoError(t, err)
+		assert.Equal(t, netfilter.NFTables, s.backend)
+		_, err = parse(t, `{"conditionsV4":["!","-d","127.0.0.0/8"]}`)
+		require.Error(t, err)
+		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+		assert.Contains(t, err.Error(), "conditionsV4")
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/nftrecord"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 // referenceNFTables writes the reference plugin's (v1.9) nftables tables as its
@@ -21,6 +22,7 @@ import (
 // masquerading chain, "chain: rule") tagged with container ids.
 func referenceNFTables(t *testing.T, e *env, rules map[string][]string) {
 	t.Helper()
+	testns.RequireFirewallBinaries(t, "writes the reference plugin's nftables state with nft -f")
 	var script strings.Builder
 	for _, fam := range []string{"ip", "ip6"} {
 		fmt.Fprintf(&script, "table %[1]s cni_hostport {\n comment \"CNI portmap plugin\"\n chain hostports { }\n chain hostip_hostports { }\n"+
@@ -66,6 +68,7 @@ func referenceRulesOf(c *container) []string {
 // removes them (and their flows), only those reaching the container's addresses when
 // prevResult gives them, and leaves other containers' rules.
 func TestTheReferencePluginsNftablesMappingsAreCheckedAndDeleted(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "writes the reference plugin's nftables state with nft -f")
 	e := newEnv(t)
 	c, other := e.container("ctr-ref"), e.container("ctr-other")
 	elsewhere := "ip hostports: tcp dport 7070 dnat to 10.99.9.9:80" // the container on another network
@@ -118,6 +121,7 @@ func TestTheReferencePluginsNftablesMappingsAreCheckedAndDeleted(t *testing.T) {
 // its attachment, with the backend unset, finds the iptables layout (ours too, here
 // made by our iptables backend) and checks it, and fails once its chain is gone.
 func TestCheckFindsTheIPTablesLayoutWhereNftablesWasChosen(t *testing.T) {
+	requireBackend(t, "iptables")
 	e := newEnv(t)
 	c := e.container("ctr-ipt")
 	require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": "iptables"}, standardMappings())))
@@ -156,6 +160,7 @@ func TestEntryPortsCountInAnyGroupingAndBeyondTheFamily(t *testing.T) {
 // reference's nftables backend spends one table-list dump on finding that out, and with
 // the reference's tables present, one rule dump per chain and one transaction.
 func TestLookingForTheReferencesRulesCostsOneDump(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "writes the reference plugin's nftables state with nft -f")
 	e := newEnv(t)
 	c := e.container("ctr-ref")
 	removeOf := func() []nftrecord.Request {

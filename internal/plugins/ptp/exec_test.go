@@ -2,6 +2,7 @@ package ptp
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -32,37 +33,49 @@ func (e *env) execPlugin(t testing.TB, bin, cmd, cid string, config []byte, path
 const sysPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 func TestExecAddCheckDelThroughTheBinary(t *testing.T) {
-	e := newEnv(t)
-	bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
-	conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": "iptables"})
+	for _, backend := range []string{"iptables", "nftables"} {
+		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
+			e := newEnv(t)
+			bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
 
-	out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
-	require.NoError(t, err, string(out))
-	res, err := result.Parse(out, "1.1.0")
-	require.NoError(t, err)
-	require.Len(t, res.IPs, 2)
-	save, err := e.host.Exec(t, "iptables-save", "-t", "nat")
-	require.NoError(t, err)
-	assert.Contains(t, save, "-A POSTROUTING -s 10.10.0.2/32")
+			out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
+			require.NoError(t, err, string(out))
+			res, err := result.Parse(out, "1.1.0")
+			require.NoError(t, err)
+			require.Len(t, res.IPs, 2)
+			rs := e.ruleset(t)
+			assert.Contains(t, rs, "10.10.0.2")
+			if backend == "iptables" {
+				assert.Contains(t, rs, "-A POSTROUTING -s 10.10.0.2/32")
+			}
 
-	out, err = e.execPlugin(t, bin, "CHECK", "c1", withPrev(t, conf, res), sysPath)
-	require.NoError(t, err, string(out))
-	for i := 0; i < 2; i++ {
-		out, err = e.execPlugin(t, bin, "DEL", "c1", conf, sysPath)
-		require.NoError(t, err, string(out))
+			out, err = e.execPlugin(t, bin, "CHECK", "c1", withPrev(t, conf, res), sysPath)
+			require.NoError(t, err, string(out))
+			for i := 0; i < 2; i++ {
+				out, err = e.execPlugin(t, bin, "DEL", "c1", conf, sysPath)
+				require.NoError(t, err, string(out))
+			}
+			rs = e.ruleset(t)
+			assert.NotContains(t, rs, "CNI-")
+			assert.NotContains(t, rs, "10.10.0.2")
+			assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+		})
 	}
-	save, err = e.host.Exec(t, "iptables-save", "-t", "nat")
-	require.NoError(t, err)
-	assert.NotContains(t, save, "CNI-")
-	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
 }
 
 func TestExecAddFailingAtMasqueradeLeavesNothing(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "fails the masquerade with iptables tools of the test's that fail")
 	e := newEnv(t)
 	bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
 	conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": "iptables"})
-	// Without iptables-restore in PATH the masquerade step fails after IPAM and veth.
-	out, err := e.execPlugin(t, bin, "ADD", "c1", conf, "/nonexistent")
+	// iptables tools that fail: the masquerade step fails after IPAM and veth.
+	tools := t.TempDir()
+	for _, tool := range []string{"iptables-save", "iptables-restore", "ip6tables-save", "ip6tables-restore"} {
+		require.NoError(t, os.WriteFile(filepath.Join(tools, tool), []byte("#!/bin/sh\nexit 1\n"), 0o755))
+	}
+	out, err := e.execPlugin(t, bin, "ADD", "c1", conf, tools+":"+sysPath)
 	require.Error(t, err)
 	assert.True(t, strings.Contains(string(out), "ipMasq"), string(out))
 	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
@@ -100,31 +113,38 @@ func benchConfig(b *testing.B, e *env, backend string) []byte {
 // MTU, unreadable masquerade keys) still removes the veth, the addresses and the
 // masquerade an earlier ADD made.
 func TestExecDelIgnoresSettingsItDoesNotNeed(t *testing.T) {
-	for name, keys := range map[string]map[string]any{
-		"mtu ADD refuses":       {"mtu": 5},
-		"unreadable ipMasq":     {"ipMasq": "yes"},
-		"unreadable ipMasqIPv4": {"ipMasqIPv4": 1},
-	} {
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
-			bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
-			good := map[string]any{"ipMasq": true, "ipMasqBackend": "iptables"}
-			out, err := e.execPlugin(t, bin, "ADD", "c1", e.config(t, good), sysPath)
-			require.NoError(t, err, string(out))
-			require.Contains(t, e.ruleset(t), "10.10.0.2", "premise: masqueraded")
-
-			for k, v := range keys {
-				good[k] = v
-			}
-			bad := e.config(t, good)
-			out, err = e.execPlugin(t, bin, "DEL", "c1", bad, sysPath)
-			require.NoError(t, err, string(out))
-			assert.NotContains(t, e.ruleset(t), "10.10.0.2")
-			assert.Empty(t, e.reservations(t))
-			assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
-			assert.Equal(t, []string{"lo"}, e.links(t, e.host))
-		})
+	for _, backend := range []string{"iptables", "nftables"} {
+		for name, keys := range map[string]map[string]any{
+			"mtu ADD refuses":       {"mtu": 5},
+			"unreadable ipMasq":     {"ipMasq": "yes"},
+			"unreadable ipMasqIPv4": {"ipMasqIPv4": 1},
+		} {
+			t.Run(backend+"/"+name, func(t *testing.T) {
+				requireBackend(t, backend)
+				delIgnoresSettings(t, backend, keys)
+			})
+		}
 	}
+}
+
+func delIgnoresSettings(t *testing.T, backend string, keys map[string]any) {
+	e := newEnv(t)
+	bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+	good := map[string]any{"ipMasq": true, "ipMasqBackend": backend}
+	out, err := e.execPlugin(t, bin, "ADD", "c1", e.config(t, good), sysPath)
+	require.NoError(t, err, string(out))
+	require.Contains(t, e.ruleset(t), "10.10.0.2", "premise: masqueraded")
+
+	for k, v := range keys {
+		good[k] = v
+	}
+	bad := e.config(t, good)
+	out, err = e.execPlugin(t, bin, "DEL", "c1", bad, sysPath)
+	require.NoError(t, err, string(out))
+	assert.NotContains(t, e.ruleset(t), "10.10.0.2")
+	assert.Empty(t, e.reservations(t))
+	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+	assert.Equal(t, []string{"lo"}, e.links(t, e.host))
 }
 
 func TestExecDelWithoutIPAMTypeSucceeds(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -125,15 +126,29 @@ func (e *env) reservations(t *testing.T) []string {
 	return out
 }
 
+// ruleset is the host's nf_tables ruleset read over netlink and, where the firewall
+// binaries are, the nat tables as iptables-save prints them (legacy tables too).
 func (e *env) ruleset(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
-	for _, cmd := range [][]string{{"iptables-save", "-t", "nat"}, {"ip6tables-save", "-t", "nat"}, {"nft", "list", "ruleset"}} {
+	b.WriteString(nfttest.Ruleset(t, e.host))
+	if testns.FirewallBinariesHidden() {
+		return b.String()
+	}
+	for _, cmd := range [][]string{{"iptables-save", "-t", "nat"}, {"ip6tables-save", "-t", "nat"}} {
 		out, err := e.host.Exec(t, cmd[0], cmd[1:]...)
 		require.NoError(t, err, out)
 		b.WriteString(out)
 	}
 	return b.String()
+}
+
+// requireBackend skips an iptables subtest where the firewall binaries are hidden.
+func requireBackend(t *testing.T, backend string) {
+	t.Helper()
+	if backend == "iptables" {
+		testns.RequireFirewallBinaries(t, "the iptables masquerade backend's own test")
+	}
 }
 
 func (e *env) links(t *testing.T, n *testns.NS) []string {
@@ -191,6 +206,7 @@ func TestAddConnectsContainerAndHostDualStack(t *testing.T) {
 func TestMasqueradeFollowsThePerFamilyKeys(t *testing.T) {
 	for _, backend := range []string{"iptables", "nftables"} {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqIPv6": false, "ipMasqBackend": backend})
@@ -223,6 +239,7 @@ func TestDelTwiceSucceeds(t *testing.T) {
 func TestDelWithNetnsGoneLeavesNoMasqueradeState(t *testing.T) {
 	for _, backend := range []string{"iptables", "nftables"} {
 		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
 			t.Parallel()
 			e := newEnv(t)
 			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})

@@ -54,9 +54,10 @@ func (a *arm) grow(n int) error {
 	})
 }
 
-// fresh makes n more pods to measure, numbered after every resident pod to come.
+// fresh makes n more pods to measure, numbered after every resident pod to come and
+// so that their host ports (capArgs) are none a resident pod maps.
 func (a *arm) fresh(n int) ([]pod, error) {
-	pods, err := newPods("pod", 1_000_000+len(a.pods), n)
+	pods, err := newPods("pod", 1_020_000+len(a.pods), n)
 	if err != nil {
 		return nil, err
 	}

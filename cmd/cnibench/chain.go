@@ -135,12 +135,17 @@ type arrangement struct {
 	backend string
 	// oneChain is the list written as one chain plugin: one exec per operation.
 	oneChain bool
+	// floor is no CNI at all: the kernel objects of a pod made with the fewest
+	// netlink messages (floor.go).
+	floor bool
 }
 
 // describe names the arrangement in figure names, the build aside.
 func (a arrangement) describe() string {
 	how := "four execs via libcni"
 	switch {
+	case a.floor:
+		return "floor: the kernel objects alone"
 	case a.inProcess:
 		how = "in-process runner"
 	case a.oneChain:
@@ -160,6 +165,7 @@ type scenario struct {
 	tmp       string
 	drv       driver
 	clock     *pluginClock
+	closers   []func()
 }
 
 func (b *bench) newScenario(a arrangement) (s *scenario, err error) {
@@ -188,7 +194,19 @@ func (b *bench) newScenario(a arrangement) (s *scenario, err error) {
 			return nil, err
 		}
 	}
-	if a.inProcess {
+	if a.floor {
+		err = s.host.Do(func() error {
+			d, err := newFloorDriver(s.clock)
+			if d != nil {
+				s.closers = append(s.closers, d.close)
+				s.drv = d
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else if a.inProcess {
 		n, err := chain.Parse(conf)
 		if err != nil {
 			return nil, err
@@ -212,6 +230,9 @@ func (b *bench) newScenario(a arrangement) (s *scenario, err error) {
 }
 
 func (s *scenario) close() {
+	for _, c := range s.closers {
+		c()
+	}
 	if s.host != nil {
 		s.host.Close()
 	}

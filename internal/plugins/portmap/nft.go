@@ -88,7 +88,8 @@ func (f *nftFamily) chain(name string) *nftables.Chain {
 
 // ensureBase queues the table, the maps and the shared chains, with the shared chains'
 // rules rewritten: every statement is idempotent, so concurrent ADDs (each one atomic
-// transaction) converge on the same layout and a damaged base layout is repaired.
+// transaction) converge on the same layout, and an ADD whose first transaction failed
+// repairs a damaged base layout with it.
 func (f *nftFamily) ensureBase(c *nftables.Conn) error {
 	c.AddTable(f.table)
 	for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {

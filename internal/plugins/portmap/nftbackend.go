@@ -53,16 +53,16 @@ func (b nftBackend) add(ctx context.Context, o attachment, s *settings, fams []f
 	for _, fa := range fams {
 		f := newNFTFamily(fa.v6)
 		plan := planConditions(condField(fa.v6), fa.conds, fa.v6)
-		install := func(c *nftables.Conn) error { return f.install(c, o, s, fa, plan) }
-		err := b.inTransaction(install)
+		err := b.inTransaction(func(c *nftables.Conn) error { return f.install(c, o, s, fa, plan, false) })
 		if err != nil {
 			// The state did not match its records (something removed by hand), or another
 			// ADD or DEL changed a shared key between our reads and our transaction:
-			// clear the attachment the slow way and install it afresh.
+			// clear the attachment the slow way and install it afresh, with the base
+			// layout declared again in case part of it was removed.
 			if serr := b.inTransaction(func(c *nftables.Conn) error { return f.sweep(c, o.hash()) }); serr != nil {
 				return fmt.Errorf("nftables: port mappings of %s: %w (cleanup: %v)", o.cid, err, serr)
 			}
-			err = b.inTransaction(install)
+			err = b.inTransaction(func(c *nftables.Conn) error { return f.install(c, o, s, fa, plan, true) })
 		}
 		if err != nil {
 			return fmt.Errorf("nftables: install port mappings of %s: %w", o.cid, err)
@@ -84,18 +84,25 @@ func condField(v6 bool) string {
 }
 
 // install queues the attachment's chains and rules, its claims of map keys and the
-// release of keys it held before and no longer maps.
-func (f *nftFamily) install(c *nftables.Conn, o attachment, s *settings, fa family, plan condPlan) error {
+// release of keys it held before and no longer maps. The base layout is declared when
+// the table is missing, or always with repair: declaring it means rewriting the shared
+// chains (17 messages of a transaction that otherwise holds about 10), work every ADD
+// made the kernel do when one lookup tells that the table is there.
+func (f *nftFamily) install(c *nftables.Conn, o attachment, s *settings, fa family, plan condPlan, repair bool) error {
 	hash := o.hash()
 	old, err := f.stateOf(c, hash)
 	if err != nil {
 		return err
 	}
-	if err := f.ensureBase(c); err != nil {
-		return err
+	if repair || !old.exists && !f.tableExists(c) {
+		if err := f.ensureBase(c); err != nil {
+			return err
+		}
 	}
 	dn := c.AddChain(f.chain(nftDNPrefix + hash))
-	c.FlushChain(dn)
+	if old.exists {
+		c.FlushChain(dn)
+	}
 	dnat := dn
 	if plan.text != "" {
 		dnat = c.AddChain(f.chain(nftDMPrefix + hash))
@@ -163,7 +170,9 @@ func (f *nftFamily) queueMasq(c *nftables.Conn, o attachment, s *settings, fa fa
 		return nil
 	}
 	ch := c.AddChain(f.chain(mq))
-	c.FlushChain(ch)
+	if old.masq {
+		c.FlushChain(ch)
+	}
 	for _, r := range f.masqRules(ch, o, fa.addr, maps, s.masqAll) {
 		c.AddRule(r)
 	}

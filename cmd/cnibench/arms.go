@@ -32,6 +32,40 @@ func (b *bench) newArm(a arrangement) (*arm, error) {
 	return &arm{arr: a, s: s, times: map[string][]time.Duration{}}, nil
 }
 
+// armsAt makes an arm per arrangement with present pods resident in each; the caller
+// closes them (closeArms), also on error.
+func (b *bench) armsAt(arrs []arrangement, present int) ([]*arm, error) {
+	var arms []*arm
+	for _, arr := range arrs {
+		a, err := b.newArm(arr)
+		if err != nil {
+			return arms, err
+		}
+		arms = append(arms, a)
+		if err := a.grow(present); err != nil {
+			return arms, err
+		}
+		a.reset()
+	}
+	return arms, nil
+}
+
+// measureAt is armsAt, then n operations of each kind per arm, taking turns
+// (interleave). The caller closes the arms, also on error.
+func (b *bench) measureAt(arrs []arrangement, present, n int) ([]*arm, error) {
+	arms, err := b.armsAt(arrs, present)
+	if err == nil {
+		err = interleave(arms, n)
+	}
+	return arms, err
+}
+
+func closeArms(arms []*arm) {
+	for _, a := range arms {
+		a.close()
+	}
+}
+
 func (a *arm) name() string { return a.arr.describe() + " [" + a.arr.build.label + "]" }
 
 // grow adds resident pods up to n, untimed.
@@ -84,18 +118,6 @@ func (a *arm) time(op string, p pod) error {
 		a.times[op] = append(a.times[op], time.Since(start))
 		if err != nil {
 			return fmt.Errorf("%s %s of %s: %w", a.name(), op, p.id, err)
-		}
-		return nil
-	})
-}
-
-// tearDown deletes the resident pods.
-func (a *arm) tearDown() error {
-	return a.s.host.Do(func() error {
-		for _, p := range a.resident {
-			if err := a.s.drv.del(context.Background(), p); err != nil {
-				return fmt.Errorf("%s: DEL of resident pod %s: %w", a.name(), p.id, err)
-			}
 		}
 		return nil
 	})

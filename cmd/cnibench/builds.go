@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/cnikit/cni/internal/testns"
 )
 
 // build is one implementation of the plugins that sections measure side by side: our
@@ -148,4 +150,37 @@ func copyExecutable(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// pluginHost is a host namespace and one container namespace with a plugin dir of one
+// build, for sections that exec one plugin against attachments they make up.
+type pluginHost struct {
+	host, ctr *testns.NS
+	dir       string
+}
+
+func newPluginHost(bd build, plugin string) (*pluginHost, error) {
+	h := &pluginHost{}
+	var err error
+	if h.host, err = testns.Create(); err == nil {
+		if h.ctr, err = testns.Create(); err == nil {
+			h.dir, err = bd.pluginDir(plugin)
+		}
+	}
+	if err != nil {
+		h.close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *pluginHost) close() {
+	for _, n := range []*testns.NS{h.host, h.ctr} {
+		if n != nil {
+			n.Close()
+		}
+	}
+	if h.dir != "" {
+		os.RemoveAll(h.dir)
+	}
 }

@@ -15,29 +15,10 @@ func (b *bench) chainPerPod() error {
 		}
 	}
 	arrs = append(arrs, arrangement{build: b.ours(), inProcess: true}, arrangement{build: b.ours(), inProcess: true, backend: "iptables"})
-	var arms []*arm
-	defer func() {
-		for _, a := range arms {
-			a.close()
-		}
-	}()
-	for _, arr := range arrs {
-		a, err := b.newArm(arr)
-		if err != nil {
-			return err
-		}
-		arms = append(arms, a)
-		if err := a.grow(10); err != nil {
-			return err
-		}
-	}
-	if err := interleave(arms, b.iterations(30)); err != nil {
+	arms, err := b.measureAt(arrs, 10, b.iterations(30))
+	defer closeArms(arms)
+	if err != nil {
 		return err
-	}
-	for _, a := range arms {
-		if err := a.tearDown(); err != nil {
-			return err
-		}
 	}
 	b.recordArms("chain", arms, true)
 	b.chainRatios(arms)

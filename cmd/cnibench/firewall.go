@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
 	"github.com/cnikit/cni/internal/timing"
 )
 
@@ -65,28 +64,18 @@ func (b *bench) firewallScale() error {
 
 // firewallRun is one build's host with its installed attachments.
 type firewallRun struct {
+	*pluginHost
 	bd        build
-	host, ctr *testns.NS
-	dir       string
 	installed int
 	times     map[string][]time.Duration
 }
 
-func newFirewallRun(bd build) (r *firewallRun, err error) {
-	r = &firewallRun{bd: bd, times: map[string][]time.Duration{}}
-	defer func() {
-		if err != nil {
-			r.close()
-		}
-	}()
-	if r.host, err = testns.Create(); err != nil {
+func newFirewallRun(bd build) (*firewallRun, error) {
+	h, err := newPluginHost(bd, "firewall")
+	if err != nil {
 		return nil, err
 	}
-	if r.ctr, err = testns.Create(); err != nil {
-		return nil, err
-	}
-	r.dir, err = bd.pluginDir("firewall")
-	return r, err
+	return &firewallRun{pluginHost: h, bd: bd, times: map[string][]time.Duration{}}, nil
 }
 
 func (r *firewallRun) args(cmd string, i int) skel.Args {
@@ -121,15 +110,4 @@ func (r *firewallRun) cycle(i int) error {
 		}
 		return nil
 	})
-}
-
-func (r *firewallRun) close() {
-	for _, n := range []*testns.NS{r.host, r.ctr} {
-		if n != nil {
-			n.Close()
-		}
-	}
-	if r.dir != "" {
-		os.RemoveAll(r.dir)
-	}
 }

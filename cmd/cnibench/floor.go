@@ -224,17 +224,24 @@ func (d *floorDriver) transaction(plan func() error) error {
 	return d.nft.Flush()
 }
 
-// newVeth sends the one RTM_NEWLINK that makes the pair: the host end (index chosen,
-// up, in the bridge) and its peer (eth0, index chosen, up, in the container).
-func (d *floorDriver) newVeth(fp *floorPod) error {
+// newLinkUp starts the RTM_NEWLINK that creates a link of kind up, under the index
+// chosen (the kernel takes it), and returns the request and its IFLA_LINKINFO.
+func newLinkUp(kind, name string, index int) (*nl.NetlinkRequest, *nl.RtAttr) {
 	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL|unix.NLM_F_ACK)
 	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
-	msg.Index, msg.Flags, msg.Change = int32(floorHostIdx(fp.i)), unix.IFF_UP, unix.IFF_UP
+	msg.Index, msg.Flags, msg.Change = int32(index), unix.IFF_UP, unix.IFF_UP
 	req.AddData(msg)
-	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(fmt.Sprintf("vfl%d", fp.i))))
-	req.AddData(nl.NewRtAttr(unix.IFLA_MASTER, nl.Uint32Attr(uint32(d.bridge))))
+	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
 	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
-	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("veth"))
+	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated(kind))
+	return req, info
+}
+
+// newVeth sends the one RTM_NEWLINK that makes the pair: the host end (index chosen,
+// up, in the bridge) and its peer (eth0, index chosen, in the container).
+func (d *floorDriver) newVeth(fp *floorPod) error {
+	req, info := newLinkUp("veth", fmt.Sprintf("vfl%d", fp.i), floorHostIdx(fp.i))
+	req.AddData(nl.NewRtAttr(unix.IFLA_MASTER, nl.Uint32Attr(uint32(d.bridge))))
 	peer := info.AddRtAttr(nl.IFLA_INFO_DATA, nil).AddRtAttr(nl.VETH_INFO_PEER, nil)
 	pm := nl.NewIfInfomsgChild(peer, unix.AF_UNSPEC)
 	pm.Index = int32(fp.peer)
@@ -267,14 +274,8 @@ func (d *floorDriver) addMapping(fp *floorPod) error {
 // (one RTM_NEWLINK: index, up, alias) with the host end's ingress redirected to it and
 // a tbf of its own (the container's egress).
 func (d *floorDriver) shape(fp *floorPod) error {
-	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL|unix.NLM_F_ACK)
-	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
-	msg.Index, msg.Flags, msg.Change = int32(floorIfbIdx(fp.i)), unix.IFF_UP, unix.IFF_UP
-	req.AddData(msg)
-	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(fmt.Sprintf("bfl%d", fp.i))))
+	req, info := newLinkUp("ifb", fmt.Sprintf("bfl%d", fp.i), floorIfbIdx(fp.i))
 	req.AddData(nl.NewRtAttr(unix.IFLA_IFALIAS, []byte(fmt.Sprintf("floor pod %d", fp.i))))
-	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
-	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("ifb"))
 	req.AddData(info)
 	if err := d.send(req); err != nil {
 		return fmt.Errorf("ifb: %w", err)
@@ -417,24 +418,9 @@ func (b *bench) floor() error {
 		{build: b.ours(), inProcess: true, backend: "nftables"},
 		{build: b.ours(), oneChain: true, backend: "nftables"},
 	}
-	var arms []*arm
-	defer func() {
-		for _, a := range arms {
-			a.close()
-		}
-	}()
-	for _, arr := range arrs {
-		a, err := b.newArm(arr)
-		if err != nil {
-			return err
-		}
-		arms = append(arms, a)
-		if err := a.grow(10); err != nil {
-			return err
-		}
-		a.reset()
-	}
-	if err := interleave(arms, b.iterations(30)); err != nil {
+	arms, err := b.measureAt(arrs, 10, b.iterations(30))
+	defer closeArms(arms)
+	if err != nil {
 		return err
 	}
 	b.recordArms("floor", arms, true)

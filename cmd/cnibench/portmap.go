@@ -70,29 +70,18 @@ func (b *bench) portmap() error {
 
 // portmapRun is one build's host with present containers' mappings installed.
 type portmapRun struct {
-	bd        build
-	backend   string
-	host, ctr *testns.NS
-	dir       string
-	add, del  []time.Duration
+	*pluginHost
+	bd       build
+	backend  string
+	add, del []time.Duration
 }
 
 func newPortmapRun(bd build, backend string, present int) (r *portmapRun, err error) {
-	r = &portmapRun{bd: bd, backend: backend}
-	defer func() {
-		if err != nil {
-			r.close()
-		}
-	}()
-	if r.host, err = testns.Create(); err != nil {
+	h, err := newPluginHost(bd, "portmap")
+	if err != nil {
 		return nil, err
 	}
-	if r.ctr, err = testns.Create(); err != nil {
-		return nil, err
-	}
-	if r.dir, err = bd.pluginDir("portmap"); err != nil {
-		return nil, err
-	}
+	r = &portmapRun{pluginHost: h, bd: bd, backend: backend}
 	err = r.host.Do(func() error {
 		if err := hostBridge("pmbench0", "10.99.0.1/16"); err != nil {
 			return err
@@ -104,7 +93,11 @@ func newPortmapRun(bd build, backend string, present int) (r *portmapRun, err er
 		}
 		return nil
 	})
-	return r, err
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
 }
 
 func (r *portmapRun) plugin() string { return filepath.Join(r.dir, "portmap") }
@@ -127,17 +120,6 @@ func (r *portmapRun) addDel(i int) error {
 		r.add, r.del = append(r.add, mid.Sub(start)), append(r.del, time.Since(mid))
 		return nil
 	})
-}
-
-func (r *portmapRun) close() {
-	for _, n := range []*testns.NS{r.host, r.ctr} {
-		if n != nil {
-			n.Close()
-		}
-	}
-	if r.dir != "" {
-		os.RemoveAll(r.dir)
-	}
 }
 
 // hostBridge gives the bench's host namespace an up bridge carrying addr, so routes to

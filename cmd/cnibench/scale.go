@@ -25,20 +25,16 @@ func (b *bench) scale() error {
 	if b.quick {
 		levels = []int{10, 100}
 	}
-	var arms []*arm
-	defer func() {
-		for _, a := range arms {
-			a.close()
-		}
-	}()
+	var arrs []arrangement
 	for _, bd := range b.allBuilds("scale", chainPlugins...) {
 		for _, be := range []string{"iptables", "nftables"} {
-			a, err := b.newArm(arrangement{build: bd, backend: be})
-			if err != nil {
-				return err
-			}
-			arms = append(arms, a)
+			arrs = append(arrs, arrangement{build: bd, backend: be})
 		}
+	}
+	arms, err := b.armsAt(arrs, 0)
+	defer closeArms(arms)
+	if err != nil {
+		return err
 	}
 	at := map[int]map[*arm]map[string]float64{} // level → arm → op → median
 	for _, level := range levels {

@@ -79,8 +79,8 @@ func assertNoSweep(t *testing.T, sent []nftrecord.Request) {
 // TestNFTAddDeclaresTheBaseOnlyWithoutTheTable: the first ADD declares the table, its
 // maps and the shared chains; later ADDs send only the attachment's own chains, rules
 // and elements (every ADD used to rewrite the shared chains: 29 messages instead of
-// 11); an ADD after the table was deleted by hand declares it again, and its mapping
-// answers.
+// 11), both families in one transaction, as DEL removes them (they took one each); an
+// ADD after the table was deleted by hand declares it again, and its mapping answers.
 func TestNFTAddDeclaresTheBaseOnlyWithoutTheTable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -113,6 +113,14 @@ func TestNFTAddDeclaresTheBaseOnlyWithoutTheTable(t *testing.T) {
 	sent := addOf(t, b, 8081)
 	assert.False(t, declares(sent), "the table is there: %v", sent)
 	assert.LessOrEqual(t, len(sent), 24, "the attachment's own objects, in two families: %v", sent)
+	assert.Equal(t, 1, nftrecord.Batches(sent), "both families in one transaction: %v", sent)
+	var r nftrecord.Recorder
+	defer r.Close()
+	require.NoError(t, e.host.Do(func() error {
+		_, err := nftBackend{conn: r.Option()}.del(context.Background(), attachment{net: "net1", cid: b.id}.hash())
+		return err
+	}))
+	assert.Equal(t, 1, nftrecord.Batches(r.Sent()), "DEL of both families in one transaction: %v", r.Sent())
 
 	out, err := e.host.Exec(t, "nft", "delete", "table", "ip", nftTableName)
 	require.NoError(t, err, out)

@@ -28,7 +28,7 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	b := &bench{bin: abs, quick: *quick}
+	b := &bench{bin: abs, binDir: filepath.Dir(abs), quick: *quick}
 	if *base != "" {
 		if b.base, err = filepath.Abs(*base); err != nil {
 			fatal(err)
@@ -109,6 +109,7 @@ type section struct {
 
 type bench struct {
 	bin     string
+	binDir  string // the directory of -bin as given (bin/cri-bench lives there), before stage copies -bin
 	base    string // a build measured beside this one in every section, "" when not compared
 	ref     string // reference plugins' directory, "" when not compared
 	quick   bool

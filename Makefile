@@ -105,11 +105,13 @@ test-e2e: deps-e2e bin/linux-$(HOSTARCH)/cni
 fuzz:
 	GO='$(GO)' FUZZTIME='$(FUZZTIME)' scripts/fuzz.sh
 
-# REF=DIR measures the reference plugins in DIR beside ours (cnibench -ref).
+# REF=DIR measures the reference plugins in DIR beside ours (cnibench -ref); BASE=BIN
+# another build of cni (before a change) in every section, taking turns (cnibench -base);
+# ONLY=a,b picks sections, QUICK=1 runs fewer iterations. See docs/performance.md.
 # Its containerd section runs bin/cri-bench (tools/cmd/cri-bench: a CRI client, whose
 # gRPC stays out of the main module) with bin/pause, the sandbox image's program.
 bench: build bin/cri-bench bin/pause
-	$(GO) run ./cmd/cnibench -bin $(BIN) $(if $(REF),-ref $(REF))
+	$(GO) run ./cmd/cnibench -bin $(BIN) $(if $(REF),-ref $(REF)) $(if $(BASE),-base $(BASE)) $(if $(ONLY),-only $(ONLY)) $(if $(QUICK),-quick)
 
 .PHONY: bin/cri-bench bin/pause
 bin/cri-bench:

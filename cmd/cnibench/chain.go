@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"sync"
-	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
@@ -17,15 +14,11 @@ import (
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
 	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/timing"
 )
 
 // standardChain is the chain Kubernetes runtimes ship: loopback, bridge with host-local
 // and masquerade, portmap, bandwidth. backend "" means each plugin's default.
 func standardChain(dataDir, backend string) []byte {
-	if backend == referenceBackend {
-		backend = ""
-	}
 	be := ""
 	pbe := ""
 	if backend != "" {
@@ -57,7 +50,7 @@ func asChainPlugin(conf []byte) ([]byte, error) {
 
 func capArgs(i int) map[string]any {
 	return map[string]any{
-		"portMappings": []map[string]any{{"hostPort": 20000 + i, "containerPort": 80, "protocol": "tcp"}},
+		"portMappings": []map[string]any{{"hostPort": 20000 + i%40000, "containerPort": 80, "protocol": "tcp"}},
 		"bandwidth":    map[string]any{"ingressRate": 1_000_000_000, "ingressBurst": 10_000_000, "egressRate": 1_000_000_000, "egressBurst": 10_000_000},
 	}
 }
@@ -65,21 +58,12 @@ func capArgs(i int) map[string]any {
 // chainPlugins are the plugins of the standard chain, by executable name.
 var chainPlugins = []string{"loopback", "bridge", "host-local", "portmap", "bandwidth"}
 
-// referenceBackend stands for "the reference plugins, each with its own default backend"
-// where a scenario takes a backend.
-const referenceBackend = "reference"
-
-// referenceDir links the reference plugins into a fresh plugin directory.
-func (b *bench) referenceDir() (string, error) {
-	return linkEach(func(name string) string { return filepath.Join(b.ref, name) }, chainPlugins...)
-}
-
-// driver runs one attachment's ADD, CHECK and DEL: through libcni exec'ing our binary, or
-// through our own runner with every plugin in-process.
+// driver runs one attachment's ADD, CHECK and DEL: through libcni exec'ing a build's
+// plugins, or through our own runner with every plugin in-process.
 type driver interface {
-	add(ctx context.Context, id, netns string, i int) (netip.Addr, error)
-	check(ctx context.Context, id, netns string, i int) error
-	del(ctx context.Context, id, netns string, i int) error
+	add(ctx context.Context, p pod) (netip.Addr, error)
+	check(ctx context.Context, p pod) error
+	del(ctx context.Context, p pod) error
 }
 
 type libcniDriver struct {
@@ -87,12 +71,12 @@ type libcniDriver struct {
 	list *libcni.NetworkConfigList
 }
 
-func (d *libcniDriver) rt(id, netns string, i int) *libcni.RuntimeConf {
-	return &libcni.RuntimeConf{ContainerID: id, NetNS: netns, IfName: "eth0", CapabilityArgs: capArgs(i)}
+func (d *libcniDriver) rt(p pod) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{ContainerID: p.id, NetNS: p.ns.Path, IfName: p.ifName, CapabilityArgs: capArgs(p.i)}
 }
 
-func (d *libcniDriver) add(ctx context.Context, id, netns string, i int) (netip.Addr, error) {
-	res, err := d.cni.AddNetworkList(ctx, d.list, d.rt(id, netns, i))
+func (d *libcniDriver) add(ctx context.Context, p pod) (netip.Addr, error) {
+	res, err := d.cni.AddNetworkList(ctx, d.list, d.rt(p))
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -104,12 +88,12 @@ func (d *libcniDriver) add(ctx context.Context, id, netns string, i int) (netip.
 	return a.Unmap(), nil
 }
 
-func (d *libcniDriver) check(ctx context.Context, id, netns string, i int) error {
-	return d.cni.CheckNetworkList(ctx, d.list, d.rt(id, netns, i))
+func (d *libcniDriver) check(ctx context.Context, p pod) error {
+	return d.cni.CheckNetworkList(ctx, d.list, d.rt(p))
 }
 
-func (d *libcniDriver) del(ctx context.Context, id, netns string, i int) error {
-	return d.cni.DelNetworkList(ctx, d.list, d.rt(id, netns, i))
+func (d *libcniDriver) del(ctx context.Context, p pod) error {
+	return d.cni.DelNetworkList(ctx, d.list, d.rt(p))
 }
 
 type runnerDriver struct {
@@ -117,12 +101,12 @@ type runnerDriver struct {
 	net *chain.Network
 }
 
-func (d *runnerDriver) att(id, netns string, i int) chain.Attachment {
-	return chain.Attachment{ContainerID: id, Netns: netns, IfName: "eth0", CapabilityArgs: capArgs(i)}
+func (d *runnerDriver) att(p pod) chain.Attachment {
+	return chain.Attachment{ContainerID: p.id, Netns: p.ns.Path, IfName: p.ifName, CapabilityArgs: capArgs(p.i)}
 }
 
-func (d *runnerDriver) add(ctx context.Context, id, netns string, i int) (netip.Addr, error) {
-	res, err := d.r.Add(ctx, d.net, d.att(id, netns, i))
+func (d *runnerDriver) add(ctx context.Context, p pod) (netip.Addr, error) {
+	res, err := d.r.Add(ctx, d.net, d.att(p))
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -132,12 +116,46 @@ func (d *runnerDriver) add(ctx context.Context, id, netns string, i int) (netip.
 	return res.IPs[0].Address.Addr(), nil
 }
 
-func (d *runnerDriver) check(ctx context.Context, id, netns string, i int) error {
-	return d.r.Check(ctx, d.net, d.att(id, netns, i))
+func (d *runnerDriver) check(ctx context.Context, p pod) error {
+	return d.r.Check(ctx, d.net, d.att(p))
 }
 
-func (d *runnerDriver) del(ctx context.Context, id, netns string, i int) error {
-	return d.r.Del(ctx, d.net, d.att(id, netns, i))
+func (d *runnerDriver) del(ctx context.Context, p pod) error {
+	return d.r.Del(ctx, d.net, d.att(p))
+}
+
+// arrangement is how a scenario runs the standard chain.
+type arrangement struct {
+	build build
+	// inProcess is our runner with every plugin in-process, instead of libcni; only
+	// for ours (the code of another build is not in this program).
+	inProcess bool
+	// backend forces masquerade's and portmap's rule backend; "" is each plugin's
+	// default.
+	backend string
+	// oneChain is the list written as one chain plugin: one exec per operation.
+	oneChain bool
+	// floor is no CNI at all: the kernel objects of a pod made with the fewest
+	// netlink messages (floor.go).
+	floor bool
+}
+
+// describe names the arrangement in figure names, the build aside.
+func (a arrangement) describe() string {
+	how := "four execs via libcni"
+	switch {
+	case a.floor:
+		return "floor: the kernel objects alone"
+	case a.inProcess:
+		how = "in-process runner"
+	case a.oneChain:
+		how = "one chain exec via libcni"
+	}
+	be := "default backend"
+	if a.backend != "" {
+		be = a.backend
+	}
+	return how + ", " + be
 }
 
 // scenario is one throwaway host namespace with a plugin dir, data and cache dirs.
@@ -146,48 +164,62 @@ type scenario struct {
 	pluginDir string
 	tmp       string
 	drv       driver
+	clock     *pluginClock
+	closers   []func()
 }
 
-func (b *bench) newScenario(viaLibcni bool, backend string, oneChainPlugin bool) (*scenario, error) {
-	host, err := testns.Create()
-	if err != nil {
+func (b *bench) newScenario(a arrangement) (s *scenario, err error) {
+	s = &scenario{clock: newPluginClock()}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.host, err = testns.Create(); err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp("", "cnibench-chain-")
-	if err != nil {
-		host.Close()
+	if s.tmp, err = os.MkdirTemp("", "cnibench-chain-"); err != nil {
 		return nil, err
 	}
-	var pluginDir string
-	if backend == referenceBackend {
-		pluginDir, err = b.referenceDir()
-	} else {
-		pluginDir, err = linkDir(b.bin, append(chainPlugins, "chain")...)
+	names := chainPlugins
+	if !a.build.isRef() {
+		names = append(names[:len(names):len(names)], "chain")
 	}
-	if err != nil {
+	if s.pluginDir, err = a.build.pluginDir(names...); err != nil {
 		return nil, err
 	}
-	s := &scenario{host: host, pluginDir: pluginDir, tmp: tmp}
-	conf := standardChain(tmp+"/ipam", backend)
-	if oneChainPlugin {
+	conf := standardChain(s.tmp+"/ipam", a.backend)
+	if a.oneChain {
 		if conf, err = asChainPlugin(conf); err != nil {
 			return nil, err
 		}
 	}
-	if viaLibcni {
-		list, err := libcni.ConfListFromBytes(conf)
+	if a.floor {
+		err = s.host.Do(func() error {
+			d, err := newFloorDriver(s.clock)
+			if d != nil {
+				s.closers = append(s.closers, d.close)
+				s.drv = d
+			}
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
-		s.drv = &libcniDriver{cni: libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, tmp+"/cache", nil), list: list}
-	} else {
+	} else if a.inProcess {
 		n, err := chain.Parse(conf)
 		if err != nil {
 			return nil, err
 		}
-		s.drv = &runnerDriver{r: &chain.Runner{Builtin: dispatch.Lookup, PluginPath: []string{pluginDir}, CacheDir: tmp + "/cache"}, net: n}
+		s.drv = &runnerDriver{r: &chain.Runner{Builtin: s.clock.wrap(dispatch.Lookup), PluginPath: []string{s.pluginDir}, CacheDir: s.tmp + "/cache"}, net: n}
+	} else {
+		list, err := libcni.ConfListFromBytes(conf)
+		if err != nil {
+			return nil, err
+		}
+		s.drv = &libcniDriver{cni: libcni.NewCNIConfigWithCacheDir([]string{s.pluginDir}, s.tmp+"/cache", s.clock), list: list}
 	}
-	err = host.Do(func() error {
+	err = s.host.Do(func() error {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
 			return err
@@ -198,190 +230,68 @@ func (b *bench) newScenario(viaLibcni bool, backend string, oneChainPlugin bool)
 }
 
 func (s *scenario) close() {
-	s.host.Close()
-	os.RemoveAll(s.tmp)
-	os.RemoveAll(s.pluginDir)
+	for _, c := range s.closers {
+		c()
+	}
+	if s.host != nil {
+		s.host.Close()
+	}
+	if s.tmp != "" {
+		os.RemoveAll(s.tmp)
+	}
+	if s.pluginDir != "" {
+		os.RemoveAll(s.pluginDir)
+	}
 }
 
-// pod is one container namespace with its attachment.
+// pod is one attachment: a container namespace and the interface name in it.
 type pod struct {
-	id string
-	ns *testns.NS
-	i  int
+	id     string
+	ns     *testns.NS
+	ifName string
+	i      int
 }
 
+// newPods makes n pods, each in a namespace of its own.
 func newPods(prefix string, from, n int) ([]pod, error) {
 	pods := make([]pod, 0, n)
 	for i := from; i < from+n; i++ {
 		ns, err := testns.Create()
 		if err != nil {
+			closePods(pods)
 			return nil, err
 		}
-		pods = append(pods, pod{id: fmt.Sprintf("%s%d", prefix, i), ns: ns, i: i})
+		pods = append(pods, pod{id: fmt.Sprintf("%s%d", prefix, i), ns: ns, ifName: "eth0", i: i})
+	}
+	return pods, nil
+}
+
+// podsPerNamespace is how many resident pods share one container namespace, each
+// under its own interface name. What a pod costs the host (its veth end, bridge port,
+// rules, qdiscs, reservation) is the same; a thousand namespaces would cost the machine
+// a thousand namespace teardowns and measure nothing more.
+const podsPerNamespace = 25
+
+// newResidentPods makes n pods that share namespaces podsPerNamespace at a time.
+func newResidentPods(prefix string, from, n int) ([]pod, error) {
+	pods := make([]pod, 0, n)
+	var ns *testns.NS
+	for i := from; i < from+n; i++ {
+		k := i - from
+		if k%podsPerNamespace == 0 {
+			var err error
+			if ns, err = testns.Create(); err != nil {
+				closePods(pods)
+				return nil, err
+			}
+		}
+		pods = append(pods, pod{id: fmt.Sprintf("%s%d", prefix, i), ns: ns, ifName: fmt.Sprintf("eth%d", k%podsPerNamespace), i: i})
 	}
 	return pods, nil
 }
 
 func closePods(pods []pod) {
 	for _, p := range pods {
-		p.ns.Close()
+		p.ns.Close() // closing a shared namespace twice is harmless
 	}
-}
-
-// chainPerPod measures ADD, CHECK and DEL of single pods with `present` pods already
-// attached, for each driver and backend.
-func (b *bench) chainPerPod() error {
-	type combo struct {
-		label   string
-		libcni  bool
-		backend string
-	}
-	combos := []combo{
-		{"libcni exec, default backend", true, ""},
-		{"libcni exec, iptables forced", true, "iptables"},
-		{"in-process runner, default backend", false, ""},
-		{"in-process runner, iptables forced", false, "iptables"},
-	}
-	if b.ref != "" {
-		combos = append(combos, combo{"libcni exec, reference plugins", true, referenceBackend})
-	}
-	measured := b.iterations(30)
-	for _, c := range combos {
-		for _, present := range []int{10, 300} {
-			if b.quick && present > 10 {
-				continue
-			}
-			add, check, del, err := b.measureChain(c.libcni, c.backend, present, measured)
-			if err != nil {
-				return fmt.Errorf("%s at %d pods: %w", c.label, present, err)
-			}
-			note := fmt.Sprintf("%d pods present", present)
-			b.record("chain", fmt.Sprintf("ADD   %s @%d", c.label, present), timing.MedianMs(add), "ms", note)
-			b.record("chain", fmt.Sprintf("CHECK %s @%d", c.label, present), timing.MedianMs(check), "ms", note)
-			b.record("chain", fmt.Sprintf("DEL   %s @%d", c.label, present), timing.MedianMs(del), "ms", note)
-			if c.label == "in-process runner, default backend" && present == 10 {
-				b.target("≤ 30 ms (issue 18)")
-			}
-		}
-	}
-	return nil
-}
-
-func (b *bench) measureChain(viaLibcni bool, backend string, present, measured int) (add, check, del []time.Duration, err error) {
-	s, err := b.newScenario(viaLibcni, backend, false)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer s.close()
-	background, err := newPods("bg", 0, present)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer closePods(background)
-	pods, err := newPods("pod", present, measured)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer closePods(pods)
-	ctx := context.Background()
-	err = s.host.Do(func() error {
-		for _, p := range background {
-			if _, err := s.drv.add(ctx, p.id, p.ns.Path, p.i); err != nil {
-				return err
-			}
-		}
-		for _, p := range pods {
-			start := time.Now()
-			if _, err := s.drv.add(ctx, p.id, p.ns.Path, p.i); err != nil {
-				return err
-			}
-			add = append(add, time.Since(start))
-		}
-		for _, p := range pods {
-			start := time.Now()
-			if err := s.drv.check(ctx, p.id, p.ns.Path, p.i); err != nil {
-				return err
-			}
-			check = append(check, time.Since(start))
-		}
-		for _, p := range pods {
-			start := time.Now()
-			if err := s.drv.del(ctx, p.id, p.ns.Path, p.i); err != nil {
-				return err
-			}
-			del = append(del, time.Since(start))
-		}
-		for _, p := range background {
-			if err := s.drv.del(ctx, p.id, p.ns.Path, p.i); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return add, check, del, err
-}
-
-// concurrency runs 8 parallel streams of ADD then DEL through libcni and checks that no
-// address was handed out twice while the pods were alive together.
-func (b *bench) concurrency() error {
-	const streams = 8
-	perStream := b.iterations(20)
-	s, err := b.newScenario(true, "", false)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	var mu sync.Mutex
-	seen := map[netip.Addr]string{}
-	var dup []string
-	var wg sync.WaitGroup
-	errs := make(chan error, streams)
-	start := time.Now()
-	for st := 0; st < streams; st++ {
-		pods, err := newPods(fmt.Sprintf("s%d-", st), st*perStream, perStream)
-		if err != nil {
-			return err
-		}
-		defer closePods(pods)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- s.host.Do(func() error {
-				ctx := context.Background()
-				for _, p := range pods {
-					a, err := s.drv.add(ctx, p.id, p.ns.Path, p.i)
-					if err != nil {
-						return err
-					}
-					mu.Lock()
-					if other, ok := seen[a]; ok {
-						dup = append(dup, fmt.Sprintf("%s given to %s and %s", a, other, p.id))
-					}
-					seen[a] = p.id
-					mu.Unlock()
-				}
-				for _, p := range pods {
-					if err := s.drv.del(ctx, p.id, p.ns.Path, p.i); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	elapsed := time.Since(start)
-	total := streams * perStream
-	b.record("concurrency", "8 streams ADD+DEL via libcni, pods/s", float64(total)/elapsed.Seconds(), "pods/s", fmt.Sprintf("%d pods", total))
-	b.record("concurrency", "addresses handed out twice", float64(len(dup)), "count", "must be 0")
-	if len(dup) > 0 {
-		return fmt.Errorf("duplicate addresses: %v", dup)
-	}
-	return nil
 }

@@ -16,7 +16,7 @@ import (
 // It runs tools/cmd/cri-bench, which make bench builds beside the cni binary (as
 // bin/cri-bench, with bin/pause): the CRI client's gRPC stays out of this module.
 func (b *bench) containerd() error {
-	dir := filepath.Dir(b.bin)
+	dir := b.binDir
 	tool, pause := filepath.Join(dir, "cri-bench"), filepath.Join(dir, "pause")
 	for _, p := range []string{tool, pause} {
 		if _, err := os.Stat(p); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -36,79 +35,88 @@ func flannelChain(tmp string) []byte {
 const flannelSubnetEnv = "FLANNEL_NETWORK=10.42.0.0/16\nFLANNEL_SUBNET=10.42.3.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"
 
 // flannel measures a pod's ADD and DEL of flannel+portmap through libcni with 10 pods
-// present, ours and (with -ref holding a flannel binary) the reference's, in one run.
+// present, for every build (the reference when -ref holds a flannel binary), the
+// builds taking turns pod by pod, each in a host of its own.
 func (b *bench) flannel() error {
-	runs := []struct {
-		label string
-		dir   func() (string, error)
-	}{{"ours", func() (string, error) { return linkDir(b.bin, flannelPlugins...) }}}
-	if b.ref != "" {
-		if _, err := os.Stat(filepath.Join(b.ref, "flannel")); err == nil {
-			runs = append(runs, struct {
-				label string
-				dir   func() (string, error)
-			}{"reference", func() (string, error) {
-				return linkEach(func(n string) string { return filepath.Join(b.ref, n) }, refFlannelPlugins...)
-			}})
+	var runs []*flannelRun
+	for _, bd := range b.allBuilds("flannel", refFlannelPlugins...) {
+		names := flannelPlugins
+		if bd.isRef() {
+			names = refFlannelPlugins
 		}
-	}
-	medians := map[string][2]float64{}
-	for _, r := range runs {
-		dir, err := r.dir()
+		dir, err := bd.pluginDir(names...)
 		if err != nil {
 			return err
 		}
-		add, del, err := b.measureFlannel(dir)
-		os.RemoveAll(dir)
+		defer os.RemoveAll(dir)
+		r, err := newFlannelRun(bd, dir, 10, b.iterations(30))
 		if err != nil {
-			return fmt.Errorf("%s: %w", r.label, err)
+			return fmt.Errorf("%s: %w", bd.label, err)
 		}
-		medians[r.label] = [2]float64{timing.MedianMs(add), timing.MedianMs(del)}
-		b.record("flannel", "ADD flannel+portmap via libcni, "+r.label, medians[r.label][0], "ms", "10 pods present")
-		b.record("flannel", "DEL flannel+portmap via libcni, "+r.label, medians[r.label][1], "ms", "10 pods present")
+		defer r.close()
+		runs = append(runs, r)
 	}
-	if ref, ok := medians["reference"]; ok {
-		ours := medians["ours"]
-		b.record("flannel", "ADD ours / reference", ours[0]/ref[0], "ratio", "")
-		b.target("<= 0.3")
-		b.record("flannel", "DEL ours / reference", ours[1]/ref[1], "ratio", "")
-		b.target("<= 0.3")
+	for _, op := range []string{"ADD", "DEL"} {
+		for i := range runs[0].measured {
+			for _, k := range rotated(indexes(len(runs)), i) {
+				if err := runs[k].time(op, i); err != nil {
+					return fmt.Errorf("%s %s: %w", runs[k].bd.label, op, err)
+				}
+			}
+		}
+	}
+	for _, r := range runs {
+		b.recordFor(r.bd, "flannel", "ADD flannel+portmap via libcni @10", timing.MedianMs(r.times["ADD"]), "ms", "10 pods present")
+		if r.bd.label == labelOurs && b.ref != "" {
+			b.target("ours/ref <= 0.3")
+		}
+		b.recordFor(r.bd, "flannel", "DEL flannel+portmap via libcni @10", timing.MedianMs(r.times["DEL"]), "ms", "10 pods present")
+		if r.bd.label == labelOurs && b.ref != "" {
+			b.target("ours/ref <= 0.3")
+		}
 	}
 	return nil
 }
 
-func (b *bench) measureFlannel(pluginDir string) (add, del []time.Duration, err error) {
-	host, err := testns.Create()
-	if err != nil {
-		return nil, nil, err
+// flannelRun is one build's host with its resident pods, its measured pods, and the
+// times of their operations.
+type flannelRun struct {
+	bd       build
+	host     *testns.NS
+	tmp      string
+	cni      *libcni.CNIConfig
+	list     *libcni.NetworkConfigList
+	pods     []pod
+	present  int
+	measured int
+	times    map[string][]time.Duration
+}
+
+func newFlannelRun(bd build, pluginDir string, present, measured int) (r *flannelRun, err error) {
+	r = &flannelRun{bd: bd, present: present, measured: measured, times: map[string][]time.Duration{}}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if r.host, err = testns.Create(); err != nil {
+		return nil, err
 	}
-	defer host.Close()
-	tmp, err := os.MkdirTemp("", "cnibench-flannel-")
-	if err != nil {
-		return nil, nil, err
+	if r.tmp, err = os.MkdirTemp("", "cnibench-flannel-"); err != nil {
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	if err := os.WriteFile(tmp+"/subnet.env", []byte(flannelSubnetEnv), 0o644); err != nil {
-		return nil, nil, err
+	if err := os.WriteFile(r.tmp+"/subnet.env", []byte(flannelSubnetEnv), 0o644); err != nil {
+		return nil, err
 	}
-	list, err := libcni.ConfListFromBytes(flannelChain(tmp))
-	if err != nil {
-		return nil, nil, err
+	if r.list, err = libcni.ConfListFromBytes(flannelChain(r.tmp)); err != nil {
+		return nil, err
 	}
-	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, tmp+"/cache", nil)
-	const present = 10
-	measured := b.iterations(30)
-	pods, err := newPods("fl", 0, present+measured)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer closePods(pods)
-	rt := func(p pod) *libcni.RuntimeConf {
-		return &libcni.RuntimeConf{ContainerID: p.id, NetNS: p.ns.Path, IfName: "eth0", CapabilityArgs: map[string]any{
-			"portMappings": []map[string]any{{"hostPort": 20000 + p.i, "containerPort": 80, "protocol": "tcp"}}}}
+	r.cni = libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, r.tmp+"/cache", nil)
+	if r.pods, err = newPods("fl", 0, present+measured); err != nil {
+		return nil, err
 	}
 	ctx := context.Background()
-	err = host.Do(func() error {
+	err = r.host.Do(func() error {
 		lo, err := netlink.LinkByName("lo")
 		if err == nil {
 			err = netlink.LinkSetUp(lo)
@@ -116,25 +124,44 @@ func (b *bench) measureFlannel(pluginDir string) (add, del []time.Duration, err 
 		if err != nil {
 			return err
 		}
-		for i, p := range pods {
-			start := time.Now()
-			if _, err := cni.AddNetworkList(ctx, list, rt(p)); err != nil {
+		for _, p := range r.pods[:present] {
+			if _, err := r.cni.AddNetworkList(ctx, r.list, r.rt(p)); err != nil {
 				return err
-			}
-			if i >= present {
-				add = append(add, time.Since(start))
-			}
-		}
-		for i, p := range pods {
-			start := time.Now()
-			if err := cni.DelNetworkList(ctx, list, rt(p)); err != nil {
-				return err
-			}
-			if i < measured {
-				del = append(del, time.Since(start))
 			}
 		}
 		return nil
 	})
-	return add, del, err
+	return r, err
+}
+
+func (r *flannelRun) rt(p pod) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{ContainerID: p.id, NetNS: p.ns.Path, IfName: "eth0", CapabilityArgs: map[string]any{
+		"portMappings": []map[string]any{{"hostPort": 20000 + p.i, "containerPort": 80, "protocol": "tcp"}}}}
+}
+
+// time runs op for the i-th measured pod.
+func (r *flannelRun) time(op string, i int) error {
+	p := r.pods[r.present+i]
+	return r.host.Do(func() error {
+		ctx := context.Background()
+		start := time.Now()
+		var err error
+		if op == "ADD" {
+			_, err = r.cni.AddNetworkList(ctx, r.list, r.rt(p))
+		} else {
+			err = r.cni.DelNetworkList(ctx, r.list, r.rt(p))
+		}
+		r.times[op] = append(r.times[op], time.Since(start))
+		return err
+	})
+}
+
+func (r *flannelRun) close() {
+	closePods(r.pods)
+	if r.host != nil {
+		r.host.Close()
+	}
+	if r.tmp != "" {
+		os.RemoveAll(r.tmp)
+	}
 }

@@ -16,28 +16,19 @@ import (
 )
 
 // hostDevice measures exec'd ADD and DEL of host-device moving a veth end into a
-// container and back, without IPAM and with host-local, beside the reference plugin
-// when -ref holds one. Ours and the reference take turns, one ADD+DEL each, so that a
-// change in the machine's load hits both alike.
+// container and back, without IPAM and with host-local, for every build (the reference
+// when -ref holds host-device). The builds take turns, one ADD+DEL each, so that a
+// change in the machine's load hits all alike.
 func (b *bench) hostDevice() error {
-	impls := map[string]func(string) string{"ours": func(string) string { return b.bin }}
-	order := []string{"ours"}
-	if b.ref != "" {
-		if _, err := os.Stat(filepath.Join(b.ref, "host-device")); err == nil {
-			impls["reference"] = func(name string) string { return filepath.Join(b.ref, name) }
-			order = append(order, "reference")
-		} else {
-			b.record("host-device", "reference", 0, "", "skipped: no host-device in -ref")
-		}
-	}
+	builds := b.allBuilds("host-device", "host-device", "host-local")
 	for _, withIPAM := range []bool{false, true} {
 		what := "no IPAM"
 		if withIPAM {
 			what = "host-local"
 		}
 		var scens []*hdScenario
-		for _, label := range order {
-			s, err := newHDScenario(impls[label], withIPAM)
+		for _, bd := range builds {
+			s, err := newHDScenario(bd.path, withIPAM)
 			if err != nil {
 				return err
 			}
@@ -46,16 +37,22 @@ func (b *bench) hostDevice() error {
 		}
 		n := b.iterations(100)
 		for i := 0; i < n+5; i++ {
-			for _, s := range scens {
-				if err := s.addDel(i >= 5); err != nil { // warm-up runs are not counted
+			for _, k := range rotated(indexes(len(scens)), i) {
+				if err := scens[k].addDel(i >= 5); err != nil { // warm-up runs are not counted
 					return err
 				}
 			}
 		}
-		for i, s := range scens {
-			label := order[i]
-			b.record("host-device", fmt.Sprintf("ADD exec'd, %s, %s", what, label), timing.MedianMs(s.add), "ms", fmt.Sprintf("%d runs", n))
-			b.record("host-device", fmt.Sprintf("DEL exec'd, %s, %s", what, label), timing.MedianMs(s.del), "ms", fmt.Sprintf("%d runs", n))
+		for k, s := range scens {
+			bd := builds[k]
+			b.recordFor(bd, "host-device", fmt.Sprintf("ADD exec'd, %s", what), timing.MedianMs(s.add), "ms", fmt.Sprintf("%d runs", n))
+			if bd.label == labelOurs && b.ref != "" {
+				b.target("ours/ref <= 0.5")
+			}
+			b.recordFor(bd, "host-device", fmt.Sprintf("DEL exec'd, %s", what), timing.MedianMs(s.del), "ms", fmt.Sprintf("%d runs", n))
+			if bd.label == labelOurs && b.ref != "" {
+				b.target("ours/ref <= 0.5")
+			}
 		}
 		// In-process, the same work without process starts: the floor set by the kernel's
 		// namespace moves.
@@ -65,15 +62,8 @@ func (b *bench) hostDevice() error {
 				return err
 			}
 		}
-		b.record("host-device", fmt.Sprintf("ADD in-process, %s, ours", what), timing.MedianMs(inproc.add), "ms", fmt.Sprintf("%d runs", n))
-		b.record("host-device", fmt.Sprintf("DEL in-process, %s, ours", what), timing.MedianMs(inproc.del), "ms", fmt.Sprintf("%d runs", n))
-		if len(scens) == 2 {
-			ours, ref := scens[0], scens[1]
-			b.record("host-device", fmt.Sprintf("ADD %s: ours / reference", what), timing.MedianMs(ours.add)/timing.MedianMs(ref.add), "x", "")
-			b.target("<= 0.5")
-			b.record("host-device", fmt.Sprintf("DEL %s: ours / reference", what), timing.MedianMs(ours.del)/timing.MedianMs(ref.del), "x", "")
-			b.target("<= 0.5")
-		}
+		b.recordFor(b.ours(), "host-device", fmt.Sprintf("ADD in-process, %s", what), timing.MedianMs(inproc.add), "ms", fmt.Sprintf("%d runs", n))
+		b.recordFor(b.ours(), "host-device", fmt.Sprintf("DEL in-process, %s", what), timing.MedianMs(inproc.del), "ms", fmt.Sprintf("%d runs", n))
 	}
 	return nil
 }

@@ -23,65 +23,51 @@ func macvlanConf(dataDir string) []byte {
 }
 
 // macvlan measures exec'd macvlan+host-local ADD and DEL, the way a runtime runs them,
-// for our binary and, with -ref, for the reference plugins in the same harness. The
-// candidates take turns operation by operation, so that a change in the machine's load
-// during the run weighs on both alike.
+// for every build in the same harness. The builds take turns operation by operation, so
+// that a change in the machine's load during the run weighs on all alike.
 func (b *bench) macvlan() error {
-	labels := []string{"ours"}
-	dirs := map[string]string{}
-	ours, err := linkDir(b.bin, macvlanPlugins...)
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(ours)
-	dirs["ours"] = ours
-	if b.ref != "" {
-		if _, err := os.Stat(filepath.Join(b.ref, "macvlan")); err != nil {
-			return fmt.Errorf("-ref: %w", err)
-		}
-		ref, err := linkEach(func(name string) string { return filepath.Join(b.ref, name) }, macvlanPlugins...)
+	builds := b.allBuilds("macvlan", macvlanPlugins...)
+	n := b.iterations(40)
+	var runs []*macvlanRun
+	for _, bd := range builds {
+		dir, err := bd.pluginDir(macvlanPlugins...)
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(ref)
-		labels, dirs["reference"] = append(labels, "reference"), ref
-	}
-	n := b.iterations(40)
-	runs := map[string]*macvlanRun{}
-	for _, l := range labels {
-		r, err := newMacvlanRun(dirs[l], l, n+5)
+		defer os.RemoveAll(dir)
+		r, err := newMacvlanRun(dir, bd.label, n+5)
 		if err != nil {
 			return err
 		}
 		defer r.close()
-		runs[l] = r
+		runs = append(runs, r)
 	}
-	add, del := map[string][]time.Duration{}, map[string][]time.Duration{}
+	add, del := make([][]time.Duration, len(runs)), make([][]time.Duration, len(runs))
 	for _, op := range []struct {
 		cmd string
-		out map[string][]time.Duration
+		out [][]time.Duration
 	}{{"ADD", add}, {"DEL", del}} {
 		for i := range n + 5 {
-			for _, l := range labels {
-				d, err := runs[l].exec(op.cmd, i)
+			for _, k := range rotated(indexes(len(runs)), i) {
+				d, err := runs[k].exec(op.cmd, i)
 				if err != nil {
-					return fmt.Errorf("%s: %w", l, err)
+					return fmt.Errorf("%s: %w", builds[k].label, err)
 				}
 				if i >= 5 { // warm-up runs are not counted
-					op.out[l] = append(op.out[l], d)
+					op.out[k] = append(op.out[k], d)
 				}
 			}
 		}
 	}
-	for _, l := range labels {
-		b.record("macvlan", fmt.Sprintf("ADD exec'd, macvlan+host-local, %s", l), timing.MedianMs(add[l]), "ms", "")
-		b.record("macvlan", fmt.Sprintf("DEL exec'd, macvlan+host-local, %s", l), timing.MedianMs(del[l]), "ms", "")
-	}
-	if b.ref != "" {
-		b.record("macvlan", "ADD ours / reference", timing.MedianMs(add["ours"])/timing.MedianMs(add["reference"]), "ratio", "")
-		b.target("<= 0.5")
-		b.record("macvlan", "DEL ours / reference", timing.MedianMs(del["ours"])/timing.MedianMs(del["reference"]), "ratio", "")
-		b.target("<= 0.5")
+	for k, bd := range builds {
+		b.recordFor(bd, "macvlan", "ADD exec'd, macvlan+host-local", timing.MedianMs(add[k]), "ms", "")
+		if bd.label == labelOurs && b.ref != "" {
+			b.target("ours/ref <= 0.5")
+		}
+		b.recordFor(bd, "macvlan", "DEL exec'd, macvlan+host-local", timing.MedianMs(del[k]), "ms", "")
+		if bd.label == labelOurs && b.ref != "" {
+			b.target("ours/ref <= 0.5")
+		}
 	}
 	return nil
 }

@@ -26,71 +26,100 @@ func portmapConf(backend string, i int) []byte {
 }
 
 // portmap measures exec'd portmap ADD and DEL with each backend, with 10 and 300
-// containers' mappings already installed.
+// containers' mappings already installed, for every build, the builds taking turns
+// attachment by attachment (each in a host namespace of its own).
 func (b *bench) portmap() error {
-	pluginDir, err := linkDir(b.bin, "portmap")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(pluginDir)
-	bin := filepath.Join(pluginDir, "portmap")
+	builds := b.allBuilds("portmap", "portmap")
 	for _, backend := range []string{"nftables", "iptables"} {
 		for _, present := range []int{10, 300} {
 			if b.quick && present > 10 {
 				continue
 			}
-			add, del, err := b.measurePortmap(bin, backend, present)
-			if err != nil {
-				return fmt.Errorf("%s at %d: %w", backend, present, err)
+			var runs []*portmapRun
+			for _, bd := range builds {
+				r, err := newPortmapRun(bd, backend, present)
+				if err != nil {
+					return fmt.Errorf("%s [%s] at %d: %w", backend, bd.label, present, err)
+				}
+				defer r.close()
+				runs = append(runs, r)
+			}
+			n := b.iterations(40)
+			for i := range n {
+				for _, k := range rotated(indexes(len(runs)), i) {
+					if err := runs[k].addDel(present + i); err != nil {
+						return fmt.Errorf("%s [%s] at %d: %w", backend, runs[k].bd.label, present, err)
+					}
+				}
 			}
 			target := map[string]string{"nftables": "<= 3 ms", "iptables": "<= 10 ms"}[backend]
-			b.record("portmap", fmt.Sprintf("ADD exec'd, %s, %d containers mapped", backend, present), timing.MedianMs(add), "ms", "")
-			b.target(target)
-			b.record("portmap", fmt.Sprintf("DEL exec'd, %s, %d containers mapped", backend, present), timing.MedianMs(del), "ms", "")
-			b.target(target)
+			for _, r := range runs {
+				b.recordFor(r.bd, "portmap", fmt.Sprintf("ADD exec'd, %s, %d containers mapped", backend, present), timing.MedianMs(r.add), "ms", "")
+				if r.bd.label == labelOurs {
+					b.target(target)
+				}
+				b.recordFor(r.bd, "portmap", fmt.Sprintf("DEL exec'd, %s, %d containers mapped", backend, present), timing.MedianMs(r.del), "ms", "")
+				if r.bd.label == labelOurs {
+					b.target(target)
+				}
+			}
 		}
 	}
 	return nil
 }
 
-func (b *bench) measurePortmap(bin, backend string, present int) (add, del []time.Duration, err error) {
-	host, err := testns.Create()
+// portmapRun is one build's host with present containers' mappings installed.
+type portmapRun struct {
+	*pluginHost
+	bd       build
+	backend  string
+	add, del []time.Duration
+}
+
+func newPortmapRun(bd build, backend string, present int) (r *portmapRun, err error) {
+	h, err := newPluginHost(bd, "portmap")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	defer host.Close()
-	ctr, err := testns.Create()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer ctr.Close()
-	args := func(cmd string, i int) skel.Args {
-		return skel.Args{Command: cmd, ContainerID: fmt.Sprintf("pm%d", i), Netns: ctr.Path, IfName: "eth0", Path: []string{filepath.Dir(bin)}, Env: os.Environ()}
-	}
-	err = host.Do(func() error {
+	r = &portmapRun{pluginHost: h, bd: bd, backend: backend}
+	err = r.host.Do(func() error {
 		if err := hostBridge("pmbench0", "10.99.0.1/16"); err != nil {
 			return err
 		}
-		for i := 0; i < present; i++ {
-			if err := runPlugin(bin, args("ADD", i), portmapConf(backend, i)); err != nil {
+		for i := range present {
+			if err := runPlugin(r.plugin(), r.args("ADD", i), portmapConf(backend, i)); err != nil {
 				return err
 			}
-		}
-		for i := present; i < present+b.iterations(40); i++ {
-			start := time.Now()
-			if err := runPlugin(bin, args("ADD", i), portmapConf(backend, i)); err != nil {
-				return err
-			}
-			add = append(add, time.Since(start))
-			start = time.Now()
-			if err := runPlugin(bin, args("DEL", i), portmapConf(backend, i)); err != nil {
-				return err
-			}
-			del = append(del, time.Since(start))
 		}
 		return nil
 	})
-	return add, del, err
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *portmapRun) plugin() string { return filepath.Join(r.dir, "portmap") }
+
+func (r *portmapRun) args(cmd string, i int) skel.Args {
+	return skel.Args{Command: cmd, ContainerID: fmt.Sprintf("pm%d", i), Netns: r.ctr.Path, IfName: "eth0", Path: []string{r.dir}, Env: os.Environ()}
+}
+
+// addDel times one attachment's ADD and its DEL.
+func (r *portmapRun) addDel(i int) error {
+	return r.host.Do(func() error {
+		start := time.Now()
+		if err := runPlugin(r.plugin(), r.args("ADD", i), portmapConf(r.backend, i)); err != nil {
+			return err
+		}
+		mid := time.Now()
+		if err := runPlugin(r.plugin(), r.args("DEL", i), portmapConf(r.backend, i)); err != nil {
+			return err
+		}
+		r.add, r.del = append(r.add, mid.Sub(start)), append(r.del, time.Since(mid))
+		return nil
+	})
 }
 
 // hostBridge gives the bench's host namespace an up bridge carrying addr, so routes to
@@ -118,9 +147,18 @@ func hostBridge(name, addr string) error {
 	return netlink.LinkSetUp(br)
 }
 
-// rss execs one bridge+host-local ADD (masquerade on, default backend) and reports the
-// child's peak resident set.
+// rss execs one bridge+host-local ADD and DEL (masquerade on, default backend) for each
+// of our builds and reports the child's peak resident set.
 func (b *bench) rss() error {
+	for _, bd := range b.ourBuilds() {
+		if err := b.rssOf(bd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) rssOf(bd build) error {
 	host, err := testns.Create()
 	if err != nil {
 		return err
@@ -136,7 +174,7 @@ func (b *bench) rss() error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	pluginDir, err := linkDir(b.bin, "bridge", "host-local")
+	pluginDir, err := bd.pluginDir("bridge", "host-local")
 	if err != nil {
 		return err
 	}
@@ -154,8 +192,10 @@ func (b *bench) rss() error {
 			if err := cmd.Run(); err != nil {
 				return fmt.Errorf("bridge %s: %v: %s", c, err, out.String())
 			}
-			b.record("size", fmt.Sprintf("peak RSS of one exec'd bridge+host-local %s", c), maxRSS(cmd.ProcessState), "MB", "")
-			b.target("<= 20 MB")
+			b.recordFor(bd, "size", fmt.Sprintf("peak RSS of one exec'd bridge+host-local %s", c), maxRSS(cmd.ProcessState), "MB", "")
+			if bd.label == labelOurs {
+				b.target("<= 20 MB")
+			}
 		}
 		return nil
 	})

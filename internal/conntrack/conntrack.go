@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Match selects entries by their original-direction destination port and protocol
@@ -32,24 +34,67 @@ func (m Match) MatchConntrackFlow(f *netlink.ConntrackFlow) bool {
 	return ok && src.Unmap() == m.ReplySrc
 }
 
-// Delete removes, in the calling thread's network namespace, every entry of the family
-// (v6 or not) that any of the matches selects, with one table dump. It returns how many
-// entries went.
+// Delete removes the entries of the calling thread's network namespace that any of
+// matches selects, in the family v6 says, and returns how many went. The kernel walks
+// its whole table for it (a dump, filtered here), however few entries match.
 func Delete(v6 bool, matches []Match) (uint, error) {
 	if len(matches) == 0 {
 		return 0, nil
 	}
-	family := netlink.InetFamily(syscall.AF_INET)
-	if v6 {
-		family = netlink.InetFamily(syscall.AF_INET6)
-	}
-	filters := make([]netlink.CustomConntrackFilter, len(matches))
-	for i, m := range matches {
-		filters[i] = m
-	}
-	n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, family, filters...)
+	n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, family(v6), filters(matches)...)
 	if err != nil {
 		return n, fmt.Errorf("conntrack: delete entries: %w", err)
 	}
 	return n, nil
+}
+
+// Table is the conntrack table of one network namespace, held open so that deletions
+// can run on any goroutine: whatever the namespace of the thread they land on, they
+// reach the one the table was opened in.
+type Table struct {
+	h *netlink.Handle
+}
+
+// OpenCurrent opens the table of the calling thread's network namespace.
+func OpenCurrent() (*Table, error) {
+	ns, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("conntrack: current namespace: %w", err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("conntrack: netlink: %w", err)
+	}
+	return &Table{h: h}, nil
+}
+
+// Delete is the package's Delete on the table's namespace.
+func (t *Table) Delete(v6 bool, matches []Match) (uint, error) {
+	if len(matches) == 0 {
+		return 0, nil
+	}
+	n, err := t.h.ConntrackDeleteFilters(netlink.ConntrackTable, family(v6), filters(matches)...)
+	if err != nil {
+		return n, fmt.Errorf("conntrack: delete entries: %w", err)
+	}
+	return n, nil
+}
+
+// Close releases the table's socket.
+func (t *Table) Close() { t.h.Close() }
+
+func family(v6 bool) netlink.InetFamily {
+	if v6 {
+		return netlink.InetFamily(syscall.AF_INET6)
+	}
+	return netlink.InetFamily(syscall.AF_INET)
+}
+
+func filters(matches []Match) []netlink.CustomConntrackFilter {
+	out := make([]netlink.CustomConntrackFilter, len(matches))
+	for i, m := range matches {
+		out[i] = m
+	}
+	return out
 }

@@ -124,7 +124,9 @@ func mayHold(fam Family, table string, lookup func(*nftables.Conn, *nftables.Tab
 			}
 		}
 	}
-	conn, err := nftables.New()
+	// One socket for all of the lookups (a connection that is not lasting opens one
+	// per request).
+	conn, err := nftables.New(nftables.AsLasting())
 	if err != nil {
 		return true // cannot tell: let the caller look with iptables-save
 	}

@@ -318,23 +318,33 @@ func gc(req *skel.Request) error {
 		return err
 	}
 	defer st.close()
-	recs, err := st.walk()
-	if err != nil {
-		return fmt.Errorf("host-local: %w", err)
-	}
 	valid := map[attachment]bool{}
 	validIDs := map[string]bool{}
 	for _, a := range req.ValidAttachments {
 		valid[attachment{ID: a.ContainerID, IfName: a.IfName}] = true
 		validIDs[a.ContainerID] = true
 	}
+	isValid := func(o attachment) bool { return valid[o] || (o.IfName == "" && validIDs[o.ID]) }
+	recs, indexed, fromIndex, err := st.indexedWalk(isValid)
+	if err == nil && !fromIndex {
+		recs, err = st.walk()
+	}
+	if err != nil {
+		return fmt.Errorf("host-local: %w", err)
+	}
 	var errs []error
-	kept := recs[:0]
+	kept := recs[:0:0]
+	touched := map[attachment]bool{}
 	for _, r := range recs {
-		keep := r.Valid && (valid[r.Owner] || (r.Owner.IfName == "" && validIDs[r.Owner.ID]))
-		if keep {
+		if r.Valid && isValid(r.Owner) {
 			kept = append(kept, r)
 			continue
+		}
+		if att, ok := indexed[r.Addr]; ok {
+			touched[att] = true
+		}
+		if r.Valid {
+			touched[r.Owner] = true
 		}
 		st.current = false
 		err := st.dir.Remove(r.Addr.String())
@@ -345,7 +355,11 @@ func gc(req *skel.Request) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := st.rebuild(kept); err != nil {
+	update := func() error { return st.rebuild(kept) }
+	if fromIndex {
+		update = func() error { return st.updateEntries(touched, kept) }
+	}
+	if err := update(); err != nil {
 		fmt.Fprintf(req.Stderr, "host-local: gc: %v\n", err) // left unsealed: the next operation rebuilds
 	} else {
 		st.seal()

@@ -234,3 +234,47 @@ func TestLastReservedIsReplacedAndLeavesNoTemp(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, left)
 }
+
+// TestGCWithAFreshIndexReleasesTheStaleAndKeepsTheIndexRight: after our own ADDs the
+// index is sealed, and GC takes the owners of kept addresses from it instead of reading
+// every reservation; what it releases is still read from the file, and the index
+// entries of the attachments that lost addresses are rewritten, so later operations
+// agree with the directory.
+func TestGCWithAFreshIndexReleasesTheStaleAndKeepsTheIndexRight(t *testing.T) {
+	n := newNetwork(t, obj{"subnet": "10.1.0.0/24"})
+	n.mustAdd("keep", "eth0") // .2
+	n.mustAdd("keep", "eth1") // .3 stale: only keep/eth0 is valid
+	n.mustAdd("gone", "eth0") // .4 stale
+	n.extra = obj{"cni.dev/valid-attachments": []obj{{"containerID": "keep", "ifname": "eth0"}}}
+	_, _, err := n.invoke(skel.CmdGC, "", "", "")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"10.1.0.2": "keep\r\neth0"}, n.reservations())
+
+	n.extra = obj{}
+	_, err = n.add("keep", "eth0")
+	assert.ErrorContains(t, err, "10.1.0.2 has been allocated to keep", "the index still gives keep/eth0 its address")
+	assert.Equal(t, []string{"10.1.0.5/24"}, addrs(n.mustAdd("gone", "eth0")), "a released attachment is new to the index")
+	require.NoError(t, n.del("keep", "eth0"))
+	assert.Equal(t, map[string]string{"10.1.0.5": "gone\r\neth0"}, n.reservations())
+}
+
+// TestGCWithAFreshIndexDoesNotReadTheReservationsItKeeps: a reservation of a valid
+// attachment is kept on the index's word, unread, even one rewritten in place behind
+// the index's back (which moves no directory mtime, so the seal cannot see it) to name
+// an attachment that is gone: GC releases only what it read, and keeping is the safe
+// side of that disagreement. Reading every file was most of GC's time at 60,000.
+func TestGCWithAFreshIndexDoesNotReadTheReservationsItKeeps(t *testing.T) {
+	n := newNetwork(t, obj{"subnet": "10.1.0.0/24"})
+	n.mustAdd("keep", "eth0") // .2
+	n.mustAdd("gone", "eth0") // .3
+	f, err := os.OpenFile(filepath.Join(n.dir(), "10.1.0.2"), os.O_WRONLY|os.O_TRUNC, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("other\r\neth0")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	n.extra = obj{"cni.dev/valid-attachments": []obj{{"containerID": "keep", "ifname": "eth0"}}}
+	_, _, err = n.invoke(skel.CmdGC, "", "", "")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"10.1.0.2": "other\r\neth0"}, n.reservations(), "gone's .3 released, .2 kept unread")
+}

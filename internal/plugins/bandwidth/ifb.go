@@ -5,6 +5,7 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -110,17 +111,14 @@ func createIfb(host *link.NS, name string, o owner, mtu int) (netlink.Link, erro
 	} else if !link.IsNotFound(err) {
 		return nil, fmt.Errorf("ifb %q: %w", name, err)
 	}
-	ifb := &netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}}
+	// Created up: one message fewer under the RTNL, which every namespace's link
+	// changes share. LinkAdd looks the new link's index up for the alias.
+	ifb := &netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu, Flags: net.FlagUp}}
 	if err := h.LinkAdd(ifb); err != nil {
 		return nil, fmt.Errorf("ifb %q: create: %w", name, err)
 	}
-	l, err := h.LinkByName(name)
-	if err == nil {
-		err = h.LinkSetAlias(l, o.alias())
-	}
-	if err == nil {
-		err = h.LinkSetUp(l)
-	}
+	err := h.LinkSetAlias(ifb, o.alias())
+	var l netlink.Link
 	if err == nil {
 		l, err = h.LinkByName(name)
 	}

@@ -29,19 +29,31 @@ func Plugin() *skel.Plugin {
 	}
 }
 
+// inContainer runs fn with a netlink handle bound to the container's namespace: one
+// socket serves every request of the command, and no thread enters the namespace.
+func inContainer(path string, fn func(h *netlink.Handle, lo netlink.Link) error) error {
+	n, err := link.Open(path)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	lo, err := n.Handle().LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("find lo: %w", err)
+	}
+	return fn(n.Handle(), lo)
+}
+
 // add sets lo up and reports it with its addresses, or, when chained, passes the
 // previous result through unchanged.
 func add(req *skel.Request) (*result.Result, error) {
 	var addrs []netlink.Addr
-	err := ns.Do(req.Args.Netns, func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return fmt.Errorf("find lo: %w", err)
-		}
-		if err := netlink.LinkSetUp(lo); err != nil {
+	err := inContainer(req.Args.Netns, func(h *netlink.Handle, lo netlink.Link) error {
+		if err := h.LinkSetUp(lo); err != nil {
 			return fmt.Errorf("set lo up: %w", err)
 		}
-		addrs, err = link.RetryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(lo, netlink.FAMILY_ALL) })
+		var err error
+		addrs, err = link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(lo, netlink.FAMILY_ALL) })
 		if err != nil {
 			return fmt.Errorf("list lo addresses: %w", err)
 		}
@@ -74,12 +86,8 @@ func del(req *skel.Request) error {
 	if req.Args.Netns == "" {
 		return nil
 	}
-	err := ns.Do(req.Args.Netns, func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return fmt.Errorf("find lo: %w", err)
-		}
-		return netlink.LinkSetDown(lo)
+	err := inContainer(req.Args.Netns, func(h *netlink.Handle, lo netlink.Link) error {
+		return h.LinkSetDown(lo)
 	})
 	if errors.Is(err, ns.ErrNotExist) {
 		return nil
@@ -89,11 +97,7 @@ func del(req *skel.Request) error {
 
 // check verifies that lo is up.
 func check(req *skel.Request) error {
-	return netnsError(req.Args.Netns, ns.Do(req.Args.Netns, func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return fmt.Errorf("find lo: %w", err)
-		}
+	return netnsError(req.Args.Netns, inContainer(req.Args.Netns, func(_ *netlink.Handle, lo netlink.Link) error {
 		if lo.Attrs().Flags&net.FlagUp == 0 {
 			return fmt.Errorf("loopback interface is down")
 		}

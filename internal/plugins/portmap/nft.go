@@ -54,7 +54,8 @@ const (
 )
 
 // nftFamily holds the objects of one family's table. Set IDs are fixed per batch (the
-// library's global allocator is not safe for concurrent connections).
+// library's global allocator is not safe for concurrent connections), and differ
+// between the families, whose changes share one transaction.
 type nftFamily struct {
 	v6          bool
 	table       *nftables.Table
@@ -69,16 +70,20 @@ func newNFTFamily(v6 bool) *nftFamily {
 		fam, addr = nftables.TableFamilyIPv6, nftables.TypeIP6Addr
 	}
 	t := &nftables.Table{Name: nftTableName, Family: fam}
+	id := uint32(1)
+	if v6 {
+		id = 11
+	}
 	return &nftFamily{
 		v6:    v6,
 		table: t,
-		hostIPPorts: &nftables.Set{Table: t, ID: 1, Name: "hostip_ports", IsMap: true, Concatenation: true,
+		hostIPPorts: &nftables.Set{Table: t, ID: id, Name: "hostip_ports", IsMap: true, Concatenation: true,
 			KeyType:  nftables.MustConcatSetType(nftables.TypeInetProto, addr, nftables.TypeInetService),
 			DataType: nftables.TypeVerdict},
-		ports: &nftables.Set{Table: t, ID: 2, Name: "ports", IsMap: true, Concatenation: true,
+		ports: &nftables.Set{Table: t, ID: id + 1, Name: "ports", IsMap: true, Concatenation: true,
 			KeyType:  nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService),
 			DataType: nftables.TypeVerdict},
-		masq: &nftables.Set{Table: t, ID: 3, Name: "masq", IsMap: true, KeyType: addr, DataType: nftables.TypeVerdict},
+		masq: &nftables.Set{Table: t, ID: id + 2, Name: "masq", IsMap: true, KeyType: addr, DataType: nftables.TypeVerdict},
 	}
 }
 
@@ -88,7 +93,8 @@ func (f *nftFamily) chain(name string) *nftables.Chain {
 
 // ensureBase queues the table, the maps and the shared chains, with the shared chains'
 // rules rewritten: every statement is idempotent, so concurrent ADDs (each one atomic
-// transaction) converge on the same layout and a damaged base layout is repaired.
+// transaction) converge on the same layout, and an ADD whose first transaction failed
+// repairs a damaged base layout with it.
 func (f *nftFamily) ensureBase(c *nftables.Conn) error {
 	c.AddTable(f.table)
 	for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {

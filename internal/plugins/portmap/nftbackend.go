@@ -46,29 +46,51 @@ func (b nftBackend) inTransaction(plan func(c *nftables.Conn) error) error {
 	return c.Flush()
 }
 
-// add installs (or replaces) the attachment's mappings, one transaction per family,
-// then the gate rule of conditions only nft compiles.
+// add installs (or replaces) the attachment's mappings of every family in one
+// transaction (one commit where a dual-stack pod took two; a host's nf_tables commits
+// take turns), then the gate rule of conditions only nft compiles.
 func (b nftBackend) add(ctx context.Context, o attachment, s *settings, fams []family) (err error) {
 	defer steps.Begin(ctx, steps.Firewall).End(&err)
-	for _, fa := range fams {
-		f := newNFTFamily(fa.v6)
-		plan := planConditions(condField(fa.v6), fa.conds, fa.v6)
-		install := func(c *nftables.Conn) error { return f.install(c, o, s, fa, plan) }
-		err := b.inTransaction(install)
-		if err != nil {
-			// The state did not match its records (something removed by hand), or another
-			// ADD or DEL changed a shared key between our reads and our transaction:
-			// clear the attachment the slow way and install it afresh.
-			if serr := b.inTransaction(func(c *nftables.Conn) error { return f.sweep(c, o.hash()) }); serr != nil {
+	type part struct {
+		f    *nftFamily
+		fa   family
+		plan condPlan
+	}
+	parts := make([]part, len(fams))
+	for i, fa := range fams {
+		parts[i] = part{newNFTFamily(fa.v6), fa, planConditions(condField(fa.v6), fa.conds, fa.v6)}
+	}
+	install := func(parts []part, repair bool) func(c *nftables.Conn) error {
+		return func(c *nftables.Conn) error {
+			for _, p := range parts {
+				if err := p.f.install(c, o, s, p.fa, p.plan, repair); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if err := b.inTransaction(install(parts, false)); err != nil {
+		// One family's state did not match its records (something removed by hand), or
+		// another ADD or DEL changed a shared key between our reads and our transaction:
+		// each family alone, and the one that fails again is cleared the slow way and
+		// installed afresh, with the base layout declared again in case part of it was
+		// removed.
+		for _, p := range parts {
+			if b.inTransaction(install([]part{p}, false)) == nil {
+				continue
+			}
+			if serr := b.inTransaction(func(c *nftables.Conn) error { return p.f.sweep(c, o.hash()) }); serr != nil {
 				return fmt.Errorf("nftables: port mappings of %s: %w (cleanup: %v)", o.cid, err, serr)
 			}
-			err = b.inTransaction(install)
+			if err := b.inTransaction(install([]part{p}, true)); err != nil {
+				return fmt.Errorf("nftables: install port mappings of %s: %w", o.cid, err)
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("nftables: install port mappings of %s: %w", o.cid, err)
-		}
-		if plan.text != "" {
-			if err := writeGate(ctx, plan.field, f.gateScript(o.hash(), plan.text)); err != nil {
+	}
+	for _, p := range parts {
+		if p.plan.text != "" {
+			if err := writeGate(ctx, p.plan.field, p.f.gateScript(o.hash(), p.plan.text)); err != nil {
 				return err
 			}
 		}
@@ -84,18 +106,25 @@ func condField(v6 bool) string {
 }
 
 // install queues the attachment's chains and rules, its claims of map keys and the
-// release of keys it held before and no longer maps.
-func (f *nftFamily) install(c *nftables.Conn, o attachment, s *settings, fa family, plan condPlan) error {
+// release of keys it held before and no longer maps. The base layout is declared when
+// the table is missing, or always with repair: declaring it means rewriting the shared
+// chains (17 messages of a transaction that otherwise holds about 10), work every ADD
+// made the kernel do when one lookup tells that the table is there.
+func (f *nftFamily) install(c *nftables.Conn, o attachment, s *settings, fa family, plan condPlan, repair bool) error {
 	hash := o.hash()
 	old, err := f.stateOf(c, hash)
 	if err != nil {
 		return err
 	}
-	if err := f.ensureBase(c); err != nil {
-		return err
+	if repair || !old.exists && !f.tableExists(c) {
+		if err := f.ensureBase(c); err != nil {
+			return err
+		}
 	}
 	dn := c.AddChain(f.chain(nftDNPrefix + hash))
-	c.FlushChain(dn)
+	if old.exists {
+		c.FlushChain(dn)
+	}
 	dnat := dn
 	if plan.text != "" {
 		dnat = c.AddChain(f.chain(nftDMPrefix + hash))
@@ -163,31 +192,60 @@ func (f *nftFamily) queueMasq(c *nftables.Conn, o attachment, s *settings, fa fa
 		return nil
 	}
 	ch := c.AddChain(f.chain(mq))
-	c.FlushChain(ch)
+	if old.masq {
+		c.FlushChain(ch)
+	}
 	for _, r := range f.masqRules(ch, o, fa.addr, maps, s.masqAll) {
 		c.AddRule(r)
 	}
 	return f.queueClaim(c, claim{set: f.masq, key: target.AsSlice(), chain: mq, comment: o.nftComment()})
 }
 
-// del removes the attachment named by hash from both families and returns what it had
-// installed.
+// del removes the attachment named by hash from both families, in one transaction,
+// and returns what it had installed.
 func (b nftBackend) del(ctx context.Context, hash string) (_ []flow, err error) {
 	defer steps.Begin(ctx, steps.Firewall).End(&err)
+	fams := []*nftFamily{newNFTFamily(false), newNFTFamily(true)}
 	var flows []flow
-	for _, v6 := range []bool{false, true} {
-		f := newNFTFamily(v6)
-		var st nftState
+	if err := b.inTransaction(func(c *nftables.Conn) error {
+		var err error
+		flows, err = queueRemoveAll(c, hash, fams)
+		return err
+	}); err == nil {
+		return flows, nil
+	}
+	// One family's state did not match its records: each family alone, and the slow
+	// way for the one that fails again.
+	flows = nil
+	for _, f := range fams {
+		var got []flow
 		err := b.inTransaction(func(c *nftables.Conn) error {
 			var err error
-			if st, err = f.stateOf(c, hash); err != nil || !st.exists {
-				return err
-			}
-			return f.queueRemove(c, hash, st)
+			got, err = queueRemoveAll(c, hash, []*nftFamily{f})
+			return err
 		})
 		if err != nil {
 			if err := b.inTransaction(func(c *nftables.Conn) error { return f.sweep(c, hash) }); err != nil {
 				return nil, fmt.Errorf("nftables: remove port mappings of %s: %w", nftDNPrefix+hash, err)
+			}
+		}
+		flows = append(flows, got...)
+	}
+	return flows, nil
+}
+
+// queueRemoveAll reads the attachment's state in each family, queues its removal and
+// returns the mappings it had.
+func queueRemoveAll(c *nftables.Conn, hash string, fams []*nftFamily) ([]flow, error) {
+	var flows []flow
+	for _, f := range fams {
+		st, err := f.stateOf(c, hash)
+		if err != nil {
+			return flows, err
+		}
+		if st.exists {
+			if err := f.queueRemove(c, hash, st); err != nil {
+				return flows, err
 			}
 		}
 		flows = appendFlows(flows, st.maps)

@@ -168,7 +168,7 @@ func del(req *skel.Request) error {
 		}
 	}
 	flows, err := nftBackend{}.removeReference(req.Context(), req.Args.ContainerID, targets)
-	return errors.Join(err, forgetFlows(flows),
+	return errors.Join(err, forgetFlows(req.Context(), flows),
 		removeAttachment(req.Context(), attachment{net: req.Net.Name, cid: req.Args.ContainerID}.hash()))
 }
 
@@ -185,13 +185,17 @@ func removeAttachment(ctx context.Context, hash string) error {
 		}
 		flows = append(flows, f...)
 	}
-	return errors.Join(append(errs, forgetFlows(flows))...)
+	errs = append(errs, forgetFlows(ctx, flows))
+	return errors.Join(errs...)
 }
 
-// forgetFlows deletes the conntrack entries of removed mappings, so that no flow keeps
-// its DNAT to the container.
-func forgetFlows(flows []flow) error {
-	var errs []error
+// forgetFlows deletes the conntrack entries of the removed mappings in the background
+// of the process (skel.Start), as link deletions are: each family costs a walk of the
+// kernel's whole conntrack table, 10 to 30 ms on a busy machine, which then overlaps
+// the other plugins' DEL work (the veth's deletion above all) instead of adding to it.
+// The table is opened here, in the host's namespace, since the background goroutine
+// may run on a thread of any namespace.
+func forgetFlows(ctx context.Context, flows []flow) error {
 	var m4, m6 []conntrack.Match
 	for _, f := range flows {
 		m := conntrack.Match{Proto: protoNumber[f.proto], OrigDstPort: f.hostPort, ReplySrc: f.target}
@@ -201,13 +205,22 @@ func forgetFlows(flows []flow) error {
 			m4 = append(m4, m)
 		}
 	}
-	if _, err := conntrack.Delete(false, m4); err != nil {
-		errs = append(errs, fmt.Errorf("portmap: %w", err))
+	if len(m4)+len(m6) == 0 {
+		return nil // and no table to open
 	}
-	if _, err := conntrack.Delete(true, m6); err != nil {
-		errs = append(errs, fmt.Errorf("portmap: %w", err))
+	t, err := conntrack.OpenCurrent()
+	if err != nil {
+		return fmt.Errorf("portmap: %w", err)
 	}
-	return errors.Join(errs...)
+	return skel.Start(ctx, func() error {
+		defer t.Close()
+		_, err4 := t.Delete(false, m4)
+		_, err6 := t.Delete(true, m6)
+		if err := errors.Join(err4, err6); err != nil {
+			return fmt.Errorf("portmap: %w", err)
+		}
+		return nil
+	})
 }
 
 // check verifies the attachment's rules against the mappings it was given.

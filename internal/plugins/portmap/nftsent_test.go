@@ -2,6 +2,7 @@ package portmap
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -73,4 +74,59 @@ func assertNoSweep(t *testing.T, sent []nftrecord.Request) {
 		whole := q.Dump && (q.Msg == unix.NFT_MSG_GETSETELEM || q.Msg == unix.NFT_MSG_GETCHAIN)
 		assert.False(t, whole, "the sweep ran: %v", sent)
 	}
+}
+
+// TestNFTAddDeclaresTheBaseOnlyWithoutTheTable: the first ADD declares the table, its
+// maps and the shared chains; later ADDs send only the attachment's own chains, rules
+// and elements (every ADD used to rewrite the shared chains: 29 messages instead of
+// 11), both families in one transaction, as DEL removes them (they took one each); an
+// ADD after the table was deleted by hand declares it again, and its mapping answers.
+func TestNFTAddDeclaresTheBaseOnlyWithoutTheTable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b, c := e.container("ctr-a"), e.container("ctr-b"), e.container("ctr-c")
+	nft := map[string]any{"backend": "nftables"}
+	addOf := func(t *testing.T, ctr *container, port int) []nftrecord.Request {
+		t.Helper()
+		var r nftrecord.Recorder
+		defer r.Close()
+		b := nftBackend{conn: r.Option()}
+		conf := &Config{Backend: "nftables"}
+		conf.RuntimeConfig.PortMappings = []PortMapping{{HostPort: port, ContainerPort: tcpPort, Protocol: "tcp"}}
+		s, err := parseSettings(conf)
+		require.NoError(t, err)
+		v4, v6 := netip.MustParsePrefix(ctr.ip4+"/24"), netip.MustParsePrefix(ctr.ip6+"/64")
+		require.NoError(t, e.host.Do(func() error {
+			return b.add(context.Background(), attachment{net: "net1", cid: ctr.id}, s, s.families(v4, v6))
+		}))
+		return r.Sent()
+	}
+	declares := func(sent []nftrecord.Request) bool {
+		for _, q := range sent {
+			if !q.Batch && (q.Msg == unix.NFT_MSG_NEWTABLE || q.Msg == unix.NFT_MSG_NEWSET) {
+				return true
+			}
+		}
+		return false
+	}
+	assert.True(t, declares(addOf(t, a, 8080)), "the first ADD declares the base")
+	sent := addOf(t, b, 8081)
+	assert.False(t, declares(sent), "the table is there: %v", sent)
+	assert.LessOrEqual(t, len(sent), 24, "the attachment's own objects, in two families: %v", sent)
+	assert.Equal(t, 1, nftrecord.Batches(sent), "both families in one transaction: %v", sent)
+	var r nftrecord.Recorder
+	defer r.Close()
+	require.NoError(t, e.host.Do(func() error {
+		_, err := nftBackend{conn: r.Option()}.del(context.Background(), attachment{net: "net1", cid: b.id}.hash())
+		return err
+	}))
+	assert.Equal(t, 1, nftrecord.Batches(r.Sent()), "DEL of both families in one transaction: %v", r.Sent())
+
+	out, err := e.host.Exec(t, "nft", "delete", "table", "ip", nftTableName)
+	require.NoError(t, err, out)
+	assert.True(t, declares(addOf(t, c, 8082)), "the table is gone: declared again")
+	got, err := dialTCP(e.client, "10.77.0.1:8082")
+	require.NoError(t, err)
+	assert.Equal(t, "ctr-c", got)
+	require.NoError(t, e.invoke(skel.CmdCheck, c, c.netconf(t, "net1", nft, []PortMapping{{HostPort: 8082, ContainerPort: tcpPort, Protocol: "tcp"}})))
 }

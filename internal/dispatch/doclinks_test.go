@@ -14,12 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// forthcoming are pages that branches not yet merged write; a link to one is allowed
-// while it is missing. THE LEAD REMOVES EACH LINE ON MERGING ITS BRANCH.
-var forthcoming = map[string]string{
-	"docs/performance.md": "branch perf",
-}
-
 // TestEveryRelativeLinkInTheDocsResolves keeps README.md, CONTRIBUTING.md and docs/
 // walkable: every relative link names a file or directory of the repository, and a
 // #fragment names a heading of the page it points to.
@@ -177,9 +171,6 @@ func brokenLink(page, target string) string {
 	}
 	info, err := os.Stat(filepath.Join(repoRoot, file))
 	if err != nil {
-		if _, ok := forthcoming[file]; ok {
-			return ""
-		}
 		return "no such file " + file
 	}
 	if anchor == "" || info.IsDir() || !strings.HasSuffix(file, ".md") {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/cnikit/cni/internal/cnierror"
 )
 
 // The delegate config of each attachment is kept in <dataDir>/<containerID>, the
@@ -35,7 +37,9 @@ func storedPath(dataDir, containerID string) string {
 // instead of following it, so no symlink planted in the data dir redirects the write.
 func writeStored(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o700); errors.Is(err, syscall.ENOTDIR) {
+		return cnierror.Invalid("dataDir: %q is not a directory", dir)
+	} else if err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	tmpPath := tempPath(path)
@@ -81,11 +85,16 @@ func tempPath(path string) string {
 var errUnusable = errors.New("unusable delegate config")
 
 // readStored returns the stored delegate config at path: its bytes and decoded form.
-// A missing file gives fs.ErrNotExist; one that can never be used, errUnusable.
+// A missing file gives fs.ErrNotExist, and so does a data dir that is no directory (a
+// file, which ADD refuses, so nothing can be stored below it); one that can never be
+// used, errUnusable.
 func readStored(path string) ([]byte, map[string]any, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, nil, fmt.Errorf("%w %s: a symlink", errUnusable, path)
+	}
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, nil, fmt.Errorf("delegate config %s: %w (the data dir is no directory)", path, fs.ErrNotExist)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -125,7 +134,8 @@ func decodeObject(data []byte) (map[string]any, error) {
 }
 
 // removeStored deletes the stored config, and what a killed writer left of it, whatever
-// was planted there (never what a link points to); one that is already gone is fine.
+// was planted there (never what a link points to); one that is already gone, or that
+// cannot be there because the data dir is no directory, is fine.
 func removeStored(path string) error {
 	var errs []error
 	for _, p := range []string{path, tempPath(path)} {
@@ -133,17 +143,18 @@ func removeStored(path string) error {
 		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 			err = os.RemoveAll(p) // a directory planted under the name
 		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 			errs = append(errs, fmt.Errorf("delegate config: %w", err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// storedOf lists the container ids with a stored config of network in dataDir.
+// storedOf lists the container ids with a stored config of network in dataDir. A data
+// dir that does not exist or is no directory holds none.
 func storedOf(dataDir, network string) (map[string]map[string]any, error) {
 	entries, err := os.ReadDir(dataDir)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, nil
 	}
 	if err != nil {

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/cnierror"
 )
 
 // ErrNotRegular reports an entry that is not a regular file where one was expected.
@@ -68,6 +70,18 @@ func ReadPath(path string, limit int64) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: ErrTooLarge}
 	}
 	return data, nil
+}
+
+// MkdirAll creates the state directory at path, which the config key names, with its
+// parents, as os.MkdirAll does. A path that is, or lies below, something that is no
+// directory is the config's fault: code 7 naming the key and the path component at
+// fault, not the kernel's bare "not a directory" as an internal or I/O error.
+func MkdirAll(key, path string, perm os.FileMode) error {
+	err := os.MkdirAll(path, perm)
+	if errors.Is(err, unix.ENOTDIR) {
+		return cnierror.Invalid("%s: %v", key, err)
+	}
+	return err
 }
 
 // Dir is an open directory; names given to its methods are single components inside it.

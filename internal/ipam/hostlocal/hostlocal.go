@@ -86,7 +86,9 @@ func add(req *skel.Request) (res *result.Result, err error) {
 		return nil, err
 	}
 	st, err := openStore(conf.DataDir, conf.Network, true, req.Stderr)
-	if err != nil {
+	if cnierror.Code(err) != 0 {
+		return nil, fmt.Errorf("host-local: %w", err)
+	} else if err != nil {
 		return nil, cnierror.Newf(cnierror.CodeIO, "host-local: %v", err)
 	}
 	defer st.close()

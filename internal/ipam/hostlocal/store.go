@@ -102,7 +102,7 @@ type store struct {
 func openStore(dataDir, network string, create bool, log io.Writer) (*store, error) {
 	path := filepath.Join(dataDir, network)
 	if create {
-		if err := os.MkdirAll(path, 0o755); err != nil {
+		if err := statedir.MkdirAll("ipam.dataDir", path, 0o755); err != nil {
 			return nil, fmt.Errorf("create data dir: %w", err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/statedir"
 )
 
 // The delegate config of each attachment is kept in <dataDir>/<containerID>, the
@@ -37,9 +37,7 @@ func storedPath(dataDir, containerID string) string {
 // instead of following it, so no symlink planted in the data dir redirects the write.
 func writeStored(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); errors.Is(err, syscall.ENOTDIR) {
-		return cnierror.Invalid("dataDir: %q is not a directory", dir)
-	} else if err != nil {
+	if err := statedir.MkdirAll("dataDir", dir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	tmpPath := tempPath(path)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"strings"
 	"time"
 
@@ -126,7 +125,7 @@ func (b *backups) write(names []string, bk *Backup) (string, error) {
 		return "", fmt.Errorf("tuning backup: %w", err)
 	}
 	if b.dir == nil {
-		if err := os.MkdirAll(b.path, 0o700); err != nil {
+		if err := statedir.MkdirAll("dataDir", b.path, 0o700); err != nil {
 			return "", fmt.Errorf("tuning backup: %w", err)
 		}
 		if b.dir, err = statedir.Open(b.path); err != nil {

@@ -86,16 +86,47 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 
 // del removes the attachment's ifb, found from the network name and container id alone
 // so that it works without prevResult or netns; the alias keeps it from removing the ifb
-// of another interface of the same container. The host veth's qdiscs go with the veth.
-// The limits are not read: an attachment whose ADD refused them must still be
-// deletable, or the runtime's DEL of the whole chain stops here.
+// of another interface of the same container. While the container interface is there,
+// the host veth's qdiscs go too (unshape). The limits are not read: an attachment whose
+// ADD refused them must still be deletable, or the runtime's DEL of the whole chain
+// stops here.
 func del(req *skel.Request) error {
 	host, err := link.Current()
 	if err != nil {
 		return err
 	}
 	defer host.Close()
-	return deleteIfb(req.Context(), host, ifbName(req.Net.Name, req.Args.ContainerID), owner{req.Net.Name, req.Args.ContainerID, req.Args.IfName})
+	return errors.Join(unshape(req, host),
+		deleteIfb(req.Context(), host, ifbName(req.Net.Name, req.Args.ContainerID), owner{req.Net.Name, req.Args.ContainerID, req.Args.IfName}))
+}
+
+// unshape takes the root tbf and the ingress qdisc (with its redirect) off the host end
+// of the container interface's veth. A veth that bridge or ptp made goes with its
+// attachment and its qdiscs with it, but not every host end does: host-device moves one
+// end of a veth whose other end the host keeps, and a main plugin of another project
+// may keep its host end. Without a netns (gone, or not given) there is no container end
+// to find the host end by; a veth whose netns died went with it. Only what ADD makes is
+// deleted (the kernel's delete does not check the kind): a root qdisc that is no tbf
+// (an operator's) and an ingress qdisc without the redirect (a clsact) stay.
+func unshape(req *skel.Request, host *link.NS) error {
+	cont, err := link.OpenIfPresent(req.Args.Netns)
+	if err != nil || cont == nil {
+		return nil
+	}
+	defer cont.Close()
+	veth, err := link.HostPeer(host, cont, req.Args.IfName)
+	if err != nil {
+		return nil // no interface, or no veth with its peer here: nothing ADD shaped
+	}
+	h := host.Handle()
+	var errs []error
+	if kind, _, err := rootQdisc(host, veth.Attrs().Index); err == nil && kind == "tbf" {
+		errs = append(errs, delRootQdisc(h, veth))
+	}
+	if redirects(h, veth) {
+		errs = append(errs, delIngress(h, veth))
+	}
+	return errors.Join(errs...)
 }
 
 // check recomputes the tbf settings and compares them with the kernel's, on the host

@@ -198,6 +198,22 @@ func delIngress(h *netlink.Handle, veth netlink.Link) error {
 	return ignoreGone(h.QdiscDel(q))
 }
 
+// redirects reports whether the host veth's ingress qdisc holds a u32 filter whose
+// mirred action redirects (what redirectToIfb adds), also when its ifb is gone. The
+// filters of that one link are listed, not the namespace's qdiscs.
+func redirects(h *netlink.Handle, veth netlink.Link) bool {
+	filters, err := link.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(veth, netlink.MakeHandle(0xffff, 0)) })
+	if err != nil {
+		return false
+	}
+	for _, f := range filters {
+		if u, ok := f.(*netlink.U32); ok && u.RedirIndex != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // checkRedirect verifies that the host veth's ingress qdisc redirects to the ifb.
 func checkRedirect(h *netlink.Handle, veth, ifb netlink.Link) error {
 	filters, err := link.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(veth, netlink.MakeHandle(0xffff, 0)) })

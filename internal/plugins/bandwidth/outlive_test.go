@@ -1,0 +1,84 @@
+package bandwidth
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// TestDelUnshapesAHostVethThatOutlivesTheAttachment: the host end of the container's
+// veth is not always deleted with the attachment (host-device moves one end of a veth
+// the host keeps; a main plugin of another project may keep its host end), so "the
+// host veth's qdiscs go with the veth" does not hold. DEL with the netns there takes
+// off the root tbf and the ingress qdisc (with its redirect) that ADD put on it; the
+// link kept a 1 Mbit limit and an ingress filter redirecting to a deleted ifb for ever.
+// The reference refuses such an ADD (no host interface in prevResult).
+func TestDelUnshapesAHostVethThatOutlivesTheAttachment(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	for name, limits := range map[string]string{
+		"both":         bothLimits,
+		"ingress only": `"ingressRate":16000000,"ingressBurst":400000`,
+		"egress only":  `"egressRate":8000000,"egressBurst":200000`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			host := testns.NewWithLoopback(t)
+			a := attach(t, host, "ctr-outlive", 1)
+			hh := host.Handle(t)
+			_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			require.NoError(t, err)
+			veth, err := hh.LinkByName(a.hostVeth)
+			require.NoError(t, err)
+			require.NotEqual(t, []string{"noqueue"}, qdiscKinds(t, hh, veth), "premise: ADD shaped the host veth")
+
+			_, err = invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"noqueue"}, qdiscKinds(t, hh, veth), "the veth has the kernel's default qdisc only")
+			_, err = hh.LinkByName(ifbName("net1", a.cid))
+			assert.True(t, link.IsNotFound(err), "ifb deleted: %v", err)
+			_, err = invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			assert.NoError(t, err, "second DEL")
+		})
+	}
+}
+
+// TestDelLeavesQdiscsBandwidthDidNotMake: a host veth whose root qdisc is another kind
+// (an operator's htb, say) keeps it, and so does a clsact (an eBPF datapath's); only a
+// root tbf and an ingress qdisc with a redirect are ADD's.
+func TestDelLeavesQdiscsBandwidthDidNotMake(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	host := testns.NewWithLoopback(t)
+	a := attach(t, host, "ctr-other", 1)
+	hh := host.Handle(t)
+	veth, err := hh.LinkByName(a.hostVeth)
+	require.NoError(t, err)
+	require.NoError(t, hh.QdiscAdd(netlink.NewHtb(netlink.QdiscAttrs{
+		LinkIndex: veth.Attrs().Index, Parent: netlink.HANDLE_ROOT, Handle: netlink.MakeHandle(1, 0)})))
+	require.NoError(t, hh.QdiscAdd(&netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: veth.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}))
+
+	_, err = invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"htb", "clsact"}, qdiscKinds(t, hh, veth))
+}
+
+// qdiscKinds lists the kinds of the link's root and ingress qdiscs.
+func qdiscKinds(t *testing.T, h *netlink.Handle, l netlink.Link) []string {
+	t.Helper()
+	qs, err := h.QdiscList(l)
+	require.NoError(t, err)
+	var kinds []string
+	for _, q := range qs {
+		if a := q.Attrs(); a.Parent == netlink.HANDLE_ROOT || a.Parent == netlink.HANDLE_INGRESS {
+			kinds = append(kinds, q.Type())
+		}
+	}
+	return kinds
+}

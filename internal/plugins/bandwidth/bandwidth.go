@@ -75,10 +75,11 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		if err := setRootTBF(h, ifb, tbfFor(shaping.Egress)); err != nil {
 			return nil, err
 		}
-		undo.Push("host veth ingress qdisc", func() error { return delIngress(h, veth) })
+		// Pushed once the qdisc is ours: a failed add leaves another program's in place.
 		if err := redirectToIfb(h, veth, ifb); err != nil {
 			return nil, err
 		}
+		undo.Push("host veth ingress qdisc", func() error { return delIngress(h, veth) })
 		res.AddInterface(result.Interface{Name: name, Mac: ifb.Attrs().HardwareAddr.String()})
 	}
 	return res, nil

@@ -82,3 +82,28 @@ func qdiscKinds(t *testing.T, h *netlink.Handle, l netlink.Link) []string {
 	}
 	return kinds
 }
+
+// TestAddKeepsAClsactOnTheHostVeth: a clsact on the host veth belongs to another
+// program (an eBPF datapath chained before bandwidth); ADD used to delete it to put its
+// ingress qdisc there, silently cutting that program off the pod's traffic. It now
+// fails (as the reference's ADD does, on the kernel's EEXIST) and leaves the clsact and
+// nothing of its own; an ingress qdisc with the redirect of an earlier ADD is still
+// replaced.
+func TestAddKeepsAClsactOnTheHostVeth(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	host := testns.NewWithLoopback(t)
+	a := attach(t, host, "ctr-clsact", 1)
+	hh := host.Handle(t)
+	veth, err := hh.LinkByName(a.hostVeth)
+	require.NoError(t, err)
+	require.NoError(t, hh.QdiscAdd(&netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: veth.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}))
+
+	_, err = invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "clsact")
+	assert.Equal(t, []string{"noqueue", "clsact"}, qdiscKinds(t, hh, veth), "the clsact stays, the tbf is undone")
+	_, err = hh.LinkByName(ifbName("net1", a.cid))
+	assert.True(t, link.IsNotFound(err), "no ifb left: %v", err)
+}

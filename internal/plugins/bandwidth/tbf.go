@@ -163,16 +163,20 @@ func checkRootTBF(n *link.NS, l netlink.Link, want tbfParams) error {
 // redirectToIfb adds an ingress qdisc (ffff:) on the host veth and a u32 match-all
 // filter whose mirred action redirects every packet the container sends to the ifb. An
 // ingress qdisc left by an earlier ADD of the attachment is replaced with its filters,
-// whose redirect would point at an ifb that no longer exists.
+// whose redirect would point at an ifb that no longer exists. Another program's (a
+// clsact of an eBPF datapath, an ingress qdisc without the redirect) is not deleted:
+// the kernel then refuses the new one, and ADD fails saying whose place it is.
 func redirectToIfb(h *netlink.Handle, veth, ifb netlink.Link) error {
-	if err := delIngress(h, veth); err != nil {
-		return fmt.Errorf("%s: delete old ingress qdisc: %w", veth.Attrs().Name, err)
+	if redirects(h, veth) {
+		if err := delIngress(h, veth); err != nil {
+			return fmt.Errorf("%s: delete old ingress qdisc: %w", veth.Attrs().Name, err)
+		}
 	}
 	ingress := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
 		LinkIndex: veth.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_INGRESS,
 	}}
 	if err := h.QdiscAdd(ingress); err != nil {
-		return fmt.Errorf("%s: add ingress qdisc: %w", veth.Attrs().Name, err)
+		return fmt.Errorf("%s: add ingress qdisc%s: %w", veth.Attrs().Name, ingressHolder(h, veth), err)
 	}
 	filter := &netlink.U32{
 		FilterAttrs: netlink.FilterAttrs{
@@ -185,9 +189,25 @@ func redirectToIfb(h *netlink.Handle, veth, ifb netlink.Link) error {
 		Actions: []netlink.Action{netlink.NewMirredAction(ifb.Attrs().Index)},
 	}
 	if err := h.FilterAdd(filter); err != nil {
-		return fmt.Errorf("%s: add u32 redirect to %s: %w", veth.Attrs().Name, ifb.Attrs().Name, err)
+		return errors.Join(fmt.Errorf("%s: add u32 redirect to %s: %w", veth.Attrs().Name, ifb.Attrs().Name, err),
+			delIngress(h, veth))
 	}
 	return nil
+}
+
+// ingressHolder names the kind of qdisc another program has at the link's ingress, for
+// the error of a failed add ("" when none is found).
+func ingressHolder(h *netlink.Handle, l netlink.Link) string {
+	qs, err := h.QdiscList(l) // a dump of the namespace's qdiscs, on this failure only
+	if err != nil {
+		return ""
+	}
+	for _, q := range qs {
+		if q.Attrs().Parent == netlink.HANDLE_INGRESS {
+			return fmt.Sprintf(" (it has another program's %s qdisc there)", q.Type())
+		}
+	}
+	return ""
 }
 
 // delIngress removes the ingress qdisc and with it the redirect filter.
@@ -198,17 +218,24 @@ func delIngress(h *netlink.Handle, veth netlink.Link) error {
 	return ignoreGone(h.QdiscDel(q))
 }
 
-// redirects reports whether the host veth's ingress qdisc holds a u32 filter whose
-// mirred action redirects (what redirectToIfb adds), also when its ifb is gone. The
-// filters of that one link are listed, not the namespace's qdiscs.
+// redirects reports whether the host veth's ingress qdisc holds a u32 filter with a
+// mirred action (what redirectToIfb adds), also when its ifb is gone (the kernel then
+// reports the action without a target). The filters of that one link are listed, not
+// the namespace's qdiscs.
 func redirects(h *netlink.Handle, veth netlink.Link) bool {
 	filters, err := link.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(veth, netlink.MakeHandle(0xffff, 0)) })
 	if err != nil {
 		return false
 	}
 	for _, f := range filters {
-		if u, ok := f.(*netlink.U32); ok && u.RedirIndex != 0 {
-			return true
+		u, ok := f.(*netlink.U32)
+		if !ok {
+			continue
+		}
+		for _, a := range u.Actions {
+			if _, ok := a.(*netlink.MirredAction); ok {
+				return true
+			}
 		}
 	}
 	return false

@@ -49,8 +49,12 @@ func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (_ netlink.Lin
 
 // NameFree checks that no interface in n is called ifName, for an ADD about to make
 // CNI_IFNAME there: a taken name is the CNI error of IfNameTaken, the loopback
-// interface's a CNI error of its own (no plugin may take it over, and DEL leaves it).
+// interface's a CNI error of its own (no plugin may take it over, and DEL leaves it),
+// and so is a name the kernel gives no link (reservedIfName).
 func (n *NS) NameFree(ifName string) error {
+	if err := reservedIfName(ifName); err != nil {
+		return err
+	}
 	l, err := n.ByName(ifName)
 	switch {
 	case err == nil && isLoopback(l):
@@ -67,6 +71,18 @@ func (n *NS) NameFree(ifName string) error {
 // interface.
 func loopbackIfName(ifName string) error {
 	return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %q is the container's loopback interface, not one a plugin makes", ifName)
+}
+
+// reservedIfName is the CNI error for a CNI_IFNAME that no link may have: "all" and
+// "default", which pass the spec's name rule but are the names of the per-family
+// defaults under /proc/sys/net/ipv{4,6}/conf, so the kernel refuses them ("invalid
+// argument") for any link. Refused before anything is made; DEL finds no such link and
+// succeeds.
+func reservedIfName(ifName string) error {
+	if ifName == "all" || ifName == "default" {
+		return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %q names the kernel's interface defaults (net.ipv4.conf.%s), which no link may be called", ifName, ifName)
+	}
+	return nil
 }
 
 // IfNameTaken is the CNI error for a CNI_IFNAME already present in the container.

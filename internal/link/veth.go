@@ -47,6 +47,9 @@ const maxNameTries = 10
 func CreateVeth(host, cont *NS, opts VethOptions) (_ *Veth, err error) {
 	defer cont.steps.Begin(steps.LinkCreate).End(&err)
 	ch := cont.Handle()
+	if err := reservedIfName(opts.IfName); err != nil {
+		return nil, err
+	}
 	if l, err := ch.LinkByName(opts.IfName); err == nil {
 		if isLoopback(l) {
 			return nil, loopbackIfName(opts.IfName)

@@ -44,3 +44,35 @@ func TestIfNamesTheKernelReservesAreRefusedAndTheirDelSucceeds(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkNamesTheKernelReservesAreInvalidConfig: a bridge or VRF the config names "all"
+// or "default" is code 7 naming the key (it was the kernel's "invalid argument" as 999),
+// and DEL, which reads only that name, finds nothing made and succeeds.
+func TestLinkNamesTheKernelReservesAreInvalidConfig(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"all", "default"} {
+		for plugin, key := range map[string]string{"bridge": "bridge", "vrf": "vrfname"} {
+			t.Run(name+"/"+plugin, func(t *testing.T) {
+				t.Parallel()
+				n := newNode(t)
+				c := n.NewContainer()
+				keys := map[string]any{key: name}
+				if plugin == "bridge" {
+					keys["ipam"] = n.hostLocal(attachmenttest.Subnet)
+				} else {
+					keys["prevResult"] = map[string]any{"cniVersion": "1.1.0",
+						"interfaces": []any{map[string]any{"name": "eth0", "sandbox": c.NS.Path}}}
+				}
+				conf := n.conf(plugin, keys)
+				_, err := n.exec(plugin, skel.CmdAdd, c.ID, c.NS.Path, "eth0", conf)
+				require.NotNil(t, err, "ADD")
+				assert.Equal(t, cnierror.CodeInvalidConfig, err.Code, describe(err))
+				assert.Contains(t, err.Msg, key+":")
+				_, err = n.exec(plugin, skel.CmdDel, c.ID, c.NS.Path, "eth0", conf)
+				assert.Nil(t, err, "DEL: %s", describe(err))
+				assert.Empty(t, n.hostLinks())
+				assert.Empty(t, n.Reservations())
+			})
+		}
+	}
+}

@@ -73,13 +73,11 @@ func loopbackIfName(ifName string) error {
 	return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %q is the container's loopback interface, not one a plugin makes", ifName)
 }
 
-// reservedIfName is the CNI error for a CNI_IFNAME that no link may have: "all" and
-// "default", which pass the spec's name rule but are the names of the per-family
-// defaults under /proc/sys/net/ipv{4,6}/conf, so the kernel refuses them ("invalid
-// argument") for any link. Refused before anything is made; DEL finds no such link and
-// succeeds.
+// reservedIfName is the CNI error for a CNI_IFNAME that no link may have
+// (skel.KernelReservedIfName): refused before anything is made; DEL finds no such link
+// and succeeds.
 func reservedIfName(ifName string) error {
-	if ifName == "all" || ifName == "default" {
+	if skel.KernelReservedIfName(ifName) {
 		return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %q names the kernel's interface defaults (net.ipv4.conf.%s), which no link may be called", ifName, ifName)
 	}
 	return nil

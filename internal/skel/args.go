@@ -236,13 +236,22 @@ func ValidateIfName(name string) error {
 }
 
 // ValidateIfNameField applies CheckIfName to an interface name read from the config or
-// its prevResult (code 7, naming the field).
+// its prevResult (code 7, naming the field), and refuses the names no link may have
+// (KernelReservedIfName): a config naming a bridge or VRF so is at fault.
 func ValidateIfNameField(field, name string) error {
 	if err := CheckIfName(name); err != nil {
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %v", field, err)
 	}
+	if KernelReservedIfName(name) {
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %q names the kernel's interface defaults (net.ipv4.conf.%s), which no link may be called", field, name, name)
+	}
 	return nil
 }
+
+// KernelReservedIfName reports whether the kernel refuses name for any link although it
+// passes the interface name rule: "all" and "default" are the per-family defaults under
+// /proc/sys/net/ipv{4,6}/conf ("invalid argument" on create or rename).
+func KernelReservedIfName(name string) bool { return name == "all" || name == "default" }
 
 // ValidateNetworkName applies the spec's network name rule (code 7).
 func ValidateNetworkName(name string) error {

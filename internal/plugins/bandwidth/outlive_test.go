@@ -61,12 +61,18 @@ func TestDelLeavesQdiscsBandwidthDidNotMake(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, hh.QdiscAdd(netlink.NewHtb(netlink.QdiscAttrs{
 		LinkIndex: veth.Attrs().Index, Parent: netlink.HANDLE_ROOT, Handle: netlink.MakeHandle(1, 0)})))
-	require.NoError(t, hh.QdiscAdd(&netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: veth.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}))
+	addClsact(t, hh, veth)
 
 	_, err = invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"htb", "clsact"}, qdiscKinds(t, hh, veth))
+}
+
+// addClsact gives the link a clsact qdisc, as an eBPF datapath does.
+func addClsact(t *testing.T, h *netlink.Handle, l netlink.Link) {
+	t.Helper()
+	require.NoError(t, h.QdiscAdd(&netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: l.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}))
 }
 
 // qdiscKinds lists the kinds of the link's root and ingress qdiscs.
@@ -97,8 +103,7 @@ func TestAddKeepsAClsactOnTheHostVeth(t *testing.T) {
 	hh := host.Handle(t)
 	veth, err := hh.LinkByName(a.hostVeth)
 	require.NoError(t, err)
-	require.NoError(t, hh.QdiscAdd(&netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: veth.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}))
+	addClsact(t, hh, veth)
 
 	_, err = invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
 	require.Error(t, err)

@@ -30,13 +30,22 @@ import (
 // that is there but damaged: only then is the reference's state looked for.
 var errAbsent = errors.New("missing")
 
-// checkAdopted checks the masquerade the reference made of the attachment when the
-// chosen backend holds none (absent is that backend's error): the iptables layout
-// unless that was the backend checked, then the reference's nftables table. State
-// found in either is checked as it stands; none anywhere is absent.
+// checkAdopted checks the attachment's masquerade where the chosen backend holds none
+// (absent is that backend's error): the iptables layout unless that was the backend
+// checked (the reference's default), else our own nftables layout, then the
+// reference's nftables table. Our nftables layout is looked for because the rule's
+// answer can change under an attachment: an nftables node whose host later keeps
+// rules of its own in iptables (Docker, kube-proxy) is an iptables node for the CHECK
+// of every pod set up before. State found anywhere is checked as it stands; none
+// anywhere is absent.
 func checkAdopted(ctx context.Context, chosen netfilter.Backend, att Attachment, ips []netip.Prefix, absent error) error {
 	if chosen != netfilter.IPTables && iptTablesInUse() {
 		if err := iptCheck(ctx, att, ips); !errors.Is(err, errAbsent) {
+			return err
+		}
+	}
+	if chosen != netfilter.NFTables {
+		if err := steps.Begin(ctx, steps.Firewall).Done(nftCheck(att, ips)); !errors.Is(err, errAbsent) {
 			return err
 		}
 	}

@@ -31,7 +31,9 @@
 // table lookup on nodes that never had them. GC does the same for a whole network.
 // CHECK of an attachment the reference set up passes on the reference's state: when the
 // chosen backend holds nothing of the attachment, it checks the iptables layout (the
-// reference's default) and the reference's nftables table instead (adopt.go).
+// reference's default) and the reference's nftables table instead (adopt.go), and our
+// own nftables layout when the rule chose iptables, as it does for the pods of an
+// nftables node once the host keeps rules of its own in iptables.
 // IPv4 and IPv6 are enabled separately (#398).
 package masq
 

@@ -316,10 +316,24 @@ func (n *Node) NetNS() string { return fmt.Sprintf("/proc/%d/ns/net", n.init) }
 // Path is p as the node sees it (its private /run and /var/lib included).
 func (n *Node) Path(p string) string { return fmt.Sprintf("/proc/%d/root%s", n.init, p) }
 
-// Run runs a command in the node's network and mount namespaces (ip, tc, iptables-save,
+// Run runs a command in the node's network and mount namespaces (ip, iptables-save,
 // nft) and returns its output.
 func (n *Node) Run(name string, args ...string) (string, error) {
-	cmd := exec.Command("nsenter", append([]string{"--target", strconv.Itoa(n.init), "--mount", "--net", "--", name}, args...)...)
+	return n.nsenter([]string{"--mount", "--net"}, name, args...)
+}
+
+// Qdiscs is `tc qdisc show` of the node. tc runs in the node's network namespace only:
+// in its mount namespace, whose /proc is the node's PID namespace's, tc's own
+// /proc/self (and so /proc/net/psched) does not exist, and tc then prints every burst
+// and latency off by the kernel's ticks per microsecond (a 34359737-byte burst as
+// 512Mb).
+func (n *Node) Qdiscs() (string, error) {
+	return n.nsenter([]string{"--net"}, "tc", "qdisc", "show")
+}
+
+func (n *Node) nsenter(namespaces []string, name string, args ...string) (string, error) {
+	argv := append(append([]string{"--target", strconv.Itoa(n.init)}, namespaces...), "--", name)
+	cmd := exec.Command("nsenter", append(argv, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)

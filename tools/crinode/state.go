@@ -48,7 +48,7 @@ func (n *Node) State() (State, error) {
 			s.Links = append(s.Links, name)
 		}
 	}
-	qd, err := n.Run("tc", "qdisc", "show")
+	qd, err := n.Qdiscs()
 	if err != nil {
 		return s, err
 	}

@@ -50,6 +50,12 @@ var layouts = []struct {
 // with flag (--conf or --one-exec), and starts containerd on them.
 func startNode(t *testing.T, flag string) *crinode.Node {
 	t.Helper()
+	return startNodeWith(t, flag, crinode.StandardList)
+}
+
+// startNodeWith is startNode with list as the network config.
+func startNodeWith(t *testing.T, flag, list string) *crinode.Node {
+	t.Helper()
 	require.Equal(t, 0, os.Geteuid(), "the e2e suite runs as root (namespaces, containerd)")
 	bin, err := cnibuild.Binary(runtime.GOARCH)
 	require.NoError(t, err)
@@ -57,7 +63,7 @@ func startNode(t *testing.T, flag string) *crinode.Node {
 	dir, err := os.MkdirTemp("", "cni-e2e-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	binDir, conf, err := crinode.Install(bin, dir, flag, crinode.StandardList)
+	binDir, conf, err := crinode.Install(bin, dir, flag, list)
 	require.NoError(t, err)
 	n, err := crinode.Start(crinode.Options{Dir: filepath.Join(dir, "node"), BinDir: binDir,
 		ConfList: conf, Pause: pause, PauseArchive: pauseArchive})
@@ -77,7 +83,12 @@ func startNode(t *testing.T, flag string) *crinode.Node {
 // node's baseline state.
 func startNodeWithPeer(t *testing.T, flag string) (*crinode.Node, *crinode.Peer, crinode.State) {
 	t.Helper()
-	n := startNode(t, flag)
+	return withPeer(t, startNode(t, flag))
+}
+
+// withPeer gives the running node n a peer namespace and takes its baseline state.
+func withPeer(t *testing.T, n *crinode.Node) (*crinode.Node, *crinode.Peer, crinode.State) {
+	t.Helper()
 	peer, err := n.NewPeer()
 	require.NoError(t, err)
 	t.Cleanup(peer.Close)
@@ -193,7 +204,7 @@ func TestPodsWithHostPortsAndBandwidthAnnotations(t *testing.T) {
 			for _, p := range pods {
 				p.run(t, n)
 			}
-			qdiscs, err := n.Run("tc", "qdisc", "show")
+			qdiscs, err := n.Qdiscs()
 			require.NoError(t, err)
 			for _, p := range pods {
 				if len(p.Ports) > 0 {

@@ -5,11 +5,13 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/nftrecord"
+	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -122,8 +124,10 @@ func TestNFTAddDeclaresTheBaseOnlyWithoutTheTable(t *testing.T) {
 	}))
 	assert.Equal(t, 1, nftrecord.Batches(r.Sent()), "DEL of both families in one transaction: %v", r.Sent())
 
-	out, err := e.host.Exec(t, "nft", "delete", "table", "ip", nftTableName)
-	require.NoError(t, err, out)
+	nfttest.Apply(t, e.host, func(c *nftables.Conn) error {
+		c.DelTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: nftTableName})
+		return nil
+	})
 	assert.True(t, declares(addOf(t, c, 8082)), "the table is gone: declared again")
 	got, err := dialTCP(e.client, "10.77.0.1:8082")
 	require.NoError(t, err)

@@ -44,6 +44,12 @@ func TestCheckFailsWhenTheReferencesStateIsDamaged(t *testing.T) {
 				return []string{"iptables", "-w", "-D", "CNI-FORWARD", "-s", p.ips[0].String() + "/32", "-j", "ACCEPT"}
 			},
 			want: "CNI-FORWARD lacks \"-s 10.66.0.2/32 -j ACCEPT\""},
+		// Backends unset: ours picks nftables, and finds the reference's rules in iptables.
+		{name: "firewall rule, backend unset", backend: "",
+			damage: func(p *pod, _ string) []string {
+				return []string{"iptables", "-w", "-D", "CNI-FORWARD", "-s", p.ips[0].String() + "/32", "-j", "ACCEPT"}
+			},
+			want: "CNI-FORWARD lacks \"-s 10.66.0.2/32 -j ACCEPT\""},
 		{name: "bandwidth ifb qdisc", backend: "iptables",
 			damage: func(p *pod, h string) []string { return []string{"tc", "qdisc", "del", "dev", "bwp" + h[:12], "root"} },
 			want:   "egress"},

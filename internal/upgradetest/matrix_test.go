@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -31,6 +32,7 @@ func TestReferenceAttachmentsAreAdopted(t *testing.T) {
 							return
 						}
 						p := adopted(t, n, rt, nw, 47000)
+						requireUnsetPicksNFTables(t, n, nw)
 						if end == "del-netns-gone" {
 							p.ns.Close()
 						}
@@ -61,6 +63,20 @@ func adopted(t *testing.T, n *node, rt runtime, nw network, hostPorts int) *pod 
 	require.NotEmpty(t, n.naming(p, nw), "the reference's ADD names the pod")
 	require.NoError(t, rt.check(n, []string{n.ours}, conf, p), "our CHECK of the reference's attachment")
 	return p
+}
+
+// requireUnsetPicksNFTables: with the backends unset (nw.backend ""), the node is one
+// where, after the reference's ADD, our rule picks nftables for the plugins (its only
+// iptables rules are the plugins' own), while the reference used iptables: the case
+// where ours must find the reference's state in the backend it did not choose.
+func requireUnsetPicksNFTables(t *testing.T, n *node, nw network) {
+	t.Helper()
+	if nw.backend != "" {
+		return
+	}
+	var picked netfilter.Backend
+	require.NoError(t, n.host.Do(func() error { picked = netfilter.Detect(); return nil }))
+	require.Equal(t, netfilter.NFTables, picked, "the rule's pick for unset backends after the reference's ADD")
 }
 
 // nextAdd is our ADD of a new pod that gets old's addresses, with host ports of its
@@ -108,6 +124,7 @@ func gcOneOfTwoNetworks(t *testing.T, n *node, rt runtime, nw network) {
 	other := nw
 	other.name, other.index = "upg-other", 1
 	p, q := adopted(t, n, rt, nw, 47000), adopted(t, n, rt, other, 49000)
+	requireUnsetPicksNFTables(t, n, nw)
 	before := n.naming(q, other)
 	p.ns.Close()
 	require.NoError(t, rt.gc(n, []string{n.ours}, nw.conflist(n)), "our GC")

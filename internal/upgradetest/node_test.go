@@ -63,14 +63,16 @@ type network struct {
 	name string
 	// main is "bridge" or "ptp".
 	main string
-	// backend is given as ipMasqBackend and as portmap's backend; "" lets each plugin
-	// pick its own, which is where the reference and we differ (iptables for the
-	// reference whenever iptables works, nftables for us when no legacy table is in use).
+	// backend is given as ipMasqBackend and as portmap's backend, and "iptables" as the
+	// firewall's (the reference's firewall has no nftables backend); "" leaves all three
+	// unset for each plugin to pick its own, which is where the reference and we differ
+	// (iptables for the reference whenever iptables works, nftables for us when no legacy
+	// table is in use).
 	backend string
 	// index picks the subnets 10.66.<index>.0/24 and fd66:<index>::/64.
 	index int
-	// firewalld leaves the firewall plugin's backend unset, for firewalld to be found;
-	// it is iptables otherwise.
+	// firewalld leaves the firewall plugin's backend unset whatever backend says, for
+	// firewalld to be found.
 	firewalld bool
 }
 
@@ -98,9 +100,9 @@ func (nw network) conflist(n *node) []byte {
 		mainConf["ipMasqBackend"] = nw.backend
 		portmap["backend"] = nw.backend
 	}
-	firewall := map[string]any{"type": "firewall", "backend": "iptables"}
-	if nw.firewalld {
-		delete(firewall, "backend")
+	firewall := map[string]any{"type": "firewall"}
+	if nw.backend != "" && !nw.firewalld {
+		firewall["backend"] = "iptables"
 	}
 	list := map[string]any{
 		"cniVersion": "1.1.0", "name": nw.name,

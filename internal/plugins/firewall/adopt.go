@@ -1,11 +1,14 @@
 package firewall
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 
 	"github.com/cnikit/cni/internal/iptables"
+	"github.com/cnikit/cni/internal/netfilter"
 )
 
 // Adopting the reference plugin's rules. On a node whose plugins were replaced under
@@ -16,6 +19,34 @@ import (
 // runtime's cached result, also when the netns is gone), and CHECK accepts them in
 // place of ours. GC cannot tell whose they are and leaves them: they only accept
 // traffic of an address, which any later attachment of that address accepts anyway.
+//
+// With backend unset the reference picks iptables wherever it works, but the rule
+// (netfilter.Detect) picks nftables on a node whose only iptables rules are the
+// plugins' own: the pods set up before the upgrade keep their iptables rules there.
+// CHECK therefore looks in iptables when the nftables backend it chose holds nothing
+// of the attachment (checkAdopted), as masquerade and portmap do; a node without
+// reference state pays nothing for it.
+
+// errAbsent marks a check that found nothing of the attachment in the backend it
+// looked in, as opposed to state that is there but damaged: only then is the other
+// layout looked at.
+var errAbsent = errors.New("nothing of the attachment")
+
+// checkAdopted is CHECK of an attachment the nftables backend holds nothing of (absent
+// is its error): the iptables rules, ours or the reference's, where the filter table of
+// a family the attachment has is in use and the tools to read it are installed. What is
+// found there is checked as it stands; when nothing is, absent stands.
+func checkAdopted(ctx context.Context, conf *Config, att attachment, ips []netip.Addr, bridge string, absent error) error {
+	if !netfilter.IPTablesInstalled() || !slices.ContainsFunc(ipFamilies(ips), func(f iptables.Family) bool {
+		return iptables.TableInUse(f, filterTable)
+	}) {
+		return absent
+	}
+	if err := iptCheck(ctx, conf, att, ips, bridge); !errors.Is(err, errAbsent) {
+		return err
+	}
+	return absent
+}
 
 // referenceRules are the reference's rules of the address a, which carry no comment.
 func referenceRules(a netip.Addr) []iptables.Rule {
@@ -64,6 +95,20 @@ func checkAddresses(c *iptables.Chain, att attachment, fam iptables.Family, ips 
 		}
 	}
 	return nil
+}
+
+// holdsAny tells whether c (CNI-FORWARD, nil when missing) holds any rule, ours or the
+// reference's, of the attachment's addresses of family fam.
+func holdsAny(c *iptables.Chain, att attachment, fam iptables.Family, ips []netip.Addr) bool {
+	if c == nil {
+		return false
+	}
+	for _, ip := range ips {
+		if familyOf(ip) == fam && (slices.ContainsFunc(ipRules(att, fam, []netip.Addr{ip}), c.Has) || slices.ContainsFunc(referenceRules(ip), c.Has)) {
+			return true
+		}
+	}
+	return false
 }
 
 func holdsAll(c *iptables.Chain, rules []iptables.Rule) bool {

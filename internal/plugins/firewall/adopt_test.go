@@ -2,13 +2,16 @@ package firewall_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
 )
 
 // referenceLayout writes what the reference plugin (v1.9) leaves in the filter table
@@ -55,4 +58,36 @@ func TestTheReferencePluginsRulesAreCheckedAndDeleted(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(save, "10.17.0.99/32"), "another address's reference rules stay")
 	_, err = dial(c.ns, extAddr)
 	assert.Error(t, err)
+}
+
+// TestUnsetBackendChecksTheReferencesRulesWhereNFTablesHoldsNone: with backend unset
+// the rule picks nftables on a node whose only iptables rules are the plugins' own
+// (docs/backends.md), yet a pod the reference set up there has its rules in iptables
+// (the reference picks iptables whenever it works). CHECK finds them there when
+// nftables holds nothing of the attachment, fails naming the rule when one of them is
+// missing, and keeps the nftables error when neither backend holds anything.
+func TestUnsetBackendChecksTheReferencesRulesWhereNFTablesHoldsNone(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "the reference's rules are written with iptables-restore")
+	e := newNFTEnv(t)
+	c := e.add(e.conflist(netOpts{name: "refauto", bridge: "br-refauto", subnets: []string{"10.18.0.0/24"}}), "c-refauto")
+	conf := fwConf(t, "refauto", nil, c.res)
+	noBus := "DBUS_SYSTEM_BUS_ADDRESS=unix:path=" + filepath.Join(t.TempDir(), "no-bus")
+
+	_, err := e.invoke(skel.CmdCheck, conf, c, noBus)
+	assert.ErrorContains(t, err, "nftables: chain forward missing", "nothing of it anywhere: the chosen backend's error")
+
+	referenceLayout(t, e, c.ip4())
+	require.NoError(t, e.inHost(func() error {
+		if b := netfilter.Detect(); b != netfilter.NFTables {
+			return fmt.Errorf("the rule picks %s with only the plugins' iptables rules", b)
+		}
+		return nil
+	}))
+	_, err = e.invoke(skel.CmdCheck, conf, c, noBus)
+	require.NoError(t, err, "the reference's intact rules pass")
+
+	out, err := e.host.Exec(t, "iptables", "-w", "-D", "CNI-FORWARD", "-s", c.ip4()+"/32", "-j", "ACCEPT")
+	require.NoError(t, err, out)
+	_, err = e.invoke(skel.CmdCheck, conf, c, noBus)
+	assert.ErrorContains(t, err, "CNI-FORWARD lacks \"-s "+c.ip4()+"/32 -j ACCEPT\"", "a damaged reference pair is named as such")
 }

@@ -276,7 +276,11 @@ func check(req *skel.Request) error {
 	ips := addresses(req.PrevResult)
 	switch backend(req, conf) {
 	case BackendNFTables:
-		return steps.Begin(req.Context(), steps.Firewall).Done(nftCheck(conf, attachmentOf(req), ips, bridge))
+		err := steps.Begin(req.Context(), steps.Firewall).Done(nftCheck(conf, attachmentOf(req), ips, bridge))
+		if errors.Is(err, errAbsent) {
+			return checkAdopted(req.Context(), conf, attachmentOf(req), ips, bridge, err)
+		}
+		return err
 	case BackendFirewalld:
 		fw, err := dialFirewalld(req.Context(), systemBus(req))
 		if err != nil {

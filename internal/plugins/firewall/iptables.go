@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -175,25 +176,47 @@ func iptGC(ctx context.Context, network string, keep owner.Set) error {
 }
 
 // iptCheck verifies, per family with addresses, the jumps, the admin chain, the
-// attachment's rules and the ingress policy's rules.
+// attachment's rules and the ingress policy's rules. Its error is errAbsent only when no
+// family holds a rule of the attachment (ours or the reference's): one family without
+// them beside another with them is damage.
 func iptCheck(ctx context.Context, conf *Config, att attachment, ips []netip.Addr, bridge string) error {
-	for _, fam := range families {
-		rules := ipRules(att, fam, ips)
-		if len(rules) == 0 {
-			continue
-		}
+	var absent error
+	found := false
+	for _, fam := range ipFamilies(ips) {
 		t, err := iptables.Load(ctx, fam, filterTable)
 		if err != nil {
 			return fmt.Errorf("firewall check: %w", err)
 		}
-		if err := checkTable(t, conf, att, fam, ips, bridge); err != nil {
+		err = checkTable(t, conf, att, fam, ips, bridge)
+		switch {
+		case err == nil:
+			found = true
+		case errors.Is(err, errAbsent):
+			absent = cmp.Or(absent, fmt.Errorf("firewall check %s: %w", fam, err))
+		default:
 			return fmt.Errorf("firewall check %s: %w", fam, err)
 		}
 	}
-	return nil
+	if absent != nil && found {
+		return errors.New(absent.Error()) // the same words, but no longer errAbsent
+	}
+	return absent
 }
 
 func checkTable(t *iptables.Table, conf *Config, att attachment, fam iptables.Family, ips []netip.Addr, bridge string) error {
+	err := checkShared(t, conf, bridge)
+	if err == nil {
+		err = checkAddresses(t.Chain(privChain), att, fam, ips)
+	}
+	if err != nil && !holdsAny(t.Chain(privChain), att, fam, ips) {
+		return fmt.Errorf("%w (%w)", err, errAbsent)
+	}
+	return err
+}
+
+// checkShared verifies the admin chain and the jumps every attachment shares, with the
+// ingress policy's rules for bridge.
+func checkShared(t *iptables.Table, conf *Config, bridge string) error {
 	if t.Chain(conf.AdminChain) == nil {
 		return fmt.Errorf("admin chain %s missing", conf.AdminChain)
 	}
@@ -204,10 +227,7 @@ func checkTable(t *iptables.Table, conf *Config, att attachment, fam iptables.Fa
 	for chain, rs := range isolationRules(conf.IngressPolicy, bridge) {
 		want[chain] = append(want[chain], rs...)
 	}
-	if err := hasRules(t, want); err != nil {
-		return err
-	}
-	return checkAddresses(t.Chain(privChain), att, fam, ips)
+	return hasRules(t, want)
 }
 
 // hasRules reports the first wanted rule the snapshot lacks.

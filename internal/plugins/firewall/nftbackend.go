@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -254,23 +255,30 @@ func (l *nftLayout) checkBase(c *nftables.Conn, conf *Config) error {
 }
 
 // checkAttachment looks each address up once: its element must be there, the
-// attachment's.
+// attachment's. When no address's element is the attachment's, the error is errAbsent:
+// the attachment may be one the reference set up in iptables (checkAdopted).
 func (l *nftLayout) checkAttachment(att attachment, ips []netip.Addr) error {
 	comment := att.nftComment()
+	var missing error
+	held := false
 	for _, a := range ips {
 		set := l.addrSet(a)
 		e, err := netfilter.GetElement(set.Table.Family, set.Table.Name, set.Name, a.AsSlice())
-		if err != nil && !netfilter.IsNotExist(err) {
+		switch {
+		case err != nil && !netfilter.IsNotExist(err):
 			return err
-		}
-		if err != nil {
-			return fmt.Errorf("%s not in set %s", a, set.Name)
-		}
-		if e.Comment != comment {
-			return fmt.Errorf("%s in set %s is another attachment's (%q)", a, set.Name, e.Comment)
+		case err != nil:
+			missing = cmp.Or(missing, fmt.Errorf("%s not in set %s", a, set.Name))
+		case e.Comment != comment:
+			missing = cmp.Or(missing, fmt.Errorf("%s in set %s is another attachment's (%q)", a, set.Name, e.Comment))
+		default:
+			held = true
 		}
 	}
-	return nil
+	if missing != nil && !held {
+		return fmt.Errorf("%w (%w)", missing, errAbsent)
+	}
+	return missing
 }
 
 // nftCheckIsolation verifies the ingress policy's elements only, for the firewalld

@@ -356,6 +356,12 @@ type step struct {
 // returns only once all of it is done: the runtime deletes the netns next. An error of
 // that work is its plugin's error. The first error comes first in the result, so that
 // cnierror.Code reads the code of the plugin that failed first.
+//
+// A plugin that cannot run with the config (not on the plugin path, or not speaking the
+// config's version: cnierror.ErrCannotRun) is skipped by DEL and GC, saying why: no ADD
+// can have run it, so it has nothing to undo, and failing on it would fail the DEL for
+// ever and keep the plugins before it from deleting theirs (libcni's DEL stops there).
+// A plugin that runs and fails still fails the DEL.
 func (r *Runner) each(ctx context.Context, n *Network, plugins []PluginConf, s step,
 	prev *result.Result, att *Attachment, extra map[string]any) error {
 	var a Attachment
@@ -371,6 +377,10 @@ func (r *Runner) each(ctx context.Context, n *Network, plugins []PluginConf, s s
 		conf, err := pluginConfig(n, pc, prev, att, extra)
 		if err == nil {
 			_, err = r.invoke(skel.WithPending(ctx, p), pe, pc.Type, s.command, conf, a)
+		}
+		if cnierror.CannotHaveMade(s.command, err) {
+			r.logf("%s of plugin type=%q in network %q: nothing to do, no ADD with this config can have run it: %v", s.name, pc.Type, n.Name, err)
+			continue
 		}
 		if err != nil {
 			errs = append(errs, &PluginError{Type: pc.Type, Network: n.Name, Step: s.name, Err: err})

@@ -502,3 +502,48 @@ func TestGCWithoutAnyCacheRunsThePluginsGC(t *testing.T) {
 	require.Len(t, recs, 1)
 	assert.Equal(t, "GC", recs[0].Command)
 }
+
+// TestDelAndGCSkipAPluginThatCannotRunButNotOneThatFails: a plugin of the list that
+// cannot run with the config (on no directory of the plugin path, or refusing the
+// config's version with code 1) can have made nothing, so DEL and GC skip it, saying
+// why, and go on to the plugins before it; they failed for ever, and so kept the
+// earlier plugins' state. A plugin that runs and fails still fails the DEL ("try
+// again"), which stops there as in libcni.
+func TestDelAndGCSkipAPluginThatCannotRunButNotOneThatFails(t *testing.T) {
+	for _, tc := range []struct {
+		name, last string
+		code       uint // 0: DEL and GC succeed
+	}{
+		{name: "not on the plugin path", last: `{"type":"nosuch"}`},
+		{name: "its version refused", last: recorderConf(filepath.Join(t.TempDir(), "last"),
+			`"fail":{"DEL":{"code":1,"msg":"incompatible CNI versions"},"GC":{"code":1,"msg":"incompatible CNI versions"}}`)},
+		{name: "its DEL fails", last: recorderConf(filepath.Join(t.TempDir(), "last"),
+			`"fail":{"DEL":{"code":11,"msg":"busy"},"GC":{"code":11,"msg":"busy"}}`), code: cnierror.CodeTryAgainLater},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := filepath.Join(t.TempDir(), "rec")
+			var logs strings.Builder
+			r := newRunner(t, pluginDir(t))
+			r.Stderr = &logs
+			n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec)+`,`+tc.last+`]}`)
+			errDel := r.Del(context.Background(), n, chain.Attachment{ContainerID: "c1", IfName: "eth0"})
+			errGC := r.GC(context.Background(), n, &chain.GCArgs{})
+			var cmds []string
+			for _, rc := range readRecords(t, rec) {
+				cmds = append(cmds, rc.Command)
+			}
+			if tc.code != 0 {
+				assert.Equal(t, tc.code, cnierror.Code(errDel), "%v", errDel)
+				assert.Equal(t, tc.code, cnierror.Code(errGC), "%v", errGC)
+				assert.Equal(t, []string{"GC"}, cmds, "DEL stops at the failure; GC reaches every plugin")
+				return
+			}
+			require.NoError(t, errDel)
+			require.NoError(t, errGC)
+			assert.Equal(t, []string{"DEL", "GC"}, cmds, "the plugin before it deletes and collects its own")
+			assert.Contains(t, logs.String(), "delete of plugin type=")
+			assert.Contains(t, logs.String(), "gc of plugin type=")
+			assert.Contains(t, logs.String(), "nothing to do, no ADD with this config can have run it")
+		})
+	}
+}

@@ -28,3 +28,20 @@ func TestFromMakesUntypedErrorsInternal(t *testing.T) {
 	assert.Equal(t, "boom", got.Msg)
 	assert.Nil(t, From(nil))
 }
+
+// TestCannotRunKeepsTheCodeAndIsSeenThroughWrapping: the mark changes nothing on the
+// wire (code, message, details) and is found through any wrapping, for DEL and GC only.
+func TestCannotRunKeepsTheCodeAndIsSeenThroughWrapping(t *testing.T) {
+	err := fmt.Errorf("plugin x: %w", CannotRun(New(CodeIncompatibleVersion, "incompatible CNI versions").WithDetails("config is \"9\"")))
+	got := From(err)
+	assert.Equal(t, CodeIncompatibleVersion, got.Code)
+	assert.Equal(t, "plugin x: incompatible CNI versions", got.Msg)
+	assert.Equal(t, "config is \"9\"", got.Details)
+	assert.ErrorIs(t, err, ErrCannotRun)
+	assert.True(t, CannotHaveMade("DEL", err))
+	assert.True(t, CannotHaveMade("GC", err))
+	assert.False(t, CannotHaveMade("ADD", err))
+	assert.False(t, CannotHaveMade("CHECK", err))
+	assert.False(t, CannotHaveMade("DEL", New(CodeIncompatibleVersion, "unmarked")), "only a marked error")
+	assert.False(t, CannotHaveMade("DEL", nil))
+}

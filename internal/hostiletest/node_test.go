@@ -30,7 +30,7 @@ type node struct {
 
 // pluginNames are the names the plugin dir links to the binary.
 var pluginNames = []string{"bridge", "ptp", "macvlan", "ipvlan", "vlan", "dummy", "tap", "host-device",
-	"flannel", "chain", "host-local", "sbr", "vrf", "bandwidth", "tuning", "portmap"}
+	"flannel", "chain", "host-local", "sbr", "vrf", "bandwidth", "tuning", "portmap", "firewall"}
 
 func newNode(t *testing.T) *node {
 	t.Helper()

@@ -37,13 +37,15 @@ const busyBackoff = 50 * time.Millisecond
 const maxStderr = 16 << 10
 
 // FindInPath returns the first <dir>/<type> of paths that is a regular file (links
-// followed), as libcni's invoke.FindInPath does; the exec bit is not checked.
+// followed), as libcni's invoke.FindInPath does; the exec bit is not checked. A type
+// that names no plugin there, or no plugin anywhere (empty, with a path separator), is
+// code 7 marked cnierror.ErrCannotRun: no ADD can have run it.
 func FindInPath(pluginType string, paths []string) (string, error) {
 	if pluginType == "" {
-		return "", cnierror.New(cnierror.CodeInvalidConfig, "no plugin name provided")
+		return "", cnierror.CannotRun(cnierror.New(cnierror.CodeInvalidConfig, "no plugin name provided"))
 	}
 	if strings.ContainsRune(pluginType, os.PathSeparator) {
-		return "", cnierror.Newf(cnierror.CodeInvalidConfig, "invalid plugin name %q: must not contain a path separator", pluginType)
+		return "", cnierror.CannotRun(cnierror.Newf(cnierror.CodeInvalidConfig, "invalid plugin name %q: must not contain a path separator", pluginType))
 	}
 	if len(paths) == 0 {
 		return "", cnierror.Newf(cnierror.CodeInvalidEnv, "no paths provided to find plugin %q in", pluginType)
@@ -54,13 +56,14 @@ func FindInPath(pluginType string, paths []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", cnierror.Newf(cnierror.CodeInvalidConfig, "failed to find plugin %q in path %s", pluginType, paths)
+	return "", cnierror.CannotRun(cnierror.Newf(cnierror.CodeInvalidConfig, "failed to find plugin %q in path %s", pluginType, paths))
 }
 
 // Exec runs the plugin at path with env and stdin and returns its stdout. Its stderr is
 // copied to stderr once it exits. A failure is a *cnierror.Error: the error JSON the
 // plugin printed (its code kept), or, when it printed none, code 0 and a message quoting
-// its stderr, as libcni reports it.
+// its stderr, as libcni reports it. The plugin's code 1 (it does not support the
+// config's version) is marked cnierror.ErrCannotRun.
 //
 // When ctx carries a span (tracectx), the plugin gets it as its parent in TRACEPARENT,
 // TRACESTATE and BAGGAGE, appended after env so that they win over inherited ones: what
@@ -88,7 +91,11 @@ func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr i
 			}
 			continue
 		}
-		return nil, failure(ctx, err, out, errOut[:min(len(errOut), maxStderr)])
+		ce := failure(ctx, err, out, errOut[:min(len(errOut), maxStderr)])
+		if ce.Code == cnierror.CodeIncompatibleVersion {
+			return nil, cnierror.CannotRun(ce)
+		}
+		return nil, ce
 	}
 }
 

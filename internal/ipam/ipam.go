@@ -72,8 +72,22 @@ func Builtin(typ string) *skel.Plugin {
 }
 
 // run runs the delegate as the invocation log's IPAM step, under whose span the
-// delegate runs.
-func run(req *skel.Request, cmd string) (res *result.Result, err error) {
+// delegate runs. A DEL or GC of a delegate that cannot run with the config (its type on
+// no directory of CNI_PATH, its version unsupported) succeeds, saying why: no ADD with
+// this config can have reserved anything through it, and failing would fail the main
+// plugin's DEL for ever. A delegate that runs and fails fails the DEL.
+func run(req *skel.Request, cmd string) (*result.Result, error) {
+	res, err := delegate(req, cmd)
+	if cnierror.CannotHaveMade(cmd, err) {
+		fmt.Fprintf(req.Stderr, "ipam %s: %s: nothing to release, no ADD with this config can have run it: %v\n", req.Net.IPAM.Type, cmd, err)
+		return nil, nil
+	}
+	return res, err
+}
+
+// delegate runs the IPAM type's command: in-process when it is built in, else exec'd
+// from CNI_PATH.
+func delegate(req *skel.Request, cmd string) (res *result.Result, err error) {
 	typ := req.Net.IPAM.Type
 	if typ == "" {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam.type: missing IPAM plugin type")

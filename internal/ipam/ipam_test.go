@@ -277,6 +277,27 @@ func TestIPAMTypeErrors(t *testing.T) {
 	}
 }
 
+// TestDelAndGCOfAnIPAMTypeThatCannotRunSucceed: a type on no directory of CNI_PATH (or
+// no plugin name at all) can have reserved nothing, so DEL and GC succeed, saying why;
+// refused, they failed the main plugin's DEL for ever. CHECK still fails.
+func TestDelAndGCOfAnIPAMTypeThatCannotRunSucceed(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(root, "sub"), 0o755))
+	for _, typ := range []string{"no-such-ipam", "sub", "../bin/host-local"} {
+		t.Run(typ, func(t *testing.T) {
+			c := newCall(t, map[string]any{"type": typ})
+			c.path = []string{root}
+			for _, cmd := range []string{skel.CmdDel, skel.CmdGC} {
+				_, err := c.run(cmd)
+				require.NoError(t, err, cmd)
+				assert.Contains(t, c.stderr.String(), "ipam "+typ+": "+cmd+": nothing to release, no ADD with this config can have run it")
+			}
+			_, err := c.run(skel.CmdCheck)
+			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
+		})
+	}
+}
+
 func TestFindInPathTakesTheFirstRegularFile(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(b, "x"), nil, 0o600))

@@ -81,8 +81,9 @@ func parseNetConf(p *Plugin, command string, data []byte) (NetConf, *result.Resu
 		return conf, nil, cnierror.Newf(cnierror.CodeDecode, "decoding version from network config: %v", err)
 	}
 	if !contains(p.Versions, v) {
-		return conf, nil, cnierror.New(cnierror.CodeIncompatibleVersion, "incompatible CNI versions").
-			WithDetails(fmt.Sprintf("config is %q, plugin supports %q", v, p.Versions))
+		// Marked: no ADD with this config can have run the plugin (invoke).
+		return conf, nil, cnierror.CannotRun(cnierror.New(cnierror.CodeIncompatibleVersion, "incompatible CNI versions").
+			WithDetails(fmt.Sprintf("config is %q, plugin supports %q", v, p.Versions)))
 	}
 	if min := minVersion(command); min != "" && !version.AtLeast(v, min) {
 		return conf, nil, cnierror.Newf(cnierror.CodeIncompatibleVersion,

@@ -111,6 +111,10 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 	conf, prev, err := parseNetConf(p, args.Command, data)
 	var confErr error
 	lg, ctx, confErr = lg.configure(ctx, inherited, conf, args, stderr, p.Name)
+	if cnierror.CannotHaveMade(args.Command, err) {
+		fmt.Fprintf(stderr, "%s: %s: nothing to do, no ADD with this config can have run: %v\n", p.Name, args.Command, err)
+		return nil, conf.CNIVersion, nil
+	}
 	if err == nil {
 		err = confErr
 	}

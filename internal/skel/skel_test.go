@@ -244,9 +244,9 @@ func TestVersionNegotiation(t *testing.T) {
 	}{
 		{"supported", "DEL", `{"cniVersion":"0.4.0","name":"n"}`, nil, 0},
 		{"missing cniVersion means 0.1.0", "DEL", `{"name":"n"}`, []string{"0.1.0"}, 0},
-		{"missing cniVersion refused by newer plugin", "DEL", `{"name":"n"}`, []string{"1.0.0"}, 1},
-		{"unsupported", "DEL", `{"cniVersion":"0.3.1","name":"n"}`, []string{"1.0.0", "1.1.0"}, 1},
-		{"future version", "DEL", `{"cniVersion":"2.0.0","name":"n"}`, nil, 1},
+		{"missing cniVersion refused by newer plugin", "ADD", `{"name":"n"}`, []string{"1.0.0"}, 1},
+		{"unsupported", "ADD", `{"cniVersion":"0.3.1","name":"n"}`, []string{"1.0.0", "1.1.0"}, 1},
+		{"future version", "ADD", `{"cniVersion":"2.0.0","name":"n"}`, nil, 1},
 		{"unparseable version", "DEL", `{"cniVersion":"one","name":"n"}`, nil, 6},
 		{"CHECK needs 0.4.0", "CHECK", `{"cniVersion":"0.3.1","name":"n"}`, nil, 1},
 		{"CHECK on 0.4.0", "CHECK", `{"cniVersion":"0.4.0","name":"n"}`, nil, 0},
@@ -267,8 +267,47 @@ func TestVersionNegotiation(t *testing.T) {
 	}
 }
 
+// TestDelAndGCOfAVersionThePluginDoesNotSupportSucceedDoingNothing: no ADD with such a
+// config can have run the plugin, so its DEL and GC have nothing to undo; refused (as
+// the reference refuses them), they failed for ever, and under libcni a refused DEL
+// also kept the earlier plugins of the list from deleting theirs. ADD and CHECK keep
+// refusing it with code 1, and a GC below 1.1.0 (a command the version lacks) too.
+func TestDelAndGCOfAVersionThePluginDoesNotSupportSucceedDoingNothing(t *testing.T) {
+	for _, c := range []struct {
+		name, cmd, conf string
+		code            uint
+	}{
+		{"DEL", "DEL", `{"cniVersion":"0.3.1","name":"n"}`, 0},
+		{"DEL of a missing cniVersion", "DEL", `{"name":"n"}`, 0},
+		{"DEL of a future version", "DEL", `{"cniVersion":"2.0.0","name":"n"}`, 0},
+		{"GC", "GC", `{"cniVersion":"1.1.0","name":"n"}`, 0},
+		{"ADD", "ADD", `{"cniVersion":"0.3.1","name":"n"}`, 1},
+		{"CHECK", "CHECK", `{"cniVersion":"0.4.0","name":"n"}`, 1},
+		{"GC below 1.1.0", "GC", `{"cniVersion":"0.4.0","name":"n"}`, 1},
+		{"DEL of an unparseable version", "DEL", `{"cniVersion":"one","name":"n"}`, 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recorder{}
+			versions := []string{"1.0.0"}
+			if c.name == "GC below 1.1.0" {
+				versions = []string{"0.4.0", "1.1.0"}
+			}
+			r := runPlugin(rec.plugin(versions...), env(c.cmd), c.conf)
+			assert.Nil(t, rec.got, "the callback never runs")
+			if c.code != 0 {
+				assert.Equal(t, 1, r.code)
+				assert.Equal(t, c.code, decodeError(t, r.stdout).Code, r.stdout)
+				return
+			}
+			assert.Equal(t, 0, r.code, r.stdout)
+			assert.Empty(t, r.stdout)
+			assert.Contains(t, r.stderr, "rec: "+c.cmd+": nothing to do, no ADD with this config can have run: incompatible CNI versions")
+		})
+	}
+}
+
 func TestIncompatibleVersionDetailsListSupported(t *testing.T) {
-	r := runPlugin((&recorder{}).plugin("1.0.0", "1.1.0"), env("DEL"), `{"cniVersion":"0.3.1","name":"n"}`)
+	r := runPlugin((&recorder{}).plugin("1.0.0", "1.1.0"), env("ADD"), `{"cniVersion":"0.3.1","name":"n"}`)
 	e := decodeError(t, r.stdout)
 	assert.Equal(t, `config is "0.3.1", plugin supports ["1.0.0" "1.1.0"]`, e.Details)
 	assert.Equal(t, "0.3.1", e.CNIVersion)

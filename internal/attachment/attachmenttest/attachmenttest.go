@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -261,6 +262,8 @@ type Call struct {
 	Config                                      []byte
 	// Env is added to the CNI_* variables.
 	Env []string
+	// Stderr, when set, gets a copy of the plugin's stderr (ExecCall).
+	Stderr io.Writer
 }
 
 // Command is the exec.Cmd of c: the cni binary as c.Plugin from dir, CNI_PATH dir, the
@@ -289,6 +292,9 @@ func (e *Env) ExecCall(dir string, c Call) (string, *cnierror.Error) {
 	e.Host.Run(e.T, func() error {
 		cmd := Command(ctx, dir, c)
 		cmd.Stdout, cmd.Stderr = &out, &errb
+		if c.Stderr != nil {
+			cmd.Stderr = io.MultiWriter(&errb, c.Stderr)
+		}
 		runErr = cmd.Run()
 		return nil
 	})

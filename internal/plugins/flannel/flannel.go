@@ -124,13 +124,19 @@ func (f *flannel) del(req *skel.Request) error {
 }
 
 // neverRuns reports whether a delegate's failure is one that trying again with the same
-// stored config and environment cannot change: the type is not on CNI_PATH (a typo, an
-// uninstalled plugin), or the delegate refuses the config, its version or the CNI_*
-// variables as invalid. Keeping the config would make every later DEL fail the same way
-// and leave the pod terminating for ever; the reference forgets it after the first try.
+// stored config and environment cannot change: the delegate cannot run with it
+// (cnierror.ErrCannotRun: the type is not on CNI_PATH, a typo or an uninstalled plugin,
+// or it does not speak the config's version), or it ran and refused the stored config or
+// the CNI_* variables as invalid. Keeping the config would make every later DEL fail the
+// same way and leave the pod terminating for ever; the reference forgets it after the
+// first try. The stored config is this plugin's own state, written at ADD and never
+// changed, which is why a refusal of it counts here and not for a chain's child.
 func neverRuns(err error) bool {
+	if errors.Is(err, cnierror.ErrCannotRun) {
+		return true
+	}
 	switch cnierror.Code(err) {
-	case cnierror.CodeIncompatibleVersion, cnierror.CodeInvalidEnv, cnierror.CodeDecode, cnierror.CodeInvalidConfig:
+	case cnierror.CodeInvalidEnv, cnierror.CodeDecode, cnierror.CodeInvalidConfig:
 		return true
 	}
 	return false

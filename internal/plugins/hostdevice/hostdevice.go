@@ -181,7 +181,9 @@ func (p plugin) giveBack(req *skel.Request, dataDir string) error {
 		}
 	}
 	if st != nil {
-		keep, err := p.recoverDevice(req, host, st)
+		// Without CNI_NETNS the device may still be inside a container that is being
+		// torn down, whatever kind it is: nothing proves a virtual one died.
+		keep, err := p.recoverDevice(req, host, st, req.Args.Netns == "")
 		if err != nil || keep {
 			return err
 		}
@@ -194,14 +196,21 @@ func (p plugin) giveBack(req *skel.Request, dataDir string) error {
 // physical device that is in neither (its netns lingers, held by a process, or DEL came
 // without CNI_NETNS while the container was still being torn down) will come back:
 // keep reports that its state must stay for a later DEL or GC to bring it home, until
-// it is seen back or its hardware is gone.
-func (p plugin) recoverDevice(req *skel.Request, host *link.NS, st *saved) (keep bool, err error) {
+// it is seen back or its hardware is gone. netnsUnknown is a DEL without CNI_NETNS: the
+// device, virtual or not, may still be in the container, for a DEL with the netns to
+// bring home with what ADD recorded (GC, which the runtime sends for attachments that
+// are gone, drops it once it is nowhere).
+func (p plugin) recoverDevice(req *skel.Request, host *link.NS, st *saved, netnsUnknown bool) (keep bool, err error) {
 	l, err := returned(host, st)
 	switch {
 	case err != nil:
 		return true, err
 	case l == nil && p.sys.present(st.Device):
 		note(req, "%s (%s of container %s) is not back in the host yet; its state is kept for a later DEL or GC to bring it home",
+			st.Name, st.IfName, st.ContainerID)
+		return true, nil
+	case l == nil && netnsUnknown:
+		note(req, "%s (%s of container %s) is not in the host, and DEL came without CNI_NETNS: its state is kept for a DEL with the netns to bring it home (or GC to drop it)",
 			st.Name, st.IfName, st.ContainerID)
 		return true, nil
 	case l == nil:
@@ -291,7 +300,7 @@ func (p plugin) gcStates(req *skel.Request, dataDir string) error {
 		if valid[skel.Attachment{ContainerID: st.ContainerID, IfName: st.IfName}] {
 			continue
 		}
-		keep, err := p.recoverDevice(req, host, st)
+		keep, err := p.recoverDevice(req, host, st, false)
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -195,6 +195,52 @@ func TestDelWithoutNetnsKeepsAPhysicalDevicesStateUntilItIsBack(t *testing.T) {
 	}
 }
 
+// TestDelWithoutNetnsKeepsAVirtualDevicesStateUntilItIsBack: a DEL without CNI_NETNS
+// cannot tell a virtual device (a veth end, a macvlan) that died with its netns from one
+// still inside a container that is being torn down, and used to drop its state as
+// dead; the DEL that came later with the netns then brought the device back by its
+// alias alone, without the MTU and up state ADD recorded. The state now stays until a
+// DEL with the netns brings the device home, or GC of the attachment, with the netns
+// gone, finds it gone.
+func TestDelWithoutNetnsKeepsAVirtualDevicesStateUntilItIsBack(t *testing.T) {
+	for _, later := range []string{"DEL", "GC"} {
+		t.Run(later, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.device(t, "hd0", 1400, true)
+			conf := e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24"))
+			e.add(t, conf)
+			h := e.cont.Handle(t)
+			l, err := h.LinkByName("eth0")
+			require.NoError(t, err)
+			require.NoError(t, h.LinkSetMTU(l, 1280))
+
+			e.netns = gone
+			_, err = e.invoke(skel.CmdDel, conf)
+			require.NoError(t, err)
+			assert.Empty(t, e.reservations(t), "the address is released at once")
+			assert.Len(t, e.states(t), 1, "the state stays: without CNI_NETNS the device may still be inside")
+			assert.Contains(t, e.stderr.String(), "its state is kept")
+
+			if later == "DEL" {
+				e.netns = ""
+				_, err = e.invoke(skel.CmdDel, conf)
+				require.NoError(t, err)
+				e.requireHome(t, "hd0", 1400, true)
+				return
+			}
+			_, err = e.invokeAs(skel.CmdGC, "", "", gcConf(t, conf, skel.Attachment{ContainerID: "c1", IfName: "eth0"}))
+			require.NoError(t, err)
+			assert.Len(t, e.states(t), 1, "a valid attachment's state stays")
+			e.cont.Close() // the veth dies with it
+			_, err = e.invokeAs(skel.CmdGC, "", "", gcConf(t, conf))
+			require.NoError(t, err)
+			assert.Empty(t, e.states(t))
+			assert.Contains(t, e.stderr.String(), "hd0 (eth0 of container c1) is gone")
+		})
+	}
+}
+
 // TestGCDropsTheStateOfAnUnpluggedDevice: the state of a physical device that is
 // neither back nor present any more (hot-unplugged) is dropped by GC.
 func TestGCDropsTheStateOfAnUnpluggedDevice(t *testing.T) {

@@ -162,6 +162,25 @@ func (e *env) fakePhysical(t *testing.T, name, devPath string) {
 	require.NoError(t, os.Symlink(rel, filepath.Join(class, "device")))
 }
 
+// addThenDelWithoutNetns attaches hd0 (MTU 1400, up; a physical device when physical)
+// with an address and runs a runtime's DEL without CNI_NETNS: the address goes at once,
+// the device's state stays, for it may come back. It returns the config.
+func (e *env) addThenDelWithoutNetns(t *testing.T, physical bool) []byte {
+	t.Helper()
+	e.device(t, "hd0", 1400, true)
+	if physical {
+		e.fakePhysical(t, "hd0", "/sys/devices/pci0000:00/0000:00:05.0")
+	}
+	conf := e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24"))
+	e.add(t, conf)
+	e.netns = gone
+	_, err := e.invoke(skel.CmdDel, conf)
+	require.NoError(t, err)
+	assert.Empty(t, e.reservations(t), "the address is released at once")
+	assert.Len(t, e.states(t), 1, "the state stays while the device may come back")
+	return conf
+}
+
 // TestDelWithoutNetnsKeepsAPhysicalDevicesStateUntilItIsBack: a runtime's DEL without
 // CNI_NETNS while the container is still being torn down used to drop the state of a
 // device still inside; the NIC came back to the host under its container name when the
@@ -172,18 +191,11 @@ func TestDelWithoutNetnsKeepsAPhysicalDevicesStateUntilItIsBack(t *testing.T) {
 		t.Run(later, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.device(t, "hd0", 1400, true)
-			e.fakePhysical(t, "hd0", "/sys/devices/pci0000:00/0000:00:05.0")
-			conf := e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24"))
-			e.add(t, conf)
-			e.netns = gone
-			_, err := e.invoke(skel.CmdDel, conf)
-			require.NoError(t, err)
-			assert.Empty(t, e.reservations(t), "the address is released at once")
-			assert.Len(t, e.states(t), 1, "the state stays while the device is out of reach")
+			conf := e.addThenDelWithoutNetns(t, true)
 			assert.Contains(t, e.stderr.String(), "not back in the host yet")
 
 			e.simulateReturn(t, e.cont, "eth0")
+			var err error
 			if later == "GC" {
 				_, err = e.invokeAs(skel.CmdGC, "", "", gcConf(t, conf))
 			} else {
@@ -199,7 +211,7 @@ func TestDelWithoutNetnsKeepsAPhysicalDevicesStateUntilItIsBack(t *testing.T) {
 // cannot tell a virtual device (a veth end, a macvlan) that died with its netns from one
 // still inside a container that is being torn down, and used to drop its state as
 // dead; the DEL that came later with the netns then brought the device back by its
-// alias alone, without the MTU and up state ADD recorded. The state now stays until a
+// alias alone, down, without the up state ADD recorded. The state now stays until a
 // DEL with the netns brings the device home, or GC of the attachment, with the netns
 // gone, finds it gone.
 func TestDelWithoutNetnsKeepsAVirtualDevicesStateUntilItIsBack(t *testing.T) {
@@ -207,29 +219,17 @@ func TestDelWithoutNetnsKeepsAVirtualDevicesStateUntilItIsBack(t *testing.T) {
 		t.Run(later, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.device(t, "hd0", 1400, true)
-			conf := e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24"))
-			e.add(t, conf)
-			h := e.cont.Handle(t)
-			l, err := h.LinkByName("eth0")
-			require.NoError(t, err)
-			require.NoError(t, h.LinkSetMTU(l, 1280))
-
-			e.netns = gone
-			_, err = e.invoke(skel.CmdDel, conf)
-			require.NoError(t, err)
-			assert.Empty(t, e.reservations(t), "the address is released at once")
-			assert.Len(t, e.states(t), 1, "the state stays: without CNI_NETNS the device may still be inside")
-			assert.Contains(t, e.stderr.String(), "its state is kept")
+			conf := e.addThenDelWithoutNetns(t, false)
+			assert.Contains(t, e.stderr.String(), "DEL came without CNI_NETNS: its state is kept")
 
 			if later == "DEL" {
 				e.netns = ""
-				_, err = e.invoke(skel.CmdDel, conf)
+				_, err := e.invoke(skel.CmdDel, conf)
 				require.NoError(t, err)
 				e.requireHome(t, "hd0", 1400, true)
 				return
 			}
-			_, err = e.invokeAs(skel.CmdGC, "", "", gcConf(t, conf, skel.Attachment{ContainerID: "c1", IfName: "eth0"}))
+			_, err := e.invokeAs(skel.CmdGC, "", "", gcConf(t, conf, skel.Attachment{ContainerID: "c1", IfName: "eth0"}))
 			require.NoError(t, err)
 			assert.Len(t, e.states(t), 1, "a valid attachment's state stays")
 			e.cont.Close() // the veth dies with it

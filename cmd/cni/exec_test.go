@@ -82,7 +82,8 @@ func TestExecdErrorsAreJSONOnStdout(t *testing.T) {
 	}{
 		{"missing vars", "loopback", []string{"CNI_COMMAND=ADD"}, `{}`, cnierror.CodeInvalidEnv},
 		{"bad json", "loopback", []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=c", "CNI_IFNAME=eth0", "CNI_PATH=/x"}, `{`, cnierror.CodeDecode},
-		{"bad version", "loopback", []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=c", "CNI_IFNAME=eth0", "CNI_PATH=/x"}, `{"cniVersion":"9.9.9","name":"n"}`, cnierror.CodeIncompatibleVersion},
+		// A DEL of a version it cannot speak succeeds (it made nothing); ADD names the version.
+		{"bad version", "loopback", []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c", "CNI_IFNAME=eth0", "CNI_PATH=/x", "CNI_NETNS=/proc/self/ns/net"}, `{"cniVersion":"9.9.9","name":"n"}`, cnierror.CodeIncompatibleVersion},
 		{"unknown plugin", "nosuch", []string{"CNI_COMMAND=ADD"}, `{}`, cnierror.CodeInvalidEnv},
 		{"vanished netns", "loopback", []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c", "CNI_IFNAME=eth0", "CNI_PATH=/x", "CNI_NETNS=/proc/1/fd/999999"}, `{"cniVersion":"1.0.0","name":"n"}`, cnierror.CodeUnknownContainer},
 	}

@@ -1,0 +1,70 @@
+package plugintest
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/result"
+)
+
+// Config is the JSON of base with the keys of each of over laid on it in turn; a nil
+// value removes a key. base is not changed.
+func Config(t testing.TB, base map[string]any, over ...map[string]any) []byte {
+	t.Helper()
+	c := make(map[string]any, len(base))
+	for _, m := range append([]map[string]any{base}, over...) {
+		for k, v := range m {
+			if v == nil {
+				delete(c, k)
+				continue
+			}
+			c[k] = v
+		}
+	}
+	b, err := json.Marshal(c)
+	require.NoError(t, err)
+	return b
+}
+
+// WithPrev returns conf with res as its prevResult, as a runtime sends it to CHECK and
+// to the next plugin of a chain.
+func WithPrev(t testing.TB, conf []byte, res *result.Result) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, res.Print(&buf))
+	return WithPrevJSON(t, conf, buf.Bytes())
+}
+
+// WithPrevJSON returns conf with prev, a result as a plugin printed it, as its
+// prevResult.
+func WithPrevJSON(t testing.TB, conf, prev []byte) []byte {
+	t.Helper()
+	var c map[string]any
+	require.NoError(t, json.Unmarshal(conf, &c))
+	c["prevResult"] = json.RawMessage(prev)
+	b, err := json.Marshal(c)
+	require.NoError(t, err)
+	return b
+}
+
+// HostLocal is a host-local ipam section over dataDir with one range set per subnet.
+func HostLocal(dataDir string, subnets ...string) map[string]any {
+	ranges := make([]any, 0, len(subnets))
+	for _, s := range subnets {
+		ranges = append(ranges, []any{map[string]any{"subnet": s}})
+	}
+	return map[string]any{"type": "host-local", "dataDir": dataDir, "ranges": ranges}
+}
+
+// Code is the CNI error code a runtime would see for err: 0 for nil, 999 for an error
+// that carries none.
+func Code(err error) uint {
+	if err == nil {
+		return 0
+	}
+	return cnierror.From(err).Code
+}

@@ -1,0 +1,68 @@
+package plugintest
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// Links returns the names of the links in n, sorted.
+func Links(t testing.TB, n *testns.NS) []string {
+	t.Helper()
+	links, err := n.Handle(t).LinkList()
+	require.NoError(t, err)
+	names := make([]string, 0, len(links))
+	for _, l := range links {
+		names = append(names, l.Attrs().Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// LinkIn returns the link called name inside n, nil when there is none.
+func LinkIn(t testing.TB, n *testns.NS, name string) netlink.Link {
+	t.Helper()
+	l, err := n.Handle(t).LinkByName(name)
+	var missing netlink.LinkNotFoundError
+	if errors.As(err, &missing) {
+		return nil
+	}
+	require.NoError(t, err, "look up %s", name)
+	return l
+}
+
+// Entries returns the names of the entries of dir, sorted; none when dir does not exist.
+func Entries(t testing.TB, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// Reservations lists the addresses host-local holds in dir, its data dir's directory
+// of one network (dataDir/<network name>): the files named after an address, not its
+// lock, its last-reserved markers or its index.
+func Reservations(t testing.TB, dir string) []string {
+	t.Helper()
+	var addrs []string
+	for _, n := range Entries(t, dir) {
+		if _, err := netip.ParseAddr(n); err == nil {
+			addrs = append(addrs, n)
+		}
+	}
+	return addrs
+}

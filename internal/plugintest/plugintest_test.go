@@ -1,0 +1,127 @@
+package plugintest_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/plugins/loopback"
+	pt "github.com/cnikit/cni/internal/plugintest"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+const loConf = `{"cniVersion":"1.1.0","name":"lo-net","type":"loopback"}`
+
+func TestEnvironIsTheRuntimesVariablesThenTheExtraOnes(t *testing.T) {
+	c := pt.Call{Bin: "/opt/cni/bin/bridge", Command: "ADD", ContainerID: "c1", Netns: "/run/netns/x", IfName: "eth0"}
+	assert.Equal(t, []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/run/netns/x", "CNI_IFNAME=eth0",
+		"CNI_PATH=/opt/cni/bin"}, c.Environ(), "CNI_PATH is the binary's dir, no CNI_ARGS when empty")
+	c.Args, c.Path, c.Env = "IgnoreUnknown=1", "/a:/b", []string{"PATH="}
+	assert.Equal(t, []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/run/netns/x", "CNI_IFNAME=eth0",
+		"CNI_PATH=/a:/b", "CNI_ARGS=IgnoreUnknown=1", "PATH="}, c.Environ())
+	args := c.SkelArgs()
+	assert.Equal(t, []string{"/a", "/b"}, args.Path)
+	assert.Equal(t, "IgnoreUnknown=1", args.CNIArgs)
+	assert.Equal(t, []string{"/nonexistent"}, pt.Call{}.SkelArgs().Path, "an in-process call execs nothing")
+	del := c.In("DEL", []byte("{}"))
+	assert.Equal(t, "DEL", del.Command)
+	assert.Equal(t, "c1", del.ContainerID)
+	assert.Equal(t, "ADD", c.Command, "In copies")
+}
+
+func TestExecAndInvokeRunTheSameCall(t *testing.T) {
+	testns.RequireRoot(t)
+	host, ctr := testns.New(t), testns.New(t)
+	c := pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "loopback"), "loopback"), Command: "ADD",
+		ContainerID: "c1", Netns: ctr.Path, IfName: "eth0", Config: []byte(loConf)}
+
+	o := pt.Exec(t, host, c)
+	require.Zero(t, o.Exit, o)
+	assert.NoError(t, o.Err)
+	assert.Zero(t, o.Code())
+	assert.Nil(t, o.CNIError())
+	printed, err := result.Parse([]byte(o.Stdout), "")
+	require.NoError(t, err)
+
+	res, err := pt.Invoke(t, host, loopback.Plugin(), c)
+	require.NoError(t, err)
+	b, err := json.Marshal(res)
+	require.NoError(t, err)
+	want, err := json.Marshal(printed)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(want), string(b), "the exec'd and the in-process ADD give the same result")
+}
+
+func TestExecDecodesTheCNIErrorOfAFailedCall(t *testing.T) {
+	testns.RequireRoot(t)
+	host, ctr := testns.New(t), testns.New(t)
+	c := pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "loopback"), "loopback"), Command: "ADD",
+		ContainerID: "c1", Netns: ctr.Path, IfName: "eth0", Config: []byte(`{"cniVersion":`)}
+	o := pt.Exec(t, host, c)
+	assert.Equal(t, 1, o.Exit)
+	assert.Equal(t, cnierror.CodeDecode, o.Code(), o)
+	require.NotNil(t, o.CNIError())
+	assert.Contains(t, o.CNIError().Msg, "decod")
+	assert.Contains(t, o.String(), "exit 1")
+
+	_, err := pt.Invoke(t, host, loopback.Plugin(), c)
+	assert.Equal(t, cnierror.CodeDecode, pt.Code(err), "the same code in-process")
+}
+
+func TestCodeIsWhatARuntimeSees(t *testing.T) {
+	assert.Zero(t, pt.Code(nil))
+	assert.Equal(t, cnierror.CodeInternal, pt.Code(os.ErrNotExist), "an untyped error is 999")
+	assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(cnierror.Invalid("x")))
+}
+
+func TestConfigLaysKeysOverTheBaseAndNilRemovesOne(t *testing.T) {
+	base := map[string]any{"cniVersion": "1.1.0", "name": "n", "type": "bridge", "mtu": 1400}
+	got := pt.Config(t, base, map[string]any{"mtu": nil, "bridge": "br0"}, map[string]any{"bridge": "br1"})
+	assert.JSONEq(t, `{"cniVersion":"1.1.0","name":"n","type":"bridge","bridge":"br1"}`, string(got))
+	assert.Equal(t, 1400, base["mtu"], "the base is not changed")
+}
+
+func TestWithPrevPutsTheResultAsPrinted(t *testing.T) {
+	res := &result.Result{CNIVersion: "1.1.0", Interfaces: []result.Interface{{Name: "eth0", Sandbox: "/x"}}}
+	conf := pt.WithPrev(t, []byte(loConf), res)
+	var got struct {
+		Name       string
+		PrevResult json.RawMessage
+	}
+	require.NoError(t, json.Unmarshal(conf, &got))
+	assert.Equal(t, "lo-net", got.Name)
+	back, err := result.Parse(got.PrevResult, "")
+	require.NoError(t, err)
+	assert.Equal(t, "eth0", back.Interfaces[0].Name)
+}
+
+func TestHostLocalHasOneRangeSetPerSubnet(t *testing.T) {
+	b, err := json.Marshal(pt.HostLocal("/d", "10.1.0.0/24", "fd01::/64"))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"type":"host-local","dataDir":"/d","ranges":[[{"subnet":"10.1.0.0/24"}],[{"subnet":"fd01::/64"}]]}`, string(b))
+}
+
+func TestReservationsAreTheAddressFilesOnly(t *testing.T) {
+	dir := t.TempDir()
+	assert.Nil(t, pt.Reservations(t, filepath.Join(dir, "none")), "no network dir yet")
+	for _, n := range []string{"10.1.0.2", "fd01::2", "lock", "last_reserved_ip.0", "index"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), nil, 0o600))
+	}
+	assert.Equal(t, []string{"10.1.0.2", "fd01::2"}, pt.Reservations(t, dir))
+	assert.Equal(t, []string{"10.1.0.2", "fd01::2", "index", "last_reserved_ip.0", "lock"}, pt.Entries(t, dir))
+}
+
+func TestLinksAndLinkInLookInTheNamespace(t *testing.T) {
+	testns.RequireRoot(t)
+	a, b := testns.New(t), testns.New(t)
+	testns.Veth(t, a, "va", nil, b, "vb", nil)
+	assert.Equal(t, []string{"lo", "va"}, pt.Links(t, a))
+	assert.NotNil(t, pt.LinkIn(t, b, "vb"))
+	assert.Nil(t, pt.LinkIn(t, b, "va"))
+}

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/owner"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -183,7 +183,7 @@ func TestStandardChainAsOneChainPluginThroughTheBinary(t *testing.T) {
 	assert.Empty(t, tmp)
 	assert.Empty(t, reservations(t, dataDir))
 	assert.NotContains(t, e.ruleset(t), "10.77.0.2")
-	for _, l := range attachmenttest.LinkList(t, e.host) {
+	for _, l := range plugintest.LinkList(t, e.host) {
 		assert.NotContains(t, []string{"veth", "ifb"}, l.Type(), "link %s left", l.Attrs().Name)
 	}
 }
@@ -280,7 +280,7 @@ func TestCacheEntryNamingTheHostsNetnsIsDeletedAndCollected(t *testing.T) {
 // that are gone (the kernel removes them when it frees their namespace, in its time).
 func (e *env) links(t *testing.T) []string {
 	var out []string
-	for _, name := range attachmenttest.Links(t, e.host) {
+	for _, name := range plugintest.Links(t, e.host) {
 		if strings.HasPrefix(name, "veth") {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -79,14 +80,15 @@ func (n *node) mainConf(plugin string) []byte {
 // exec runs plugin for cmd like a runtime; it returns stdout and the CNI error.
 func (n *node) exec(plugin, cmd, cid, netns, ifName string, conf []byte) (string, *cnierror.Error) {
 	n.T.Helper()
-	return n.ExecCall(n.dir, attachmenttest.Call{Plugin: plugin, Command: cmd, ContainerID: cid, Netns: netns,
-		IfName: ifName, Config: conf})
+	o := plugintest.Exec(n.T, n.Host, plugintest.Call{Bin: filepath.Join(n.dir, plugin), Command: cmd,
+		ContainerID: cid, Netns: netns, IfName: ifName, Config: conf})
+	return o.Stdout, o.CNIError()
 }
 
 // hostLinks lists the host's links, without lo and the master.
 func (n *node) hostLinks() []string {
 	var out []string
-	for _, l := range attachmenttest.Links(n.T, n.Host) {
+	for _, l := range plugintest.Links(n.T, n.Host) {
 		if l != "lo" && l != attachmenttest.Master {
 			out = append(out, l)
 		}

@@ -10,14 +10,26 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/testns"
 )
 
-// Links returns the names of the links in n, sorted.
+// LinkList lists the links in n, the dump retried when a concurrent change interrupts
+// it (link.RetryDump): links still come and go after a DEL (the kernel removes a gone
+// container's veth peer when it frees the namespace, in its time), and a bare LinkList
+// then fails now and then with "dump interrupted".
+func LinkList(t testing.TB, n *testns.NS) []netlink.Link {
+	t.Helper()
+	h := n.Handle(t)
+	links, err := link.RetryDump(h.LinkList)
+	require.NoError(t, err)
+	return links
+}
+
+// Links returns the names of the links in n, sorted (listed as LinkList does).
 func Links(t testing.TB, n *testns.NS) []string {
 	t.Helper()
-	links, err := n.Handle(t).LinkList()
-	require.NoError(t, err)
+	links := LinkList(t, n)
 	names := make([]string, 0, len(links))
 	for _, l := range links {
 		names = append(names, l.Attrs().Name)

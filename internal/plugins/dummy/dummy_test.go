@@ -13,6 +13,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/kernelfeature"
 	"github.com/cnikit/cni/internal/plugins/dummy"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -47,7 +48,7 @@ func TestAddGivesTheContainerADummyHoldingTheAddresses(t *testing.T) {
 	require.Len(t, c.Res.IPs, 2)
 	assert.Equal(t, []string{"10.90.0.53"}, c.Res.DNS.Nameservers)
 	assert.NoError(t, at.Reach(t, c.NS, c.NS, c.Addr(t)), "the address answers inside the container")
-	assert.Equal(t, []string{"lo", at.Master}, at.Links(t, e.Host), "nothing on the host")
+	assert.Equal(t, []string{"lo", at.Master}, pt.Links(t, e.Host), "nothing on the host")
 
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
@@ -108,7 +109,7 @@ func TestNoIPAMIsRefused(t *testing.T) {
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"ipam": map[string]any{}}))
 	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err))
+	assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(err))
 	assert.Contains(t, err.Error(), "ipam")
 	e.AssertNothingLeft(t, c)
 
@@ -128,7 +129,7 @@ func TestKernelWithoutDummyIsTryAgainLater(t *testing.T) {
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(nil))
 	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
+	assert.Equal(t, cnierror.CodeTryAgainLater, pt.Code(err))
 	e.AssertNothingLeft(t, c)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/kernelfeature"
 	"github.com/cnikit/cni/internal/plugins/ipvlan"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -99,7 +100,7 @@ func prevResult(ifName string, addrs ...string) *result.Result {
 func TestChainedIpvlanTakesMasterAndAddressesFromThePrevResult(t *testing.T) {
 	t.Parallel()
 	e := withIPVLAN(t)
-	conf := at.WithPrev(t, e.Config(map[string]any{"ipam": nil}), prevResult(at.Master, "10.90.0.50/24"))
+	conf := pt.WithPrev(t, e.Config(map[string]any{"ipam": nil}), prevResult(at.Master, "10.90.0.50/24"))
 	c := e.NewContainer()
 	e.AddTo(c, conf)
 	master, err := e.Host.Handle(t).LinkByName(at.Master)
@@ -113,7 +114,7 @@ func TestChainedIpvlanTakesMasterAndAddressesFromThePrevResult(t *testing.T) {
 	assert.NoError(t, at.Reach(t, e.Peer, c.NS, "10.90.0.50"))
 	require.NoError(t, e.Check(c, e.Config(map[string]any{"ipam": nil})))
 	require.NoError(t, e.Del(c, e.Config(map[string]any{"ipam": nil})))
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 }
 
 func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
@@ -128,7 +129,7 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	assert.Equal(t, cm.Attrs().Index, ipvlanIn(t, c.NS).ParentIndex)
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"cmaster", "lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"cmaster", "lo"}, pt.Links(t, c.NS))
 }
 
 func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
@@ -171,7 +172,7 @@ func TestDelIsIdempotent(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, h.LinkDel(m))
 		require.NoError(t, e.Del(c, conf))
-		assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+		assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 		assert.Empty(t, e.Reservations())
 	})
 	t.Run("CNI_NETNS empty still releases the address", func(t *testing.T) {
@@ -233,12 +234,12 @@ func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
 			}
 			conf := e.Config(keys)
 			if tt.prev != nil {
-				conf = at.WithPrev(t, conf, tt.prev)
+				conf = pt.WithPrev(t, conf, tt.prev)
 			}
 			c := e.NewContainer()
 			_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, conf)
 			require.Error(t, err)
-			assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err), err.Error())
+			assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(err), err.Error())
 			assert.Contains(t, err.Error(), tt.field)
 			e.AssertNothingLeft(t, c)
 		})
@@ -256,7 +257,7 @@ func TestKernelWithoutIpvlanIsTryAgainLater(t *testing.T) {
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master}))
 	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
+	assert.Equal(t, cnierror.CodeTryAgainLater, pt.Code(err))
 	assert.Contains(t, err.Error(), "ipvlan")
 	e.AssertNothingLeft(t, c)
 }

@@ -13,6 +13,7 @@ import (
 	at "github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/plugins/macvlan"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -69,7 +70,7 @@ func TestTwoContainersOnOneMasterReachEachOtherAndThePeer(t *testing.T) {
 	for _, c := range []*at.Container{a, b} {
 		require.NoError(t, e.Check(c, conf))
 		require.NoError(t, e.Del(c, conf))
-		assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+		assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 	}
 	assert.Empty(t, e.Reservations())
 }
@@ -110,7 +111,7 @@ func TestNoMasterAndNoDefaultRouteIsTryAgainLater(t *testing.T) {
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": nil}))
 	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
+	assert.Equal(t, cnierror.CodeTryAgainLater, pt.Code(err))
 	assert.Contains(t, err.Error(), "master")
 	e.AssertNothingLeft(t, c)
 }
@@ -196,7 +197,7 @@ func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
 			c := e.NewContainer()
 			_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(keys), tt.cniArgs)
 			require.Error(t, err)
-			assert.Equal(t, tt.code, at.Code(err), err.Error())
+			assert.Equal(t, tt.code, pt.Code(err), err.Error())
 			assert.True(t, strings.HasPrefix(cnierror.From(err).Msg, tt.field) || strings.Contains(err.Error(), tt.field),
 				"%q does not name %s", err.Error(), tt.field)
 			e.AssertNothingLeft(t, c)
@@ -250,7 +251,7 @@ func TestEmptyIPAMGivesTheLinkOnlyAndUp(t *testing.T) {
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 }
 
 func TestNeighboursAreNotifiedOfTheNewInterface(t *testing.T) {
@@ -281,8 +282,8 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	assert.NoError(t, at.Reach(t, e.Peer, c.NS, c.Addr(t)))
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"cmaster", "lo"}, at.Links(t, c.NS))
-	assert.Equal(t, []string{"lo", at.Master}, at.Links(t, e.Host))
+	assert.Equal(t, []string{"cmaster", "lo"}, pt.Links(t, c.NS))
+	assert.Equal(t, []string{"lo", at.Master}, pt.Links(t, e.Host))
 
 	// Without a master, the container's default route names it.
 	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: cm.Attrs().Index, Gw: net.ParseIP("10.91.0.1")}))
@@ -322,7 +323,7 @@ func TestDelIsIdempotent(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, h.LinkDel(m))
 		require.NoError(t, e.Del(c, conf))
-		assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+		assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 		assert.Empty(t, e.Reservations())
 	})
 	t.Run("CNI_NETNS empty still releases the address", func(t *testing.T) {
@@ -366,9 +367,9 @@ func TestInterfaceNameTakenInTheContainerIsRefused(t *testing.T) {
 	testns.Veth(t, c.NS, "eth0", nil, e.Peer, "other0", nil)
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master}))
 	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidEnv, at.Code(err))
+	assert.Equal(t, cnierror.CodeInvalidEnv, pt.Code(err))
 	assert.Contains(t, err.Error(), "CNI_IFNAME")
-	assert.Equal(t, []string{"eth0", "lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"eth0", "lo"}, pt.Links(t, c.NS))
 	assert.Empty(t, e.Reservations())
 }
 
@@ -378,7 +379,7 @@ func TestHostLinkWithTheContainersInterfaceNameDoesNotClash(t *testing.T) {
 	testns.Veth(t, e.Host, "eth0", nil, e.Peer, "hosteth0", nil)
 	c := e.Add(e.Config(map[string]any{"master": at.Master}))
 	assert.Equal(t, "eth0", macvlanIn(t, c.NS).Name)
-	assert.Equal(t, []string{"eth0", "lo", at.Master}, at.Links(t, e.Host))
+	assert.Equal(t, []string{"eth0", "lo", at.Master}, pt.Links(t, e.Host))
 }
 
 func TestCheckNoticesAMissingAddressAndAWrongMaster(t *testing.T) {
@@ -412,7 +413,7 @@ func TestStatusAndGCGoThroughIPAM(t *testing.T) {
 	_, err := e.Invoke(skel.CmdStatus, "", "", conf)
 	require.NoError(t, err)
 	_, err = e.Invoke(skel.CmdStatus, "", "", e.Config(map[string]any{"mode": "bogus"}))
-	assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err), "STATUS validates the config")
+	assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(err), "STATUS validates the config")
 
 	gcConf := e.Config(map[string]any{"master": at.Master, "cni.dev/valid-attachments": []any{
 		map[string]any{"containerID": kept.ID, "ifname": "eth0"},

@@ -12,6 +12,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/kernelfeature"
 	"github.com/cnikit/cni/internal/plugins/vlan"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -74,7 +75,7 @@ func TestTaggedTrafficReachesAVlanAwarePeerOnTheSameIDOnly(t *testing.T) {
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 }
 
 func TestAVLANIDAlreadyUsedOnTheMasterIsRefused(t *testing.T) {
@@ -85,9 +86,9 @@ func TestAVLANIDAlreadyUsedOnTheMasterIsRefused(t *testing.T) {
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, conf)
 	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err))
+	assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(err))
 	assert.Contains(t, err.Error(), "vlanId")
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 	assert.Len(t, e.Reservations(), 1, "only the first container's")
 }
 
@@ -120,7 +121,7 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	assert.Equal(t, 30, v.VlanId)
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"cmaster", "lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"cmaster", "lo"}, pt.Links(t, c.NS))
 }
 
 func TestDelIsIdempotent(t *testing.T) {
@@ -147,7 +148,7 @@ func TestDelIsIdempotent(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, h.LinkDel(m))
 		require.NoError(t, e.Del(c, conf))
-		assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+		assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 		assert.Empty(t, e.Reservations())
 	})
 	t.Run("CNI_NETNS empty still releases the address", func(t *testing.T) {
@@ -208,7 +209,7 @@ func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
 			c := e.NewContainer()
 			_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(keys))
 			require.Error(t, err)
-			assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err), err.Error())
+			assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(err), err.Error())
 			assert.Contains(t, err.Error(), tt.field)
 			e.AssertNothingLeft(t, c)
 		})
@@ -224,7 +225,7 @@ func TestKernelWithoutVLANIsTryAgainLater(t *testing.T) {
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master, "vlanId": 9}))
 	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
+	assert.Equal(t, cnierror.CodeTryAgainLater, pt.Code(err))
 	e.AssertNothingLeft(t, c)
 }
 

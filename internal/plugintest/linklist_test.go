@@ -1,4 +1,4 @@
-package attachmenttest_test
+package plugintest_test
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/attachment/attachmenttest"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -43,6 +43,6 @@ func TestLinkListSurvivesLinksComingAndGoing(t *testing.T) {
 	defer churn.Wait()
 	defer close(stop)
 	for range 50 {
-		assert.NotEmpty(t, attachmenttest.LinkList(t, n)) // an interrupted dump it could not retry fails the test
+		assert.NotEmpty(t, plugintest.LinkList(t, n)) // an interrupted dump it could not retry fails the test
 	}
 }

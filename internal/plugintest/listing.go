@@ -50,6 +50,16 @@ func LinkIn(t testing.TB, n *testns.NS, name string) netlink.Link {
 	return l
 }
 
+// AttrsIn returns the attributes of the link called name inside n, nil when there is
+// none.
+func AttrsIn(t testing.TB, n *testns.NS, name string) *netlink.LinkAttrs {
+	t.Helper()
+	if l := LinkIn(t, n, name); l != nil {
+		return l.Attrs()
+	}
+	return nil
+}
+
 // Entries returns the names of the entries of dir, sorted; none when dir does not exist.
 func Entries(t testing.TB, dir string) []string {
 	t.Helper()

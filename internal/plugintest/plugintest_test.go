@@ -124,4 +124,7 @@ func TestLinksAndLinkInLookInTheNamespace(t *testing.T) {
 	assert.Equal(t, []string{"lo", "va"}, pt.Links(t, a))
 	assert.NotNil(t, pt.LinkIn(t, b, "vb"))
 	assert.Nil(t, pt.LinkIn(t, b, "va"))
+	require.NotNil(t, pt.AttrsIn(t, a, "va"))
+	assert.Equal(t, "va", pt.AttrsIn(t, a, "va").Name)
+	assert.Nil(t, pt.AttrsIn(t, a, "vb"))
 }

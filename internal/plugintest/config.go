@@ -68,3 +68,33 @@ func Code(err error) uint {
 	}
 	return cnierror.From(err).Code
 }
+
+// Object is the JSON object of members, each one or more `"key":value` texts as a test
+// writes them; empty ones are left out.
+func Object(members ...string) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for _, m := range members {
+		if m == "" {
+			continue
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(m)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// PrevMember is the `"prevResult":...` member of an Object holding res as printed, ""
+// when res is nil.
+func PrevMember(t testing.TB, res *result.Result) string {
+	t.Helper()
+	if res == nil {
+		return ""
+	}
+	var buf bytes.Buffer
+	require.NoError(t, res.Print(&buf))
+	return `"prevResult":` + buf.String()
+}

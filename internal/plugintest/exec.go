@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
@@ -142,4 +143,20 @@ func Run(t testing.TB, ns *testns.NS, bin string, env []string, stdin []byte) Ou
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &ce), "a failed call's stdout is a CNI error: %s", o)
 	o.Err = &ce
 	return o
+}
+
+// AssertFailed checks what a runtime must see of a call the plugin refuses: exit status
+// 1 and a CNI error of code on stdout whose message names each of names. It reports
+// whether all of that held.
+func AssertFailed(t testing.TB, o Outcome, code uint, names ...string) bool {
+	t.Helper()
+	ok := assert.Equal(t, 1, o.Exit, "exit status: %s", o)
+	if !assert.NotNil(t, o.CNIError(), "a CNI error: %s", o) {
+		return false
+	}
+	ok = assert.Equal(t, code, o.Code(), "code: %s", o) && ok
+	for _, n := range names {
+		ok = assert.Contains(t, o.CNIError().Msg, n) && ok
+	}
+	return ok
 }

@@ -69,6 +69,12 @@ func TestExecDecodesTheCNIErrorOfAFailedCall(t *testing.T) {
 	require.NotNil(t, o.CNIError())
 	assert.Contains(t, o.CNIError().Msg, "decod")
 	assert.Contains(t, o.String(), "exit 1")
+	assert.True(t, pt.AssertFailed(t, o, cnierror.CodeDecode, "decod"))
+	r := recorder{TB: t}
+	assert.False(t, pt.AssertFailed(&r, o, cnierror.CodeInvalidConfig), "another code")
+	assert.False(t, pt.AssertFailed(&r, o, cnierror.CodeDecode, "no such words"), "a name the message lacks")
+	assert.False(t, pt.AssertFailed(&r, pt.Outcome{}, cnierror.CodeDecode), "a success")
+	assert.Equal(t, 4, r.errors, "each miss is said once: code; message; exit status and CNI error")
 
 	_, err := pt.Invoke(t, host, loopback.Plugin(), c)
 	assert.Equal(t, cnierror.CodeDecode, pt.Code(err), "the same code in-process")
@@ -127,4 +133,29 @@ func TestLinksAndLinkInLookInTheNamespace(t *testing.T) {
 	require.NotNil(t, pt.AttrsIn(t, a, "va"))
 	assert.Equal(t, "va", pt.AttrsIn(t, a, "va").Name)
 	assert.Nil(t, pt.AttrsIn(t, a, "vb"))
+}
+
+// recorder is t but that it counts the failures said to it instead of failing.
+type recorder struct {
+	testing.TB
+	errors int
+}
+
+func (r *recorder) Helper()               {}
+func (r *recorder) Errorf(string, ...any) { r.errors++ }
+
+func TestObjectJoinsTheMembersGiven(t *testing.T) {
+	prev := &result.Result{CNIVersion: "1.1.0"}
+	assert.Equal(t, "", pt.PrevMember(t, nil))
+	got := pt.Object(`"cniVersion":"1.1.0","name":"n"`, "", pt.PrevMember(t, prev), `"mtu":1400`)
+	var c struct {
+		Name       string
+		MTU        int
+		PrevResult struct{ CNIVersion string }
+	}
+	require.NoError(t, json.Unmarshal(got, &c), string(got))
+	assert.Equal(t, "n", c.Name)
+	assert.Equal(t, 1400, c.MTU)
+	assert.Equal(t, "1.1.0", c.PrevResult.CNIVersion)
+	assert.Equal(t, "{}", string(pt.Object()))
 }

@@ -40,7 +40,8 @@ type Call struct {
 	Path string
 	// Config is the network config, on stdin.
 	Config []byte
-	// Env is added to the CNI_* variables of an Exec (PATH=..., CNI_LOG_FILE=...).
+	// Env is added to the CNI_* variables of an Exec (PATH=..., CNI_LOG_FILE=...). For
+	// Invoke, it is the environment that delegates the plugin execs inherit.
 	Env []string
 }
 

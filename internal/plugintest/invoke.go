@@ -20,7 +20,7 @@ func (c Call) SkelArgs() skel.Args {
 		path = "/nonexistent"
 	}
 	return skel.Args{Command: c.Command, ContainerID: c.ContainerID, Netns: c.Netns, IfName: c.IfName,
-		CNIArgs: c.Args, Path: filepath.SplitList(path)}
+		CNIArgs: c.Args, Path: filepath.SplitList(path), Env: c.Env}
 }
 
 // Invoke runs c in-process: p's callbacks through skel, exactly as the cni binary

@@ -28,6 +28,7 @@ func TestEnvironIsTheRuntimesVariablesThenTheExtraOnes(t *testing.T) {
 	args := c.SkelArgs()
 	assert.Equal(t, []string{"/a", "/b"}, args.Path)
 	assert.Equal(t, "IgnoreUnknown=1", args.CNIArgs)
+	assert.Equal(t, []string{"PATH="}, args.Env, "what delegates inherit")
 	assert.Equal(t, []string{"/nonexistent"}, pt.Call{}.SkelArgs().Path, "an in-process call execs nothing")
 	del := c.In("DEL", []byte("{}"))
 	assert.Equal(t, "DEL", del.Command)

@@ -1,12 +1,10 @@
 package flannel_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/sysctl"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -108,21 +107,11 @@ func TestExecdBadInputIsACNIError(t *testing.T) {
 	plugin := filepath.Join(testns.LinkPluginDir(t, "flannel"), "flannel")
 	ctr := testns.NewWithLoopback(t)
 	run := func(config []byte) (uint, string) {
-		var stdout bytes.Buffer
-		cmd := exec.Command(plugin)
-		cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=ctr1", "CNI_NETNS=" + ctr.Path,
-			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin)}
-		cmd.Stdin, cmd.Stdout = bytes.NewReader(config), &stdout
-		err := cmd.Run()
-		var exit *exec.ExitError
-		require.ErrorAs(t, err, &exit)
-		assert.Equal(t, 1, exit.ExitCode())
-		var e struct {
-			Code uint   `json:"code"`
-			Msg  string `json:"msg"`
-		}
-		require.NoError(t, json.Unmarshal(stdout.Bytes(), &e), stdout.String())
-		return e.Code, e.Msg
+		o := pt.Exec(t, nil, pt.Call{Bin: plugin, Command: "ADD", ContainerID: "ctr1", Netns: ctr.Path, IfName: "eth0",
+			Config: config})
+		assert.Equal(t, 1, o.Exit, o)
+		require.NotNil(t, o.CNIError(), o)
+		return o.Code(), o.CNIError().Msg
 	}
 	code, msg := run(w.conf(""))
 	assert.Equal(t, uint(11), code, msg)

@@ -2,7 +2,6 @@ package bandwidth
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,22 +15,12 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
 // badLimits are limits ADD refuses (a burst without a rate).
 const badLimits = `"ingressBurst":400000,"egressRate":8000000,"egressBurst":1`
-
-// exitCode is the exit status of a finished command, 0 on success.
-func exitCode(t *testing.T, err error) int {
-	t.Helper()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	require.NoError(t, err)
-	return 0
-}
 
 func TestExecdDelIgnoresTheLimits(t *testing.T) {
 	testns.RequireRoot(t)
@@ -40,25 +29,19 @@ func TestExecdDelIgnoresTheLimits(t *testing.T) {
 	host := testns.NewWithLoopback(t)
 	a := attach(t, host, "ctr-bad", 1)
 
-	out, err := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", badLimits, a.prev))
-	require.Equal(t, 1, exitCode(t, err), out)
-	var e struct {
-		Code uint   `json:"code"`
-		Msg  string `json:"msg"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &e), out)
-	assert.Equal(t, cnierror.CodeInvalidConfig, e.Code, out)
+	o := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", badLimits, a.prev))
+	require.True(t, pt.AssertFailed(t, o, cnierror.CodeInvalidConfig))
 
-	out, err = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path, conf("net1", badLimits, ""))
-	assert.Equal(t, 0, exitCode(t, err), "DEL of the failed attachment: %s", out)
+	o = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path, conf("net1", badLimits, ""))
+	assert.Equal(t, 0, o.Exit, "DEL of the failed attachment: %s", o)
 
 	// An attachment shaped with good limits is cleaned by a DEL whose limits went bad.
-	out, err = execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
-	require.Equal(t, 0, exitCode(t, err), out)
-	out, err = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path,
+	o = execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	require.Equal(t, 0, o.Exit, o.String())
+	o = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path,
 		conf("net1", `"ingressRate":"fast","egressBurst":-1`, `{"not":"a result"}`))
-	assert.Equal(t, 0, exitCode(t, err), out)
-	_, err = host.Handle(t).LinkByName(ifbName("net1", a.cid))
+	assert.Equal(t, 0, o.Exit, o.String())
+	_, err := host.Handle(t).LinkByName(ifbName("net1", a.cid))
 	assert.True(t, link.IsNotFound(err), "ifb gone after DEL: %v", err)
 }
 
@@ -83,7 +66,12 @@ func TestChainDelGoesOnPastBadLimits(t *testing.T) {
 		c.Stdout, c.Stderr = &out, &out
 		var err error
 		require.NoError(t, host.Do(func() error { err = c.Run(); return nil }))
-		return out.String(), exitCode(t, err)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out.String(), ee.ExitCode()
+		}
+		require.NoError(t, err)
+		return out.String(), 0
 	}
 
 	out, code := cni("add")
@@ -95,13 +83,7 @@ func TestChainDelGoesOnPastBadLimits(t *testing.T) {
 
 	out, code = cni("del")
 	require.Equal(t, 0, code, out)
-	links, err = host.Handle(t).LinkList()
-	require.NoError(t, err)
-	var names []string
-	for _, l := range links {
-		names = append(names, l.Attrs().Name)
-	}
-	assert.Equal(t, []string{"lo"}, names, "ptp's DEL ran")
+	assert.Equal(t, []string{"lo"}, pt.Links(t, host), "ptp's DEL ran")
 	left, err := filepath.Glob(filepath.Join(dataDir, "bwnet", "10.*"))
 	require.NoError(t, err)
 	assert.Empty(t, left, "host-local released the address")

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
@@ -67,7 +68,7 @@ func TestDaemonRestartKeepsLeasesCheckPassesDelReleases(t *testing.T) {
 	assert.True(t, after.Expiry.After(before.Expiry), "the restarted daemon confirmed the lease (INIT-REBOOT)")
 	assert.Equal(t, before.IP, after.IP)
 
-	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	require.NoError(t, err, "CHECK after a daemon restart")
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	require.NoError(t, err)
@@ -203,7 +204,7 @@ func TestRefusedRenewalTakesTheLinkDown(t *testing.T) {
 		l, err := h.LinkByName("eth0")
 		return err == nil && l.Attrs().Flags&net.FlagUp == 0
 	}, 20*time.Second, 100*time.Millisecond, "eth0 went down when the lease ended")
-	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	assert.ErrorContains(t, err, "expired")
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	assert.NoError(t, err)

@@ -50,6 +50,17 @@ func LinkIn(t testing.TB, n *testns.NS, name string) netlink.Link {
 	return l
 }
 
+// LinkAs returns the link called name inside n, which must exist and be a T (a
+// *netlink.Macvlan, a *netlink.Tuntap, ...).
+func LinkAs[T netlink.Link](t testing.TB, n *testns.NS, name string) T {
+	t.Helper()
+	l := LinkIn(t, n, name)
+	require.NotNil(t, l, "%s exists", name)
+	typed, ok := l.(T)
+	require.True(t, ok, "%s is a %s", name, l.Type())
+	return typed
+}
+
 // AttrsIn returns the attributes of the link called name inside n, nil when there is
 // none.
 func AttrsIn(t testing.TB, n *testns.NS, name string) *netlink.LinkAttrs {

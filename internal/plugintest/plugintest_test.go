@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/plugins/loopback"
@@ -134,6 +135,7 @@ func TestLinksAndLinkInLookInTheNamespace(t *testing.T) {
 	require.NotNil(t, pt.AttrsIn(t, a, "va"))
 	assert.Equal(t, "va", pt.AttrsIn(t, a, "va").Name)
 	assert.Nil(t, pt.AttrsIn(t, a, "vb"))
+	assert.Equal(t, "va", pt.LinkAs[*netlink.Veth](t, a, "va").Name)
 }
 
 // recorder is t but that it counts the failures said to it instead of failing.

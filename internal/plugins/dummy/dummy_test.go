@@ -1,7 +1,6 @@
 package dummy_test
 
 import (
-	"fmt"
 	"net"
 	"testing"
 
@@ -10,11 +9,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	at "github.com/cnikit/cni/internal/attachment/attachmenttest"
-	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/kernelfeature"
 	"github.com/cnikit/cni/internal/plugins/dummy"
 	pt "github.com/cnikit/cni/internal/plugintest"
-	"github.com/cnikit/cni/internal/skel"
 )
 
 func newEnv(t *testing.T) *at.Env {
@@ -70,83 +67,34 @@ func TestCheckNoticesAMissingAddress(t *testing.T) {
 	assert.Error(t, e.Check(c, conf))
 }
 
+// suite is the tests every one-link plugin passes alike; a dummy has no master.
+var suite = at.Suite{New: withDummy, AnyKernel: newEnv}
+
 func TestDelIsIdempotent(t *testing.T) {
 	t.Parallel()
-	t.Run("netns gone", func(t *testing.T) {
-		t.Parallel()
-		e := withDummy(t)
-		conf := e.Config(nil)
-		c := e.Add(conf)
-		c.NS.Close()
-		require.NoError(t, e.Del(c, conf))
-		assert.Empty(t, e.Reservations())
-	})
-	t.Run("CNI_NETNS empty still releases the address", func(t *testing.T) {
-		t.Parallel()
-		e := withDummy(t)
-		conf := e.Config(nil)
-		c := e.Add(conf)
-		_, err := e.Invoke(skel.CmdDel, c.ID, "", conf)
-		require.NoError(t, err)
-		assert.Empty(t, e.Reservations())
-	})
+	suite.DelIsIdempotent(t)
 }
 
 func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
 	t.Parallel()
-	e := withDummy(t)
-	ipam := e.HostLocal(at.Subnet)
-	ipam["routes"] = []any{map[string]any{"dst": "10.200.0.0/16", "gw": "192.0.2.1"}}
-	c := e.NewContainer()
-	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"ipam": ipam}))
-	require.Error(t, err)
-	e.AssertNothingLeft(t, c)
+	suite.FailedAddLeavesNoLinkAndNoReservation(t)
 }
 
 func TestNoIPAMIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	c := e.NewContainer()
-	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"ipam": map[string]any{}}))
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(err))
-	assert.Contains(t, err.Error(), "ipam")
-	e.AssertNothingLeft(t, c)
-
-	_, cerr := e.Exec(e.PluginDir(), "ADD", c.ID, c.NS.Path, e.Config(map[string]any{"ipam": nil}))
-	require.NotNil(t, cerr)
-	assert.Equal(t, cnierror.CodeInvalidConfig, cerr.Code)
-	assert.Contains(t, cerr.Msg, "ipam")
-	e.AssertNothingLeft(t, c)
+	noIPAM := []at.BadInput{{Name: "ipam empty", Keys: map[string]any{"ipam": map[string]any{}}, Field: "ipam"}}
+	suite.BadInputIsRefusedNamingTheFieldAndLeavesNothing(t, noIPAM)
+	suite.ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t, []at.BadInput{
+		{Name: "no ipam", Keys: map[string]any{"ipam": nil}, Field: "ipam"},
+	})
 }
 
 func TestKernelWithoutDummyIsTryAgainLater(t *testing.T) {
 	t.Parallel()
-	if ok, err := kernelfeature.Has(kernelfeature.Dummy); err != nil || ok {
-		t.Skip("the kernel supports dummy links")
-	}
-	e := newEnv(t)
-	c := e.NewContainer()
-	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(nil))
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeTryAgainLater, pt.Code(err))
-	e.AssertNothingLeft(t, c)
+	suite.KernelWithoutTheLinkIsTryAgainLater(t, kernelfeature.Dummy, "dummy")
 }
 
 func TestLibcniAddCheckDelDel(t *testing.T) {
 	t.Parallel()
-	e := withDummy(t)
-	c := e.NewContainer()
-	run := e.Libcni(fmt.Sprintf(`{
-		"cniVersion": "1.1.0", "name": "testnet",
-		"plugins": [{"type": "dummy",
-			"ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]]}}]}`,
-		e.DataDir, at.Subnet), c, nil)
-	require.NoError(t, run.AddErr)
-	require.Len(t, run.Result.Interfaces, 1)
-	assert.Equal(t, c.NS.Path, run.Result.Interfaces[0].Sandbox)
-	assert.NoError(t, run.CheckErr)
-	assert.NoError(t, run.DelErr)
-	assert.NoError(t, run.Del2Err, "DEL twice")
-	e.AssertNothingLeft(t, c)
+	suite.LibcniAddCheckDelDel(t, nil, nil)
 }

@@ -26,11 +26,7 @@ func newEnv(t *testing.T) *at.Env {
 // macvlanIn returns the container's eth0, which must be a macvlan.
 func macvlanIn(t *testing.T, n *testns.NS) *netlink.Macvlan {
 	t.Helper()
-	l, err := n.Handle(t).LinkByName("eth0")
-	require.NoError(t, err)
-	mv, ok := l.(*netlink.Macvlan)
-	require.True(t, ok, "eth0 is a %s", l.Type())
-	return mv
+	return pt.LinkAs[*netlink.Macvlan](t, n, "eth0")
 }
 
 func masterIndex(t *testing.T, e *at.Env) int {
@@ -164,45 +160,25 @@ func TestMTUDefaultsToTheMastersAndMayBeLower(t *testing.T) {
 	assert.Equal(t, 1400, c.Res.Interfaces[0].MTU)
 }
 
+// suite is the tests every one-link plugin passes alike.
+var suite = at.Suite{New: newEnv, AnyKernel: newEnv, Keys: map[string]any{"master": at.Master}}
+
 func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		keys    map[string]any
-		cniArgs string
-		code    uint
-		field   string
-	}{
-		{"unknown mode", map[string]any{"mode": "bridged"}, "", cnierror.CodeInvalidConfig, "mode"},
-		{"mtu above the master's", map[string]any{"mtu": 1501}, "", cnierror.CodeInvalidConfig, "mtu"},
-		{"mtu below IPv4's minimum", map[string]any{"mtu": 60}, "", cnierror.CodeInvalidConfig, "mtu"},
-		{"negative mtu", map[string]any{"mtu": -1}, "", cnierror.CodeInvalidConfig, "mtu"},
-		{"master that does not exist", map[string]any{"master": "nosuch0"}, "", cnierror.CodeInvalidConfig, "master"},
-		{"master with a slash", map[string]any{"master": "a/b"}, "", cnierror.CodeInvalidConfig, "master"},
-		{"mac not a MAC", map[string]any{"mac": "zz:zz"}, "", cnierror.CodeInvalidConfig, "mac"},
-		{"multicast mac", map[string]any{"mac": "01:00:5e:00:00:01"}, "", cnierror.CodeInvalidConfig, "mac"},
-		{"bad runtimeConfig.mac", map[string]any{"runtimeConfig": map[string]any{"mac": "nope"}}, "", cnierror.CodeInvalidConfig, "runtimeConfig.mac"},
-		{"bad CNI_ARGS MAC", nil, "MAC=12", cnierror.CodeInvalidConfig, "CNI_ARGS MAC"},
-		{"negative bcqueuelen", map[string]any{"bcqueuelen": -1}, "", cnierror.CodeInvalidConfig, "bcqueuelen"},
-		{"linkInContainer with the master on the host", map[string]any{"linkInContainer": true}, "", cnierror.CodeInvalidConfig, "master"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			keys := map[string]any{"master": at.Master}
-			for k, v := range tt.keys {
-				keys[k] = v
-			}
-			c := e.NewContainer()
-			_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(keys), tt.cniArgs)
-			require.Error(t, err)
-			assert.Equal(t, tt.code, pt.Code(err), err.Error())
-			assert.True(t, strings.HasPrefix(cnierror.From(err).Msg, tt.field) || strings.Contains(err.Error(), tt.field),
-				"%q does not name %s", err.Error(), tt.field)
-			e.AssertNothingLeft(t, c)
-		})
-	}
+	suite.BadInputIsRefusedNamingTheFieldAndLeavesNothing(t, []at.BadInput{
+		{Name: "unknown mode", Keys: map[string]any{"mode": "bridged"}, Field: "mode"},
+		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 1501}, Field: "mtu"},
+		{Name: "mtu below IPv4's minimum", Keys: map[string]any{"mtu": 60}, Field: "mtu"},
+		{Name: "negative mtu", Keys: map[string]any{"mtu": -1}, Field: "mtu"},
+		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
+		{Name: "master with a slash", Keys: map[string]any{"master": "a/b"}, Field: "master"},
+		{Name: "mac not a MAC", Keys: map[string]any{"mac": "zz:zz"}, Field: "mac"},
+		{Name: "multicast mac", Keys: map[string]any{"mac": "01:00:5e:00:00:01"}, Field: "mac"},
+		{Name: "bad runtimeConfig.mac", Keys: map[string]any{"runtimeConfig": map[string]any{"mac": "nope"}}, Field: "runtimeConfig.mac"},
+		{Name: "bad CNI_ARGS MAC", CNIArgs: "MAC=12", Field: "CNI_ARGS MAC"},
+		{Name: "negative bcqueuelen", Keys: map[string]any{"bcqueuelen": -1}, Field: "bcqueuelen"},
+		{Name: "linkInContainer with the master on the host", Keys: map[string]any{"linkInContainer": true}, Field: "master"},
+	})
 }
 
 func TestMACComesFromConfigCNIArgsAndCapabilityLaterWinning(t *testing.T) {
@@ -295,69 +271,21 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 
 func TestDelIsIdempotent(t *testing.T) {
 	t.Parallel()
-	t.Run("twice", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		conf := e.Config(map[string]any{"master": at.Master})
-		c := e.Add(conf)
-		require.NoError(t, e.Del(c, conf))
-		require.NoError(t, e.Del(c, conf))
-		e.AssertNothingLeft(t, c)
-	})
-	t.Run("netns gone", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		conf := e.Config(map[string]any{"master": at.Master})
-		c := e.Add(conf)
-		c.NS.Close()
-		require.NoError(t, e.Del(c, conf))
-		assert.Empty(t, e.Reservations())
-	})
-	t.Run("master gone", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		conf := e.Config(map[string]any{"master": at.Master})
-		c := e.Add(conf)
-		h := e.Host.Handle(t)
-		m, err := h.LinkByName(at.Master)
-		require.NoError(t, err)
-		require.NoError(t, h.LinkDel(m))
-		require.NoError(t, e.Del(c, conf))
-		assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
-		assert.Empty(t, e.Reservations())
-	})
-	t.Run("CNI_NETNS empty still releases the address", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		conf := e.Config(map[string]any{"master": at.Master})
-		c := e.Add(conf)
-		require.Len(t, e.Reservations(), 1)
-		_, err := e.Invoke(skel.CmdDel, c.ID, "", conf)
-		require.NoError(t, err)
-		assert.Empty(t, e.Reservations())
-	})
-	t.Run("config no longer valid", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		conf := e.Config(map[string]any{"master": at.Master})
-		c := e.Add(conf)
-		require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "mode": "nonsense", "mtu": 99999})))
-		e.AssertNothingLeft(t, c)
-	})
+	suite.DelIsIdempotent(t)
+}
+
+func TestDelOfAConfigNoLongerValidSucceeds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	conf := e.Config(map[string]any{"master": at.Master})
+	c := e.Add(conf)
+	require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "mode": "nonsense", "mtu": 99999})))
+	e.AssertNothingLeft(t, c)
 }
 
 func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ipam := e.HostLocal(at.Subnet)
-	// A route through a gateway outside every subnet fails after the link and the
-	// reservation exist.
-	ipam["routes"] = []any{map[string]any{"dst": "10.200.0.0/16", "gw": "192.0.2.1"}}
-	c := e.NewContainer()
-	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master, "ipam": ipam}))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "192.0.2.1")
-	e.AssertNothingLeft(t, c)
+	suite.FailedAddLeavesNoLinkAndNoReservation(t)
 }
 
 func TestInterfaceNameTakenInTheContainerIsRefused(t *testing.T) {

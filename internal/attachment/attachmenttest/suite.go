@@ -1,0 +1,211 @@
+package attachmenttest
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/kernelfeature"
+	"github.com/cnikit/cni/internal/plugintest"
+	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/skel"
+)
+
+// Suite holds what every one-link plugin must do alike, whatever its link: each
+// plugin's package runs these tests with the keys of a config that works for it.
+type Suite struct {
+	// New makes the Env of a test that creates the plugin's link: it skips where the
+	// kernel lacks the link type.
+	New func(t *testing.T) *Env
+	// AnyKernel makes the Env of a test that is over before any link is made, so that it
+	// runs on every kernel.
+	AnyKernel func(t *testing.T) *Env
+	// Keys are the plugin's own keys of a working config (master, vlanId, ...), over
+	// the Env's Config; without "master", the plugin has none to lose.
+	Keys map[string]any
+}
+
+// Config is the Env's config with the suite's keys, then keys over them; a nil value
+// removes a key.
+func (s Suite) Config(e *Env, keys map[string]any) []byte {
+	e.T.Helper()
+	return e.ConfigOf(e.Plugin.Name, map[string]any{"ipam": e.HostLocal(Subnet)}, merged(s.Keys, keys))
+}
+
+func merged(base, over map[string]any) map[string]any {
+	m := make(map[string]any, len(base)+len(over))
+	for _, kv := range []map[string]any{base, over} {
+		for k, v := range kv {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// DelIsIdempotent: DEL succeeds however often a runtime repeats it, and whatever is
+// already gone (the container's namespace, the master, CNI_NETNS itself), and it
+// releases the address each time.
+func (s Suite) DelIsIdempotent(t *testing.T) {
+	t.Run("twice", func(t *testing.T) {
+		t.Parallel()
+		e := s.New(t)
+		conf := s.Config(e, nil)
+		c := e.Add(conf)
+		require.NoError(t, e.Del(c, conf))
+		require.NoError(t, e.Del(c, conf))
+		e.AssertNothingLeft(t, c)
+	})
+	t.Run("netns gone", func(t *testing.T) {
+		t.Parallel()
+		e := s.New(t)
+		conf := s.Config(e, nil)
+		c := e.Add(conf)
+		c.NS.Close()
+		require.NoError(t, e.Del(c, conf))
+		assert.Empty(t, e.Reservations())
+	})
+	if _, ok := s.Keys["master"]; ok {
+		t.Run("master gone", func(t *testing.T) {
+			t.Parallel()
+			e := s.New(t)
+			conf := s.Config(e, nil)
+			c := e.Add(conf)
+			h := e.Host.Handle(t)
+			m, err := h.LinkByName(Master)
+			require.NoError(t, err)
+			require.NoError(t, h.LinkDel(m))
+			require.NoError(t, e.Del(c, conf))
+			assert.Equal(t, []string{"lo"}, plugintest.Links(t, c.NS))
+			assert.Empty(t, e.Reservations())
+		})
+	}
+	t.Run("CNI_NETNS empty still releases the address", func(t *testing.T) {
+		t.Parallel()
+		e := s.New(t)
+		conf := s.Config(e, nil)
+		c := e.Add(conf)
+		require.Len(t, e.Reservations(), 1)
+		_, err := e.Invoke(skel.CmdDel, c.ID, "", conf)
+		require.NoError(t, err)
+		assert.Empty(t, e.Reservations())
+	})
+}
+
+// FailedAddLeavesNoLinkAndNoReservation: an ADD that fails after the link and the
+// reservation exist (a route through a gateway outside every subnet) undoes both.
+func (s Suite) FailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
+	e := s.New(t)
+	ipam := e.HostLocal(Subnet)
+	ipam["routes"] = []any{map[string]any{"dst": "10.200.0.0/16", "gw": "192.0.2.1"}}
+	c := e.NewContainer()
+	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, s.Config(e, map[string]any{"ipam": ipam}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "192.0.2.1")
+	e.AssertNothingLeft(t, c)
+}
+
+// BadInput is one ADD the plugin must refuse before it makes anything.
+type BadInput struct {
+	Name string
+	// Keys are laid over the suite's keys; a nil value removes one.
+	Keys map[string]any
+	// Prev is the config's prevResult, when not nil.
+	Prev *result.Result
+	// CNIArgs is CNI_ARGS.
+	CNIArgs string
+	// Code is the CNI error's code, CodeInvalidConfig when 0.
+	Code uint
+	// Field is what the error must name.
+	Field string
+}
+
+func (b BadInput) code() uint {
+	if b.Code == 0 {
+		return cnierror.CodeInvalidConfig
+	}
+	return b.Code
+}
+
+func (s Suite) badConfig(t *testing.T, e *Env, b BadInput) []byte {
+	conf := s.Config(e, b.Keys)
+	if b.Prev != nil {
+		conf = plugintest.WithPrev(t, conf, b.Prev)
+	}
+	return conf
+}
+
+// BadInputIsRefusedNamingTheFieldAndLeavesNothing runs each case in-process: a CNI
+// error with its code naming its field, and nothing left in the container, the host
+// or host-local. These run on any kernel.
+func (s Suite) BadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T, cases []BadInput) {
+	for _, b := range cases {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			e := s.AnyKernel(t)
+			c := e.NewContainer()
+			_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, s.badConfig(t, e, b), b.CNIArgs)
+			require.Error(t, err)
+			assert.Equal(t, b.code(), plugintest.Code(err), err.Error())
+			assert.Contains(t, err.Error(), b.Field)
+			e.AssertNothingLeft(t, c)
+		})
+	}
+}
+
+// ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing runs each case through the binary,
+// as a runtime would: the CNI error on stdout with its code naming its field, and
+// nothing left behind.
+func (s Suite) ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T, cases []BadInput) {
+	e := s.AnyKernel(t)
+	dir := e.PluginDir()
+	for _, b := range cases {
+		t.Run(b.Name, func(t *testing.T) {
+			c := e.NewContainer()
+			o := plugintest.Exec(t, e.Host, plugintest.Call{Bin: filepath.Join(dir, e.Plugin.Name), Command: skel.CmdAdd,
+				ContainerID: c.ID, Netns: c.NS.Path, IfName: "eth0", Args: b.CNIArgs, Config: s.badConfig(t, e, b)})
+			plugintest.AssertFailed(t, o, b.code(), b.Field)
+			e.AssertNothingLeft(t, c)
+		})
+	}
+}
+
+// KernelWithoutTheLinkIsTryAgainLater: on a kernel without f (this machine's, for most
+// link types), ADD says so with code 11 naming the link type, and leaves nothing: the
+// reservation is never made, as the link comes first.
+func (s Suite) KernelWithoutTheLinkIsTryAgainLater(t *testing.T, f kernelfeature.Feature, linkType string) {
+	if ok, err := kernelfeature.Has(f); err != nil || ok {
+		t.Skipf("the kernel supports %s links", linkType)
+	}
+	e := s.AnyKernel(t)
+	c := e.NewContainer()
+	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, s.Config(e, nil))
+	require.Error(t, err)
+	assert.Equal(t, cnierror.CodeTryAgainLater, plugintest.Code(err))
+	assert.Contains(t, err.Error(), linkType)
+	e.AssertNothingLeft(t, c)
+}
+
+// LibcniAddCheckDelDel drives a one-plugin conflist of the suite's keys and keys (with
+// host-local on Subnet) through libcni, with capArgs: ADD gives one interface in the
+// container's namespace, CHECK and both DELs succeed and leave nothing. It returns the
+// run for the plugin's own checks of the result.
+func (s Suite) LibcniAddCheckDelDel(t *testing.T, keys, capArgs map[string]any) plugintest.LibcniRun {
+	e := s.New(t)
+	c := e.NewContainer()
+	plugin := merged(map[string]any{"type": e.Plugin.Name, "ipam": e.HostLocal(Subnet)}, merged(s.Keys, keys))
+	list, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "testnet", "plugins": []any{plugin}})
+	require.NoError(t, err)
+	run := e.Libcni(string(list), c, capArgs)
+	require.NoError(t, run.AddErr)
+	require.Len(t, run.Result.Interfaces, 1)
+	assert.Equal(t, c.NS.Path, run.Result.Interfaces[0].Sandbox)
+	assert.NoError(t, run.CheckErr)
+	assert.NoError(t, run.DelErr)
+	assert.NoError(t, run.Del2Err, "DEL twice")
+	e.AssertNothingLeft(t, c)
+	return run
+}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -16,17 +17,60 @@ import (
 )
 
 // Suite holds what every one-link plugin must do alike, whatever its link: each
-// plugin's package runs these tests with the keys of a config that works for it.
+// plugin's package runs it (Run) with the keys of a config that works for it and the
+// bad input it must refuse.
 type Suite struct {
-	// New makes the Env of a test that creates the plugin's link: it skips where the
-	// kernel lacks the link type.
-	New func(t *testing.T) *Env
-	// AnyKernel makes the Env of a test that is over before any link is made, so that it
-	// runs on every kernel.
-	AnyKernel func(t *testing.T) *Env
+	// Plugin makes the plugin under test.
+	Plugin func() *skel.Plugin
+	// Needs are the kernel features the plugin's link needs (none for macvlan).
+	Needs []kernelfeature.Feature
 	// Keys are the plugin's own keys of a working config (master, vlanId, ...), over
 	// the Env's Config; without "master", the plugin has none to lose.
 	Keys map[string]any
+	// BadInput are refused in-process, ExecdBadInput through the binary.
+	BadInput, ExecdBadInput []BadInput
+	// LibcniKeys and LibcniCapabilityArgs are added for the libcni run, whose ADD
+	// result LibcniResult checks for the plugin's own parts (nil: nothing more).
+	LibcniKeys, LibcniCapabilityArgs map[string]any
+	LibcniResult                     func(t *testing.T, res *types100.Result)
+}
+
+// New makes the Env of a test that creates the plugin's link: it skips where the
+// kernel lacks the link type.
+func (s Suite) New(t *testing.T) *Env {
+	t.Helper()
+	for _, f := range s.Needs {
+		kernelfeature.Require(t, f)
+	}
+	return s.AnyKernel(t)
+}
+
+// AnyKernel makes the Env of a test that is over before any link is made, so that it
+// runs on every kernel.
+func (s Suite) AnyKernel(t *testing.T) *Env {
+	t.Helper()
+	return New(t, s.Plugin())
+}
+
+// Run runs the suite's tests as parallel subtests of t; the test of a kernel without
+// the link type only for a plugin that Needs a feature.
+func (s Suite) Run(t *testing.T) {
+	tests := map[string]func(*testing.T){
+		"DelIsIdempotent":                                   s.DelIsIdempotent,
+		"FailedAddLeavesNoLinkAndNoReservation":             s.FailedAddLeavesNoLinkAndNoReservation,
+		"BadInputIsRefusedNamingTheFieldAndLeavesNothing":   s.BadInputIsRefusedNamingTheFieldAndLeavesNothing,
+		"ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing": s.ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing,
+		"LibcniAddCheckDelDel":                              s.LibcniAddCheckDelDel,
+	}
+	if len(s.Needs) > 0 {
+		tests["KernelWithoutTheLinkIsTryAgainLater"] = s.KernelWithoutTheLinkIsTryAgainLater
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t)
+		})
+	}
 }
 
 // Config is the Env's config with the suite's keys, then keys over them; a nil value
@@ -141,8 +185,8 @@ func (s Suite) badConfig(t *testing.T, e *Env, b BadInput) []byte {
 // BadInputIsRefusedNamingTheFieldAndLeavesNothing runs each case in-process: a CNI
 // error with its code naming its field, and nothing left in the container, the host
 // or host-local. These run on any kernel.
-func (s Suite) BadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T, cases []BadInput) {
-	for _, b := range cases {
+func (s Suite) BadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
+	for _, b := range s.BadInput {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			e := s.AnyKernel(t)
@@ -159,10 +203,10 @@ func (s Suite) BadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T, cas
 // ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing runs each case through the binary,
 // as a runtime would: the CNI error on stdout with its code naming its field, and
 // nothing left behind.
-func (s Suite) ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T, cases []BadInput) {
+func (s Suite) ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
 	e := s.AnyKernel(t)
 	dir := e.PluginDir()
-	for _, b := range cases {
+	for _, b := range s.ExecdBadInput {
 		t.Run(b.Name, func(t *testing.T) {
 			c := e.NewContainer()
 			o := plugintest.Exec(t, e.Host, plugintest.Call{Bin: filepath.Join(dir, e.Plugin.Name), Command: skel.CmdAdd,
@@ -173,33 +217,38 @@ func (s Suite) ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T, c
 	}
 }
 
-// KernelWithoutTheLinkIsTryAgainLater: on a kernel without f (this machine's, for most
-// link types), ADD says so with code 11 naming the link type, and leaves nothing: the
-// reservation is never made, as the link comes first.
-func (s Suite) KernelWithoutTheLinkIsTryAgainLater(t *testing.T, f kernelfeature.Feature, linkType string) {
-	if ok, err := kernelfeature.Has(f); err != nil || ok {
-		t.Skipf("the kernel supports %s links", linkType)
+// KernelWithoutTheLinkIsTryAgainLater: on a kernel without the link type (this
+// machine's, for most of them), ADD says so with code 11 naming the plugin's link type,
+// and leaves nothing: the reservation is never made, as the link comes first.
+func (s Suite) KernelWithoutTheLinkIsTryAgainLater(t *testing.T) {
+	missing := false
+	for _, f := range s.Needs {
+		ok, err := kernelfeature.Has(f)
+		require.NoError(t, err)
+		missing = missing || !ok
+	}
+	if !missing {
+		t.Skip("the kernel supports the link type")
 	}
 	e := s.AnyKernel(t)
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, s.Config(e, nil))
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeTryAgainLater, plugintest.Code(err))
-	assert.Contains(t, err.Error(), linkType)
+	assert.Contains(t, err.Error(), e.Plugin.Name)
 	e.AssertNothingLeft(t, c)
 }
 
-// LibcniAddCheckDelDel drives a one-plugin conflist of the suite's keys and keys (with
-// host-local on Subnet) through libcni, with capArgs: ADD gives one interface in the
-// container's namespace, CHECK and both DELs succeed and leave nothing. It returns the
-// run for the plugin's own checks of the result.
-func (s Suite) LibcniAddCheckDelDel(t *testing.T, keys, capArgs map[string]any) plugintest.LibcniRun {
+// LibcniAddCheckDelDel drives a one-plugin conflist of the suite's keys (with
+// host-local on Subnet) through libcni: ADD gives one interface in the container's
+// namespace, CHECK and both DELs succeed and leave nothing.
+func (s Suite) LibcniAddCheckDelDel(t *testing.T) {
 	e := s.New(t)
 	c := e.NewContainer()
-	plugin := merged(map[string]any{"type": e.Plugin.Name, "ipam": e.HostLocal(Subnet)}, merged(s.Keys, keys))
+	plugin := merged(map[string]any{"type": e.Plugin.Name, "ipam": e.HostLocal(Subnet)}, merged(s.Keys, s.LibcniKeys))
 	list, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "testnet", "plugins": []any{plugin}})
 	require.NoError(t, err)
-	run := e.Libcni(string(list), c, capArgs)
+	run := e.Libcni(string(list), c, s.LibcniCapabilityArgs)
 	require.NoError(t, run.AddErr)
 	require.Len(t, run.Result.Interfaces, 1)
 	assert.Equal(t, c.NS.Path, run.Result.Interfaces[0].Sandbox)
@@ -207,5 +256,7 @@ func (s Suite) LibcniAddCheckDelDel(t *testing.T, keys, capArgs map[string]any) 
 	assert.NoError(t, run.DelErr)
 	assert.NoError(t, run.Del2Err, "DEL twice")
 	e.AssertNothingLeft(t, c)
-	return run
+	if s.LibcniResult != nil {
+		s.LibcniResult(t, run.Result)
+	}
 }

@@ -14,21 +14,22 @@ import (
 	pt "github.com/cnikit/cni/internal/plugintest"
 )
 
-func newEnv(t *testing.T) *at.Env {
-	t.Helper()
-	return at.New(t, dummy.Plugin())
+// suite is what every one-link plugin does alike; a dummy has no master, and New skips
+// without dummy support.
+var suite = at.Suite{
+	Plugin: dummy.Plugin, Needs: []kernelfeature.Feature{kernelfeature.Dummy},
+	BadInput:      []at.BadInput{{Name: "ipam empty", Keys: map[string]any{"ipam": map[string]any{}}, Field: "ipam"}},
+	ExecdBadInput: []at.BadInput{{Name: "no ipam", Keys: map[string]any{"ipam": nil}, Field: "ipam"}},
 }
 
-// withDummy is newEnv for tests that create dummy links.
-func withDummy(t *testing.T) *at.Env {
-	t.Helper()
-	kernelfeature.Require(t, kernelfeature.Dummy)
-	return newEnv(t)
+func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
+	t.Parallel()
+	suite.Run(t)
 }
 
 func TestAddGivesTheContainerADummyHoldingTheAddresses(t *testing.T) {
 	t.Parallel()
-	e := withDummy(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"dns": map[string]any{"nameservers": []string{"10.90.0.53"}},
 		"ipam": e.HostLocal(at.Subnet, "fd90::/64")})
 	c := e.Add(conf)
@@ -55,7 +56,7 @@ func TestAddGivesTheContainerADummyHoldingTheAddresses(t *testing.T) {
 
 func TestCheckNoticesAMissingAddress(t *testing.T) {
 	t.Parallel()
-	e := withDummy(t)
+	e := suite.New(t)
 	conf := e.Config(nil)
 	c := e.Add(conf)
 	h := c.NS.Handle(t)
@@ -65,36 +66,4 @@ func TestCheckNoticesAMissingAddress(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, h.AddrDel(l, addr))
 	assert.Error(t, e.Check(c, conf))
-}
-
-// suite is the tests every one-link plugin passes alike; a dummy has no master.
-var suite = at.Suite{New: withDummy, AnyKernel: newEnv}
-
-func TestDelIsIdempotent(t *testing.T) {
-	t.Parallel()
-	suite.DelIsIdempotent(t)
-}
-
-func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
-	t.Parallel()
-	suite.FailedAddLeavesNoLinkAndNoReservation(t)
-}
-
-func TestNoIPAMIsRefused(t *testing.T) {
-	t.Parallel()
-	noIPAM := []at.BadInput{{Name: "ipam empty", Keys: map[string]any{"ipam": map[string]any{}}, Field: "ipam"}}
-	suite.BadInputIsRefusedNamingTheFieldAndLeavesNothing(t, noIPAM)
-	suite.ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t, []at.BadInput{
-		{Name: "no ipam", Keys: map[string]any{"ipam": nil}, Field: "ipam"},
-	})
-}
-
-func TestKernelWithoutDummyIsTryAgainLater(t *testing.T) {
-	t.Parallel()
-	suite.KernelWithoutTheLinkIsTryAgainLater(t, kernelfeature.Dummy, "dummy")
-}
-
-func TestLibcniAddCheckDelDel(t *testing.T) {
-	t.Parallel()
-	suite.LibcniAddCheckDelDel(t, nil, nil)
 }

@@ -18,16 +18,32 @@ import (
 	"github.com/cnikit/cni/internal/testns"
 )
 
-func newEnv(t *testing.T) *at.Env {
-	t.Helper()
-	return at.New(t, ipvlan.Plugin())
+// suite is what every one-link plugin does alike; its New skips without ipvlan support.
+var suite = at.Suite{
+	Plugin: ipvlan.Plugin, Needs: []kernelfeature.Feature{kernelfeature.IPVLAN},
+	Keys: map[string]any{"master": at.Master},
+	// These are refused before anything is created, so they run on any kernel.
+	BadInput: []at.BadInput{
+		{Name: "unknown mode", Keys: map[string]any{"mode": "l4"}, Field: "mode"},
+		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 1600}, Field: "mtu"},
+		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
+		{Name: "chained without IPAM and without addresses", Keys: map[string]any{"master": nil, "ipam": nil},
+			Prev: prevResult(at.Master), Field: "ipam"},
+		{Name: "chained with two interfaces", Keys: map[string]any{"master": nil},
+			Prev: &result.Result{CNIVersion: "1.1.0", Interfaces: []result.Interface{{Name: "a"}, {Name: "b"}}}, Field: "master"},
+		{Name: "no IPAM and no prevResult", Keys: map[string]any{"ipam": nil}, Field: "ipam"},
+	},
+	ExecdBadInput: []at.BadInput{
+		{Name: "mode", Keys: map[string]any{"mode": "l9"}, Field: "mode"},
+		{Name: "mtu", Keys: map[string]any{"mtu": 70000}, Field: "mtu"},
+		{Name: "master", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
+	},
+	LibcniKeys: map[string]any{"mode": "l3"},
 }
 
-// withIPVLAN is newEnv for tests that create ipvlan links.
-func withIPVLAN(t *testing.T) *at.Env {
-	t.Helper()
-	kernelfeature.Require(t, kernelfeature.IPVLAN)
-	return newEnv(t)
+func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
+	t.Parallel()
+	suite.Run(t)
 }
 
 // ipvlanIn returns the container's eth0, which must be a ipvlan.
@@ -42,7 +58,7 @@ func TestContainersReachEachOtherInL2AndL3(t *testing.T) {
 	for name, want := range modes {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := withIPVLAN(t)
+			e := suite.New(t)
 			conf := e.Config(map[string]any{"master": at.Master, "mode": name})
 			a, b := e.Add(conf), e.Add(conf)
 			master, err := e.Host.Handle(t).LinkByName(at.Master)
@@ -73,7 +89,7 @@ func TestContainersReachEachOtherInL2AndL3(t *testing.T) {
 
 func TestCheckNoticesAnotherMode(t *testing.T) {
 	t.Parallel()
-	e := withIPVLAN(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "mode": "l3"})
 	c := e.Add(conf)
 	err := e.Check(c, e.Config(map[string]any{"master": at.Master, "mode": "l2"}))
@@ -94,7 +110,7 @@ func prevResult(ifName string, addrs ...string) *result.Result {
 
 func TestChainedIpvlanTakesMasterAndAddressesFromThePrevResult(t *testing.T) {
 	t.Parallel()
-	e := withIPVLAN(t)
+	e := suite.New(t)
 	conf := pt.WithPrev(t, e.Config(map[string]any{"ipam": nil}), prevResult(at.Master, "10.90.0.50/24"))
 	c := e.NewContainer()
 	e.AddTo(c, conf)
@@ -114,7 +130,7 @@ func TestChainedIpvlanTakesMasterAndAddressesFromThePrevResult(t *testing.T) {
 
 func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	t.Parallel()
-	e := withIPVLAN(t)
+	e := suite.New(t)
 	c := e.NewContainer()
 	testns.Veth(t, c.NS, "cmaster", []string{"10.91.0.2/24"}, e.Peer, "cpeer", []string{"10.91.0.1/24"})
 	cm, err := c.NS.Handle(t).LinkByName("cmaster")
@@ -129,7 +145,7 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 
 func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 	t.Parallel()
-	e := withIPVLAN(t)
+	e := suite.New(t)
 	testns.Up(t, e.Host, at.Master, "10.90.0.2/24")
 	h := e.Host.Handle(t)
 	m, err := h.LinkByName(at.Master)
@@ -146,62 +162,13 @@ func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 	e.AssertNothingLeft(t, c)
 }
 
-// suite is the tests every one-link plugin passes alike.
-var suite = at.Suite{New: withIPVLAN, AnyKernel: newEnv, Keys: map[string]any{"master": at.Master}}
-
-func TestDelIsIdempotent(t *testing.T) {
-	t.Parallel()
-	suite.DelIsIdempotent(t)
-}
-
 // The reference's DEL resolves an unset master from the default route again and fails
 // on a host without one; ours never looks (no ipvlan support needed here).
 func TestDelWithNoMasterAndNoDefaultRouteSucceeds(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.AnyKernel(t)
 	c := e.NewContainer()
 	require.NoError(t, e.Del(c, e.Config(nil)))
 	_, err := e.Invoke(skel.CmdDel, c.ID, "", e.Config(nil))
 	require.NoError(t, err)
-}
-
-func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
-	t.Parallel()
-	suite.FailedAddLeavesNoLinkAndNoReservation(t)
-}
-
-// These are refused before anything is created, so they run on any kernel.
-func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
-	t.Parallel()
-	suite.BadInputIsRefusedNamingTheFieldAndLeavesNothing(t, []at.BadInput{
-		{Name: "unknown mode", Keys: map[string]any{"mode": "l4"}, Field: "mode"},
-		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 1600}, Field: "mtu"},
-		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
-		{Name: "chained without IPAM and without addresses", Keys: map[string]any{"master": nil, "ipam": nil},
-			Prev: prevResult(at.Master), Field: "ipam"},
-		{Name: "chained with two interfaces", Keys: map[string]any{"master": nil},
-			Prev: &result.Result{CNIVersion: "1.1.0", Interfaces: []result.Interface{{Name: "a"}, {Name: "b"}}}, Field: "master"},
-		{Name: "no IPAM and no prevResult", Keys: map[string]any{"ipam": nil}, Field: "ipam"},
-	})
-}
-
-// On a kernel without ipvlan (this machine's), ADD says so with code 11 and leaves
-// nothing: the reservation is never made, as the link comes first.
-func TestKernelWithoutIpvlanIsTryAgainLater(t *testing.T) {
-	t.Parallel()
-	suite.KernelWithoutTheLinkIsTryAgainLater(t, kernelfeature.IPVLAN, "ipvlan")
-}
-
-func TestExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
-	t.Parallel()
-	suite.ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t, []at.BadInput{
-		{Name: "mode", Keys: map[string]any{"mode": "l9"}, Field: "mode"},
-		{Name: "mtu", Keys: map[string]any{"mtu": 70000}, Field: "mtu"},
-		{Name: "master", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
-	})
-}
-
-func TestLibcniAddCheckDelDel(t *testing.T) {
-	t.Parallel()
-	suite.LibcniAddCheckDelDel(t, map[string]any{"mode": "l3"}, nil)
 }

@@ -11,21 +11,9 @@ import (
 	pt "github.com/cnikit/cni/internal/plugintest"
 )
 
-func TestExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
-	t.Parallel()
-	suite.ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t, []at.BadInput{
-		{Name: "unknown mode", Keys: map[string]any{"mode": "switch"}, Field: "mode"},
-		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 9000}, Field: "mtu"},
-		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
-		{Name: "bad capability mac", Keys: map[string]any{"runtimeConfig": map[string]any{"mac": "ff:ff:ff:ff:ff:ff"}}, Field: "runtimeConfig.mac"},
-		{Name: "bad CNI_ARGS MAC", CNIArgs: "IgnoreUnknown=1;MAC=xyz", Field: "CNI_ARGS MAC"},
-		{Name: "mode of the wrong type", Keys: map[string]any{"mode": 3}, Field: "mode"},
-	})
-}
-
 func TestExecdAddCheckDelLikeARuntime(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	dir := e.PluginDir()
 	conf := e.Config(map[string]any{"master": at.Master, "mac": "02:11:22:33:44:55"})
 	c := e.NewContainer()
@@ -55,11 +43,4 @@ func TestExecdAddCheckDelLikeARuntime(t *testing.T) {
 		require.Nil(t, cerr)
 	}
 	e.AssertNothingLeft(t, c)
-}
-
-func TestLibcniAddCheckDelDelWithTheMacCapability(t *testing.T) {
-	t.Parallel()
-	run := suite.LibcniAddCheckDelDel(t, map[string]any{"capabilities": map[string]any{"mac": true}},
-		map[string]any{"mac": "02:aa:bb:cc:dd:ee"})
-	assert.Equal(t, "02:aa:bb:cc:dd:ee", run.Result.Interfaces[0].Mac)
 }

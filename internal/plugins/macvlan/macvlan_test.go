@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
@@ -18,9 +19,41 @@ import (
 	"github.com/cnikit/cni/internal/testns"
 )
 
-func newEnv(t *testing.T) *at.Env {
-	t.Helper()
-	return at.New(t, macvlan.Plugin())
+// suite is what every one-link plugin does alike; macvlan needs no kernel feature.
+var suite = at.Suite{
+	Plugin: macvlan.Plugin, Keys: map[string]any{"master": at.Master},
+	BadInput: []at.BadInput{
+		{Name: "unknown mode", Keys: map[string]any{"mode": "bridged"}, Field: "mode"},
+		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 1501}, Field: "mtu"},
+		{Name: "mtu below IPv4's minimum", Keys: map[string]any{"mtu": 60}, Field: "mtu"},
+		{Name: "negative mtu", Keys: map[string]any{"mtu": -1}, Field: "mtu"},
+		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
+		{Name: "master with a slash", Keys: map[string]any{"master": "a/b"}, Field: "master"},
+		{Name: "mac not a MAC", Keys: map[string]any{"mac": "zz:zz"}, Field: "mac"},
+		{Name: "multicast mac", Keys: map[string]any{"mac": "01:00:5e:00:00:01"}, Field: "mac"},
+		{Name: "bad runtimeConfig.mac", Keys: map[string]any{"runtimeConfig": map[string]any{"mac": "nope"}}, Field: "runtimeConfig.mac"},
+		{Name: "bad CNI_ARGS MAC", CNIArgs: "MAC=12", Field: "CNI_ARGS MAC"},
+		{Name: "negative bcqueuelen", Keys: map[string]any{"bcqueuelen": -1}, Field: "bcqueuelen"},
+		{Name: "linkInContainer with the master on the host", Keys: map[string]any{"linkInContainer": true}, Field: "master"},
+	},
+	ExecdBadInput: []at.BadInput{
+		{Name: "unknown mode", Keys: map[string]any{"mode": "switch"}, Field: "mode"},
+		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 9000}, Field: "mtu"},
+		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
+		{Name: "bad capability mac", Keys: map[string]any{"runtimeConfig": map[string]any{"mac": "ff:ff:ff:ff:ff:ff"}}, Field: "runtimeConfig.mac"},
+		{Name: "bad CNI_ARGS MAC", CNIArgs: "IgnoreUnknown=1;MAC=xyz", Field: "CNI_ARGS MAC"},
+		{Name: "mode of the wrong type", Keys: map[string]any{"mode": 3}, Field: "mode"},
+	},
+	LibcniKeys:           map[string]any{"capabilities": map[string]any{"mac": true}},
+	LibcniCapabilityArgs: map[string]any{"mac": "02:aa:bb:cc:dd:ee"},
+	LibcniResult: func(t *testing.T, res *types100.Result) {
+		assert.Equal(t, "02:aa:bb:cc:dd:ee", res.Interfaces[0].Mac, "the mac capability")
+	},
+}
+
+func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
+	t.Parallel()
+	suite.Run(t)
 }
 
 // macvlanIn returns the container's eth0, which must be a macvlan.
@@ -38,7 +71,7 @@ func masterIndex(t *testing.T, e *at.Env) int {
 
 func TestTwoContainersOnOneMasterReachEachOtherAndThePeer(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "mode": "bridge"})
 	a, b := e.Add(conf), e.Add(conf)
 
@@ -73,7 +106,7 @@ func TestTwoContainersOnOneMasterReachEachOtherAndThePeer(t *testing.T) {
 
 func TestPrivateModeKeepsContainersApart(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "mode": "private"})
 	a, b := e.Add(conf), e.Add(conf)
 	assert.Error(t, at.Reach(t, a.NS, b.NS, b.Addr(t)), "private macvlans must not talk to each other")
@@ -82,7 +115,7 @@ func TestPrivateModeKeepsContainersApart(t *testing.T) {
 
 func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	testns.Up(t, e.Host, at.Master, "10.90.0.2/24")
 	h := e.Host.Handle(t)
 	m, err := h.LinkByName(at.Master)
@@ -103,7 +136,7 @@ func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 
 func TestNoMasterAndNoDefaultRouteIsTryAgainLater(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": nil}))
 	require.Error(t, err)
@@ -125,7 +158,7 @@ func TestEveryModeIsCreatedAndChecked(t *testing.T) {
 	for name, want := range modes {
 		t.Run("mode="+name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
+			e := suite.New(t)
 			conf := e.Config(map[string]any{"master": at.Master, "mode": name})
 			c := e.Add(conf)
 			assert.Equal(t, want, macvlanIn(t, c.NS).Mode)
@@ -145,7 +178,7 @@ func TestEveryModeIsCreatedAndChecked(t *testing.T) {
 
 func TestMTUDefaultsToTheMastersAndMayBeLower(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	h := e.Host.Handle(t)
 	m, err := h.LinkByName(at.Master)
 	require.NoError(t, err)
@@ -158,27 +191,6 @@ func TestMTUDefaultsToTheMastersAndMayBeLower(t *testing.T) {
 	c = e.Add(e.Config(map[string]any{"master": at.Master, "mtu": 1400}))
 	assert.Equal(t, 1400, macvlanIn(t, c.NS).MTU)
 	assert.Equal(t, 1400, c.Res.Interfaces[0].MTU)
-}
-
-// suite is the tests every one-link plugin passes alike.
-var suite = at.Suite{New: newEnv, AnyKernel: newEnv, Keys: map[string]any{"master": at.Master}}
-
-func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
-	t.Parallel()
-	suite.BadInputIsRefusedNamingTheFieldAndLeavesNothing(t, []at.BadInput{
-		{Name: "unknown mode", Keys: map[string]any{"mode": "bridged"}, Field: "mode"},
-		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 1501}, Field: "mtu"},
-		{Name: "mtu below IPv4's minimum", Keys: map[string]any{"mtu": 60}, Field: "mtu"},
-		{Name: "negative mtu", Keys: map[string]any{"mtu": -1}, Field: "mtu"},
-		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
-		{Name: "master with a slash", Keys: map[string]any{"master": "a/b"}, Field: "master"},
-		{Name: "mac not a MAC", Keys: map[string]any{"mac": "zz:zz"}, Field: "mac"},
-		{Name: "multicast mac", Keys: map[string]any{"mac": "01:00:5e:00:00:01"}, Field: "mac"},
-		{Name: "bad runtimeConfig.mac", Keys: map[string]any{"runtimeConfig": map[string]any{"mac": "nope"}}, Field: "runtimeConfig.mac"},
-		{Name: "bad CNI_ARGS MAC", CNIArgs: "MAC=12", Field: "CNI_ARGS MAC"},
-		{Name: "negative bcqueuelen", Keys: map[string]any{"bcqueuelen": -1}, Field: "bcqueuelen"},
-		{Name: "linkInContainer with the master on the host", Keys: map[string]any{"linkInContainer": true}, Field: "master"},
-	})
 }
 
 func TestMACComesFromConfigCNIArgsAndCapabilityLaterWinning(t *testing.T) {
@@ -197,7 +209,7 @@ func TestMACComesFromConfigCNIArgsAndCapabilityLaterWinning(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
+			e := suite.New(t)
 			tt.keys["master"] = at.Master
 			cfg := e.Config(tt.keys)
 			c := e.Add(cfg, tt.cniArgs)
@@ -210,14 +222,14 @@ func TestMACComesFromConfigCNIArgsAndCapabilityLaterWinning(t *testing.T) {
 
 func TestBCQueueLenReachesTheKernel(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	c := e.Add(e.Config(map[string]any{"master": at.Master, "bcqueuelen": 3000}))
 	assert.Equal(t, uint32(3000), macvlanIn(t, c.NS).BCQueueLen)
 }
 
 func TestEmptyIPAMGivesTheLinkOnlyAndUp(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "ipam": map[string]any{}})
 	c := e.Add(conf)
 	assert.Empty(t, c.Res.IPs)
@@ -232,7 +244,7 @@ func TestEmptyIPAMGivesTheLinkOnlyAndUp(t *testing.T) {
 
 func TestNeighboursAreNotifiedOfTheNewInterface(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	c := e.Add(e.Config(map[string]any{"master": at.Master, "ipam": e.HostLocal(at.Subnet, "fd90::/64")}))
 	for _, name := range []string{"ipv4/conf/eth0/arp_notify", "ipv6/conf/eth0/ndisc_notify"} {
 		var b []byte
@@ -244,7 +256,7 @@ func TestNeighboursAreNotifiedOfTheNewInterface(t *testing.T) {
 
 func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	c := e.NewContainer()
 	testns.Veth(t, c.NS, "cmaster", []string{"10.91.0.2/24"}, e.Peer, "cpeer", []string{"10.91.0.1/24"})
 	h := c.NS.Handle(t)
@@ -269,28 +281,18 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	require.NoError(t, e.Check(c, conf))
 }
 
-func TestDelIsIdempotent(t *testing.T) {
-	t.Parallel()
-	suite.DelIsIdempotent(t)
-}
-
 func TestDelOfAConfigNoLongerValidSucceeds(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master})
 	c := e.Add(conf)
 	require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "mode": "nonsense", "mtu": 99999})))
 	e.AssertNothingLeft(t, c)
 }
 
-func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
-	t.Parallel()
-	suite.FailedAddLeavesNoLinkAndNoReservation(t)
-}
-
 func TestInterfaceNameTakenInTheContainerIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	c := e.NewContainer()
 	testns.Veth(t, c.NS, "eth0", nil, e.Peer, "other0", nil)
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master}))
@@ -303,7 +305,7 @@ func TestInterfaceNameTakenInTheContainerIsRefused(t *testing.T) {
 
 func TestHostLinkWithTheContainersInterfaceNameDoesNotClash(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	testns.Veth(t, e.Host, "eth0", nil, e.Peer, "hosteth0", nil)
 	c := e.Add(e.Config(map[string]any{"master": at.Master}))
 	assert.Equal(t, "eth0", macvlanIn(t, c.NS).Name)
@@ -312,7 +314,7 @@ func TestHostLinkWithTheContainersInterfaceNameDoesNotClash(t *testing.T) {
 
 func TestCheckNoticesAMissingAddressAndAWrongMaster(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	testns.Veth(t, e.Host, "master1", nil, e.Peer, "peer1", nil)
 	conf := e.Config(map[string]any{"master": at.Master})
 	c := e.Add(conf)
@@ -333,7 +335,7 @@ func TestCheckNoticesAMissingAddressAndAWrongMaster(t *testing.T) {
 
 func TestStatusAndGCGoThroughIPAM(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master})
 	kept, dropped := e.Add(conf), e.Add(conf)
 	require.Len(t, e.Reservations(), 2)

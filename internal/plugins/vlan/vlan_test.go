@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
@@ -17,16 +18,35 @@ import (
 	"github.com/cnikit/cni/internal/testns"
 )
 
-func newEnv(t *testing.T) *at.Env {
-	t.Helper()
-	return at.New(t, vlan.Plugin())
+// suite is what every one-link plugin does alike; its New skips without vlan support.
+var suite = at.Suite{
+	Plugin: vlan.Plugin, Needs: []kernelfeature.Feature{kernelfeature.VLAN},
+	Keys: map[string]any{"master": at.Master, "vlanId": 10},
+	// These are refused before anything is created, so they run on any kernel.
+	BadInput: []at.BadInput{
+		{Name: "vlanId 5000", Keys: map[string]any{"vlanId": 5000}, Field: "vlanId"},
+		{Name: "vlanId -1", Keys: map[string]any{"vlanId": -1}, Field: "vlanId"},
+		{Name: "vlanId 4095", Keys: map[string]any{"vlanId": 4095}, Field: "vlanId"},
+		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 1501}, Field: "mtu"},
+		{Name: "master missing", Keys: map[string]any{"master": nil}, Field: "master"},
+		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
+		{Name: "no IPAM", Keys: map[string]any{"ipam": map[string]any{}}, Field: "ipam"},
+		{Name: "vlanId of the wrong type", Keys: map[string]any{"vlanId": "100"}, Field: "vlanId"},
+	},
+	ExecdBadInput: []at.BadInput{
+		{Name: "vlanId", Keys: map[string]any{"vlanId": 5000}, Field: "vlanId"},
+		{Name: "mtu", Keys: map[string]any{"vlanId": 1, "mtu": 9000}, Field: "mtu"},
+		{Name: "master", Keys: map[string]any{"master": "nosuch0", "vlanId": 1}, Field: "master"},
+	},
+	LibcniKeys: map[string]any{"vlanId": 42, "dns": map[string]any{"nameservers": []string{"10.90.0.53"}}},
+	LibcniResult: func(t *testing.T, res *types100.Result) {
+		assert.Equal(t, []string{"10.90.0.53"}, res.DNS.Nameservers, "dns from the config")
+	},
 }
 
-// withVLAN is newEnv for tests that create vlan links.
-func withVLAN(t *testing.T) *at.Env {
-	t.Helper()
-	kernelfeature.Require(t, kernelfeature.VLAN)
-	return newEnv(t)
+func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
+	t.Parallel()
+	suite.Run(t)
 }
 
 // vlanIn returns the container's eth0, which must be a vlan.
@@ -50,7 +70,7 @@ func vlanPeer(t *testing.T, e *at.Env, id int, addr string) {
 // One VLAN id per master: the kernel refuses a second link with the same id on it.
 func TestTaggedTrafficReachesAVlanAwarePeerOnTheSameIDOnly(t *testing.T) {
 	t.Parallel()
-	e := withVLAN(t)
+	e := suite.New(t)
 	vlanPeer(t, e, 100, "10.100.0.1/24")
 	conf := e.Config(map[string]any{"master": at.Master, "vlanId": 100, "ipam": e.HostLocal("10.100.0.0/24")})
 	c := e.Add(conf)
@@ -77,7 +97,7 @@ func TestTaggedTrafficReachesAVlanAwarePeerOnTheSameIDOnly(t *testing.T) {
 
 func TestAVLANIDAlreadyUsedOnTheMasterIsRefused(t *testing.T) {
 	t.Parallel()
-	e := withVLAN(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "vlanId": 7})
 	e.Add(conf)
 	c := e.NewContainer()
@@ -91,7 +111,7 @@ func TestAVLANIDAlreadyUsedOnTheMasterIsRefused(t *testing.T) {
 
 func TestMTUIsAppliedAndChecked(t *testing.T) {
 	t.Parallel()
-	e := withVLAN(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "vlanId": 5, "mtu": 1400})
 	c := e.Add(conf)
 	assert.Equal(t, 1400, vlanIn(t, c.NS).MTU)
@@ -106,7 +126,7 @@ func TestMTUIsAppliedAndChecked(t *testing.T) {
 
 func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	t.Parallel()
-	e := withVLAN(t)
+	e := suite.New(t)
 	c := e.NewContainer()
 	testns.Veth(t, c.NS, "cmaster", nil, e.Peer, "cpeer", nil)
 	cm, err := c.NS.Handle(t).LinkByName("cmaster")
@@ -121,61 +141,12 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	assert.Equal(t, []string{"cmaster", "lo"}, pt.Links(t, c.NS))
 }
 
-// suite is the tests every one-link plugin passes alike.
-var suite = at.Suite{New: withVLAN, AnyKernel: newEnv, Keys: map[string]any{"master": at.Master, "vlanId": 10}}
-
-func TestDelIsIdempotent(t *testing.T) {
-	t.Parallel()
-	suite.DelIsIdempotent(t)
-}
-
 // No vlan support needed: DEL never touches the master. (The reference's DEL looks up
 // the master's MTU and fails once the master is gone.)
 func TestDelOfAMasterThatNeverExistedSucceeds(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.AnyKernel(t)
 	c := e.NewContainer()
 	require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "vlanId": 10})))
 	require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "vlanId": 5000})))
-}
-
-func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
-	t.Parallel()
-	suite.FailedAddLeavesNoLinkAndNoReservation(t)
-}
-
-// These are refused before anything is created, so they run on any kernel.
-func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
-	t.Parallel()
-	suite.BadInputIsRefusedNamingTheFieldAndLeavesNothing(t, []at.BadInput{
-		{Name: "vlanId 5000", Keys: map[string]any{"vlanId": 5000}, Field: "vlanId"},
-		{Name: "vlanId -1", Keys: map[string]any{"vlanId": -1}, Field: "vlanId"},
-		{Name: "vlanId 4095", Keys: map[string]any{"vlanId": 4095}, Field: "vlanId"},
-		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 1501}, Field: "mtu"},
-		{Name: "master missing", Keys: map[string]any{"master": nil}, Field: "master"},
-		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
-		{Name: "no IPAM", Keys: map[string]any{"ipam": map[string]any{}}, Field: "ipam"},
-		{Name: "vlanId of the wrong type", Keys: map[string]any{"vlanId": "100"}, Field: "vlanId"},
-	})
-}
-
-func TestKernelWithoutVLANIsTryAgainLater(t *testing.T) {
-	t.Parallel()
-	suite.KernelWithoutTheLinkIsTryAgainLater(t, kernelfeature.VLAN, "vlan")
-}
-
-func TestExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
-	t.Parallel()
-	suite.ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t, []at.BadInput{
-		{Name: "vlanId", Keys: map[string]any{"vlanId": 5000}, Field: "vlanId"},
-		{Name: "mtu", Keys: map[string]any{"vlanId": 1, "mtu": 9000}, Field: "mtu"},
-		{Name: "master", Keys: map[string]any{"master": "nosuch0", "vlanId": 1}, Field: "master"},
-	})
-}
-
-func TestLibcniAddCheckDelDel(t *testing.T) {
-	t.Parallel()
-	run := suite.LibcniAddCheckDelDel(t, map[string]any{"vlanId": 42,
-		"dns": map[string]any{"nameservers": []string{"10.90.0.53"}}}, nil)
-	assert.Equal(t, []string{"10.90.0.53"}, run.Result.DNS.Nameservers, "dns from the config")
 }

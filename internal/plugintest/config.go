@@ -30,6 +30,18 @@ func Config(t testing.TB, base map[string]any, over ...map[string]any) []byte {
 	return b
 }
 
+// Merged is one map of the keys of maps, a later map's over an earlier's; nil values
+// are kept (Config removes those keys).
+func Merged(maps ...map[string]any) map[string]any {
+	m := map[string]any{}
+	for _, kv := range maps {
+		for k, v := range kv {
+			m[k] = v
+		}
+	}
+	return m
+}
+
 // WithPrev returns conf with res as its prevResult, as a runtime sends it to CHECK and
 // to the next plugin of a chain.
 func WithPrev(t testing.TB, conf []byte, res *result.Result) []byte {

@@ -23,6 +23,21 @@ func (c Call) SkelArgs() skel.Args {
 		CNIArgs: c.Args, Path: filepath.SplitList(path), Env: c.Env}
 }
 
+// NoNetns, as the netns override of NetnsOf, stands for a call without CNI_NETNS.
+const NoNetns = "\x00none"
+
+// NetnsOf is the CNI_NETNS of a test's call: the container's path, unless override
+// names another (a path that is no namespace, or NoNetns for none).
+func NetnsOf(container *testns.NS, override string) string {
+	switch override {
+	case "":
+		return container.Path
+	case NoNetns:
+		return ""
+	}
+	return override
+}
+
 // Invoke runs c in-process: p's callbacks through skel, exactly as the cni binary
 // would, inside ns (the test's own namespace when nil), the plugin's stderr to os.Stderr.
 func Invoke(t testing.TB, ns *testns.NS, p *skel.Plugin, c Call) (*result.Result, error) {

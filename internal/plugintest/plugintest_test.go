@@ -109,6 +109,22 @@ func TestWithPrevPutsTheResultAsPrinted(t *testing.T) {
 	assert.Equal(t, "eth0", back.Interfaces[0].Name)
 }
 
+func TestMergedLaysLaterMapsOverEarlierOnes(t *testing.T) {
+	a := map[string]any{"x": 1, "y": 2}
+	got := pt.Merged(a, map[string]any{"y": 3, "z": nil})
+	assert.Equal(t, map[string]any{"x": 1, "y": 3, "z": nil}, got)
+	assert.Equal(t, 2, a["y"], "the maps given are not changed")
+	assert.Empty(t, pt.Merged())
+}
+
+func TestNetnsOfIsTheContainersUnlessOverridden(t *testing.T) {
+	testns.RequireRoot(t)
+	ctr := testns.New(t)
+	assert.Equal(t, ctr.Path, pt.NetnsOf(ctr, ""))
+	assert.Equal(t, "/nonexistent", pt.NetnsOf(ctr, "/nonexistent"))
+	assert.Equal(t, "", pt.NetnsOf(ctr, pt.NoNetns))
+}
+
 func TestHostLocalHasOneRangeSetPerSubnet(t *testing.T) {
 	b, err := json.Marshal(pt.HostLocal("/d", "10.1.0.0/24", "fd01::/64"))
 	require.NoError(t, err)

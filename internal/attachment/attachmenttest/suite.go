@@ -77,17 +77,7 @@ func (s Suite) Run(t *testing.T) {
 // removes a key.
 func (s Suite) Config(e *Env, keys map[string]any) []byte {
 	e.T.Helper()
-	return e.ConfigOf(e.Plugin.Name, map[string]any{"ipam": e.HostLocal(Subnet)}, merged(s.Keys, keys))
-}
-
-func merged(base, over map[string]any) map[string]any {
-	m := make(map[string]any, len(base)+len(over))
-	for _, kv := range []map[string]any{base, over} {
-		for k, v := range kv {
-			m[k] = v
-		}
-	}
-	return m
+	return e.ConfigOf(e.Plugin.Name, map[string]any{"ipam": e.HostLocal(Subnet)}, plugintest.Merged(s.Keys, keys))
 }
 
 // DelIsIdempotent: DEL succeeds however often a runtime repeats it, and whatever is
@@ -245,7 +235,7 @@ func (s Suite) KernelWithoutTheLinkIsTryAgainLater(t *testing.T) {
 func (s Suite) LibcniAddCheckDelDel(t *testing.T) {
 	e := s.New(t)
 	c := e.NewContainer()
-	plugin := merged(map[string]any{"type": e.Plugin.Name, "ipam": e.HostLocal(Subnet)}, merged(s.Keys, s.LibcniKeys))
+	plugin := plugintest.Merged(map[string]any{"type": e.Plugin.Name, "ipam": e.HostLocal(Subnet)}, plugintest.Merged(s.Keys, s.LibcniKeys))
 	list, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "testnet", "plugins": []any{plugin}})
 	require.NoError(t, err)
 	run := e.Libcni(string(list), c, s.LibcniCapabilityArgs)

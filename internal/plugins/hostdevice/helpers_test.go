@@ -25,12 +25,10 @@ type env struct {
 	dataDir          string // host-device state
 	ipamDir          string // host-local reservations
 	sys              sysfs  // a fake /sys
-	// netns overrides cont.Path as CNI_NETNS when set (use gone for "no netns").
+	// netns overrides cont.Path as CNI_NETNS when set (plugintest.NetnsOf).
 	netns  string
 	stderr bytes.Buffer
 }
-
-const gone = "\x00gone"
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
@@ -67,21 +65,11 @@ func (e *env) config(t *testing.T, extra map[string]any) []byte {
 
 // withIPAM adds a host-local range.
 func (e *env) withIPAM(extra map[string]any, subnet string) map[string]any {
-	out := map[string]any{"ipam": pt.HostLocal(e.ipamDir, subnet)}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
+	return pt.Merged(map[string]any{"ipam": pt.HostLocal(e.ipamDir, subnet)}, extra)
 }
 
 func (e *env) netnsPath() string {
-	switch e.netns {
-	case "":
-		return e.cont.Path
-	case gone:
-		return ""
-	}
-	return e.netns
+	return pt.NetnsOf(e.cont, e.netns)
 }
 
 func (e *env) invokeAs(cmd, cid, ifName string, config []byte) (*result.Result, error) {

@@ -281,7 +281,7 @@ func TestDelWithoutNetnsStillReleasesIPAM(t *testing.T) {
 	conf := e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24"))
 	e.add(t, conf)
 	require.Len(t, e.reservations(t), 1)
-	e.netns = gone
+	e.netns = pt.NoNetns
 	_, err := e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
 	assert.Empty(t, e.reservations(t), "the reference returns before IPAM DEL here and leaks the address")

@@ -174,7 +174,7 @@ func (e *env) addThenDelWithoutNetns(t *testing.T, physical bool) []byte {
 	}
 	conf := e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24"))
 	e.add(t, conf)
-	e.netns = gone
+	e.netns = pt.NoNetns
 	_, err := e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
 	assert.Empty(t, e.reservations(t), "the address is released at once")
@@ -250,7 +250,7 @@ func TestGCDropsTheStateOfAnUnpluggedDevice(t *testing.T) {
 	e.fakePhysical(t, "hd0", "/sys/devices/pci0000:00/0000:00:05.0")
 	conf := e.config(t, map[string]any{"device": "hd0"})
 	e.add(t, conf)
-	e.netns = gone
+	e.netns = pt.NoNetns
 	_, err := e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
 	require.Len(t, e.states(t), 1)

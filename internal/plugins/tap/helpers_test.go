@@ -23,13 +23,11 @@ type env struct {
 	t          testing.TB
 	host, cont *testns.NS
 	ipamDir    string
-	// netns overrides cont.Path as CNI_NETNS when set (use gone for "no netns").
+	// netns overrides cont.Path as CNI_NETNS when set (plugintest.NetnsOf).
 	netns   string
 	cniArgs string
 	stderr  bytes.Buffer
 }
-
-const gone = "\x00gone"
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
@@ -44,21 +42,11 @@ func (e *env) config(t *testing.T, extra map[string]any) []byte {
 }
 
 func (e *env) withIPAM(extra map[string]any, subnet string) map[string]any {
-	out := map[string]any{"ipam": pt.HostLocal(e.ipamDir, subnet)}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
+	return pt.Merged(map[string]any{"ipam": pt.HostLocal(e.ipamDir, subnet)}, extra)
 }
 
 func (e *env) netnsPath() string {
-	switch e.netns {
-	case "":
-		return e.cont.Path
-	case gone:
-		return ""
-	}
-	return e.netns
+	return pt.NetnsOf(e.cont, e.netns)
 }
 
 func (e *env) invoke(cmd string, config []byte) (*result.Result, error) {

@@ -201,7 +201,7 @@ func TestDelIsIdempotent(t *testing.T) {
 	}{
 		{"twice", nil},
 		{"netns gone", func(t *testing.T, e *env) { e.cont.Close(); e.netns = t.TempDir() + "/gone" }},
-		{"no netns", func(t *testing.T, e *env) { e.netns = gone }},
+		{"no netns", func(t *testing.T, e *env) { e.netns = pt.NoNetns }},
 		{"tap already deleted", func(t *testing.T, e *env) {
 			h := e.cont.Handle(t)
 			l, err := h.LinkByName("tap0")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -31,17 +32,7 @@ func longID(n int) string {
 }
 
 func tmpFiles(t testing.TB, cacheDir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(cacheDir, "results.tmp"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
+	return pt.Entries(t, filepath.Join(cacheDir, "results.tmp"))
 }
 
 func TestLongestCacheableContainerIDWorksAndOneMoreIsRefusedBeforeAnyPlugin(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -105,17 +106,7 @@ func loUp(t testing.TB, n *testns.NS) bool {
 }
 
 func cacheFiles(t testing.TB, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(dir, "results"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
+	return pt.Entries(t, filepath.Join(dir, "results"))
 }
 
 // recorderConf is a recorder plugin object writing to file, plus extra JSON keys.

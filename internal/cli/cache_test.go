@@ -16,7 +16,7 @@ import (
 
 	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/plugintest"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -52,35 +52,14 @@ func longID(n int) string {
 	return string(b)
 }
 
-// dirNames lists a directory; a missing one is empty.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
-}
-
 // cacheState is what the cache holds: entries, then temporary files.
 func (e *env) cacheState(t *testing.T) ([]string, []string) {
-	return dirNames(t, filepath.Join(e.cacheDir, "results")), dirNames(t, filepath.Join(e.cacheDir, "results.tmp"))
+	return pt.Entries(t, filepath.Join(e.cacheDir, "results")), pt.Entries(t, filepath.Join(e.cacheDir, "results.tmp"))
 }
 
 // reservations lists the addresses host-local holds for network std.
 func reservations(t *testing.T, dataDir string) []string {
-	var out []string
-	for _, name := range dirNames(t, filepath.Join(dataDir, "std")) {
-		if name != "lock" && !strings.HasPrefix(name, "last_reserved_ip") && !strings.HasPrefix(name, ".") {
-			out = append(out, name)
-		}
-	}
-	return out
+	return pt.Reservations(t, filepath.Join(dataDir, "std"))
 }
 
 // ruleset is the host's nf_tables ruleset read over netlink and, where the firewall
@@ -183,7 +162,7 @@ func TestStandardChainAsOneChainPluginThroughTheBinary(t *testing.T) {
 	assert.Empty(t, tmp)
 	assert.Empty(t, reservations(t, dataDir))
 	assert.NotContains(t, e.ruleset(t), "10.77.0.2")
-	for _, l := range plugintest.LinkList(t, e.host) {
+	for _, l := range pt.LinkList(t, e.host) {
 		assert.NotContains(t, []string{"veth", "ifb"}, l.Type(), "link %s left", l.Attrs().Name)
 	}
 }
@@ -259,14 +238,14 @@ func TestCacheEntryNamingTheHostsNetnsIsDeletedAndCollected(t *testing.T) {
 	r := e.cni(t, "", "del", "std", e.host.Path, "--container-id", "c1")
 	assert.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "is this runner's own network namespace")
-	assert.Equal(t, []string{"std-c2-eth0"}, dirNames(t, filepath.Join(e.cacheDir, "results")))
+	assert.Equal(t, []string{"std-c2-eth0"}, pt.Entries(t, filepath.Join(e.cacheDir, "results")))
 	assert.Len(t, reservations(t, dataDir), 1)
 
 	for i := 0; i < 2; i++ {
 		r = e.cni(t, "", "gc", "std")
 		assert.Equal(t, 0, r.code, r.stderr)
 	}
-	assert.Empty(t, dirNames(t, filepath.Join(e.cacheDir, "results")))
+	assert.Empty(t, pt.Entries(t, filepath.Join(e.cacheDir, "results")))
 	assert.Empty(t, reservations(t, dataDir))
 	rules := e.ruleset(t)
 	for _, id := range []string{"c1", "c2"} {
@@ -280,7 +259,7 @@ func TestCacheEntryNamingTheHostsNetnsIsDeletedAndCollected(t *testing.T) {
 // that are gone (the kernel removes them when it frees their namespace, in its time).
 func (e *env) links(t *testing.T) []string {
 	var out []string
-	for _, name := range plugintest.Links(t, e.host) {
+	for _, name := range pt.Links(t, e.host) {
 		if strings.HasPrefix(name, "veth") {
 			continue
 		}
@@ -319,13 +298,13 @@ func TestGCOfOddCacheEntriesNeverFailsNorFollows(t *testing.T) {
 		assert.Equal(t, 0, r.code, r.stderr)
 	}
 	assert.True(t, loUp(t, victim), "the entry behind the symlink was not acted on")
-	assert.ElementsMatch(t, []string{"entry", "keep"}, dirNames(t, outside))
-	assert.ElementsMatch(t, []string{"lo-victim-eth0", "lo-fifo-eth0", "lo-dir-eth0", "lo-big-eth0"}, dirNames(t, results))
+	assert.ElementsMatch(t, []string{"entry", "keep"}, pt.Entries(t, outside))
+	assert.ElementsMatch(t, []string{"lo-victim-eth0", "lo-fifo-eth0", "lo-dir-eth0", "lo-big-eth0"}, pt.Entries(t, results))
 
 	assert.Equal(t, 0, e.cni(t, "", "add", "lo", ctr.Path, "--container-id", "c1").code)
 	assert.Equal(t, run{}, e.cni(t, "", "check", "lo", ctr.Path, "--container-id", "c1"))
 	assert.Equal(t, run{}, e.cni(t, "", "del", "lo", ctr.Path, "--container-id", "c1"))
-	assert.ElementsMatch(t, []string{"entry", "keep"}, dirNames(t, outside))
+	assert.ElementsMatch(t, []string{"entry", "keep"}, pt.Entries(t, outside))
 }
 
 // TestAddSucceedsWhenAPluginsChildHoldsItsStdout: the plugin's exit status counts, not

@@ -17,6 +17,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/invoke"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
@@ -110,18 +111,7 @@ func newCall(t *testing.T, ipam map[string]any) *call {
 }
 
 func reservations(t *testing.T, dir string) []string {
-	entries, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "10.") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return pt.Reservations(t, dir)
 }
 
 func TestBuiltinHostLocalRunsInProcess(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -98,4 +100,36 @@ func Reservations(t testing.TB, dir string) []string {
 		}
 	}
 	return addrs
+}
+
+// FileState is what an lstat of a directory entry says: any change to the entry (a
+// rewrite, a replacement, a new target) changes it.
+type FileState struct {
+	Mode  os.FileMode
+	Inode uint64
+	Mtime int64
+	Size  int64
+	Link  string
+}
+
+// Snapshot records the state of every entry of dirs by its path; a dir that does not
+// exist has none. Two snapshots are equal when nothing in the dirs changed.
+func Snapshot(t testing.TB, dirs ...string) map[string]FileState {
+	t.Helper()
+	snap := map[string]FileState{}
+	for _, dir := range dirs {
+		for _, name := range Entries(t, dir) {
+			p := filepath.Join(dir, name)
+			fi, err := os.Lstat(p)
+			require.NoError(t, err)
+			st := fi.Sys().(*syscall.Stat_t)
+			s := FileState{Mode: fi.Mode(), Inode: st.Ino, Mtime: fi.ModTime().UnixNano(), Size: fi.Size()}
+			if fi.Mode()&os.ModeSymlink != 0 {
+				s.Link, err = os.Readlink(p)
+				require.NoError(t, err)
+			}
+			snap[p] = s
+		}
+	}
+	return snap
 }

@@ -178,3 +178,20 @@ func TestObjectJoinsTheMembersGiven(t *testing.T) {
 	assert.Equal(t, "1.1.0", c.PrevResult.CNIVersion)
 	assert.Equal(t, "{}", string(pt.Object()))
 }
+
+func TestSnapshotChangesWithAnyEntry(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(f, []byte("a"), 0o644))
+	require.NoError(t, os.Symlink("f", filepath.Join(dir, "l")))
+	before := pt.Snapshot(t, dir, filepath.Join(dir, "none"))
+	require.Len(t, before, 2)
+	assert.Equal(t, "f", before[filepath.Join(dir, "l")].Link)
+	assert.Equal(t, before, pt.Snapshot(t, dir), "nothing changed")
+
+	require.NoError(t, os.WriteFile(f+".new", []byte("a"), 0o644))
+	require.NoError(t, os.Rename(f+".new", f))
+	after := pt.Snapshot(t, dir)
+	assert.NotEqual(t, before[f].Inode, after[f].Inode, "a replaced file is seen")
+	assert.Equal(t, before[filepath.Join(dir, "l")], after[filepath.Join(dir, "l")])
+}

@@ -25,11 +25,7 @@ import (
 	"github.com/cnikit/cni/tools/internal/cnibuild"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnibuild.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnibuild.Main(m) }
 
 // objects are the decoded documents of one manifest file.
 type objects struct {

@@ -16,11 +16,7 @@ import (
 	"github.com/cnikit/cni/tools/packages"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnibuild.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnibuild.Main(m) }
 
 // options describes a package of the amd64 build, with two systemd units standing in
 // for the dhcp daemon's.

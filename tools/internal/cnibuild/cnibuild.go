@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"testing"
 )
 
 // Flags are the Makefile's build flags without the version stamp.
@@ -73,6 +74,14 @@ func Build(arch, out string) error {
 		return fmt.Errorf("go build ./cmd/cni for %s: %w\n%s", arch, err, b)
 	}
 	return nil
+}
+
+// Main is a TestMain of a package that builds cni: it runs the tests, then removes the
+// builds.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
 }
 
 // Cleanup removes the builds; call it from TestMain after the tests ran.

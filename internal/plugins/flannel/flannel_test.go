@@ -32,10 +32,7 @@ import (
 func TestAddGivesTheReferenceShapeAndMasqueradesPerIPMasq(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.writeEnv(fmt.Sprintf(v4Env, "true"))
-	ctr := testns.NewWithLoopback(t)
-	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
-	require.NoError(t, err)
+	ctr, res := w.addPod(t, fmt.Sprintf(v4Env, "true"))
 
 	require.Len(t, res.Interfaces, 3)
 	assert.Equal(t, "cni0", res.Interfaces[0].Name, "the bridge, named as the reference's bridge names it")
@@ -77,15 +74,12 @@ func TestAddGivesTheReferenceShapeAndMasqueradesPerIPMasq(t *testing.T) {
 func TestDelAfterTheSubnetFileVanishedStillCleansUp(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.writeEnv(fmt.Sprintf(v4Env, "false"))
-	ctr := testns.NewWithLoopback(t)
-	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
-	require.NoError(t, err)
+	ctr, res := w.addPod(t, fmt.Sprintf(v4Env, "false"))
 	require.Len(t, w.reservations(), 1)
 	require.NoError(t, os.Remove(w.subnetFile))
 
 	for range 2 {
-		_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+		_, err := w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
 		require.NoError(t, err)
 	}
 	assert.Empty(t, w.reservations())
@@ -107,10 +101,7 @@ func TestIPv6OnlyAndDualStackSubnetFiles(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
-			w.writeEnv(tc.env)
-			ctr := testns.NewWithLoopback(t)
-			res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
-			require.NoError(t, err)
+			ctr, res := w.addPod(t, tc.env)
 			require.Len(t, res.IPs, len(tc.prefix))
 			for i, p := range tc.prefix {
 				assert.True(t, netip.MustParsePrefix(p).Contains(res.IPs[i].Address.Addr()), "%s in %s", res.IPs[i].Address, p)
@@ -140,12 +131,9 @@ func TestIPv6OnlyAndDualStackSubnetFiles(t *testing.T) {
 func TestCheckRunsTheDelegatesCheck(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.writeEnv(fmt.Sprintf(v4Env, "true"))
-	ctr := testns.NewWithLoopback(t)
-	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
-	require.NoError(t, err)
+	ctr, res := w.addPod(t, fmt.Sprintf(v4Env, "true"))
 	check := pt.WithPrev(t, w.conf(""), res)
-	_, err = w.invoke("CHECK", "ctr-a", ctr.Path, check)
+	_, err := w.invoke("CHECK", "ctr-a", ctr.Path, check)
 	require.NoError(t, err)
 
 	h := ctr.Handle(t)

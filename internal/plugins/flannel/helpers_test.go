@@ -81,6 +81,16 @@ func (w *world) invoke(cmd, cid, netns string, config []byte) (*result.Result, e
 		IfName: "eth0", Path: strings.Join(w.path, ":"), Config: config, Env: os.Environ()})
 }
 
+// addPod writes the subnet file with env and ADDs container ctr-a, which must succeed.
+func (w *world) addPod(t *testing.T, env string) (*testns.NS, *result.Result) {
+	t.Helper()
+	w.writeEnv(env)
+	ctr := testns.NewWithLoopback(t)
+	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+	require.NoError(t, err)
+	return ctr, res
+}
+
 // reservations lists host-local's reserved addresses of the network.
 func (w *world) reservations() []string {
 	return pt.Reservations(w.t, filepath.Join(w.ipamDataDir, "flnet"))

@@ -23,11 +23,7 @@ import (
 var recorder = testns.NewHelper("./testdata/recorder")
 
 // TestMain removes the recorder once every test of the process is done with it.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	recorder.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { recorder.Main(m) }
 
 // pluginDir returns a CNI_PATH dir holding the recorder plus links to the cni binary
 // under the given built-in names (for libcni, which execs everything).

@@ -28,11 +28,7 @@ import (
 // extIPAM is the external IPAM stand-in, built once per test process.
 var extIPAM = testns.NewHelper("./testdata/extipam")
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	extIPAM.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { extIPAM.Main(m) }
 
 // extIPAMDir returns a CNI_PATH directory holding the stand-in external IPAM "ext-ipam".
 func extIPAMDir(t *testing.T) string {

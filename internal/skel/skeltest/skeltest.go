@@ -151,3 +151,36 @@ func RequireResultRoundTrips(t testing.TB, res *result.Result) {
 		t.Fatalf("result changes in a round trip (%v)\nfirst:  %s\nsecond: %s", err, b, b2)
 	}
 }
+
+// Request is what skel hands a plugin's callbacks for config and CNI_ARGS, for a test of
+// the plugin's loader alone: the spec keys decoded as far as they decode, the rest left
+// to the loader.
+func Request(config []byte, cniArgs string) *skel.Request {
+	req := &skel.Request{Config: config, Args: skel.Args{CNIArgs: cniArgs}}
+	_ = json.Unmarshal(config, &req.Net)
+	return req
+}
+
+// Refused reports whether a loader refused config with err; it fails t unless the
+// refusal is a CNI error with one of codes (CodeInvalidConfig when none are given).
+func Refused(t testing.TB, config []byte, err error, codes ...uint) bool {
+	t.Helper()
+	if err == nil {
+		return false
+	}
+	if len(codes) == 0 {
+		codes = []uint{cnierror.CodeInvalidConfig}
+	}
+	if code := cnierror.From(err).Code; !slices.Contains(codes, code) {
+		t.Fatalf("code %d for %q, want one of %v: %v", code, config, codes, err)
+	}
+	return true
+}
+
+// RequireUsableMTU fails t unless an accepted mtu is unset (0) or one a link can have.
+func RequireUsableMTU(t testing.TB, mtu int) {
+	t.Helper()
+	if mtu != 0 && (mtu < 68 || mtu > 65535) {
+		t.Fatalf("accepted mtu %d", mtu)
+	}
+}

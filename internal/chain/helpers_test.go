@@ -1,7 +1,6 @@
 package chain_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -61,22 +60,7 @@ func (r record) conf(t testing.TB) map[string]any {
 
 func readRecords(t testing.TB, path string) []record {
 	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	defer f.Close()
-	var out []record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r record
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
-		out = append(out, r)
-	}
-	require.NoError(t, sc.Err())
-	return out
+	return pt.Records[record](t, path)
 }
 
 func writeFile(t testing.TB, path, content string) {

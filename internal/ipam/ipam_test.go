@@ -1,7 +1,6 @@
 package ipam
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -173,18 +172,9 @@ type record struct {
 }
 
 func readRecords(t *testing.T, path string) []record {
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	var out []record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r record
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
-		out = append(out, r)
-	}
-	return out
+	t.Helper()
+	require.FileExists(t, path)
+	return pt.Records[record](t, path)
 }
 
 func TestBuiltinAndExternalResultsHaveTheSameShape(t *testing.T) {

@@ -195,3 +195,11 @@ func TestSnapshotChangesWithAnyEntry(t *testing.T) {
 	assert.NotEqual(t, before[f].Inode, after[f].Inode, "a replaced file is seen")
 	assert.Equal(t, before[filepath.Join(dir, "l")], after[filepath.Join(dir, "l")])
 }
+
+func TestRecordsAreTheLinesOfTheFile(t *testing.T) {
+	type rec struct{ Command string }
+	path := filepath.Join(t.TempDir(), "records")
+	assert.Nil(t, pt.Records[rec](t, path), "no file: the plugin never ran")
+	require.NoError(t, os.WriteFile(path, []byte(`{"command":"ADD"}`+"\n"+`{"command":"DEL"}`+"\n"), 0o600))
+	assert.Equal(t, []rec{{"ADD"}, {"DEL"}}, pt.Records[rec](t, path))
+}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -78,16 +76,9 @@ func TestExternalDelegateIsExecd(t *testing.T) {
 	_, err = w.invoke("DEL", "ctr-a", ctr.Path, c)
 	require.NoError(t, err)
 
-	data, err := os.ReadFile(records)
-	require.NoError(t, err)
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	require.Len(t, lines, 2)
-	var add, del struct {
-		Command string
-		Stdin   string
-	}
-	require.NoError(t, json.Unmarshal([]byte(lines[0]), &add))
-	require.NoError(t, json.Unmarshal([]byte(lines[1]), &del))
+	recs := pt.Records[struct{ Command, Stdin string }](t, records)
+	require.Len(t, recs, 2)
+	add, del := recs[0], recs[1]
 	assert.Equal(t, "ADD", add.Command)
 	assert.Equal(t, "DEL", del.Command)
 	assert.Equal(t, add.Stdin, del.Stdin, "DEL runs with the stored config")

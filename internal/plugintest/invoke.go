@@ -23,6 +23,15 @@ func (c Call) SkelArgs() skel.Args {
 		CNIArgs: c.Args, Path: filepath.SplitList(path), Env: c.Env}
 }
 
+// HostAndContainer makes the two namespaces of most plugin tests, both with lo up: the
+// host, where the plugin runs, and a container it configures. It skips the test
+// without root.
+func HostAndContainer(t testing.TB) (host, container *testns.NS) {
+	t.Helper()
+	testns.RequireRoot(t)
+	return testns.NewWithLoopback(t), testns.NewWithLoopback(t)
+}
+
 // NoNetns, as the netns override of NetnsOf, stands for a call without CNI_NETNS.
 const NoNetns = "\x00none"
 

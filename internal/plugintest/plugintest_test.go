@@ -118,8 +118,8 @@ func TestMergedLaysLaterMapsOverEarlierOnes(t *testing.T) {
 }
 
 func TestNetnsOfIsTheContainersUnlessOverridden(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
+	host, ctr := pt.HostAndContainer(t)
+	assert.NotEqual(t, host.Path, ctr.Path)
 	assert.Equal(t, ctr.Path, pt.NetnsOf(ctr, ""))
 	assert.Equal(t, "/nonexistent", pt.NetnsOf(ctr, "/nonexistent"))
 	assert.Equal(t, "", pt.NetnsOf(ctr, pt.NoNetns))

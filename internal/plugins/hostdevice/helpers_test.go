@@ -32,11 +32,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	testns.RequireRoot(t)
-	return &env{t: t,
-		host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t), peer: testns.NewWithLoopback(t),
-		dataDir: t.TempDir(), ipamDir: t.TempDir(), sys: sysfs{root: t.TempDir()},
-	}
+	host, cont := pt.HostAndContainer(t)
+	return &env{t: t, host: host, cont: cont, peer: testns.NewWithLoopback(t),
+		dataDir: t.TempDir(), ipamDir: t.TempDir(), sys: sysfs{root: t.TempDir()}}
 }
 
 // device creates a veth end called name in the host (its peer, name+"p", in peer with

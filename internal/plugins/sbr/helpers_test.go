@@ -27,8 +27,8 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	testns.RequireRoot(t)
-	return &world{t: t, host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t)}
+	host, cont := pt.HostAndContainer(t)
+	return &world{t: t, host: host, cont: cont}
 }
 
 // iface gives the container an interface ifName (veth to host end h<ifName>) with the

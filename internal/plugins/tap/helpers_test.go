@@ -31,8 +31,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	testns.RequireRoot(t)
-	return &env{t: t, host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t), ipamDir: t.TempDir()}
+	host, cont := pt.HostAndContainer(t)
+	return &env{t: t, host: host, cont: cont, ipamDir: t.TempDir()}
 }
 
 // config builds a tap config; extra keys are merged in at the top level.

@@ -24,8 +24,8 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	testns.RequireRoot(t)
-	return &world{t: t, host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t)}
+	host, cont := pt.HostAndContainer(t)
+	return &world{t: t, host: host, cont: cont}
 }
 
 // iface gives the container an interface ifName with addrs (host end h<ifName> holds

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
@@ -202,4 +203,22 @@ func TestRecordsAreTheLinesOfTheFile(t *testing.T) {
 	assert.Nil(t, pt.Records[rec](t, path), "no file: the plugin never ran")
 	require.NoError(t, os.WriteFile(path, []byte(`{"command":"ADD"}`+"\n"+`{"command":"DEL"}`+"\n"), 0o600))
 	assert.Equal(t, []rec{{"ADD"}, {"DEL"}}, pt.Records[rec](t, path))
+}
+
+func TestLibcniRunsTheLifeOfAnAttachmentAsARuntimeDoes(t *testing.T) {
+	host, ctr := pt.HostAndContainer(t)
+	dir := testns.LinkPluginDir(t, "loopback")
+	rt := &libcni.RuntimeConf{ContainerID: "c1", NetNS: ctr.Path, IfName: "eth0"}
+	run := pt.Libcni(t, host, dir, `{"cniVersion":"1.1.0","name":"lo-net","plugins":[{"type":"loopback"}]}`, rt)
+	require.NoError(t, run.AddErr)
+	assert.Equal(t, "1.1.0", run.Result.CNIVersion)
+	assert.NoError(t, run.CheckErr)
+	assert.NoError(t, run.DelErr)
+	assert.NoError(t, run.Del2Err)
+
+	run = pt.Libcni(t, host, dir, `{"cniVersion":"1.1.0","name":"lo-net","plugins":[{"type":"nosuch"}]}`, rt)
+	assert.Error(t, run.AddErr)
+	assert.Nil(t, run.Result)
+	assert.NoError(t, run.CheckErr, "no CHECK after a failed ADD")
+	assert.Error(t, run.DelErr, "but a DEL, which finds no plugin either")
 }

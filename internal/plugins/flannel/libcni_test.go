@@ -1,7 +1,6 @@
 package flannel_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -29,29 +28,22 @@ func TestLibcniFlannelWithPortmapServesAMappedPort(t *testing.T) {
 	testns.DefaultRoutes(t, client, "eth0", "10.99.0.1")
 	testns.ServeTCP(t, ctr, "tcp", ":8080", "flannel-pod")
 
-	dir := testns.LinkPluginDir(t, "flannel", "portmap")
-	cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, t.TempDir(), nil)
-	list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"flnet","plugins":[
+	c := pt.NewLibcni(t, w.host, testns.LinkPluginDir(t, "flannel", "portmap"), fmt.Sprintf(`{"cniVersion":"1.0.0","name":"flnet","plugins":[
 		{"type":"flannel","subnetFile":%q,"dataDir":%q,"ipam":{"dataDir":%q},
 		 "delegate":{"hairpinMode":true,"forceAddress":true,"isDefaultGateway":true}},
-		{"type":"portmap","capabilities":{"portMappings":true}}]}`, w.subnetFile, w.dataDir, w.ipamDataDir)))
-	require.NoError(t, err)
-	rt := &libcni.RuntimeConf{ContainerID: "flannel-pod", NetNS: ctr.Path, IfName: "eth0",
-		CapabilityArgs: map[string]any{"portMappings": []map[string]any{{"hostPort": 18080, "containerPort": 8080, "protocol": "tcp"}}}}
-	ctx := context.Background()
+		{"type":"portmap","capabilities":{"portMappings":true}}]}`, w.subnetFile, w.dataDir, w.ipamDataDir),
+		&libcni.RuntimeConf{ContainerID: "flannel-pod", NetNS: ctr.Path, IfName: "eth0",
+			CapabilityArgs: map[string]any{"portMappings": []map[string]any{{"hostPort": 18080, "containerPort": 8080, "protocol": "tcp"}}}})
 
-	w.host.Run(t, func() error {
-		if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
-			return err
-		}
-		return cni.CheckNetworkList(ctx, list, rt)
-	})
+	_, err := c.Add()
+	require.NoError(t, err)
+	require.NoError(t, c.Check())
 	got, err := testns.DialTCP(client, "10.99.0.1:18080", 2*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, "flannel-pod", got)
 
-	w.host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
-	w.host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
+	require.NoError(t, c.Del())
+	require.NoError(t, c.Del())
 	_, err = testns.DialTCP(client, "10.99.0.1:18080", 500*time.Millisecond)
 	assert.Error(t, err, "the mapping is gone")
 	assert.Empty(t, w.reservations())

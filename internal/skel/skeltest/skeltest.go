@@ -134,24 +134,6 @@ func RequireStable[T any](t testing.TB, p *skel.Plugin, l Loaded[T], conf any, l
 
 func dump(v any) string { return fmt.Sprintf("%+v", v) }
 
-// RequireResultRoundTrips fails t unless res, which a plugin would print, is read back
-// by result.Parse (what the next plugin and the runtime do) to the same JSON.
-func RequireResultRoundTrips(t testing.TB, res *result.Result) {
-	t.Helper()
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatalf("result does not encode: %v\nresult: %s", err, dump(res))
-	}
-	back, err := result.Parse(b, "")
-	if err != nil {
-		t.Fatalf("result does not parse back: %v\nresult: %s", err, b)
-	}
-	b2, err := json.Marshal(back)
-	if err != nil || string(b2) != string(b) {
-		t.Fatalf("result changes in a round trip (%v)\nfirst:  %s\nsecond: %s", err, b, b2)
-	}
-}
-
 // Request is what skel hands a plugin's callbacks for config and CNI_ARGS, for a test of
 // the plugin's loader alone: the spec keys decoded as far as they decode, the rest left
 // to the loader.

@@ -55,12 +55,16 @@ func WithPrev(t testing.TB, conf []byte, res *result.Result) []byte {
 // prevResult.
 func WithPrevJSON(t testing.TB, conf, prev []byte) []byte {
 	t.Helper()
+	return WithKeys(t, conf, map[string]any{"prevResult": json.RawMessage(prev)})
+}
+
+// WithKeys returns conf, a JSON object, with keys laid over its own; a nil value
+// removes a key.
+func WithKeys(t testing.TB, conf []byte, keys map[string]any) []byte {
+	t.Helper()
 	var c map[string]any
 	require.NoError(t, json.Unmarshal(conf, &c))
-	c["prevResult"] = json.RawMessage(prev)
-	b, err := json.Marshal(c)
-	require.NoError(t, err)
-	return b
+	return Config(t, c, keys)
 }
 
 // HostLocal is a host-local ipam section over dataDir with one range set per subnet.

@@ -96,6 +96,11 @@ func TestConfigLaysKeysOverTheBaseAndNilRemovesOne(t *testing.T) {
 	assert.Equal(t, 1400, base["mtu"], "the base is not changed")
 }
 
+func TestWithKeysChangesOnlyTheKeysGiven(t *testing.T) {
+	got := pt.WithKeys(t, []byte(loConf), map[string]any{"cniVersion": "0.4.0", "type": nil, "mtu": 1400})
+	assert.JSONEq(t, `{"cniVersion":"0.4.0","name":"lo-net","mtu":1400}`, string(got))
+}
+
 func TestWithPrevPutsTheResultAsPrinted(t *testing.T) {
 	res := &result.Result{CNIVersion: "1.1.0", Interfaces: []result.Interface{{Name: "eth0", Sandbox: "/x"}}}
 	conf := pt.WithPrev(t, []byte(loConf), res)

@@ -1,7 +1,6 @@
 package dhcp_test
 
 import (
-	"encoding/json"
 	"net"
 	"net/netip"
 	"testing"
@@ -175,16 +174,12 @@ func TestClasslessRoutesOverrideTheRouter(t *testing.T) {
 func TestOlderConfigVersionsGetTheirResultShape(t *testing.T) {
 	w := newWorld(t, dhcptest.Options{})
 	for _, v := range []string{"0.2.0", "0.4.0", "1.0.0"} {
-		var c map[string]any
-		require.NoError(t, json.Unmarshal(w.conf(nil), &c))
-		c["cniVersion"] = v
-		conf, err := json.Marshal(c)
-		require.NoError(t, err)
+		conf := pt.WithKeys(t, w.conf(nil), map[string]any{"cniVersion": v})
 		ctr := w.newCtr()
 		res := w.add(ctr, conf)
 		assert.Equal(t, v, res.CNIVersion)
 		require.Len(t, res.IPs, 1, v)
-		_, err = w.bridgeCmd("DEL", ctr, conf, "")
+		_, err := w.bridgeCmd("DEL", ctr, conf, "")
 		require.NoError(t, err, v)
 	}
 }

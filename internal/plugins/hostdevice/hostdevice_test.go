@@ -1,7 +1,6 @@
 package hostdevice
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -415,12 +414,7 @@ func TestGCBringsHomeDevicesOfStaleAttachments(t *testing.T) {
 	e.simulateReturn(t, cont2, "eth0")
 	e.netns = ""
 
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf0, &c))
-	delete(c, "device")
-	c["cni.dev/valid-attachments"] = []skel.Attachment{{ContainerID: "c1", IfName: "eth0"}}
-	gcConf, err := json.Marshal(c)
-	require.NoError(t, err)
+	gcConf := pt.WithKeys(t, conf0, map[string]any{"device": nil, "cni.dev/valid-attachments": []skel.Attachment{{ContainerID: "c1", IfName: "eth0"}}})
 	_, err = e.invokeAs(skel.CmdGC, "", "", gcConf)
 	require.NoError(t, err)
 
@@ -461,11 +455,7 @@ func TestAddDelInEverySpecVersion(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			e.device(t, "hd0", 1500, true)
-			var c map[string]any
-			require.NoError(t, json.Unmarshal(e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24")), &c))
-			c["cniVersion"] = v
-			conf, err := json.Marshal(c)
-			require.NoError(t, err)
+			conf := pt.WithKeys(t, e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24")), map[string]any{"cniVersion": v})
 			res, err := e.invoke(skel.CmdAdd, conf)
 			require.NoError(t, err)
 			assert.Equal(t, v, res.CNIVersion)

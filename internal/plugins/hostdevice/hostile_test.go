@@ -1,7 +1,6 @@
 package hostdevice
 
 import (
-	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,11 +26,7 @@ import (
 // gcConf is conf as GC gets it, with valid as the attachments in use.
 func gcConf(t *testing.T, conf []byte, valid ...skel.Attachment) []byte {
 	t.Helper()
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["cni.dev/valid-attachments"] = append([]skel.Attachment{}, valid...)
-	b, err := json.Marshal(c)
-	require.NoError(t, err)
+	b := pt.WithKeys(t, conf, map[string]any{"cni.dev/valid-attachments": append([]skel.Attachment{}, valid...)})
 	return b
 }
 

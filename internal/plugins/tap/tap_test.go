@@ -1,7 +1,6 @@
 package tap
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -332,12 +331,8 @@ func TestGCAndStatusAskIPAM(t *testing.T) {
 	e := newEnv(t)
 	conf := e.config(t, e.withIPAM(nil, "10.40.0.0/24"))
 	e.add(t, conf)
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["cni.dev/valid-attachments"] = []skel.Attachment{}
-	gcConf, err := json.Marshal(c)
-	require.NoError(t, err)
-	_, err = e.invoke(skel.CmdGC, gcConf)
+	gcConf := pt.WithKeys(t, conf, map[string]any{"cni.dev/valid-attachments": []skel.Attachment{}})
+	_, err := e.invoke(skel.CmdGC, gcConf)
 	require.NoError(t, err)
 	assert.Empty(t, e.reservations(t))
 	_, err = e.invoke(skel.CmdStatus, conf)
@@ -351,11 +346,7 @@ func TestAddDelInEverySpecVersion(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			var c map[string]any
-			require.NoError(t, json.Unmarshal(e.config(t, e.withIPAM(map[string]any{"mac": "02:00:00:00:00:09"}, "10.40.0.0/24")), &c))
-			c["cniVersion"] = v
-			conf, err := json.Marshal(c)
-			require.NoError(t, err)
+			conf := pt.WithKeys(t, e.config(t, e.withIPAM(map[string]any{"mac": "02:00:00:00:00:09"}, "10.40.0.0/24")), map[string]any{"cniVersion": v})
 			res, err := e.invoke(skel.CmdAdd, conf)
 			require.NoError(t, err)
 			assert.Equal(t, v, res.CNIVersion)

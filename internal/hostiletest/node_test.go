@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,16 +97,10 @@ func (n *node) hostLinks() []string {
 	return out
 }
 
-// flannelStored lists the container ids flannel keeps a delegate config for.
+// flannelStored lists the container ids flannel keeps a delegate config for; a dot
+// file is one being written.
 func (n *node) flannelStored() []string {
-	entries, _ := os.ReadDir(n.flannelDir)
-	var out []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return slices.DeleteFunc(plugintest.Entries(n.T, n.flannelDir), func(e string) bool { return strings.HasPrefix(e, ".") })
 }
 
 func describe(err *cnierror.Error) string {

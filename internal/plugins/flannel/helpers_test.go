@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,16 +97,10 @@ func (w *world) reservations() []string {
 	return pt.Reservations(w.t, filepath.Join(w.ipamDataDir, "flnet"))
 }
 
-// stored lists the container ids with a stored delegate config.
+// stored lists the container ids with a stored delegate config; a dot file is one
+// being written.
 func (w *world) stored() []string {
-	entries, _ := os.ReadDir(w.dataDir)
-	var out []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return slices.DeleteFunc(pt.Entries(w.t, w.dataDir), func(n string) bool { return strings.HasPrefix(n, ".") })
 }
 
 // masqueraded reports whether the host masquerades the attachment's addresses.

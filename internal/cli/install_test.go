@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -110,7 +111,7 @@ func TestInstallCommandPutsBinariesBeforeConfigs(t *testing.T) {
 	assert.Contains(t, order, "bin/cni", "renamed into place, not written in place")
 	for _, n := range names {
 		assert.Contains(t, order, "bin/"+n, "renamed into place, not written in place")
-		assertVersion(t, filepath.Join(dir, n))
+		pt.AssertAnswersVersion(t, filepath.Join(dir, n))
 	}
 	data, err := os.ReadFile(filepath.Join(confDir, "10-k8s.conflist"))
 	require.NoError(t, err)
@@ -130,15 +131,6 @@ func mustStat(t *testing.T, p string) os.FileInfo {
 	return fi
 }
 
-func assertVersion(t *testing.T, p string) {
-	t.Helper()
-	cmd := exec.Command(p)
-	cmd.Env = []string{"CNI_COMMAND=VERSION"}
-	out, err := cmd.Output()
-	require.NoError(t, err, p)
-	assert.Contains(t, string(out), `"cniVersion"`)
-}
-
 func TestInstallCommandInstallsTheRunningExecutable(t *testing.T) {
 	// Run a copy under another name: /proc/self/exe is what gets installed.
 	self := filepath.Join(t.TempDir(), "cni-v9")
@@ -155,7 +147,7 @@ func TestInstallCommandInstallsTheRunningExecutable(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(want, got))
 	assert.False(t, os.SameFile(mustStat(t, self), mustStat(t, filepath.Join(dir, "cni"))), "a copy, not a link to the source")
-	assertVersion(t, filepath.Join(dir, "bridge"))
+	pt.AssertAnswersVersion(t, filepath.Join(dir, "bridge"))
 }
 
 func TestInstallCommandUsageErrors(t *testing.T) {

@@ -2,7 +2,6 @@ package install_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/install"
-	"github.com/cnikit/cni/internal/invoke"
 	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -73,16 +71,6 @@ func entryNames(t *testing.T, dir string) []string {
 	return pt.Entries(t, dir)
 }
 
-// assertAnswersVersion execs p through invoke.Exec: parallel tests write binaries in
-// this process, and a fork of one test may briefly hold another's file open for writing
-// ("text file busy"), which invoke.Exec retries.
-func assertAnswersVersion(t *testing.T, p string) {
-	t.Helper()
-	out, err := invoke.Exec(context.Background(), p, []string{"CNI_COMMAND=VERSION"}, nil, nil)
-	require.NoError(t, err, p)
-	assert.Contains(t, string(out), `"cniVersion"`, p)
-}
-
 var modes = []install.Mode{install.Symlink, install.Hardlink, install.Copy}
 
 func TestInstallGivesEveryPluginItsName(t *testing.T) {
@@ -112,7 +100,7 @@ func TestInstallGivesEveryPluginItsName(t *testing.T) {
 					assert.True(t, fi.Mode().IsRegular())
 					assert.False(t, os.SameFile(fi, cni))
 				}
-				assertAnswersVersion(t, p)
+				pt.AssertAnswersVersion(t, p)
 				assert.Contains(t, out, "verified "+p+"\n")
 			}
 			assert.ElementsMatch(t, append([]string{"cni"}, f.names...), entryNames(t, f.dir), "no temporary entry left")
@@ -335,7 +323,7 @@ func TestOneExecIsRefusedWhenTheChainPluginWouldBeMissing(t *testing.T) {
 
 	o.Names = []string{"bridge", "chain"}
 	require.NoError(t, install.Install(o), out.String())
-	assertAnswersVersion(t, filepath.Join(f.dir, "chain"))
+	pt.AssertAnswersVersion(t, filepath.Join(f.dir, "chain"))
 	o.Names = []string{"bridge"}
 	require.NoError(t, install.Install(o), "chain is in the dir from the earlier run: %s", out.String())
 }

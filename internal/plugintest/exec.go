@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/invoke"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -160,4 +161,17 @@ func AssertFailed(t testing.TB, o Outcome, code uint, names ...string) bool {
 		ok = assert.Contains(t, o.CNIError().Msg, n) && ok
 	}
 	return ok
+}
+
+// AssertAnswersVersion checks that bin, asked for its versions as a runtime asks
+// (CNI_COMMAND=VERSION and nothing else), answers with the spec's version object. It
+// execs through invoke.Exec, which retries an exec that finds the file still open for
+// writing: parallel tests write binaries, and another test's fork may hold one.
+func AssertAnswersVersion(t testing.TB, bin string) bool {
+	t.Helper()
+	out, err := invoke.Exec(context.Background(), bin, []string{"CNI_COMMAND=VERSION"}, nil, nil)
+	if !assert.NoError(t, err, bin) {
+		return false
+	}
+	return assert.Contains(t, string(out), `"cniVersion"`, bin) && assert.Contains(t, string(out), `"supportedVersions"`, bin)
 }

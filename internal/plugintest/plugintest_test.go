@@ -61,6 +61,14 @@ func TestExecAndInvokeRunTheSameCall(t *testing.T) {
 	assert.JSONEq(t, string(want), string(b), "the exec'd and the in-process ADD give the same result")
 }
 
+func TestAssertAnswersVersionTellsAPluginFromAnotherProgram(t *testing.T) {
+	dir := testns.LinkPluginDir(t, "loopback")
+	assert.True(t, pt.AssertAnswersVersion(t, filepath.Join(dir, "loopback")))
+	r := recorder{TB: t}
+	assert.False(t, pt.AssertAnswersVersion(&r, "/bin/true"), "no version object")
+	assert.Equal(t, 1, r.errors)
+}
+
 func TestExecDecodesTheCNIErrorOfAFailedCall(t *testing.T) {
 	testns.RequireRoot(t)
 	host, ctr := testns.New(t), testns.New(t)

@@ -20,17 +20,6 @@ import (
 	"github.com/cnikit/cni/internal/testns"
 )
 
-// longID is a container id of n bytes in libcni's alphabet.
-func longID(n int) string {
-	const alphabet = "0123456789abcdefABCDEF_.-"
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = alphabet[i%len(alphabet)]
-	}
-	b[0] = 'c'
-	return string(b)
-}
-
 func tmpFiles(t testing.TB, cacheDir string) []string {
 	return pt.Entries(t, filepath.Join(cacheDir, "results.tmp"))
 }
@@ -42,7 +31,7 @@ func TestLongestCacheableContainerIDWorksAndOneMoreIsRefusedBeforeAnyPlugin(t *t
 	r := newRunner(t, pluginDir(t))
 	n := parse(t, `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"},`+recorderConf(rec)+`]}`)
 	// "lo-" + id + "-eth0" is 255 bytes, the longest file name: libcni's limit too.
-	att := chain.Attachment{ContainerID: longID(255 - len("lo--eth0")), Netns: ctr.Path, IfName: "eth0"}
+	att := chain.Attachment{ContainerID: pt.LongID(255 - len("lo--eth0")), Netns: ctr.Path, IfName: "eth0"}
 	_, err := r.Add(context.Background(), n, att)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"lo-" + att.ContainerID + "-eth0"}, cacheFiles(t, r.CacheDir))

@@ -41,17 +41,6 @@ func capsWithPort(port int) string {
 	return strings.Replace(standardCaps, "8080", strconv.Itoa(port), 1)
 }
 
-// longID is a container id of n bytes in libcni's alphabet.
-func longID(n int) string {
-	const alphabet = "0123456789abcdefABCDEF_.-"
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = alphabet[i%len(alphabet)]
-	}
-	b[0] = 'c'
-	return string(b)
-}
-
 // cacheState is what the cache holds: entries, then temporary files.
 func (e *env) cacheState(t *testing.T) ([]string, []string) {
 	return pt.Entries(t, filepath.Join(e.cacheDir, "results")), pt.Entries(t, filepath.Join(e.cacheDir, "results.tmp"))
@@ -93,7 +82,7 @@ func TestLongContainerIDThroughTheStandardChain(t *testing.T) {
 			dataDir := t.TempDir()
 			e.conf(t, "10-std.conflist", standardChainOn(dataDir, c.backend))
 			ctr := testns.New(t)
-			id := longID(n)
+			id := pt.LongID(n)
 
 			r := e.cni(t, "", "add", "std", ctr.Path, "--container-id", id, "--cap-args", standardCaps)
 			require.Equal(t, 0, r.code, r.stderr)
@@ -121,7 +110,7 @@ func TestLongContainerIDThroughTheStandardChain(t *testing.T) {
 		dataDir := t.TempDir()
 		e.conf(t, "10-std.conflist", standardChain(dataDir))
 		ctr := testns.New(t)
-		r := e.cni(t, "", "add", "std", ctr.Path, "--container-id", longID(256-len("std--eth0")), "--cap-args", standardCaps)
+		r := e.cni(t, "", "add", "std", ctr.Path, "--container-id", pt.LongID(256-len("std--eth0")), "--cap-args", standardCaps)
 		assert.Equal(t, 1, r.code)
 		assert.Contains(t, r.stderr, "would be 256 bytes, the limit is 255 (CNI error code 4)")
 		_, err := e.host.Handle(t).LinkByName("cni-std0")

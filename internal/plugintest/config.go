@@ -114,3 +114,15 @@ func PrevMember(t testing.TB, res *result.Result) string {
 	require.NoError(t, res.Print(&buf))
 	return `"prevResult":` + buf.String()
 }
+
+// LongID is a container id of n bytes in libcni's alphabet (letters, digits, "_.-"),
+// for the limits of names derived from ids.
+func LongID(n int) string {
+	const alphabet = "0123456789abcdefABCDEF_.-"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[i%len(alphabet)]
+	}
+	b[0] = 'c'
+	return string(b)
+}

@@ -235,3 +235,9 @@ func TestLibcniRunsTheLifeOfAnAttachmentAsARuntimeDoes(t *testing.T) {
 	assert.NoError(t, run.CheckErr, "no CHECK after a failed ADD")
 	assert.Error(t, run.DelErr, "but a DEL, which finds no plugin either")
 }
+
+func TestLongIDIsOfTheLengthAskedInLibcnisAlphabet(t *testing.T) {
+	id := pt.LongID(255)
+	assert.Len(t, id, 255)
+	assert.Regexp(t, `^c[a-zA-Z0-9_.\-]+$`, id)
+}

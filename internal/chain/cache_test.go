@@ -25,10 +25,7 @@ func tmpFiles(t testing.TB, cacheDir string) []string {
 }
 
 func TestLongestCacheableContainerIDWorksAndOneMoreIsRefusedBeforeAnyPlugin(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"},`+recorderConf(rec)+`]}`)
 	// "lo-" + id + "-eth0" is 255 bytes, the longest file name: libcni's limit too.
 	att := chain.Attachment{ContainerID: pt.LongID(255 - len("lo--eth0")), Netns: ctr.Path, IfName: "eth0"}
@@ -343,9 +340,7 @@ func TestUnusableEntryOfTheAttachmentIsNotFollowed(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ctr := testns.New(t)
-			rec := filepath.Join(t.TempDir(), "rec")
-			r := newRunner(t, pluginDir(t))
+			ctr, rec, r := recordingRunner(t)
 			n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec)+`]}`)
 			att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
 			require.NoError(t, os.MkdirAll(filepath.Join(r.CacheDir, "results"), 0o700))

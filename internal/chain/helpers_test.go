@@ -44,6 +44,15 @@ func newRunner(t testing.TB, dir string) *chain.Runner {
 	}
 }
 
+// recordingRunner makes what most runner tests start from: a container namespace, the
+// file the recorder will write, and a runner whose plugin dir holds the recorder. It
+// skips the test without root.
+func recordingRunner(t *testing.T) (ctr *testns.NS, rec string, r *chain.Runner) {
+	t.Helper()
+	testns.RequireRoot(t)
+	return testns.New(t), filepath.Join(t.TempDir(), "rec"), newRunner(t, pluginDir(t))
+}
+
 type record struct {
 	Command string            `json:"command"`
 	Env     map[string]string `json:"env"`

@@ -1,9 +1,7 @@
 package ptp
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -19,15 +18,9 @@ import (
 // namespace, as a runtime would, and returns stdout.
 func (e *env) execPlugin(t testing.TB, bin, cmd, cid string, config []byte, path string) ([]byte, error) {
 	t.Helper()
-	var stdout bytes.Buffer
-	err := e.host.Do(func() error {
-		c := exec.Command(bin)
-		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + e.cont.Path,
-			"CNI_IFNAME=eth0", "CNI_PATH=/nonexistent", "PATH=" + path}
-		c.Stdin, c.Stdout = bytes.NewReader(config), &stdout
-		return c.Run()
-	})
-	return stdout.Bytes(), err
+	o := pt.Exec(t, e.host, pt.Call{Bin: bin, Command: cmd, ContainerID: cid, Netns: e.cont.Path, IfName: "eth0",
+		Path: "/nonexistent", Config: config, Env: []string{"PATH=" + path}})
+	return []byte(o.Stdout), o.Err
 }
 
 const sysPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -51,7 +44,7 @@ func TestExecAddCheckDelThroughTheBinary(t *testing.T) {
 				assert.Contains(t, rs, "-A POSTROUTING -s 10.10.0.2/32")
 			}
 
-			out, err = e.execPlugin(t, bin, "CHECK", "c1", withPrev(t, conf, res), sysPath)
+			out, err = e.execPlugin(t, bin, "CHECK", "c1", pt.WithPrev(t, conf, res), sysPath)
 			require.NoError(t, err, string(out))
 			for i := 0; i < 2; i++ {
 				out, err = e.execPlugin(t, bin, "DEL", "c1", conf, sysPath)
@@ -86,8 +79,7 @@ func TestExecAddFailingAtMasqueradeLeavesNothing(t *testing.T) {
 // BenchmarkExecAddDel measures one exec'd ADD plus DEL of a dual-stack ptp attachment
 // with nftables masquerade, the binary cost a runtime pays per pod.
 func BenchmarkExecAddDel(b *testing.B) {
-	testns.RequireRoot(b)
-	e := &env{host: testns.NewWithLoopback(b), cont: testns.NewWithLoopback(b), dataDir: b.TempDir()}
+	e := newEnv(b)
 	bin := filepath.Join(testns.LinkPluginDir(b, "ptp"), "ptp")
 	for _, backend := range []string{"nftables", "iptables"} {
 		b.Run(backend, func(b *testing.B) {

@@ -15,6 +15,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nfttest"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -264,12 +265,8 @@ func TestCheckFailsAfterMapElementRemovedByHand(t *testing.T) {
 // withoutAddresses is conf with a prevResult that lists the container interface but no
 // address on it, as a main plugin that leaves addressing to another hands it on.
 func withoutAddresses(t *testing.T, conf []byte, c *container) []byte {
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(conf, &m))
-	m["prevResult"] = map[string]any{"cniVersion": "1.1.0", "interfaces": []map[string]any{{"name": "eth0", "sandbox": c.ns.Path}}}
-	b, err := json.Marshal(m)
-	require.NoError(t, err)
-	return b
+	return pt.WithKeys(t, conf, map[string]any{"prevResult": map[string]any{"cniVersion": "1.1.0",
+		"interfaces": []map[string]any{{"name": "eth0", "sandbox": c.ns.Path}}}})
 }
 
 // A prevResult that gives the container interface no address is mapped to the

@@ -60,32 +60,27 @@ func execPluginCPU(host *testns.NS, plugin, command, cid, netnsPath string, conf
 }
 
 func TestExecAddForwardsAndDelRemoves(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
-			conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
-			out, err := execPlugin(t, e.host, plugin, "ADD", c.id, c.ns.Path, conf)
-			require.NoError(t, err)
-			var res map[string]any
-			require.NoError(t, json.Unmarshal(out, &res))
-			assert.Len(t, res["ips"], 2, "the prevResult is passed through")
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
+		conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
+		out, err := execPlugin(t, e.host, plugin, "ADD", c.id, c.ns.Path, conf)
+		require.NoError(t, err)
+		var res map[string]any
+		require.NoError(t, json.Unmarshal(out, &res))
+		assert.Len(t, res["ips"], 2, "the prevResult is passed through")
 
-			got, err := dialTCP(e.client, "10.77.0.1:8080")
-			require.NoError(t, err)
-			assert.Equal(t, "ctr-a", got)
-			_, err = execPlugin(t, e.host, plugin, "CHECK", c.id, c.ns.Path, conf)
-			require.NoError(t, err)
+		got, err := dialTCP(e.client, "10.77.0.1:8080")
+		require.NoError(t, err)
+		assert.Equal(t, "ctr-a", got)
+		_, err = execPlugin(t, e.host, plugin, "CHECK", c.id, c.ns.Path, conf)
+		require.NoError(t, err)
 
-			bare := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)
-			_, err = execPlugin(t, e.host, plugin, "DEL", c.id, "", bare)
-			require.NoError(t, err)
-			assert.NotContains(t, e.ruleset(), c.ip4)
-		})
-	}
+		bare := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)
+		_, err = execPlugin(t, e.host, plugin, "DEL", c.id, "", bare)
+		require.NoError(t, err)
+		assert.NotContains(t, e.ruleset(), c.ip4)
+	})
 }
 
 // BenchmarkExec measures exec'd ADD and DEL of one attachment on a host that already

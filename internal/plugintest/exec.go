@@ -75,6 +75,9 @@ type Outcome struct {
 	// Err is the CNI error the plugin printed on stdout (a *cnierror.Error) when it
 	// exited non-zero, nil when it succeeded.
 	Err error
+	// CPU is the user and system time of the plugin and of the processes it waited
+	// for, a figure that a loaded machine distorts less than wall time.
+	CPU time.Duration
 }
 
 // Code is the code of the CNI error, 0 on success.
@@ -134,6 +137,9 @@ func Run(t testing.TB, ns *testns.NS, bin string, env []string, stdin []byte) Ou
 		ns.Run(t, func() error { err = cmd.Run(); return nil })
 	}
 	o := Outcome{Stdout: stdout.String(), Stderr: stderr.String()}
+	if cmd.ProcessState != nil {
+		o.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	require.NoError(t, ctx.Err(), "%s did not finish within %v: %s", filepath.Base(bin), Timeout, o)
 	if err == nil {
 		return o

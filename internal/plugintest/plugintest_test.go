@@ -46,6 +46,7 @@ func TestExecAndInvokeRunTheSameCall(t *testing.T) {
 
 	o := pt.Exec(t, host, c)
 	require.Zero(t, o.Exit, o)
+	assert.Positive(t, o.CPU, "the plugin's CPU time")
 	assert.NoError(t, o.Err)
 	assert.Zero(t, o.Code())
 	assert.Nil(t, o.CNIError())

@@ -166,3 +166,26 @@ func RequireUsableMTU(t testing.TB, mtu int) {
 		t.Fatalf("accepted mtu %d", mtu)
 	}
 }
+
+// Decided is what an ADD has decided before it touches anything: the plugin's config
+// and what it works out from it next (masquerade options, ...).
+type Decided[C, D any] struct {
+	Conf C
+	Next D
+}
+
+// Then is a loader that runs load, then next on the config, as the plugin's ADD does,
+// so that a fuzz target covers both.
+func Then[C, D any](load func(*skel.Request) (C, error), next func(C) (D, error)) func(*skel.Request) (Decided[C, D], error) {
+	return func(req *skel.Request) (Decided[C, D], error) {
+		c, err := load(req)
+		if err != nil {
+			return Decided[C, D]{}, err
+		}
+		d, err := next(c)
+		if err != nil {
+			return Decided[C, D]{}, err
+		}
+		return Decided[C, D]{Conf: c, Next: d}, nil
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/skel"
 )
 
 func TestRequestHoldsTheConfigItsSpecKeysAndCNIArgs(t *testing.T) {
@@ -27,4 +28,19 @@ func TestRequireUsableMTUTakesUnsetAndTheLinkRange(t *testing.T) {
 	for _, mtu := range []int{0, 68, 1500, 65535} {
 		RequireUsableMTU(t, mtu)
 	}
+}
+
+func TestThenRunsTheNextStepOnWhatWasLoaded(t *testing.T) {
+	load := func(req *skel.Request) (string, error) { return req.Net.Name, nil }
+	next := func(name string) (int, error) {
+		if name == "" {
+			return 0, cnierror.Invalid("name")
+		}
+		return len(name), nil
+	}
+	d, err := Then(load, next)(Request([]byte(`{"name":"abc"}`), ""))
+	assert.NoError(t, err)
+	assert.Equal(t, Decided[string, int]{Conf: "abc", Next: 3}, d)
+	_, err = Then(load, next)(Request([]byte(`{}`), ""))
+	assert.Error(t, err, "the next step's refusal is the loader's")
 }

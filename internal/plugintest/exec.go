@@ -181,3 +181,17 @@ func AssertAnswersVersion(t testing.TB, bin string) bool {
 	}
 	return assert.Contains(t, string(out), `"cniVersion"`, bin) && assert.Contains(t, string(out), `"supportedVersions"`, bin)
 }
+
+// ForEachBackend runs body as a subtest per rule backend a plugin with rules offers,
+// "nftables" and "iptables", the latter skipped where the firewall binaries are hidden
+// (make test-nofirewall): the iptables backend runs them.
+func ForEachBackend(t *testing.T, body func(t *testing.T, backend string)) {
+	for _, backend := range []string{"nftables", "iptables"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "iptables" {
+				testns.RequireFirewallBinaries(t, "the iptables backend's own test")
+			}
+			body(t, backend)
+		})
+	}
+}

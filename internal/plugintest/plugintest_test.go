@@ -242,3 +242,15 @@ func TestLongIDIsOfTheLengthAskedInLibcnisAlphabet(t *testing.T) {
 	assert.Len(t, id, 255)
 	assert.Regexp(t, `^c[a-zA-Z0-9_.\-]+$`, id)
 }
+
+func TestForEachBackendRunsBoth(t *testing.T) {
+	var ran []string
+	t.Run("all", func(t *testing.T) {
+		pt.ForEachBackend(t, func(t *testing.T, backend string) { ran = append(ran, backend) })
+	})
+	if testns.FirewallBinariesHidden() {
+		assert.Equal(t, []string{"nftables"}, ran, "iptables skipped without its binaries")
+		return
+	}
+	assert.Equal(t, []string{"nftables", "iptables"}, ran)
+}

@@ -26,13 +26,10 @@ var backends = []string{"nftables", "iptables"}
 // forEachBackend runs body as a parallel subtest per rule backend, each with an env of
 // its own (skipped where the backend cannot run).
 func forEachBackend(t *testing.T, body func(t *testing.T, e *env, backend string)) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			body(t, newEnv(t), backend)
-		})
-	}
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		t.Parallel()
+		body(t, newEnv(t), backend)
+	})
 }
 
 func standardMappings() []PortMapping {

@@ -26,36 +26,33 @@ func (e *env) execPlugin(t testing.TB, bin, cmd, cid string, config []byte, path
 const sysPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 func TestExecAddCheckDelThroughTheBinary(t *testing.T) {
-	for _, backend := range []string{"iptables", "nftables"} {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			e := newEnv(t)
-			bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
-			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t)
+		bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+		conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
 
-			out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
-			require.NoError(t, err, string(out))
-			res, err := result.Parse(out, "1.1.0")
-			require.NoError(t, err)
-			require.Len(t, res.IPs, 2)
-			rs := e.ruleset(t)
-			assert.Contains(t, rs, "10.10.0.2")
-			if backend == "iptables" {
-				assert.Contains(t, rs, "-A POSTROUTING -s 10.10.0.2/32")
-			}
+		out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
+		require.NoError(t, err, string(out))
+		res, err := result.Parse(out, "1.1.0")
+		require.NoError(t, err)
+		require.Len(t, res.IPs, 2)
+		rs := e.ruleset(t)
+		assert.Contains(t, rs, "10.10.0.2")
+		if backend == "iptables" {
+			assert.Contains(t, rs, "-A POSTROUTING -s 10.10.0.2/32")
+		}
 
-			out, err = e.execPlugin(t, bin, "CHECK", "c1", pt.WithPrev(t, conf, res), sysPath)
+		out, err = e.execPlugin(t, bin, "CHECK", "c1", pt.WithPrev(t, conf, res), sysPath)
+		require.NoError(t, err, string(out))
+		for i := 0; i < 2; i++ {
+			out, err = e.execPlugin(t, bin, "DEL", "c1", conf, sysPath)
 			require.NoError(t, err, string(out))
-			for i := 0; i < 2; i++ {
-				out, err = e.execPlugin(t, bin, "DEL", "c1", conf, sysPath)
-				require.NoError(t, err, string(out))
-			}
-			rs = e.ruleset(t)
-			assert.NotContains(t, rs, "CNI-")
-			assert.NotContains(t, rs, "10.10.0.2")
-			assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
-		})
-	}
+		}
+		rs = e.ruleset(t)
+		assert.NotContains(t, rs, "CNI-")
+		assert.NotContains(t, rs, "10.10.0.2")
+		assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+	})
 }
 
 func TestExecAddFailingAtMasqueradeLeavesNothing(t *testing.T) {

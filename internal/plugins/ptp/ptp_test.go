@@ -148,23 +148,20 @@ func TestAddConnectsContainerAndHostDualStack(t *testing.T) {
 }
 
 func TestMasqueradeFollowsThePerFamilyKeys(t *testing.T) {
-	for _, backend := range []string{"iptables", "nftables"} {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqIPv6": false, "ipMasqBackend": backend})
-			res := e.add(t, conf)
-			rs := e.ruleset(t)
-			assert.Contains(t, rs, "10.10.0.2")
-			assert.NotContains(t, rs, "fd10::2")
-			_, err := e.invoke(skel.CmdCheck, "c1", pt.WithPrev(t, conf, res))
-			assert.NoError(t, err)
-			_, err = e.invoke(skel.CmdDel, "c1", conf)
-			require.NoError(t, err)
-			assert.NotContains(t, e.ruleset(t), "10.10.0.2")
-		})
-	}
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		t.Parallel()
+		e := newEnv(t)
+		conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqIPv6": false, "ipMasqBackend": backend})
+		res := e.add(t, conf)
+		rs := e.ruleset(t)
+		assert.Contains(t, rs, "10.10.0.2")
+		assert.NotContains(t, rs, "fd10::2")
+		_, err := e.invoke(skel.CmdCheck, "c1", pt.WithPrev(t, conf, res))
+		assert.NoError(t, err)
+		_, err = e.invoke(skel.CmdDel, "c1", conf)
+		require.NoError(t, err)
+		assert.NotContains(t, e.ruleset(t), "10.10.0.2")
+	})
 }
 
 func TestDelTwiceSucceeds(t *testing.T) {
@@ -181,27 +178,24 @@ func TestDelTwiceSucceeds(t *testing.T) {
 }
 
 func TestDelWithNetnsGoneLeavesNoMasqueradeState(t *testing.T) {
-	for _, backend := range []string{"iptables", "nftables"} {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
-			e.add(t, conf)
-			require.Contains(t, e.ruleset(t), "10.10.0.2")
-			// The runtime already removed the sandbox (and the veth with it). The
-			// closed namespace's /proc fd path could be reused by another test's file,
-			// so the DEL gets a path that surely does not exist.
-			e.cont.Close()
-			e.netns = filepath.Join(t.TempDir(), "gone")
-			_, err := e.invoke(skel.CmdDel, "c1", conf)
-			require.NoError(t, err)
-			rs := e.ruleset(t)
-			assert.NotContains(t, rs, "10.10.0.2")
-			assert.NotContains(t, rs, "fd10::2")
-			assert.Empty(t, e.reservations(t))
-		})
-	}
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		t.Parallel()
+		e := newEnv(t)
+		conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
+		e.add(t, conf)
+		require.Contains(t, e.ruleset(t), "10.10.0.2")
+		// The runtime already removed the sandbox (and the veth with it). The
+		// closed namespace's /proc fd path could be reused by another test's file,
+		// so the DEL gets a path that surely does not exist.
+		e.cont.Close()
+		e.netns = filepath.Join(t.TempDir(), "gone")
+		_, err := e.invoke(skel.CmdDel, "c1", conf)
+		require.NoError(t, err)
+		rs := e.ruleset(t)
+		assert.NotContains(t, rs, "10.10.0.2")
+		assert.NotContains(t, rs, "fd10::2")
+		assert.Empty(t, e.reservations(t))
+	})
 }
 
 func TestFailedAddLeavesNothingBehind(t *testing.T) {

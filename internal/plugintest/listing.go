@@ -2,6 +2,7 @@ package plugintest
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -132,4 +133,19 @@ func Snapshot(t testing.TB, dirs ...string) map[string]FileState {
 		}
 	}
 	return snap
+}
+
+// SourceRules lists the policy rules of n that match a source, as `ip rule` shows them
+// ("from 10.1.0.2/32 lookup 100"): the kernel's own rules match none.
+func SourceRules(t testing.TB, n *testns.NS) []string {
+	t.Helper()
+	rules, err := n.Handle(t).RuleList(netlink.FAMILY_ALL)
+	require.NoError(t, err)
+	var out []string
+	for _, r := range rules {
+		if r.Src != nil {
+			out = append(out, fmt.Sprintf("from %s lookup %d", r.Src, r.Table))
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package plugintest_test
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -167,6 +168,13 @@ func TestLinksAndLinkInLookInTheNamespace(t *testing.T) {
 	assert.Equal(t, "va", pt.AttrsIn(t, a, "va").Name)
 	assert.Nil(t, pt.AttrsIn(t, a, "vb"))
 	assert.Equal(t, "va", pt.LinkAs[*netlink.Veth](t, a, "va").Name)
+
+	assert.Empty(t, pt.SourceRules(t, a), "the kernel's own rules match no source")
+	h := a.Handle(t)
+	rule := netlink.NewRule()
+	rule.Src, rule.Table = &net.IPNet{IP: net.IPv4(10, 1, 0, 2), Mask: net.CIDRMask(32, 32)}, 100
+	require.NoError(t, h.RuleAdd(rule))
+	assert.Equal(t, []string{"from 10.1.0.2/32 lookup 100"}, pt.SourceRules(t, a))
 }
 
 // recorder is t but that it counts the failures said to it instead of failing.

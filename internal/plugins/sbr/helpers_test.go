@@ -81,19 +81,7 @@ func (w *world) invokeTo(stderr io.Writer, cmd, netns, ifName string, config []b
 
 // rules lists the container's rules as `ip rule` would show them, "from <src> lookup
 // <table>", leaving out the kernel's own ones.
-func (w *world) rules() []string {
-	w.t.Helper()
-	rules, err := w.cont.Handle(w.t).RuleList(netlink.FAMILY_ALL)
-	require.NoError(w.t, err)
-	var out []string
-	for _, r := range rules {
-		if r.Src == nil {
-			continue
-		}
-		out = append(out, fmt.Sprintf("from %s lookup %d", r.Src, r.Table))
-	}
-	return out
-}
+func (w *world) rules() []string { return pt.SourceRules(w.t, w.cont) }
 
 // routes lists the container's routes of table via ifName as "dst[ via gw][ src s]".
 func (w *world) routes(table int, ifName string) []string {

@@ -1,4 +1,4 @@
-package sbr_test
+package chaintest_test
 
 import (
 	"fmt"
@@ -46,7 +46,6 @@ func TestLibcniRepliesLeaveByTheInterfaceTheyArrivedOn(t *testing.T) {
 	netA := network("neta", "eth0", bridgeConf("sbra0", "10.10.1.0/24", `,"isDefaultGateway":true`))
 	plainB := network("netb", "net1", bridgeConf("sbrb0", "10.10.2.0/24", `,"isGateway":true`))
 	routedB := network("netb", "net1", bridgeConf("sbrb0", "10.10.2.0/24", `,"isGateway":true`), `{"type":"sbr"}`)
-	w := &world{t: t, host: host, cont: ctr}
 	addB := func(c *pt.LibcniClient) string {
 		r, err := c.Add()
 		require.NoError(t, err)
@@ -64,11 +63,11 @@ func TestLibcniRepliesLeaveByTheInterfaceTheyArrivedOn(t *testing.T) {
 	got, err := testns.DialTCP(client, fmt.Sprintf("%s:%d", addrB, port), 2*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, "ctr", got)
-	assert.Equal(t, []string{"from " + addrB + "/32 lookup 100"}, w.rules())
+	assert.Equal(t, []string{"from " + addrB + "/32 lookup 100"}, pt.SourceRules(t, ctr))
 
 	require.NoError(t, routedB.Check())
 	require.NoError(t, routedB.Del())
 	require.NoError(t, routedB.Del())
-	assert.Empty(t, w.rules(), "DEL leaves no rule")
+	assert.Empty(t, pt.SourceRules(t, ctr), "DEL leaves no rule")
 	require.NoError(t, netA.Del())
 }

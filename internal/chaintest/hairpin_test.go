@@ -1,4 +1,4 @@
-package portmap_test
+package chaintest_test
 
 import (
 	"context"

@@ -124,10 +124,35 @@ func command(ctx context.Context, bin string, env []string, stdin []byte) *exec.
 // cannot be started at all.
 func Run(t testing.TB, ns *testns.NS, bin string, env []string, stdin []byte) Outcome {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	o := run(t, ns, Timeout, env, stdin, bin)
+	if o.Exit != 0 {
+		var ce cnierror.Error
+		require.NoError(t, json.Unmarshal([]byte(o.Stdout), &ce), "a failed call's stdout is a CNI error: %s", o)
+		o.Err = &ce
+	}
+	return o
+}
+
+// CommandTimeout bounds a RunCommand: the cni CLI runs whole chains.
+const CommandTimeout = 2 * time.Minute
+
+// RunCommand runs bin with args, a program that is no plugin call (the cni CLI, a
+// tool), inside ns (the test's own namespace when nil) with exactly env and stdin,
+// within CommandTimeout: Exit says how it ended, Err stays nil.
+func RunCommand(t testing.TB, ns *testns.NS, env []string, stdin []byte, bin string, args ...string) Outcome {
+	t.Helper()
+	return run(t, ns, CommandTimeout, env, stdin, bin, args...)
+}
+
+// run runs bin and says how it ended; only a bin that cannot be started or does not
+// finish within timeout fails the test.
+func run(t testing.TB, ns *testns.NS, timeout time.Duration, env []string, stdin []byte, bin string, args ...string) Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
 	cmd := command(ctx, bin, env, stdin)
+	cmd.Args = append(cmd.Args, args...)
+	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// The child starts in the namespace of the thread that forks it.
 	var err error
@@ -140,16 +165,12 @@ func Run(t testing.TB, ns *testns.NS, bin string, env []string, stdin []byte) Ou
 	if cmd.ProcessState != nil {
 		o.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
-	require.NoError(t, ctx.Err(), "%s did not finish within %v: %s", filepath.Base(bin), Timeout, o)
-	if err == nil {
-		return o
+	require.NoError(t, ctx.Err(), "%s did not finish within %v: %s", filepath.Base(bin), timeout, o)
+	if err != nil {
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "exec %s", bin)
+		o.Exit = exit.ExitCode()
 	}
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "exec %s", bin)
-	o.Exit = exit.ExitCode()
-	var ce cnierror.Error
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &ce), "a failed call's stdout is a CNI error: %s", o)
-	o.Err = &ce
 	return o
 }
 

@@ -262,3 +262,12 @@ func TestForEachBackendRunsBoth(t *testing.T) {
 	}
 	assert.Equal(t, []string{"nftables", "iptables"}, ran)
 }
+
+func TestRunCommandSaysHowAProgramEnded(t *testing.T) {
+	o := pt.RunCommand(t, nil, nil, []byte("in"), "/bin/sh", "-c", "cat; echo err >&2; exit 3")
+	assert.Equal(t, 3, o.Exit)
+	assert.Equal(t, "in", o.Stdout)
+	assert.Equal(t, "err\n", o.Stderr)
+	assert.NoError(t, o.Err, "no CNI error is looked for")
+	assert.Zero(t, pt.RunCommand(t, nil, nil, nil, "/bin/true").Exit)
+}

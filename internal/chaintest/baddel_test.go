@@ -1,11 +1,8 @@
 package chaintest_test
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,18 +30,9 @@ func TestChainDelGoesOnPastBadLimits(t *testing.T) {
 		{"type":"bandwidth","ingressBurst":400000,"egressRate":8000000,"egressBurst":1}]}`, dataDir)
 	require.NoError(t, os.WriteFile(filepath.Join(confDir, "10-bw.conflist"), []byte(list), 0o644))
 	cni := func(cmd string) (string, int) {
-		var out bytes.Buffer
-		c := exec.Command(bin, cmd, "bwnet", cont.Path)
-		c.Env = []string{"NETCONFPATH=" + confDir, "CNI_PATH=" + t.TempDir(), "CNI_CACHE_DIR=" + cacheDir}
-		c.Stdout, c.Stderr = &out, &out
-		var err error
-		require.NoError(t, host.Do(func() error { err = c.Run(); return nil }))
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return out.String(), ee.ExitCode()
-		}
-		require.NoError(t, err)
-		return out.String(), 0
+		o := pt.RunCommand(t, host, []string{"NETCONFPATH=" + confDir, "CNI_PATH=" + t.TempDir(), "CNI_CACHE_DIR=" + cacheDir},
+			nil, bin, cmd, "bwnet", cont.Path)
+		return o.Stdout + o.Stderr, o.Exit
 	}
 
 	out, code := cni("add")

@@ -23,18 +23,8 @@ import (
 // cniCmd runs the binary with a clean environment.
 func cniCmd(t *testing.T, args ...string) run {
 	t.Helper()
-	var out, errb bytes.Buffer
-	cmd := exec.Command(testns.Binary(t), args...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return run{code: code, stdout: out.String(), stderr: errb.String()}
+	o := pt.RunCommand(t, nil, []string{"PATH=/usr/bin:/bin"}, nil, testns.Binary(t), args...)
+	return run{code: o.Exit, stdout: o.Stdout, stderr: o.Stderr}
 }
 
 func pluginNames(t *testing.T) []string {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	pt "github.com/cnikit/cni/internal/plugintest"
 )
 
 const script = "install-symlinks.sh"
@@ -132,49 +134,11 @@ func upgradedBinary(t *testing.T, bin string) string {
 	return next
 }
 
-// entry is what an lstat of a directory entry says, to detect any change.
-type entry struct {
-	Mode  os.FileMode
-	Inode uint64
-	Mtime int64
-	Size  int64
-	Link  string
-}
-
-// snapshot records every entry of dir (nil when dir does not exist).
-func snapshot(t *testing.T, dir string) map[string]entry {
-	t.Helper()
-	des, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	snap := map[string]entry{}
-	for _, de := range des {
-		p := filepath.Join(dir, de.Name())
-		fi, err := os.Lstat(p)
-		require.NoError(t, err)
-		st := fi.Sys().(*syscall.Stat_t)
-		e := entry{Mode: fi.Mode(), Inode: st.Ino, Mtime: fi.ModTime().UnixNano(), Size: fi.Size()}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			e.Link, err = os.Readlink(p)
-			require.NoError(t, err)
-		}
-		snap[de.Name()] = e
-	}
-	return snap
-}
-
 // entryNames lists dir, so leftover temporary files show up in assertions.
 func entryNames(t *testing.T, dir string) []string {
 	t.Helper()
-	des, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var names []string
-	for _, de := range des {
-		names = append(names, de.Name())
-	}
-	return names
+	require.DirExists(t, dir)
+	return pt.Entries(t, dir)
 }
 
 // requireSameContent compares two files byte for byte.
@@ -266,11 +230,11 @@ func TestSecondRunChangesNothing(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			install(t, "--dir", dir, "--binary", cniBinary, "--mode", mode)
-			before := snapshot(t, dir)
+			before := pt.Snapshot(t, dir)
 
 			r := install(t, "--dir", dir, "--binary", cniBinary, "--mode", mode)
 
-			assert.Equal(t, before, snapshot(t, dir))
+			assert.Equal(t, before, pt.Snapshot(t, dir))
 			for _, line := range r.lines() {
 				assert.True(t, strings.HasPrefix(line, "unchanged ") || strings.HasPrefix(line, "verified "),
 					"second run did something: %q", line)
@@ -305,13 +269,13 @@ func TestUpgradeRenamesNewBinaryIntoPlace(t *testing.T) {
 func TestSymlinksSurviveUpgradeUntouched(t *testing.T) {
 	dir := t.TempDir()
 	install(t, "--dir", dir, "--binary", cniBinary)
-	before := snapshot(t, dir)
+	before := pt.Snapshot(t, dir)
 
 	install(t, "--dir", dir, "--binary", upgradedBinary(t, cniBinary))
 
-	after := snapshot(t, dir)
+	after := pt.Snapshot(t, dir)
 	for name, e := range before {
-		if name == "cni" {
+		if filepath.Base(name) == "cni" {
 			assert.NotEqual(t, e.Inode, after[name].Inode, "cni must be a new inode, not rewritten in place")
 			continue
 		}
@@ -348,13 +312,13 @@ func TestRefusesForeignEntryUnlessForced(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, victim)
 			tc.plant(t, path)
-			before := snapshot(t, dir)
+			before := pt.Snapshot(t, dir)
 
 			r := run(t, "sh", nil, "--dir", dir, "--binary", cniBinary)
 
 			assert.NotEqual(t, 0, r.code)
 			assert.Contains(t, r.stderr, "refusing to replace "+path+": "+tc.what)
-			assert.Equal(t, before, snapshot(t, dir), "a refused run must change nothing")
+			assert.Equal(t, before, pt.Snapshot(t, dir), "a refused run must change nothing")
 
 			install(t, "--dir", dir, "--binary", cniBinary, "--force")
 			assertInstalled(t, dir, "symlink", cniBinary, names)
@@ -430,12 +394,12 @@ func TestDryRunChangesNothing(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "bin")
 			tc.prepare(t, dir)
-			before := snapshot(t, dir)
+			before := pt.Snapshot(t, dir)
 
 			args := append([]string{"--dir", dir, "--binary", cniBinary}, tc.args...)
 			r := install(t, append(args, "--dry-run")...)
 
-			assert.Equal(t, before, snapshot(t, dir))
+			assert.Equal(t, before, pt.Snapshot(t, dir))
 			assert.Contains(t, r.stdout, "would ")
 			for _, name := range names {
 				assert.Contains(t, r.stdout, filepath.Join(dir, name), "dry run must name every entry")
@@ -682,17 +646,17 @@ func TestScriptAndInstallCommandAgree(t *testing.T) {
 
 			require.Equal(t, tree(t, byScript), tree(t, byCommand))
 
-			before := snapshot(t, byScript)
+			before := pt.Snapshot(t, byScript)
 			r := goInstall(t, append([]string{"--dir", byScript}, tc.args...)...)
 			assert.Contains(t, r.stdout, "nothing to do:")
-			assert.Equal(t, before, snapshot(t, byScript), "cni install takes the script's tree as up to date")
+			assert.Equal(t, before, pt.Snapshot(t, byScript), "cni install takes the script's tree as up to date")
 
-			before = snapshot(t, byCommand)
+			before = pt.Snapshot(t, byCommand)
 			r = install(t, append([]string{"--dir", byCommand, "--binary", cniBinary}, tc.args...)...)
 			for _, line := range r.lines() {
 				assert.Regexp(t, `^(unchanged|verified) `, line)
 			}
-			assert.Equal(t, before, snapshot(t, byCommand), "the script takes cni install's tree as up to date")
+			assert.Equal(t, before, pt.Snapshot(t, byCommand), "the script takes cni install's tree as up to date")
 
 			for _, dir := range []string{byScript, byCommand} {
 				require.NoError(t, os.WriteFile(filepath.Join(dir, "vendor-plugin"), []byte("vendor\n"), 0o755))

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -14,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -21,21 +19,8 @@ import (
 // environment, config on stdin, inside the test's host netns.
 func execPlugin(t *testing.T, host *testns.NS, path string, env []string, stdin string) (stdout string, code int) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	err := host.Do(func() error {
-		cmd := exec.Command(path)
-		cmd.Env = env
-		cmd.Stdin = strings.NewReader(stdin)
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		return cmd.Run()
-	})
-	code = 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return out.String(), code
+	o := pt.Run(t, host, path, env, []byte(stdin))
+	return o.Stdout, o.Exit
 }
 
 func TestLoopbackExecdAddCheckDel(t *testing.T) {

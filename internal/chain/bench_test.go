@@ -24,121 +24,106 @@ var standardCaps = map[string]any{
 	"bandwidth":    map[string]any{"ingressRate": 10000000, "ingressBurst": 1000000, "egressRate": 10000000, "egressBurst": 1000000},
 }
 
-func benchAttachment(b *testing.B) (*testns.NS, chain.Attachment) {
-	testns.RequireRoot(b)
-	host, ctr := testns.New(b), testns.New(b)
-	return host, chain.Attachment{ContainerID: "bench", Netns: ctr.Path, IfName: "eth0"}
+const loopbackChain = `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`
+
+// bench is one benchmark's attachment, run inside a host namespace of its own by our
+// runner or by libcni.
+type bench struct {
+	b    *testing.B
+	host *testns.NS
+	att  chain.Attachment
 }
 
-func BenchmarkRunnerLoopbackAdd(b *testing.B) {
-	host, att := benchAttachment(b)
-	r := newRunner(b, b.TempDir())
-	n := parse(b, `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`)
-	host.Run(b, func() error {
-		for b.Loop() {
-			if _, err := r.Add(context.Background(), n, att); err != nil {
-				return err
+func newBench(b *testing.B, caps map[string]any) *bench {
+	testns.RequireRoot(b)
+	host, ctr := testns.New(b), testns.New(b)
+	return &bench{b: b, host: host, att: chain.Attachment{ContainerID: "bench", Netns: ctr.Path, IfName: "eth0", CapabilityArgs: caps}}
+}
+
+// ops are ADD and DEL of the bench's attachment for conf.
+type ops struct{ add, del func() error }
+
+// runner is ops through our runner with plugin dir dir.
+func (x *bench) runner(dir, conf string) ops {
+	r, n := newRunner(x.b, dir), parse(x.b, conf)
+	return ops{
+		add: func() error { _, err := r.Add(context.Background(), n, x.att); return err },
+		del: func() error { return r.Del(context.Background(), n, x.att) },
+	}
+}
+
+// libcni is ops through libcni exec'ing the plugins of dir, for comparison.
+func (x *bench) libcni(dir, conf string) ops {
+	ref := newReference(x.b, dir, x.b.TempDir())
+	return ops{
+		add: func() error { _, err := ref.add(conf, x.att); return err },
+		del: func() error { return ref.del(conf, x.att) },
+	}
+}
+
+// loop runs steps in turn for each iteration inside the host namespace; untimed steps
+// run with the timer stopped.
+func (x *bench) loop(timed, untimed []func() error) {
+	x.host.Run(x.b, func() error {
+		for x.b.Loop() {
+			if len(untimed) > 0 {
+				x.b.StopTimer()
+				for _, step := range untimed {
+					if err := step(); err != nil {
+						return err
+					}
+				}
+				x.b.StartTimer()
+			}
+			for _, step := range timed {
+				if err := step(); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	})
+}
+
+// addDel times ADD and DEL of each iteration.
+func (x *bench) addDel(o ops) { x.loop([]func() error{o.add, o.del}, nil) }
+
+func BenchmarkRunnerLoopbackAdd(b *testing.B) {
+	x := newBench(b, nil)
+	x.loop([]func() error{x.runner(b.TempDir(), loopbackChain).add}, nil)
 }
 
 func BenchmarkRunnerLoopbackAddDel(b *testing.B) {
-	host, att := benchAttachment(b)
-	r := newRunner(b, b.TempDir())
-	n := parse(b, `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`)
-	host.Run(b, func() error {
-		for b.Loop() {
-			if _, err := r.Add(context.Background(), n, att); err != nil {
-				return err
-			}
-			if err := r.Del(context.Background(), n, att); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	x := newBench(b, nil)
+	x.addDel(x.runner(b.TempDir(), loopbackChain))
 }
 
 // BenchmarkLibcniLoopbackAddDel is the same work through libcni exec'ing the binary,
 // for comparison.
 func BenchmarkLibcniLoopbackAddDel(b *testing.B) {
-	host, att := benchAttachment(b)
-	ref := newReference(b, pluginDir(b, "loopback"), b.TempDir())
-	conf := `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`
-	host.Run(b, func() error {
-		for b.Loop() {
-			if _, err := ref.add(conf, att); err != nil {
-				return err
-			}
-			if err := ref.del(conf, att); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	x := newBench(b, nil)
+	x.addDel(x.libcni(pluginDir(b, "loopback"), loopbackChain))
 }
 
 func BenchmarkRunnerStandardChainAddDel(b *testing.B) {
 	requireBuiltins(b, "bridge", "host-local", "portmap", "bandwidth")
-	host, att := benchAttachment(b)
-	att.CapabilityArgs = standardCaps
-	r := newRunner(b, b.TempDir())
-	n := parse(b, standardChain(filepath.Join(b.TempDir(), "ipam")))
-	host.Run(b, func() error {
-		for b.Loop() {
-			if _, err := r.Add(context.Background(), n, att); err != nil {
-				return err
-			}
-			if err := r.Del(context.Background(), n, att); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	x := newBench(b, standardCaps)
+	x.addDel(x.runner(b.TempDir(), standardChain(filepath.Join(b.TempDir(), "ipam"))))
 }
 
 // BenchmarkRunnerStandardChainDel times DEL alone: the kernel's waits for the veth and
 // the ifb, overlapped since skel.Pending (link.DeleteInBackground).
 func BenchmarkRunnerStandardChainDel(b *testing.B) {
 	requireBuiltins(b, "bridge", "host-local", "portmap", "bandwidth")
-	host, att := benchAttachment(b)
-	att.CapabilityArgs = standardCaps
-	r := newRunner(b, b.TempDir())
-	n := parse(b, standardChain(filepath.Join(b.TempDir(), "ipam")))
-	host.Run(b, func() error {
-		for b.Loop() {
-			b.StopTimer()
-			if _, err := r.Add(context.Background(), n, att); err != nil {
-				return err
-			}
-			b.StartTimer()
-			if err := r.Del(context.Background(), n, att); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	x := newBench(b, standardCaps)
+	o := x.runner(b.TempDir(), standardChain(filepath.Join(b.TempDir(), "ipam")))
+	x.loop([]func() error{o.del}, []func() error{o.add})
 }
 
 func BenchmarkLibcniStandardChainAddDel(b *testing.B) {
 	requireBuiltins(b, "bridge", "host-local", "portmap", "bandwidth")
-	host, att := benchAttachment(b)
-	att.CapabilityArgs = standardCaps
-	ref := newReference(b, pluginDir(b, "bridge", "host-local", "portmap", "bandwidth"), b.TempDir())
-	conf := standardChain(filepath.Join(b.TempDir(), "ipam"))
-	host.Run(b, func() error {
-		for b.Loop() {
-			if _, err := ref.add(conf, att); err != nil {
-				return err
-			}
-			if err := ref.del(conf, att); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	x := newBench(b, standardCaps)
+	x.addDel(x.libcni(pluginDir(b, "bridge", "host-local", "portmap", "bandwidth"), standardChain(filepath.Join(b.TempDir(), "ipam"))))
 }
 
 // lingeringChildPlugin is a CNI_PATH dir whose plugin "daemonizing" leaves a child
@@ -149,32 +134,16 @@ func lingeringChildPlugin(b *testing.B) string {
 	return dir
 }
 
+const daemonizingChain = `{"cniVersion":"1.1.0","name":"d","plugins":[{"type":"daemonizing"}]}`
+
 // BenchmarkRunnerPluginWithLingeringChildAdd: the plugin's exit ends each call.
 func BenchmarkRunnerPluginWithLingeringChildAdd(b *testing.B) {
-	host, att := benchAttachment(b)
-	r := newRunner(b, lingeringChildPlugin(b))
-	n := parse(b, `{"cniVersion":"1.1.0","name":"d","plugins":[{"type":"daemonizing"}]}`)
-	host.Run(b, func() error {
-		for b.Loop() {
-			if _, err := r.Add(context.Background(), n, att); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	x := newBench(b, nil)
+	x.loop([]func() error{x.runner(lingeringChildPlugin(b), daemonizingChain).add}, nil)
 }
 
 // BenchmarkLibcniPluginWithLingeringChildAdd: libcni waits for the child each time.
 func BenchmarkLibcniPluginWithLingeringChildAdd(b *testing.B) {
-	host, att := benchAttachment(b)
-	ref := newReference(b, lingeringChildPlugin(b), b.TempDir())
-	conf := `{"cniVersion":"1.1.0","name":"d","plugins":[{"type":"daemonizing"}]}`
-	host.Run(b, func() error {
-		for b.Loop() {
-			if _, err := ref.add(conf, att); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	x := newBench(b, nil)
+	x.loop([]func() error{x.libcni(lingeringChildPlugin(b), daemonizingChain).add}, nil)
 }

@@ -16,42 +16,19 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
-// longID is a container id of n bytes in libcni's alphabet.
-func longID(n int) string {
-	const alphabet = "0123456789abcdefABCDEF_.-"
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = alphabet[i%len(alphabet)]
-	}
-	b[0] = 'c'
-	return string(b)
-}
-
 func tmpFiles(t testing.TB, cacheDir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(cacheDir, "results.tmp"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
+	return pt.Entries(t, filepath.Join(cacheDir, "results.tmp"))
 }
 
 func TestLongestCacheableContainerIDWorksAndOneMoreIsRefusedBeforeAnyPlugin(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"},`+recorderConf(rec)+`]}`)
 	// "lo-" + id + "-eth0" is 255 bytes, the longest file name: libcni's limit too.
-	att := chain.Attachment{ContainerID: longID(255 - len("lo--eth0")), Netns: ctr.Path, IfName: "eth0"}
+	att := chain.Attachment{ContainerID: pt.LongID(255 - len("lo--eth0")), Netns: ctr.Path, IfName: "eth0"}
 	_, err := r.Add(context.Background(), n, att)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"lo-" + att.ContainerID + "-eth0"}, cacheFiles(t, r.CacheDir))
@@ -363,9 +340,7 @@ func TestUnusableEntryOfTheAttachmentIsNotFollowed(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ctr := testns.New(t)
-			rec := filepath.Join(t.TempDir(), "rec")
-			r := newRunner(t, pluginDir(t))
+			ctr, rec, r := recordingRunner(t)
 			n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec)+`]}`)
 			att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
 			require.NoError(t, os.MkdirAll(filepath.Join(r.CacheDir, "results"), 0o700))

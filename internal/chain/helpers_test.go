@@ -1,7 +1,6 @@
 package chain_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -22,11 +22,7 @@ import (
 var recorder = testns.NewHelper("./testdata/recorder")
 
 // TestMain removes the recorder once every test of the process is done with it.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	recorder.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { recorder.Main(m) }
 
 // pluginDir returns a CNI_PATH dir holding the recorder plus links to the cni binary
 // under the given built-in names (for libcni, which execs everything).
@@ -48,6 +44,15 @@ func newRunner(t testing.TB, dir string) *chain.Runner {
 	}
 }
 
+// recordingRunner makes what most runner tests start from: a container namespace, the
+// file the recorder will write, and a runner whose plugin dir holds the recorder. It
+// skips the test without root.
+func recordingRunner(t *testing.T) (ctr *testns.NS, rec string, r *chain.Runner) {
+	t.Helper()
+	testns.RequireRoot(t)
+	return testns.New(t), filepath.Join(t.TempDir(), "rec"), newRunner(t, pluginDir(t))
+}
+
 type record struct {
 	Command string            `json:"command"`
 	Env     map[string]string `json:"env"`
@@ -64,22 +69,7 @@ func (r record) conf(t testing.TB) map[string]any {
 
 func readRecords(t testing.TB, path string) []record {
 	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	defer f.Close()
-	var out []record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r record
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
-		out = append(out, r)
-	}
-	require.NoError(t, sc.Err())
-	return out
+	return pt.Records[record](t, path)
 }
 
 func writeFile(t testing.TB, path, content string) {
@@ -105,17 +95,7 @@ func loUp(t testing.TB, n *testns.NS) bool {
 }
 
 func cacheFiles(t testing.TB, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(dir, "results"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
+	return pt.Entries(t, filepath.Join(dir, "results"))
 }
 
 // recorderConf is a recorder plugin object writing to file, plus extra JSON keys.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -206,7 +207,7 @@ func TestCacheInteropWithLibcni(t *testing.T) {
 	for _, tc := range []struct{ adder, other, id string }{
 		{"ours", "libcni", "c1"}, {"libcni", "ours", "c1"},
 		// 240 bytes: the cache entry's name is near the kernel's limit.
-		{"ours", "libcni", longID(240)}, {"libcni", "ours", longID(240)},
+		{"ours", "libcni", pt.LongID(240)}, {"libcni", "ours", pt.LongID(240)},
 	} {
 		t.Run(fmt.Sprintf("%s adds, %s checks and deletes, %d-byte id", tc.adder, tc.other, len(tc.id)), func(t *testing.T) {
 			host, ctr := testns.New(t), testns.New(t)

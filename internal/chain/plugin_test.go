@@ -69,10 +69,7 @@ func TestChainPluginRunsItsListAsLibcniRunsAConflist(t *testing.T) {
 // TestChainPluginChainedAfterAnotherGetsItsResult: a chain that is itself a chained
 // plugin starts its list from the prevResult it is given.
 func TestChainPluginChainedAfterAnotherGetsItsResult(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[{"type":"loopback"},{"type":"chain","plugins":[`+recorderConf(rec)+`]}]}`)
 	res, err := r.Add(context.Background(), n, chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"})
 	require.NoError(t, err)
@@ -88,10 +85,7 @@ func TestChainPluginChainedAfterAnotherGetsItsResult(t *testing.T) {
 // not (it cleans up after itself, and the runtime's DEL reaches it anyway). The error
 // is the failing child's, code and all, naming it.
 func TestChainPluginFailedAddUndoesTheChildrenBefore(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, chainOf("1.1.0", "n", "", `{"type":"loopback"}`, recorderConf(rec, `"tag":"first"`), recorderConf(rec, `"tag":"second"`),
 		recorderConf(rec, `"tag":"third"`, `"fail":{"ADD":{"code":11,"msg":"busy","details":"try later"}}`)))
 	att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
@@ -121,10 +115,7 @@ func TestChainPluginFailedAddUndoesTheChildrenBefore(t *testing.T) {
 // TestChainPluginDelGoesOnAfterAFailingChild: DEL is best effort; the children before
 // a failing one still release what they hold, and the failure is reported.
 func TestChainPluginDelGoesOnAfterAFailingChild(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, chainOf("1.1.0", "n", "", `{"type":"loopback"}`,
 		recorderConf(rec, `"fail":{"DEL":{"code":11,"msg":"lease server unreachable"}}`)))
 	att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
@@ -140,10 +131,7 @@ func TestChainPluginDelGoesOnAfterAFailingChild(t *testing.T) {
 }
 
 func TestChainPluginHonoursDisableCheckAndDisableGC(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	fail := recorderConf(rec, `"fail":{"CHECK":{"code":11,"msg":"no"},"GC":{"code":11,"msg":"no"}}`)
 	att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
 	for _, tc := range []struct {
@@ -201,10 +189,7 @@ func TestChainPluginSendsGCAndStatusToEveryChild(t *testing.T) {
 // only for what the chain plugin itself declares, so a child's own capability would
 // silently get nothing. ADD refuses it; DEL, which must not block on config, does not.
 func TestChainPluginRefusesACapabilityOnlyAChildDeclares(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, chainOf("1.1.0", "n", `,"capabilities":{"portMappings":true}`,
 		recorderConf(rec, `"capabilities":{"portMappings":true,"bandwidth":true,"mac":false}`)))
 	att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}

@@ -79,10 +79,7 @@ func TestExternalPluginThreadsPrevResultAndGetsCapabilities(t *testing.T) {
 }
 
 func TestStaticRuntimeConfigStaysWithoutMatchingCapabilityArgs(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+
 		recorderConf(rec, `"capabilities":{"portMappings":true}`, `"runtimeConfig":{"static":1}`)+`]}`)
 	_, err := r.Add(context.Background(), n, chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0",
@@ -92,10 +89,7 @@ func TestStaticRuntimeConfigStaysWithoutMatchingCapabilityArgs(t *testing.T) {
 }
 
 func TestDelRunsInReverseOrder(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+
 		recorderConf(rec, `"tag":"first"`)+`,`+recorderConf(rec, `"tag":"second"`)+`]}`)
 	att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
@@ -110,10 +104,7 @@ func TestDelRunsInReverseOrder(t *testing.T) {
 }
 
 func TestExternalPluginErrorKeepsItsCodeAndNamesThePlugin(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, `{"cniVersion":"1.1.0","name":"mynet","plugins":[{"type":"loopback"},`+
 		recorderConf(rec, `"fail":{"ADD":{"code":7,"msg":"mtu: out of range","details":"got 1"}}`)+`]}`)
 
@@ -128,20 +119,14 @@ func TestExternalPluginErrorKeepsItsCodeAndNamesThePlugin(t *testing.T) {
 }
 
 func TestExternalPluginFailingWithoutJSONReportsItsStderr(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec, `"stderrOnly":["ADD"]`)+`]}`)
 	_, err := r.Add(context.Background(), n, chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"})
 	require.ErrorContains(t, err, `netplugin failed: "recorder: asked to fail without a message\n": exit status 1`, "libcni's words since its #1163")
 }
 
 func TestExternalResultWithoutVersionTakesTheConfigVersion(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, `{"cniVersion":"0.4.0","name":"n","plugins":[`+recorderConf(rec, `"omitVersion":true`)+`]}`)
 	res, err := r.Add(context.Background(), n, chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"})
 	require.NoError(t, err)
@@ -216,10 +201,7 @@ func TestDelDoesNotRefuseTheAttachment(t *testing.T) {
 }
 
 func TestCheckRules(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
 
 	old := parse(t, `{"cniVersion":"0.3.1","name":"n","plugins":[`+recorderConf(rec)+`]}`)
@@ -240,9 +222,7 @@ func TestDelSurvivesAnEmptyOrCorruptCacheAndRemovesIt(t *testing.T) {
 	testns.RequireRoot(t)
 	for _, content := range []string{"", "{not json", `{"kind":"cniCacheV1","result":{"cniVersion":"1.1.0","ips":[{"address":"nope"}]}}`} {
 		t.Run(fmt.Sprintf("%q", content), func(t *testing.T) {
-			ctr := testns.New(t)
-			rec := filepath.Join(t.TempDir(), "rec")
-			r := newRunner(t, pluginDir(t))
+			ctr, rec, r := recordingRunner(t)
 			n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec)+`]}`)
 			att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
 			writeFile(t, filepath.Join(r.CacheDir, "results", "n-c1-eth0"), content)
@@ -258,10 +238,7 @@ func TestDelSurvivesAnEmptyOrCorruptCacheAndRemovesIt(t *testing.T) {
 }
 
 func TestDelOfANetworkBelow040SendsNoPrevResult(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, `{"cniVersion":"0.3.1","name":"n","plugins":[`+recorderConf(rec)+`]}`)
 	att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
 	_, err := r.Add(context.Background(), n, att)
@@ -359,10 +336,7 @@ func TestGCDeletesStaleAttachmentsAndSendsTheValidList(t *testing.T) {
 }
 
 func TestGCWithoutArgsTreatsEveryAttachmentAsStale(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec)+`]}`)
 	_, err := r.Add(context.Background(), n, chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"})
 	require.NoError(t, err)
@@ -375,10 +349,7 @@ func TestGCWithoutArgsTreatsEveryAttachmentAsStale(t *testing.T) {
 }
 
 func TestGCKeepsGoingAndReportsEveryError(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	failing := recorderConf(rec, `"fail":{"DEL":{"code":11,"msg":"busy"},"GC":{"code":999,"msg":"gc broke"}}`)
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+failing+`,`+recorderConf(rec)+`]}`)
 	_, err := r.Add(context.Background(), n, chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"})
@@ -424,10 +395,7 @@ func TestStatusSurfacesThePluginsCode(t *testing.T) {
 }
 
 func TestTimeoutKillsAnExecdPlugin(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	r.Timeout = 100 * time.Millisecond
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec, `"sleep":{"ADD":"1m"}`)+`]}`)
 	_, err := r.Add(context.Background(), n, chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"})
@@ -476,10 +444,7 @@ func TestInvokeAndVersionRunOnePlugin(t *testing.T) {
 // disableGC stops GC before anything runs, the runner's own DELs of stale cache entries
 // included, as libcni's GCNetworkList returns at once (upstream row C1).
 func TestDisableGCSkipsTheStaleCacheDelsToo(t *testing.T) {
-	testns.RequireRoot(t)
-	ctr := testns.New(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
+	ctr, rec, r := recordingRunner(t)
 	list := `"plugins":[` + recorderConf(rec) + `]}`
 	att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
 	_, err := r.Add(context.Background(), parse(t, `{"cniVersion":"1.1.0","name":"n",`+list), att)

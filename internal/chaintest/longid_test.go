@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/owner"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -24,57 +25,52 @@ import (
 // also have hit the other. Now each is tagged with its own hashed id: DEL and GC remove
 // exactly one container's state.
 func TestLongContainerIDsKeepTheirRulesApart(t *testing.T) {
-	for _, backend := range []string{"iptables", "nftables"} {
-		t.Run(backend, func(t *testing.T) {
-			if backend == "iptables" {
-				testns.RequireFirewallBinaries(t, "the iptables backends' own test")
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		testns.RequireRoot(t)
+		host, client := testns.NewWithLoopback(t), testns.NewWithLoopback(t)
+		connect(t, host, client)
+		conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"long","plugins":[
+			{"type":"bridge","bridge":"cni-long","isGateway":true,"ipMasq":true,"ipMasqBackend":%q,"macspoofchk":true,
+			 "ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.89.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}},
+			{"type":"portmap","backend":%q,"capabilities":{"portMappings":true}},
+			{"type":"firewall","backend":"iptables"}]}`, backend, t.TempDir(), backend)
+		list, err := libcni.ConfListFromBytes([]byte(conf))
+		require.NoError(t, err)
+		cni := libcni.NewCNIConfigWithCacheDir([]string{testns.LinkPluginDir(t, "bridge", "host-local", "portmap", "firewall")}, t.TempDir(), nil)
+		ctx := context.Background()
+
+		rts := make([]*libcni.RuntimeConf, 2)
+		for i := range rts {
+			cont := testns.New(t)
+			name := fmt.Sprintf("container-%d", i)
+			serve(t, cont, name)
+			rts[i] = &libcni.RuntimeConf{
+				ContainerID: strings.Repeat("a", 239) + fmt.Sprint(i), NetNS: cont.Path, IfName: "eth0",
+				CapabilityArgs: map[string]any{"portMappings": []map[string]any{
+					{"hostPort": hostPort + i, "containerPort": containerPort, "protocol": "tcp"}}},
 			}
-			testns.RequireRoot(t)
-			host, client := testns.NewWithLoopback(t), testns.NewWithLoopback(t)
-			connect(t, host, client)
-			conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"long","plugins":[
-				{"type":"bridge","bridge":"cni-long","isGateway":true,"ipMasq":true,"ipMasqBackend":%q,"macspoofchk":true,
-				 "ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.89.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}},
-				{"type":"portmap","backend":%q,"capabilities":{"portMappings":true}},
-				{"type":"firewall","backend":"iptables"}]}`, backend, t.TempDir(), backend)
-			list, err := libcni.ConfListFromBytes([]byte(conf))
+			host.Run(t, func() error { _, err := cni.AddNetworkList(ctx, list, rts[i]); return err })
+			got, err := dialName(client, net.JoinHostPort(hostAddr, fmt.Sprint(hostPort+i)))
 			require.NoError(t, err)
-			cni := libcni.NewCNIConfigWithCacheDir([]string{testns.LinkPluginDir(t, "bridge", "host-local", "portmap", "firewall")}, t.TempDir(), nil)
-			ctx := context.Background()
+			require.Equal(t, name, got)
+		}
+		state := func() string { return firewallState(t, host) }
+		tag := func(i int) string { return owner.Hashed(rts[i].ContainerID) }
+		require.Contains(t, state(), tag(0))
+		require.Contains(t, state(), tag(1))
 
-			rts := make([]*libcni.RuntimeConf, 2)
-			for i := range rts {
-				cont := testns.New(t)
-				name := fmt.Sprintf("container-%d", i)
-				serve(t, cont, name)
-				rts[i] = &libcni.RuntimeConf{
-					ContainerID: strings.Repeat("a", 239) + fmt.Sprint(i), NetNS: cont.Path, IfName: "eth0",
-					CapabilityArgs: map[string]any{"portMappings": []map[string]any{
-						{"hostPort": hostPort + i, "containerPort": containerPort, "protocol": "tcp"}}},
-				}
-				host.Run(t, func() error { _, err := cni.AddNetworkList(ctx, list, rts[i]); return err })
-				got, err := dialName(client, net.JoinHostPort(hostAddr, fmt.Sprint(hostPort+i)))
-				require.NoError(t, err)
-				require.Equal(t, name, got)
-			}
-			state := func() string { return firewallState(t, host) }
-			tag := func(i int) string { return owner.Hashed(rts[i].ContainerID) }
-			require.Contains(t, state(), tag(0))
-			require.Contains(t, state(), tag(1))
+		host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rts[0]) })
+		assert.NotContains(t, state(), tag(0), "DEL leaves nothing of the container")
+		host.Run(t, func() error { return cni.CheckNetworkList(ctx, list, rts[1]) })
+		got, err := dialName(client, net.JoinHostPort(hostAddr, fmt.Sprint(hostPort+1)))
+		require.NoError(t, err, "the other container's mapping survives")
+		assert.Equal(t, "container-1", got)
 
-			host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rts[0]) })
-			assert.NotContains(t, state(), tag(0), "DEL leaves nothing of the container")
-			host.Run(t, func() error { return cni.CheckNetworkList(ctx, list, rts[1]) })
-			got, err := dialName(client, net.JoinHostPort(hostAddr, fmt.Sprint(hostPort+1)))
-			require.NoError(t, err, "the other container's mapping survives")
-			assert.Equal(t, "container-1", got)
-
-			valid := &libcni.GCArgs{ValidAttachments: []types.GCAttachment{{ContainerID: rts[1].ContainerID, IfName: "eth0"}}}
-			host.Run(t, func() error { return cni.GCNetworkList(ctx, list, valid) })
-			host.Run(t, func() error { return cni.CheckNetworkList(ctx, list, rts[1]) })
-			host.Run(t, func() error { return cni.GCNetworkList(ctx, list, &libcni.GCArgs{}) })
-			assert.NotContains(t, state(), tag(1), "GC removes what no valid attachment holds")
-			host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rts[1]) })
-		})
-	}
+		valid := &libcni.GCArgs{ValidAttachments: []types.GCAttachment{{ContainerID: rts[1].ContainerID, IfName: "eth0"}}}
+		host.Run(t, func() error { return cni.GCNetworkList(ctx, list, valid) })
+		host.Run(t, func() error { return cni.CheckNetworkList(ctx, list, rts[1]) })
+		host.Run(t, func() error { return cni.GCNetworkList(ctx, list, &libcni.GCArgs{}) })
+		assert.NotContains(t, state(), tag(1), "GC removes what no valid attachment holds")
+		host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rts[1]) })
+	})
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/owner"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -41,46 +41,14 @@ func capsWithPort(port int) string {
 	return strings.Replace(standardCaps, "8080", strconv.Itoa(port), 1)
 }
 
-// longID is a container id of n bytes in libcni's alphabet.
-func longID(n int) string {
-	const alphabet = "0123456789abcdefABCDEF_.-"
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = alphabet[i%len(alphabet)]
-	}
-	b[0] = 'c'
-	return string(b)
-}
-
-// dirNames lists a directory; a missing one is empty.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
-}
-
 // cacheState is what the cache holds: entries, then temporary files.
 func (e *env) cacheState(t *testing.T) ([]string, []string) {
-	return dirNames(t, filepath.Join(e.cacheDir, "results")), dirNames(t, filepath.Join(e.cacheDir, "results.tmp"))
+	return pt.Entries(t, filepath.Join(e.cacheDir, "results")), pt.Entries(t, filepath.Join(e.cacheDir, "results.tmp"))
 }
 
 // reservations lists the addresses host-local holds for network std.
 func reservations(t *testing.T, dataDir string) []string {
-	var out []string
-	for _, name := range dirNames(t, filepath.Join(dataDir, "std")) {
-		if name != "lock" && !strings.HasPrefix(name, "last_reserved_ip") && !strings.HasPrefix(name, ".") {
-			out = append(out, name)
-		}
-	}
-	return out
+	return pt.Reservations(t, filepath.Join(dataDir, "std"))
 }
 
 // ruleset is the host's nf_tables ruleset read over netlink and, where the firewall
@@ -114,7 +82,7 @@ func TestLongContainerIDThroughTheStandardChain(t *testing.T) {
 			dataDir := t.TempDir()
 			e.conf(t, "10-std.conflist", standardChainOn(dataDir, c.backend))
 			ctr := testns.New(t)
-			id := longID(n)
+			id := pt.LongID(n)
 
 			r := e.cni(t, "", "add", "std", ctr.Path, "--container-id", id, "--cap-args", standardCaps)
 			require.Equal(t, 0, r.code, r.stderr)
@@ -142,7 +110,7 @@ func TestLongContainerIDThroughTheStandardChain(t *testing.T) {
 		dataDir := t.TempDir()
 		e.conf(t, "10-std.conflist", standardChain(dataDir))
 		ctr := testns.New(t)
-		r := e.cni(t, "", "add", "std", ctr.Path, "--container-id", longID(256-len("std--eth0")), "--cap-args", standardCaps)
+		r := e.cni(t, "", "add", "std", ctr.Path, "--container-id", pt.LongID(256-len("std--eth0")), "--cap-args", standardCaps)
 		assert.Equal(t, 1, r.code)
 		assert.Contains(t, r.stderr, "would be 256 bytes, the limit is 255 (CNI error code 4)")
 		_, err := e.host.Handle(t).LinkByName("cni-std0")
@@ -183,7 +151,7 @@ func TestStandardChainAsOneChainPluginThroughTheBinary(t *testing.T) {
 	assert.Empty(t, tmp)
 	assert.Empty(t, reservations(t, dataDir))
 	assert.NotContains(t, e.ruleset(t), "10.77.0.2")
-	for _, l := range attachmenttest.LinkList(t, e.host) {
+	for _, l := range pt.LinkList(t, e.host) {
 		assert.NotContains(t, []string{"veth", "ifb"}, l.Type(), "link %s left", l.Attrs().Name)
 	}
 }
@@ -259,14 +227,14 @@ func TestCacheEntryNamingTheHostsNetnsIsDeletedAndCollected(t *testing.T) {
 	r := e.cni(t, "", "del", "std", e.host.Path, "--container-id", "c1")
 	assert.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "is this runner's own network namespace")
-	assert.Equal(t, []string{"std-c2-eth0"}, dirNames(t, filepath.Join(e.cacheDir, "results")))
+	assert.Equal(t, []string{"std-c2-eth0"}, pt.Entries(t, filepath.Join(e.cacheDir, "results")))
 	assert.Len(t, reservations(t, dataDir), 1)
 
 	for i := 0; i < 2; i++ {
 		r = e.cni(t, "", "gc", "std")
 		assert.Equal(t, 0, r.code, r.stderr)
 	}
-	assert.Empty(t, dirNames(t, filepath.Join(e.cacheDir, "results")))
+	assert.Empty(t, pt.Entries(t, filepath.Join(e.cacheDir, "results")))
 	assert.Empty(t, reservations(t, dataDir))
 	rules := e.ruleset(t)
 	for _, id := range []string{"c1", "c2"} {
@@ -280,7 +248,7 @@ func TestCacheEntryNamingTheHostsNetnsIsDeletedAndCollected(t *testing.T) {
 // that are gone (the kernel removes them when it frees their namespace, in its time).
 func (e *env) links(t *testing.T) []string {
 	var out []string
-	for _, name := range attachmenttest.Links(t, e.host) {
+	for _, name := range pt.Links(t, e.host) {
 		if strings.HasPrefix(name, "veth") {
 			continue
 		}
@@ -319,13 +287,13 @@ func TestGCOfOddCacheEntriesNeverFailsNorFollows(t *testing.T) {
 		assert.Equal(t, 0, r.code, r.stderr)
 	}
 	assert.True(t, loUp(t, victim), "the entry behind the symlink was not acted on")
-	assert.ElementsMatch(t, []string{"entry", "keep"}, dirNames(t, outside))
-	assert.ElementsMatch(t, []string{"lo-victim-eth0", "lo-fifo-eth0", "lo-dir-eth0", "lo-big-eth0"}, dirNames(t, results))
+	assert.ElementsMatch(t, []string{"entry", "keep"}, pt.Entries(t, outside))
+	assert.ElementsMatch(t, []string{"lo-victim-eth0", "lo-fifo-eth0", "lo-dir-eth0", "lo-big-eth0"}, pt.Entries(t, results))
 
 	assert.Equal(t, 0, e.cni(t, "", "add", "lo", ctr.Path, "--container-id", "c1").code)
 	assert.Equal(t, run{}, e.cni(t, "", "check", "lo", ctr.Path, "--container-id", "c1"))
 	assert.Equal(t, run{}, e.cni(t, "", "del", "lo", ctr.Path, "--container-id", "c1"))
-	assert.ElementsMatch(t, []string{"entry", "keep"}, dirNames(t, outside))
+	assert.ElementsMatch(t, []string{"entry", "keep"}, pt.Entries(t, outside))
 }
 
 // TestAddSucceedsWhenAPluginsChildHoldsItsStdout: the plugin's exit status counts, not

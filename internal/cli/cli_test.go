@@ -1,22 +1,19 @@
 package cli_test
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cli"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -80,24 +77,9 @@ type run struct {
 // cni runs the binary in the test's host namespace with cnitool's variables set.
 func (e *env) cni(t *testing.T, stdin string, args ...string) run {
 	t.Helper()
-	var out, errb bytes.Buffer
-	// A command that hangs (reading a FIFO, waiting on a pipe) fails the test.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, e.bin, args...)
-	cmd.Env = append(os.Environ(), "NETCONFPATH="+e.confDir, "CNI_PATH="+e.pluginDir, "CNI_CACHE_DIR="+e.cacheDir)
-	cmd.Env = append(cmd.Env, e.extra...)
-	cmd.Stdin = strings.NewReader(stdin)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	var err error
-	e.host.Run(t, func() error { err = cmd.Run(); return nil })
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return run{code: code, stdout: out.String(), stderr: errb.String()}
+	env := append(os.Environ(), "NETCONFPATH="+e.confDir, "CNI_PATH="+e.pluginDir, "CNI_CACHE_DIR="+e.cacheDir)
+	o := pt.RunCommand(t, e.host, append(env, e.extra...), []byte(stdin), e.bin, args...)
+	return run{code: o.Exit, stdout: o.Stdout, stderr: o.Stderr}
 }
 
 func loUp(t *testing.T, n *testns.NS) bool {

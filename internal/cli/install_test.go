@@ -16,24 +16,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
 // cniCmd runs the binary with a clean environment.
 func cniCmd(t *testing.T, args ...string) run {
 	t.Helper()
-	var out, errb bytes.Buffer
-	cmd := exec.Command(testns.Binary(t), args...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return run{code: code, stdout: out.String(), stderr: errb.String()}
+	o := pt.RunCommand(t, nil, []string{"PATH=/usr/bin:/bin"}, nil, testns.Binary(t), args...)
+	return run{code: o.Exit, stdout: o.Stdout, stderr: o.Stderr}
 }
 
 func pluginNames(t *testing.T) []string {
@@ -110,7 +101,7 @@ func TestInstallCommandPutsBinariesBeforeConfigs(t *testing.T) {
 	assert.Contains(t, order, "bin/cni", "renamed into place, not written in place")
 	for _, n := range names {
 		assert.Contains(t, order, "bin/"+n, "renamed into place, not written in place")
-		assertVersion(t, filepath.Join(dir, n))
+		pt.AssertAnswersVersion(t, filepath.Join(dir, n))
 	}
 	data, err := os.ReadFile(filepath.Join(confDir, "10-k8s.conflist"))
 	require.NoError(t, err)
@@ -130,15 +121,6 @@ func mustStat(t *testing.T, p string) os.FileInfo {
 	return fi
 }
 
-func assertVersion(t *testing.T, p string) {
-	t.Helper()
-	cmd := exec.Command(p)
-	cmd.Env = []string{"CNI_COMMAND=VERSION"}
-	out, err := cmd.Output()
-	require.NoError(t, err, p)
-	assert.Contains(t, string(out), `"cniVersion"`)
-}
-
 func TestInstallCommandInstallsTheRunningExecutable(t *testing.T) {
 	// Run a copy under another name: /proc/self/exe is what gets installed.
 	self := filepath.Join(t.TempDir(), "cni-v9")
@@ -155,7 +137,7 @@ func TestInstallCommandInstallsTheRunningExecutable(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(want, got))
 	assert.False(t, os.SameFile(mustStat(t, self), mustStat(t, filepath.Join(dir, "cni"))), "a copy, not a link to the source")
-	assertVersion(t, filepath.Join(dir, "bridge"))
+	pt.AssertAnswersVersion(t, filepath.Join(dir, "bridge"))
 }
 
 func TestInstallCommandUsageErrors(t *testing.T) {

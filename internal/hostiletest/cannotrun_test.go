@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
@@ -17,6 +16,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/kernelfeature"
 	"github.com/cnikit/cni/internal/nfttest"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -106,17 +106,18 @@ func TestDelAndGCOfAPluginThatCannotRunSucceed(t *testing.T) {
 			}
 			before := n.snapshot(c)
 			conf := tc.conf(n)
-			call := attachmenttest.Call{Plugin: tc.plugin, Command: skel.CmdAdd, ContainerID: c.ID, Netns: c.NS.Path, IfName: "eth0", Config: conf}
-			_, err := n.ExecCall(n.dir, call)
+			call := plugintest.Call{Bin: filepath.Join(n.dir, tc.plugin), Command: skel.CmdAdd, ContainerID: c.ID,
+				Netns: c.NS.Path, IfName: "eth0", Config: conf}
+			err := plugintest.Exec(t, n.Host, call).CNIError()
 			require.NotNil(t, err, "ADD")
 			assert.Equal(t, tc.add, err.Code, "ADD: %s", describe(err))
 			assert.Equal(t, before, n.snapshot(c), "after the failed ADD")
 			for i := range 2 {
-				var stderr strings.Builder
-				call.Command, call.Stderr = skel.CmdDel, &stderr
-				_, err = n.ExecCall(n.dir, call)
+				call.Command = skel.CmdDel
+				o := plugintest.Exec(t, n.Host, call)
+				err = o.CNIError()
 				assert.Nil(t, err, "DEL %d: %s", i+1, describe(err))
-				assert.Contains(t, stderr.String(), tc.says, "DEL %d says why", i+1)
+				assert.Contains(t, o.Stderr, tc.says, "DEL %d says why", i+1)
 			}
 			assert.Equal(t, before, n.snapshot(c), "after DEL")
 			if v, _ := versionOf(conf); v == "1.1.0" {
@@ -125,7 +126,8 @@ func TestDelAndGCOfAPluginThatCannotRunSucceed(t *testing.T) {
 				gc["cni.dev/valid-attachments"] = []any{}
 				b, merr := json.Marshal(gc)
 				require.NoError(t, merr)
-				_, err = n.ExecCall(n.dir, attachmenttest.Call{Plugin: tc.plugin, Command: skel.CmdGC, Config: b})
+				err = plugintest.Exec(t, n.Host, plugintest.Call{Bin: filepath.Join(n.dir, tc.plugin), Command: skel.CmdGC,
+					Config: b}).CNIError()
 				assert.Nil(t, err, "GC: %s", describe(err))
 			}
 		})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -83,14 +84,14 @@ func TestKernelRefusalsOfTheConfigAreInvalidConfigNamingTheField(t *testing.T) {
 			c := n.NewContainer()
 			if prev != nil {
 				c = n.last
-				conf = attachmenttest.WithPrev(t, conf, prev)
+				conf = plugintest.WithPrev(t, conf, prev)
 			}
 			_, err := n.exec(tc.plugin, skel.CmdAdd, c.ID, c.NS.Path, "eth0", conf)
 			require.NotNil(t, err, "ADD")
 			assert.Equal(t, cnierror.CodeInvalidConfig, err.Code, describe(err))
 			assert.Contains(t, err.Msg, tc.field)
 			if prev == nil {
-				assert.Equal(t, []string{"lo"}, attachmenttest.Links(t, c.NS))
+				assert.Equal(t, []string{"lo"}, plugintest.Links(t, c.NS))
 			}
 			assert.Equal(t, hostBefore, n.hostLinks())
 			assert.Equal(t, reserved, n.Reservations())

@@ -1,15 +1,16 @@
 package hostiletest
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/dispatch"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -44,19 +45,19 @@ func TestDelOfAnIfNameTheKernelRefusesSucceedsAndAddRefusesIt(t *testing.T) {
 			conf := n.mainConf(plugin)
 			hostBefore := n.hostLinks()
 			for label, ifName := range kernelRefusedIfNames {
-				call := attachmenttest.Call{Plugin: plugin, Command: skel.CmdAdd, ContainerID: c.ID,
+				call := plugintest.Call{Bin: filepath.Join(dir, plugin), Command: skel.CmdAdd, ContainerID: c.ID,
 					Netns: c.NS.Path, IfName: ifName, Config: conf}
-				_, err := n.ExecCall(dir, call)
+				err := plugintest.Exec(t, n.Host, call).CNIError()
 				require.NotNil(t, err, "%s: ADD", label)
 				assert.Equal(t, cnierror.CodeInvalidEnv, err.Code, "%s: ADD: %s", label, describe(err))
 				assert.Contains(t, err.Msg, "CNI_IFNAME", "%s: ADD", label)
 				call.Command = skel.CmdDel
 				for i := range 2 {
-					_, err = n.ExecCall(dir, call)
+					err = plugintest.Exec(t, n.Host, call).CNIError()
 					assert.Nil(t, err, "%s: DEL %d: %s", label, i+1, describe(err))
 				}
 			}
-			assert.Equal(t, []string{"lo"}, attachmenttest.Links(t, c.NS))
+			assert.Equal(t, []string{"lo"}, plugintest.Links(t, c.NS))
 			assert.Equal(t, hostBefore, n.hostLinks())
 			assert.Empty(t, n.Reservations())
 			assert.Empty(t, n.flannelStored())

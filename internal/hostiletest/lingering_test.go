@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/attachment/attachmenttest"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -50,7 +51,7 @@ func TestDelWithTheNetnsPathGoneWhileTheNamespaceLingers(t *testing.T) {
 			res.AddInterface(result.Interface{Name: "vethdecoy", Mac: decoy.Attrs().HardwareAddr.String()})
 
 			gone := filepath.Join(t.TempDir(), "netns-gone")
-			withPrev := attachmenttest.WithPrev(t, conf, res)
+			withPrev := plugintest.WithPrev(t, conf, res)
 			for i := range 2 {
 				_, cerr = n.exec(plugin, skel.CmdDel, c.ID, gone, "eth0", withPrev)
 				require.Nil(t, cerr, "DEL %d: %s", i+1, describe(cerr))
@@ -59,7 +60,7 @@ func TestDelWithTheNetnsPathGoneWhileTheNamespaceLingers(t *testing.T) {
 			for _, l := range n.hostLinks() {
 				assert.False(t, strings.HasPrefix(l, "bwp"), "bandwidth's ifb %s is gone", l)
 			}
-			assert.Equal(t, []string{"lo"}, attachmenttest.Links(t, c.NS), "the container end went with the pair")
+			assert.Equal(t, []string{"lo"}, plugintest.Links(t, c.NS), "the container end went with the pair")
 			assert.Empty(t, n.Reservations())
 			assert.Empty(t, n.flannelStored())
 		})

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -32,7 +32,7 @@ func TestLoopbackAsIfNameIsRefusedAndItsDelSucceeds(t *testing.T) {
 				_, err = n.exec(plugin, skel.CmdDel, c.ID, c.NS.Path, "lo", conf)
 				assert.Nil(t, err, "DEL %d: %s", i+1, describe(err))
 			}
-			assert.Equal(t, []string{"lo"}, attachmenttest.Links(t, c.NS))
+			assert.Equal(t, []string{"lo"}, plugintest.Links(t, c.NS))
 			lo, lerr := c.NS.Handle(t).LinkByName("lo")
 			require.NoError(t, lerr)
 			assert.NotZero(t, lo.Attrs().Flags&net.FlagUp, "lo stays up")

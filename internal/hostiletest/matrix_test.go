@@ -20,6 +20,7 @@ import (
 
 	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/kernelfeature"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -64,10 +65,10 @@ func subjects() []subject {
 	chained := func(plugin string, needs []kernelfeature.Feature, keys string, failing string) subject {
 		return subject{plugin: plugin, needs: needs,
 			prepare: func(n *node, c *attachmenttest.Container) ([]byte, string) {
-				return attachmenttest.WithPrev(n.T, n.confJSON(plugin, keys), n.secondInterface(c)), "net1"
+				return plugintest.WithPrev(n.T, n.confJSON(plugin, keys), n.secondInterface(c)), "net1"
 			},
 			failing: func(n *node, c *attachmenttest.Container, _ []byte) []byte {
-				return attachmenttest.WithPrev(n.T, n.confJSON(plugin, strings.Trim(keys+","+failing, ",")), n.prev)
+				return plugintest.WithPrev(n.T, n.confJSON(plugin, strings.Trim(keys+","+failing, ",")), n.prev)
 			}}
 	}
 	master := map[string]any{"master": attachmenttest.Master}
@@ -101,7 +102,7 @@ func subjects() []subject {
 		// Another master on the interface: the VRF is made when enslaving fails.
 		{plugin: "vrf", needs: []kernelfeature.Feature{kernelfeature.VRF},
 			prepare: func(n *node, c *attachmenttest.Container) ([]byte, string) {
-				return attachmenttest.WithPrev(n.T, n.confJSON("vrf", `"vrfname":"blue"`), n.secondInterface(c)), "net1"
+				return plugintest.WithPrev(n.T, n.confJSON("vrf", `"vrfname":"blue"`), n.secondInterface(c)), "net1"
 			},
 			failing: func(n *node, c *attachmenttest.Container, conf []byte) []byte {
 				h := c.NS.Handle(n.T)
@@ -207,9 +208,9 @@ func (n *node) mustExec(plugin, cmd string, c *attachmenttest.Container, ifName 
 // killedAdd starts ADD and kills it with SIGKILL after delay (it may have finished).
 func (n *node) killedAdd(plugin string, c *attachmenttest.Container, ifName string, conf []byte, delay time.Duration) {
 	n.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), attachmenttest.ExecTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), plugintest.Timeout)
 	defer cancel()
-	cmd := attachmenttest.Command(ctx, n.dir, attachmenttest.Call{Plugin: plugin, Command: skel.CmdAdd,
+	cmd := plugintest.Command(ctx, plugintest.Call{Bin: filepath.Join(n.dir, plugin), Command: skel.CmdAdd,
 		ContainerID: c.ID, Netns: c.NS.Path, IfName: ifName, Config: conf})
 	n.Host.Run(n.T, cmd.Start) // the child is born in the host namespace
 	time.Sleep(delay)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -79,14 +81,15 @@ func (n *node) mainConf(plugin string) []byte {
 // exec runs plugin for cmd like a runtime; it returns stdout and the CNI error.
 func (n *node) exec(plugin, cmd, cid, netns, ifName string, conf []byte) (string, *cnierror.Error) {
 	n.T.Helper()
-	return n.ExecCall(n.dir, attachmenttest.Call{Plugin: plugin, Command: cmd, ContainerID: cid, Netns: netns,
-		IfName: ifName, Config: conf})
+	o := plugintest.Exec(n.T, n.Host, plugintest.Call{Bin: filepath.Join(n.dir, plugin), Command: cmd,
+		ContainerID: cid, Netns: netns, IfName: ifName, Config: conf})
+	return o.Stdout, o.CNIError()
 }
 
 // hostLinks lists the host's links, without lo and the master.
 func (n *node) hostLinks() []string {
 	var out []string
-	for _, l := range attachmenttest.Links(n.T, n.Host) {
+	for _, l := range plugintest.Links(n.T, n.Host) {
 		if l != "lo" && l != attachmenttest.Master {
 			out = append(out, l)
 		}
@@ -94,16 +97,10 @@ func (n *node) hostLinks() []string {
 	return out
 }
 
-// flannelStored lists the container ids flannel keeps a delegate config for.
+// flannelStored lists the container ids flannel keeps a delegate config for; a dot
+// file is one being written.
 func (n *node) flannelStored() []string {
-	entries, _ := os.ReadDir(n.flannelDir)
-	var out []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return slices.DeleteFunc(plugintest.Entries(n.T, n.flannelDir), func(e string) bool { return strings.HasPrefix(e, ".") })
 }
 
 func describe(err *cnierror.Error) string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -34,7 +35,7 @@ func TestIfNamesTheKernelReservesAreRefusedAndTheirDelSucceeds(t *testing.T) {
 					_, err = n.exec(plugin, skel.CmdDel, c.ID, c.NS.Path, ifName, conf)
 					assert.Nil(t, err, "DEL %d: %s", i+1, describe(err))
 				}
-				assert.Equal(t, []string{"lo"}, attachmenttest.Links(t, c.NS))
+				assert.Equal(t, []string{"lo"}, plugintest.Links(t, c.NS))
 				assert.Empty(t, n.Reservations())
 				assert.Empty(t, n.flannelStored())
 				for _, l := range n.hostLinks() {

@@ -2,19 +2,17 @@ package install_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/install"
-	"github.com/cnikit/cni/internal/invoke"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -67,58 +65,10 @@ const chainConf = `{"cniVersion":"1.1.0","name":"k8s","plugins":[
    "ipam":{"type":"host-local","ranges":[[{"subnet":"10.244.0.0/24"}]]}},
   {"type":"portmap","capabilities":{"portMappings":true}}]}`
 
-// entry is what an lstat of a directory entry says, to detect any change.
-type entry struct {
-	Mode  os.FileMode
-	Inode uint64
-	Mtime int64
-	Size  int64
-	Link  string
-}
-
-func snapshot(t *testing.T, dirs ...string) map[string]entry {
-	t.Helper()
-	snap := map[string]entry{}
-	for _, dir := range dirs {
-		des, err := os.ReadDir(dir)
-		if os.IsNotExist(err) {
-			continue
-		}
-		require.NoError(t, err)
-		for _, de := range des {
-			p := filepath.Join(dir, de.Name())
-			fi, err := os.Lstat(p)
-			require.NoError(t, err)
-			st := fi.Sys().(*syscall.Stat_t)
-			e := entry{Mode: fi.Mode(), Inode: st.Ino, Mtime: fi.ModTime().UnixNano(), Size: fi.Size()}
-			if fi.Mode()&os.ModeSymlink != 0 {
-				e.Link, _ = os.Readlink(p)
-			}
-			snap[p] = e
-		}
-	}
-	return snap
-}
-
 func entryNames(t *testing.T, dir string) []string {
 	t.Helper()
-	des, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var out []string
-	for _, de := range des {
-		out = append(out, de.Name())
-	}
-	return out
-}
-
-// assertAnswersVersion execs p through invoke.Exec: parallel tests write binaries in
-// this process, and a fork of one test may briefly hold another's file open for writing
-// ("text file busy"), which invoke.Exec retries.
-func assertAnswersVersion(t *testing.T, p string) {
-	t.Helper()
-	out, err := invoke.Exec(context.Background(), p, []string{"CNI_COMMAND=VERSION"}, nil, nil)
-	require.NoError(t, err, p)
-	assert.Contains(t, string(out), `"cniVersion"`, p)
+	require.DirExists(t, dir)
+	return pt.Entries(t, dir)
 }
 
 var modes = []install.Mode{install.Symlink, install.Hardlink, install.Copy}
@@ -150,7 +100,7 @@ func TestInstallGivesEveryPluginItsName(t *testing.T) {
 					assert.True(t, fi.Mode().IsRegular())
 					assert.False(t, os.SameFile(fi, cni))
 				}
-				assertAnswersVersion(t, p)
+				pt.AssertAnswersVersion(t, p)
 				assert.Contains(t, out, "verified "+p+"\n")
 			}
 			assert.ElementsMatch(t, append([]string{"cni"}, f.names...), entryNames(t, f.dir), "no temporary entry left")
@@ -165,11 +115,11 @@ func TestSecondRunChangesNothingAndSaysSo(t *testing.T) {
 			f := newFixture(t)
 			conf := writeConf(t, "10-k8s.conflist", chainConf)
 			f.install(t, mode, conf)
-			before := snapshot(t, f.dir, f.confDir)
+			before := pt.Snapshot(t, f.dir, f.confDir)
 
 			out := f.install(t, mode, conf)
 
-			assert.Equal(t, before, snapshot(t, f.dir, f.confDir))
+			assert.Equal(t, before, pt.Snapshot(t, f.dir, f.confDir))
 			assert.Contains(t, out, "nothing to do:")
 			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 				assert.Regexp(t, `^(unchanged|verified|nothing to do:) `, line)
@@ -210,13 +160,13 @@ func TestForeignEntryIsRefusedUnlessForced(t *testing.T) {
 	victim := filepath.Join(f.dir, f.names[0])
 	require.NoError(t, os.WriteFile(victim, []byte("#!/bin/sh\necho other vendor\n"), 0o755))
 	conf := writeConf(t, "10-k8s.conflist", chainConf)
-	before := snapshot(t, f.dir, f.confDir)
+	before := pt.Snapshot(t, f.dir, f.confDir)
 
 	o, _ := f.options(install.Symlink, conf)
 	err := install.Install(o)
 
 	require.ErrorContains(t, err, "refusing to replace "+victim+": file not installed by cni (use --force)")
-	assert.Equal(t, before, snapshot(t, f.dir, f.confDir), "a refused run changes nothing")
+	assert.Equal(t, before, pt.Snapshot(t, f.dir, f.confDir), "a refused run changes nothing")
 
 	o.Force = true
 	require.NoError(t, install.Install(o))
@@ -282,10 +232,10 @@ func TestDryRunChangesNothing(t *testing.T) {
 	}
 
 	f.install(t, install.Symlink, conf)
-	before := snapshot(t, f.dir, f.confDir)
+	before := pt.Snapshot(t, f.dir, f.confDir)
 	o.Confs = nil
 	require.NoError(t, install.Uninstall(o))
-	assert.Equal(t, before, snapshot(t, f.dir, f.confDir))
+	assert.Equal(t, before, pt.Snapshot(t, f.dir, f.confDir))
 }
 
 func TestChangedConfigReplacesOursButNotAnEditedOne(t *testing.T) {
@@ -373,7 +323,7 @@ func TestOneExecIsRefusedWhenTheChainPluginWouldBeMissing(t *testing.T) {
 
 	o.Names = []string{"bridge", "chain"}
 	require.NoError(t, install.Install(o), out.String())
-	assertAnswersVersion(t, filepath.Join(f.dir, "chain"))
+	pt.AssertAnswersVersion(t, filepath.Join(f.dir, "chain"))
 	o.Names = []string{"bridge"}
 	require.NoError(t, install.Install(o), "chain is in the dir from the earlier run: %s", out.String())
 }

@@ -1,7 +1,6 @@
 package ipam
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,6 +16,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/invoke"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/rollback"
 	"github.com/cnikit/cni/internal/skel"
@@ -27,11 +27,7 @@ import (
 // extIPAM is the external IPAM stand-in, built once per test process.
 var extIPAM = testns.NewHelper("./testdata/extipam")
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	extIPAM.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { extIPAM.Main(m) }
 
 // extIPAMDir returns a CNI_PATH directory holding the stand-in external IPAM "ext-ipam".
 func extIPAMDir(t *testing.T) string {
@@ -110,18 +106,7 @@ func newCall(t *testing.T, ipam map[string]any) *call {
 }
 
 func reservations(t *testing.T, dir string) []string {
-	entries, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "10.") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return pt.Reservations(t, dir)
 }
 
 func TestBuiltinHostLocalRunsInProcess(t *testing.T) {
@@ -187,18 +172,9 @@ type record struct {
 }
 
 func readRecords(t *testing.T, path string) []record {
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	var out []record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r record
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
-		out = append(out, r)
-	}
-	return out
+	t.Helper()
+	require.FileExists(t, path)
+	return pt.Records[record](t, path)
 }
 
 func TestBuiltinAndExternalResultsHaveTheSameShape(t *testing.T) {

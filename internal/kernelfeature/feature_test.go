@@ -44,78 +44,57 @@ func standalone(link netlink.Link) func(h *netlink.Handle) (netlink.Link, error)
 	return func(*netlink.Handle) (netlink.Link, error) { return link, nil }
 }
 
-func TestDummyLinkCanBeCreated(t *testing.T) {
-	Require(t, Dummy)
-	createAndCheck(t, standalone(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "dummy0"}}),
-		func(t *testing.T, got netlink.Link) {
-			assert.Equal(t, "dummy", got.Type())
-		})
-}
-
-func TestVLANLinkCanBeCreated(t *testing.T) {
-	Require(t, VLAN)
-	createAndCheck(t, stacked(func(parent int) netlink.Link {
-		return &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: "vlan100", ParentIndex: parent}, VlanId: 100}
-	}), func(t *testing.T, got netlink.Link) {
-		vlan, ok := got.(*netlink.Vlan)
+// as hands check a link the kernel gave back, which must be a T.
+func as[T netlink.Link](check func(t *testing.T, l T)) func(*testing.T, netlink.Link) {
+	return func(t *testing.T, got netlink.Link) {
+		l, ok := got.(T)
 		require.True(t, ok, "got %T", got)
-		assert.Equal(t, 100, vlan.VlanId)
-	})
+		check(t, l)
+	}
 }
 
-func TestIPVLANLinkCanBeCreated(t *testing.T) {
-	Require(t, IPVLAN)
-	createAndCheck(t, stacked(func(parent int) netlink.Link {
-		return &netlink.IPVlan{LinkAttrs: netlink.LinkAttrs{Name: "ipvl0", ParentIndex: parent}, Mode: netlink.IPVLAN_MODE_L3}
-	}), func(t *testing.T, got netlink.Link) {
-		ipvlan, ok := got.(*netlink.IPVlan)
-		require.True(t, ok, "got %T", got)
-		assert.Equal(t, netlink.IPVLAN_MODE_L3, ipvlan.Mode)
-	})
-}
-
-func TestMacvlanLinkCanBeCreated(t *testing.T) {
-	Require(t, Macvlan)
-	createAndCheck(t, stacked(func(parent int) netlink.Link {
-		return &netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: "macvl0", ParentIndex: parent}, Mode: netlink.MACVLAN_MODE_PRIVATE}
-	}), func(t *testing.T, got netlink.Link) {
-		macvlan, ok := got.(*netlink.Macvlan)
-		require.True(t, ok, "got %T", got)
-		assert.Equal(t, netlink.MACVLAN_MODE_PRIVATE, macvlan.Mode)
-	})
-}
-
-func TestVRFLinkCanBeCreated(t *testing.T) {
-	Require(t, VRF)
-	createAndCheck(t, standalone(&netlink.Vrf{LinkAttrs: netlink.LinkAttrs{Name: "vrf-blue"}, Table: 1234}),
-		func(t *testing.T, got netlink.Link) {
-			vrf, ok := got.(*netlink.Vrf)
-			require.True(t, ok, "got %T", got)
-			assert.Equal(t, uint32(1234), vrf.Table)
-		})
-}
-
-func TestBondLinkCanBeCreated(t *testing.T) {
-	Require(t, Bond)
+func activeBackupBond() netlink.Link {
 	bond := netlink.NewLinkBond(netlink.LinkAttrs{Name: "bond0"})
 	bond.Mode = netlink.BOND_MODE_ACTIVE_BACKUP
-	createAndCheck(t, standalone(bond), func(t *testing.T, got netlink.Link) {
-		b, ok := got.(*netlink.Bond)
-		require.True(t, ok, "got %T", got)
-		assert.Equal(t, netlink.BOND_MODE_ACTIVE_BACKUP, b.Mode)
-	})
+	return bond
 }
 
-func TestBridgeWithVLANFilteringCanBeCreated(t *testing.T) {
-	Require(t, BridgeVLANFiltering)
+// TestEachFeaturesLinkCanBeCreated: where a feature is there, a link of its kind is made
+// and the kernel gives back what it was asked for.
+func TestEachFeaturesLinkCanBeCreated(t *testing.T) {
 	on := true
-	createAndCheck(t, standalone(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br-vf"}, VlanFiltering: &on}),
-		func(t *testing.T, got netlink.Link) {
-			br, ok := got.(*netlink.Bridge)
-			require.True(t, ok, "got %T", got)
-			require.NotNil(t, br.VlanFiltering)
-			assert.True(t, *br.VlanFiltering)
+	for _, tc := range []struct {
+		feature Feature
+		build   func(h *netlink.Handle) (netlink.Link, error)
+		check   func(t *testing.T, got netlink.Link)
+	}{
+		{Dummy, standalone(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "dummy0"}}), func(t *testing.T, got netlink.Link) {
+			assert.Equal(t, "dummy", got.Type())
+		}},
+		{VLAN, stacked(func(parent int) netlink.Link {
+			return &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: "vlan100", ParentIndex: parent}, VlanId: 100}
+		}), as(func(t *testing.T, l *netlink.Vlan) { assert.Equal(t, 100, l.VlanId) })},
+		{IPVLAN, stacked(func(parent int) netlink.Link {
+			return &netlink.IPVlan{LinkAttrs: netlink.LinkAttrs{Name: "ipvl0", ParentIndex: parent}, Mode: netlink.IPVLAN_MODE_L3}
+		}), as(func(t *testing.T, l *netlink.IPVlan) { assert.Equal(t, netlink.IPVLAN_MODE_L3, l.Mode) })},
+		{Macvlan, stacked(func(parent int) netlink.Link {
+			return &netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: "macvl0", ParentIndex: parent}, Mode: netlink.MACVLAN_MODE_PRIVATE}
+		}), as(func(t *testing.T, l *netlink.Macvlan) { assert.Equal(t, netlink.MACVLAN_MODE_PRIVATE, l.Mode) })},
+		{VRF, standalone(&netlink.Vrf{LinkAttrs: netlink.LinkAttrs{Name: "vrf-blue"}, Table: 1234}),
+			as(func(t *testing.T, l *netlink.Vrf) { assert.Equal(t, uint32(1234), l.Table) })},
+		{Bond, standalone(activeBackupBond()),
+			as(func(t *testing.T, l *netlink.Bond) { assert.Equal(t, netlink.BOND_MODE_ACTIVE_BACKUP, l.Mode) })},
+		{BridgeVLANFiltering, standalone(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br-vf"}, VlanFiltering: &on}),
+			as(func(t *testing.T, l *netlink.Bridge) {
+				require.NotNil(t, l.VlanFiltering)
+				assert.True(t, *l.VlanFiltering)
+			})},
+	} {
+		t.Run(tc.feature.String(), func(t *testing.T) {
+			Require(t, tc.feature)
+			createAndCheck(t, tc.build, tc.check)
 		})
+	}
 }
 
 func TestHasAnswersEveryFeatureWithoutError(t *testing.T) {

@@ -2,7 +2,6 @@ package masq
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,15 +24,7 @@ func TestIPTablesLayoutHoldsWithEitherFlavour(t *testing.T) {
 			t.Setenv("PATH", fl.PATH())
 			w := newWorld(t)
 			opts := Options{Backend: netfilter.IPTables, IPv4: true, IPv6: true}
-			save := func() string {
-				var b strings.Builder
-				for _, tool := range []string{"iptables-save", "ip6tables-save"} {
-					out, err := w.host.Exec(t, fl.Tool(tool), "-t", "nat")
-					require.NoError(t, err, out)
-					b.WriteString(savedRules(out))
-				}
-				return b.String()
-			}
+			save := func() string { return fl.Rules(t, w.host, "nat") }
 			w.do(t, func(ctx context.Context) error { return Setup(ctx, w.att, opts) })
 			assert.Equal(t, host4, w.peer(t, ext4))
 			assert.Equal(t, host6, w.peer(t, ext6))
@@ -51,21 +42,4 @@ func TestIPTablesLayoutHoldsWithEitherFlavour(t *testing.T) {
 			assert.Equal(t, ctr4.Addr(), w.peer(t, ext4))
 		})
 	}
-}
-
-// savedRules is iptables-save output without what changes by itself: the "# Generated
-// on <time>" lines and the packet counters of the chain lines.
-func savedRules(save string) string {
-	var b strings.Builder
-	for _, line := range strings.SplitAfter(save, "\n") {
-		switch {
-		case strings.HasPrefix(line, "#"):
-		case strings.HasPrefix(line, ":"):
-			chain, _, _ := strings.Cut(line, " [")
-			b.WriteString(chain + "\n")
-		default:
-			b.WriteString(line)
-		}
-	}
-	return b.String()
 }

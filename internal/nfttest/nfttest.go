@@ -198,27 +198,28 @@ var metaNames = map[expr.MetaKey]string{
 	expr.MetaKeyOIFNAME: "oifname", expr.MetaKeyMARK: "meta mark",
 }
 
-// payloadText names the header fields the plugins load as nft does ("ip saddr", "dport").
+// payloadField is a header field as a payload expression loads it.
+type payloadField struct {
+	base      expr.PayloadBase
+	off, size uint32
+}
+
+// payloadNames are the header fields the plugins load, by their nft names.
+var payloadNames = map[payloadField]string{
+	{expr.PayloadBaseNetworkHeader, 12, 4}:  "ip saddr",
+	{expr.PayloadBaseNetworkHeader, 16, 4}:  "ip daddr",
+	{expr.PayloadBaseNetworkHeader, 8, 16}:  "ip6 saddr",
+	{expr.PayloadBaseNetworkHeader, 24, 16}: "ip6 daddr",
+	{expr.PayloadBaseTransportHeader, 0, 2}: "sport",
+	{expr.PayloadBaseTransportHeader, 2, 2}: "dport",
+	{expr.PayloadBaseLLHeader, 6, 6}:        "ether saddr",
+}
+
+// payloadText names a header field a payload expression loads as nft does ("ip saddr",
+// "dport").
 func payloadText(p *expr.Payload) string {
-	type field struct {
-		base      expr.PayloadBase
-		off, size uint32
-	}
-	switch (field{p.Base, p.Offset, p.Len}) {
-	case field{expr.PayloadBaseNetworkHeader, 12, 4}:
-		return "ip saddr"
-	case field{expr.PayloadBaseNetworkHeader, 16, 4}:
-		return "ip daddr"
-	case field{expr.PayloadBaseNetworkHeader, 8, 16}:
-		return "ip6 saddr"
-	case field{expr.PayloadBaseNetworkHeader, 24, 16}:
-		return "ip6 daddr"
-	case field{expr.PayloadBaseTransportHeader, 0, 2}:
-		return "sport"
-	case field{expr.PayloadBaseTransportHeader, 2, 2}:
-		return "dport"
-	case field{expr.PayloadBaseLLHeader, 6, 6}:
-		return "ether saddr"
+	if name, ok := payloadNames[payloadField{p.Base, p.Offset, p.Len}]; ok {
+		return name
 	}
 	return fmt.Sprintf("payload%d+%d/%d", p.Base, p.Offset, p.Len)
 }

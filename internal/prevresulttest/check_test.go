@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/reftest"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -38,11 +39,7 @@ func TestCheckWithoutOptionalConfigSucceeds(t *testing.T) {
 				conf := m.config(bridgeShape, w, false)
 				r := w.exec(t, bin(), "ADD", conf)
 				require.Zero(t, r.code, r.msg)
-				var c map[string]any
-				require.NoError(t, json.Unmarshal(conf, &c))
-				c["prevResult"] = json.RawMessage(r.out)
-				check, err := json.Marshal(c)
-				require.NoError(t, err)
+				check := pt.WithKeys(t, conf, map[string]any{"prevResult": json.RawMessage(r.out)})
 				r = w.exec(t, bin(), "CHECK", check)
 				assert.Zero(t, r.code, r.msg)
 			})

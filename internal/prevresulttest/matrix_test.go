@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/kernelfeature"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/reftest"
 	"github.com/cnikit/cni/internal/testns"
 	"github.com/cnikit/cni/internal/version"
@@ -272,11 +273,7 @@ func outcome(t *testing.T, newW func(*testing.T) *world, m meta, s shape, bin st
 	if !version.AtLeast(s.version, "0.4.0") {
 		return got // no CHECK before 0.4.0
 	}
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["prevResult"] = json.RawMessage(r.out)
-	check, err := json.Marshal(c)
-	require.NoError(t, err)
+	check := pt.WithKeys(t, conf, map[string]any{"prevResult": json.RawMessage(r.out)})
 	if r := w.exec(t, bin, "CHECK", check); r.code != 0 {
 		got += fmt.Sprintf("; CHECK error %d: %s", r.code, r.msg)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/result/resulttest"
 	"github.com/cnikit/cni/internal/version"
 )
 
@@ -75,23 +76,8 @@ func FuzzParseNetConf(f *testing.F) {
 		if prev.CNIVersion != v {
 			t.Fatalf("prevResult in version %q for a %q config", prev.CNIVersion, v)
 		}
-		requireRoundTrip(t, prev)
+		resulttest.RequireRoundTrips(t, prev)
 	})
-}
-
-func requireRoundTrip(t *testing.T, r *result.Result) {
-	t.Helper()
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatalf("a parsed result does not encode: %v", err)
-	}
-	back, err := result.Parse(b, "")
-	if err != nil {
-		t.Fatalf("%s does not parse back: %v", b, err)
-	}
-	if b2, _ := json.Marshal(back); !bytes.Equal(b, b2) {
-		t.Fatalf("round trip changed the result\nfirst:  %s\nsecond: %s", b, b2)
-	}
 }
 
 // FuzzRun drives the exec'd entry point with arbitrary CNI_* variables and stdin, into

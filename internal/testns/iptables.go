@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -47,4 +48,29 @@ func IPTablesFlavours(t testing.TB) []IPTables {
 		out = append(out, IPTables{Name: f.name, Dir: dir})
 	}
 	return out
+}
+
+// Rules is what this flavour's iptables-save and ip6tables-save print of table inside
+// n, without what changes by itself: the "# Generated on <time>" lines and the packet
+// counters of the chain lines. Two listings are equal when no rule changed.
+func (f IPTables) Rules(t testing.TB, n *NS, table string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := n.Exec(t, f.Tool(tool), "-t", table)
+		if err != nil {
+			t.Fatalf("%s -t %s: %v: %s", tool, table, err, out)
+		}
+		for _, line := range strings.SplitAfter(out, "\n") {
+			switch {
+			case strings.HasPrefix(line, "#"):
+			case strings.HasPrefix(line, ":"):
+				chain, _, _ := strings.Cut(line, " [")
+				b.WriteString(chain + "\n")
+			default:
+				b.WriteString(line)
+			}
+		}
+	}
+	return b.String()
 }

@@ -354,6 +354,14 @@ func (h *Helper) Remove() {
 	}
 }
 
+// Main is the TestMain of a package that uses h: it runs the tests, then removes what
+// Path built.
+func (h *Helper) Main(m *testing.M) {
+	code := m.Run()
+	h.Remove()
+	os.Exit(code)
+}
+
 // Prebuilt reports whether BuildHelper hands out prebuilt binaries (which the caller
 // must not remove).
 func Prebuilt() bool { return os.Getenv("CNI_TEST_HELPER_DIR") != "" }

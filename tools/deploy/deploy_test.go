@@ -25,11 +25,7 @@ import (
 	"github.com/cnikit/cni/tools/internal/cnibuild"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnibuild.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnibuild.Main(m) }
 
 // objects are the decoded documents of one manifest file.
 type objects struct {
@@ -224,7 +220,7 @@ func TestInitContainerInstallsIntoTheHostRoot(t *testing.T) {
 	names := pluginNames(t, bin)
 	binDir, confDir := filepath.Join(host, "opt/cni/bin"), filepath.Join(host, "etc/cni/net.d")
 	for _, n := range names {
-		assertAnswersVersion(t, filepath.Join(binDir, n))
+		cnibuild.AssertAnswersVersion(t, filepath.Join(binDir, n))
 		assert.Contains(t, out, "verified /host/opt/cni/bin/"+n+"\n")
 	}
 	conf, err := os.ReadFile(filepath.Join(confDir, "10-cni.conflist"))
@@ -264,15 +260,6 @@ func pluginNames(t *testing.T, bin string) []string {
 	out, err := exec.Command(bin, "--list").Output()
 	require.NoError(t, err)
 	return strings.Fields(string(out))
-}
-
-func assertAnswersVersion(t *testing.T, p string) {
-	t.Helper()
-	cmd := exec.Command(p)
-	cmd.Env = []string{"CNI_COMMAND=VERSION"}
-	out, err := cmd.Output()
-	require.NoError(t, err, p)
-	assert.Contains(t, string(out), `"cniVersion"`)
 }
 
 func TestMainContainerSleepsUntilSIGTERM(t *testing.T) {

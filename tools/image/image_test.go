@@ -30,11 +30,7 @@ import (
 	"github.com/cnikit/cni/tools/internal/cnibuild"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnibuild.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnibuild.Main(m) }
 
 func options(t *testing.T) image.Options {
 	t.Helper()

@@ -16,11 +16,7 @@ import (
 	"github.com/cnikit/cni/tools/packages"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnibuild.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnibuild.Main(m) }
 
 // options describes a package of the amd64 build, with two systemd units standing in
 // for the dhcp daemon's.
@@ -75,19 +71,10 @@ func TestDebListsTheLinksAndItsBridgeAnswers(t *testing.T) {
 
 	root := t.TempDir()
 	tool(t, "dpkg-deb", "-x", deb, root)
-	assertAnswersVersion(t, filepath.Join(root, "opt/cni/bin/bridge"))
+	cnibuild.AssertAnswersVersion(t, filepath.Join(root, "opt/cni/bin/bridge"))
 	license, err := os.ReadFile(filepath.Join(root, "usr/share/doc/cni/copyright"))
 	require.NoError(t, err)
 	assert.Contains(t, string(license), "Apache License")
-}
-
-func assertAnswersVersion(t *testing.T, p string) {
-	t.Helper()
-	cmd := exec.Command(p)
-	cmd.Env = []string{"CNI_COMMAND=VERSION"}
-	out, err := cmd.Output()
-	require.NoError(t, err, p)
-	assert.Contains(t, string(out), `"supportedVersions"`)
 }
 
 func TestRpmListsTheLinksAndItsBridgeAnswers(t *testing.T) {
@@ -121,7 +108,7 @@ func TestRpmListsTheLinksAndItsBridgeAnswers(t *testing.T) {
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assertAnswersVersion(t, filepath.Join(root, "opt/cni/bin/bridge"))
+	cnibuild.AssertAnswersVersion(t, filepath.Join(root, "opt/cni/bin/bridge"))
 }
 
 func TestSameInputsGiveTheSamePackages(t *testing.T) {

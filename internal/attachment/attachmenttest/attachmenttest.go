@@ -5,29 +5,19 @@
 package attachmenttest
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
-	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -91,45 +81,13 @@ func (e *Env) Config(keys map[string]any) []byte {
 // nil value removes a key.
 func (e *Env) ConfigOf(plugin string, base, keys map[string]any) []byte {
 	e.T.Helper()
-	c := map[string]any{"cniVersion": "1.1.0", "name": "testnet", "type": plugin}
-	for _, m := range []map[string]any{base, keys} {
-		for k, v := range m {
-			if v == nil {
-				delete(c, k)
-				continue
-			}
-			c[k] = v
-		}
-	}
-	b, err := json.Marshal(c)
-	require.NoError(e.T, err)
-	return b
-}
-
-// WithPrev returns conf with res as its prevResult.
-func WithPrev(t testing.TB, conf []byte, res *result.Result) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	require.NoError(t, res.Print(&buf))
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["prevResult"] = json.RawMessage(buf.Bytes())
-	b, err := json.Marshal(c)
-	require.NoError(t, err)
-	return b
+	return plugintest.Config(e.T, map[string]any{"cniVersion": "1.1.0", "name": "testnet", "type": plugin}, base, keys)
 }
 
 // Invoke runs the plugin in-process inside the host namespace, as interface eth0.
 func (e *Env) Invoke(cmd, cid, netns string, conf []byte, cniArgs ...string) (*result.Result, error) {
-	args := skel.Args{Command: cmd, ContainerID: cid, Netns: netns, IfName: "eth0",
-		Path: []string{"/nonexistent"}, CNIArgs: strings.Join(cniArgs, ";")}
-	var res *result.Result
-	var ierr error
-	e.Host.Run(e.T, func() error {
-		res, ierr = skel.Invoke(context.Background(), e.Plugin, args, conf, os.Stderr)
-		return nil
-	})
-	return res, ierr
+	return plugintest.Invoke(e.T, e.Host, e.Plugin, plugintest.Call{Command: cmd, ContainerID: cid, Netns: netns,
+		IfName: "eth0", Args: strings.Join(cniArgs, ";"), Config: conf})
 }
 
 // Container is one attached container namespace.
@@ -170,60 +128,22 @@ func (e *Env) Del(c *Container, conf []byte) error {
 
 // Check runs CHECK for c with its ADD result as prevResult.
 func (e *Env) Check(c *Container, conf []byte) error {
-	_, err := e.Invoke(skel.CmdCheck, c.ID, c.NS.Path, WithPrev(e.T, conf, c.Res))
+	_, err := e.Invoke(skel.CmdCheck, c.ID, c.NS.Path, plugintest.WithPrev(e.T, conf, c.Res))
 	return err
 }
 
-// Reservations lists host-local's reservation files for network testnet.
+// Reservations lists host-local's reservations for network testnet.
 func (e *Env) Reservations() []string {
-	entries, _ := os.ReadDir(filepath.Join(e.DataDir, "testnet"))
-	var out []string
-	for _, en := range entries {
-		if n := en.Name(); !strings.HasPrefix(n, "last_reserved") && !strings.HasPrefix(n, ".") && n != "lock" {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// LinkList lists the links in n, the dump retried when a concurrent change interrupts
-// it (link.RetryDump): links still come and go after a DEL (the kernel removes a gone
-// container's veth peer when it frees the namespace, in its time), and a bare LinkList
-// then fails now and then with "dump interrupted".
-func LinkList(t testing.TB, n *testns.NS) []netlink.Link {
-	t.Helper()
-	h := n.Handle(t)
-	links, err := link.RetryDump(h.LinkList)
-	require.NoError(t, err)
-	return links
-}
-
-// Links returns the names of the links in n, sorted.
-func Links(t testing.TB, n *testns.NS) []string {
-	t.Helper()
-	var names []string
-	for _, l := range LinkList(t, n) {
-		names = append(names, l.Attrs().Name)
-	}
-	slices.Sort(names)
-	return names
+	return plugintest.Reservations(e.T, filepath.Join(e.DataDir, "testnet"))
 }
 
 // AssertNothingLeft checks that c holds only lo, the host only lo and the master, and
 // host-local no reservation: what every DEL and every failed ADD must leave.
 func (e *Env) AssertNothingLeft(t testing.TB, c *Container) {
 	t.Helper()
-	assert.Equal(t, []string{"lo"}, Links(t, c.NS))
-	assert.Equal(t, []string{"lo", Master}, Links(t, e.Host))
+	assert.Equal(t, []string{"lo"}, plugintest.Links(t, c.NS))
+	assert.Equal(t, []string{"lo", Master}, plugintest.Links(t, e.Host))
 	assert.Empty(t, e.Reservations())
-}
-
-// Code returns the CNI error code of err (0 for nil).
-func Code(err error) uint {
-	if err == nil {
-		return 0
-	}
-	return cnierror.From(err).Code
 }
 
 // Addr returns the address of the container's first IP, without prefix length.
@@ -248,65 +168,14 @@ func Reach(t testing.TB, from, to *testns.NS, addr string) error {
 	return nil
 }
 
-// Exec runs the cni binary as the Env's plugin inside the host namespace the way a
-// runtime does (env + stdin), as interface eth0 with CNI_PATH dir (ExecCall).
+// Exec runs the cni binary as the Env's plugin from dir inside the host namespace the
+// way a runtime does (env + stdin), as interface eth0 with CNI_PATH dir. It returns
+// stdout and the CNI error printed there when the plugin failed.
 func (e *Env) Exec(dir, cmd, cid, netns string, conf []byte, extraEnv ...string) (string, *cnierror.Error) {
 	e.T.Helper()
-	return e.ExecCall(dir, Call{Plugin: e.Plugin.Name, Command: cmd, ContainerID: cid, Netns: netns,
-		IfName: "eth0", Config: conf, Env: extraEnv})
-}
-
-// Call is one invocation of a plugin binary, as a runtime makes it.
-type Call struct {
-	Plugin, Command, ContainerID, Netns, IfName string
-	Config                                      []byte
-	// Env is added to the CNI_* variables.
-	Env []string
-	// Stderr, when set, gets a copy of the plugin's stderr (ExecCall).
-	Stderr io.Writer
-}
-
-// Command is the exec.Cmd of c: the cni binary as c.Plugin from dir, CNI_PATH dir, the
-// config on stdin. It runs in the namespace of the thread that starts it (Host.Do).
-func Command(ctx context.Context, dir string, c Call) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, c.Plugin))
-	cmd.Env = append([]string{"CNI_COMMAND=" + c.Command, "CNI_CONTAINERID=" + c.ContainerID, "CNI_NETNS=" + c.Netns,
-		"CNI_IFNAME=" + c.IfName, "CNI_PATH=" + dir}, c.Env...)
-	cmd.Stdin = bytes.NewReader(c.Config)
-	return cmd
-}
-
-// ExecTimeout bounds every exec'd call: a plugin that hangs (on a FIFO, a lock it
-// should not wait for) fails the test instead of stalling it.
-const ExecTimeout = 30 * time.Second
-
-// ExecCall runs the cni binary as c.Plugin from dir inside the host namespace, with
-// CNI_PATH dir. It returns stdout and the CNI error printed there when the plugin
-// failed.
-func (e *Env) ExecCall(dir string, c Call) (string, *cnierror.Error) {
-	e.T.Helper()
-	var out, errb bytes.Buffer
-	var runErr error
-	ctx, cancel := context.WithTimeout(context.Background(), ExecTimeout)
-	defer cancel()
-	e.Host.Run(e.T, func() error {
-		cmd := Command(ctx, dir, c)
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if c.Stderr != nil {
-			cmd.Stderr = io.MultiWriter(&errb, c.Stderr)
-		}
-		runErr = cmd.Run()
-		return nil
-	})
-	require.NoError(e.T, ctx.Err(), "%s %s did not finish within %v; stderr %q", c.Plugin, c.Command, ExecTimeout, errb.String())
-	if runErr == nil {
-		return out.String(), nil
-	}
-	var exit *exec.ExitError
-	require.True(e.T, errors.As(runErr, &exit), "exec %s: %v", c.Plugin, runErr)
-	var ce cnierror.Error
-	require.NoError(e.T, json.Unmarshal(out.Bytes(), &ce), "stdout %q stderr %q", out.String(), errb.String())
-	return out.String(), &ce
+	o := plugintest.Exec(e.T, e.Host, plugintest.Call{Bin: filepath.Join(dir, e.Plugin.Name), Command: cmd,
+		ContainerID: cid, Netns: netns, IfName: "eth0", Config: conf, Env: extraEnv})
+	return o.Stdout, o.CNIError()
 }
 
 // PluginDir links the cni binary into a temp dir as the Env's plugin and host-local.
@@ -314,35 +183,11 @@ func (e *Env) PluginDir() string {
 	return testns.LinkPluginDir(e.T, e.Plugin.Name, "host-local")
 }
 
-// LibcniRun is what the reference runtime library saw of one attachment's life.
-type LibcniRun struct {
-	Result                            *types100.Result
-	AddErr, CheckErr, DelErr, Del2Err error
-}
-
 // Libcni drives the conflist through libcni as an independent client, exec'ing the cni
 // binary from a plugin dir inside the host namespace: ADD for c, then CHECK, DEL and
 // DEL again.
-func (e *Env) Libcni(conflist string, c *Container, capArgs map[string]any) LibcniRun {
+func (e *Env) Libcni(conflist string, c *Container, capArgs map[string]any) plugintest.LibcniRun {
 	e.T.Helper()
-	cni := libcni.NewCNIConfigWithCacheDir([]string{e.PluginDir()}, e.T.TempDir(), nil)
-	list, err := libcni.ConfListFromBytes([]byte(conflist))
-	require.NoError(e.T, err)
-	rt := &libcni.RuntimeConf{ContainerID: c.ID, NetNS: c.NS.Path, IfName: "eth0", CapabilityArgs: capArgs}
-	ctx := context.Background()
-	var run LibcniRun
-	e.Host.Run(e.T, func() error {
-		res, err := cni.AddNetworkList(ctx, list, rt)
-		if run.AddErr = err; err != nil {
-			return nil
-		}
-		if run.Result, err = types100.GetResult(res); err != nil {
-			return err
-		}
-		run.CheckErr = cni.CheckNetworkList(ctx, list, rt)
-		run.DelErr = cni.DelNetworkList(ctx, list, rt)
-		run.Del2Err = cni.DelNetworkList(ctx, list, rt)
-		return nil
-	})
-	return run
+	return plugintest.Libcni(e.T, e.Host, e.PluginDir(), conflist,
+		&libcni.RuntimeConf{ContainerID: c.ID, NetNS: c.NS.Path, IfName: "eth0", CapabilityArgs: capArgs})
 }

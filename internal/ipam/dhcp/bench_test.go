@@ -26,23 +26,23 @@ func BenchmarkIPAMAdd(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamOnlyConfB(b, d.Socket), false)
+		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamOnlyConf(b, d.Socket), false)
 	})
 	b.Run("ours-dualstack", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{IPv6: true})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConfB(b, d.Socket, map[string]any{"ipv6": true}), false)
+		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConf(b, d.Socket, map[string]any{"ipv6": true}), false)
 	})
 	b.Run("ours-dualstack-new-link", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{IPv6: true})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConfB(b, d.Socket, map[string]any{"ipv6": true}), true)
+		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConf(b, d.Socket, map[string]any{"ipv6": true}), true)
 	})
 	b.Run("reference", func(b *testing.B) {
 		bin := reftest.Bin(b, "dhcp")
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartReferenceDaemon(bin)
-		benchAdd(b, lab, bin, ipamOnlyConfB(b, d.Socket), false)
+		benchAdd(b, lab, bin, ipamOnlyConf(b, d.Socket), false)
 	})
 }
 
@@ -58,11 +58,11 @@ func benchAdd(b *testing.B, lab *dhcptest.Lab, bin string, conf []byte, newLink 
 			lab.Plug(c.ns, "eth0", fmt.Sprintf("benchport%d", i))
 			b.StartTimer()
 		}
-		if out, err := execIPAMB(b, lab.Host, bin, "ADD", c, conf); err != nil {
+		if out, err := execIPAM(b, lab.Host, bin, "ADD", c, conf); err != nil {
 			b.Fatalf("ADD: %v %s", err, out)
 		}
 		b.StopTimer()
-		if out, err := execIPAMB(b, lab.Host, bin, "DEL", c, conf); err != nil {
+		if out, err := execIPAM(b, lab.Host, bin, "DEL", c, conf); err != nil {
 			b.Fatalf("DEL: %v %s", err, out)
 		}
 		b.StartTimer()
@@ -76,18 +76,18 @@ func BenchmarkDaemonRSSWith100Leases(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchRSS(b, lab, d, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamOnlyConfB(b, d.Socket), false)
+		benchRSS(b, lab, d, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamOnlyConf(b, d.Socket), false)
 	})
 	b.Run("ours-dualstack", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{IPv6: true})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchRSS(b, lab, d, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConfB(b, d.Socket, map[string]any{"ipv6": true}), true)
+		benchRSS(b, lab, d, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConf(b, d.Socket, map[string]any{"ipv6": true}), true)
 	})
 	b.Run("reference", func(b *testing.B) {
 		bin := reftest.Bin(b, "dhcp")
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartReferenceDaemon(bin)
-		benchRSS(b, lab, d, bin, ipamOnlyConfB(b, d.Socket), false)
+		benchRSS(b, lab, d, bin, ipamOnlyConf(b, d.Socket), false)
 	})
 }
 
@@ -106,7 +106,7 @@ func benchRSS(b *testing.B, lab *dhcptest.Lab, d *dhcptest.Daemon, bin string, c
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if out, err := execIPAMB(b, lab.Host, bin, "ADD", c, conf); err != nil {
+			if out, err := execIPAM(b, lab.Host, bin, "ADD", c, conf); err != nil {
 				errs <- fmt.Errorf("ADD %s: %v %s", c.id, err, out)
 			}
 		})

@@ -1,7 +1,6 @@
 package dhcp_test
 
 import (
-	"encoding/json"
 	"net"
 	"net/netip"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
@@ -67,7 +67,7 @@ func TestDaemonRestartKeepsLeasesCheckPassesDelReleases(t *testing.T) {
 	assert.True(t, after.Expiry.After(before.Expiry), "the restarted daemon confirmed the lease (INIT-REBOOT)")
 	assert.Equal(t, before.IP, after.IP)
 
-	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	require.NoError(t, err, "CHECK after a daemon restart")
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	require.NoError(t, err)
@@ -174,16 +174,12 @@ func TestClasslessRoutesOverrideTheRouter(t *testing.T) {
 func TestOlderConfigVersionsGetTheirResultShape(t *testing.T) {
 	w := newWorld(t, dhcptest.Options{})
 	for _, v := range []string{"0.2.0", "0.4.0", "1.0.0"} {
-		var c map[string]any
-		require.NoError(t, json.Unmarshal(w.conf(nil), &c))
-		c["cniVersion"] = v
-		conf, err := json.Marshal(c)
-		require.NoError(t, err)
+		conf := pt.WithKeys(t, w.conf(nil), map[string]any{"cniVersion": v})
 		ctr := w.newCtr()
 		res := w.add(ctr, conf)
 		assert.Equal(t, v, res.CNIVersion)
 		require.Len(t, res.IPs, 1, v)
-		_, err = w.bridgeCmd("DEL", ctr, conf, "")
+		_, err := w.bridgeCmd("DEL", ctr, conf, "")
 		require.NoError(t, err, v)
 	}
 }
@@ -203,7 +199,7 @@ func TestRefusedRenewalTakesTheLinkDown(t *testing.T) {
 		l, err := h.LinkByName("eth0")
 		return err == nil && l.Attrs().Flags&net.FlagUp == 0
 	}, 20*time.Second, 100*time.Millisecond, "eth0 went down when the lease ended")
-	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	assert.ErrorContains(t, err, "expired")
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	assert.NoError(t, err)

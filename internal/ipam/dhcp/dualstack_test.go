@@ -12,6 +12,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease6"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -68,7 +69,7 @@ func TestDualStackAddGetsBothCheckChecksBothDelReleasesBoth(t *testing.T) {
 	assert.Equal(t, dhcptest.Domain, res.DNS.Domain)
 	assert.Len(t, w.heldFiles(), 2, "one lease file per family")
 
-	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	require.NoError(t, err)
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	require.NoError(t, err)
@@ -88,7 +89,7 @@ func TestIPv6AloneGetsNoIPv4Lease(t *testing.T) {
 	_, ok := w.lab.LeaseOf(c.clientID())
 	assert.False(t, ok, "no DHCPv4 was asked for")
 	assert.Empty(t, res.Routes, "DHCPv6 carries no routes")
-	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	require.NoError(t, err, "CHECK wants only the family the config asks for")
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	require.NoError(t, err)
@@ -130,7 +131,7 @@ func TestDualStackLeasesSurviveADaemonRestart(t *testing.T) {
 	assert.True(t, after6.Expiry.After(before6.Expiry), "REBIND confirmed the DHCPv6 lease")
 	assert.Equal(t, before6.IP, after6.IP)
 
-	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	require.NoError(t, err, "CHECK after a restart")
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	require.NoError(t, err)
@@ -173,7 +174,7 @@ func TestStatusSaysWhichFamilysServerWentAway(t *testing.T) {
 		return err != nil && assert.ObjectsAreEqual(cnierror.CodeNotAvailable, cnierror.Code(err)) &&
 			containsAll(err.Error(), "DHCPv4", "DHCPv6")
 	}, 20*time.Second, 200*time.Millisecond, "STATUS: %v", err)
-	_, err = w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	_, err = w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	assert.NoError(t, err, "the leases are still held")
 
 	w.lab.RestartServer(dhcptest.Options{IPv6: true})

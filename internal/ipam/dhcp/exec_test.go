@@ -22,48 +22,37 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/ipam/dhcp"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
 // execIPAM runs a dhcp plugin binary as a runtime would, in the lab's host namespace,
-// and returns its stdout.
-func execIPAM(t *testing.T, host *testns.NS, bin, cmd string, c *ctr, conf []byte) (string, error) {
-	return execIPAMB(t, host, bin, cmd, c, conf)
-}
-
-func execIPAMB(t testing.TB, host *testns.NS, bin, cmd string, c *ctr, conf []byte) (string, error) {
+// for c (nil for STATUS and GC, which name no attachment), and returns its stdout and
+// the CNI error it printed there.
+func execIPAM(t testing.TB, host *testns.NS, bin, cmd string, c *ctr, conf []byte) (string, error) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	env := []string{"CNI_COMMAND=" + cmd, "CNI_PATH=" + filepath.Dir(bin)}
+	call := pt.Call{Bin: bin, Command: cmd, Config: conf}
 	if c != nil {
-		env = append(env, "CNI_CONTAINERID="+c.id, "CNI_NETNS="+c.ns.Path, "CNI_IFNAME=eth0")
+		call.ContainerID, call.Netns, call.IfName = c.id, c.ns.Path, "eth0"
 	}
-	err := host.Do(func() error {
-		p := exec.Command(bin)
-		p.Env, p.Stdin, p.Stdout, p.Stderr = env, bytes.NewReader(conf), &out, &errb
-		return p.Run()
-	})
-	if errb.Len() > 0 {
-		t.Logf("%s %s stderr: %s", filepath.Base(bin), cmd, errb.String())
+	o := pt.Exec(t, host, call)
+	if o.Stderr != "" {
+		t.Logf("%s %s stderr: %s", filepath.Base(bin), cmd, o.Stderr)
 	}
-	return out.String(), err
+	return o.Stdout, o.Err
 }
 
-func ipamOnlyConf(t *testing.T, socket string) []byte { return ipamOnlyConfB(t, socket) }
+func ipamOnlyConf(t testing.TB, socket string) []byte { return ipamConf(t, socket, nil) }
 
-func ipamOnlyConfB(t testing.TB, socket string) []byte { return ipamConfB(t, socket, nil) }
-
-// ipamConfB is the IPAM-only config with extra ipam keys.
-func ipamConfB(t testing.TB, socket string, keys map[string]any) []byte {
+// ipamConf is the IPAM-only config with extra ipam keys.
+func ipamConf(t testing.TB, socket string, keys map[string]any) []byte {
 	ipam := map[string]any{"type": "dhcp", "daemonSocketPath": socket}
 	for k, v := range keys {
 		ipam[k] = v
 	}
-	b, err := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "dhcpnet", "ipam": ipam})
-	require.NoError(t, err)
-	return b
+	return pt.Config(t, map[string]any{"cniVersion": "1.1.0", "name": "dhcpnet", "ipam": ipam})
 }
 
 func TestStatusIsNotAvailableWithoutADaemon(t *testing.T) {

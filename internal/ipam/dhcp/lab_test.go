@@ -1,7 +1,6 @@
 package dhcp_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/cnikit/cni/internal/ipam/dhcp"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/plugins/bridge"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -61,14 +61,8 @@ func (w *world) newCtr() *ctr {
 
 // bridgeCmd runs the bridge plugin in-process in the lab's host namespace.
 func (w *world) bridgeCmd(cmd string, c *ctr, conf []byte, cniArgs string) (*result.Result, error) {
-	args := skel.Args{Command: cmd, ContainerID: c.id, Netns: c.ns.Path, IfName: "eth0", Path: []string{w.t.TempDir()}, CNIArgs: cniArgs}
-	var res *result.Result
-	var err error
-	w.lab.Host.Run(w.t, func() error {
-		res, err = skel.Invoke(context.Background(), bridge.Plugin(), args, conf, os.Stderr)
-		return nil
-	})
-	return res, err
+	return pt.Invoke(w.t, w.lab.Host, bridge.Plugin(), pt.Call{Command: cmd, ContainerID: c.id, Netns: c.ns.Path,
+		IfName: "eth0", Path: w.t.TempDir(), Args: cniArgs, Config: conf})
 }
 
 func (w *world) add(c *ctr, conf []byte) *result.Result {
@@ -77,19 +71,6 @@ func (w *world) add(c *ctr, conf []byte) *result.Result {
 	require.NoError(w.t, err)
 	c.res = res
 	return res
-}
-
-// withPrev returns conf with res as prevResult, for CHECK.
-func withPrev(t testing.TB, conf []byte, res *result.Result) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	require.NoError(t, res.Print(&buf))
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["prevResult"] = json.RawMessage(buf.Bytes())
-	b, err := json.Marshal(c)
-	require.NoError(t, err)
-	return b
 }
 
 // ipamCmd runs the dhcp plugin alone, in-process, as a main plugin would delegate.
@@ -112,11 +93,6 @@ func (w *world) restartDaemon() {
 
 // heldFiles lists the daemon's lease files.
 func (w *world) heldFiles() []string {
-	entries, err := os.ReadDir(w.daemon.StateDir)
-	require.NoError(w.t, err)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
+	require.DirExists(w.t, w.daemon.StateDir)
+	return pt.Entries(w.t, w.daemon.StateDir)
 }

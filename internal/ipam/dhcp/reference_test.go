@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/reftest"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -29,7 +30,7 @@ func TestOurPluginWithTheReferenceDaemon(t *testing.T) {
 	require.True(t, ok, "the reference daemon sent our client id")
 	assert.Equal(t, le.IP, res.IPs[0].Address.Addr().String())
 
-	_, err := w.bridgeCmd("CHECK", c, withPrev(t, conf, res), "")
+	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	assert.NoError(t, err, "CHECK falls back to Allocate, the reference's CHECK")
 	assert.NoError(t, w.ipamCmd("STATUS", nil, conf), "the reference daemon answers: it is up")
 	assert.NoError(t, w.ipamCmd("GC", nil, conf), "GC does nothing against the reference daemon")
@@ -59,21 +60,12 @@ func TestReferencePluginWithOurDaemon(t *testing.T) {
 	assert.Equal(t, dhcptest.ServerIP, res.IPs[0].Gateway)
 	assert.Len(t, w.heldFiles(), 1, "our daemon keeps the reference plugin's lease on disk")
 
-	out, err = execIPAM(t, w.lab.Host, bin, "CHECK", c, withPrevJSON(t, conf, out))
+	out, err = execIPAM(t, w.lab.Host, bin, "CHECK", c, pt.WithPrevJSON(t, conf, []byte(out)))
 	require.NoError(t, err, out)
 	out, err = execIPAM(t, w.lab.Host, bin, "DEL", c, conf)
 	require.NoError(t, err, out)
 	assert.True(t, w.lab.Released(c.clientID()), "our daemon released the lease on the reference plugin's DEL")
 	assert.Empty(t, w.heldFiles())
-}
-
-func withPrevJSON(t *testing.T, conf []byte, prev string) []byte {
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["prevResult"] = json.RawMessage(prev)
-	b, err := json.Marshal(c)
-	require.NoError(t, err)
-	return b
 }
 
 // TestUpgradeFromTheReferenceDaemonTakesOverItsLeases is an in-place upgrade: pods got
@@ -99,14 +91,14 @@ func TestUpgradeFromTheReferenceDaemonTakesOverItsLeases(t *testing.T) {
 	ref.Kill()
 	w.daemon = lab.StartDaemonOn(ref.Socket, testns.Binary(t))
 
-	_, err := w.bridgeCmd("CHECK", checked, withPrev(t, conf, checked.res), "")
+	_, err := w.bridgeCmd("CHECK", checked, pt.WithPrev(t, conf, checked.res), "")
 	require.NoError(t, err, "CHECK of a pod the reference daemon served")
 	after, _ := lab.LeaseOf(checked.clientID())
 	assert.True(t, after.Expiry.After(before.Expiry), "the lease was confirmed at the server: %v then %v", before.Expiry, after.Expiry)
 	assert.Equal(t, before.IP, after.IP)
 	assert.Len(t, w.heldFiles(), 1, "and is held (renewed, released on DEL) from now on")
 
-	_, err = w.bridgeCmd("DEL", deleted, withPrev(t, conf, deleted.res), "")
+	_, err = w.bridgeCmd("DEL", deleted, pt.WithPrev(t, conf, deleted.res), "")
 	require.NoError(t, err)
 	assert.True(t, lab.Released(deleted.clientID()), "DEL with the cached result released the reference daemon's lease")
 
@@ -115,7 +107,7 @@ func TestUpgradeFromTheReferenceDaemonTakesOverItsLeases(t *testing.T) {
 	_, ok = lab.LeaseOf(blind.clientID())
 	assert.True(t, ok, "without a prevResult the lease cannot be found: it runs out at the server")
 
-	_, err = w.bridgeCmd("DEL", checked, withPrev(t, conf, checked.res), "")
+	_, err = w.bridgeCmd("DEL", checked, pt.WithPrev(t, conf, checked.res), "")
 	require.NoError(t, err)
 	assert.True(t, lab.Released(checked.clientID()), "the lease taken over at CHECK is released by DEL")
 	assert.Empty(t, w.heldFiles())

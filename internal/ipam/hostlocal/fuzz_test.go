@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/result/resulttest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/skel/skeltest"
 	"github.com/cnikit/cni/internal/version"
@@ -64,7 +65,7 @@ func FuzzLoad(f *testing.F) {
 				requireWalkStaysInSet(t, set, last)
 			}
 		}
-		skeltest.RequireResultRoundTrips(t, firstResult(c))
+		resulttest.RequireRoundTrips(t, firstResult(c))
 		raw, err := skel.LoadConfig[netJSON](l.Req)
 		if err != nil {
 			t.Fatal(err)

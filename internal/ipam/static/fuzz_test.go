@@ -3,6 +3,7 @@ package static
 import (
 	"testing"
 
+	"github.com/cnikit/cni/internal/result/resulttest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/skel/skeltest"
 )
@@ -47,7 +48,7 @@ func FuzzLoad(f *testing.F) {
 		if res.CNIVersion == "" {
 			res.CNIVersion = "0.1.0" // what skel fills in for a config without cniVersion
 		}
-		skeltest.RequireResultRoundTrips(t, res)
+		resulttest.RequireRoundTrips(t, res)
 		raw, err := skel.LoadConfig[netJSON](l.Req)
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package bandwidth
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -13,8 +12,8 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -103,14 +102,10 @@ func ipNet(p netip.Prefix) *net.IPNet {
 // conf builds a network config; limits are extra top-level keys ("" for none), prev a
 // prevResult ("" for none).
 func conf(network, limits, prev string) []byte {
-	s := `{"cniVersion":"1.0.0","name":"` + network + `","type":"bandwidth"`
-	if limits != "" {
-		s += "," + limits
-	}
 	if prev != "" {
-		s += `,"prevResult":` + prev
+		prev = `"prevResult":` + prev
 	}
-	return []byte(s + "}")
+	return pt.Object(`"cniVersion":"1.0.0","name":"`+network+`","type":"bandwidth"`, limits, prev)
 }
 
 // invoke runs the plugin in-process inside host, as an exec'd plugin would run there,
@@ -123,14 +118,8 @@ func invoke(t testing.TB, host *testns.NS, cmd, cid, netns string, config []byte
 // invokeIf is invoke for the container interface ifName.
 func invokeIf(t testing.TB, host *testns.NS, cmd, cid, ifName, netns string, config []byte) (*result.Result, error) {
 	t.Helper()
-	args := skel.Args{Command: cmd, ContainerID: cid, Netns: netns, IfName: ifName, Path: []string{"/nonexistent"}}
-	var res *result.Result
-	var err error
-	require.NoError(t, host.Do(func() error {
-		res, err = skel.Invoke(context.Background(), Plugin(), args, config, nil)
-		return nil
-	}))
-	return res, err
+	return pt.InvokeLogged(t, host, Plugin(), pt.Call{Command: cmd, ContainerID: cid, Netns: netns, IfName: ifName,
+		Config: config}, nil)
 }
 
 const bothLimits = `"ingressRate":16000000,"ingressBurst":400000,"egressRate":8000000,"egressBurst":200000`

@@ -1,11 +1,9 @@
 package bandwidth
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,31 +12,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/link"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/reftest"
 	"github.com/cnikit/cni/internal/testns"
 	"github.com/cnikit/cni/internal/timing"
 )
 
-// execBandwidth runs the cni binary as "bandwidth" inside host, the way a runtime does.
-func execBandwidth(tb testing.TB, host *testns.NS, plugin, cmd, cid, netns string, config []byte) (string, error) {
+// execBandwidth runs plugin (the cni binary as "bandwidth", or the reference's) inside
+// host, the way a runtime does.
+func execBandwidth(tb testing.TB, host *testns.NS, plugin, cmd, cid, netns string, config []byte) pt.Outcome {
 	tb.Helper()
-	out, _, err := execBandwidthLogged(tb, host, plugin, cmd, cid, netns, config)
-	return out, err
-}
-
-// execBandwidthLogged is execBandwidth that also returns what the plugin wrote on stderr.
-func execBandwidthLogged(tb testing.TB, host *testns.NS, plugin, cmd, cid, netns string, config []byte) (string, string, error) {
-	tb.Helper()
-	var out, log bytes.Buffer
-	err := host.Do(func() error {
-		c := exec.Command(plugin)
-		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + netns,
-			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin)}
-		c.Stdin = bytes.NewReader(config)
-		c.Stdout, c.Stderr = &out, &log
-		return c.Run()
-	})
-	return out.String(), log.String(), err
+	return pt.Exec(tb, host, pt.Call{Bin: plugin, Command: cmd, ContainerID: cid, Netns: netns, IfName: "eth0",
+		Config: config})
 }
 
 // TestExecdAddTakesEveryRuntimesDefaultBurst runs ADD as containerd and CRI-O call it for
@@ -54,8 +39,9 @@ func TestExecdAddTakesEveryRuntimesDefaultBurst(t *testing.T) {
 		t.Run(fmt.Sprintf("%s %d bit/s", tt.runtime, tt.rate), func(t *testing.T) {
 			a := attach(t, host, fmt.Sprintf("ctr-rt%d", i), i+1)
 			limits := `"capabilities":{"bandwidth":true},` + runtimeLimits(tt.rate, tt.burst)
-			out, log, err := execBandwidthLogged(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
-			require.NoError(t, err, "%s%s", out, log)
+			o := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			require.NoError(t, o.Err, o.String())
+			log := o.Stderr
 			hostLinks := linkNS(t, host)
 			veth, err := host.Handle(t).LinkByName(a.hostVeth)
 			require.NoError(t, err)
@@ -73,10 +59,10 @@ func TestExecdAddTakesEveryRuntimesDefaultBurst(t *testing.T) {
 			} else {
 				assert.Empty(t, log)
 			}
-			out, err = execBandwidth(t, host, plugin, "CHECK", a.cid, a.cont.Path, conf("net1", limits, a.prev))
-			require.NoError(t, err, out)
-			out, err = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path, conf("net1", limits, ""))
-			require.NoError(t, err, out)
+			o = execBandwidth(t, host, plugin, "CHECK", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			require.NoError(t, o.Err, o.String())
+			o = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path, conf("net1", limits, ""))
+			require.NoError(t, o.Err, o.String())
 		})
 	}
 }
@@ -88,25 +74,25 @@ func TestExecdAddAndDel(t *testing.T) {
 	host := testns.NewWithLoopback(t)
 	a := attach(t, host, "ctr-exec", 1)
 
-	out, err := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
-	require.NoError(t, err, out)
+	o := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	require.NoError(t, o.Err, o.String())
 	var res struct {
 		CNIVersion string `json:"cniVersion"`
 		Interfaces []struct {
 			Name string `json:"name"`
 		} `json:"interfaces"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.NoError(t, json.Unmarshal([]byte(o.Stdout), &res), o.Stdout)
 	assert.Equal(t, "1.0.0", res.CNIVersion)
 	require.Len(t, res.Interfaces, 3)
 	name := ifbName("net1", a.cid)
 	assert.Equal(t, name, res.Interfaces[2].Name)
-	_, err = host.Handle(t).LinkByName(name)
+	_, err := host.Handle(t).LinkByName(name)
 	require.NoError(t, err, "ifb exists after ADD")
 
-	out, err = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path, conf("net1", bothLimits, ""))
-	require.NoError(t, err, out)
-	assert.Empty(t, out)
+	o = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path, conf("net1", bothLimits, ""))
+	require.NoError(t, o.Err, o.String())
+	assert.Empty(t, o.Stdout)
 	_, err = host.Handle(t).LinkByName(name)
 	assert.True(t, link.IsNotFound(err), "ifb gone after DEL: %v", err)
 }
@@ -122,12 +108,12 @@ func BenchmarkExecdAddDel(b *testing.B) {
 	var adds, dels []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		if out, err := execBandwidth(b, host, plugin, "ADD", a.cid, a.cont.Path, add); err != nil {
-			b.Fatalf("ADD: %v: %s", err, out)
+		if o := execBandwidth(b, host, plugin, "ADD", a.cid, a.cont.Path, add); o.Err != nil {
+			b.Fatalf("ADD: %s", o)
 		}
 		mid := time.Now()
-		if out, err := execBandwidth(b, host, plugin, "DEL", a.cid, a.cont.Path, del); err != nil {
-			b.Fatalf("DEL: %v: %s", err, out)
+		if o := execBandwidth(b, host, plugin, "DEL", a.cid, a.cont.Path, del); o.Err != nil {
+			b.Fatalf("DEL: %s", o)
 		}
 		adds, dels = append(adds, mid.Sub(start)), append(dels, time.Since(mid))
 	}
@@ -174,16 +160,16 @@ func TestReferenceWrapsARuntimesBurstWhereOursKeepsTheKernelsMost(t *testing.T) 
 		drain := map[string]float64{}
 		for j, impl := range []struct{ name, bin string }{{"ours", ours}, {"reference", ref}} {
 			a := attach(t, host, fmt.Sprintf("ctr-wrap%d%d", i, j), 20+2*i+j)
-			out, err := execBandwidth(t, host, impl.bin, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
-			require.NoError(t, err, "%s at %d bit/s: %s", impl.name, rate, out)
+			o := execBandwidth(t, host, impl.bin, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			require.NoError(t, o.Err, "%s at %d bit/s: %s", impl.name, rate, o)
 			veth, err := host.Handle(t).LinkByName(a.hostVeth)
 			require.NoError(t, err)
 			got, err := rootTBF(linkNS(t, host), veth)
 			require.NoError(t, err)
 			assert.Equal(t, rate/8, got.Rate, "%s shapes at the requested rate", impl.name)
 			drain[impl.name] = float64(got.Buffer) / ticksPerUsec() / 1e6
-			out, err = execBandwidth(t, host, impl.bin, "DEL", a.cid, a.cont.Path, conf("net1", limits, ""))
-			require.NoError(t, err, out)
+			o = execBandwidth(t, host, impl.bin, "DEL", a.cid, a.cont.Path, conf("net1", limits, ""))
+			require.NoError(t, o.Err, o.String())
 		}
 		assert.InDelta(t, maxDrain, drain["ours"], 0.01, "%d bit/s: ours keeps the kernel's most", rate)
 		assert.Less(t, drain["reference"], drain["ours"]-100, "%d bit/s: the reference's buffer wrapped", rate)

@@ -1,17 +1,15 @@
 package bridge_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
-	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -41,11 +39,7 @@ func TestExecdBridgeAddCheckDel(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, ping(t, b, res.IPs[0].Address[:len(res.IPs[0].Address)-3]))
 
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["prevResult"] = json.RawMessage(out)
-	withPrev, _ := json.Marshal(c)
-	_, err = w.execPlugin(dir, "bridge", "CHECK", "exec-a", a.Path, withPrev)
+	_, err = w.execPlugin(dir, "bridge", "CHECK", "exec-a", a.Path, pt.WithPrevJSON(t, conf, []byte(out)))
 	require.NoError(t, err)
 	for range 2 {
 		_, err = w.execPlugin(dir, "bridge", "DEL", "exec-a", a.Path, conf)
@@ -58,42 +52,22 @@ func TestLibcniChainLoopbackBridgeHostLocal(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	dir := testns.LinkPluginDir(t, "loopback", "bridge", "host-local")
-	cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, t.TempDir(), nil)
-	list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{
+	ctr := testns.New(t)
+	run := pt.Libcni(t, w.host, dir, fmt.Sprintf(`{
 		"cniVersion": "1.1.0", "name": "testnet",
 		"plugins": [
 			{"type": "loopback"},
 			{"type": "bridge", "bridge": "cnibr0", "isDefaultGateway": true, "ipMasq": true,
 			 "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "10.81.0.0/24"}]]}}
-		]}`, w.dataDir)))
-	require.NoError(t, err)
-	ctr := testns.New(t)
-	rt := &libcni.RuntimeConf{ContainerID: "libcni-bridge", NetNS: ctr.Path, IfName: "eth0"}
-	ctx := context.Background()
-
-	var addErr, checkErr, delErr, del2Err error
-	var r *types100.Result
-	w.host.Run(t, func() error {
-		res, err := cni.AddNetworkList(ctx, list, rt)
-		if addErr = err; err != nil {
-			return nil
-		}
-		if r, err = types100.GetResult(res); err != nil {
-			return err
-		}
-		checkErr = cni.CheckNetworkList(ctx, list, rt)
-		delErr = cni.DelNetworkList(ctx, list, rt)
-		del2Err = cni.DelNetworkList(ctx, list, rt)
-		return nil
-	})
-	require.NoError(t, addErr)
+		]}`, w.dataDir), &libcni.RuntimeConf{ContainerID: "libcni-bridge", NetNS: ctr.Path, IfName: "eth0"})
+	require.NoError(t, run.AddErr)
+	r := run.Result
 	require.Len(t, r.Interfaces, 3)
 	assert.Equal(t, "eth0", r.Interfaces[2].Name)
 	require.Len(t, r.IPs, 1)
 	assert.Equal(t, "10.81.0.1", r.IPs[0].Gateway.String())
-	assert.NoError(t, checkErr)
-	assert.NoError(t, delErr)
-	assert.NoError(t, del2Err, "DEL twice")
-	entries, _ := filepath.Glob(filepath.Join(w.dataDir, "testnet", "10.*"))
-	assert.Empty(t, entries)
+	assert.NoError(t, run.CheckErr)
+	assert.NoError(t, run.DelErr)
+	assert.NoError(t, run.Del2Err, "DEL twice")
+	assert.Empty(t, w.reservations())
 }

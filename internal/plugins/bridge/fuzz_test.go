@@ -3,30 +3,13 @@ package bridge
 import (
 	"testing"
 
-	"github.com/cnikit/cni/internal/masq"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/skel/skeltest"
 )
 
-// loaded is what bridge's ADD has decided before it touches the kernel.
-type loaded struct {
-	Conf *Config
-	Masq masq.Options
-}
-
 // loadForAdd is the parse-and-validate part of ADD: the config, then the masquerade
 // options (ipMasqBackend is validated there).
-func loadForAdd(req *skel.Request) (loaded, error) {
-	c, err := load(req)
-	if err != nil {
-		return loaded{}, err
-	}
-	opts, err := c.MasqOptions()
-	if err != nil {
-		return loaded{}, err
-	}
-	return loaded{Conf: c, Masq: opts}, nil
-}
+var loadForAdd = skeltest.Then(load, (*Config).MasqOptions)
 
 // FuzzLoad drives bridge configs (and CNI_ARGS MAC=) through skel's ADD path and
 // bridge's loader: a refused config is a config error (never 999), an accepted one has

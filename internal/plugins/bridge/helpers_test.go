@@ -1,12 +1,8 @@
 package bridge_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -15,10 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/plugins/bridge"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -40,64 +35,20 @@ func newWorld(t testing.TB) *world {
 // conf builds a bridge config: a host-local IPv4 range unless ipam is overridden, plus
 // the given keys.
 func (w *world) conf(keys map[string]any) []byte {
-	c := map[string]any{
-		"cniVersion": "1.1.0",
-		"name":       "testnet",
-		"type":       "bridge",
-		"bridge":     "cnibr0",
-		"ipam": map[string]any{
-			"type":    "host-local",
-			"dataDir": w.dataDir,
-			"ranges":  []any{[]any{map[string]any{"subnet": "10.77.0.0/24"}}},
-		},
-	}
-	for k, v := range keys {
-		if v == nil {
-			delete(c, k)
-			continue
-		}
-		c[k] = v
-	}
-	b, err := json.Marshal(c)
-	require.NoError(w.t, err)
-	return b
+	return pt.Config(w.t, map[string]any{"cniVersion": "1.1.0", "name": "testnet", "type": "bridge", "bridge": "cnibr0",
+		"ipam": w.hostLocal("10.77.0.0/24")}, keys)
 }
 
 // hostLocal is an ipam section for the world's data dir with the given subnets, one
 // range set each.
 func (w *world) hostLocal(subnets ...string) map[string]any {
-	var ranges []any
-	for _, s := range subnets {
-		ranges = append(ranges, []any{map[string]any{"subnet": s}})
-	}
-	return map[string]any{"type": "host-local", "dataDir": w.dataDir, "ranges": ranges}
-}
-
-// withPrev returns conf with res as prevResult.
-func withPrev(t testing.TB, conf []byte, res *result.Result) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	require.NoError(t, res.Print(&buf))
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["prevResult"] = json.RawMessage(buf.Bytes())
-	b, err := json.Marshal(c)
-	require.NoError(t, err)
-	return b
+	return pt.HostLocal(w.dataDir, subnets...)
 }
 
 // invoke runs the plugin in-process inside the host namespace.
 func (w *world) invoke(cmd, cid, netns, ifName string, conf []byte, cniArgs ...string) (*result.Result, error) {
-	args := skel.Args{Command: cmd, ContainerID: cid, Netns: netns, IfName: ifName, Path: w.path,
-		CNIArgs: strings.Join(cniArgs, ";")}
-	var res *result.Result
-	var ierr error
-	err := w.host.Do(func() error {
-		res, ierr = skel.Invoke(context.Background(), bridge.Plugin(), args, conf, os.Stderr)
-		return nil
-	})
-	require.NoError(w.t, err)
-	return res, ierr
+	return pt.Invoke(w.t, w.host, bridge.Plugin(), pt.Call{Command: cmd, ContainerID: cid, Netns: netns, IfName: ifName,
+		Path: strings.Join(w.path, ":"), Args: strings.Join(cniArgs, ";"), Config: conf})
 }
 
 // container is one attached container namespace.
@@ -125,7 +76,7 @@ func (w *world) del(c *container, conf []byte) error {
 }
 
 func (w *world) check(c *container, conf []byte) error {
-	_, err := w.invoke("CHECK", c.id, c.ns.Path, "eth0", withPrev(w.t, conf, c.res))
+	_, err := w.invoke("CHECK", c.id, c.ns.Path, "eth0", pt.WithPrev(w.t, conf, c.res))
 	return err
 }
 
@@ -139,15 +90,7 @@ func ping(t testing.TB, from *testns.NS, addr string) error {
 }
 
 // hostLinks returns the names of the links in the host namespace.
-func (w *world) hostLinks() []string {
-	links, err := w.host.Handle(w.t).LinkList()
-	require.NoError(w.t, err)
-	var names []string
-	for _, l := range links {
-		names = append(names, l.Attrs().Name)
-	}
-	return names
-}
+func (w *world) hostLinks() []string { return pt.Links(w.t, w.host) }
 
 func hostVeths(names []string) []string {
 	var out []string
@@ -161,21 +104,14 @@ func hostVeths(names []string) []string {
 
 // reservations lists host-local's reservation files for the test network.
 func (w *world) reservations() []string {
-	entries, _ := os.ReadDir(filepath.Join(w.dataDir, "testnet"))
-	var out []string
-	for _, e := range entries {
-		if n := e.Name(); !strings.HasPrefix(n, "last_reserved") && !strings.HasPrefix(n, ".") && n != "lock" {
-			out = append(out, n)
-		}
-	}
-	return out
+	return pt.Reservations(w.t, filepath.Join(w.dataDir, "testnet"))
 }
 
-// linkIn returns the named link inside n.
+// linkIn returns the named link inside n, which must exist.
 func linkIn(t testing.TB, n *testns.NS, name string) netlink.Link {
 	t.Helper()
-	l, err := n.Handle(t).LinkByName(name)
-	require.NoError(t, err)
+	l := pt.LinkIn(t, n, name)
+	require.NotNil(t, l, "%s exists", name)
 	return l
 }
 
@@ -188,27 +124,15 @@ func sysctlIn(t testing.TB, n *testns.NS, name string) string {
 }
 
 // code returns the CNI error code of err (0 for nil).
-func code(err error) uint {
-	if err == nil {
-		return 0
-	}
-	return cnierror.From(err).Code
-}
+func code(err error) uint { return pt.Code(err) }
 
 // execPlugin runs the cni binary under a plugin name inside the host namespace, the way
 // a runtime does.
 func (w *world) execPlugin(pluginDir, name, cmd, cid, netns string, conf []byte) (string, error) {
-	var out, errb bytes.Buffer
-	err := w.host.Do(func() error {
-		c := exec.Command(filepath.Join(pluginDir, name))
-		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + netns,
-			"CNI_IFNAME=eth0", "CNI_PATH=" + pluginDir, "PATH=" + os.Getenv("PATH")}
-		c.Stdin = bytes.NewReader(conf)
-		c.Stdout, c.Stderr = &out, &errb
-		return c.Run()
-	})
-	if err != nil {
-		return out.String(), fmt.Errorf("%s %s: %v: %s %s", name, cmd, err, out.String(), errb.String())
+	o := pt.Exec(w.t, w.host, pt.Call{Bin: filepath.Join(pluginDir, name), Command: cmd, ContainerID: cid, Netns: netns,
+		IfName: "eth0", Config: conf, Env: []string{"PATH=" + os.Getenv("PATH")}})
+	if o.Err != nil {
+		return o.Stdout, fmt.Errorf("%s %s: %s", name, cmd, o)
 	}
-	return out.String(), nil
+	return o.Stdout, nil
 }

@@ -1,7 +1,6 @@
 package dummy_test
 
 import (
-	"fmt"
 	"net"
 	"testing"
 
@@ -10,27 +9,27 @@ import (
 	"github.com/vishvananda/netlink"
 
 	at "github.com/cnikit/cni/internal/attachment/attachmenttest"
-	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/kernelfeature"
 	"github.com/cnikit/cni/internal/plugins/dummy"
-	"github.com/cnikit/cni/internal/skel"
+	pt "github.com/cnikit/cni/internal/plugintest"
 )
 
-func newEnv(t *testing.T) *at.Env {
-	t.Helper()
-	return at.New(t, dummy.Plugin())
+// suite is what every one-link plugin does alike; a dummy has no master, and New skips
+// without dummy support.
+var suite = at.Suite{
+	Plugin: dummy.Plugin, Needs: []kernelfeature.Feature{kernelfeature.Dummy},
+	BadInput:      []at.BadInput{{Name: "ipam empty", Keys: map[string]any{"ipam": map[string]any{}}, Field: "ipam"}},
+	ExecdBadInput: []at.BadInput{{Name: "no ipam", Keys: map[string]any{"ipam": nil}, Field: "ipam"}},
 }
 
-// withDummy is newEnv for tests that create dummy links.
-func withDummy(t *testing.T) *at.Env {
-	t.Helper()
-	kernelfeature.Require(t, kernelfeature.Dummy)
-	return newEnv(t)
+func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
+	t.Parallel()
+	suite.Run(t)
 }
 
 func TestAddGivesTheContainerADummyHoldingTheAddresses(t *testing.T) {
 	t.Parallel()
-	e := withDummy(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"dns": map[string]any{"nameservers": []string{"10.90.0.53"}},
 		"ipam": e.HostLocal(at.Subnet, "fd90::/64")})
 	c := e.Add(conf)
@@ -47,7 +46,7 @@ func TestAddGivesTheContainerADummyHoldingTheAddresses(t *testing.T) {
 	require.Len(t, c.Res.IPs, 2)
 	assert.Equal(t, []string{"10.90.0.53"}, c.Res.DNS.Nameservers)
 	assert.NoError(t, at.Reach(t, c.NS, c.NS, c.Addr(t)), "the address answers inside the container")
-	assert.Equal(t, []string{"lo", at.Master}, at.Links(t, e.Host), "nothing on the host")
+	assert.Equal(t, []string{"lo", at.Master}, pt.Links(t, e.Host), "nothing on the host")
 
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
@@ -57,7 +56,7 @@ func TestAddGivesTheContainerADummyHoldingTheAddresses(t *testing.T) {
 
 func TestCheckNoticesAMissingAddress(t *testing.T) {
 	t.Parallel()
-	e := withDummy(t)
+	e := suite.New(t)
 	conf := e.Config(nil)
 	c := e.Add(conf)
 	h := c.NS.Handle(t)
@@ -67,85 +66,4 @@ func TestCheckNoticesAMissingAddress(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, h.AddrDel(l, addr))
 	assert.Error(t, e.Check(c, conf))
-}
-
-func TestDelIsIdempotent(t *testing.T) {
-	t.Parallel()
-	t.Run("netns gone", func(t *testing.T) {
-		t.Parallel()
-		e := withDummy(t)
-		conf := e.Config(nil)
-		c := e.Add(conf)
-		c.NS.Close()
-		require.NoError(t, e.Del(c, conf))
-		assert.Empty(t, e.Reservations())
-	})
-	t.Run("CNI_NETNS empty still releases the address", func(t *testing.T) {
-		t.Parallel()
-		e := withDummy(t)
-		conf := e.Config(nil)
-		c := e.Add(conf)
-		_, err := e.Invoke(skel.CmdDel, c.ID, "", conf)
-		require.NoError(t, err)
-		assert.Empty(t, e.Reservations())
-	})
-}
-
-func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
-	t.Parallel()
-	e := withDummy(t)
-	ipam := e.HostLocal(at.Subnet)
-	ipam["routes"] = []any{map[string]any{"dst": "10.200.0.0/16", "gw": "192.0.2.1"}}
-	c := e.NewContainer()
-	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"ipam": ipam}))
-	require.Error(t, err)
-	e.AssertNothingLeft(t, c)
-}
-
-func TestNoIPAMIsRefused(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	c := e.NewContainer()
-	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"ipam": map[string]any{}}))
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err))
-	assert.Contains(t, err.Error(), "ipam")
-	e.AssertNothingLeft(t, c)
-
-	_, cerr := e.Exec(e.PluginDir(), "ADD", c.ID, c.NS.Path, e.Config(map[string]any{"ipam": nil}))
-	require.NotNil(t, cerr)
-	assert.Equal(t, cnierror.CodeInvalidConfig, cerr.Code)
-	assert.Contains(t, cerr.Msg, "ipam")
-	e.AssertNothingLeft(t, c)
-}
-
-func TestKernelWithoutDummyIsTryAgainLater(t *testing.T) {
-	t.Parallel()
-	if ok, err := kernelfeature.Has(kernelfeature.Dummy); err != nil || ok {
-		t.Skip("the kernel supports dummy links")
-	}
-	e := newEnv(t)
-	c := e.NewContainer()
-	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(nil))
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
-	e.AssertNothingLeft(t, c)
-}
-
-func TestLibcniAddCheckDelDel(t *testing.T) {
-	t.Parallel()
-	e := withDummy(t)
-	c := e.NewContainer()
-	run := e.Libcni(fmt.Sprintf(`{
-		"cniVersion": "1.1.0", "name": "testnet",
-		"plugins": [{"type": "dummy",
-			"ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]]}}]}`,
-		e.DataDir, at.Subnet), c, nil)
-	require.NoError(t, run.AddErr)
-	require.Len(t, run.Result.Interfaces, 1)
-	assert.Equal(t, c.NS.Path, run.Result.Interfaces[0].Sandbox)
-	assert.NoError(t, run.CheckErr)
-	assert.NoError(t, run.DelErr)
-	assert.NoError(t, run.Del2Err, "DEL twice")
-	e.AssertNothingLeft(t, c)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/sysctl"
 	"github.com/cnikit/cni/internal/testns"
@@ -170,15 +171,13 @@ func TestGCRemovesOnlyStaleAttachmentsOfTheNetwork(t *testing.T) {
 // with the host's FORWARD DROP policy (skipped where the firewall binaries are hidden),
 // nftables without one.
 func forEachBackend(t *testing.T, body func(t *testing.T, e *env, backend string)) {
-	for _, backend := range []string{"iptables", "nftables"} {
-		t.Run(backend, func(t *testing.T) {
-			e := newNFTEnv
-			if backend == "iptables" {
-				e = newEnv
-			}
-			body(t, e(t), backend)
-		})
-	}
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		e := newNFTEnv
+		if backend == "iptables" {
+			e = newEnv
+		}
+		body(t, e(t), backend)
+	})
 }
 
 func TestSameBridgePolicyIsolatesBridges(t *testing.T) {

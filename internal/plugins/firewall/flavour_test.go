@@ -1,10 +1,8 @@
 package firewall_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -35,27 +34,14 @@ func TestExecIPTablesRulesWithEitherFlavour(t *testing.T) {
 			conf, err := json.Marshal(fwConf(t, name, map[string]any{"backend": "iptables", "ingressPolicy": "same-bridge"}, c.res))
 			require.NoError(t, err)
 			run := func(command string) error {
-				var stdout, stderr bytes.Buffer
-				return e.host.Do(func() error {
-					cmd := exec.Command(plugin)
-					cmd.Env = []string{"CNI_COMMAND=" + command, "CNI_CONTAINERID=" + c.id, "CNI_NETNS=" + c.ns.Path,
-						"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + fl.PATH()}
-					cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(conf), &stdout, &stderr
-					if err := cmd.Run(); err != nil {
-						return fmt.Errorf("%s: %w: %s %s", command, err, stdout.String(), stderr.String())
-					}
-					return nil
-				})
-			}
-			save := func() string {
-				var b strings.Builder
-				for _, tool := range []string{"iptables-save", "ip6tables-save"} {
-					out, err := e.host.Exec(t, fl.Tool(tool), "-t", "filter")
-					require.NoError(t, err, out)
-					b.WriteString(savedRules(out))
+				o := pt.Exec(t, e.host, pt.Call{Bin: plugin, Command: command, ContainerID: c.id, Netns: c.ns.Path,
+					IfName: "eth0", Config: conf, Env: []string{"PATH=" + fl.PATH()}})
+				if o.Err != nil {
+					return fmt.Errorf("%s: %s", command, o)
 				}
-				return b.String()
+				return nil
 			}
+			save := func() string { return fl.Rules(t, e.host, "filter") }
 
 			require.NoError(t, run("ADD"))
 			require.NoError(t, run("CHECK"))
@@ -103,21 +89,4 @@ func rulePosition(t *testing.T, host *testns.NS, iptables, chain, text string) i
 	}
 	t.Fatalf("no rule with %q in:\n%s", text, out)
 	return 0
-}
-
-// savedRules is iptables-save output without what changes by itself: the "# Generated
-// on <time>" lines and the packet counters of the chain lines.
-func savedRules(save string) string {
-	var b strings.Builder
-	for _, line := range strings.SplitAfter(save, "\n") {
-		switch {
-		case strings.HasPrefix(line, "#"):
-		case strings.HasPrefix(line, ":"):
-			chain, _, _ := strings.Cut(line, " [")
-			b.WriteString(chain + "\n")
-		default:
-			b.WriteString(line)
-		}
-	}
-	return b.String()
 }

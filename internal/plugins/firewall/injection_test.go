@@ -15,6 +15,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/nfttest"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -69,32 +70,27 @@ func TestExecHostInterfaceNameFromPrevResultIsValidated(t *testing.T) {
 // and container to find the rules; a config that fails validation (an operator's typo in
 // a later config version) must not make the attachment undeletable.
 func TestExecDelWithAConfigThatNoLongerValidatesRemovesTheRules(t *testing.T) {
-	for _, backend := range []string{"iptables", "nftables"} {
-		t.Run(backend, func(t *testing.T) {
-			if backend == "iptables" {
-				testns.RequireFirewallBinaries(t, "the iptables backend runs iptables-restore")
-			}
-			e := newNFTEnv(t)
-			n := e.conflist(netOpts{name: "fwdel", bridge: "cni-fwdel", subnets: []string{"10.93.0.0/24"}, firewall: map[string]any{"backend": backend}})
-			c := e.add(n, "ctr-fwdel")
-			require.Contains(t, e.ruleset(), "ctr-fwdel")
-			plugin := filepath.Join(testns.LinkPluginDir(t, "firewall"), "firewall")
-			for _, bad := range []string{
-				`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","ingressPolicy":"bogus"}`,
-				`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","iptablesAdminChainName":"no spaces allowed"}`,
-				`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","backend":42}`,
-			} {
-				var stdout, stderr bytes.Buffer
-				err := e.host.Do(func() error {
-					cmd := exec.Command(plugin)
-					cmd.Env = []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=" + c.id, "CNI_NETNS=" + c.ns.Path,
-						"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + os.Getenv("PATH")}
-					cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(bad), &stdout, &stderr
-					return cmd.Run()
-				})
-				require.NoError(t, err, "DEL must succeed with %s: %s %s", bad, stdout.String(), stderr.String())
-			}
-			assert.NotContains(t, e.ruleset(), "ctr-fwdel", "DEL removed the rules")
-		})
-	}
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		e := newNFTEnv(t)
+		n := e.conflist(netOpts{name: "fwdel", bridge: "cni-fwdel", subnets: []string{"10.93.0.0/24"}, firewall: map[string]any{"backend": backend}})
+		c := e.add(n, "ctr-fwdel")
+		require.Contains(t, e.ruleset(), "ctr-fwdel")
+		plugin := filepath.Join(testns.LinkPluginDir(t, "firewall"), "firewall")
+		for _, bad := range []string{
+			`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","ingressPolicy":"bogus"}`,
+			`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","iptablesAdminChainName":"no spaces allowed"}`,
+			`{"cniVersion":"1.1.0","name":"fwdel","type":"firewall","backend":42}`,
+		} {
+			var stdout, stderr bytes.Buffer
+			err := e.host.Do(func() error {
+				cmd := exec.Command(plugin)
+				cmd.Env = []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=" + c.id, "CNI_NETNS=" + c.ns.Path,
+					"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + os.Getenv("PATH")}
+				cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(bad), &stdout, &stderr
+				return cmd.Run()
+			})
+			require.NoError(t, err, "DEL must succeed with %s: %s %s", bad, stdout.String(), stderr.String())
+		}
+		assert.NotContains(t, e.ruleset(), "ctr-fwdel", "DEL removed the rules")
+	})
 }

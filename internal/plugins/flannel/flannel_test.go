@@ -1,14 +1,12 @@
 package flannel_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,34 +20,19 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/dispatch"
 	"github.com/cnikit/cni/internal/plugins/flannel"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 	"github.com/cnikit/cni/internal/version"
 )
 
-// withPrev returns config with res as prevResult.
-func withPrev(t testing.TB, config []byte, res *result.Result) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	require.NoError(t, res.Print(&buf))
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(config, &m))
-	m["prevResult"] = json.RawMessage(buf.Bytes())
-	b, err := json.Marshal(m)
-	require.NoError(t, err)
-	return b
-}
-
 // The result is the delegate's (bridge with host-local on the leased subnet): the
 // reference's shape. The daemon's FLANNEL_IPMASQ decides whether the bridge masquerades.
 func TestAddGivesTheReferenceShapeAndMasqueradesPerIPMasq(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.writeEnv(fmt.Sprintf(v4Env, "true"))
-	ctr := testns.NewWithLoopback(t)
-	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
-	require.NoError(t, err)
+	ctr, res := w.addPod(t, fmt.Sprintf(v4Env, "true"))
 
 	require.Len(t, res.Interfaces, 3)
 	assert.Equal(t, "cni0", res.Interfaces[0].Name, "the bridge, named as the reference's bridge names it")
@@ -91,15 +74,12 @@ func TestAddGivesTheReferenceShapeAndMasqueradesPerIPMasq(t *testing.T) {
 func TestDelAfterTheSubnetFileVanishedStillCleansUp(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.writeEnv(fmt.Sprintf(v4Env, "false"))
-	ctr := testns.NewWithLoopback(t)
-	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
-	require.NoError(t, err)
+	ctr, res := w.addPod(t, fmt.Sprintf(v4Env, "false"))
 	require.Len(t, w.reservations(), 1)
 	require.NoError(t, os.Remove(w.subnetFile))
 
 	for range 2 {
-		_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+		_, err := w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
 		require.NoError(t, err)
 	}
 	assert.Empty(t, w.reservations())
@@ -121,10 +101,7 @@ func TestIPv6OnlyAndDualStackSubnetFiles(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
-			w.writeEnv(tc.env)
-			ctr := testns.NewWithLoopback(t)
-			res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
-			require.NoError(t, err)
+			ctr, res := w.addPod(t, tc.env)
 			require.Len(t, res.IPs, len(tc.prefix))
 			for i, p := range tc.prefix {
 				assert.True(t, netip.MustParsePrefix(p).Contains(res.IPs[i].Address.Addr()), "%s in %s", res.IPs[i].Address, p)
@@ -141,7 +118,7 @@ func TestIPv6OnlyAndDualStackSubnetFiles(t *testing.T) {
 				found = found || a.IP.Equal(res.IPs[len(res.IPs)-1].Address.Addr().AsSlice())
 			}
 			assert.True(t, found, "the IPv6 address is on eth0")
-			_, err = w.invoke("CHECK", "ctr-a", ctr.Path, withPrev(t, w.conf(""), res))
+			_, err = w.invoke("CHECK", "ctr-a", ctr.Path, pt.WithPrev(t, w.conf(""), res))
 			assert.NoError(t, err)
 			_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
 			require.NoError(t, err)
@@ -154,12 +131,9 @@ func TestIPv6OnlyAndDualStackSubnetFiles(t *testing.T) {
 func TestCheckRunsTheDelegatesCheck(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.writeEnv(fmt.Sprintf(v4Env, "true"))
-	ctr := testns.NewWithLoopback(t)
-	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
-	require.NoError(t, err)
-	check := withPrev(t, w.conf(""), res)
-	_, err = w.invoke("CHECK", "ctr-a", ctr.Path, check)
+	ctr, res := w.addPod(t, fmt.Sprintf(v4Env, "true"))
+	check := pt.WithPrev(t, w.conf(""), res)
+	_, err := w.invoke("CHECK", "ctr-a", ctr.Path, check)
 	require.NoError(t, err)
 
 	h := ctr.Handle(t)
@@ -392,18 +366,14 @@ func TestExecdDelOfADelegateNotOnThePathSucceeds(t *testing.T) {
 	conf := w.conf(`"delegate":{"type":"relnope"}`)
 	ctr := testns.NewWithLoopback(t)
 	for i, cmd := range []string{"ADD", "DEL", "DEL"} {
-		var out bytes.Buffer
-		c := exec.Command(filepath.Join(dir, "flannel"))
-		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=c1", "CNI_NETNS=" + ctr.Path, "CNI_IFNAME=eth0", "CNI_PATH=" + dir}
-		c.Stdin, c.Stdout = bytes.NewReader(conf), &out
-		var err error
-		w.host.Run(t, func() error { err = c.Run(); return nil })
+		o := pt.Exec(t, w.host, pt.Call{Bin: filepath.Join(dir, "flannel"), Command: cmd, ContainerID: "c1",
+			Netns: ctr.Path, IfName: "eth0", Config: conf})
 		if i == 0 {
-			require.Error(t, err, "ADD: %s", out.String())
-			assert.Contains(t, out.String(), `"code": 7`)
+			require.Error(t, o.Err, "ADD: %s", o)
+			assert.Contains(t, o.Stdout, `"code": 7`)
 			continue
 		}
-		require.NoError(t, err, "%s %d: %s", cmd, i, out.String())
+		require.NoError(t, o.Err, "%s %d: %s", cmd, i, o)
 	}
 	assert.Empty(t, w.stored())
 }

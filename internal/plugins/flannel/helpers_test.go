@@ -3,9 +3,9 @@ package flannel_test
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,8 +14,8 @@ import (
 	"github.com/cnikit/cni/internal/dispatch"
 	"github.com/cnikit/cni/internal/masq"
 	"github.com/cnikit/cni/internal/plugins/flannel"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/sysctl"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -78,38 +78,29 @@ func (w *world) linkRecorder() {
 // invoke runs flannel in-process inside the host namespace, with the registry's
 // lookup, as the cni binary does.
 func (w *world) invoke(cmd, cid, netns string, config []byte) (*result.Result, error) {
-	args := skel.Args{Command: cmd, ContainerID: cid, Netns: netns, IfName: "eth0", Path: w.path, Env: os.Environ()}
-	var res *result.Result
-	var err error
-	require.NoError(w.t, w.host.Do(func() error {
-		res, err = skel.Invoke(context.Background(), flannel.New(dispatch.Lookup), args, config, os.Stderr)
-		return nil
-	}))
-	return res, err
+	return pt.Invoke(w.t, w.host, flannel.New(dispatch.Lookup), pt.Call{Command: cmd, ContainerID: cid, Netns: netns,
+		IfName: "eth0", Path: strings.Join(w.path, ":"), Config: config, Env: os.Environ()})
+}
+
+// addPod writes the subnet file with env and ADDs container ctr-a, which must succeed.
+func (w *world) addPod(t *testing.T, env string) (*testns.NS, *result.Result) {
+	t.Helper()
+	w.writeEnv(env)
+	ctr := testns.NewWithLoopback(t)
+	res, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(""))
+	require.NoError(t, err)
+	return ctr, res
 }
 
 // reservations lists host-local's reserved addresses of the network.
 func (w *world) reservations() []string {
-	entries, _ := os.ReadDir(filepath.Join(w.ipamDataDir, "flnet"))
-	var out []string
-	for _, e := range entries {
-		if _, err := netip.ParseAddr(e.Name()); err == nil {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return pt.Reservations(w.t, filepath.Join(w.ipamDataDir, "flnet"))
 }
 
-// stored lists the container ids with a stored delegate config.
+// stored lists the container ids with a stored delegate config; a dot file is one
+// being written.
 func (w *world) stored() []string {
-	entries, _ := os.ReadDir(w.dataDir)
-	var out []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return slices.DeleteFunc(pt.Entries(w.t, w.dataDir), func(n string) bool { return strings.HasPrefix(n, ".") })
 }
 
 // masqueraded reports whether the host masquerades the attachment's addresses.

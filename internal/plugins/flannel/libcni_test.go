@@ -1,14 +1,9 @@
 package flannel_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/sysctl"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -32,29 +28,22 @@ func TestLibcniFlannelWithPortmapServesAMappedPort(t *testing.T) {
 	testns.DefaultRoutes(t, client, "eth0", "10.99.0.1")
 	testns.ServeTCP(t, ctr, "tcp", ":8080", "flannel-pod")
 
-	dir := testns.LinkPluginDir(t, "flannel", "portmap")
-	cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, t.TempDir(), nil)
-	list, err := libcni.ConfListFromBytes([]byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"flnet","plugins":[
+	c := pt.NewLibcni(t, w.host, testns.LinkPluginDir(t, "flannel", "portmap"), fmt.Sprintf(`{"cniVersion":"1.0.0","name":"flnet","plugins":[
 		{"type":"flannel","subnetFile":%q,"dataDir":%q,"ipam":{"dataDir":%q},
 		 "delegate":{"hairpinMode":true,"forceAddress":true,"isDefaultGateway":true}},
-		{"type":"portmap","capabilities":{"portMappings":true}}]}`, w.subnetFile, w.dataDir, w.ipamDataDir)))
-	require.NoError(t, err)
-	rt := &libcni.RuntimeConf{ContainerID: "flannel-pod", NetNS: ctr.Path, IfName: "eth0",
-		CapabilityArgs: map[string]any{"portMappings": []map[string]any{{"hostPort": 18080, "containerPort": 8080, "protocol": "tcp"}}}}
-	ctx := context.Background()
+		{"type":"portmap","capabilities":{"portMappings":true}}]}`, w.subnetFile, w.dataDir, w.ipamDataDir),
+		&libcni.RuntimeConf{ContainerID: "flannel-pod", NetNS: ctr.Path, IfName: "eth0",
+			CapabilityArgs: map[string]any{"portMappings": []map[string]any{{"hostPort": 18080, "containerPort": 8080, "protocol": "tcp"}}}})
 
-	w.host.Run(t, func() error {
-		if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
-			return err
-		}
-		return cni.CheckNetworkList(ctx, list, rt)
-	})
+	_, err := c.Add()
+	require.NoError(t, err)
+	require.NoError(t, c.Check())
 	got, err := testns.DialTCP(client, "10.99.0.1:18080", 2*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, "flannel-pod", got)
 
-	w.host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
-	w.host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
+	require.NoError(t, c.Del())
+	require.NoError(t, c.Del())
 	_, err = testns.DialTCP(client, "10.99.0.1:18080", 500*time.Millisecond)
 	assert.Error(t, err, "the mapping is gone")
 	assert.Empty(t, w.reservations())
@@ -79,16 +68,9 @@ func TestExternalDelegateIsExecd(t *testing.T) {
 	_, err = w.invoke("DEL", "ctr-a", ctr.Path, c)
 	require.NoError(t, err)
 
-	data, err := os.ReadFile(records)
-	require.NoError(t, err)
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	require.Len(t, lines, 2)
-	var add, del struct {
-		Command string
-		Stdin   string
-	}
-	require.NoError(t, json.Unmarshal([]byte(lines[0]), &add))
-	require.NoError(t, json.Unmarshal([]byte(lines[1]), &del))
+	recs := pt.Records[struct{ Command, Stdin string }](t, records)
+	require.Len(t, recs, 2)
+	add, del := recs[0], recs[1]
 	assert.Equal(t, "ADD", add.Command)
 	assert.Equal(t, "DEL", del.Command)
 	assert.Equal(t, add.Stdin, del.Stdin, "DEL runs with the stored config")
@@ -108,21 +90,11 @@ func TestExecdBadInputIsACNIError(t *testing.T) {
 	plugin := filepath.Join(testns.LinkPluginDir(t, "flannel"), "flannel")
 	ctr := testns.NewWithLoopback(t)
 	run := func(config []byte) (uint, string) {
-		var stdout bytes.Buffer
-		cmd := exec.Command(plugin)
-		cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=ctr1", "CNI_NETNS=" + ctr.Path,
-			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin)}
-		cmd.Stdin, cmd.Stdout = bytes.NewReader(config), &stdout
-		err := cmd.Run()
-		var exit *exec.ExitError
-		require.ErrorAs(t, err, &exit)
-		assert.Equal(t, 1, exit.ExitCode())
-		var e struct {
-			Code uint   `json:"code"`
-			Msg  string `json:"msg"`
-		}
-		require.NoError(t, json.Unmarshal(stdout.Bytes(), &e), stdout.String())
-		return e.Code, e.Msg
+		o := pt.Exec(t, nil, pt.Call{Bin: plugin, Command: "ADD", ContainerID: "ctr1", Netns: ctr.Path, IfName: "eth0",
+			Config: config})
+		assert.Equal(t, 1, o.Exit, o)
+		require.NotNil(t, o.CNIError(), o)
+		return o.Code(), o.CNIError().Msg
 	}
 	code, msg := run(w.conf(""))
 	assert.Equal(t, uint(11), code, msg)

@@ -2,19 +2,16 @@ package hostdevice
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -23,24 +20,21 @@ import (
 // env is one test's world: the plugin runs in host, moves devices into cont; each test
 // device is a veth whose other end sits in peer, so the device has somewhere to talk to.
 type env struct {
+	t                testing.TB
 	host, cont, peer *testns.NS
 	dataDir          string // host-device state
 	ipamDir          string // host-local reservations
 	sys              sysfs  // a fake /sys
-	// netns overrides cont.Path as CNI_NETNS when set (use gone for "no netns").
+	// netns overrides cont.Path as CNI_NETNS when set (plugintest.NetnsOf).
 	netns  string
 	stderr bytes.Buffer
 }
 
-const gone = "\x00gone"
-
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	testns.RequireRoot(t)
-	return &env{
-		host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t), peer: testns.NewWithLoopback(t),
-		dataDir: t.TempDir(), ipamDir: t.TempDir(), sys: sysfs{root: t.TempDir()},
-	}
+	host, cont := pt.HostAndContainer(t)
+	return &env{t: t, host: host, cont: cont, peer: testns.NewWithLoopback(t),
+		dataDir: t.TempDir(), ipamDir: t.TempDir(), sys: sysfs{root: t.TempDir()}}
 }
 
 // device creates a veth end called name in the host (its peer, name+"p", in peer with
@@ -64,49 +58,21 @@ func (e *env) device(t *testing.T, name string, mtu int, up bool, peerAddrs ...s
 // value removes a key.
 func (e *env) config(t *testing.T, extra map[string]any) []byte {
 	t.Helper()
-	conf := map[string]any{"cniVersion": "1.1.0", "name": "hdnet", "type": "host-device", "dataDir": e.dataDir}
-	for k, v := range extra {
-		if v == nil {
-			delete(conf, k)
-			continue
-		}
-		conf[k] = v
-	}
-	b, err := json.Marshal(conf)
-	require.NoError(t, err)
-	return b
+	return pt.Config(t, map[string]any{"cniVersion": "1.1.0", "name": "hdnet", "type": "host-device", "dataDir": e.dataDir}, extra)
 }
 
 // withIPAM adds a host-local range.
 func (e *env) withIPAM(extra map[string]any, subnet string) map[string]any {
-	out := map[string]any{"ipam": map[string]any{"type": "host-local", "dataDir": e.ipamDir,
-		"ranges": [][]map[string]string{{{"subnet": subnet}}}}}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
+	return pt.Merged(map[string]any{"ipam": pt.HostLocal(e.ipamDir, subnet)}, extra)
 }
 
 func (e *env) netnsPath() string {
-	switch e.netns {
-	case "":
-		return e.cont.Path
-	case gone:
-		return ""
-	}
-	return e.netns
+	return pt.NetnsOf(e.cont, e.netns)
 }
 
 func (e *env) invokeAs(cmd, cid, ifName string, config []byte) (*result.Result, error) {
-	var res *result.Result
-	err := e.host.Do(func() error {
-		var err error
-		res, err = skel.Invoke(context.Background(), newPlugin(e.sys),
-			skel.Args{Command: cmd, ContainerID: cid, Netns: e.netnsPath(), IfName: ifName, Path: []string{"/nonexistent"}},
-			config, &e.stderr)
-		return err
-	})
-	return res, err
+	return pt.InvokeLogged(e.t, e.host, newPlugin(e.sys),
+		pt.Call{Command: cmd, ContainerID: cid, Netns: e.netnsPath(), IfName: ifName, Config: config}, &e.stderr)
 }
 
 func (e *env) invoke(cmd string, config []byte) (*result.Result, error) {
@@ -120,45 +86,11 @@ func (e *env) add(t *testing.T, config []byte) *result.Result {
 	return res
 }
 
-// withPrev returns config with res as prevResult, as a runtime sends it for CHECK.
-func withPrev(t *testing.T, config []byte, res *result.Result) []byte {
-	t.Helper()
-	var conf map[string]any
-	require.NoError(t, json.Unmarshal(config, &conf))
-	var buf strings.Builder
-	require.NoError(t, res.Print(&buf))
-	conf["prevResult"] = json.RawMessage(buf.String())
-	b, err := json.Marshal(conf)
-	require.NoError(t, err)
-	return b
-}
-
-// linkIn returns the link called name inside n, nil when there is none.
-func linkIn(t *testing.T, n *testns.NS, name string) *netlink.LinkAttrs {
-	t.Helper()
-	l, err := n.Handle(t).LinkByName(name)
-	if err != nil {
-		return nil
-	}
-	return l.Attrs()
-}
-
-func names(t *testing.T, n *testns.NS) []string {
-	t.Helper()
-	ls, err := n.Handle(t).LinkList()
-	require.NoError(t, err)
-	var out []string
-	for _, l := range ls {
-		out = append(out, l.Attrs().Name)
-	}
-	return out
-}
-
 // requireHome checks that the device called name is back in the host with mtu, up and
 // no alias, and that no state is left, and returns it.
 func (e *env) requireHome(t *testing.T, name string, mtu int, up bool) *netlink.LinkAttrs {
 	t.Helper()
-	back := linkIn(t, e.host, name)
+	back := pt.AttrsIn(t, e.host, name)
 	require.NotNil(t, back, "%s is back in the host", name)
 	assert.Equal(t, mtu, back.MTU)
 	assert.Equal(t, up, back.Flags&net.FlagUp != 0, "up")
@@ -168,32 +100,11 @@ func (e *env) requireHome(t *testing.T, name string, mtu int, up bool) *netlink.
 }
 
 // states lists the state files left in the data dir.
-func (e *env) states(t *testing.T) []string {
-	t.Helper()
-	entries, err := os.ReadDir(e.dataDir)
-	require.NoError(t, err)
-	var out []string
-	for _, en := range entries {
-		out = append(out, en.Name())
-	}
-	return out
-}
+func (e *env) states(t *testing.T) []string { return pt.Entries(t, e.dataDir) }
 
 // reservations lists host-local's address files.
 func (e *env) reservations(t *testing.T) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(e.ipamDir, "hdnet"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, en := range entries {
-		if _, err := netip.ParseAddr(en.Name()); err == nil {
-			out = append(out, en.Name())
-		}
-	}
-	return out
+	return pt.Reservations(t, filepath.Join(e.ipamDir, "hdnet"))
 }
 
 // fakePCI adds a PCI function to the fake sysfs, bound to driver ("" for none), with

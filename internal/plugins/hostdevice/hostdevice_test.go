@@ -1,7 +1,6 @@
 package hostdevice
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 	"github.com/cnikit/cni/internal/version"
@@ -32,14 +32,14 @@ func TestDeviceMovesInAndComesBackWithNameMTUAndUpState(t *testing.T) {
 			assert.Equal(t, "eth0", res.Interfaces[0].Name)
 			assert.Equal(t, e.cont.Path, res.Interfaces[0].Sandbox)
 			assert.Equal(t, orig.HardwareAddr.String(), res.Interfaces[0].Mac)
-			assert.Nil(t, linkIn(t, e.host, "hd0"), "gone from the host")
-			in := linkIn(t, e.cont, "eth0")
+			assert.Nil(t, pt.AttrsIn(t, e.host, "hd0"), "gone from the host")
+			in := pt.AttrsIn(t, e.cont, "eth0")
 			require.NotNil(t, in)
 			assert.Equal(t, "hd0", in.Alias, "the host name is kept in the alias, as the reference does")
 			assert.Equal(t, orig.HardwareAddr, in.HardwareAddr)
 			assert.NotZero(t, in.Flags&net.FlagUp, "up in the container")
 
-			_, err := e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+			_, err := e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 			require.NoError(t, err)
 
 			// What the container did to it meanwhile is undone.
@@ -52,13 +52,13 @@ func TestDeviceMovesInAndComesBackWithNameMTUAndUpState(t *testing.T) {
 			for i := range 2 {
 				_, err = e.invoke(skel.CmdDel, conf)
 				require.NoError(t, err, "DEL %d", i+1)
-				back := linkIn(t, e.host, "hd0")
+				back := pt.AttrsIn(t, e.host, "hd0")
 				require.NotNil(t, back, "back in the host under its name after DEL %d", i+1)
 				assert.Equal(t, 1400, back.MTU)
 				assert.Equal(t, up, back.Flags&net.FlagUp != 0)
 				assert.Empty(t, back.Alias)
 				assert.Equal(t, orig.HardwareAddr, back.HardwareAddr)
-				assert.Equal(t, []string{"lo"}, names(t, e.cont))
+				assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 			}
 			assert.Empty(t, e.states(t))
 		})
@@ -80,12 +80,12 @@ func TestAddressesFromIPAMCarryTraffic(t *testing.T) {
 	require.NoError(t, err, "the container talks through the moved device")
 	assert.Equal(t, "hello", got)
 
-	_, err = e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+	_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 	require.NoError(t, err)
 	_, err = e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
 	assert.Empty(t, e.reservations(t))
-	back := linkIn(t, e.host, "hd0")
+	back := pt.AttrsIn(t, e.host, "hd0")
 	require.NotNil(t, back)
 	// The container's address does not come back to the host with the device.
 	addrs, err := e.host.Handle(t).AddrList(&netlink.Dummy{LinkAttrs: *back}, netlink.FAMILY_V4)
@@ -127,13 +127,13 @@ func TestEverySelectorFindsTheDevice(t *testing.T) {
 			conf := e.config(t, tc.conf(e, orig.HardwareAddr.String()))
 			res := e.add(t, conf)
 			assert.Equal(t, orig.HardwareAddr.String(), res.Interfaces[0].Mac)
-			assert.Equal(t, "hd0", linkIn(t, e.cont, "eth0").Alias)
-			assert.NotNil(t, linkIn(t, e.host, "other0"), "only the selected device moves")
-			_, err := e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+			assert.Equal(t, "hd0", pt.AttrsIn(t, e.cont, "eth0").Alias)
+			assert.NotNil(t, pt.AttrsIn(t, e.host, "other0"), "only the selected device moves")
+			_, err := e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 			require.NoError(t, err)
 			_, err = e.invoke(skel.CmdDel, conf)
 			require.NoError(t, err)
-			assert.NotNil(t, linkIn(t, e.host, "hd0"))
+			assert.NotNil(t, pt.AttrsIn(t, e.host, "hd0"))
 		})
 	}
 }
@@ -145,7 +145,7 @@ func TestDPDKModeMovesNothingAndReportsAddresses(t *testing.T) {
 			e := newEnv(t)
 			e.fakePCI(t, "0000:3b:02.1", driver)
 			conf := e.config(t, e.withIPAM(map[string]any{"pciBusID": "0000:3b:02.1"}, "10.30.0.0/24"))
-			hostBefore := names(t, e.host)
+			hostBefore := pt.Links(t, e.host)
 
 			res := e.add(t, conf)
 			require.Len(t, res.IPs, 1)
@@ -156,11 +156,11 @@ func TestDPDKModeMovesNothingAndReportsAddresses(t *testing.T) {
 			assert.Equal(t, 0, *res.IPs[0].Interface)
 			assert.Equal(t, "0000:3b:02.1", res.Interfaces[0].PciID)
 			assert.Equal(t, e.cont.Path, res.Interfaces[0].Sandbox)
-			assert.Equal(t, []string{"lo"}, names(t, e.cont), "nothing moved")
-			assert.Equal(t, hostBefore, names(t, e.host))
+			assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont), "nothing moved")
+			assert.Equal(t, hostBefore, pt.Links(t, e.host))
 			assert.Len(t, e.reservations(t), 1)
 
-			_, err := e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+			_, err := e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 			require.NoError(t, err)
 			for range 2 {
 				_, err = e.invoke(skel.CmdDel, conf)
@@ -185,7 +185,7 @@ func TestDelAfterNetnsDiedReportsAVirtualDeviceGone(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Contains(t, e.stderr.String(), "hd0 (eth0 of container c1) is gone")
-	assert.Nil(t, linkIn(t, e.host, "hd0"))
+	assert.Nil(t, pt.AttrsIn(t, e.host, "hd0"))
 	assert.Empty(t, e.reservations(t))
 	assert.Empty(t, e.states(t))
 }
@@ -221,9 +221,9 @@ func TestDelAfterNetnsDiedBringsAReturnedDeviceHome(t *testing.T) {
 
 	_, err = e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
-	back := linkIn(t, e.host, "hd0")
+	back := pt.AttrsIn(t, e.host, "hd0")
 	require.NotNil(t, back, "renamed back from eth0")
-	assert.Nil(t, linkIn(t, e.host, "eth0"))
+	assert.Nil(t, pt.AttrsIn(t, e.host, "eth0"))
 	assert.Equal(t, 1400, back.MTU)
 	assert.Equal(t, mac, back.HardwareAddr.String(), "the MAC changed in the container is put back")
 	assert.NotZero(t, back.Flags&net.FlagUp)
@@ -268,7 +268,7 @@ func TestAttachmentsWhoseIdsAndNamesShareUnderscoresKeepApartStates(t *testing.T
 	assert.Len(t, e.states(t), 2)
 	_, err = e.invokeAs(skel.CmdDel, "c", "1_x", conf1)
 	require.NoError(t, err)
-	back := linkIn(t, e.host, "hd1")
+	back := pt.AttrsIn(t, e.host, "hd1")
 	require.NotNil(t, back)
 	assert.Equal(t, 1500, back.MTU)
 	assert.Len(t, e.states(t), 1, "the other attachment's state stays")
@@ -280,7 +280,7 @@ func TestDelWithoutNetnsStillReleasesIPAM(t *testing.T) {
 	conf := e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24"))
 	e.add(t, conf)
 	require.Len(t, e.reservations(t), 1)
-	e.netns = gone
+	e.netns = pt.NoNetns
 	_, err := e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
 	assert.Empty(t, e.reservations(t), "the reference returns before IPAM DEL here and leaks the address")
@@ -306,7 +306,7 @@ func TestDelLeavesAContainerLinkItDidNotMove(t *testing.T) {
 	testns.Veth(t, e.cont, "eth0", nil, e.peer, "x0", nil)
 	_, err := e.invoke(skel.CmdDel, e.config(t, map[string]any{"device": "hd0"}))
 	require.NoError(t, err)
-	assert.NotNil(t, linkIn(t, e.cont, "eth0"), "no alias, no state: not ours")
+	assert.NotNil(t, pt.AttrsIn(t, e.cont, "eth0"), "no alias, no state: not ours")
 }
 
 func TestDelOfAnAddByTheReferenceUsesTheAlias(t *testing.T) {
@@ -319,7 +319,7 @@ func TestDelOfAnAddByTheReferenceUsesTheAlias(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(e.dataDir, e.states(t)[0])))
 	_, err := e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
-	back := linkIn(t, e.host, "hd0")
+	back := pt.AttrsIn(t, e.host, "hd0")
 	require.NotNil(t, back)
 	assert.Zero(t, back.Flags&net.FlagUp, "without state it stays down, as the reference leaves it")
 }
@@ -331,13 +331,13 @@ func TestFailedAddLeavesTheDeviceWhereItWas(t *testing.T) {
 	extra["ipam"].(map[string]any)["routes"] = []map[string]string{{"dst": "192.168.0.0/16", "gw": "10.99.0.1"}}
 	_, err := e.invoke(skel.CmdAdd, e.config(t, extra))
 	require.ErrorContains(t, err, "192.168.0.0/16", "fails at the route, after the move and IPAM")
-	back := linkIn(t, e.host, "hd0")
+	back := pt.AttrsIn(t, e.host, "hd0")
 	require.NotNil(t, back)
 	assert.Equal(t, 1400, back.MTU)
 	assert.NotZero(t, back.Flags&net.FlagUp)
 	assert.Empty(t, back.Alias)
 	assert.Equal(t, orig.HardwareAddr, back.HardwareAddr)
-	assert.Equal(t, []string{"lo"}, names(t, e.cont))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 	assert.Empty(t, e.reservations(t))
 	assert.Empty(t, e.states(t))
 }
@@ -350,7 +350,7 @@ func TestInterfaceNameTakenInTheContainerIsInvalidEnv(t *testing.T) {
 	var ce *cnierror.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, cnierror.CodeInvalidEnv, ce.Code)
-	assert.NotNil(t, linkIn(t, e.host, "hd0"))
+	assert.NotNil(t, pt.AttrsIn(t, e.host, "hd0"))
 	assert.Empty(t, e.states(t))
 }
 
@@ -395,8 +395,8 @@ func TestBadInputNamesTheFieldAndLeavesNothing(t *testing.T) {
 			assert.Contains(t, ce.Msg, tc.field)
 		})
 	}
-	assert.NotNil(t, linkIn(t, e.host, "hd0"))
-	assert.Equal(t, []string{"lo"}, names(t, e.cont))
+	assert.NotNil(t, pt.AttrsIn(t, e.host, "hd0"))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 	assert.Empty(t, e.states(t))
 }
 
@@ -414,21 +414,16 @@ func TestGCBringsHomeDevicesOfStaleAttachments(t *testing.T) {
 	e.simulateReturn(t, cont2, "eth0")
 	e.netns = ""
 
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf0, &c))
-	delete(c, "device")
-	c["cni.dev/valid-attachments"] = []skel.Attachment{{ContainerID: "c1", IfName: "eth0"}}
-	gcConf, err := json.Marshal(c)
-	require.NoError(t, err)
+	gcConf := pt.WithKeys(t, conf0, map[string]any{"device": nil, "cni.dev/valid-attachments": []skel.Attachment{{ContainerID: "c1", IfName: "eth0"}}})
 	_, err = e.invokeAs(skel.CmdGC, "", "", gcConf)
 	require.NoError(t, err)
 
-	back := linkIn(t, e.host, "hd1")
+	back := pt.AttrsIn(t, e.host, "hd1")
 	require.NotNil(t, back, "the stale attachment's returned device is renamed back")
 	assert.Equal(t, 1420, back.MTU)
 	assert.Equal(t, []string{"10.20.0.2"}, e.reservations(t), "c2's address released, c1's kept")
 	assert.Len(t, e.states(t), 1, "c1's state kept")
-	assert.Equal(t, "hd0", linkIn(t, e.cont, "eth0").Alias)
+	assert.Equal(t, "hd0", pt.AttrsIn(t, e.cont, "eth0").Alias)
 }
 
 func TestStatusAsksIPAM(t *testing.T) {
@@ -448,9 +443,9 @@ func TestCheckFailsWhenTheDeviceIsNotWhereADDPutIt(t *testing.T) {
 	l, err := h.LinkByName("eth0")
 	require.NoError(t, err)
 	require.NoError(t, h.LinkSetHardwareAddr(l, net.HardwareAddr{0x02, 0, 0, 0, 0, 0x42}))
-	_, err = e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+	_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 	assert.ErrorContains(t, err, "MAC")
-	_, err = e.invoke(skel.CmdCheck, withPrev(t, e.config(t, map[string]any{"device": "hd9"}), res))
+	_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, e.config(t, map[string]any{"device": "hd9"}), res))
 	assert.ErrorContains(t, err, "hd9")
 }
 
@@ -460,22 +455,18 @@ func TestAddDelInEverySpecVersion(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			e.device(t, "hd0", 1500, true)
-			var c map[string]any
-			require.NoError(t, json.Unmarshal(e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24")), &c))
-			c["cniVersion"] = v
-			conf, err := json.Marshal(c)
-			require.NoError(t, err)
+			conf := pt.WithKeys(t, e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24")), map[string]any{"cniVersion": v})
 			res, err := e.invoke(skel.CmdAdd, conf)
 			require.NoError(t, err)
 			assert.Equal(t, v, res.CNIVersion)
 			require.NotEmpty(t, res.IPs, "version %d", i)
 			if version.AtLeast(v, "0.4.0") {
-				_, err = e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+				_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 				assert.NoError(t, err)
 			}
 			_, err = e.invoke(skel.CmdDel, conf)
 			require.NoError(t, err)
-			assert.NotNil(t, linkIn(t, e.host, "hd0"))
+			assert.NotNil(t, pt.AttrsIn(t, e.host, "hd0"))
 		})
 	}
 }
@@ -487,8 +478,8 @@ func TestHWAddrPicksTheDeviceOverABridgeWithItsMAC(t *testing.T) {
 	require.NoError(t, h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0", HardwareAddr: orig.HardwareAddr}}))
 	conf := e.config(t, map[string]any{"hwaddr": orig.HardwareAddr.String()})
 	e.add(t, conf)
-	assert.Equal(t, "hd0", linkIn(t, e.cont, "eth0").Alias)
-	assert.NotNil(t, linkIn(t, e.host, "br0"))
+	assert.Equal(t, "hd0", pt.AttrsIn(t, e.cont, "eth0").Alias)
+	assert.NotNil(t, pt.AttrsIn(t, e.host, "br0"))
 
 	// Two devices of the same MAC: no guess.
 	e.device(t, "hd1", 1500, true)

@@ -1,7 +1,6 @@
 package hostdevice
 
 import (
-	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -26,11 +26,7 @@ import (
 // gcConf is conf as GC gets it, with valid as the attachments in use.
 func gcConf(t *testing.T, conf []byte, valid ...skel.Attachment) []byte {
 	t.Helper()
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["cni.dev/valid-attachments"] = append([]skel.Attachment{}, valid...)
-	b, err := json.Marshal(c)
-	require.NoError(t, err)
+	b := pt.WithKeys(t, conf, map[string]any{"cni.dev/valid-attachments": append([]skel.Attachment{}, valid...)})
 	return b
 }
 
@@ -75,7 +71,7 @@ func TestPlantedStateEntriesAreNeverFollowed(t *testing.T) {
 			tc.plant(t, path, outside)
 			out, err = e.execPlugin(t, dir, "DEL", conf)
 			require.NoError(t, err, string(out))
-			back := linkIn(t, e.host, "hd0")
+			back := pt.AttrsIn(t, e.host, "hd0")
 			require.NotNil(t, back, "the device is back")
 			assert.Empty(t, back.Alias)
 			assert.Empty(t, e.reservations(t))
@@ -87,7 +83,7 @@ func TestPlantedStateEntriesAreNeverFollowed(t *testing.T) {
 			content, err := os.ReadFile(outside)
 			require.NoError(t, err)
 			assert.Equal(t, outsideContent, string(content), "what a link points to is left as it was")
-			assert.Equal(t, 1400, linkIn(t, e.host, "hd0").MTU, "the state outside was not read")
+			assert.Equal(t, 1400, pt.AttrsIn(t, e.host, "hd0").MTU, "the state outside was not read")
 		})
 	}
 }
@@ -122,7 +118,7 @@ func TestForgedStateNeverChangesAHostLink(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, h.LinkSetAlias(l, "victim"))
 			}
-			before := linkIn(t, e.host, "victim")
+			before := pt.AttrsIn(t, e.host, "victim")
 			dir := testns.LinkPluginDir(t, "host-device", "host-local")
 			conf := e.config(t, map[string]any{"device": "hd0"})
 			cid := "ghost"
@@ -137,7 +133,7 @@ func TestForgedStateNeverChangesAHostLink(t *testing.T) {
 			out, err := e.execPlugin(t, dir, tc.cmd, conf)
 			require.NoError(t, err, string(out))
 
-			after := linkIn(t, e.host, "victim")
+			after := pt.AttrsIn(t, e.host, "victim")
 			require.NotNil(t, after, "still there under its name")
 			assert.Equal(t, victim.HardwareAddr, after.HardwareAddr, "MAC unchanged")
 			assert.Equal(t, 1500, after.MTU)
@@ -173,7 +169,7 @@ func (e *env) addThenDelWithoutNetns(t *testing.T, physical bool) []byte {
 	}
 	conf := e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24"))
 	e.add(t, conf)
-	e.netns = gone
+	e.netns = pt.NoNetns
 	_, err := e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
 	assert.Empty(t, e.reservations(t), "the address is released at once")
@@ -249,7 +245,7 @@ func TestGCDropsTheStateOfAnUnpluggedDevice(t *testing.T) {
 	e.fakePhysical(t, "hd0", "/sys/devices/pci0000:00/0000:00:05.0")
 	conf := e.config(t, map[string]any{"device": "hd0"})
 	e.add(t, conf)
-	e.netns = gone
+	e.netns = pt.NoNetns
 	_, err := e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
 	require.Len(t, e.states(t), 1)
@@ -279,8 +275,8 @@ func TestDataDirThatIsAFileIsAConfigError(t *testing.T) {
 		require.ErrorAs(t, err, &ce)
 		assert.Equal(t, cnierror.CodeInvalidConfig, ce.Code, ce.Msg)
 		assert.Contains(t, ce.Msg, "dataDir")
-		assert.NotNil(t, linkIn(t, e.host, "hd0"))
-		assert.Equal(t, []string{"lo"}, names(t, e.cont))
+		assert.NotNil(t, pt.AttrsIn(t, e.host, "hd0"))
+		assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 		assert.Empty(t, e.reservations(t))
 		for _, cmd := range []string{skel.CmdDel, skel.CmdDel} {
 			_, err = e.invoke(cmd, conf)
@@ -335,7 +331,7 @@ func TestDelReadsOnlyTheDataDir(t *testing.T) {
 				_, err = e.invoke(skel.CmdDel, bad)
 				require.NoError(t, err, "DEL %d", i+1)
 			}
-			back := linkIn(t, e.host, "hd0")
+			back := pt.AttrsIn(t, e.host, "hd0")
 			require.NotNil(t, back, "the device is home")
 			assert.Empty(t, back.Alias)
 			assert.Empty(t, e.reservations(t))

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/reftest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
@@ -35,7 +36,7 @@ func TestReferenceAttachmentIsCheckedDeletedAndCollectedByOurs(t *testing.T) {
 				return nil
 			})
 			require.NoError(t, err)
-			in := linkIn(t, e.cont, "eth0")
+			in := pt.AttrsIn(t, e.cont, "eth0")
 			require.NotNil(t, in, "premise: moved in by the reference")
 			require.Equal(t, "hd0", in.Alias)
 			require.Len(t, e.reservations(t), 1)
@@ -43,7 +44,7 @@ func TestReferenceAttachmentIsCheckedDeletedAndCollectedByOurs(t *testing.T) {
 
 			res, err := result.Parse(out, "1.1.0")
 			require.NoError(t, err)
-			_, err = e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+			_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 			require.NoError(t, err, "CHECK of the reference's attachment")
 
 			if tc != "DEL, netns alive" {
@@ -62,14 +63,14 @@ func TestReferenceAttachmentIsCheckedDeletedAndCollectedByOurs(t *testing.T) {
 			assert.Empty(t, e.reservations(t))
 			assert.Empty(t, e.states(t))
 			if tc == "DEL, netns alive" {
-				back := linkIn(t, e.host, "hd0")
+				back := pt.AttrsIn(t, e.host, "hd0")
 				require.NotNil(t, back, "home under the name its alias kept")
 				assert.Empty(t, back.Alias)
 				assert.Equal(t, orig.HardwareAddr, back.HardwareAddr)
 				assert.Zero(t, back.Flags&net.FlagUp, "down, as the reference's own DEL leaves it")
-				assert.Equal(t, []string{"lo"}, names(t, e.cont))
+				assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 			} else {
-				assert.Nil(t, linkIn(t, e.host, "hd0"), "the virtual device died with its netns")
+				assert.Nil(t, pt.AttrsIn(t, e.host, "hd0"), "the virtual device died with its netns")
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package ipvlan
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,17 +9,12 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/skel/skeltest"
 )
 
-func request(config []byte) *skel.Request {
-	req := &skel.Request{Config: config}
-	_ = json.Unmarshal(config, &req.Net)
-	return req
-}
-
 func TestLoadReadsEveryKey(t *testing.T) {
-	c, err := load(request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"ipvlan","master":"eth1",
-		"mode":"l3s","mtu":1400,"linkInContainer":true}`)))
+	c, err := load(skeltest.Request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"ipvlan","master":"eth1",
+		"mode":"l3s","mtu":1400,"linkInContainer":true}`), ""))
 	require.NoError(t, err)
 	assert.Equal(t, "eth1", c.Master)
 	assert.Equal(t, "l3s", modeName(c.mode))
@@ -29,7 +23,7 @@ func TestLoadReadsEveryKey(t *testing.T) {
 }
 
 func TestLoadDefaultsToL2(t *testing.T) {
-	c, err := load(request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"ipvlan"}`)))
+	c, err := load(skeltest.Request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"ipvlan"}`), ""))
 	require.NoError(t, err)
 	assert.Equal(t, "l2", modeName(c.mode))
 }
@@ -66,19 +60,14 @@ func FuzzLoad(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, config []byte) {
-		c, err := load(request(config))
-		if err != nil {
-			if code := cnierror.From(err).Code; code != cnierror.CodeInvalidConfig {
-				t.Fatalf("code %d for %q: %v", code, config, err)
-			}
+		c, err := load(skeltest.Request(config, ""))
+		if skeltest.Refused(t, config, err) {
 			return
 		}
 		if _, ok := parseMode(modeName(c.mode)); !ok {
 			t.Fatalf("accepted mode %v", c.mode)
 		}
-		if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
-			t.Fatalf("accepted mtu %d", c.MTU)
-		}
+		skeltest.RequireUsableMTU(t, c.MTU)
 		if c.Master != "" && skel.ValidateIfName(c.Master) != nil {
 			t.Fatalf("accepted master %q", c.Master)
 		}

@@ -1,7 +1,6 @@
 package macvlan
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,17 +8,11 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/skel/skeltest"
 )
 
-// request builds what skel hands a callback for config and CNI_ARGS.
-func request(config []byte, cniArgs string) *skel.Request {
-	req := &skel.Request{Config: config, Args: skel.Args{CNIArgs: cniArgs}}
-	_ = json.Unmarshal(config, &req.Net)
-	return req
-}
-
 func TestLoadReadsEveryKey(t *testing.T) {
-	c, err := load(request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"macvlan","master":"eth1",
+	c, err := load(skeltest.Request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"macvlan","master":"eth1",
 		"mode":"vepa","mtu":1400,"mac":"02:00:00:00:00:01","bcqueuelen":100,"linkInContainer":true,"ipam":{}}`), ""))
 	require.NoError(t, err)
 	assert.Equal(t, "eth1", c.Master)
@@ -31,7 +24,7 @@ func TestLoadReadsEveryKey(t *testing.T) {
 }
 
 func TestLoadDefaultsToBridgeModeAndNoMaster(t *testing.T) {
-	c, err := load(request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"macvlan"}`), ""))
+	c, err := load(skeltest.Request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"macvlan"}`), ""))
 	require.NoError(t, err)
 	assert.Equal(t, "bridge", modeName(c.mode))
 	assert.Empty(t, c.Master)
@@ -39,7 +32,7 @@ func TestLoadDefaultsToBridgeModeAndNoMaster(t *testing.T) {
 }
 
 func TestLoadRefusesUnknownCNIArgs(t *testing.T) {
-	_, err := load(request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"macvlan"}`), "FOO=bar"))
+	_, err := load(skeltest.Request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"macvlan"}`), "FOO=bar"))
 	assert.Equal(t, cnierror.CodeInvalidEnv, cnierror.From(err).Code)
 }
 
@@ -57,17 +50,11 @@ func FuzzLoad(f *testing.F) {
 		f.Add([]byte(seed), "IgnoreUnknown=1;MAC=02:00:00:00:00:03")
 	}
 	f.Fuzz(func(t *testing.T, config []byte, cniArgs string) {
-		c, err := load(request(config, cniArgs))
-		if err != nil {
-			code := cnierror.From(err).Code
-			if code != cnierror.CodeInvalidConfig && code != cnierror.CodeInvalidEnv {
-				t.Fatalf("code %d for %q: %v", code, config, err)
-			}
+		c, err := load(skeltest.Request(config, cniArgs))
+		if skeltest.Refused(t, config, err, cnierror.CodeInvalidConfig, cnierror.CodeInvalidEnv) {
 			return
 		}
-		if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
-			t.Fatalf("accepted mtu %d", c.MTU)
-		}
+		skeltest.RequireUsableMTU(t, c.MTU)
 		if c.mac != nil && (len(c.mac) != 6 || c.mac[0]&1 != 0) {
 			t.Fatalf("accepted mac %s", c.mac)
 		}

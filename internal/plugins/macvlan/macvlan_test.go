@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
@@ -13,23 +14,52 @@ import (
 	at "github.com/cnikit/cni/internal/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/plugins/macvlan"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
-func newEnv(t *testing.T) *at.Env {
-	t.Helper()
-	return at.New(t, macvlan.Plugin())
+// suite is what every one-link plugin does alike; macvlan needs no kernel feature.
+var suite = at.Suite{
+	Plugin: macvlan.Plugin, Keys: map[string]any{"master": at.Master},
+	BadInput: []at.BadInput{
+		{Name: "unknown mode", Keys: map[string]any{"mode": "bridged"}, Field: "mode"},
+		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 1501}, Field: "mtu"},
+		{Name: "mtu below IPv4's minimum", Keys: map[string]any{"mtu": 60}, Field: "mtu"},
+		{Name: "negative mtu", Keys: map[string]any{"mtu": -1}, Field: "mtu"},
+		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
+		{Name: "master with a slash", Keys: map[string]any{"master": "a/b"}, Field: "master"},
+		{Name: "mac not a MAC", Keys: map[string]any{"mac": "zz:zz"}, Field: "mac"},
+		{Name: "multicast mac", Keys: map[string]any{"mac": "01:00:5e:00:00:01"}, Field: "mac"},
+		{Name: "bad runtimeConfig.mac", Keys: map[string]any{"runtimeConfig": map[string]any{"mac": "nope"}}, Field: "runtimeConfig.mac"},
+		{Name: "bad CNI_ARGS MAC", CNIArgs: "MAC=12", Field: "CNI_ARGS MAC"},
+		{Name: "negative bcqueuelen", Keys: map[string]any{"bcqueuelen": -1}, Field: "bcqueuelen"},
+		{Name: "linkInContainer with the master on the host", Keys: map[string]any{"linkInContainer": true}, Field: "master"},
+	},
+	ExecdBadInput: []at.BadInput{
+		{Name: "unknown mode", Keys: map[string]any{"mode": "switch"}, Field: "mode"},
+		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 9000}, Field: "mtu"},
+		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
+		{Name: "bad capability mac", Keys: map[string]any{"runtimeConfig": map[string]any{"mac": "ff:ff:ff:ff:ff:ff"}}, Field: "runtimeConfig.mac"},
+		{Name: "bad CNI_ARGS MAC", CNIArgs: "IgnoreUnknown=1;MAC=xyz", Field: "CNI_ARGS MAC"},
+		{Name: "mode of the wrong type", Keys: map[string]any{"mode": 3}, Field: "mode"},
+	},
+	LibcniKeys:           map[string]any{"capabilities": map[string]any{"mac": true}},
+	LibcniCapabilityArgs: map[string]any{"mac": "02:aa:bb:cc:dd:ee"},
+	LibcniResult: func(t *testing.T, res *types100.Result) {
+		assert.Equal(t, "02:aa:bb:cc:dd:ee", res.Interfaces[0].Mac, "the mac capability")
+	},
+}
+
+func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
+	t.Parallel()
+	suite.Run(t)
 }
 
 // macvlanIn returns the container's eth0, which must be a macvlan.
 func macvlanIn(t *testing.T, n *testns.NS) *netlink.Macvlan {
 	t.Helper()
-	l, err := n.Handle(t).LinkByName("eth0")
-	require.NoError(t, err)
-	mv, ok := l.(*netlink.Macvlan)
-	require.True(t, ok, "eth0 is a %s", l.Type())
-	return mv
+	return pt.LinkAs[*netlink.Macvlan](t, n, "eth0")
 }
 
 func masterIndex(t *testing.T, e *at.Env) int {
@@ -41,7 +71,7 @@ func masterIndex(t *testing.T, e *at.Env) int {
 
 func TestTwoContainersOnOneMasterReachEachOtherAndThePeer(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "mode": "bridge"})
 	a, b := e.Add(conf), e.Add(conf)
 
@@ -69,14 +99,14 @@ func TestTwoContainersOnOneMasterReachEachOtherAndThePeer(t *testing.T) {
 	for _, c := range []*at.Container{a, b} {
 		require.NoError(t, e.Check(c, conf))
 		require.NoError(t, e.Del(c, conf))
-		assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+		assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 	}
 	assert.Empty(t, e.Reservations())
 }
 
 func TestPrivateModeKeepsContainersApart(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "mode": "private"})
 	a, b := e.Add(conf), e.Add(conf)
 	assert.Error(t, at.Reach(t, a.NS, b.NS, b.Addr(t)), "private macvlans must not talk to each other")
@@ -85,7 +115,7 @@ func TestPrivateModeKeepsContainersApart(t *testing.T) {
 
 func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	testns.Up(t, e.Host, at.Master, "10.90.0.2/24")
 	h := e.Host.Handle(t)
 	m, err := h.LinkByName(at.Master)
@@ -106,11 +136,11 @@ func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 
 func TestNoMasterAndNoDefaultRouteIsTryAgainLater(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": nil}))
 	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
+	assert.Equal(t, cnierror.CodeTryAgainLater, pt.Code(err))
 	assert.Contains(t, err.Error(), "master")
 	e.AssertNothingLeft(t, c)
 }
@@ -128,7 +158,7 @@ func TestEveryModeIsCreatedAndChecked(t *testing.T) {
 	for name, want := range modes {
 		t.Run("mode="+name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
+			e := suite.New(t)
 			conf := e.Config(map[string]any{"master": at.Master, "mode": name})
 			c := e.Add(conf)
 			assert.Equal(t, want, macvlanIn(t, c.NS).Mode)
@@ -148,7 +178,7 @@ func TestEveryModeIsCreatedAndChecked(t *testing.T) {
 
 func TestMTUDefaultsToTheMastersAndMayBeLower(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	h := e.Host.Handle(t)
 	m, err := h.LinkByName(at.Master)
 	require.NoError(t, err)
@@ -161,47 +191,6 @@ func TestMTUDefaultsToTheMastersAndMayBeLower(t *testing.T) {
 	c = e.Add(e.Config(map[string]any{"master": at.Master, "mtu": 1400}))
 	assert.Equal(t, 1400, macvlanIn(t, c.NS).MTU)
 	assert.Equal(t, 1400, c.Res.Interfaces[0].MTU)
-}
-
-func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		keys    map[string]any
-		cniArgs string
-		code    uint
-		field   string
-	}{
-		{"unknown mode", map[string]any{"mode": "bridged"}, "", cnierror.CodeInvalidConfig, "mode"},
-		{"mtu above the master's", map[string]any{"mtu": 1501}, "", cnierror.CodeInvalidConfig, "mtu"},
-		{"mtu below IPv4's minimum", map[string]any{"mtu": 60}, "", cnierror.CodeInvalidConfig, "mtu"},
-		{"negative mtu", map[string]any{"mtu": -1}, "", cnierror.CodeInvalidConfig, "mtu"},
-		{"master that does not exist", map[string]any{"master": "nosuch0"}, "", cnierror.CodeInvalidConfig, "master"},
-		{"master with a slash", map[string]any{"master": "a/b"}, "", cnierror.CodeInvalidConfig, "master"},
-		{"mac not a MAC", map[string]any{"mac": "zz:zz"}, "", cnierror.CodeInvalidConfig, "mac"},
-		{"multicast mac", map[string]any{"mac": "01:00:5e:00:00:01"}, "", cnierror.CodeInvalidConfig, "mac"},
-		{"bad runtimeConfig.mac", map[string]any{"runtimeConfig": map[string]any{"mac": "nope"}}, "", cnierror.CodeInvalidConfig, "runtimeConfig.mac"},
-		{"bad CNI_ARGS MAC", nil, "MAC=12", cnierror.CodeInvalidConfig, "CNI_ARGS MAC"},
-		{"negative bcqueuelen", map[string]any{"bcqueuelen": -1}, "", cnierror.CodeInvalidConfig, "bcqueuelen"},
-		{"linkInContainer with the master on the host", map[string]any{"linkInContainer": true}, "", cnierror.CodeInvalidConfig, "master"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			keys := map[string]any{"master": at.Master}
-			for k, v := range tt.keys {
-				keys[k] = v
-			}
-			c := e.NewContainer()
-			_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(keys), tt.cniArgs)
-			require.Error(t, err)
-			assert.Equal(t, tt.code, at.Code(err), err.Error())
-			assert.True(t, strings.HasPrefix(cnierror.From(err).Msg, tt.field) || strings.Contains(err.Error(), tt.field),
-				"%q does not name %s", err.Error(), tt.field)
-			e.AssertNothingLeft(t, c)
-		})
-	}
 }
 
 func TestMACComesFromConfigCNIArgsAndCapabilityLaterWinning(t *testing.T) {
@@ -220,7 +209,7 @@ func TestMACComesFromConfigCNIArgsAndCapabilityLaterWinning(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
+			e := suite.New(t)
 			tt.keys["master"] = at.Master
 			cfg := e.Config(tt.keys)
 			c := e.Add(cfg, tt.cniArgs)
@@ -233,14 +222,14 @@ func TestMACComesFromConfigCNIArgsAndCapabilityLaterWinning(t *testing.T) {
 
 func TestBCQueueLenReachesTheKernel(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	c := e.Add(e.Config(map[string]any{"master": at.Master, "bcqueuelen": 3000}))
 	assert.Equal(t, uint32(3000), macvlanIn(t, c.NS).BCQueueLen)
 }
 
 func TestEmptyIPAMGivesTheLinkOnlyAndUp(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "ipam": map[string]any{}})
 	c := e.Add(conf)
 	assert.Empty(t, c.Res.IPs)
@@ -250,12 +239,12 @@ func TestEmptyIPAMGivesTheLinkOnlyAndUp(t *testing.T) {
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 }
 
 func TestNeighboursAreNotifiedOfTheNewInterface(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	c := e.Add(e.Config(map[string]any{"master": at.Master, "ipam": e.HostLocal(at.Subnet, "fd90::/64")}))
 	for _, name := range []string{"ipv4/conf/eth0/arp_notify", "ipv6/conf/eth0/ndisc_notify"} {
 		var b []byte
@@ -267,7 +256,7 @@ func TestNeighboursAreNotifiedOfTheNewInterface(t *testing.T) {
 
 func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	c := e.NewContainer()
 	testns.Veth(t, c.NS, "cmaster", []string{"10.91.0.2/24"}, e.Peer, "cpeer", []string{"10.91.0.1/24"})
 	h := c.NS.Handle(t)
@@ -281,8 +270,8 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	assert.NoError(t, at.Reach(t, e.Peer, c.NS, c.Addr(t)))
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"cmaster", "lo"}, at.Links(t, c.NS))
-	assert.Equal(t, []string{"lo", at.Master}, at.Links(t, e.Host))
+	assert.Equal(t, []string{"cmaster", "lo"}, pt.Links(t, c.NS))
+	assert.Equal(t, []string{"lo", at.Master}, pt.Links(t, e.Host))
 
 	// Without a master, the container's default route names it.
 	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: cm.Attrs().Index, Gw: net.ParseIP("10.91.0.1")}))
@@ -292,98 +281,40 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	require.NoError(t, e.Check(c, conf))
 }
 
-func TestDelIsIdempotent(t *testing.T) {
+func TestDelOfAConfigNoLongerValidSucceeds(t *testing.T) {
 	t.Parallel()
-	t.Run("twice", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		conf := e.Config(map[string]any{"master": at.Master})
-		c := e.Add(conf)
-		require.NoError(t, e.Del(c, conf))
-		require.NoError(t, e.Del(c, conf))
-		e.AssertNothingLeft(t, c)
-	})
-	t.Run("netns gone", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		conf := e.Config(map[string]any{"master": at.Master})
-		c := e.Add(conf)
-		c.NS.Close()
-		require.NoError(t, e.Del(c, conf))
-		assert.Empty(t, e.Reservations())
-	})
-	t.Run("master gone", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		conf := e.Config(map[string]any{"master": at.Master})
-		c := e.Add(conf)
-		h := e.Host.Handle(t)
-		m, err := h.LinkByName(at.Master)
-		require.NoError(t, err)
-		require.NoError(t, h.LinkDel(m))
-		require.NoError(t, e.Del(c, conf))
-		assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
-		assert.Empty(t, e.Reservations())
-	})
-	t.Run("CNI_NETNS empty still releases the address", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		conf := e.Config(map[string]any{"master": at.Master})
-		c := e.Add(conf)
-		require.Len(t, e.Reservations(), 1)
-		_, err := e.Invoke(skel.CmdDel, c.ID, "", conf)
-		require.NoError(t, err)
-		assert.Empty(t, e.Reservations())
-	})
-	t.Run("config no longer valid", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		conf := e.Config(map[string]any{"master": at.Master})
-		c := e.Add(conf)
-		require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "mode": "nonsense", "mtu": 99999})))
-		e.AssertNothingLeft(t, c)
-	})
-}
-
-func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	ipam := e.HostLocal(at.Subnet)
-	// A route through a gateway outside every subnet fails after the link and the
-	// reservation exist.
-	ipam["routes"] = []any{map[string]any{"dst": "10.200.0.0/16", "gw": "192.0.2.1"}}
-	c := e.NewContainer()
-	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master, "ipam": ipam}))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "192.0.2.1")
+	e := suite.New(t)
+	conf := e.Config(map[string]any{"master": at.Master})
+	c := e.Add(conf)
+	require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "mode": "nonsense", "mtu": 99999})))
 	e.AssertNothingLeft(t, c)
 }
 
 func TestInterfaceNameTakenInTheContainerIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	c := e.NewContainer()
 	testns.Veth(t, c.NS, "eth0", nil, e.Peer, "other0", nil)
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master}))
 	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidEnv, at.Code(err))
+	assert.Equal(t, cnierror.CodeInvalidEnv, pt.Code(err))
 	assert.Contains(t, err.Error(), "CNI_IFNAME")
-	assert.Equal(t, []string{"eth0", "lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"eth0", "lo"}, pt.Links(t, c.NS))
 	assert.Empty(t, e.Reservations())
 }
 
 func TestHostLinkWithTheContainersInterfaceNameDoesNotClash(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	testns.Veth(t, e.Host, "eth0", nil, e.Peer, "hosteth0", nil)
 	c := e.Add(e.Config(map[string]any{"master": at.Master}))
 	assert.Equal(t, "eth0", macvlanIn(t, c.NS).Name)
-	assert.Equal(t, []string{"eth0", "lo", at.Master}, at.Links(t, e.Host))
+	assert.Equal(t, []string{"eth0", "lo", at.Master}, pt.Links(t, e.Host))
 }
 
 func TestCheckNoticesAMissingAddressAndAWrongMaster(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	testns.Veth(t, e.Host, "master1", nil, e.Peer, "peer1", nil)
 	conf := e.Config(map[string]any{"master": at.Master})
 	c := e.Add(conf)
@@ -404,7 +335,7 @@ func TestCheckNoticesAMissingAddressAndAWrongMaster(t *testing.T) {
 
 func TestStatusAndGCGoThroughIPAM(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master})
 	kept, dropped := e.Add(conf), e.Add(conf)
 	require.Len(t, e.Reservations(), 2)
@@ -412,7 +343,7 @@ func TestStatusAndGCGoThroughIPAM(t *testing.T) {
 	_, err := e.Invoke(skel.CmdStatus, "", "", conf)
 	require.NoError(t, err)
 	_, err = e.Invoke(skel.CmdStatus, "", "", e.Config(map[string]any{"mode": "bogus"}))
-	assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err), "STATUS validates the config")
+	assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(err), "STATUS validates the config")
 
 	gcConf := e.Config(map[string]any{"master": at.Master, "cni.dev/valid-attachments": []any{
 		map[string]any{"containerID": kept.ID, "ifname": "eth0"},

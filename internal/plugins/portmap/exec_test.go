@@ -1,11 +1,9 @@
 package portmap
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,78 +12,61 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 	"github.com/cnikit/cni/internal/timing"
 )
 
-// execPlugin runs the cni binary as "portmap" inside the host netns (the child
-// inherits the locked thread's namespace) and returns its stdout.
+// execPlugin runs the cni binary as "portmap" inside the host netns and returns its
+// stdout.
 func execPlugin(tb testing.TB, host *testns.NS, plugin, command, cid, netnsPath string, conf []byte) ([]byte, error) {
-	out, _, err := execPluginCPU(host, plugin, command, cid, netnsPath, conf, os.Getenv("PATH"))
+	tb.Helper()
+	out, _, err := execPluginCPU(tb, host, plugin, command, cid, netnsPath, conf, os.Getenv("PATH"))
 	return out, err
 }
 
 // execPluginWithPath is execPlugin with the plugin's PATH set, which chooses the
 // iptables and nft tools it runs.
-func execPluginWithPath(host *testns.NS, path, plugin, command, cid, netnsPath string, conf []byte) ([]byte, error) {
-	out, _, err := execPluginCPU(host, plugin, command, cid, netnsPath, conf, path)
+func execPluginWithPath(tb testing.TB, host *testns.NS, path, plugin, command, cid, netnsPath string, conf []byte) ([]byte, error) {
+	tb.Helper()
+	out, _, err := execPluginCPU(tb, host, plugin, command, cid, netnsPath, conf, path)
 	return out, err
 }
 
 // execPluginCPU is execPlugin that also returns the CPU time (user+system) of the
-// plugin and of the processes it waited for, a figure that a loaded machine distorts
-// less than wall time.
-func execPluginCPU(host *testns.NS, plugin, command, cid, netnsPath string, conf []byte, path string) ([]byte, time.Duration, error) {
-	var (
-		stdout, stderr bytes.Buffer
-		cpu            time.Duration
-	)
-	err := host.Do(func() error {
-		cmd := exec.Command(plugin)
-		cmd.Env = []string{
-			"CNI_COMMAND=" + command, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + netnsPath,
-			"CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(plugin), "PATH=" + path,
-		}
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(conf), &stdout, &stderr
-		err := cmd.Run()
-		if cmd.ProcessState != nil {
-			cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		}
-		return err
-	})
-	if err != nil {
-		return stdout.Bytes(), cpu, fmt.Errorf("%s %s: %w: %s %s", plugin, command, err, stdout.String(), stderr.String())
+// plugin and of the processes it waited for.
+func execPluginCPU(tb testing.TB, host *testns.NS, plugin, command, cid, netnsPath string, conf []byte, path string) ([]byte, time.Duration, error) {
+	tb.Helper()
+	o := pt.Exec(tb, host, pt.Call{Bin: plugin, Command: command, ContainerID: cid, Netns: netnsPath, IfName: "eth0",
+		Config: conf, Env: []string{"PATH=" + path}})
+	if o.Err != nil {
+		return []byte(o.Stdout), o.CPU, fmt.Errorf("%s %s: %s", plugin, command, o)
 	}
-	return stdout.Bytes(), cpu, nil
+	return []byte(o.Stdout), o.CPU, nil
 }
 
 func TestExecAddForwardsAndDelRemoves(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
-			conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
-			out, err := execPlugin(t, e.host, plugin, "ADD", c.id, c.ns.Path, conf)
-			require.NoError(t, err)
-			var res map[string]any
-			require.NoError(t, json.Unmarshal(out, &res))
-			assert.Len(t, res["ips"], 2, "the prevResult is passed through")
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		plugin := filepath.Join(testns.LinkPluginDir(t, "portmap"), "portmap")
+		conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
+		out, err := execPlugin(t, e.host, plugin, "ADD", c.id, c.ns.Path, conf)
+		require.NoError(t, err)
+		var res map[string]any
+		require.NoError(t, json.Unmarshal(out, &res))
+		assert.Len(t, res["ips"], 2, "the prevResult is passed through")
 
-			got, err := dialTCP(e.client, "10.77.0.1:8080")
-			require.NoError(t, err)
-			assert.Equal(t, "ctr-a", got)
-			_, err = execPlugin(t, e.host, plugin, "CHECK", c.id, c.ns.Path, conf)
-			require.NoError(t, err)
+		got, err := dialTCP(e.client, "10.77.0.1:8080")
+		require.NoError(t, err)
+		assert.Equal(t, "ctr-a", got)
+		_, err = execPlugin(t, e.host, plugin, "CHECK", c.id, c.ns.Path, conf)
+		require.NoError(t, err)
 
-			bare := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)
-			_, err = execPlugin(t, e.host, plugin, "DEL", c.id, "", bare)
-			require.NoError(t, err)
-			assert.NotContains(t, e.ruleset(), c.ip4)
-		})
-	}
+		bare := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)
+		_, err = execPlugin(t, e.host, plugin, "DEL", c.id, "", bare)
+		require.NoError(t, err)
+		assert.NotContains(t, e.ruleset(), c.ip4)
+	})
 }
 
 // BenchmarkExec measures exec'd ADD and DEL of one attachment on a host that already
@@ -125,11 +106,11 @@ func benchExec(b *testing.B, backend string, n int) {
 	for i := 0; i < b.N; i++ {
 		cfg := conf(n + 1)
 		start := time.Now()
-		_, cpu, err := execPluginCPU(host, plugin, "ADD", "bench-ctr", cont.Path, cfg, os.Getenv("PATH"))
+		_, cpu, err := execPluginCPU(b, host, plugin, "ADD", "bench-ctr", cont.Path, cfg, os.Getenv("PATH"))
 		adds, addCPU = append(adds, time.Since(start)), append(addCPU, cpu)
 		require.NoError(b, err)
 		start = time.Now()
-		_, cpu, err = execPluginCPU(host, plugin, "DEL", "bench-ctr", cont.Path, cfg, os.Getenv("PATH"))
+		_, cpu, err = execPluginCPU(b, host, plugin, "DEL", "bench-ctr", cont.Path, cfg, os.Getenv("PATH"))
 		dels, delCPU = append(dels, time.Since(start)), append(delCPU, cpu)
 		require.NoError(b, err)
 	}

@@ -32,18 +32,10 @@ func TestExecIPTablesBackendWithEitherFlavour(t *testing.T) {
 			}
 			conf := c.netconf(t, "net1", map[string]any{"backend": "iptables"}, mappings)
 			run := func(command string, conf []byte) error {
-				_, err := execPluginWithPath(e.host, fl.PATH(), plugin, command, c.id, c.ns.Path, conf)
+				_, err := execPluginWithPath(t, e.host, fl.PATH(), plugin, command, c.id, c.ns.Path, conf)
 				return err
 			}
-			save := func() string {
-				var b strings.Builder
-				for _, tool := range []string{"iptables-save", "ip6tables-save"} {
-					out, err := e.host.Exec(t, fl.Tool(tool), "-t", "nat")
-					require.NoError(t, err, out)
-					b.WriteString(savedRules(out))
-				}
-				return b.String()
-			}
+			save := func() string { return fl.Rules(t, e.host, "nat") }
 
 			require.NoError(t, run("ADD", conf))
 			for _, addr := range []string{"10.77.0.1:8080", "[fd77::1]:8082"} {
@@ -97,21 +89,4 @@ func entryPosition(t *testing.T, host *testns.NS, iptables, proto string) int {
 	}
 	t.Fatalf("no %s entry rule in:\n%s", proto, out)
 	return 0
-}
-
-// savedRules is iptables-save output without what changes by itself: the "# Generated
-// on <time>" lines and the packet counters of the chain lines.
-func savedRules(save string) string {
-	var b strings.Builder
-	for _, line := range strings.SplitAfter(save, "\n") {
-		switch {
-		case strings.HasPrefix(line, "#"):
-		case strings.HasPrefix(line, ":"):
-			chain, _, _ := strings.Cut(line, " [")
-			b.WriteString(chain + "\n")
-		default:
-			b.WriteString(line)
-		}
-	}
-	return b.String()
 }

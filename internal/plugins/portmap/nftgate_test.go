@@ -134,7 +134,7 @@ func TestExecNFTConditionsWithoutTheNFTCommand(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conf := c.netconf(t, "nonft", map[string]any{"backend": "nftables", "conditionsV4": tc.conds}, standardMappings())
-			stdout, err := execPluginWithPath(e.host, noNFT, plugin, "ADD", c.id, c.ns.Path, conf)
+			stdout, err := execPluginWithPath(t, e.host, noNFT, plugin, "ADD", c.id, c.ns.Path, conf)
 			require.Error(t, err)
 			var ce cnierror.Error
 			require.NoError(t, json.Unmarshal(stdout, &ce), "stdout: %s", stdout)
@@ -147,13 +147,13 @@ func TestExecNFTConditionsWithoutTheNFTCommand(t *testing.T) {
 	conf := c.netconf(t, "nonft", map[string]any{"backend": "nftables",
 		"conditionsV4": []string{"ip saddr 10.77.0.0/24", `iifname "vx"`}}, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
 	for _, command := range []string{"ADD", "CHECK"} {
-		_, err := execPluginWithPath(e.host, noNFT, plugin, command, c.id, c.ns.Path, conf)
+		_, err := execPluginWithPath(t, e.host, noNFT, plugin, command, c.id, c.ns.Path, conf)
 		require.NoError(t, err, command)
 	}
 	got, err := dialTCP(e.client, "10.77.0.1:8080")
 	require.NoError(t, err, "conditions over netlink need no nft")
 	assert.Equal(t, "ctr-nonft", got)
-	_, err = execPluginWithPath(e.host, noNFT, plugin, "DEL", c.id, c.ns.Path, conf)
+	_, err = execPluginWithPath(t, e.host, noNFT, plugin, "DEL", c.id, c.ns.Path, conf)
 	require.NoError(t, err)
 	assert.NotContains(t, e.ruleset(), c.ip4)
 }
@@ -177,7 +177,7 @@ func TestExecIPTablesBackendWithoutTheTools(t *testing.T) {
 		{"iptables conditions", map[string]any{"conditionsV4": []string{"!", "-s", "10.0.0.0/8"}}, "conditionsV4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stdout, err := execPluginWithPath(e.host, noTools, plugin, "ADD", c.id, c.ns.Path, c.netconf(t, "noipt", tc.keys, standardMappings()))
+			stdout, err := execPluginWithPath(t, e.host, noTools, plugin, "ADD", c.id, c.ns.Path, c.netconf(t, "noipt", tc.keys, standardMappings()))
 			require.Error(t, err)
 			var ce cnierror.Error
 			require.NoError(t, json.Unmarshal(stdout, &ce), "stdout: %s", stdout)
@@ -189,13 +189,13 @@ func TestExecIPTablesBackendWithoutTheTools(t *testing.T) {
 	}
 	conf := c.netconf(t, "noipt", map[string]any{"backend": "iptables"}, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
 	for _, command := range []string{"ADD", "CHECK"} {
-		_, err := execPluginWithPath(e.host, noTools, plugin, command, c.id, c.ns.Path, conf)
+		_, err := execPluginWithPath(t, e.host, noTools, plugin, command, c.id, c.ns.Path, conf)
 		require.NoError(t, err, command)
 	}
 	got, err := dialTCP(e.client, "10.77.0.1:8080")
 	require.NoError(t, err)
 	assert.Equal(t, "ctr-noipt", got)
-	_, err = execPluginWithPath(e.host, noTools, plugin, "DEL", c.id, c.ns.Path, conf)
+	_, err = execPluginWithPath(t, e.host, noTools, plugin, "DEL", c.id, c.ns.Path, conf)
 	require.NoError(t, err)
 	assert.NotContains(t, e.ruleset(), c.ip4)
 }

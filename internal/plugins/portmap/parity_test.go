@@ -50,23 +50,18 @@ func TestConditionsInIPTablesSyntaxPickIPTables(t *testing.T) {
 // the host, and none of IPv6; CHECK counts it as ADD made it (upstream #1210 fixed the
 // reference's nftables CHECK that failed on it).
 func TestUnspecifiedHostIPMapsEveryAddressOfItsFamilyAndPassesCheck(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			conf := c.netconf(t, "net1", map[string]any{"backend": backend},
-				[]PortMapping{{HostPort: 8084, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "0.0.0.0"}})
-			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-			got, err := dialTCP(e.client, "10.77.0.1:8084")
-			require.NoError(t, err)
-			assert.Equal(t, "ctr-a", got)
-			_, err = dialTCP(e.client, "[fd77::1]:8084")
-			assert.Error(t, err, "0.0.0.0 maps no IPv6 address")
-			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
-		})
-	}
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		conf := c.netconf(t, "net1", map[string]any{"backend": backend},
+			[]PortMapping{{HostPort: 8084, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "0.0.0.0"}})
+		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+		got, err := dialTCP(e.client, "10.77.0.1:8084")
+		require.NoError(t, err)
+		assert.Equal(t, "ctr-a", got)
+		_, err = dialTCP(e.client, "[fd77::1]:8084")
+		assert.Error(t, err, "0.0.0.0 maps no IPv6 address")
+		require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+	})
 }
 
 // Only traffic to an address of the host is mapped: a connection that crosses the host
@@ -75,23 +70,18 @@ func TestUnspecifiedHostIPMapsEveryAddressOfItsFamilyAndPassesCheck(t *testing.T
 // transit traffic from v1.6.1 to v1.8.0, so a pod publishing UDP 53 took all DNS that
 // crossed the node).
 func TestTransitTrafficToAPublishedPortIsNotMapped(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			publisher, other := e.container("ctr-a"), e.container("ctr-b")
-			conf := publisher.netconf(t, "net1", map[string]any{"backend": backend},
-				[]PortMapping{{HostPort: tcpPort, ContainerPort: tcpPort, Protocol: "tcp"}})
-			require.NoError(t, e.invoke(skel.CmdAdd, publisher, conf))
-			got, err := dialTCP(e.client, "10.77.0.1:8000")
-			require.NoError(t, err)
-			assert.Equal(t, "ctr-a", got, "the host's own address is mapped")
-			for _, addr := range []string{other.ip4 + ":8000", "[" + other.ip6 + "]:8000"} {
-				got, err := dialTCP(e.client, addr)
-				require.NoError(t, err, addr)
-				assert.Equal(t, "ctr-b", got, "%s crosses the host unmapped", addr)
-			}
-		})
-	}
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		publisher, other := e.container("ctr-a"), e.container("ctr-b")
+		conf := publisher.netconf(t, "net1", map[string]any{"backend": backend},
+			[]PortMapping{{HostPort: tcpPort, ContainerPort: tcpPort, Protocol: "tcp"}})
+		require.NoError(t, e.invoke(skel.CmdAdd, publisher, conf))
+		got, err := dialTCP(e.client, "10.77.0.1:8000")
+		require.NoError(t, err)
+		assert.Equal(t, "ctr-a", got, "the host's own address is mapped")
+		for _, addr := range []string{other.ip4 + ":8000", "[" + other.ip6 + "]:8000"} {
+			got, err := dialTCP(e.client, addr)
+			require.NoError(t, err, addr)
+			assert.Equal(t, "ctr-b", got, "%s crosses the host unmapped", addr)
+		}
+	})
 }

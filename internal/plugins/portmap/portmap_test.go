@@ -15,12 +15,22 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nfttest"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
 var backends = []string{"nftables", "iptables"}
+
+// forEachBackend runs body as a parallel subtest per rule backend, each with an env of
+// its own (skipped where the backend cannot run).
+func forEachBackend(t *testing.T, body func(t *testing.T, e *env, backend string)) {
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		t.Parallel()
+		body(t, newEnv(t), backend)
+	})
+}
 
 func standardMappings() []PortMapping {
 	return []PortMapping{
@@ -30,138 +40,113 @@ func standardMappings() []PortMapping {
 }
 
 func TestMappedPortsAnswerFromOutsideLocalhostAndHairpin(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
-			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
+		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
 
-			cases := []struct {
-				name string
-				from func() (string, error)
-			}{
-				{"external tcp v4", func() (string, error) { return dialTCP(e.client, "10.77.0.1:8080") }},
-				{"external udp v4", func() (string, error) { return dialUDP(e.client, "10.77.0.1:8081") }},
-				{"external tcp v6", func() (string, error) { return dialTCP(e.client, "[fd77::1]:8080") }},
-				{"external udp v6", func() (string, error) { return dialUDP(e.client, "[fd77::1]:8081") }},
-				{"localhost tcp", func() (string, error) { return dialTCP(e.host, "127.0.0.1:8080") }},
-				{"localhost udp", func() (string, error) { return dialUDP(e.host, "127.0.0.1:8081") }},
-				{"hairpin tcp", func() (string, error) { return dialTCP(c.ns, c.host+":8080") }},
-				{"hairpin udp", func() (string, error) { return dialUDP(c.ns, c.host+":8081") }},
+		cases := []struct {
+			name string
+			from func() (string, error)
+		}{
+			{"external tcp v4", func() (string, error) { return dialTCP(e.client, "10.77.0.1:8080") }},
+			{"external udp v4", func() (string, error) { return dialUDP(e.client, "10.77.0.1:8081") }},
+			{"external tcp v6", func() (string, error) { return dialTCP(e.client, "[fd77::1]:8080") }},
+			{"external udp v6", func() (string, error) { return dialUDP(e.client, "[fd77::1]:8081") }},
+			{"localhost tcp", func() (string, error) { return dialTCP(e.host, "127.0.0.1:8080") }},
+			{"localhost udp", func() (string, error) { return dialUDP(e.host, "127.0.0.1:8081") }},
+			{"hairpin tcp", func() (string, error) { return dialTCP(c.ns, c.host+":8080") }},
+			{"hairpin udp", func() (string, error) { return dialUDP(c.ns, c.host+":8081") }},
+		}
+		for _, tc := range cases {
+			got, err := tc.from()
+			if assert.NoError(t, err, tc.name) {
+				assert.Equal(t, "ctr-a", got, tc.name)
 			}
-			for _, tc := range cases {
-				got, err := tc.from()
-				if assert.NoError(t, err, tc.name) {
-					assert.Equal(t, "ctr-a", got, tc.name)
-				}
-			}
-			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
-		})
-	}
+		}
+		require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+	})
 }
 
 func TestAddWithoutMappingsTouchesNothing(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			before := e.ruleset()
-			require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": backend}, nil)))
-			assert.Equal(t, before, e.ruleset())
-		})
-	}
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		before := e.ruleset()
+		require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": backend}, nil)))
+		assert.Equal(t, before, e.ruleset())
+	})
 }
 
 func TestDelWithoutRuntimeConfigRemovesEverything(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			other := e.container("ctr-b")
-			otherConf := other.netconf(t, "net1", map[string]any{"backend": backend}, []PortMapping{{HostPort: 9090, ContainerPort: tcpPort, Protocol: "tcp"}})
-			require.NoError(t, e.invoke(skel.CmdAdd, other, otherConf))
-			require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())))
-			_, err := dialUDP(e.client, "10.77.0.1:8081")
-			require.NoError(t, err)
-			require.NotEmpty(t, e.conntrackTo(c.ip4), "the UDP flow should be tracked")
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		other := e.container("ctr-b")
+		otherConf := other.netconf(t, "net1", map[string]any{"backend": backend}, []PortMapping{{HostPort: 9090, ContainerPort: tcpPort, Protocol: "tcp"}})
+		require.NoError(t, e.invoke(skel.CmdAdd, other, otherConf))
+		require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())))
+		_, err := dialUDP(e.client, "10.77.0.1:8081")
+		require.NoError(t, err)
+		require.NotEmpty(t, e.conntrackTo(c.ip4), "the UDP flow should be tracked")
 
-			// Neither runtimeConfig nor prevResult, as after a lost cache.
-			bare := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)
-			require.NoError(t, e.invoke(skel.CmdDel, c, bare))
-			rules := e.ruleset()
-			o := attachment{net: "net1", cid: "ctr-a"}
-			assert.NotContains(t, rules, o.hash())
-			assert.NotContains(t, rules, c.ip4)
-			assert.NotContains(t, rules, c.ip6)
-			assert.NotContains(t, rules, `"ctr-a"`)
-			assert.Empty(t, e.conntrackTo(c.ip4))
-			_, err = dialTCP(e.client, "10.77.0.1:8080")
-			assert.Error(t, err, "the host port must be closed after DEL")
+		// Neither runtimeConfig nor prevResult, as after a lost cache.
+		bare := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap"}`)
+		require.NoError(t, e.invoke(skel.CmdDel, c, bare))
+		rules := e.ruleset()
+		o := attachment{net: "net1", cid: "ctr-a"}
+		assert.NotContains(t, rules, o.hash())
+		assert.NotContains(t, rules, c.ip4)
+		assert.NotContains(t, rules, c.ip6)
+		assert.NotContains(t, rules, `"ctr-a"`)
+		assert.Empty(t, e.conntrackTo(c.ip4))
+		_, err = dialTCP(e.client, "10.77.0.1:8080")
+		assert.Error(t, err, "the host port must be closed after DEL")
 
-			require.NoError(t, e.invoke(skel.CmdDel, c, bare), "DEL twice")
-			got, err := dialTCP(e.client, "10.77.0.1:9090")
-			require.NoError(t, err)
-			assert.Equal(t, "ctr-b", got, "the other attachment is untouched")
-			require.NoError(t, e.invoke(skel.CmdCheck, other, otherConf))
-		})
-	}
+		require.NoError(t, e.invoke(skel.CmdDel, c, bare), "DEL twice")
+		got, err := dialTCP(e.client, "10.77.0.1:9090")
+		require.NoError(t, err)
+		assert.Equal(t, "ctr-b", got, "the other attachment is untouched")
+		require.NoError(t, e.invoke(skel.CmdCheck, other, otherConf))
+	})
 }
 
 func TestHostIPRestrictsTheMapping(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			mappings := []PortMapping{
-				{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "10.77.0.1"},
-				{HostPort: 8082, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "fd77::1"},
-			}
-			conf := c.netconf(t, "net1", map[string]any{"backend": backend}, mappings)
-			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-			got, err := dialTCP(e.client, "10.77.0.1:8080")
-			require.NoError(t, err)
-			assert.Equal(t, "ctr-a", got)
-			_, err = dialTCP(e.host, c.host+":8080")
-			assert.Error(t, err, "another host address must not be mapped")
-			_, err = dialTCP(e.client, "[fd77::1]:8080")
-			assert.Error(t, err, "a v4 hostIP does not map v6")
-			got, err = dialTCP(e.client, "[fd77::1]:8082")
-			require.NoError(t, err)
-			assert.Equal(t, "ctr-a", got)
-			_, err = dialTCP(e.client, "10.77.0.1:8082")
-			assert.Error(t, err, "a v6 hostIP does not map v4")
-			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
-		})
-	}
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		mappings := []PortMapping{
+			{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "10.77.0.1"},
+			{HostPort: 8082, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "fd77::1"},
+		}
+		conf := c.netconf(t, "net1", map[string]any{"backend": backend}, mappings)
+		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+		got, err := dialTCP(e.client, "10.77.0.1:8080")
+		require.NoError(t, err)
+		assert.Equal(t, "ctr-a", got)
+		_, err = dialTCP(e.host, c.host+":8080")
+		assert.Error(t, err, "another host address must not be mapped")
+		_, err = dialTCP(e.client, "[fd77::1]:8080")
+		assert.Error(t, err, "a v4 hostIP does not map v6")
+		got, err = dialTCP(e.client, "[fd77::1]:8082")
+		require.NoError(t, err)
+		assert.Equal(t, "ctr-a", got)
+		_, err = dialTCP(e.client, "10.77.0.1:8082")
+		assert.Error(t, err, "a v6 hostIP does not map v4")
+		require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+	})
 }
 
 func TestTwoContainersWithDifferentPorts(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			a, b := e.container("ctr-a"), e.container("ctr-b")
-			require.NoError(t, e.invoke(skel.CmdAdd, a, a.netconf(t, "net1", map[string]any{"backend": backend},
-				[]PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})))
-			require.NoError(t, e.invoke(skel.CmdAdd, b, b.netconf(t, "net1", map[string]any{"backend": backend},
-				[]PortMapping{{HostPort: 8090, ContainerPort: tcpPort, Protocol: "tcp"}})))
-			for port, want := range map[int]string{8080: "ctr-a", 8090: "ctr-b"} {
-				got, err := dialTCP(e.client, fmt.Sprintf("10.77.0.1:%d", port))
-				require.NoError(t, err)
-				assert.Equal(t, want, got)
-			}
-		})
-	}
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		a, b := e.container("ctr-a"), e.container("ctr-b")
+		require.NoError(t, e.invoke(skel.CmdAdd, a, a.netconf(t, "net1", map[string]any{"backend": backend},
+			[]PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})))
+		require.NoError(t, e.invoke(skel.CmdAdd, b, b.netconf(t, "net1", map[string]any{"backend": backend},
+			[]PortMapping{{HostPort: 8090, ContainerPort: tcpPort, Protocol: "tcp"}})))
+		for port, want := range map[int]string{8080: "ctr-a", 8090: "ctr-b"} {
+			got, err := dialTCP(e.client, fmt.Sprintf("10.77.0.1:%d", port))
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		}
+	})
 }
 
 func TestConditionsRestrictTheMapping(t *testing.T) {
@@ -169,49 +154,39 @@ func TestConditionsRestrictTheMapping(t *testing.T) {
 		"nftables": {"conditionsV4": []string{"ip saddr 10.99.0.0/16"}, "conditionsV6": []string{"ip6", "saddr", "fd77::2"}},
 		"iptables": {"conditionsV4": []string{"-s", "10.99.0.0/16"}, "conditionsV6": []string{"-s", "fd77::2"}},
 	}
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			extra := conds[backend]
-			extra["backend"] = backend
-			conf := c.netconf(t, "net1", extra, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
-			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-			_, err := dialTCP(e.client, "10.77.0.1:8080")
-			assert.Error(t, err, "v4 clients outside 10.99.0.0/16 are not forwarded")
-			got, err := dialTCP(e.client, "[fd77::1]:8080")
-			require.NoError(t, err, "the v6 condition admits the client")
-			assert.Equal(t, "ctr-a", got)
-			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
-		})
-	}
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		extra := conds[backend]
+		extra["backend"] = backend
+		conf := c.netconf(t, "net1", extra, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
+		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+		_, err := dialTCP(e.client, "10.77.0.1:8080")
+		assert.Error(t, err, "v4 clients outside 10.99.0.0/16 are not forwarded")
+		got, err := dialTCP(e.client, "[fd77::1]:8080")
+		require.NoError(t, err, "the v6 condition admits the client")
+		assert.Equal(t, "ctr-a", got)
+		require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+	})
 }
 
 func TestGCRemovesOnlyInvalidAttachmentsOfTheNetwork(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			a, b, other := e.container("ctr-a"), e.container("ctr-b"), e.container("ctr-c")
-			bk := map[string]any{"backend": backend}
-			confA := a.netconf(t, "net1", bk, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
-			confOther := other.netconf(t, "net2", bk, []PortMapping{{HostPort: 8092, ContainerPort: tcpPort, Protocol: "tcp"}})
-			require.NoError(t, e.invoke(skel.CmdAdd, a, confA))
-			require.NoError(t, e.invoke(skel.CmdAdd, b, b.netconf(t, "net1", bk, []PortMapping{{HostPort: 8091, ContainerPort: tcpPort, Protocol: "tcp"}})))
-			require.NoError(t, e.invoke(skel.CmdAdd, other, confOther))
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		a, b, other := e.container("ctr-a"), e.container("ctr-b"), e.container("ctr-c")
+		bk := map[string]any{"backend": backend}
+		confA := a.netconf(t, "net1", bk, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
+		confOther := other.netconf(t, "net2", bk, []PortMapping{{HostPort: 8092, ContainerPort: tcpPort, Protocol: "tcp"}})
+		require.NoError(t, e.invoke(skel.CmdAdd, a, confA))
+		require.NoError(t, e.invoke(skel.CmdAdd, b, b.netconf(t, "net1", bk, []PortMapping{{HostPort: 8091, ContainerPort: tcpPort, Protocol: "tcp"}})))
+		require.NoError(t, e.invoke(skel.CmdAdd, other, confOther))
 
-			gcConf := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap","cni.dev/valid-attachments":[{"containerID":"ctr-a","ifname":"eth0"}]}`)
-			require.NoError(t, e.invoke(skel.CmdGC, a, gcConf))
-			assert.NotContains(t, e.ruleset(), attachment{net: "net1", cid: "ctr-b"}.hash())
-			require.NoError(t, e.invoke(skel.CmdCheck, a, confA))
-			require.NoError(t, e.invoke(skel.CmdCheck, other, confOther), "another network's attachment stays")
-			_, err := dialTCP(e.client, "10.77.0.1:8091")
-			assert.Error(t, err)
-		})
-	}
+		gcConf := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap","cni.dev/valid-attachments":[{"containerID":"ctr-a","ifname":"eth0"}]}`)
+		require.NoError(t, e.invoke(skel.CmdGC, a, gcConf))
+		assert.NotContains(t, e.ruleset(), attachment{net: "net1", cid: "ctr-b"}.hash())
+		require.NoError(t, e.invoke(skel.CmdCheck, a, confA))
+		require.NoError(t, e.invoke(skel.CmdCheck, other, confOther), "another network's attachment stays")
+		_, err := dialTCP(e.client, "10.77.0.1:8091")
+		assert.Error(t, err)
+	})
 }
 
 func TestCheckFailsAfterRuleRemovedByHand(t *testing.T) {
@@ -228,24 +203,19 @@ func TestCheckFailsAfterRuleRemovedByHand(t *testing.T) {
 			require.NoError(e.t, err, out)
 		},
 	}
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
-			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
-			removals[backend](e)
-			assert.Error(t, e.invoke(skel.CmdCheck, c, conf))
-			// DEL still cleans up the damaged state, and a new ADD works.
-			require.NoError(t, e.invoke(skel.CmdDel, c, conf))
-			assert.NotContains(t, e.ruleset(), o.hash())
-			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
-		})
-	}
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
+		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+		require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+		removals[backend](e)
+		assert.Error(t, e.invoke(skel.CmdCheck, c, conf))
+		// DEL still cleans up the damaged state, and a new ADD works.
+		require.NoError(t, e.invoke(skel.CmdDel, c, conf))
+		assert.NotContains(t, e.ruleset(), o.hash())
+		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+		require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+	})
 }
 
 func TestCheckFailsAfterMapElementRemovedByHand(t *testing.T) {
@@ -264,12 +234,8 @@ func TestCheckFailsAfterMapElementRemovedByHand(t *testing.T) {
 // withoutAddresses is conf with a prevResult that lists the container interface but no
 // address on it, as a main plugin that leaves addressing to another hands it on.
 func withoutAddresses(t *testing.T, conf []byte, c *container) []byte {
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(conf, &m))
-	m["prevResult"] = map[string]any{"cniVersion": "1.1.0", "interfaces": []map[string]any{{"name": "eth0", "sandbox": c.ns.Path}}}
-	b, err := json.Marshal(m)
-	require.NoError(t, err)
-	return b
+	return pt.WithKeys(t, conf, map[string]any{"prevResult": map[string]any{"cniVersion": "1.1.0",
+		"interfaces": []map[string]any{{"name": "eth0", "sandbox": c.ns.Path}}}})
 }
 
 // A prevResult that gives the container interface no address is mapped to the
@@ -277,39 +243,34 @@ func withoutAddresses(t *testing.T, conf []byte, c *container) []byte {
 // nothing and says nothing. With no address there either there is nothing to map to:
 // ADD passes prevResult on, as the reference does, and says why on stderr.
 func TestAddWithoutAddressesInPrevResultMapsTheKernelsOnes(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			conf := withoutAddresses(t, c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings()), c)
-			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-			for _, addr := range []string{"10.77.0.1:8080", "[fd77::1]:8080"} {
-				got, err := dialTCP(e.client, addr)
-				require.NoError(t, err, addr)
-				assert.Equal(t, "ctr-a", got, addr)
-			}
-			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
-			require.NoError(t, e.invoke(skel.CmdDel, c, conf))
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		conf := withoutAddresses(t, c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings()), c)
+		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+		for _, addr := range []string{"10.77.0.1:8080", "[fd77::1]:8080"} {
+			got, err := dialTCP(e.client, addr)
+			require.NoError(t, err, addr)
+			assert.Equal(t, "ctr-a", got, addr)
+		}
+		require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+		require.NoError(t, e.invoke(skel.CmdDel, c, conf))
 
-			bare := &container{ns: testns.NewWithLoopback(t), id: "ctr-bare"}
-			testns.Veth(t, e.host, "vbare", nil, bare.ns, "eth0", nil)
-			before := e.ruleset()
-			conf = withoutAddresses(t, bare.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings()), bare)
-			var stderr bytes.Buffer
-			args := skel.Args{Command: skel.CmdAdd, ContainerID: bare.id, Netns: bare.ns.Path, IfName: "eth0", Path: []string{"/nonexistent"}}
-			var res *result.Result
-			require.NoError(t, e.host.Do(func() error {
-				var err error
-				res, err = skel.Invoke(context.Background(), Plugin(), args, conf, &stderr)
-				return err
-			}))
-			assert.Equal(t, []result.Interface{{Name: "eth0", Sandbox: bare.ns.Path}}, res.Interfaces, "prevResult is passed on")
-			assert.Contains(t, stderr.String(), `portmap: no address of interface "eth0" to map ports to`)
-			assert.Equal(t, before, e.ruleset())
-		})
-	}
+		bare := &container{ns: testns.NewWithLoopback(t), id: "ctr-bare"}
+		testns.Veth(t, e.host, "vbare", nil, bare.ns, "eth0", nil)
+		before := e.ruleset()
+		conf = withoutAddresses(t, bare.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings()), bare)
+		var stderr bytes.Buffer
+		args := skel.Args{Command: skel.CmdAdd, ContainerID: bare.id, Netns: bare.ns.Path, IfName: "eth0", Path: []string{"/nonexistent"}}
+		var res *result.Result
+		require.NoError(t, e.host.Do(func() error {
+			var err error
+			res, err = skel.Invoke(context.Background(), Plugin(), args, conf, &stderr)
+			return err
+		}))
+		assert.Equal(t, []result.Interface{{Name: "eth0", Sandbox: bare.ns.Path}}, res.Interfaces, "prevResult is passed on")
+		assert.Contains(t, stderr.String(), `portmap: no address of interface "eth0" to map ports to`)
+		assert.Equal(t, before, e.ruleset())
+	})
 }
 
 func TestAddRequiresPrevResult(t *testing.T) {
@@ -429,44 +390,34 @@ func TestIPTablesExternalMarkChainAndMasqAll(t *testing.T) {
 }
 
 func TestSNATOffInstallsNoMasquerade(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			conf := c.netconf(t, "net1", map[string]any{"backend": backend, "snat": false}, standardMappings())
-			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-			rules := e.ruleset()
-			assert.NotContains(t, rules, "masquerade")
-			assert.NotContains(t, rules, "MASQUERADE")
-			got, err := dialTCP(e.client, "10.77.0.1:8080")
-			require.NoError(t, err)
-			assert.Equal(t, "ctr-a", got)
-			require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
-		})
-	}
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		conf := c.netconf(t, "net1", map[string]any{"backend": backend, "snat": false}, standardMappings())
+		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+		rules := e.ruleset()
+		assert.NotContains(t, rules, "masquerade")
+		assert.NotContains(t, rules, "MASQUERADE")
+		got, err := dialTCP(e.client, "10.77.0.1:8080")
+		require.NoError(t, err)
+		assert.Equal(t, "ctr-a", got)
+		require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
+	})
 }
 
 func TestMasqAllMasqueradesExternalClients(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			c := e.container("ctr-a")
-			conf := c.netconf(t, "net1", map[string]any{"backend": backend, "masqAll": true}, standardMappings())
-			require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-			_, err := dialTCP(e.client, "10.77.0.1:8080")
-			require.NoError(t, err)
-			// The container sees the host, not the client, as the peer.
-			flows := e.conntrackTo(c.ip4)
-			require.NotEmpty(t, flows)
-			for _, f := range flows {
-				assert.Contains(t, f, "dst="+c.host, "reply goes to the masquerading host: %s", f)
-			}
-		})
-	}
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		conf := c.netconf(t, "net1", map[string]any{"backend": backend, "masqAll": true}, standardMappings())
+		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+		_, err := dialTCP(e.client, "10.77.0.1:8080")
+		require.NoError(t, err)
+		// The container sees the host, not the client, as the peer.
+		flows := e.conntrackTo(c.ip4)
+		require.NotEmpty(t, flows)
+		for _, f := range flows {
+			assert.Contains(t, f, "dst="+c.host, "reply goes to the masquerading host: %s", f)
+		}
+	})
 }
 
 // TestBackendFollowsTheReferenceKeys: backend, and unset the options only one backend

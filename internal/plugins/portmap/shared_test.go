@@ -93,26 +93,21 @@ func (e *env) answers(id, msg string) {
 // elements may be shared ones; GC still finds a stale attachment there (by the owner
 // comments of the shared chain's jumps) and removes it, and the valid one answers.
 func TestGCFindsAttachmentsBehindASharedHostPort(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			stale, valid := e.container("ctr-stale"), e.container("ctr-valid")
-			mappings := []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}}
-			extra := map[string]any{"backend": backend, "snat": false}
-			require.NoError(t, e.invoke(skel.CmdAdd, stale, stale.netconf(t, "net1", extra, mappings)))
-			confValid := valid.netconf(t, "net1", extra, mappings)
-			require.NoError(t, e.invoke(skel.CmdAdd, valid, confValid))
-			gcConf := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap","cni.dev/valid-attachments":[{"containerID":"ctr-valid","ifname":"eth0"}]}`)
-			require.NoError(t, e.invoke(skel.CmdGC, valid, gcConf))
-			assert.NotContains(t, e.ruleset(), attachment{net: "net1", cid: stale.id}.hash())
-			got, err := dialTCP(e.client, "10.77.0.1:8080")
-			require.NoError(t, err)
-			assert.Equal(t, valid.id, got)
-			require.NoError(t, e.invoke(skel.CmdCheck, valid, confValid))
-		})
-	}
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		stale, valid := e.container("ctr-stale"), e.container("ctr-valid")
+		mappings := []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}}
+		extra := map[string]any{"backend": backend, "snat": false}
+		require.NoError(t, e.invoke(skel.CmdAdd, stale, stale.netconf(t, "net1", extra, mappings)))
+		confValid := valid.netconf(t, "net1", extra, mappings)
+		require.NoError(t, e.invoke(skel.CmdAdd, valid, confValid))
+		gcConf := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap","cni.dev/valid-attachments":[{"containerID":"ctr-valid","ifname":"eth0"}]}`)
+		require.NoError(t, e.invoke(skel.CmdGC, valid, gcConf))
+		assert.NotContains(t, e.ruleset(), attachment{net: "net1", cid: stale.id}.hash())
+		got, err := dialTCP(e.client, "10.77.0.1:8080")
+		require.NoError(t, err)
+		assert.Equal(t, valid.id, got)
+		require.NoError(t, e.invoke(skel.CmdCheck, valid, confValid))
+	})
 }
 
 // TestDelCleansASharedHostPortDamagedByHand: the element of a shared host port is

@@ -1,9 +1,7 @@
 package ptp
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -19,50 +18,41 @@ import (
 // namespace, as a runtime would, and returns stdout.
 func (e *env) execPlugin(t testing.TB, bin, cmd, cid string, config []byte, path string) ([]byte, error) {
 	t.Helper()
-	var stdout bytes.Buffer
-	err := e.host.Do(func() error {
-		c := exec.Command(bin)
-		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + cid, "CNI_NETNS=" + e.cont.Path,
-			"CNI_IFNAME=eth0", "CNI_PATH=/nonexistent", "PATH=" + path}
-		c.Stdin, c.Stdout = bytes.NewReader(config), &stdout
-		return c.Run()
-	})
-	return stdout.Bytes(), err
+	o := pt.Exec(t, e.host, pt.Call{Bin: bin, Command: cmd, ContainerID: cid, Netns: e.cont.Path, IfName: "eth0",
+		Path: "/nonexistent", Config: config, Env: []string{"PATH=" + path}})
+	return []byte(o.Stdout), o.Err
 }
 
 const sysPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 func TestExecAddCheckDelThroughTheBinary(t *testing.T) {
-	for _, backend := range []string{"iptables", "nftables"} {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			e := newEnv(t)
-			bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
-			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t)
+		bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+		conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
 
-			out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
-			require.NoError(t, err, string(out))
-			res, err := result.Parse(out, "1.1.0")
-			require.NoError(t, err)
-			require.Len(t, res.IPs, 2)
-			rs := e.ruleset(t)
-			assert.Contains(t, rs, "10.10.0.2")
-			if backend == "iptables" {
-				assert.Contains(t, rs, "-A POSTROUTING -s 10.10.0.2/32")
-			}
+		out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
+		require.NoError(t, err, string(out))
+		res, err := result.Parse(out, "1.1.0")
+		require.NoError(t, err)
+		require.Len(t, res.IPs, 2)
+		rs := e.ruleset(t)
+		assert.Contains(t, rs, "10.10.0.2")
+		if backend == "iptables" {
+			assert.Contains(t, rs, "-A POSTROUTING -s 10.10.0.2/32")
+		}
 
-			out, err = e.execPlugin(t, bin, "CHECK", "c1", withPrev(t, conf, res), sysPath)
+		out, err = e.execPlugin(t, bin, "CHECK", "c1", pt.WithPrev(t, conf, res), sysPath)
+		require.NoError(t, err, string(out))
+		for i := 0; i < 2; i++ {
+			out, err = e.execPlugin(t, bin, "DEL", "c1", conf, sysPath)
 			require.NoError(t, err, string(out))
-			for i := 0; i < 2; i++ {
-				out, err = e.execPlugin(t, bin, "DEL", "c1", conf, sysPath)
-				require.NoError(t, err, string(out))
-			}
-			rs = e.ruleset(t)
-			assert.NotContains(t, rs, "CNI-")
-			assert.NotContains(t, rs, "10.10.0.2")
-			assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
-		})
-	}
+		}
+		rs = e.ruleset(t)
+		assert.NotContains(t, rs, "CNI-")
+		assert.NotContains(t, rs, "10.10.0.2")
+		assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+	})
 }
 
 func TestExecAddFailingAtMasqueradeLeavesNothing(t *testing.T) {
@@ -86,8 +76,7 @@ func TestExecAddFailingAtMasqueradeLeavesNothing(t *testing.T) {
 // BenchmarkExecAddDel measures one exec'd ADD plus DEL of a dual-stack ptp attachment
 // with nftables masquerade, the binary cost a runtime pays per pod.
 func BenchmarkExecAddDel(b *testing.B) {
-	testns.RequireRoot(b)
-	e := &env{host: testns.NewWithLoopback(b), cont: testns.NewWithLoopback(b), dataDir: b.TempDir()}
+	e := newEnv(b)
 	bin := filepath.Join(testns.LinkPluginDir(b, "ptp"), "ptp")
 	for _, backend := range []string{"nftables", "iptables"} {
 		b.Run(backend, func(b *testing.B) {

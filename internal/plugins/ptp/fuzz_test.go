@@ -3,28 +3,12 @@ package ptp
 import (
 	"testing"
 
-	"github.com/cnikit/cni/internal/masq"
-	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/skel/skeltest"
 )
 
-// loaded is what ptp's ADD has decided before it touches IPAM or the kernel.
-type loaded struct {
-	Conf *Config
-	Masq masq.Options
-}
-
-func loadForAdd(req *skel.Request) (loaded, error) {
-	c, err := load(req)
-	if err != nil {
-		return loaded{}, err
-	}
-	opts, err := c.MasqOptions()
-	if err != nil {
-		return loaded{}, err
-	}
-	return loaded{Conf: c, Masq: opts}, nil
-}
+// loadForAdd is the parse-and-validate part of ADD: the config, then the masquerade
+// options (ipMasqBackend is validated there).
+var loadForAdd = skeltest.Then(load, (*Config).MasqOptions)
 
 // FuzzLoad drives ptp configs through skel's ADD path and ptp's loader: a refused
 // config is a config error (never 999), an accepted one has IPAM and a valid MTU, and

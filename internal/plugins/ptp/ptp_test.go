@@ -1,12 +1,10 @@
 package ptp
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/nfttest"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -25,16 +24,17 @@ import (
 )
 
 type env struct {
+	t          testing.TB
 	host, cont *testns.NS
 	dataDir    string
 	// netns overrides cont.Path as CNI_NETNS when set.
 	netns string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
-	testns.RequireRoot(t)
-	return &env{host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t), dataDir: t.TempDir()}
+	host, cont := pt.HostAndContainer(t)
+	return &env{t: t, host: host, cont: cont, dataDir: t.TempDir()}
 }
 
 // config builds a ptp config; extra keys are merged in at the top level.
@@ -43,59 +43,22 @@ func (e *env) config(t *testing.T, extra map[string]any, ranges ...string) []byt
 	if len(ranges) == 0 {
 		ranges = []string{"10.10.0.0/24", "fd10::/64"}
 	}
-	var rs [][]map[string]string
-	for _, r := range ranges {
-		rs = append(rs, []map[string]string{{"subnet": r}})
-	}
-	conf := map[string]any{
-		"cniVersion": "1.1.0", "name": "ptpnet", "type": "ptp",
-		"ipam": map[string]any{"type": "host-local", "dataDir": e.dataDir, "ranges": rs},
-	}
-	for k, v := range extra {
-		conf[k] = v
-	}
-	b, err := json.Marshal(conf)
-	require.NoError(t, err)
-	return b
+	return pt.Config(t, map[string]any{"cniVersion": "1.1.0", "name": "ptpnet", "type": "ptp",
+		"ipam": pt.HostLocal(e.dataDir, ranges...)}, extra)
 }
 
 func (e *env) invoke(cmd, cid string, config []byte) (*result.Result, error) {
-	var res *result.Result
-	err := e.host.Do(func() error {
-		var err error
-		res, err = skel.Invoke(context.Background(), Plugin(),
-			skel.Args{Command: cmd, ContainerID: cid, Netns: e.netnsPath(), IfName: "eth0", Path: []string{"/nonexistent"}},
-			config, nil)
-		return err
-	})
-	return res, err
+	return pt.InvokeLogged(e.t, e.host, Plugin(), pt.Call{Command: cmd, ContainerID: cid, Netns: e.netnsPath(),
+		IfName: "eth0", Config: config}, nil)
 }
 
-func (e *env) netnsPath() string {
-	if e.netns != "" {
-		return e.netns
-	}
-	return e.cont.Path
-}
+func (e *env) netnsPath() string { return pt.NetnsOf(e.cont, e.netns) }
 
 func (e *env) add(t *testing.T, config []byte) *result.Result {
 	t.Helper()
 	res, err := e.invoke(skel.CmdAdd, "c1", config)
 	require.NoError(t, err)
 	return res
-}
-
-// withPrev returns config with res as prevResult, as a runtime sends it for CHECK.
-func withPrev(t *testing.T, config []byte, res *result.Result) []byte {
-	t.Helper()
-	var conf map[string]any
-	require.NoError(t, json.Unmarshal(config, &conf))
-	var buf strings.Builder
-	require.NoError(t, res.Print(&buf))
-	conf["prevResult"] = json.RawMessage(buf.String())
-	b, err := json.Marshal(conf)
-	require.NoError(t, err)
-	return b
 }
 
 // dial connects from one namespace to addr:port and reports the error.
@@ -111,19 +74,7 @@ func dial(n *testns.NS, addr netip.Addr, port int) error {
 
 // reservations lists host-local's address files for the network.
 func (e *env) reservations(t *testing.T) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(e.dataDir, "ptpnet"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, en := range entries {
-		if _, err := netip.ParseAddr(en.Name()); err == nil {
-			out = append(out, en.Name())
-		}
-	}
-	return out
+	return pt.Reservations(t, filepath.Join(e.dataDir, "ptpnet"))
 }
 
 // ruleset is the host's nf_tables ruleset read over netlink and, where the firewall
@@ -152,14 +103,7 @@ func requireBackend(t *testing.T, backend string) {
 }
 
 func (e *env) links(t *testing.T, n *testns.NS) []string {
-	t.Helper()
-	ls, err := n.Handle(t).LinkList()
-	require.NoError(t, err)
-	var out []string
-	for _, l := range ls {
-		out = append(out, l.Attrs().Name)
-	}
-	return out
+	return pt.Links(t, n)
 }
 
 func TestAddConnectsContainerAndHostDualStack(t *testing.T) {
@@ -199,28 +143,25 @@ func TestAddConnectsContainerAndHostDualStack(t *testing.T) {
 	assert.Contains(t, got, "10.10.0.0/24 via 10.10.0.1 src 10.10.0.2")
 	assert.NotContains(t, got, "10.10.0.0/24 via <nil> src 10.10.0.2", "the connected route is replaced")
 
-	_, err = e.invoke(skel.CmdCheck, "c1", withPrev(t, conf, res))
+	_, err = e.invoke(skel.CmdCheck, "c1", pt.WithPrev(t, conf, res))
 	assert.NoError(t, err)
 }
 
 func TestMasqueradeFollowsThePerFamilyKeys(t *testing.T) {
-	for _, backend := range []string{"iptables", "nftables"} {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqIPv6": false, "ipMasqBackend": backend})
-			res := e.add(t, conf)
-			rs := e.ruleset(t)
-			assert.Contains(t, rs, "10.10.0.2")
-			assert.NotContains(t, rs, "fd10::2")
-			_, err := e.invoke(skel.CmdCheck, "c1", withPrev(t, conf, res))
-			assert.NoError(t, err)
-			_, err = e.invoke(skel.CmdDel, "c1", conf)
-			require.NoError(t, err)
-			assert.NotContains(t, e.ruleset(t), "10.10.0.2")
-		})
-	}
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		t.Parallel()
+		e := newEnv(t)
+		conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqIPv6": false, "ipMasqBackend": backend})
+		res := e.add(t, conf)
+		rs := e.ruleset(t)
+		assert.Contains(t, rs, "10.10.0.2")
+		assert.NotContains(t, rs, "fd10::2")
+		_, err := e.invoke(skel.CmdCheck, "c1", pt.WithPrev(t, conf, res))
+		assert.NoError(t, err)
+		_, err = e.invoke(skel.CmdDel, "c1", conf)
+		require.NoError(t, err)
+		assert.NotContains(t, e.ruleset(t), "10.10.0.2")
+	})
 }
 
 func TestDelTwiceSucceeds(t *testing.T) {
@@ -237,27 +178,24 @@ func TestDelTwiceSucceeds(t *testing.T) {
 }
 
 func TestDelWithNetnsGoneLeavesNoMasqueradeState(t *testing.T) {
-	for _, backend := range []string{"iptables", "nftables"} {
-		t.Run(backend, func(t *testing.T) {
-			requireBackend(t, backend)
-			t.Parallel()
-			e := newEnv(t)
-			conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
-			e.add(t, conf)
-			require.Contains(t, e.ruleset(t), "10.10.0.2")
-			// The runtime already removed the sandbox (and the veth with it). The
-			// closed namespace's /proc fd path could be reused by another test's file,
-			// so the DEL gets a path that surely does not exist.
-			e.cont.Close()
-			e.netns = filepath.Join(t.TempDir(), "gone")
-			_, err := e.invoke(skel.CmdDel, "c1", conf)
-			require.NoError(t, err)
-			rs := e.ruleset(t)
-			assert.NotContains(t, rs, "10.10.0.2")
-			assert.NotContains(t, rs, "fd10::2")
-			assert.Empty(t, e.reservations(t))
-		})
-	}
+	pt.ForEachBackend(t, func(t *testing.T, backend string) {
+		t.Parallel()
+		e := newEnv(t)
+		conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
+		e.add(t, conf)
+		require.Contains(t, e.ruleset(t), "10.10.0.2")
+		// The runtime already removed the sandbox (and the veth with it). The
+		// closed namespace's /proc fd path could be reused by another test's file,
+		// so the DEL gets a path that surely does not exist.
+		e.cont.Close()
+		e.netns = filepath.Join(t.TempDir(), "gone")
+		_, err := e.invoke(skel.CmdDel, "c1", conf)
+		require.NoError(t, err)
+		rs := e.ruleset(t)
+		assert.NotContains(t, rs, "10.10.0.2")
+		assert.NotContains(t, rs, "fd10::2")
+		assert.Empty(t, e.reservations(t))
+	})
 }
 
 func TestFailedAddLeavesNothingBehind(t *testing.T) {
@@ -290,7 +228,7 @@ func TestCheckFailsWhenARouteWasRemovedByHand(t *testing.T) {
 	require.NoError(t, err)
 	_, subnet, _ := net.ParseCIDR("10.10.0.0/24")
 	require.NoError(t, h.RouteDel(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: subnet, Gw: net.ParseIP("10.10.0.1")}))
-	_, err = e.invoke(skel.CmdCheck, "c1", withPrev(t, conf, res))
+	_, err = e.invoke(skel.CmdCheck, "c1", pt.WithPrev(t, conf, res))
 	assert.ErrorContains(t, err, "10.10.0.0/24")
 }
 
@@ -298,12 +236,8 @@ func TestGCRemovesStaleMasqueradeAndReservations(t *testing.T) {
 	e := newEnv(t)
 	conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": "nftables"})
 	e.add(t, conf)
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["cni.dev/valid-attachments"] = []skel.Attachment{}
-	gcConf, err := json.Marshal(c)
-	require.NoError(t, err)
-	_, err = e.invoke(skel.CmdGC, "", gcConf)
+	gcConf := pt.WithKeys(t, conf, map[string]any{"cni.dev/valid-attachments": []skel.Attachment{}})
+	_, err := e.invoke(skel.CmdGC, "", gcConf)
 	require.NoError(t, err)
 	assert.NotContains(t, e.ruleset(t), "10.10.0.2")
 	assert.Empty(t, e.reservations(t))
@@ -343,18 +277,14 @@ func TestAddDelInEverySpecVersion(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			var c map[string]any
-			require.NoError(t, json.Unmarshal(e.config(t, nil, "10.10.0.0/24"), &c))
-			c["cniVersion"] = v
-			conf, err := json.Marshal(c)
-			require.NoError(t, err)
+			conf := pt.WithKeys(t, e.config(t, nil, "10.10.0.0/24"), map[string]any{"cniVersion": v})
 			res, err := e.invoke(skel.CmdAdd, "c1", conf)
 			require.NoError(t, err)
 			assert.Equal(t, v, res.CNIVersion)
 			require.NotEmpty(t, res.IPs)
 			assert.Equal(t, "10.10.0.2/24", res.IPs[0].Address.String())
 			if version.AtLeast(v, "0.4.0") {
-				_, err = e.invoke(skel.CmdCheck, "c1", withPrev(t, conf, res))
+				_, err = e.invoke(skel.CmdCheck, "c1", pt.WithPrev(t, conf, res))
 				assert.NoError(t, err)
 			}
 			_, err = e.invoke(skel.CmdDel, "c1", conf)

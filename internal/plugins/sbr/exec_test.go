@@ -1,15 +1,13 @@
 package sbr_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -26,21 +24,9 @@ func TestExecdBadInputIsACNIErrorAndLeavesNothing(t *testing.T) {
 		"bad table":     conf(t, prev, `"table":{}`),
 	} {
 		t.Run(name, func(t *testing.T) {
-			var stdout bytes.Buffer
-			cmd := exec.Command(plugin)
-			cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=ctr1", "CNI_NETNS=" + w.cont.Path,
-				"CNI_IFNAME=net1", "CNI_PATH=/nonexistent"}
-			cmd.Stdin, cmd.Stdout = bytes.NewReader(c), &stdout
-			err := cmd.Run()
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit)
-			assert.Equal(t, 1, exit.ExitCode())
-			var e struct {
-				Code uint   `json:"code"`
-				Msg  string `json:"msg"`
-			}
-			require.NoError(t, json.Unmarshal(stdout.Bytes(), &e), stdout.String())
-			assert.Equal(t, uint(7), e.Code, e.Msg)
+			o := pt.Exec(t, nil, pt.Call{Bin: plugin, Command: "ADD", ContainerID: "ctr1", Netns: w.cont.Path,
+				IfName: "net1", Path: "/nonexistent", Config: c})
+			pt.AssertFailed(t, o, cnierror.CodeInvalidConfig)
 			assert.Empty(t, w.rules())
 		})
 	}

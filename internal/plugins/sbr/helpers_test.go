@@ -1,8 +1,6 @@
 package sbr_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,8 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/plugins/sbr"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -29,8 +27,8 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	testns.RequireRoot(t)
-	return &world{t: t, host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t)}
+	host, cont := pt.HostAndContainer(t)
+	return &world{t: t, host: host, cont: cont}
 }
 
 // iface gives the container an interface ifName (veth to host end h<ifName>) with the
@@ -67,16 +65,7 @@ func prevResult(ifName, sandbox string, ips ...ipGw) *result.Result {
 // conf is an sbr config with prev as prevResult (nil: none) and extra keys.
 func conf(t testing.TB, prev *result.Result, extra string) []byte {
 	t.Helper()
-	s := `{"cniVersion":"1.1.0","name":"sbrnet","type":"sbr"`
-	if prev != nil {
-		var buf bytes.Buffer
-		require.NoError(t, prev.Print(&buf))
-		s += `,"prevResult":` + buf.String()
-	}
-	if extra != "" {
-		s += "," + extra
-	}
-	return []byte(s + "}")
+	return pt.Object(`"cniVersion":"1.1.0","name":"sbrnet","type":"sbr"`, pt.PrevMember(t, prev), extra)
 }
 
 // invoke runs sbr in-process inside the host namespace.
@@ -86,31 +75,13 @@ func (w *world) invoke(cmd, netns, ifName string, config []byte) (*result.Result
 
 // invokeTo is invoke with the plugin's stderr going to stderr.
 func (w *world) invokeTo(stderr io.Writer, cmd, netns, ifName string, config []byte) (*result.Result, error) {
-	args := skel.Args{Command: cmd, ContainerID: "ctr1", Netns: netns, IfName: ifName, Path: []string{"/nonexistent"}}
-	var res *result.Result
-	var err error
-	require.NoError(w.t, w.host.Do(func() error {
-		res, err = skel.Invoke(context.Background(), sbr.Plugin(), args, config, stderr)
-		return nil
-	}))
-	return res, err
+	return pt.InvokeLogged(w.t, w.host, sbr.Plugin(), pt.Call{Command: cmd, ContainerID: "ctr1", Netns: netns,
+		IfName: ifName, Config: config}, stderr)
 }
 
 // rules lists the container's rules as `ip rule` would show them, "from <src> lookup
 // <table>", leaving out the kernel's own ones.
-func (w *world) rules() []string {
-	w.t.Helper()
-	rules, err := w.cont.Handle(w.t).RuleList(netlink.FAMILY_ALL)
-	require.NoError(w.t, err)
-	var out []string
-	for _, r := range rules {
-		if r.Src == nil {
-			continue
-		}
-		out = append(out, fmt.Sprintf("from %s lookup %d", r.Src, r.Table))
-	}
-	return out
-}
+func (w *world) rules() []string { return pt.SourceRules(w.t, w.cont) }
 
 // routes lists the container's routes of table via ifName as "dst[ via gw][ src s]".
 func (w *world) routes(table int, ifName string) []string {

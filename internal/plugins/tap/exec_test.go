@@ -1,18 +1,15 @@
 package tap
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
-	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -20,15 +17,9 @@ import (
 // a runtime would, with PATH empty: nothing but the binary itself can be exec'd.
 func (e *env) execPlugin(t testing.TB, dir, cmd, cniArgs string, config []byte) ([]byte, error) {
 	t.Helper()
-	var stdout bytes.Buffer
-	err := e.host.Do(func() error {
-		c := exec.Command(filepath.Join(dir, "tap"))
-		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=c1", "CNI_NETNS=" + e.netnsPath(),
-			"CNI_IFNAME=tap0", "CNI_PATH=" + dir, "CNI_ARGS=" + cniArgs, "PATH="}
-		c.Stdin, c.Stdout = bytes.NewReader(config), &stdout
-		return c.Run()
-	})
-	return stdout.Bytes(), err
+	o := pt.Exec(t, e.host, pt.Call{Bin: filepath.Join(dir, "tap"), Command: cmd, ContainerID: "c1",
+		Netns: e.netnsPath(), IfName: "tap0", Args: cniArgs, Config: config, Env: []string{"PATH="}})
+	return []byte(o.Stdout), o.Err
 }
 
 func TestExecdBadInputIsACNIErrorNamingTheField(t *testing.T) {
@@ -58,7 +49,7 @@ func TestExecdBadInputIsACNIErrorNamingTheField(t *testing.T) {
 			assert.Contains(t, ce.Msg, tc.field)
 		})
 	}
-	assert.Equal(t, []string{"lo"}, names(t, e.cont))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 }
 
 func TestExecdAddWithoutBothOwnerAndGroupNeedsNoIPTool(t *testing.T) {
@@ -76,45 +67,27 @@ func TestExecdAddWithoutBothOwnerAndGroupNeedsNoIPTool(t *testing.T) {
 		out, err = e.execPlugin(t, dir, "DEL", "", conf)
 		require.NoError(t, err, string(out))
 	}
-	assert.Equal(t, []string{"lo"}, names(t, e.cont))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 }
 
 func TestLibcniAddCheckDelDelAgain(t *testing.T) {
 	e := newEnv(t)
 	dir := testns.LinkPluginDir(t, "tap", "host-local")
-	cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, t.TempDir(), nil)
-	list, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"1.1.0","name":"tapnet","plugins":[
+	run := pt.Libcni(t, e.host, dir, `{"cniVersion":"1.1.0","name":"tapnet","plugins":[
 		{"type":"tap","multiQueue":true,"capabilities":{"mac":true},
-		 "ipam":{"type":"host-local","dataDir":"` + e.ipamDir + `","ranges":[[{"subnet":"10.40.0.0/24"}]]}}]}`))
-	require.NoError(t, err)
-	rt := &libcni.RuntimeConf{ContainerID: "libcni-tap", NetNS: e.cont.Path, IfName: "tap0",
-		CapabilityArgs: map[string]any{"mac": "02:00:00:00:00:21"}}
-	ctx := context.Background()
-
-	var r *types100.Result
-	var addErr, checkErr, delErr, del2Err error
-	e.host.Run(t, func() error {
-		res, err := cni.AddNetworkList(ctx, list, rt)
-		if addErr = err; err != nil {
-			return nil
-		}
-		if r, err = types100.GetResult(res); err != nil {
-			return err
-		}
-		checkErr = cni.CheckNetworkList(ctx, list, rt)
-		delErr = cni.DelNetworkList(ctx, list, rt)
-		del2Err = cni.DelNetworkList(ctx, list, rt)
-		return nil
-	})
-	require.NoError(t, addErr)
+		 "ipam":{"type":"host-local","dataDir":"`+e.ipamDir+`","ranges":[[{"subnet":"10.40.0.0/24"}]]}}]}`,
+		&libcni.RuntimeConf{ContainerID: "libcni-tap", NetNS: e.cont.Path, IfName: "tap0",
+			CapabilityArgs: map[string]any{"mac": "02:00:00:00:00:21"}})
+	r := run.Result
+	require.NoError(t, run.AddErr)
 	require.Len(t, r.Interfaces, 1)
 	assert.Equal(t, "tap0", r.Interfaces[0].Name)
 	assert.Equal(t, e.cont.Path, r.Interfaces[0].Sandbox)
 	assert.Equal(t, "02:00:00:00:00:21", r.Interfaces[0].Mac, "the mac capability")
 	require.Len(t, r.IPs, 1)
-	assert.NoError(t, checkErr)
-	assert.NoError(t, delErr)
-	assert.NoError(t, del2Err, "DEL again")
-	assert.Equal(t, []string{"lo"}, names(t, e.cont))
+	assert.NoError(t, run.CheckErr)
+	assert.NoError(t, run.DelErr)
+	assert.NoError(t, run.Del2Err, "DEL again")
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 	assert.Empty(t, e.reservations(t))
 }

@@ -2,20 +2,17 @@ package tap
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
@@ -23,64 +20,38 @@ import (
 
 // env is one test's world: the plugin runs in host and makes taps in cont.
 type env struct {
+	t          testing.TB
 	host, cont *testns.NS
 	ipamDir    string
-	// netns overrides cont.Path as CNI_NETNS when set (use gone for "no netns").
+	// netns overrides cont.Path as CNI_NETNS when set (plugintest.NetnsOf).
 	netns   string
 	cniArgs string
 	stderr  bytes.Buffer
 }
 
-const gone = "\x00gone"
-
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	testns.RequireRoot(t)
-	return &env{host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t), ipamDir: t.TempDir()}
+	host, cont := pt.HostAndContainer(t)
+	return &env{t: t, host: host, cont: cont, ipamDir: t.TempDir()}
 }
 
 // config builds a tap config; extra keys are merged in at the top level.
 func (e *env) config(t *testing.T, extra map[string]any) []byte {
 	t.Helper()
-	conf := map[string]any{"cniVersion": "1.1.0", "name": "tapnet", "type": "tap"}
-	for k, v := range extra {
-		conf[k] = v
-	}
-	b, err := json.Marshal(conf)
-	require.NoError(t, err)
-	return b
+	return pt.Config(t, map[string]any{"cniVersion": "1.1.0", "name": "tapnet", "type": "tap"}, extra)
 }
 
 func (e *env) withIPAM(extra map[string]any, subnet string) map[string]any {
-	out := map[string]any{"ipam": map[string]any{"type": "host-local", "dataDir": e.ipamDir,
-		"ranges": [][]map[string]string{{{"subnet": subnet}}}}}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
+	return pt.Merged(map[string]any{"ipam": pt.HostLocal(e.ipamDir, subnet)}, extra)
 }
 
 func (e *env) netnsPath() string {
-	switch e.netns {
-	case "":
-		return e.cont.Path
-	case gone:
-		return ""
-	}
-	return e.netns
+	return pt.NetnsOf(e.cont, e.netns)
 }
 
 func (e *env) invoke(cmd string, config []byte) (*result.Result, error) {
-	var res *result.Result
-	err := e.host.Do(func() error {
-		var err error
-		res, err = skel.Invoke(context.Background(), Plugin(),
-			skel.Args{Command: cmd, ContainerID: "c1", Netns: e.netnsPath(), IfName: "tap0", CNIArgs: e.cniArgs,
-				Path: []string{"/nonexistent"}},
-			config, &e.stderr)
-		return err
-	})
-	return res, err
+	return pt.InvokeLogged(e.t, e.host, Plugin(), pt.Call{Command: cmd, ContainerID: "c1", Netns: e.netnsPath(),
+		IfName: "tap0", Args: e.cniArgs, Config: config}, &e.stderr)
 }
 
 func (e *env) add(t *testing.T, config []byte) *result.Result {
@@ -90,23 +61,11 @@ func (e *env) add(t *testing.T, config []byte) *result.Result {
 	return res
 }
 
-func withPrev(t *testing.T, config []byte, res *result.Result) []byte {
-	t.Helper()
-	var conf map[string]any
-	require.NoError(t, json.Unmarshal(config, &conf))
-	var buf strings.Builder
-	require.NoError(t, res.Print(&buf))
-	conf["prevResult"] = json.RawMessage(buf.String())
-	b, err := json.Marshal(conf)
-	require.NoError(t, err)
-	return b
-}
-
 // tapIn returns the tap called name inside n, nil when there is no such link.
 func tapIn(t *testing.T, n *testns.NS, name string) *netlink.Tuntap {
 	t.Helper()
-	l, err := n.Handle(t).LinkByName(name)
-	if err != nil {
+	l := pt.LinkIn(t, n, name)
+	if l == nil {
 		return nil
 	}
 	tt, ok := l.(*netlink.Tuntap)
@@ -114,31 +73,8 @@ func tapIn(t *testing.T, n *testns.NS, name string) *netlink.Tuntap {
 	return tt
 }
 
-func names(t *testing.T, n *testns.NS) []string {
-	t.Helper()
-	ls, err := n.Handle(t).LinkList()
-	require.NoError(t, err)
-	var out []string
-	for _, l := range ls {
-		out = append(out, l.Attrs().Name)
-	}
-	return out
-}
-
 func (e *env) reservations(t *testing.T) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(e.ipamDir, "tapnet"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, en := range entries {
-		if _, err := netip.ParseAddr(en.Name()); err == nil {
-			out = append(out, en.Name())
-		}
-	}
-	return out
+	return pt.Reservations(t, filepath.Join(e.ipamDir, "tapnet"))
 }
 
 // attachAs runs the tapattach helper inside cont as uid:gid and returns its exit

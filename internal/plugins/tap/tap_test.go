@@ -1,7 +1,6 @@
 package tap
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 	"github.com/cnikit/cni/internal/version"
@@ -66,10 +66,10 @@ func TestTapGetsMACAndMTUAndIsUp(t *testing.T) {
 	assert.NotZero(t, tap.Flags&netlink.TUNTAP_VNET_HDR, "virtio-net header, as the reference asks for")
 	assert.False(t, tap.NonPersist, "outlives the plugin's descriptor")
 	assert.NotZero(t, tap.Attrs().RawFlags&unix.IFF_UP)
-	assert.Equal(t, []string{"lo", "tap0"}, names(t, e.cont), "no temporary name left over")
-	assert.Equal(t, []string{"lo"}, names(t, e.host), "nothing in the host")
+	assert.Equal(t, []string{"lo", "tap0"}, pt.Links(t, e.cont), "no temporary name left over")
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.host), "nothing in the host")
 
-	_, err := e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+	_, err := e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 	require.NoError(t, err)
 	require.NoError(t, openQueues(t, e.cont, "tap0", 1, false), "a VM can attach")
 }
@@ -90,7 +90,7 @@ func TestMultiQueueTapTakesSeveralQueues(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, 4, tapIn(t, e.cont, "tap0").Queues)
-			_, err = e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+			_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 			require.NoError(t, err)
 		})
 	}
@@ -122,7 +122,7 @@ func TestOwnerAndGroupDecideWhoMayAttach(t *testing.T) {
 			if g, ok := tc.conf["group"]; ok {
 				assert.Equal(t, uint32(g.(int)), tap.Group)
 			}
-			_, err := e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+			_, err := e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 			require.NoError(t, err)
 			for who, want := range tc.attempts {
 				assert.Equal(t, want, e.attachAs(t, helper, "tap0", who[0], who[1], false), "uid %d gid %d", who[0], who[1])
@@ -140,14 +140,14 @@ func TestTapIsEnslavedToABridgeInsideTheContainer(t *testing.T) {
 	conf := e.config(t, map[string]any{"bridge": "br0"})
 	res := e.add(t, conf)
 	assert.Equal(t, br.Attrs().Index, tapIn(t, e.cont, "tap0").MasterIndex)
-	_, err = e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+	_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 	require.NoError(t, err)
 
 	// CHECK notices the tap leaving the bridge.
 	tap, err := h.LinkByName("tap0")
 	require.NoError(t, err)
 	require.NoError(t, h.LinkSetNoMaster(tap))
-	_, err = e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+	_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 	assert.ErrorContains(t, err, "br0")
 }
 
@@ -186,7 +186,7 @@ func TestAddressesFromIPAM(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, addrs, 1)
 	assert.Equal(t, "10.40.0.2/24", addrs[0].IPNet.String())
-	_, err = e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+	_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 	require.NoError(t, err)
 	_, err = e.invoke(skel.CmdDel, conf)
 	require.NoError(t, err)
@@ -200,7 +200,7 @@ func TestDelIsIdempotent(t *testing.T) {
 	}{
 		{"twice", nil},
 		{"netns gone", func(t *testing.T, e *env) { e.cont.Close(); e.netns = t.TempDir() + "/gone" }},
-		{"no netns", func(t *testing.T, e *env) { e.netns = gone }},
+		{"no netns", func(t *testing.T, e *env) { e.netns = pt.NoNetns }},
 		{"tap already deleted", func(t *testing.T, e *env) {
 			h := e.cont.Handle(t)
 			l, err := h.LinkByName("tap0")
@@ -222,7 +222,7 @@ func TestDelIsIdempotent(t *testing.T) {
 			}
 			assert.Empty(t, e.reservations(t), "IPAM released in every case")
 			if e.netns == "" {
-				assert.Equal(t, []string{"lo"}, names(t, e.cont))
+				assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 			}
 		})
 	}
@@ -234,7 +234,7 @@ func TestFailedAddLeavesNothing(t *testing.T) {
 	extra["ipam"].(map[string]any)["routes"] = []map[string]string{{"dst": "192.168.0.0/16", "gw": "10.99.0.1"}}
 	_, err := e.invoke(skel.CmdAdd, e.config(t, extra))
 	require.ErrorContains(t, err, "192.168.0.0/16", "fails at the route, after the tap and IPAM")
-	assert.Equal(t, []string{"lo"}, names(t, e.cont))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 	assert.Empty(t, e.reservations(t))
 }
 
@@ -268,7 +268,7 @@ func TestBadInputNamesTheFieldAndLeavesNothing(t *testing.T) {
 			assert.Contains(t, ce.Msg, tc.field)
 		})
 	}
-	assert.Equal(t, []string{"lo", "notbr"}, names(t, e.cont))
+	assert.Equal(t, []string{"lo", "notbr"}, pt.Links(t, e.cont))
 }
 
 func TestInterfaceNameTakenIsInvalidEnv(t *testing.T) {
@@ -278,7 +278,7 @@ func TestInterfaceNameTakenIsInvalidEnv(t *testing.T) {
 	var ce *cnierror.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, cnierror.CodeInvalidEnv, ce.Code)
-	assert.Equal(t, []string{"lo", "tap0"}, names(t, e.cont), "the existing tap is untouched, no temporary one left")
+	assert.Equal(t, []string{"lo", "tap0"}, pt.Links(t, e.cont), "the existing tap is untouched, no temporary one left")
 }
 
 func TestSelinuxContextWithoutSELinuxIsReportedNotApplied(t *testing.T) {
@@ -331,12 +331,8 @@ func TestGCAndStatusAskIPAM(t *testing.T) {
 	e := newEnv(t)
 	conf := e.config(t, e.withIPAM(nil, "10.40.0.0/24"))
 	e.add(t, conf)
-	var c map[string]any
-	require.NoError(t, json.Unmarshal(conf, &c))
-	c["cni.dev/valid-attachments"] = []skel.Attachment{}
-	gcConf, err := json.Marshal(c)
-	require.NoError(t, err)
-	_, err = e.invoke(skel.CmdGC, gcConf)
+	gcConf := pt.WithKeys(t, conf, map[string]any{"cni.dev/valid-attachments": []skel.Attachment{}})
+	_, err := e.invoke(skel.CmdGC, gcConf)
 	require.NoError(t, err)
 	assert.Empty(t, e.reservations(t))
 	_, err = e.invoke(skel.CmdStatus, conf)
@@ -350,22 +346,18 @@ func TestAddDelInEverySpecVersion(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			var c map[string]any
-			require.NoError(t, json.Unmarshal(e.config(t, e.withIPAM(map[string]any{"mac": "02:00:00:00:00:09"}, "10.40.0.0/24")), &c))
-			c["cniVersion"] = v
-			conf, err := json.Marshal(c)
-			require.NoError(t, err)
+			conf := pt.WithKeys(t, e.config(t, e.withIPAM(map[string]any{"mac": "02:00:00:00:00:09"}, "10.40.0.0/24")), map[string]any{"cniVersion": v})
 			res, err := e.invoke(skel.CmdAdd, conf)
 			require.NoError(t, err)
 			assert.Equal(t, v, res.CNIVersion)
 			require.NotEmpty(t, res.IPs)
 			if version.AtLeast(v, "0.4.0") {
-				_, err = e.invoke(skel.CmdCheck, withPrev(t, conf, res))
+				_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 				assert.NoError(t, err)
 			}
 			_, err = e.invoke(skel.CmdDel, conf)
 			require.NoError(t, err)
-			assert.Equal(t, []string{"lo"}, names(t, e.cont))
+			assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 		})
 	}
 }

@@ -2,11 +2,8 @@ package tuning
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,48 +13,24 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
 // These tests run the binary as "tuning" inside the fixture's host namespace, the way
 // a runtime does, with a backup directory someone tampered with.
 
-type run struct {
-	code           int
-	stdout, stderr string
-}
-
-const execTimeout = 20 * time.Second
-
 // exec runs cmd for container id on the fixture's interface with config on stdin.
-func (f *fixture) exec(t *testing.T, cmd, id string, config []byte, env ...string) run {
+func (f *fixture) exec(t *testing.T, cmd, id string, config []byte, env ...string) pt.Outcome {
 	t.Helper()
-	bin := filepath.Join(testns.LinkPluginDir(t, "tuning"), "tuning")
-	ctx, cancel := context.WithTimeout(context.Background(), execTimeout)
-	defer cancel()
-	c := exec.CommandContext(ctx, bin)
-	c.Env = append([]string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + id, "CNI_NETNS=" + f.cont.Path,
-		"CNI_IFNAME=" + f.ifName, "CNI_PATH=" + filepath.Dir(bin)}, env...)
-	c.Stdin = bytes.NewReader(config)
-	var stdout, stderr bytes.Buffer
-	c.Stdout, c.Stderr = &stdout, &stderr
-	var err error
-	require.NoError(t, f.host.Do(func() error { err = c.Run(); return nil }))
-	require.NoError(t, ctx.Err(), "%s did not finish within %v: %s", cmd, execTimeout, stderr.String())
-	r := run{stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return r
+	return pt.Exec(t, f.host, pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "tuning"), "tuning"), Command: cmd,
+		ContainerID: id, Netns: f.cont.Path, IfName: f.ifName, Config: config, Env: env})
 }
 
-func (f *fixture) mustExec(t *testing.T, cmd, id string, config []byte) run {
+func (f *fixture) mustExec(t *testing.T, cmd, id string, config []byte) pt.Outcome {
 	t.Helper()
 	r := f.exec(t, cmd, id, config)
-	require.Equal(t, 0, r.code, "%s: %s %s", cmd, r.stdout, r.stderr)
+	require.Equal(t, 0, r.Exit, "%s: %s", cmd, r)
 	return r
 }
 
@@ -86,7 +59,7 @@ func TestExecdDelDropsBackupEntriesOutsideNet(t *testing.T) {
 	})
 
 	r := f.mustExec(t, "DEL", "ctr1", f.conf(""))
-	assert.Contains(t, r.stderr, "kernel/hostname", "the dropped entry is reported")
+	assert.Contains(t, r.Stderr, "kernel/hostname", "the dropped entry is reported")
 	assert.Equal(t, before, f.read(t), "everything else restored")
 	assert.NoFileExists(t, f.backup())
 	host, err := os.Hostname()
@@ -116,8 +89,8 @@ func TestExecdDelDropsValuesTheKernelRefuses(t *testing.T) {
 		b["sysctls"].(map[string]any)["net/core/somaxconn"] = "not a number"
 	})
 	r := f.mustExec(t, "DEL", "ctr1", f.conf(""))
-	assert.Contains(t, r.stderr, "somaxconn")
-	assert.Contains(t, r.stderr, "mtu")
+	assert.Contains(t, r.Stderr, "somaxconn")
+	assert.Contains(t, r.Stderr, "mtu")
 	after := f.read(t)
 	assert.Equal(t, before.arpIgnore, after.arpIgnore, "the other values are restored")
 	assert.Equal(t, before.txqlen, after.txqlen)
@@ -229,9 +202,9 @@ func TestExecdDelIgnoresSettingsItDoesNotNeed(t *testing.T) {
 	f.mustExec(t, "ADD", "ctr1", f.conf(`"mtu":1400`))
 	bad := f.conf(`"mtu":5,"mac":"zz","txQLen":-1,"sysctl":{"../../kernel/hostname":"x"},"args":{"cni":{"mtu":"big"}}`)
 	r := f.exec(t, "ADD", "ctr2", bad)
-	assert.Equal(t, 1, r.code, "ADD refuses this config: %s", r.stdout)
+	assert.Equal(t, 1, r.Exit, "ADD refuses this config: %s", r.Stdout)
 	r = f.exec(t, "DEL", "ctr1", bad, "CNI_ARGS=MAC=notamac;Unknown=1")
-	assert.Equal(t, 0, r.code, "%s %s", r.stdout, r.stderr)
+	assert.Equal(t, 0, r.Exit, "%s %s", r.Stdout, r.Stderr)
 	assert.Equal(t, mtu, f.mtu(t), "restored from the backup")
 	assert.NoFileExists(t, f.backup())
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/link"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/sysctl"
@@ -66,14 +67,8 @@ func (f *fixture) conf(keys string) []byte {
 
 func (f *fixture) invoke(t testing.TB, p *skel.Plugin, cmd string, config []byte) (*result.Result, error) {
 	t.Helper()
-	args := skel.Args{Command: cmd, ContainerID: "ctr1", Netns: f.cont.Path, IfName: "eth0", Path: []string{"/nonexistent"}}
-	var res *result.Result
-	var err error
-	require.NoError(t, f.host.Do(func() error {
-		res, err = skel.Invoke(context.Background(), p, args, config, nil)
-		return nil
-	}))
-	return res, err
+	return pt.InvokeLogged(t, f.host, p, pt.Call{Command: cmd, ContainerID: "ctr1", Netns: f.cont.Path, IfName: "eth0",
+		Config: config}, nil)
 }
 
 // state is what the test reads back from the kernel.

@@ -1,25 +1,18 @@
 package vlan
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/skel/skeltest"
 )
 
-func request(config []byte) *skel.Request {
-	req := &skel.Request{Config: config}
-	_ = json.Unmarshal(config, &req.Net)
-	return req
-}
-
 func TestLoadReadsEveryKey(t *testing.T) {
-	c, err := load(request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"vlan","master":"eth1",
-		"vlanId":4094,"mtu":1400,"linkInContainer":true,"ipam":{"type":"static"}}`)))
+	c, err := load(skeltest.Request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"vlan","master":"eth1",
+		"vlanId":4094,"mtu":1400,"linkInContainer":true,"ipam":{"type":"static"}}`), ""))
 	require.NoError(t, err)
 	assert.Equal(t, "eth1", c.Master)
 	assert.Equal(t, 4094, c.VLANID)
@@ -28,7 +21,7 @@ func TestLoadReadsEveryKey(t *testing.T) {
 }
 
 func TestLoadAcceptsVLANZero(t *testing.T) {
-	c, err := load(request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"vlan","master":"eth1","ipam":{"type":"static"}}`)))
+	c, err := load(skeltest.Request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"vlan","master":"eth1","ipam":{"type":"static"}}`), ""))
 	require.NoError(t, err)
 	assert.Zero(t, c.VLANID, "priority-tagged frames, as the reference allows")
 }
@@ -45,19 +38,14 @@ func FuzzLoad(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, config []byte) {
-		c, err := load(request(config))
-		if err != nil {
-			if code := cnierror.From(err).Code; code != cnierror.CodeInvalidConfig {
-				t.Fatalf("code %d for %q: %v", code, config, err)
-			}
+		c, err := load(skeltest.Request(config, ""))
+		if skeltest.Refused(t, config, err) {
 			return
 		}
 		if c.VLANID < 0 || c.VLANID > 4094 {
 			t.Fatalf("accepted vlanId %d", c.VLANID)
 		}
-		if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
-			t.Fatalf("accepted mtu %d", c.MTU)
-		}
+		skeltest.RequireUsableMTU(t, c.MTU)
 		if skel.ValidateIfName(c.Master) != nil {
 			t.Fatalf("accepted master %q", c.Master)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
@@ -12,29 +13,46 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/kernelfeature"
 	"github.com/cnikit/cni/internal/plugins/vlan"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
-func newEnv(t *testing.T) *at.Env {
-	t.Helper()
-	return at.New(t, vlan.Plugin())
+// suite is what every one-link plugin does alike; its New skips without vlan support.
+var suite = at.Suite{
+	Plugin: vlan.Plugin, Needs: []kernelfeature.Feature{kernelfeature.VLAN},
+	Keys: map[string]any{"master": at.Master, "vlanId": 10},
+	// These are refused before anything is created, so they run on any kernel.
+	BadInput: []at.BadInput{
+		{Name: "vlanId 5000", Keys: map[string]any{"vlanId": 5000}, Field: "vlanId"},
+		{Name: "vlanId -1", Keys: map[string]any{"vlanId": -1}, Field: "vlanId"},
+		{Name: "vlanId 4095", Keys: map[string]any{"vlanId": 4095}, Field: "vlanId"},
+		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 1501}, Field: "mtu"},
+		{Name: "master missing", Keys: map[string]any{"master": nil}, Field: "master"},
+		{Name: "master that does not exist", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
+		{Name: "no IPAM", Keys: map[string]any{"ipam": map[string]any{}}, Field: "ipam"},
+		{Name: "vlanId of the wrong type", Keys: map[string]any{"vlanId": "100"}, Field: "vlanId"},
+	},
+	ExecdBadInput: []at.BadInput{
+		{Name: "vlanId", Keys: map[string]any{"vlanId": 5000}, Field: "vlanId"},
+		{Name: "mtu", Keys: map[string]any{"vlanId": 1, "mtu": 9000}, Field: "mtu"},
+		{Name: "master", Keys: map[string]any{"master": "nosuch0", "vlanId": 1}, Field: "master"},
+	},
+	LibcniKeys: map[string]any{"vlanId": 42, "dns": map[string]any{"nameservers": []string{"10.90.0.53"}}},
+	LibcniResult: func(t *testing.T, res *types100.Result) {
+		assert.Equal(t, []string{"10.90.0.53"}, res.DNS.Nameservers, "dns from the config")
+	},
 }
 
-// withVLAN is newEnv for tests that create vlan links.
-func withVLAN(t *testing.T) *at.Env {
-	t.Helper()
-	kernelfeature.Require(t, kernelfeature.VLAN)
-	return newEnv(t)
+func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
+	t.Parallel()
+	suite.Run(t)
 }
 
+// vlanIn returns the container's eth0, which must be a vlan.
 func vlanIn(t *testing.T, n *testns.NS) *netlink.Vlan {
 	t.Helper()
-	l, err := n.Handle(t).LinkByName("eth0")
-	require.NoError(t, err)
-	v, ok := l.(*netlink.Vlan)
-	require.True(t, ok, "eth0 is a %s", l.Type())
-	return v
+	return pt.LinkAs[*netlink.Vlan](t, n, "eth0")
 }
 
 // vlanPeer gives the peer namespace a VLAN interface with id on the master's other end,
@@ -52,7 +70,7 @@ func vlanPeer(t *testing.T, e *at.Env, id int, addr string) {
 // One VLAN id per master: the kernel refuses a second link with the same id on it.
 func TestTaggedTrafficReachesAVlanAwarePeerOnTheSameIDOnly(t *testing.T) {
 	t.Parallel()
-	e := withVLAN(t)
+	e := suite.New(t)
 	vlanPeer(t, e, 100, "10.100.0.1/24")
 	conf := e.Config(map[string]any{"master": at.Master, "vlanId": 100, "ipam": e.HostLocal("10.100.0.0/24")})
 	c := e.Add(conf)
@@ -74,26 +92,26 @@ func TestTaggedTrafficReachesAVlanAwarePeerOnTheSameIDOnly(t *testing.T) {
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 }
 
 func TestAVLANIDAlreadyUsedOnTheMasterIsRefused(t *testing.T) {
 	t.Parallel()
-	e := withVLAN(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "vlanId": 7})
 	e.Add(conf)
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, conf)
 	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err))
+	assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(err))
 	assert.Contains(t, err.Error(), "vlanId")
-	assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 	assert.Len(t, e.Reservations(), 1, "only the first container's")
 }
 
 func TestMTUIsAppliedAndChecked(t *testing.T) {
 	t.Parallel()
-	e := withVLAN(t)
+	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "vlanId": 5, "mtu": 1400})
 	c := e.Add(conf)
 	assert.Equal(t, 1400, vlanIn(t, c.NS).MTU)
@@ -108,7 +126,7 @@ func TestMTUIsAppliedAndChecked(t *testing.T) {
 
 func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	t.Parallel()
-	e := withVLAN(t)
+	e := suite.New(t)
 	c := e.NewContainer()
 	testns.Veth(t, c.NS, "cmaster", nil, e.Peer, "cpeer", nil)
 	cm, err := c.NS.Handle(t).LinkByName("cmaster")
@@ -120,147 +138,15 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	assert.Equal(t, 30, v.VlanId)
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"cmaster", "lo"}, at.Links(t, c.NS))
+	assert.Equal(t, []string{"cmaster", "lo"}, pt.Links(t, c.NS))
 }
 
-func TestDelIsIdempotent(t *testing.T) {
+// No vlan support needed: DEL never touches the master. (The reference's DEL looks up
+// the master's MTU and fails once the master is gone.)
+func TestDelOfAMasterThatNeverExistedSucceeds(t *testing.T) {
 	t.Parallel()
-	t.Run("twice, netns gone", func(t *testing.T) {
-		t.Parallel()
-		e := withVLAN(t)
-		conf := e.Config(map[string]any{"master": at.Master, "vlanId": 10})
-		c := e.Add(conf)
-		require.NoError(t, e.Del(c, conf))
-		require.NoError(t, e.Del(c, conf))
-		c.NS.Close()
-		require.NoError(t, e.Del(c, conf))
-		assert.Empty(t, e.Reservations())
-	})
-	// The reference's DEL looks up the master's MTU and fails once the master is gone.
-	t.Run("master gone", func(t *testing.T) {
-		t.Parallel()
-		e := withVLAN(t)
-		conf := e.Config(map[string]any{"master": at.Master, "vlanId": 10})
-		c := e.Add(conf)
-		h := e.Host.Handle(t)
-		m, err := h.LinkByName(at.Master)
-		require.NoError(t, err)
-		require.NoError(t, h.LinkDel(m))
-		require.NoError(t, e.Del(c, conf))
-		assert.Equal(t, []string{"lo"}, at.Links(t, c.NS))
-		assert.Empty(t, e.Reservations())
-	})
-	t.Run("CNI_NETNS empty still releases the address", func(t *testing.T) {
-		t.Parallel()
-		e := withVLAN(t)
-		conf := e.Config(map[string]any{"master": at.Master, "vlanId": 10})
-		c := e.Add(conf)
-		_, err := e.Invoke(skel.CmdDel, c.ID, "", conf)
-		require.NoError(t, err)
-		assert.Empty(t, e.Reservations())
-	})
-	// No vlan support needed: DEL never touches the master.
-	t.Run("master that never existed", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		c := e.NewContainer()
-		require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "vlanId": 10})))
-		require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "vlanId": 5000})))
-	})
-}
-
-func TestFailedAddLeavesNoLinkAndNoReservation(t *testing.T) {
-	t.Parallel()
-	e := withVLAN(t)
-	ipam := e.HostLocal(at.Subnet)
-	ipam["routes"] = []any{map[string]any{"dst": "10.200.0.0/16", "gw": "192.0.2.1"}}
+	e := suite.AnyKernel(t)
 	c := e.NewContainer()
-	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master, "vlanId": 3, "ipam": ipam}))
-	require.Error(t, err)
-	e.AssertNothingLeft(t, c)
-}
-
-// These are refused before anything is created, so they run on any kernel.
-func TestBadInputIsRefusedNamingTheFieldAndLeavesNothing(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name  string
-		keys  map[string]any
-		field string
-	}{
-		{"vlanId 5000", map[string]any{"vlanId": 5000}, "vlanId"},
-		{"vlanId -1", map[string]any{"vlanId": -1}, "vlanId"},
-		{"vlanId 4095", map[string]any{"vlanId": 4095}, "vlanId"},
-		{"mtu above the master's", map[string]any{"mtu": 1501}, "mtu"},
-		{"master missing", map[string]any{"master": nil}, "master"},
-		{"master that does not exist", map[string]any{"master": "nosuch0"}, "master"},
-		{"no IPAM", map[string]any{"ipam": map[string]any{}}, "ipam"},
-		{"vlanId of the wrong type", map[string]any{"vlanId": "100"}, "vlanId"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			keys := map[string]any{"master": at.Master, "vlanId": 100}
-			for k, v := range tt.keys {
-				keys[k] = v
-			}
-			c := e.NewContainer()
-			_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(keys))
-			require.Error(t, err)
-			assert.Equal(t, cnierror.CodeInvalidConfig, at.Code(err), err.Error())
-			assert.Contains(t, err.Error(), tt.field)
-			e.AssertNothingLeft(t, c)
-		})
-	}
-}
-
-func TestKernelWithoutVLANIsTryAgainLater(t *testing.T) {
-	t.Parallel()
-	if ok, err := kernelfeature.Has(kernelfeature.VLAN); err != nil || ok {
-		t.Skip("the kernel supports vlan")
-	}
-	e := newEnv(t)
-	c := e.NewContainer()
-	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master, "vlanId": 9}))
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeTryAgainLater, at.Code(err))
-	e.AssertNothingLeft(t, c)
-}
-
-func TestExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	dir := e.PluginDir()
-	for field, keys := range map[string]map[string]any{
-		"vlanId": {"master": at.Master, "vlanId": 5000},
-		"mtu":    {"master": at.Master, "vlanId": 1, "mtu": 9000},
-		"master": {"master": "nosuch0", "vlanId": 1},
-	} {
-		c := e.NewContainer()
-		_, cerr := e.Exec(dir, "ADD", c.ID, c.NS.Path, e.Config(keys))
-		require.NotNil(t, cerr, field)
-		assert.Equal(t, cnierror.CodeInvalidConfig, cerr.Code, field)
-		assert.Contains(t, cerr.Msg, field)
-		e.AssertNothingLeft(t, c)
-	}
-}
-
-func TestLibcniAddCheckDelDel(t *testing.T) {
-	t.Parallel()
-	e := withVLAN(t)
-	c := e.NewContainer()
-	run := e.Libcni(fmt.Sprintf(`{
-		"cniVersion": "1.1.0", "name": "testnet",
-		"plugins": [{"type": "vlan", "master": %q, "vlanId": 42, "dns": {"nameservers": ["10.90.0.53"]},
-			"ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]]}}]}`,
-		at.Master, e.DataDir, at.Subnet), c, nil)
-	require.NoError(t, run.AddErr)
-	require.Len(t, run.Result.Interfaces, 1)
-	assert.Equal(t, c.NS.Path, run.Result.Interfaces[0].Sandbox)
-	assert.Equal(t, []string{"10.90.0.53"}, run.Result.DNS.Nameservers, "dns from the config")
-	assert.NoError(t, run.CheckErr)
-	assert.NoError(t, run.DelErr)
-	assert.NoError(t, run.Del2Err, "DEL twice")
-	e.AssertNothingLeft(t, c)
+	require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "vlanId": 10})))
+	require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "vlanId": 5000})))
 }

@@ -1,11 +1,8 @@
 package vrf_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,8 +10,8 @@ import (
 
 	"github.com/cnikit/cni/internal/kernelfeature"
 	"github.com/cnikit/cni/internal/plugins/vrf"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -27,8 +24,8 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	testns.RequireRoot(t)
-	return &world{t: t, host: testns.NewWithLoopback(t), cont: testns.NewWithLoopback(t)}
+	host, cont := pt.HostAndContainer(t)
+	return &world{t: t, host: host, cont: cont}
 }
 
 // iface gives the container an interface ifName with addrs (host end h<ifName> holds
@@ -58,16 +55,7 @@ func (w *world) iface(ifName, routeDst string, addrs ...string) *result.Result {
 // conf is a vrf config with prev as prevResult (nil: none) and extra keys.
 func conf(t testing.TB, prev *result.Result, extra string) []byte {
 	t.Helper()
-	s := `{"cniVersion":"1.1.0","name":"vrfnet","type":"vrf"`
-	if prev != nil {
-		var buf bytes.Buffer
-		require.NoError(t, prev.Print(&buf))
-		s += `,"prevResult":` + buf.String()
-	}
-	if extra != "" {
-		s += "," + extra
-	}
-	return []byte(s + "}")
+	return pt.Object(`"cniVersion":"1.1.0","name":"vrfnet","type":"vrf"`, pt.PrevMember(t, prev), extra)
 }
 
 // invoke runs the plugin in-process inside the host namespace, for the container.
@@ -77,14 +65,8 @@ func (w *world) invoke(cmd, ifName string, config []byte) (*result.Result, error
 
 // invokeIn is invoke with netns as CNI_NETNS.
 func (w *world) invokeIn(netns, cmd, ifName string, config []byte) (*result.Result, error) {
-	args := skel.Args{Command: cmd, ContainerID: "ctr1", Netns: netns, IfName: ifName, Path: []string{"/nonexistent"}}
-	var res *result.Result
-	var err error
-	require.NoError(w.t, w.host.Do(func() error {
-		res, err = skel.Invoke(context.Background(), vrf.Plugin(), args, config, os.Stderr)
-		return nil
-	}))
-	return res, err
+	return pt.Invoke(w.t, w.host, vrf.Plugin(), pt.Call{Command: cmd, ContainerID: "ctr1", Netns: netns, IfName: ifName,
+		Config: config})
 }
 
 // link returns the container's link called name, nil when there is none.

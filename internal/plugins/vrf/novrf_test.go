@@ -16,6 +16,7 @@ import (
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/dispatch"
 	"github.com/cnikit/cni/internal/kernelfeature"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -65,9 +66,8 @@ func leftovers(t *testing.T, host, ctr *testns.NS, dataDir string) []string {
 			out = append(out, "container link "+l.Attrs().Name)
 		}
 	}
-	files, _ := filepath.Glob(filepath.Join(dataDir, "vrfchain", "10.*"))
-	for _, f := range files {
-		out = append(out, "reservation "+filepath.Base(f))
+	for _, r := range pt.Reservations(t, filepath.Join(dataDir, "vrfchain")) {
+		out = append(out, "reservation "+r)
 	}
 	return out
 }
@@ -77,7 +77,7 @@ func leftovers(t *testing.T, host, ctr *testns.NS, dataDir string) []string {
 func TestRunnerUndoesTheChainWhenVRFIsMissing(t *testing.T) {
 	requireNoVRF(t)
 	t.Parallel()
-	host, ctr := testns.NewWithLoopback(t), testns.NewWithLoopback(t)
+	host, ctr := pt.HostAndContainer(t)
 	dataDir := t.TempDir()
 	n, err := chain.Parse([]byte(chainConf(dataDir)))
 	require.NoError(t, err)
@@ -101,24 +101,14 @@ func TestRunnerUndoesTheChainWhenVRFIsMissing(t *testing.T) {
 func TestLibcniNoVRFSupportThenDelLeavesNothing(t *testing.T) {
 	requireNoVRF(t)
 	t.Parallel()
-	host, ctr := testns.NewWithLoopback(t), testns.NewWithLoopback(t)
+	host, ctr := pt.HostAndContainer(t)
 	dataDir := t.TempDir()
-	dir := testns.LinkPluginDir(t, "bridge", "host-local", "vrf")
-	cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, t.TempDir(), nil)
-	list, err := libcni.ConfListFromBytes([]byte(chainConf(dataDir)))
-	require.NoError(t, err)
-	rt := &libcni.RuntimeConf{ContainerID: "vrf-libcni", NetNS: ctr.Path, IfName: "eth0"}
-	ctx := context.Background()
-
-	var addErr, delErr error
-	host.Run(t, func() error {
-		_, addErr = cni.AddNetworkList(ctx, list, rt)
-		delErr = cni.DelNetworkList(ctx, list, rt)
-		return nil
-	})
-	require.Error(t, addErr)
-	assert.True(t, strings.Contains(addErr.Error(), "no VRF support"), "%v", addErr)
-	require.NoError(t, delErr)
+	run := pt.Libcni(t, host, testns.LinkPluginDir(t, "bridge", "host-local", "vrf"), chainConf(dataDir),
+		&libcni.RuntimeConf{ContainerID: "vrf-libcni", NetNS: ctr.Path, IfName: "eth0"})
+	require.Error(t, run.AddErr)
+	assert.True(t, strings.Contains(run.AddErr.Error(), "no VRF support"), "%v", run.AddErr)
+	require.NoError(t, run.DelErr)
+	require.NoError(t, run.Del2Err)
 	assert.Empty(t, leftovers(t, host, ctr, dataDir))
 }
 
@@ -127,23 +117,16 @@ func TestLibcniNoVRFSupportThenDelLeavesNothing(t *testing.T) {
 func TestLibcniBridgeIntoVRF(t *testing.T) {
 	kernelfeature.Require(t, kernelfeature.VRF)
 	t.Parallel()
-	host, ctr := testns.NewWithLoopback(t), testns.NewWithLoopback(t)
+	host, ctr := pt.HostAndContainer(t)
 	dataDir := t.TempDir()
-	dir := testns.LinkPluginDir(t, "bridge", "host-local", "vrf")
-	cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, t.TempDir(), nil)
-	list, err := libcni.ConfListFromBytes([]byte(chainConf(dataDir)))
-	require.NoError(t, err)
-	rt := &libcni.RuntimeConf{ContainerID: "vrf-libcni", NetNS: ctr.Path, IfName: "eth0"}
-	ctx := context.Background()
+	c := pt.NewLibcni(t, host, testns.LinkPluginDir(t, "bridge", "host-local", "vrf"), chainConf(dataDir),
+		&libcni.RuntimeConf{ContainerID: "vrf-libcni", NetNS: ctr.Path, IfName: "eth0"})
 	w := &world{t: t, host: host, cont: ctr}
 
-	host.Run(t, func() error {
-		if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
-			return err
-		}
-		return cni.CheckNetworkList(ctx, list, rt)
-	})
+	_, err := c.Add()
+	require.NoError(t, err)
+	require.NoError(t, c.Check())
 	assert.Equal(t, "blue", w.masterOf("eth0"))
-	host.Run(t, func() error { return cni.DelNetworkList(ctx, list, rt) })
+	require.NoError(t, c.Del())
 	assert.Empty(t, leftovers(t, host, ctr, dataDir))
 }

@@ -134,20 +134,58 @@ func RequireStable[T any](t testing.TB, p *skel.Plugin, l Loaded[T], conf any, l
 
 func dump(v any) string { return fmt.Sprintf("%+v", v) }
 
-// RequireResultRoundTrips fails t unless res, which a plugin would print, is read back
-// by result.Parse (what the next plugin and the runtime do) to the same JSON.
-func RequireResultRoundTrips(t testing.TB, res *result.Result) {
+// Request is what skel hands a plugin's callbacks for config and CNI_ARGS, for a test of
+// the plugin's loader alone: the spec keys decoded as far as they decode, the rest left
+// to the loader.
+func Request(config []byte, cniArgs string) *skel.Request {
+	req := &skel.Request{Config: config, Args: skel.Args{CNIArgs: cniArgs}}
+	_ = json.Unmarshal(config, &req.Net)
+	return req
+}
+
+// Refused reports whether a loader refused config with err; it fails t unless the
+// refusal is a CNI error with one of codes (CodeInvalidConfig when none are given).
+func Refused(t testing.TB, config []byte, err error, codes ...uint) bool {
 	t.Helper()
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatalf("result does not encode: %v\nresult: %s", err, dump(res))
+	if err == nil {
+		return false
 	}
-	back, err := result.Parse(b, "")
-	if err != nil {
-		t.Fatalf("result does not parse back: %v\nresult: %s", err, b)
+	if len(codes) == 0 {
+		codes = []uint{cnierror.CodeInvalidConfig}
 	}
-	b2, err := json.Marshal(back)
-	if err != nil || string(b2) != string(b) {
-		t.Fatalf("result changes in a round trip (%v)\nfirst:  %s\nsecond: %s", err, b, b2)
+	if code := cnierror.From(err).Code; !slices.Contains(codes, code) {
+		t.Fatalf("code %d for %q, want one of %v: %v", code, config, codes, err)
+	}
+	return true
+}
+
+// RequireUsableMTU fails t unless an accepted mtu is unset (0) or one a link can have.
+func RequireUsableMTU(t testing.TB, mtu int) {
+	t.Helper()
+	if mtu != 0 && (mtu < 68 || mtu > 65535) {
+		t.Fatalf("accepted mtu %d", mtu)
+	}
+}
+
+// Decided is what an ADD has decided before it touches anything: the plugin's config
+// and what it works out from it next (masquerade options, ...).
+type Decided[C, D any] struct {
+	Conf C
+	Next D
+}
+
+// Then is a loader that runs load, then next on the config, as the plugin's ADD does,
+// so that a fuzz target covers both.
+func Then[C, D any](load func(*skel.Request) (C, error), next func(C) (D, error)) func(*skel.Request) (Decided[C, D], error) {
+	return func(req *skel.Request) (Decided[C, D], error) {
+		c, err := load(req)
+		if err != nil {
+			return Decided[C, D]{}, err
+		}
+		d, err := next(c)
+		if err != nil {
+			return Decided[C, D]{}, err
+		}
+		return Decided[C, D]{Conf: c, Next: d}, nil
 	}
 }

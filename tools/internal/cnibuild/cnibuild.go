@@ -10,6 +10,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Flags are the Makefile's build flags without the version stamp.
@@ -73,6 +77,27 @@ func Build(arch, out string) error {
 		return fmt.Errorf("go build ./cmd/cni for %s: %w\n%s", arch, err, b)
 	}
 	return nil
+}
+
+// Main is a TestMain of a package that builds cni: it runs the tests, then removes the
+// builds.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
+}
+
+// AssertAnswersVersion checks that the plugin binary at p, asked for its versions as a
+// runtime asks (CNI_COMMAND=VERSION and nothing else), answers with the spec's version
+// object: a test that installs or packages cni proves each link it made works.
+func AssertAnswersVersion(t testing.TB, p string) {
+	t.Helper()
+	cmd := exec.Command(p)
+	cmd.Env = []string{"CNI_COMMAND=VERSION"}
+	out, err := cmd.Output()
+	require.NoError(t, err, p)
+	assert.Contains(t, string(out), `"cniVersion"`)
+	assert.Contains(t, string(out), `"supportedVersions"`)
 }
 
 // Cleanup removes the builds; call it from TestMain after the tests ran.

@@ -119,7 +119,8 @@ var gcLeaves = []*regexp.Regexp{
 // the first with an empty valid list while its pod's netns is gone. What names the
 // network (masquerade, portmap's iptables chains, the address reservation) goes; what
 // names no network stays (gcLeaves) until the runtime's DEL. The other network's pod
-// keeps everything and passes our CHECK.
+// keeps everything and passes our CHECK, and our next ADD of the pod's addresses gets
+// its own traffic only (nextAdd).
 func gcOneOfTwoNetworks(t *testing.T, n *node, rt runtime, nw network) {
 	other := nw
 	other.name, other.index = "upg-other", 1
@@ -133,6 +134,9 @@ func gcOneOfTwoNetworks(t *testing.T, n *node, rt runtime, nw network) {
 	}
 	assert.Equal(t, before, n.naming(q, other), "the other network's pod keeps all it had")
 	require.NoError(t, rt.check(n, []string{n.ours}, other.conflist(n), q), "and passes CHECK")
+	// GC gave p's addresses back: the next pod to get them must not receive p's host-port
+	// traffic through what GC left (the reference's cni_hostport rules).
+	nextAdd(t, n, rt, nw, p)
 
 	require.NoError(t, rt.del(n, []string{n.ours}, nw.conflist(n), p), "the runtime's DEL after GC")
 	assert.Empty(t, n.naming(p, nw))

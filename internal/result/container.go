@@ -1,6 +1,9 @@
 package result
 
-import "slices"
+import (
+	"net/netip"
+	"slices"
+)
 
 // ContainerIPs returns the entries of r.IPs that belong to the container interface
 // ifName, the way the reference's meta plugins read a result that another plugin made:
@@ -29,4 +32,17 @@ func (r *Result) ContainerIPs(ifName string) []IPConfig {
 		}
 	}
 	return slices.Concat(sure, sandboxless)
+}
+
+// Addrs returns the addresses of r.IPs, in r's order (IPv4-mapped IPv6 ones as IPv4):
+// none for a nil result.
+func (r *Result) Addrs() []netip.Addr {
+	if r == nil {
+		return nil
+	}
+	out := make([]netip.Addr, 0, len(r.IPs))
+	for _, ip := range r.IPs {
+		out = append(out, ip.Address.Addr().Unmap())
+	}
+	return out
 }

@@ -101,18 +101,6 @@ func backend(req *skel.Request, conf *Config) string {
 	return string(netfilter.Detect())
 }
 
-// addresses are prevResult's IPs.
-func addresses(prev *result.Result) []netip.Addr {
-	if prev == nil {
-		return nil
-	}
-	out := make([]netip.Addr, 0, len(prev.IPs))
-	for _, ip := range prev.IPs {
-		out = append(out, ip.Address.Addr().Unmap())
-	}
-	return out
-}
-
 // bridgeName is the host-side interface the ingress policy is keyed on: the first
 // interface outside any sandbox in prevResult (the bridge plugin lists its bridge
 // first, which is the reference's interfaces[0]), or, when prevResult lists none, the
@@ -197,7 +185,7 @@ func add(req *skel.Request) (*result.Result, error) {
 	if err := bridgedTrafficIsFiltered(conf.IngressPolicy); err != nil {
 		return nil, err
 	}
-	ips := addresses(req.PrevResult)
+	ips := req.PrevResult.Addrs()
 	switch backend(req, conf) {
 	case BackendFirewalld:
 		err = firewalldAdd(req, conf, ips, bridge)
@@ -242,14 +230,14 @@ func firewalldAdd(req *skel.Request, conf *Config, ips []netip.Addr, bridge stri
 // config that does not validate (any more) still gets them removed: an invalid config
 // could add nothing, and must not keep an attachment undeletable.
 func del(req *skel.Request) error {
-	errs := []error{iptDel(req.Context(), attachmentOf(req), addresses(req.PrevResult)),
+	errs := []error{iptDel(req.Context(), attachmentOf(req), req.PrevResult.Addrs()),
 		steps.Begin(req.Context(), steps.Firewall).Done(nftDel(attachmentOf(req)))}
 	conf, err := loadConfig(req)
 	if err != nil {
 		fmt.Fprintf(req.Stderr, "firewall: DEL: config not usable, only the iptables and nftables rules were looked for: %v\n", err)
 		return errors.Join(errs...)
 	}
-	if ips := addresses(req.PrevResult); len(ips) > 0 && backend(req, conf) == BackendFirewalld {
+	if ips := req.PrevResult.Addrs(); len(ips) > 0 && backend(req, conf) == BackendFirewalld {
 		fw, err := dialFirewalld(req.Context(), systemBus(req))
 		if err != nil {
 			fmt.Fprintf(req.Stderr, "firewall: DEL: firewalld not reachable, no sources to remove: %v\n", err)
@@ -273,7 +261,7 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	ips := addresses(req.PrevResult)
+	ips := req.PrevResult.Addrs()
 	switch backend(req, conf) {
 	case BackendNFTables:
 		err := steps.Begin(req.Context(), steps.Firewall).Done(nftCheck(conf, attachmentOf(req), ips, bridge))

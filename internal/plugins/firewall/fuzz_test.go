@@ -39,7 +39,7 @@ func loadForAdd(req *skel.Request) (loaded, error) {
 			return loaded{}, err
 		}
 	}
-	return loaded{Conf: conf, Bridge: bridge, IPs: addresses(req.PrevResult)}, nil
+	return loaded{Conf: conf, Bridge: bridge, IPs: req.PrevResult.Addrs()}, nil
 }
 
 const prev = `"prevResult":{"cniVersion":"1.1.0","interfaces":[{"name":"cni0"},{"name":"veth1"},{"name":"eth0","sandbox":"/var/run/netns/c"}],` +

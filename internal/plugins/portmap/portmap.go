@@ -80,6 +80,11 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Also without mappings: what the reference left mapped to these addresses would
+	// hand its host ports to this pod.
+	if err := removeStale(req); err != nil {
+		return nil, err
+	}
 	if len(s.mappings) == 0 {
 		return req.PrevResult, nil
 	}
@@ -161,13 +166,7 @@ func enableLocalnet(target netip.Addr, log io.Writer) error {
 // The reference's nftables rules of the container go too (reference.go): those reaching
 // an address prevResult lists, or all of the container's without prevResult.
 func del(req *skel.Request) error {
-	var targets []netip.Addr
-	if req.PrevResult != nil {
-		for _, ip := range req.PrevResult.IPs {
-			targets = append(targets, ip.Address.Addr().Unmap())
-		}
-	}
-	flows, err := nftBackend{}.removeReference(req.Context(), req.Args.ContainerID, targets)
+	flows, err := nftBackend{}.removeReference(req.Context(), req.Args.ContainerID, req.PrevResult.Addrs())
 	return errors.Join(err, forgetFlows(req.Context(), flows),
 		removeAttachment(req.Context(), attachment{net: req.Net.Name, cid: req.Args.ContainerID}.hash()))
 }

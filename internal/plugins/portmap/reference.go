@@ -13,6 +13,7 @@ import (
 	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/steps"
 )
 
@@ -34,6 +35,9 @@ import (
 // (only those reaching the addresses prevResult gives, when it gives any: the reference
 // itself removes every rule of the id, another network's too), CHECK accepts them in
 // place of ours, and GC, which cannot tell which network they belong to, leaves them.
+// What GC left goes at the latest when IPAM hands the address out again: ADD removes
+// every rule of the reference's reaching the new pod's addresses, whatever container id
+// it names, since the pod it was made for no longer holds the address.
 // The base chains stay, as the reference leaves them.
 const refTableName = "cni_hostport"
 
@@ -52,8 +56,8 @@ func refTables(c *nftables.Conn) ([]*nftables.Table, error) {
 	}), nil
 }
 
-// refRules returns the rules of the container cid in the reference's chains of table t.
-func refRules(c *nftables.Conn, t *nftables.Table, cid string) ([]*nftables.Rule, error) {
+// refRules returns the rules in the reference's chains of table t that match.
+func refRules(c *nftables.Conn, t *nftables.Table, match func(*nftables.Rule) bool) ([]*nftables.Rule, error) {
 	var out []*nftables.Rule
 	for _, name := range refRuleChains {
 		rules, err := c.GetRules(t, &nftables.Chain{Name: name, Table: t})
@@ -61,12 +65,17 @@ func refRules(c *nftables.Conn, t *nftables.Table, cid string) ([]*nftables.Rule
 			return nil, fmt.Errorf("nftables: list %s %s: %w", refTableName, name, err)
 		}
 		for _, r := range rules {
-			if ruleComment(r) == cid {
+			if match(r) {
 				out = append(out, r)
 			}
 		}
 	}
 	return out, nil
+}
+
+// ofContainer matches the rules of the container cid.
+func ofContainer(cid string) func(*nftables.Rule) bool {
+	return func(r *nftables.Rule) bool { return ruleComment(r) == cid }
 }
 
 // refTarget is the container address a reference rule reaches: the dnat target of a
@@ -84,7 +93,41 @@ func refTarget(r *nftables.Rule, v6 bool) (netip.Addr, bool) {
 // transaction for both families, and returns the mappings they made. With targets
 // (the container's addresses), only rules reaching one of them go. A node without the
 // reference's tables costs one table-list dump.
-func (b nftBackend) removeReference(ctx context.Context, cid string, targets []netip.Addr) (_ []flow, err error) {
+func (b nftBackend) removeReference(ctx context.Context, cid string, targets []netip.Addr) ([]flow, error) {
+	return b.removeReferenceRules(ctx, "the rules of "+cid, func(r *nftables.Rule, target netip.Addr, ok bool) bool {
+		return ruleComment(r) == cid && (len(targets) == 0 || ok && slices.Contains(targets, target))
+	})
+}
+
+// removeStale is ADD's removal of the reference's rules reaching the pod's addresses
+// (nftBackend.removeStale) and of their mappings' conntrack entries.
+func removeStale(req *skel.Request) error {
+	flows, err := nftBackend{}.removeStale(req.Context(), req.PrevResult.Addrs())
+	if err != nil {
+		return fmt.Errorf("portmap: the reference's stale mappings to %s's addresses: %w", req.Args.ContainerID, err)
+	}
+	return forgetFlows(req.Context(), flows)
+}
+
+// removeStale removes the reference's nftables rules reaching any of addrs, whichever
+// container they name, and returns the mappings they made. ADD calls it with the new
+// pod's addresses: IPAM gave them to this pod, so a rule of the reference's reaching
+// them was made for a pod that is gone without a DEL (a GC, which cannot take the
+// rules as its network's, or a lost cache entry), and would hand that pod's host ports
+// to this one. A node without the reference's tables costs one table-list dump.
+func (b nftBackend) removeStale(ctx context.Context, addrs []netip.Addr) ([]flow, error) {
+	if len(addrs) == 0 {
+		return nil, nil
+	}
+	return b.removeReferenceRules(ctx, fmt.Sprint("the rules reaching ", addrs), func(_ *nftables.Rule, target netip.Addr, ok bool) bool {
+		return ok && slices.Contains(addrs, target)
+	})
+}
+
+// removeReferenceRules removes the rules of the reference's tables that match, given
+// the container address each reaches (refTarget), in one transaction for both
+// families, and returns the mappings they made. what names the rules in errors.
+func (b nftBackend) removeReferenceRules(ctx context.Context, what string, match func(r *nftables.Rule, target netip.Addr, ok bool) bool) (_ []flow, err error) {
 	defer steps.Begin(ctx, steps.Firewall).End(&err)
 	c, err := b.newConn()
 	if err != nil {
@@ -97,15 +140,15 @@ func (b nftBackend) removeReference(ctx context.Context, cid string, targets []n
 	}
 	var flows []flow
 	for _, t := range tables {
-		rules, err := refRules(c, t, cid)
+		v6 := t.Family == nftables.TableFamilyIPv6
+		rules, err := refRules(c, t, func(r *nftables.Rule) bool {
+			target, ok := refTarget(r, v6)
+			return match(r, target, ok)
+		})
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range rules {
-			target, ok := refTarget(r, t.Family == nftables.TableFamilyIPv6)
-			if len(targets) > 0 && (!ok || !slices.Contains(targets, target)) {
-				continue
-			}
 			if err := c.DelRule(r); err != nil {
 				return nil, fmt.Errorf("nftables: %s: %w", refTableName, err)
 			}
@@ -115,7 +158,7 @@ func (b nftBackend) removeReference(ctx context.Context, cid string, targets []n
 		}
 	}
 	if err := c.Flush(); err != nil {
-		return nil, fmt.Errorf("nftables: remove the rules of %s in %s: %w", cid, refTableName, err)
+		return nil, fmt.Errorf("nftables: remove %s in %s: %w", what, refTableName, err)
 	}
 	return flows, nil
 }
@@ -210,7 +253,7 @@ func (b nftBackend) checkReference(ctx context.Context, cid string, s *settings,
 		i := slices.IndexFunc(tables, func(t *nftables.Table) bool { return t.Family == fam })
 		var rules []*nftables.Rule
 		if i >= 0 {
-			if rules, err = refRules(c, tables[i], cid); err != nil {
+			if rules, err = refRules(c, tables[i], ofContainer(cid)); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package portmap
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
@@ -156,7 +157,7 @@ func TestEntryPortsCountInAnyGroupingAndBeyondTheFamily(t *testing.T) {
 	}
 }
 
-// TestLookingForTheReferencesRulesCostsOneDump: DEL on a node that never ran the
+// TestLookingForTheReferencesRulesCostsOneDump: DEL (and ADD) on a node that never ran the
 // reference's nftables backend spends one table-list dump on finding that out, and with
 // the reference's tables present, one rule dump per chain and one transaction.
 func TestLookingForTheReferencesRulesCostsOneDump(t *testing.T) {
@@ -174,10 +175,66 @@ func TestLookingForTheReferencesRulesCostsOneDump(t *testing.T) {
 		return r.Sent()
 	}
 	assert.Equal(t, []nftrecord.Request{{Msg: unix.NFT_MSG_GETTABLE, Dump: true}}, removeOf())
+	var r nftrecord.Recorder
+	require.NoError(t, e.host.Do(func() error {
+		_, err := nftBackend{conn: r.Option()}.removeStale(context.Background(), []netip.Addr{netip.MustParseAddr(c.ip4)})
+		return err
+	}))
+	r.Close()
+	assert.Equal(t, []nftrecord.Request{{Msg: unix.NFT_MSG_GETTABLE, Dump: true}}, r.Sent(), "and so does ADD's look for stale rules")
 
 	referenceNFTables(t, e, map[string][]string{c.id: referenceRulesOf(c)})
 	sent := removeOf()
 	assert.Equal(t, 1, nftrecord.Batches(sent), "%v", sent)
 	assert.Len(t, sent, 1+2*len(refRuleChains)+1+len(referenceRulesOf(c)), "the table list, the chains' rules, one batch of deletions: %v", sent)
 	assert.NotContains(t, e.ruleset(), c.ip4)
+}
+
+// TestAddRemovesTheReferencesStaleRulesToItsAddresses: GC cannot take the reference's
+// nftables rules as its network's, so a pod gone without a DEL leaves them, still
+// DNATing its host ports to its address. Our ADD of the next pod IPAM gives that
+// address to removes every rule of the reference's reaching its addresses, whatever
+// container id the rule names, with mappings of its own or none, in either backend,
+// and forgets those rules' flows; the reference's rules to other addresses stay.
+func TestAddRemovesTheReferencesStaleRulesToItsAddresses(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "writes the reference plugin's nftables state with nft -f")
+	for name, tc := range map[string]struct {
+		backend  any
+		mappings []PortMapping
+	}{
+		"no mappings":         {nil, nil},
+		"nftables":            {"nftables", []PortMapping{{HostPort: 9091, ContainerPort: tcpPort, Protocol: "tcp"}}},
+		"iptables":            {"iptables", []PortMapping{{HostPort: 9091, ContainerPort: tcpPort, Protocol: "tcp"}}},
+		"the same host ports": {"nftables", standardMappings()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			c, other := e.container("ctr-next"), e.container("ctr-other")
+			gone := *c
+			gone.id = "ctr-gone"
+			referenceNFTables(t, e, map[string][]string{
+				gone.id:  referenceRulesOf(&gone),
+				other.id: {fmt.Sprintf("ip hostports: tcp dport 9090 dnat to %s:%d", other.ip4, tcpPort)},
+			})
+			_, err := dialUDP(e.client, "10.77.0.1:8081")
+			require.NoError(t, err, "the stale rule reaches the address")
+			require.NotEmpty(t, e.conntrackTo(c.ip4))
+
+			require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": tc.backend}, tc.mappings)))
+			assert.NotContains(t, e.ruleset(), gone.id, "no rule of the reference's reaches the pod's addresses")
+			assert.Empty(t, e.conntrackTo(c.ip4), "the stale rules' flows are forgotten")
+			if tc.mappings == nil {
+				_, err := dialTCP(e.client, "10.77.0.1:8080")
+				assert.Error(t, err, "the gone pod's host port reaches nobody")
+			} else {
+				got, err := dialTCP(e.client, fmt.Sprintf("10.77.0.1:%d", tc.mappings[0].HostPort))
+				require.NoError(t, err)
+				assert.Equal(t, c.id, got, "the pod's own host port")
+			}
+			got, err := dialTCP(e.client, "10.77.0.1:9090")
+			require.NoError(t, err)
+			assert.Equal(t, other.id, got, "the reference's rule of another address stays")
+		})
+	}
 }

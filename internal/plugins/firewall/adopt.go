@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnikit/cni/internal/iptables"
 	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/steps"
 )
 
 // Adopting the reference plugin's rules. On a node whose plugins were replaced under
@@ -25,7 +26,11 @@ import (
 // plugins' own: the pods set up before the upgrade keep their iptables rules there.
 // CHECK therefore looks in iptables when the nftables backend it chose holds nothing
 // of the attachment (checkAdopted), as masquerade and portmap do; a node without
-// reference state pays nothing for it.
+// reference state pays nothing for it. The other way round too: the rule picks
+// iptables once the host keeps rules of its own there (Docker, kube-proxy in iptables
+// mode starting after the first pods), and the pods ADDed before keep their nftables
+// elements, which CHECK finds when iptables holds nothing of the attachment
+// (checkInNFTables). An attachment stays in the backend its ADD chose.
 
 // errAbsent marks a check that found nothing of the attachment in the backend it
 // looked in, as opposed to state that is there but damaged: only then is the other
@@ -46,6 +51,17 @@ func checkAdopted(ctx context.Context, conf *Config, att attachment, ips []netip
 		return err
 	}
 	return absent
+}
+
+// checkInNFTables is CHECK of an attachment the iptables backend holds nothing of
+// (absent is its error): the nftables sets, where its ADD put it while the node had no
+// iptables rules of its own. When an address's element is the attachment's, the
+// nftables layout is checked as it stands; when none is, absent stands.
+func checkInNFTables(ctx context.Context, conf *Config, att attachment, ips []netip.Addr, bridge string, absent error) error {
+	if !newNFTLayout().holds(att, ips) {
+		return absent
+	}
+	return steps.Begin(ctx, steps.Firewall).Done(nftCheck(conf, att, ips, bridge))
 }
 
 // referenceRules are the reference's rules of the address a, which carry no comment.

@@ -283,7 +283,11 @@ func check(req *skel.Request) error {
 		}
 		return iptCheckIsolation(req.Context(), conf, ips, bridge)
 	}
-	return iptCheck(req.Context(), conf, attachmentOf(req), ips, bridge)
+	err = iptCheck(req.Context(), conf, attachmentOf(req), ips, bridge)
+	if errors.Is(err, errAbsent) {
+		return checkInNFTables(req.Context(), conf, attachmentOf(req), ips, bridge, err)
+	}
+	return err
 }
 
 // gc removes the iptables and nftables rules of this network's containers that are not

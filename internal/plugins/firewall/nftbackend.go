@@ -281,6 +281,17 @@ func (l *nftLayout) checkAttachment(att attachment, ips []netip.Addr) error {
 	return missing
 }
 
+// holds tells whether the element of any of the addresses is the attachment's. A set
+// that cannot be read holds nothing of it.
+func (l *nftLayout) holds(att attachment, ips []netip.Addr) bool {
+	comment := att.nftComment()
+	return slices.ContainsFunc(ips, func(a netip.Addr) bool {
+		set := l.addrSet(a)
+		e, err := netfilter.GetElement(set.Table.Family, set.Table.Name, set.Name, a.AsSlice())
+		return err == nil && e.Comment == comment
+	})
+}
+
 // nftCheckIsolation verifies the ingress policy's elements only, for the firewalld
 // backend.
 func nftCheckIsolation(conf *Config, bridge string) error {

@@ -1,0 +1,61 @@
+package firewall_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/testns"
+)
+
+// TestCheckFindsTheNFTablesRulesOnceTheNodeTurnedToIPTables: with backend unset, on a
+// node without rules of its own, the rule picks nftables and the attachment's addresses
+// go into its sets. When the host later keeps rules of its own in iptables (Docker's
+// DOCKER-USER, kube-proxy in iptables mode), the rule picks iptables for the CHECK of
+// that same attachment, which must find its nftables state instead of failing on
+// iptables chains it never had (it failed with code 999, "firewall check iptables:
+// admin chain CNI-ADMIN missing", for every pod up before the change). Damage to that
+// nftables state is still reported, and so is an attachment held by neither backend.
+func TestCheckFindsTheNFTablesRulesOnceTheNodeTurnedToIPTables(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "the host's own rule is made with iptables")
+	e := newNFTEnv(t)
+	c := e.add(e.conflist(netOpts{name: "turned", bridge: "br-turned", subnets: []string{"10.19.0.0/24", "fd19::/64"}}), "c-turned")
+	conf := fwConf(t, "turned", nil, c.res)
+	noBus := "DBUS_SYSTEM_BUS_ADDRESS=unix:path=" + filepath.Join(t.TempDir(), "no-bus")
+	picks := func(want netfilter.Backend, why string) {
+		t.Helper()
+		require.NoError(t, e.inHost(func() error {
+			if b := netfilter.Detect(); b != want {
+				return fmt.Errorf("the rule picks %s, not %s, %s", b, want, why)
+			}
+			return nil
+		}))
+	}
+	picks(netfilter.NFTables, "on a node without rules of its own")
+	_, err := e.invoke(skel.CmdAdd, conf, c, noBus)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = e.invoke(skel.CmdDel, conf, c, noBus) })
+
+	for _, args := range [][]string{{"-N", "DOCKER-USER"}, {"-A", "FORWARD", "-j", "DOCKER-USER"}} {
+		out, err := e.host.Exec(t, "iptables", append([]string{"-w", "-t", "filter"}, args...)...)
+		require.NoError(t, err, out)
+	}
+	picks(netfilter.IPTables, "once the host has a FORWARD rule of its own")
+	_, err = e.invoke(skel.CmdCheck, conf, c, noBus)
+	require.NoError(t, err, "the attachment's nftables state passes")
+
+	out, err := e.host.Exec(t, "nft", "delete", "element", "inet", "cni_firewall", "ctr4", "{ "+c.ip4()+" }")
+	require.NoError(t, err, out)
+	_, err = e.invoke(skel.CmdCheck, conf, c, noBus)
+	assert.ErrorContains(t, err, c.ip4()+" not in set ctr4", "damage to the nftables state is reported")
+
+	_, err = e.invoke(skel.CmdDel, conf, c, noBus)
+	require.NoError(t, err)
+	_, err = e.invoke(skel.CmdCheck, conf, c, noBus)
+	assert.ErrorContains(t, err, "admin chain CNI-ADMIN missing", "held by neither backend: the chosen backend's error")
+}

@@ -77,12 +77,7 @@ func TestUnsetBackendChecksTheReferencesRulesWhereNFTablesHoldsNone(t *testing.T
 	assert.ErrorContains(t, err, "nftables: chain forward missing", "nothing of it anywhere: the chosen backend's error")
 
 	referenceLayout(t, e, c.ip4())
-	require.NoError(t, e.inHost(func() error {
-		if b := netfilter.Detect(); b != netfilter.NFTables {
-			return fmt.Errorf("the rule picks %s with only the plugins' iptables rules", b)
-		}
-		return nil
-	}))
+	e.requirePicks(netfilter.NFTables, "with only the plugins' iptables rules")
 	_, err = e.invoke(skel.CmdCheck, conf, c, noBus)
 	require.NoError(t, err, "the reference's intact rules pass")
 

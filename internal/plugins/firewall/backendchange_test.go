@@ -1,7 +1,6 @@
 package firewall_test
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -27,16 +26,7 @@ func TestCheckFindsTheNFTablesRulesOnceTheNodeTurnedToIPTables(t *testing.T) {
 	c := e.add(e.conflist(netOpts{name: "turned", bridge: "br-turned", subnets: []string{"10.19.0.0/24", "fd19::/64"}}), "c-turned")
 	conf := fwConf(t, "turned", nil, c.res)
 	noBus := "DBUS_SYSTEM_BUS_ADDRESS=unix:path=" + filepath.Join(t.TempDir(), "no-bus")
-	picks := func(want netfilter.Backend, why string) {
-		t.Helper()
-		require.NoError(t, e.inHost(func() error {
-			if b := netfilter.Detect(); b != want {
-				return fmt.Errorf("the rule picks %s, not %s, %s", b, want, why)
-			}
-			return nil
-		}))
-	}
-	picks(netfilter.NFTables, "on a node without rules of its own")
+	e.requirePicks(netfilter.NFTables, "on a node without rules of its own")
 	_, err := e.invoke(skel.CmdAdd, conf, c, noBus)
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = e.invoke(skel.CmdDel, conf, c, noBus) })
@@ -45,7 +35,7 @@ func TestCheckFindsTheNFTablesRulesOnceTheNodeTurnedToIPTables(t *testing.T) {
 		out, err := e.host.Exec(t, "iptables", append([]string{"-w", "-t", "filter"}, args...)...)
 		require.NoError(t, err, out)
 	}
-	picks(netfilter.IPTables, "once the host has a FORWARD rule of its own")
+	e.requirePicks(netfilter.IPTables, "once the host has a FORWARD rule of its own")
 	_, err = e.invoke(skel.CmdCheck, conf, c, noBus)
 	require.NoError(t, err, "the attachment's nftables state passes")
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
+	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/nfttest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/skel"
@@ -159,6 +160,18 @@ func (e *env) add(n *chain.Network, id string) *ctr {
 }
 
 func (e *env) inHost(fn func() error) error { return e.host.Do(fn) }
+
+// requirePicks stops the test unless the backend rule picks want in the host (why says
+// on what kind of node).
+func (e *env) requirePicks(want netfilter.Backend, why string) {
+	e.t.Helper()
+	require.NoError(e.t, e.inHost(func() error {
+		if b := netfilter.Detect(); b != want {
+			return fmt.Errorf("the rule picks %s, not %s, %s", b, want, why)
+		}
+		return nil
+	}))
+}
 
 // ruleset is the host's nf_tables ruleset, read over netlink, and, where the firewall
 // binaries are, the filter tables as iptables-save prints them (legacy tables too).

@@ -1,6 +1,8 @@
 package firewall_test
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/netfilter"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -38,9 +41,15 @@ func TestCheckFindsTheNFTablesRulesOnceTheNodeTurnedToIPTables(t *testing.T) {
 	e.requirePicks(netfilter.IPTables, "once the host has a FORWARD rule of its own")
 	_, err = e.invoke(skel.CmdCheck, conf, c, noBus)
 	require.NoError(t, err, "the attachment's nftables state passes")
+	stdin, err := json.Marshal(conf)
+	require.NoError(t, err)
+	o := pt.Exec(t, e.host, pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "firewall"), "firewall"),
+		Command: skel.CmdCheck, ContainerID: c.id, Netns: c.ns.Path, IfName: "eth0", Config: stdin,
+		Env: []string{"PATH=" + os.Getenv("PATH"), noBus}})
+	require.Zero(t, o.Exit, "the exec'd CHECK too: %s", o)
 
-	out, err := e.host.Exec(t, "nft", "delete", "element", "inet", "cni_firewall", "ctr4", "{ "+c.ip4()+" }")
-	require.NoError(t, err, out)
+	nftOut, err := e.host.Exec(t, "nft", "delete", "element", "inet", "cni_firewall", "ctr4", "{ "+c.ip4()+" }")
+	require.NoError(t, err, nftOut)
 	_, err = e.invoke(skel.CmdCheck, conf, c, noBus)
 	assert.ErrorContains(t, err, c.ip4()+" not in set ctr4", "damage to the nftables state is reported")
 

@@ -37,6 +37,14 @@ import (
 // layout looked at.
 var errAbsent = errors.New("nothing of the attachment")
 
+// absentError is a check's own error marked errAbsent without a word added to what the
+// operator reads.
+type absentError struct{ err error }
+
+func (e absentError) Error() string   { return e.err.Error() }
+func (e absentError) Unwrap() []error { return []error{e.err, errAbsent} }
+func markAbsent(err error) error      { return absentError{err} }
+
 // checkAdopted is CHECK of an attachment the nftables backend holds nothing of (absent
 // is its error): the iptables rules, ours or the reference's, where the filter table of
 // a family the attachment has is in use and the tools to read it are installed. What is

@@ -209,7 +209,7 @@ func checkTable(t *iptables.Table, conf *Config, att attachment, fam iptables.Fa
 		err = checkAddresses(t.Chain(privChain), att, fam, ips)
 	}
 	if err != nil && !holdsAny(t.Chain(privChain), att, fam, ips) {
-		return fmt.Errorf("%w (%w)", err, errAbsent)
+		return markAbsent(err)
 	}
 	return err
 }

@@ -276,7 +276,7 @@ func (l *nftLayout) checkAttachment(att attachment, ips []netip.Addr) error {
 		}
 	}
 	if missing != nil && !held {
-		return fmt.Errorf("%w (%w)", missing, errAbsent)
+		return markAbsent(missing)
 	}
 	return missing
 }

@@ -18,10 +18,7 @@ import (
 func TestSameMatchesEveryBuilderAsTheKernelListsIt(t *testing.T) {
 	testns.RequireRoot(t)
 	host := testns.New(t)
-	tables := map[nftables.TableFamily]*nftables.Table{}
-	for fam := range familyNames {
-		tables[fam] = &nftables.Table{Name: "t", Family: fam}
-	}
+	tables := familyTables()
 	sets := testSets(tables)
 	rules := rulesByFamily(sets)
 	chain := func(fam nftables.TableFamily, i int) *nftables.Chain {
@@ -34,14 +31,8 @@ func TestSameMatchesEveryBuilderAsTheKernelListsIt(t *testing.T) {
 			return err
 		}
 		for fam, rs := range rules {
-			c.AddTable(tables[fam])
-			c.AddChain(&nftables.Chain{Name: "target", Table: tables[fam]})
-			for _, s := range sets {
-				if s.Table == tables[fam] {
-					if err := c.AddSet(s, nil); err != nil {
-						return err
-					}
-				}
+			if err := declareFamily(c, tables[fam], sets); err != nil {
+				return err
 			}
 			for i, r := range rs {
 				c.AddRule(&nftables.Rule{Table: tables[fam], Chain: c.AddChain(chain(fam, i)), Exprs: r.exprs})

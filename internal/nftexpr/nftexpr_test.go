@@ -101,16 +101,37 @@ func testSets(tables map[nftables.TableFamily]*nftables.Table) map[string]*nftab
 
 var familyNames = map[nftables.TableFamily]string{ipv4: "ip", ipv6: "ip6", nftables.TableFamilyINet: "inet", nftables.TableFamilyBridge: "bridge"}
 
+// declareFamily queues table, the chain "target" its rules jump to, and those of sets
+// that belong to it.
+func declareFamily(c *nftables.Conn, table *nftables.Table, sets map[string]*nftables.Set) error {
+	c.AddTable(table)
+	c.AddChain(&nftables.Chain{Name: "target", Table: table})
+	for _, s := range sets {
+		if s.Table == table {
+			if err := c.AddSet(s, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// familyTables is one table "t" per family of familyNames.
+func familyTables() map[nftables.TableFamily]*nftables.Table {
+	tables := map[nftables.TableFamily]*nftables.Table{}
+	for fam := range familyNames {
+		tables[fam] = &nftables.Table{Name: "t", Family: fam}
+	}
+	return tables
+}
+
 // TestRulesReadAsNftListsThem installs every helper's rule in a test namespace and
 // compares `nft list` with the text the helper's comment promises.
 func TestRulesReadAsNftListsThem(t *testing.T) {
 	testns.RequireFirewallBinaries(t, "compares with nft's own listing")
 	testns.RequireRoot(t)
 	host := testns.New(t)
-	tables := map[nftables.TableFamily]*nftables.Table{}
-	for fam := range familyNames {
-		tables[fam] = &nftables.Table{Name: "t", Family: fam}
-	}
+	tables := familyTables()
 	sets := testSets(tables)
 	rules := rulesByFamily(sets)
 	host.Run(t, func() error {
@@ -119,16 +140,10 @@ func TestRulesReadAsNftListsThem(t *testing.T) {
 			return err
 		}
 		for fam, rs := range rules {
-			c.AddTable(tables[fam])
-			c.AddChain(&nftables.Chain{Name: "target", Table: tables[fam]})
-			ch := c.AddChain(&nftables.Chain{Name: "c", Table: tables[fam]})
-			for _, s := range sets {
-				if s.Table == tables[fam] {
-					if err := c.AddSet(s, nil); err != nil {
-						return err
-					}
-				}
+			if err := declareFamily(c, tables[fam], sets); err != nil {
+				return err
 			}
+			ch := c.AddChain(&nftables.Chain{Name: "c", Table: tables[fam]})
 			for _, r := range rs {
 				c.AddRule(&nftables.Rule{Table: tables[fam], Chain: ch, Exprs: r.exprs})
 			}

@@ -327,16 +327,19 @@ func gc(req *skel.Request) error {
 		validIDs[a.ContainerID] = true
 	}
 	isValid := func(o attachment) bool { return valid[o] || (o.IfName == "" && validIDs[o.ID]) }
-	recs, indexed, fromIndex, err := st.indexedWalk(isValid)
+	recs, indexed, dropped, fromIndex, err := st.indexedWalk(isValid)
 	if err == nil && !fromIndex {
 		recs, err = st.walk()
 	}
 	if err != nil {
 		return fmt.Errorf("host-local: %w", err)
 	}
-	var errs []error
 	kept := recs[:0:0]
+	var released []netip.Addr
 	touched := map[attachment]bool{}
+	for _, att := range dropped {
+		touched[att] = true
+	}
 	for _, r := range recs {
 		if r.Valid && isValid(r.Owner) {
 			kept = append(kept, r)
@@ -348,20 +351,33 @@ func gc(req *skel.Request) error {
 		if r.Valid {
 			touched[r.Owner] = true
 		}
+		released = append(released, r.Addr)
+	}
+	// The reservations go and the index entries are rewritten at the same time: they are
+	// two directories, and a crash at any point leaves both unsealed (every change moves
+	// a directory's mtime off the stamp), so the next operation rebuilds from the files.
+	if len(released) > 0 {
 		st.current = false
-		err := st.dir.Remove(r.Addr.String())
+	}
+	updated := make(chan error, 1)
+	if fromIndex {
+		go func() { updated <- st.updateEntries(touched, kept) }()
+	}
+	removed := make([]error, len(released))
+	inParallel(len(released), func(i int) { removed[i] = st.dir.Remove(released[i].String()) })
+	var errs []error
+	for i, err := range removed {
 		switch {
 		case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST):
-			fmt.Fprintf(req.Stderr, "host-local: gc: leaving %s, a directory that is not ours\n", st.path(r.Addr))
+			fmt.Fprintf(req.Stderr, "host-local: gc: leaving %s, a directory that is not ours\n", st.path(released[i]))
 		case err != nil:
 			errs = append(errs, err)
 		}
 	}
-	update := func() error { return st.rebuild(kept) }
-	if fromIndex {
-		update = func() error { return st.updateEntries(touched, kept) }
+	if !fromIndex {
+		updated <- st.rebuild(kept)
 	}
-	if err := update(); err != nil {
+	if err := <-updated; err != nil {
 		fmt.Fprintf(req.Stderr, "host-local: gc: %v\n", err) // left unsealed: the next operation rebuilds
 	} else {
 		st.seal()

@@ -39,6 +39,16 @@ func entryName(att attachment) string {
 	return "h-" + hex.EncodeToString(sum[:])
 }
 
+// entryAttachment is the attachment an entry's name stands for; ok is false for a
+// hashed name, which only its record tells.
+func entryAttachment(name string) (attachment, bool) {
+	id, ifname, ok := strings.Cut(name, ":")
+	if !ok {
+		return attachment{}, false
+	}
+	return attachment{ID: id, IfName: ifname}, true
+}
+
 // entryRecord is "cni-index-v1|<addr>,<addr>|<id>|<ifname>"; ifname goes last as the
 // only part that may contain '|'.
 func entryRecord(att attachment, addrs []netip.Addr) string {
@@ -199,20 +209,26 @@ func (s *store) putEntry(att attachment, addrs []netip.Addr) error {
 	if s.indexBroken {
 		return nil
 	}
-	name := entryName(att)
-	if len(addrs) == 0 {
-		if s.idx == nil {
-			return nil
-		}
-		if err := s.idx.RemoveAll(name); err != nil {
-			return fmt.Errorf("index: %w", err)
-		}
+	if len(addrs) == 0 && s.idx == nil {
 		return nil
 	}
 	if err := s.openIndex(true); err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
-	if err := putRecord(s.idx, name, entryRecord(att, addrs)); err != nil {
+	return s.writeEntry(att, addrs)
+}
+
+// writeEntry sets att's entry in the open index to addrs, or removes it for none. It
+// changes nothing else of the store, so several may run at once.
+func (s *store) writeEntry(att attachment, addrs []netip.Addr) error {
+	name := entryName(att)
+	var err error
+	if len(addrs) == 0 {
+		err = s.idx.RemoveAll(name)
+	} else {
+		err = putRecord(s.idx, name, entryRecord(att, addrs))
+	}
+	if err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
 	return nil
@@ -293,41 +309,70 @@ func (s *store) refresh() error {
 // reservation rewritten in place behind the index's back, which the seal cannot see,
 // can only be kept, never released in error. ok is false when the index is not fresh:
 // the caller walks.
-func (s *store) indexedWalk(keep func(attachment) bool) (recs []record, indexed map[netip.Addr]attachment, ok bool, err error) {
+//
+// An entry whose name says its attachment is one keep refuses is not read either: no
+// kept entry lists its addresses, so their files are read, and dropped lists it for
+// the caller to remove with what it releases.
+func (s *store) indexedWalk(keep func(attachment) bool) (recs []record, indexed map[netip.Addr]attachment, dropped []attachment, ok bool, err error) {
 	if !s.fresh() {
-		return nil, nil, false, nil
+		return nil, nil, nil, false, nil
 	}
 	s.current = true
 	addrs, err := s.scan()
 	if err != nil {
-		return nil, nil, true, fmt.Errorf("read data dir: %w", err)
+		return nil, nil, nil, true, fmt.Errorf("read data dir: %w", err)
 	}
 	entries, err := s.idx.Entries()
 	if err != nil {
-		return nil, nil, true, fmt.Errorf("index: %w", err)
+		return nil, nil, nil, true, fmt.Errorf("index: %w", err)
 	}
-	indexed = map[netip.Addr]attachment{}
-	for _, e := range entries {
+	links := make([]string, len(entries))
+	var toRead []int
+	for i, e := range entries {
 		if e.Type() != fs.ModeSymlink {
 			continue
 		}
-		rec, err := s.idx.Readlink(e.Name())
-		if err != nil {
+		if att, ok := entryAttachment(e.Name()); ok && !keep(att) {
+			dropped = append(dropped, att)
 			continue
 		}
-		if att, as, ok := parseEntry(rec); ok && entryName(att) == e.Name() {
+		toRead = append(toRead, i)
+	}
+	inParallel(len(toRead), func(j int) {
+		i := toRead[j]
+		links[i], _ = s.idx.Readlink(entries[i].Name()) // an unreadable entry lists nothing
+	})
+	indexed = map[netip.Addr]attachment{}
+	for i, e := range entries {
+		if att, as, ok := parseEntry(links[i]); ok && entryName(att) == e.Name() {
 			for _, a := range as {
 				indexed[a] = att
 			}
 		}
 	}
+	type read struct {
+		data []byte
+		err  error
+	}
+	reads := make([]*read, len(addrs))
+	var unread []int
+	for i, a := range addrs {
+		if att, ok := indexed[a]; !ok || !keep(att) {
+			reads[i] = &read{}
+			unread = append(unread, i)
+		}
+	}
+	inParallel(len(unread), func(j int) {
+		r := reads[unread[j]]
+		r.data, r.err = s.dir.ReadFile(addrs[unread[j]].String(), maxReservation)
+	})
 	recs = make([]record, 0, len(addrs))
-	for _, a := range addrs {
-		if att, ok := indexed[a]; ok && keep(att) {
-			recs = append(recs, record{Addr: a, Owner: att, Valid: true})
+	for i, a := range addrs {
+		if reads[i] == nil {
+			recs = append(recs, record{Addr: a, Owner: indexed[a], Valid: true})
 			continue
 		}
-		owner, valid, err := s.readReservation(a)
+		owner, valid, err := s.reservationFrom(a, reads[i].data, reads[i].err)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -336,24 +381,33 @@ func (s *store) indexedWalk(keep func(attachment) bool) (recs []record, indexed 
 		}
 		recs = append(recs, record{Addr: a, Owner: owner, Valid: valid})
 	}
-	return recs, indexed, true, nil
+	return recs, indexed, dropped, true, nil
 }
 
 // updateEntries rewrites the index entries of the given attachments from kept, after a
 // GC that used indexedWalk released some of their addresses: the rest of the index is
-// still right, so it is not rebuilt.
+// still right, so it is not rebuilt. The index is open (indexedWalk found it fresh), and
+// the entries are written a few at a time, as GC removes reservations.
 func (s *store) updateEntries(touched map[attachment]bool, kept []record) error {
+	if len(touched) == 0 {
+		return nil
+	}
+	s.current = false
 	left := map[attachment][]netip.Addr{}
 	for _, r := range kept {
 		if r.Valid && touched[r.Owner] {
 			left[r.Owner] = append(left[r.Owner], r.Addr)
 		}
 	}
-	var errs []error
+	atts := make([]attachment, 0, len(touched))
 	for att := range touched {
-		addrs := left[att]
-		slices.SortFunc(addrs, netip.Addr.Compare)
-		errs = append(errs, s.putEntry(att, addrs))
+		atts = append(atts, att)
 	}
+	errs := make([]error, len(atts))
+	inParallel(len(atts), func(i int) {
+		addrs := left[atts[i]]
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		errs[i] = s.writeEntry(atts[i], addrs)
+	})
 	return errors.Join(errs...)
 }

@@ -238,6 +238,11 @@ func (s *store) reserveExclusive(a netip.Addr, att attachment) (bool, error) {
 // (a link, a FIFO, a directory) or cannot be read is an error; missing is ErrNotExist.
 func (s *store) readReservation(a netip.Addr) (attachment, bool, error) {
 	data, err := s.dir.ReadFile(a.String(), maxReservation)
+	return s.reservationFrom(a, data, err)
+}
+
+// reservationFrom is readReservation's answer from the file's read.
+func (s *store) reservationFrom(a netip.Addr, data []byte, err error) (attachment, bool, error) {
 	if err != nil {
 		return attachment{}, false, err
 	}

@@ -91,10 +91,30 @@ func (f *nftFamily) chain(name string) *nftables.Chain {
 	return &nftables.Chain{Name: name, Table: f.table}
 }
 
+// sharedChain is one chain of the base layout and the rules it holds.
+type sharedChain struct {
+	chain *nftables.Chain
+	rules [][]expr.Any
+}
+
+// sharedChains are the base layout's chains, hostports (which the hook chains jump to)
+// first.
+func (f *nftFamily) sharedChains() []sharedChain {
+	hook := func(name string, h *nftables.ChainHook, p *nftables.ChainPriority) *nftables.Chain {
+		return &nftables.Chain{Name: name, Table: f.table, Type: nftables.ChainTypeNAT, Hooknum: h, Priority: p}
+	}
+	return []sharedChain{
+		{f.chain(nftHostports), [][]expr.Any{f.hostIPPortsDispatch(), f.portsDispatch()}},
+		{hook("prerouting", nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest), [][]expr.Any{localToHostports()}},
+		{hook("output", nftables.ChainHookOutput, nftables.ChainPriorityNATDest), [][]expr.Any{localToHostports()}},
+		{hook("postrouting", nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource), [][]expr.Any{f.masqDispatch()}},
+	}
+}
+
 // ensureBase queues the table, the maps and the shared chains, with the shared chains'
 // rules rewritten: every statement is idempotent, so concurrent ADDs (each one atomic
-// transaction) converge on the same layout, and an ADD whose first transaction failed
-// repairs a damaged base layout with it.
+// transaction) converge on the same layout, and an ADD repairs a damaged base layout
+// with it.
 func (f *nftFamily) ensureBase(c *nftables.Conn) error {
 	c.AddTable(f.table)
 	for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {
@@ -102,29 +122,33 @@ func (f *nftFamily) ensureBase(c *nftables.Conn) error {
 			return fmt.Errorf("nftables: map %s: %w", s.Name, err)
 		}
 	}
-	hostports := c.AddChain(f.chain(nftHostports))
-	c.FlushChain(hostports)
-	base := []struct {
-		name string
-		hook *nftables.ChainHook
-		prio *nftables.ChainPriority
-	}{
-		{"prerouting", nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest},
-		{"output", nftables.ChainHookOutput, nftables.ChainPriorityNATDest},
-		{"postrouting", nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource},
-	}
-	for _, b := range base {
-		ch := c.AddChain(&nftables.Chain{Name: b.name, Table: f.table, Type: nftables.ChainTypeNAT, Hooknum: b.hook, Priority: b.prio})
+	for _, sc := range f.sharedChains() {
+		ch := c.AddChain(sc.chain)
 		c.FlushChain(ch)
-		exprs := localToHostports()
-		if b.name == "postrouting" {
-			exprs = f.masqDispatch()
+		for _, r := range sc.rules {
+			c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: r})
 		}
-		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: exprs})
 	}
-	c.AddRule(&nftables.Rule{Table: f.table, Chain: hostports, Exprs: f.hostIPPortsDispatch()})
-	c.AddRule(&nftables.Rule{Table: f.table, Chain: hostports, Exprs: f.portsDispatch()})
 	return nil
+}
+
+// baseIntact reads the shared chains' rules and tells whether each holds what
+// ensureBase writes. A missing table or chain reads as damage, and so does a failed
+// read (a rule of someone else's that google/nftables cannot parse would otherwise
+// fail every ADD): the transaction that rewrites them reports what really fails.
+func (f *nftFamily) baseIntact(c *nftables.Conn) bool {
+	for _, sc := range f.sharedChains() {
+		rules, err := c.GetRules(f.table, sc.chain)
+		if err != nil || len(rules) != len(sc.rules) {
+			return false
+		}
+		for i, r := range rules {
+			if !nftexpr.Same(byte(f.table.Family), r.Exprs, sc.rules[i]) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // localToHostports is `fib daddr type local jump hostports`.

@@ -107,16 +107,19 @@ func condField(v6 bool) string {
 
 // install queues the attachment's chains and rules, its claims of map keys and the
 // release of keys it held before and no longer maps. The base layout is declared when
-// the table is missing, or always with repair: declaring it means rewriting the shared
-// chains (17 messages of a transaction that otherwise holds about 10), work every ADD
-// made the kernel do when one lookup tells that the table is there.
+// the shared chains' rules are not what ensureBase writes (the table missing, a chain
+// flushed or deleted, a rule deleted by hand), or always with repair. Reading them is
+// four small rule dumps; rewriting them in every ADD, as the reference does, costs
+// more than the messages: the old rules are freed after an RCU grace period, which the
+// next close of any nf_tables socket waits for (10-15 ms here, at the exit of an exec'd
+// plugin).
 func (f *nftFamily) install(c *nftables.Conn, o attachment, s *settings, fa family, plan condPlan, repair bool) error {
 	hash := o.hash()
 	old, err := f.stateOf(c, hash)
 	if err != nil {
 		return err
 	}
-	if repair || !old.exists && !f.tableExists(c) {
+	if repair || !f.baseIntact(c) {
 		if err := f.ensureBase(c); err != nil {
 			return err
 		}

@@ -94,13 +94,6 @@ func records(rules []*nftables.Rule) []nftMapping {
 	return out
 }
 
-// tableExists looks the family's table up; any failure reads as missing, which makes
-// the caller declare it.
-func (f *nftFamily) tableExists(c *nftables.Conn) bool {
-	_, err := c.ListTableOfFamily(f.table.Name, f.table.Family)
-	return err == nil
-}
-
 // chainExists looks the chain up; a missing table or chain is false, any other
 // failure an error.
 func (f *nftFamily) chainExists(c *nftables.Conn, name string) (bool, error) {

@@ -138,30 +138,6 @@ var k256 = [64]uint32{
 	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 }
 
-func blocks256(h *[8]uint32, p []byte) {
-	r := func(x uint32, n int) uint32 { return bits.RotateLeft32(x, -n) }
-	var w [64]uint32
-	for ; len(p) >= 64; p = p[64:] {
-		for t := range 16 {
-			w[t] = binary.BigEndian.Uint32(p[4*t:])
-		}
-		for t := 16; t < 64; t++ {
-			s0 := r(w[t-15], 7) ^ r(w[t-15], 18) ^ w[t-15]>>3
-			s1 := r(w[t-2], 17) ^ r(w[t-2], 19) ^ w[t-2]>>10
-			w[t] = s1 + w[t-7] + s0 + w[t-16]
-		}
-		a, b, c, d, e, f, g, hh := h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]
-		for t := range 64 {
-			t1 := hh + (r(e, 6) ^ r(e, 11) ^ r(e, 25)) + (e&f ^ ^e&g) + k256[t] + w[t]
-			t2 := (r(a, 2) ^ r(a, 13) ^ r(a, 22)) + (a&b ^ a&c ^ b&c)
-			hh, g, f, e, d, c, b, a = g, f, e, d+t1, c, b, a, t1+t2
-		}
-		for i, v := range [8]uint32{a, b, c, d, e, f, g, hh} {
-			h[i] += v
-		}
-	}
-}
-
 var k512 = [80]uint64{
 	0x428a2f98d728ae22, 0x7137449123ef65cd, 0xb5c0fbcfec4d3b2f, 0xe9b5dba58189dbbc,
 	0x3956c25bf348b538, 0x59f111f1b605d019, 0x923f82a4af194f9b, 0xab1c5ed5da6d8118,
@@ -185,26 +161,54 @@ var k512 = [80]uint64{
 	0x4cc5d4becb3e42b6, 0x597f299cfc657e2a, 0x5fcb6fab3ad6faec, 0x6c44198c4a475817,
 }
 
-func blocks512(h *[8]uint64, p []byte) {
-	r := func(x uint64, n int) uint64 { return bits.RotateLeft64(x, -n) }
-	var w [80]uint64
-	for ; len(p) >= 128; p = p[128:] {
-		for t := range 16 {
-			w[t] = binary.BigEndian.Uint64(p[8*t:])
+// rounds are a variant's constants and its rotation and shift amounts: Σ0 and Σ1 of the
+// compression, σ0 and σ1 of the message schedule (whose third amount is a shift).
+type rounds[W uint32 | uint64] struct {
+	k              []W
+	sum0, sum1     [3]int
+	sigma0, sigma1 [3]int
+}
+
+var (
+	rounds256 = rounds[uint32]{k: k256[:], sum0: [3]int{2, 13, 22}, sum1: [3]int{6, 11, 25},
+		sigma0: [3]int{7, 18, 3}, sigma1: [3]int{17, 19, 10}}
+	rounds512 = rounds[uint64]{k: k512[:], sum0: [3]int{28, 34, 39}, sum1: [3]int{14, 18, 41},
+		sigma0: [3]int{1, 8, 7}, sigma1: [3]int{19, 61, 6}}
+)
+
+func blocks256(h *[8]uint32, p []byte) { compress(h, p, rounds256) }
+
+func blocks512(h *[8]uint64, p []byte) { compress(h, p, rounds512) }
+
+// compress runs the rounds on each whole block of p (16 words long) into h.
+func compress[W uint32 | uint64](h *[8]W, p []byte, v rounds[W]) {
+	size := bits.Len64(uint64(^W(0))) // bits in a word
+	r := func(x W, n int) W { return x>>n | x<<(size-n) }
+	word := func(b []byte) W {
+		if size == 32 {
+			return W(binary.BigEndian.Uint32(b))
 		}
-		for t := 16; t < 80; t++ {
-			s0 := r(w[t-15], 1) ^ r(w[t-15], 8) ^ w[t-15]>>7
-			s1 := r(w[t-2], 19) ^ r(w[t-2], 61) ^ w[t-2]>>6
+		return W(binary.BigEndian.Uint64(b))
+	}
+	block := 16 * size / 8
+	w := make([]W, len(v.k))
+	for ; len(p) >= block; p = p[block:] {
+		for t := range 16 {
+			w[t] = word(p[t*size/8:])
+		}
+		for t := 16; t < len(w); t++ {
+			s0 := r(w[t-15], v.sigma0[0]) ^ r(w[t-15], v.sigma0[1]) ^ w[t-15]>>v.sigma0[2]
+			s1 := r(w[t-2], v.sigma1[0]) ^ r(w[t-2], v.sigma1[1]) ^ w[t-2]>>v.sigma1[2]
 			w[t] = s1 + w[t-7] + s0 + w[t-16]
 		}
 		a, b, c, d, e, f, g, hh := h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]
-		for t := range 80 {
-			t1 := hh + (r(e, 14) ^ r(e, 18) ^ r(e, 41)) + (e&f ^ ^e&g) + k512[t] + w[t]
-			t2 := (r(a, 28) ^ r(a, 34) ^ r(a, 39)) + (a&b ^ a&c ^ b&c)
+		for t := range w {
+			t1 := hh + (r(e, v.sum1[0]) ^ r(e, v.sum1[1]) ^ r(e, v.sum1[2])) + (e&f ^ ^e&g) + v.k[t] + w[t]
+			t2 := (r(a, v.sum0[0]) ^ r(a, v.sum0[1]) ^ r(a, v.sum0[2])) + (a&b ^ a&c ^ b&c)
 			hh, g, f, e, d, c, b, a = g, f, e, d+t1, c, b, a, t1+t2
 		}
-		for i, v := range [8]uint64{a, b, c, d, e, f, g, hh} {
-			h[i] += v
+		for i, x := range [8]W{a, b, c, d, e, f, g, hh} {
+			h[i] += x
 		}
 	}
 }

@@ -149,3 +149,29 @@ func SourceRules(t testing.TB, n *testns.NS) []string {
 	}
 	return out
 }
+
+// MasterOf names the master of the link called name inside n, which must exist: "" when
+// it has none.
+func MasterOf(t testing.TB, n *testns.NS, name string) string {
+	t.Helper()
+	l := LinkIn(t, n, name)
+	require.NotNil(t, l, name)
+	if l.Attrs().MasterIndex == 0 {
+		return ""
+	}
+	m, err := n.Handle(t).LinkByIndex(l.Attrs().MasterIndex)
+	require.NoError(t, err, "master of %s", name)
+	return m.Attrs().Name
+}
+
+// TableRoutes lists the routes of n in table through the link called ifName, which must
+// exist.
+func TableRoutes(t testing.TB, n *testns.NS, table int, ifName string) []netlink.Route {
+	t.Helper()
+	l := LinkIn(t, n, ifName)
+	require.NotNil(t, l, ifName)
+	routes, err := n.Handle(t).RouteListFiltered(netlink.FAMILY_ALL,
+		&netlink.Route{Table: table, LinkIndex: l.Attrs().Index}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+	require.NoError(t, err, "routes of table %d via %s", table, ifName)
+	return routes
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/attachment/attachmenttest"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -195,13 +196,8 @@ func (w *world) tuned(t *testing.T, out []byte) string {
 // vrfMember names the master of the container interface.
 func (w *world) vrfMember(t *testing.T) string {
 	t.Helper()
-	h := w.ctr.Handle(t)
-	l, err := h.LinkByName(ifName)
-	require.NoError(t, err)
-	if l.Attrs().MasterIndex == 0 {
-		return "no master"
+	if m := pt.MasterOf(t, w.ctr, ifName); m != "" {
+		return "master " + m
 	}
-	m, err := h.LinkByIndex(l.Attrs().MasterIndex)
-	require.NoError(t, err)
-	return "master " + m.Attrs().Name
+	return "no master"
 }

@@ -110,14 +110,7 @@ func (w *world) mainRoutes(ifName string) []string {
 }
 
 func (w *world) tableRoutes(table int, ifName string) []netlink.Route {
-	w.t.Helper()
-	h := w.cont.Handle(w.t)
-	l, err := h.LinkByName(ifName)
-	require.NoError(w.t, err)
-	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: table, LinkIndex: l.Attrs().Index},
-		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
-	require.NoError(w.t, err)
-	return routes
+	return pt.TableRoutes(w.t, w.cont, table, ifName)
 }
 
 // describeRoute is "dst[ via gw][ src s]", dst "default" for a default route.

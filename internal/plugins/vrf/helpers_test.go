@@ -70,38 +70,16 @@ func (w *world) invokeIn(netns, cmd, ifName string, config []byte) (*result.Resu
 }
 
 // link returns the container's link called name, nil when there is none.
-func (w *world) link(name string) netlink.Link {
-	l, err := w.cont.Handle(w.t).LinkByName(name)
-	if err != nil {
-		return nil
-	}
-	return l
-}
+func (w *world) link(name string) netlink.Link { return pt.LinkIn(w.t, w.cont, name) }
 
 // masterOf names the master of the container's link ifName ("" for none).
-func (w *world) masterOf(ifName string) string {
-	w.t.Helper()
-	l := w.link(ifName)
-	require.NotNil(w.t, l, ifName)
-	if l.Attrs().MasterIndex == 0 {
-		return ""
-	}
-	m, err := w.cont.Handle(w.t).LinkByIndex(l.Attrs().MasterIndex)
-	require.NoError(w.t, err)
-	return m.Attrs().Name
-}
+func (w *world) masterOf(ifName string) string { return pt.MasterOf(w.t, w.cont, ifName) }
 
 // routes lists the container's routes in table through ifName as "dst[ via gw]".
 func (w *world) routes(table int, ifName string) []string {
 	w.t.Helper()
-	h := w.cont.Handle(w.t)
-	l := w.link(ifName)
-	require.NotNil(w.t, l)
-	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: table, LinkIndex: l.Attrs().Index},
-		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
-	require.NoError(w.t, err)
 	var out []string
-	for _, r := range routes {
+	for _, r := range pt.TableRoutes(w.t, w.cont, table, ifName) {
 		s := fmt.Sprint(r.Dst)
 		if r.Gw != nil {
 			s += " via " + r.Gw.String()

@@ -85,8 +85,7 @@ func vethNamed(t testing.TB, host, cont *testns.NS, ifName string) string {
 func route(t testing.TB, host *testns.NS, hostVeth string, hostAddr netip.Prefix, cont *testns.NS, contAddr netip.Prefix) {
 	t.Helper()
 	hh := host.Handle(t)
-	hl, err := hh.LinkByName(hostVeth)
-	require.NoError(t, err)
+	hl := hostLink(t, host, hostVeth)
 	require.NoError(t, hh.AddrAdd(hl, &netlink.Addr{IPNet: ipNet(hostAddr)}))
 	ch := cont.Handle(t)
 	cl, err := ch.LinkByName("eth0")
@@ -134,16 +133,13 @@ func TestAddShapesBothDirectionsAndDelRemovesTheIfb(t *testing.T) {
 	res, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
 	require.NoError(t, err)
 
-	veth, err := hh.LinkByName(a.hostVeth)
-	require.NoError(t, err)
-	got, err := rootTBF(linkNS(t, host), veth)
+	got, veth, err := tbfOn(t, host, a.hostVeth)
 	require.NoError(t, err)
 	assert.Equal(t, tbfFor(Direction{16000000, 400000}), got, "ingress tbf on the host veth")
 	assert.Equal(t, uint64(2_000_000), got.Rate)
 
 	name := ifbName("net1", a.cid)
-	ifb, err := hh.LinkByName(name)
-	require.NoError(t, err)
+	ifb := hostLink(t, host, name)
 	assert.Equal(t, "ifb", ifb.Type())
 	assert.Equal(t, "cni-bandwidth net=net1 id=ctr-both if=eth0", ifb.Attrs().Alias)
 	assert.Equal(t, veth.Attrs().MTU, ifb.Attrs().MTU)
@@ -178,8 +174,7 @@ func TestAddShapesBothDirectionsAndDelRemovesTheIfb(t *testing.T) {
 	// DEL needs neither prevResult nor the netns.
 	_, err = invoke(t, host, "DEL", a.cid, "", conf("net1", bothLimits, ""))
 	require.NoError(t, err)
-	_, err = hh.LinkByName(name)
-	assert.True(t, link.IsNotFound(err), "ifb deleted: %v", err)
+	assertIfb(t, host, name, false, "ifb deleted")
 	_, err = invoke(t, host, "DEL", a.cid, "", conf("net1", bothLimits, ""))
 	assert.NoError(t, err, "second DEL")
 }
@@ -200,8 +195,7 @@ func TestCheckFailsAfterAQdiscWasChangedByHand(t *testing.T) {
 			if where == "ifb" {
 				target = ifbName("net1", a.cid)
 			}
-			l, err := hh.LinkByName(target)
-			require.NoError(t, err)
+			l := hostLink(t, host, target)
 			p, err := rootTBF(linkNS(t, host), l)
 			require.NoError(t, err)
 			p.Rate *= 2
@@ -223,8 +217,7 @@ func TestCheckFailsWhenTheRedirectIsGone(t *testing.T) {
 	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, c)
 	require.NoError(t, err)
 	hh := host.Handle(t)
-	veth, err := hh.LinkByName(a.hostVeth)
-	require.NoError(t, err)
+	veth := hostLink(t, host, a.hostVeth)
 	require.NoError(t, delIngress(hh, veth))
 	_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, c)
 	require.Error(t, err)
@@ -246,8 +239,7 @@ func TestZeroLimitsPassPrevResultThroughAndChangeNothing(t *testing.T) {
 		for _, l := range links {
 			assert.NotEqual(t, "ifb", l.Type(), "no ifb for %s", limits)
 		}
-		veth, err := host.Handle(t).LinkByName(a.hostVeth)
-		require.NoError(t, err)
+		veth := hostLink(t, host, a.hostVeth)
 		_, err = rootTBF(linkNS(t, host), veth)
 		assert.Error(t, err, "no tbf on the host veth for %s", limits)
 	}
@@ -273,10 +265,7 @@ func TestCapabilityLimitsApplyWithoutStaticKeys(t *testing.T) {
 			res, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", tt.limits, a.prev))
 			require.NoError(t, err)
 			assert.Len(t, res.Interfaces, 2, "no egress limit, no ifb")
-			hh := host.Handle(t)
-			veth, err := hh.LinkByName(a.hostVeth)
-			require.NoError(t, err)
-			got, err := rootTBF(linkNS(t, host), veth)
+			got, _, err := tbfOn(t, host, a.hostVeth)
 			require.NoError(t, err)
 			assert.Equal(t, tbfFor(tt.want), got)
 		})
@@ -303,13 +292,9 @@ func TestGCRemovesOnlyThisNetworksStaleIfbs(t *testing.T) {
 	_, err = invoke(t, host, "GC", "", "", gcConf)
 	require.NoError(t, err)
 
-	hh := host.Handle(t)
-	_, err = hh.LinkByName(ifbName("net1", "ctr-keep"))
-	assert.NoError(t, err, "valid attachment keeps its ifb")
-	_, err = hh.LinkByName(ifbName("net1", "ctr-stale"))
-	assert.True(t, link.IsNotFound(err), "stale ifb removed: %v", err)
-	_, err = hh.LinkByName(ifbName("net2", "ctr-other"))
-	assert.NoError(t, err, "another network's ifb is not this GC's business")
+	assertIfb(t, host, ifbName("net1", "ctr-keep"), true, "valid attachment keeps its ifb")
+	assertIfb(t, host, ifbName("net1", "ctr-stale"), false, "stale ifb removed")
+	assertIfb(t, host, ifbName("net2", "ctr-other"), true, "another network's ifb is not this GC's business")
 }
 
 func TestAddErrorsAreTyped(t *testing.T) {
@@ -362,17 +347,14 @@ func TestAddShapesAHostVethThatPrevResultDoesNotList(t *testing.T) {
 			c := conf("net1", bothLimits, prev(a))
 			_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, c)
 			require.NoError(t, err)
-			veth, err := host.Handle(t).LinkByName(a.hostVeth)
-			require.NoError(t, err)
-			got, err := rootTBF(linkNS(t, host), veth)
+			got, _, err := tbfOn(t, host, a.hostVeth)
 			require.NoError(t, err)
 			assert.Equal(t, tbfFor(Direction{16000000, 400000}), got)
 			_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, c)
 			assert.NoError(t, err)
 			_, err = invoke(t, host, "DEL", a.cid, a.cont.Path, c)
 			require.NoError(t, err)
-			_, err = host.Handle(t).LinkByName(ifbName("net1", a.cid))
-			assert.True(t, link.IsNotFound(err), "ifb deleted: %v", err)
+			assertIfb(t, host, ifbName("net1", a.cid), false, "ifb deleted")
 		})
 	}
 }
@@ -388,12 +370,10 @@ func TestAddRollsBackWhenTheIfbNameIsTaken(t *testing.T) {
 
 	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
 	require.Error(t, err)
-	veth, err := hh.LinkByName(a.hostVeth)
-	require.NoError(t, err)
+	veth := hostLink(t, host, a.hostVeth)
 	_, err = rootTBF(linkNS(t, host), veth)
 	assert.Error(t, err, "the ingress tbf added before the failure was undone")
-	_, err = hh.LinkByName(ifbName("net1", a.cid))
-	assert.NoError(t, err, "somebody else's ifb is left alone")
+	assertIfb(t, host, ifbName("net1", a.cid), true, "somebody else's ifb is left alone")
 }
 
 func TestAddTwiceReplacesItsOwnIfb(t *testing.T) {
@@ -416,4 +396,31 @@ func linkNS(t *testing.T, n *testns.NS) *link.NS {
 	require.NoError(t, err)
 	t.Cleanup(l.Close)
 	return l
+}
+
+// hostLink is the link called name in host, which must exist.
+func hostLink(t testing.TB, host *testns.NS, name string) netlink.Link {
+	t.Helper()
+	l := pt.LinkIn(t, host, name)
+	require.NotNil(t, l, "link %s", name)
+	return l
+}
+
+// tbfOn is the root tbf of host's link called name, which must exist, and the link.
+func tbfOn(t *testing.T, host *testns.NS, name string) (tbfParams, netlink.Link, error) {
+	t.Helper()
+	l := hostLink(t, host, name)
+	p, err := rootTBF(linkNS(t, host), l)
+	return p, l, err
+}
+
+// assertIfb checks that host has an ifb called name when want is true, and none when it
+// is false.
+func assertIfb(t testing.TB, host *testns.NS, name string, want bool, msg string) bool {
+	t.Helper()
+	_, err := host.Handle(t).LinkByName(name)
+	if want {
+		return assert.NoError(t, err, msg)
+	}
+	return assert.True(t, link.IsNotFound(err), "%s: %v", msg, err)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
 	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -35,6 +34,5 @@ func TestExecdDelIgnoresTheLimits(t *testing.T) {
 	o = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path,
 		conf("net1", `"ingressRate":"fast","egressBurst":-1`, `{"not":"a result"}`))
 	assert.Equal(t, 0, o.Exit, o.String())
-	_, err := host.Handle(t).LinkByName(ifbName("net1", a.cid))
-	assert.True(t, link.IsNotFound(err), "ifb gone after DEL: %v", err)
+	assertIfb(t, host, ifbName("net1", a.cid), false, "ifb gone after DEL")
 }

@@ -2,6 +2,7 @@ package bandwidth
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/link"
 	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/reftest"
 	"github.com/cnikit/cni/internal/testns"
@@ -42,15 +42,10 @@ func TestExecdAddTakesEveryRuntimesDefaultBurst(t *testing.T) {
 			o := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
 			require.NoError(t, o.Err, o.String())
 			log := o.Stderr
-			hostLinks := linkNS(t, host)
-			veth, err := host.Handle(t).LinkByName(a.hostVeth)
-			require.NoError(t, err)
-			got, err := rootTBF(hostLinks, veth)
+			got, _, err := tbfOn(t, host, a.hostVeth)
 			require.NoError(t, err)
 			assert.Equal(t, tt.rate/8, got.Rate, "ingress shaped at the requested rate")
-			ifb, err := host.Handle(t).LinkByName(ifbName("net1", a.cid))
-			require.NoError(t, err)
-			got, err = rootTBF(hostLinks, ifb)
+			got, _, err = tbfOn(t, host, ifbName("net1", a.cid))
 			require.NoError(t, err)
 			assert.Equal(t, tt.rate/8, got.Rate, "egress shaped at the requested rate")
 			if tt.clamped {
@@ -93,8 +88,7 @@ func TestExecdAddAndDel(t *testing.T) {
 	o = execBandwidth(t, host, plugin, "DEL", a.cid, a.cont.Path, conf("net1", bothLimits, ""))
 	require.NoError(t, o.Err, o.String())
 	assert.Empty(t, o.Stdout)
-	_, err = host.Handle(t).LinkByName(name)
-	assert.True(t, link.IsNotFound(err), "ifb gone after DEL: %v", err)
+	assertIfb(t, host, name, false, "ifb gone after DEL")
 }
 
 // BenchmarkExecdAddDel measures one exec'd ADD plus DEL with both directions shaped and
@@ -102,40 +96,38 @@ func TestExecdAddAndDel(t *testing.T) {
 func BenchmarkExecdAddDel(b *testing.B) {
 	testns.RequireRoot(b)
 	plugin := filepath.Join(testns.LinkPluginDir(b, "bandwidth"), "bandwidth")
-	host := testns.NewWithLoopback(b)
-	a := attach(b, host, "ctr-bench", 1)
-	add, del := conf("net1", bothLimits, a.prev), conf("net1", bothLimits, "")
-	var adds, dels []time.Duration
-	for b.Loop() {
-		start := time.Now()
-		if o := execBandwidth(b, host, plugin, "ADD", a.cid, a.cont.Path, add); o.Err != nil {
-			b.Fatalf("ADD: %s", o)
+	benchAddDel(b, func(host *testns.NS, cmd, cid, netns string, config []byte) error {
+		if o := execBandwidth(b, host, plugin, cmd, cid, netns, config); o.Err != nil {
+			return errors.New(o.String())
 		}
-		mid := time.Now()
-		if o := execBandwidth(b, host, plugin, "DEL", a.cid, a.cont.Path, del); o.Err != nil {
-			b.Fatalf("DEL: %s", o)
-		}
-		adds, dels = append(adds, mid.Sub(start)), append(dels, time.Since(mid))
-	}
-	b.ReportMetric(timing.MedianMs(adds), "add-ms")
-	b.ReportMetric(timing.MedianMs(dels), "del-ms")
+		return nil
+	})
 }
 
 // BenchmarkInProcessAddDel is BenchmarkExecdAddDel without the process start, to show
 // where the time goes (the kernel's link creation and deletion dominate).
 func BenchmarkInProcessAddDel(b *testing.B) {
 	testns.RequireRoot(b)
+	benchAddDel(b, func(host *testns.NS, cmd, cid, netns string, config []byte) error {
+		_, err := invoke(b, host, cmd, cid, netns, config)
+		return err
+	})
+}
+
+// benchAddDel times an ADD plus DEL of one attachment through call, over and over, and
+// reports the medians of each.
+func benchAddDel(b *testing.B, call func(host *testns.NS, cmd, cid, netns string, config []byte) error) {
 	host := testns.NewWithLoopback(b)
 	a := attach(b, host, "ctr-bench", 1)
 	add, del := conf("net1", bothLimits, a.prev), conf("net1", bothLimits, "")
 	var adds, dels []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		if _, err := invoke(b, host, "ADD", a.cid, a.cont.Path, add); err != nil {
+		if err := call(host, "ADD", a.cid, a.cont.Path, add); err != nil {
 			b.Fatalf("ADD: %v", err)
 		}
 		mid := time.Now()
-		if _, err := invoke(b, host, "DEL", a.cid, a.cont.Path, del); err != nil {
+		if err := call(host, "DEL", a.cid, a.cont.Path, del); err != nil {
 			b.Fatalf("DEL: %v", err)
 		}
 		adds, dels = append(adds, mid.Sub(start)), append(dels, time.Since(mid))
@@ -162,9 +154,7 @@ func TestReferenceWrapsARuntimesBurstWhereOursKeepsTheKernelsMost(t *testing.T) 
 			a := attach(t, host, fmt.Sprintf("ctr-wrap%d%d", i, j), 20+2*i+j)
 			o := execBandwidth(t, host, impl.bin, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
 			require.NoError(t, o.Err, "%s at %d bit/s: %s", impl.name, rate, o)
-			veth, err := host.Handle(t).LinkByName(a.hostVeth)
-			require.NoError(t, err)
-			got, err := rootTBF(linkNS(t, host), veth)
+			got, _, err := tbfOn(t, host, a.hostVeth)
 			require.NoError(t, err)
 			assert.Equal(t, rate/8, got.Rate, "%s shapes at the requested rate", impl.name)
 			drain[impl.name] = float64(got.Buffer) / ticksPerUsec() / 1e6

@@ -8,7 +8,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -27,8 +26,7 @@ func readEgress(t *testing.T, host *testns.NS, ifbName, hostVeth string) egressS
 	require.NoError(t, err, "ifb %s", ifbName)
 	tbf, err := rootTBF(linkNS(t, host), ifb)
 	require.NoError(t, err)
-	veth, err := hh.LinkByName(hostVeth)
-	require.NoError(t, err)
+	veth := hostLink(t, host, hostVeth)
 	filters, err := hh.FilterList(veth, netlink.MakeHandle(0xffff, 0))
 	require.NoError(t, err)
 	require.Len(t, filters, 1)
@@ -43,7 +41,6 @@ func TestSecondInterfaceOfAContainerLeavesTheFirstsIfbAlone(t *testing.T) {
 	host := testns.NewWithLoopback(t)
 	eth0 := attach(t, host, "ctr-multi", 1)
 	eth1 := eth0.join(t, host, "eth1")
-	hh := host.Handle(t)
 	name := ifbName("net1", eth0.cid)
 
 	_, err := invoke(t, host, "ADD", eth0.cid, eth0.cont.Path, conf("net1", bothLimits, eth0.prev))
@@ -59,8 +56,7 @@ func TestSecondInterfaceOfAContainerLeavesTheFirstsIfbAlone(t *testing.T) {
 	assert.Contains(t, err.Error(), `"eth0"`)
 	assert.Contains(t, err.Error(), `"eth1"`)
 	assert.Equal(t, before, readEgress(t, host, name, eth0.hostVeth), "eth0's ifb, tbf and redirect untouched")
-	veth1, err := hh.LinkByName(eth1.hostVeth)
-	require.NoError(t, err)
+	veth1 := hostLink(t, host, eth1.hostVeth)
 	_, err = rootTBF(linkNS(t, host), veth1)
 	assert.Error(t, err, "the failed ADD undid eth1's ingress tbf")
 	_, err = invoke(t, host, "CHECK", eth0.cid, eth0.cont.Path, conf("net1", bothLimits, eth0.prev))
@@ -81,8 +77,7 @@ func TestSecondInterfaceOfAContainerLeavesTheFirstsIfbAlone(t *testing.T) {
 
 	_, err = invoke(t, host, "DEL", eth0.cid, "", conf("net1", bothLimits, ""))
 	require.NoError(t, err)
-	_, err = hh.LinkByName(name)
-	assert.True(t, link.IsNotFound(err), "eth0's own DEL removes the ifb: %v", err)
+	assertIfb(t, host, name, false, "eth0's own DEL removes the ifb")
 }
 
 // addIfb puts an ifb with the given alias ("" for none, as the reference leaves it) in host.
@@ -93,8 +88,7 @@ func addIfb(t *testing.T, host *testns.NS, name, alias string) {
 	if alias == "" {
 		return
 	}
-	l, err := hh.LinkByName(name)
-	require.NoError(t, err)
+	l := hostLink(t, host, name)
 	require.NoError(t, hh.LinkSetAlias(l, alias))
 }
 
@@ -118,12 +112,7 @@ func TestDelRemovesAnIfbOnlyForItsOwnInterface(t *testing.T) {
 			addIfb(t, host, name, tt.alias)
 			_, err := invokeIf(t, host, "DEL", "ctr-del", tt.delIf, "", conf("net1", bothLimits, ""))
 			require.NoError(t, err)
-			_, err = host.Handle(t).LinkByName(name)
-			if tt.removed {
-				assert.True(t, link.IsNotFound(err), "ifb removed: %v", err)
-			} else {
-				assert.NoError(t, err, "ifb kept")
-			}
+			assertIfb(t, host, name, !tt.removed, "the ifb")
 		})
 	}
 }
@@ -150,12 +139,7 @@ func TestGCKeepsAnIfbByContainerAndInterface(t *testing.T) {
 				`"cni.dev/valid-attachments":[{"containerID":"` + tt.validCID + `","ifname":"` + tt.validIf + `"}]}`)
 			_, err := invoke(t, host, "GC", "", "", gcConf)
 			require.NoError(t, err)
-			_, err = host.Handle(t).LinkByName(name)
-			if tt.kept {
-				assert.NoError(t, err, "ifb kept")
-			} else {
-				assert.True(t, link.IsNotFound(err), "ifb removed: %v", err)
-			}
+			assertIfb(t, host, name, tt.kept, "the ifb")
 		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/link"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -33,15 +32,13 @@ func TestDelUnshapesAHostVethThatOutlivesTheAttachment(t *testing.T) {
 			hh := host.Handle(t)
 			_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
 			require.NoError(t, err)
-			veth, err := hh.LinkByName(a.hostVeth)
-			require.NoError(t, err)
+			veth := hostLink(t, host, a.hostVeth)
 			require.NotEqual(t, []string{"noqueue"}, qdiscKinds(t, hh, veth), "premise: ADD shaped the host veth")
 
 			_, err = invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", limits, a.prev))
 			require.NoError(t, err)
 			assert.Equal(t, []string{"noqueue"}, qdiscKinds(t, hh, veth), "the veth has the kernel's default qdisc only")
-			_, err = hh.LinkByName(ifbName("net1", a.cid))
-			assert.True(t, link.IsNotFound(err), "ifb deleted: %v", err)
+			assertIfb(t, host, ifbName("net1", a.cid), false, "ifb deleted")
 			_, err = invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", limits, a.prev))
 			assert.NoError(t, err, "second DEL")
 		})
@@ -57,13 +54,12 @@ func TestDelLeavesQdiscsBandwidthDidNotMake(t *testing.T) {
 	host := testns.NewWithLoopback(t)
 	a := attach(t, host, "ctr-other", 1)
 	hh := host.Handle(t)
-	veth, err := hh.LinkByName(a.hostVeth)
-	require.NoError(t, err)
+	veth := hostLink(t, host, a.hostVeth)
 	require.NoError(t, hh.QdiscAdd(netlink.NewHtb(netlink.QdiscAttrs{
 		LinkIndex: veth.Attrs().Index, Parent: netlink.HANDLE_ROOT, Handle: netlink.MakeHandle(1, 0)})))
 	addClsact(t, hh, veth)
 
-	_, err = invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	_, err := invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"htb", "clsact"}, qdiscKinds(t, hh, veth))
 }
@@ -101,14 +97,12 @@ func TestAddKeepsAClsactOnTheHostVeth(t *testing.T) {
 	host := testns.NewWithLoopback(t)
 	a := attach(t, host, "ctr-clsact", 1)
 	hh := host.Handle(t)
-	veth, err := hh.LinkByName(a.hostVeth)
-	require.NoError(t, err)
+	veth := hostLink(t, host, a.hostVeth)
 	addClsact(t, hh, veth)
 
-	_, err = invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "clsact")
 	assert.Equal(t, []string{"noqueue", "clsact"}, qdiscKinds(t, hh, veth), "the clsact stays, the tbf is undone")
-	_, err = hh.LinkByName(ifbName("net1", a.cid))
-	assert.True(t, link.IsNotFound(err), "no ifb left: %v", err)
+	assertIfb(t, host, ifbName("net1", a.cid), false, "no ifb left")
 }

@@ -124,13 +124,11 @@ func invokeIf(t testing.TB, host *testns.NS, cmd, cid, ifName, netns string, con
 const bothLimits = `"ingressRate":16000000,"ingressBurst":400000,"egressRate":8000000,"egressBurst":200000`
 
 func TestAddShapesBothDirectionsAndDelRemovesTheIfb(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-both", 1)
+	host, a := newAttached(t, "ctr-both")
 	hh := host.Handle(t)
 
-	res, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	res, err := a.call(t, host, "ADD", bothLimits)
 	require.NoError(t, err)
 
 	got, veth, err := tbfOn(t, host, a.hostVeth)
@@ -168,7 +166,7 @@ func TestAddShapesBothDirectionsAndDelRemovesTheIfb(t *testing.T) {
 	assert.Equal(t, name, res.Interfaces[2].Name)
 	assert.Equal(t, ifb.Attrs().HardwareAddr.String(), res.Interfaces[2].Mac)
 
-	_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	_, err = a.call(t, host, "CHECK", bothLimits)
 	assert.NoError(t, err)
 
 	// DEL needs neither prevResult nor the netns.
@@ -185,8 +183,7 @@ func TestCheckFailsAfterAQdiscWasChangedByHand(t *testing.T) {
 	for _, where := range []string{"host veth", "ifb"} {
 		t.Run(where, func(t *testing.T) {
 			t.Parallel()
-			host := testns.NewWithLoopback(t)
-			a := attach(t, host, "ctr-check", 1)
+			host, a := newAttached(t, "ctr-check")
 			hh := host.Handle(t)
 			c := conf("net1", bothLimits, a.prev)
 			_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, c)
@@ -209,10 +206,8 @@ func TestCheckFailsAfterAQdiscWasChangedByHand(t *testing.T) {
 }
 
 func TestCheckFailsWhenTheRedirectIsGone(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-redirect", 1)
+	host, a := newAttached(t, "ctr-redirect")
 	c := conf("net1", bothLimits, a.prev)
 	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, c)
 	require.NoError(t, err)
@@ -225,12 +220,10 @@ func TestCheckFailsWhenTheRedirectIsGone(t *testing.T) {
 }
 
 func TestZeroLimitsPassPrevResultThroughAndChangeNothing(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-zero", 1)
+	host, a := newAttached(t, "ctr-zero")
 	for _, limits := range []string{"", `"ingressRate":0,"egressRate":0`, `"runtimeConfig":{"bandwidth":{}}`} {
-		res, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+		res, err := a.call(t, host, "ADD", limits)
 		require.NoError(t, err, limits)
 		require.Len(t, res.Interfaces, 2)
 		assert.Equal(t, a.hostVeth, res.Interfaces[0].Name)
@@ -260,9 +253,8 @@ func TestCapabilityLimitsApplyWithoutStaticKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			host := testns.NewWithLoopback(t)
-			a := attach(t, host, "ctr-cap", 1)
-			res, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", tt.limits, a.prev))
+			host, a := newAttached(t, "ctr-cap")
+			res, err := a.call(t, host, "ADD", tt.limits)
 			require.NoError(t, err)
 			assert.Len(t, res.Interfaces, 2, "no egress limit, no ifb")
 			got, _, err := tbfOn(t, host, a.hostVeth)
@@ -281,7 +273,7 @@ func TestGCRemovesOnlyThisNetworksStaleIfbs(t *testing.T) {
 	other := attach(t, host, "ctr-other", 3)
 	egress := `"egressRate":8000000,"egressBurst":200000`
 	for _, a := range []*attachment{keep, stale} {
-		_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", egress, a.prev))
+		_, err := a.call(t, host, "ADD", egress)
 		require.NoError(t, err)
 	}
 	_, err := invoke(t, host, "ADD", other.cid, other.cont.Path, conf("net2", egress, other.prev))
@@ -298,10 +290,8 @@ func TestGCRemovesOnlyThisNetworksStaleIfbs(t *testing.T) {
 }
 
 func TestAddErrorsAreTyped(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-err", 1)
+	host, a := newAttached(t, "ctr-err")
 	tests := []struct {
 		name   string
 		config []byte
@@ -360,15 +350,13 @@ func TestAddShapesAHostVethThatPrevResultDoesNotList(t *testing.T) {
 }
 
 func TestAddRollsBackWhenTheIfbNameIsTaken(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-taken", 1)
+	host, a := newAttached(t, "ctr-taken")
 	hh := host.Handle(t)
 	// An ifb owned by nobody we know sits on the name.
 	require.NoError(t, hh.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: ifbName("net1", a.cid)}}))
 
-	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	_, err := a.call(t, host, "ADD", bothLimits)
 	require.Error(t, err)
 	veth := hostLink(t, host, a.hostVeth)
 	_, err = rootTBF(linkNS(t, host), veth)
@@ -377,15 +365,13 @@ func TestAddRollsBackWhenTheIfbNameIsTaken(t *testing.T) {
 }
 
 func TestAddTwiceReplacesItsOwnIfb(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-twice", 1)
-	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	host, a := newAttached(t, "ctr-twice")
+	_, err := a.call(t, host, "ADD", bothLimits)
 	require.NoError(t, err)
-	_, err = invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	_, err = a.call(t, host, "ADD", bothLimits)
 	require.NoError(t, err)
-	_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	_, err = a.call(t, host, "CHECK", bothLimits)
 	assert.NoError(t, err)
 }
 
@@ -423,4 +409,20 @@ func assertIfb(t testing.TB, host *testns.NS, name string, want bool, msg string
 		return assert.NoError(t, err, msg)
 	}
 	return assert.True(t, link.IsNotFound(err), "%s: %v", msg, err)
+}
+
+// newAttached is a host namespace of the test's own with one attachment, cid, on
+// 10.77.1.0/24.
+func newAttached(t *testing.T, cid string) (*testns.NS, *attachment) {
+	t.Helper()
+	testns.RequireRoot(t)
+	host := testns.NewWithLoopback(t)
+	return host, attach(t, host, cid, 1)
+}
+
+// call runs cmd in-process for a (its container's eth0) with the config of net1 with
+// limits and a's prevResult.
+func (a *attachment) call(t testing.TB, host *testns.NS, cmd, limits string) (*result.Result, error) {
+	t.Helper()
+	return invoke(t, host, cmd, a.cid, a.cont.Path, conf("net1", limits, a.prev))
 }

@@ -16,11 +16,9 @@ import (
 const badLimits = `"ingressBurst":400000,"egressRate":8000000,"egressBurst":1`
 
 func TestExecdDelIgnoresTheLimits(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
 	plugin := filepath.Join(testns.LinkPluginDir(t, "bandwidth"), "bandwidth")
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-bad", 1)
+	host, a := newAttached(t, "ctr-bad")
 
 	o := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", badLimits, a.prev))
 	require.True(t, pt.AssertFailed(t, o, cnierror.CodeInvalidConfig))

@@ -63,11 +63,9 @@ func TestExecdAddTakesEveryRuntimesDefaultBurst(t *testing.T) {
 }
 
 func TestExecdAddAndDel(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
 	plugin := filepath.Join(testns.LinkPluginDir(t, "bandwidth"), "bandwidth")
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-exec", 1)
+	host, a := newAttached(t, "ctr-exec")
 
 	o := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
 	require.NoError(t, o.Err, o.String())

@@ -145,17 +145,15 @@ func TestGCKeepsAnIfbByContainerAndInterface(t *testing.T) {
 }
 
 func TestAddTakesOverOurOlderIfbOfTheContainer(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-upgrade", 1)
+	host, a := newAttached(t, "ctr-upgrade")
 	name := ifbName("net1", a.cid)
 	addIfb(t, host, name, "cni-bandwidth net=net1 id=ctr-upgrade")
 
-	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	_, err := a.call(t, host, "ADD", bothLimits)
 	require.NoError(t, err)
 	got := readEgress(t, host, name, a.hostVeth)
 	assert.Equal(t, "cni-bandwidth net=net1 id=ctr-upgrade if=eth0", got.alias)
-	_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	_, err = a.call(t, host, "CHECK", bothLimits)
 	assert.NoError(t, err)
 }

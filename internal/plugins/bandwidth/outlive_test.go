@@ -27,19 +27,18 @@ func TestDelUnshapesAHostVethThatOutlivesTheAttachment(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			host := testns.NewWithLoopback(t)
-			a := attach(t, host, "ctr-outlive", 1)
+			host, a := newAttached(t, "ctr-outlive")
 			hh := host.Handle(t)
-			_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			_, err := a.call(t, host, "ADD", limits)
 			require.NoError(t, err)
 			veth := hostLink(t, host, a.hostVeth)
 			require.NotEqual(t, []string{"noqueue"}, qdiscKinds(t, hh, veth), "premise: ADD shaped the host veth")
 
-			_, err = invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			_, err = a.call(t, host, "DEL", limits)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"noqueue"}, qdiscKinds(t, hh, veth), "the veth has the kernel's default qdisc only")
 			assertIfb(t, host, ifbName("net1", a.cid), false, "ifb deleted")
-			_, err = invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+			_, err = a.call(t, host, "DEL", limits)
 			assert.NoError(t, err, "second DEL")
 		})
 	}
@@ -49,17 +48,15 @@ func TestDelUnshapesAHostVethThatOutlivesTheAttachment(t *testing.T) {
 // (an operator's htb, say) keeps it, and so does a clsact (an eBPF datapath's); only a
 // root tbf and an ingress qdisc with a redirect are ADD's.
 func TestDelLeavesQdiscsBandwidthDidNotMake(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-other", 1)
+	host, a := newAttached(t, "ctr-other")
 	hh := host.Handle(t)
 	veth := hostLink(t, host, a.hostVeth)
 	require.NoError(t, hh.QdiscAdd(netlink.NewHtb(netlink.QdiscAttrs{
 		LinkIndex: veth.Attrs().Index, Parent: netlink.HANDLE_ROOT, Handle: netlink.MakeHandle(1, 0)})))
 	addClsact(t, hh, veth)
 
-	_, err := invoke(t, host, "DEL", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	_, err := a.call(t, host, "DEL", bothLimits)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"htb", "clsact"}, qdiscKinds(t, hh, veth))
 }
@@ -92,15 +89,13 @@ func qdiscKinds(t *testing.T, h *netlink.Handle, l netlink.Link) []string {
 // nothing of its own; an ingress qdisc with the redirect of an earlier ADD is still
 // replaced.
 func TestAddKeepsAClsactOnTheHostVeth(t *testing.T) {
-	testns.RequireRoot(t)
 	t.Parallel()
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-clsact", 1)
+	host, a := newAttached(t, "ctr-clsact")
 	hh := host.Handle(t)
 	veth := hostLink(t, host, a.hostVeth)
 	addClsact(t, hh, veth)
 
-	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
+	_, err := a.call(t, host, "ADD", bothLimits)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "clsact")
 	assert.Equal(t, []string{"noqueue", "clsact"}, qdiscKinds(t, hh, veth), "the clsact stays, the tbf is undone")

@@ -89,14 +89,13 @@ func TestTrafficHonoursTheLimitInBothDirections(t *testing.T) {
 		t.Skip("moves ~5 MB through shaped links (about 5 s)")
 	}
 	t.Parallel()
-	host := testns.NewWithLoopback(t)
-	a := attach(t, host, "ctr-speed", 1)
+	host, a := newAttached(t, "ctr-speed")
 	a.address(t, host)
 	p, peerAddr := peer(t, host)
 
 	const ingress, egress = 12_000_000, 8_000_000 // bit/s
 	limits := `"ingressRate":12000000,"ingressBurst":400000,"egressRate":8000000,"egressBurst":400000`
-	_, err := invoke(t, host, "ADD", a.cid, a.cont.Path, conf("net1", limits, a.prev))
+	_, err := a.call(t, host, "ADD", limits)
 	require.NoError(t, err)
 
 	in := measure(t, p, a.cont, a.contAddr.Addr(), 3<<20)

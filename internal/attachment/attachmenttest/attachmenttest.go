@@ -6,6 +6,7 @@ package attachmenttest
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/plugintest"
@@ -190,4 +192,43 @@ func (e *Env) Libcni(conflist string, c *Container, capArgs map[string]any) plug
 	e.T.Helper()
 	return plugintest.Libcni(e.T, e.Host, e.PluginDir(), conflist,
 		&libcni.RuntimeConf{ContainerID: c.ID, NetNS: c.NS.Path, IfName: "eth0", CapabilityArgs: capArgs})
+}
+
+// MasterLink is the master in the host namespace.
+func (e *Env) MasterLink() netlink.Link {
+	e.T.Helper()
+	l := plugintest.LinkIn(e.T, e.Host, Master)
+	require.NotNil(e.T, l, Master)
+	return l
+}
+
+// DefaultRouteViaMaster gives the master an address and the host a default route
+// through it to the peer, and returns the route, for a test that takes it away.
+func (e *Env) DefaultRouteViaMaster() *netlink.Route {
+	e.T.Helper()
+	testns.Up(e.T, e.Host, Master, "10.90.0.2/24")
+	r := &netlink.Route{LinkIndex: e.MasterLink().Attrs().Index, Gw: net.ParseIP(PeerAddr)}
+	require.NoError(e.T, e.Host.Handle(e.T).RouteAdd(r))
+	return r
+}
+
+// Names of the master pair ContainerMaster makes.
+const (
+	ContainerMasterName = "cmaster" // in the container
+	ContainerPeerName   = "cpeer"   // in Env.Peer
+)
+
+// ContainerMaster gives c a master of its own for linkInContainer: a veth whose other
+// end is in the peer namespace, with addr on the container's end and peerAddr on the
+// peer's ("" for none), and returns the container's end.
+func (e *Env) ContainerMaster(c *Container, addr, peerAddr string) netlink.Link {
+	e.T.Helper()
+	var addrs, peerAddrs []string
+	if addr != "" {
+		addrs, peerAddrs = []string{addr}, []string{peerAddr}
+	}
+	testns.Veth(e.T, c.NS, ContainerMasterName, addrs, e.Peer, ContainerPeerName, peerAddrs)
+	l := plugintest.LinkIn(e.T, c.NS, ContainerMasterName)
+	require.NotNil(e.T, l, ContainerMasterName)
+	return l
 }

@@ -8,6 +8,7 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
 	"github.com/cnikit/cni/internal/kernelfeature"
@@ -33,6 +34,10 @@ type Suite struct {
 	// result LibcniResult checks for the plugin's own parts (nil: nothing more).
 	LibcniKeys, LibcniCapabilityArgs map[string]any
 	LibcniResult                     func(t *testing.T, res *types100.Result)
+	// InContainer, for a plugin that takes linkInContainer, checks what is its own of the
+	// link it made on a master inside the container (nil: the plugin has no
+	// linkInContainer).
+	InContainer func(t *testing.T, l netlink.Link)
 }
 
 // New makes the Env of a test that creates the plugin's link: it skips where the
@@ -64,6 +69,9 @@ func (s Suite) Run(t *testing.T) {
 	}
 	if len(s.Needs) > 0 {
 		tests["KernelWithoutTheLinkIsTryAgainLater"] = s.KernelWithoutTheLinkIsTryAgainLater
+	}
+	if s.InContainer != nil {
+		tests["LinkInContainerUsesAMasterInsideTheContainer"] = s.LinkInContainerUsesAMasterInsideTheContainer
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -249,4 +257,24 @@ func (s Suite) LibcniAddCheckDelDel(t *testing.T) {
 	if s.LibcniResult != nil {
 		s.LibcniResult(t, run.Result)
 	}
+}
+
+// LinkInContainerUsesAMasterInsideTheContainer: with linkInContainer, master names a
+// link of the container's namespace, and the plugin's link is made on it there; DEL
+// leaves that master, and the host's is never touched.
+func (s Suite) LinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
+	e := s.New(t)
+	c := e.NewContainer()
+	master := e.ContainerMaster(c, "10.91.0.2/24", "10.91.0.1/24")
+	conf := s.Config(e, map[string]any{"master": ContainerMasterName, "linkInContainer": true,
+		"ipam": e.HostLocal("10.91.0.0/24")})
+	e.AddTo(c, conf)
+	l := plugintest.LinkIn(t, c.NS, "eth0")
+	require.NotNil(t, l, "eth0 in the container")
+	assert.Equal(t, master.Attrs().Index, l.Attrs().ParentIndex)
+	s.InContainer(t, l)
+	require.NoError(t, e.Check(c, conf))
+	require.NoError(t, e.Del(c, conf))
+	assert.Equal(t, []string{ContainerMasterName, "lo"}, plugintest.Links(t, c.NS))
+	assert.Equal(t, []string{"lo", Master}, plugintest.Links(t, e.Host))
 }

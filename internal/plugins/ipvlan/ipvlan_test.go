@@ -1,7 +1,6 @@
 package ipvlan_test
 
 import (
-	"net"
 	"net/netip"
 	"testing"
 
@@ -39,6 +38,9 @@ var suite = at.Suite{
 		{Name: "master", Keys: map[string]any{"master": "nosuch0"}, Field: "master"},
 	},
 	LibcniKeys: map[string]any{"mode": "l3"},
+	InContainer: func(t *testing.T, l netlink.Link) {
+		assert.IsType(t, &netlink.IPVlan{}, l)
+	},
 }
 
 func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
@@ -61,8 +63,7 @@ func TestContainersReachEachOtherInL2AndL3(t *testing.T) {
 			e := suite.New(t)
 			conf := e.Config(map[string]any{"master": at.Master, "mode": name})
 			a, b := e.Add(conf), e.Add(conf)
-			master, err := e.Host.Handle(t).LinkByName(at.Master)
-			require.NoError(t, err)
+			master := e.MasterLink()
 			for _, c := range []*at.Container{a, b} {
 				iv := ipvlanIn(t, c.NS)
 				assert.Equal(t, want, iv.Mode)
@@ -114,8 +115,7 @@ func TestChainedIpvlanTakesMasterAndAddressesFromThePrevResult(t *testing.T) {
 	conf := pt.WithPrev(t, e.Config(map[string]any{"ipam": nil}), prevResult(at.Master, "10.90.0.50/24"))
 	c := e.NewContainer()
 	e.AddTo(c, conf)
-	master, err := e.Host.Handle(t).LinkByName(at.Master)
-	require.NoError(t, err)
+	master := e.MasterLink()
 	assert.Equal(t, master.Attrs().Index, ipvlanIn(t, c.NS).ParentIndex)
 	require.Len(t, c.Res.Interfaces, 1)
 	assert.Equal(t, "eth0", c.Res.Interfaces[0].Name)
@@ -128,30 +128,11 @@ func TestChainedIpvlanTakesMasterAndAddressesFromThePrevResult(t *testing.T) {
 	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 }
 
-func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
-	t.Parallel()
-	e := suite.New(t)
-	c := e.NewContainer()
-	testns.Veth(t, c.NS, "cmaster", []string{"10.91.0.2/24"}, e.Peer, "cpeer", []string{"10.91.0.1/24"})
-	cm, err := c.NS.Handle(t).LinkByName("cmaster")
-	require.NoError(t, err)
-	conf := e.Config(map[string]any{"master": "cmaster", "linkInContainer": true, "ipam": e.HostLocal("10.91.0.0/24")})
-	e.AddTo(c, conf)
-	assert.Equal(t, cm.Attrs().Index, ipvlanIn(t, c.NS).ParentIndex)
-	require.NoError(t, e.Check(c, conf))
-	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"cmaster", "lo"}, pt.Links(t, c.NS))
-}
-
 func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 	t.Parallel()
 	e := suite.New(t)
-	testns.Up(t, e.Host, at.Master, "10.90.0.2/24")
-	h := e.Host.Handle(t)
-	m, err := h.LinkByName(at.Master)
-	require.NoError(t, err)
-	def := &netlink.Route{LinkIndex: m.Attrs().Index, Gw: net.ParseIP(at.PeerAddr)}
-	require.NoError(t, h.RouteAdd(def))
+	def := e.DefaultRouteViaMaster()
+	m, h := e.MasterLink(), e.Host.Handle(t)
 	conf := e.Config(nil)
 	c := e.Add(conf)
 	assert.Equal(t, m.Attrs().Index, ipvlanIn(t, c.NS).ParentIndex)

@@ -64,8 +64,7 @@ func macvlanIn(t *testing.T, n *testns.NS) *netlink.Macvlan {
 
 func masterIndex(t *testing.T, e *at.Env) int {
 	t.Helper()
-	l, err := e.Host.Handle(t).LinkByName(at.Master)
-	require.NoError(t, err)
+	l := e.MasterLink()
 	return l.Attrs().Index
 }
 
@@ -116,11 +115,8 @@ func TestPrivateModeKeepsContainersApart(t *testing.T) {
 func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 	t.Parallel()
 	e := suite.New(t)
-	testns.Up(t, e.Host, at.Master, "10.90.0.2/24")
-	h := e.Host.Handle(t)
-	m, err := h.LinkByName(at.Master)
-	require.NoError(t, err)
-	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: m.Attrs().Index, Gw: net.ParseIP(at.PeerAddr)}))
+	def := e.DefaultRouteViaMaster()
+	m, h := e.MasterLink(), e.Host.Handle(t)
 
 	conf := e.Config(map[string]any{"master": nil})
 	c := e.Add(conf)
@@ -129,7 +125,7 @@ func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
 	require.NoError(t, e.Check(c, conf))
 
 	// DEL does not resolve the master again: it succeeds once the default route is gone.
-	require.NoError(t, h.RouteDel(&netlink.Route{LinkIndex: m.Attrs().Index, Gw: net.ParseIP(at.PeerAddr)}))
+	require.NoError(t, h.RouteDel(def))
 	require.NoError(t, e.Del(c, conf))
 	e.AssertNothingLeft(t, c)
 }
@@ -180,8 +176,7 @@ func TestMTUDefaultsToTheMastersAndMayBeLower(t *testing.T) {
 	t.Parallel()
 	e := suite.New(t)
 	h := e.Host.Handle(t)
-	m, err := h.LinkByName(at.Master)
-	require.NoError(t, err)
+	m := e.MasterLink()
 	require.NoError(t, h.LinkSetMTU(m, 9000))
 
 	c := e.Add(e.Config(map[string]any{"master": at.Master}))
@@ -258,10 +253,8 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	t.Parallel()
 	e := suite.New(t)
 	c := e.NewContainer()
-	testns.Veth(t, c.NS, "cmaster", []string{"10.91.0.2/24"}, e.Peer, "cpeer", []string{"10.91.0.1/24"})
+	cm := e.ContainerMaster(c, "10.91.0.2/24", "10.91.0.1/24")
 	h := c.NS.Handle(t)
-	cm, err := h.LinkByName("cmaster")
-	require.NoError(t, err)
 
 	conf := e.Config(map[string]any{"master": "cmaster", "linkInContainer": true, "ipam": e.HostLocal("10.91.0.0/24")})
 	e.AddTo(c, conf)

@@ -42,6 +42,11 @@ var suite = at.Suite{
 	LibcniResult: func(t *testing.T, res *types100.Result) {
 		assert.Equal(t, []string{"10.90.0.53"}, res.DNS.Nameservers, "dns from the config")
 	},
+	InContainer: func(t *testing.T, l netlink.Link) {
+		v, ok := l.(*netlink.Vlan)
+		require.True(t, ok, "a vlan: %T", l)
+		assert.Equal(t, 10, v.VlanId)
+	},
 }
 
 func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
@@ -74,8 +79,7 @@ func TestTaggedTrafficReachesAVlanAwarePeerOnTheSameIDOnly(t *testing.T) {
 	vlanPeer(t, e, 100, "10.100.0.1/24")
 	conf := e.Config(map[string]any{"master": at.Master, "vlanId": 100, "ipam": e.HostLocal("10.100.0.0/24")})
 	c := e.Add(conf)
-	master, err := e.Host.Handle(t).LinkByName(at.Master)
-	require.NoError(t, err)
+	master := e.MasterLink()
 	v := vlanIn(t, c.NS)
 	assert.Equal(t, 100, v.VlanId)
 	assert.Equal(t, master.Attrs().Index, v.ParentIndex)
@@ -122,23 +126,6 @@ func TestMTUIsAppliedAndChecked(t *testing.T) {
 	err = e.Check(c, e.Config(map[string]any{"master": at.Master, "vlanId": 6, "mtu": 1400}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "vlan id")
-}
-
-func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
-	t.Parallel()
-	e := suite.New(t)
-	c := e.NewContainer()
-	testns.Veth(t, c.NS, "cmaster", nil, e.Peer, "cpeer", nil)
-	cm, err := c.NS.Handle(t).LinkByName("cmaster")
-	require.NoError(t, err)
-	conf := e.Config(map[string]any{"master": "cmaster", "vlanId": 30, "linkInContainer": true})
-	e.AddTo(c, conf)
-	v := vlanIn(t, c.NS)
-	assert.Equal(t, cm.Attrs().Index, v.ParentIndex)
-	assert.Equal(t, 30, v.VlanId)
-	require.NoError(t, e.Check(c, conf))
-	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"cmaster", "lo"}, pt.Links(t, c.NS))
 }
 
 // No vlan support needed: DEL never touches the master. (The reference's DEL looks up

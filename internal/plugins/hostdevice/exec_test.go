@@ -1,7 +1,6 @@
 package hostdevice
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/cnierror"
 	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -17,9 +17,15 @@ import (
 // namespace as a runtime would: env and stdin in, result or error JSON out.
 func (e *env) execPlugin(t testing.TB, dir, cmd string, config []byte) ([]byte, error) {
 	t.Helper()
-	o := pt.Exec(t, e.host, pt.Call{Bin: filepath.Join(dir, "host-device"), Command: cmd, ContainerID: "c1",
-		Netns: e.netnsPath(), IfName: "eth0", Config: config})
+	o := e.execd(t, dir, cmd, config)
 	return []byte(o.Stdout), o.Err
+}
+
+// execd is execPlugin's whole outcome, for a test of what a runtime sees of a failure.
+func (e *env) execd(t testing.TB, dir, cmd string, config []byte) pt.Outcome {
+	t.Helper()
+	return pt.Exec(t, e.host, pt.Call{Bin: filepath.Join(dir, "host-device"), Command: cmd, ContainerID: "c1",
+		Netns: e.netnsPath(), IfName: "eth0", Config: config})
 }
 
 func TestExecdBadInputIsACNIErrorNamingTheField(t *testing.T) {
@@ -39,15 +45,7 @@ func TestExecdBadInputIsACNIErrorNamingTheField(t *testing.T) {
 		{"bad deviceID", map[string]any{"runtimeConfig": map[string]any{"deviceID": "../x"}}, "runtimeConfig.deviceID"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := e.execPlugin(t, dir, "ADD", e.config(t, tc.conf))
-			require.Error(t, err, "non-zero exit")
-			var ce struct {
-				Code uint
-				Msg  string
-			}
-			require.NoError(t, json.Unmarshal(out, &ce), string(out))
-			assert.Equal(t, uint(7), ce.Code)
-			assert.Contains(t, ce.Msg, tc.field)
+			pt.AssertFailed(t, e.execd(t, dir, "ADD", e.config(t, tc.conf)), cnierror.CodeInvalidConfig, tc.field)
 		})
 	}
 	assert.NotNil(t, pt.AttrsIn(t, e.host, "hd0"))

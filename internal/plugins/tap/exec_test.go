@@ -1,7 +1,6 @@
 package tap
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/cnierror"
 	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -17,9 +17,15 @@ import (
 // a runtime would, with PATH empty: nothing but the binary itself can be exec'd.
 func (e *env) execPlugin(t testing.TB, dir, cmd, cniArgs string, config []byte) ([]byte, error) {
 	t.Helper()
-	o := pt.Exec(t, e.host, pt.Call{Bin: filepath.Join(dir, "tap"), Command: cmd, ContainerID: "c1",
-		Netns: e.netnsPath(), IfName: "tap0", Args: cniArgs, Config: config, Env: []string{"PATH="}})
+	o := e.execd(t, dir, cmd, cniArgs, config)
 	return []byte(o.Stdout), o.Err
+}
+
+// execd is execPlugin's whole outcome, for a test of what a runtime sees of a failure.
+func (e *env) execd(t testing.TB, dir, cmd, cniArgs string, config []byte) pt.Outcome {
+	t.Helper()
+	return pt.Exec(t, e.host, pt.Call{Bin: filepath.Join(dir, "tap"), Command: cmd, ContainerID: "c1",
+		Netns: e.netnsPath(), IfName: "tap0", Args: cniArgs, Config: config, Env: []string{"PATH="}})
 }
 
 func TestExecdBadInputIsACNIErrorNamingTheField(t *testing.T) {
@@ -38,15 +44,7 @@ func TestExecdBadInputIsACNIErrorNamingTheField(t *testing.T) {
 		{"owner of the wrong type", map[string]any{"owner": "root"}, "", "owner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := e.execPlugin(t, dir, "ADD", tc.cniArgs, e.config(t, tc.conf))
-			require.Error(t, err, "non-zero exit")
-			var ce struct {
-				Code uint
-				Msg  string
-			}
-			require.NoError(t, json.Unmarshal(out, &ce), string(out))
-			assert.Equal(t, uint(7), ce.Code)
-			assert.Contains(t, ce.Msg, tc.field)
+			pt.AssertFailed(t, e.execd(t, dir, "ADD", tc.cniArgs, e.config(t, tc.conf)), cnierror.CodeInvalidConfig, tc.field)
 		})
 	}
 	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))

@@ -151,14 +151,7 @@ func (w *world) gc(t *testing.T, conf string, valid ...*libcni.RuntimeConf) (err
 // ruleset is the host's whole firewall state: the nf_tables ruleset read over netlink
 // and, where the firewall binaries are, iptables-save's tables (legacy ones too).
 func (w *world) ruleset(t *testing.T) string {
-	var b strings.Builder
-	b.WriteString(nfttest.Ruleset(t, w.host))
-	if !testns.FirewallBinariesHidden() {
-		out, err := w.host.Exec(t, "iptables-save")
-		require.NoError(t, err, out)
-		b.WriteString(out)
-	}
-	return b.String()
+	return nfttest.Firewall(t, w.host)
 }
 
 // hostLinks returns the host's links by name: type.
@@ -216,24 +209,10 @@ func (w *world) leftovers(t *testing.T, id, ip string) []string {
 // serveRemoteAddr answers every TCP connection on port inside n with the address the
 // connection came from.
 func serveRemoteAddr(t *testing.T, n *testns.NS, port int) {
-	var ln net.Listener
-	n.Run(t, func() error {
-		var err error
-		ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port))
-		return err
+	testns.ServeTCPWith(t, n, "tcp4", fmt.Sprintf(":%d", port), func(remote net.Addr) string {
+		host, _, _ := net.SplitHostPort(remote.String())
+		return host
 	})
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			fmt.Fprintln(c, host)
-			c.Close()
-		}
-	}()
 }
 
 func dial(n *testns.NS, addr string) (string, error) {

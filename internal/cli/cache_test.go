@@ -55,14 +55,7 @@ func reservations(t *testing.T, dataDir string) []string {
 // binaries are, iptables-save's tables: nft does not show the comments of rules
 // iptables-nft made, and legacy tables are not in nf_tables at all.
 func (e *env) ruleset(t *testing.T) string {
-	var b strings.Builder
-	b.WriteString(nfttest.Ruleset(t, e.host))
-	if !testns.FirewallBinariesHidden() {
-		out, err := e.host.Exec(t, "iptables-save")
-		require.NoError(t, err, out)
-		b.WriteString(out)
-	}
-	return b.String()
+	return nfttest.Firewall(t, e.host)
 }
 
 // TestLongContainerIDThroughTheStandardChain: an id of 240 bytes, and the longest whose

@@ -20,6 +20,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/netfilter"
 	"github.com/cnikit/cni/internal/testns"
@@ -33,6 +34,20 @@ func Ruleset(t testing.TB, n *testns.NS) string {
 		out, err = Dump()
 		return err
 	})
+	return out
+}
+
+// Firewall is the namespace's whole firewall state as text: Ruleset and, where the
+// firewall binaries are, iptables-save's tables (nft does not show the comments of
+// rules iptables-nft made, and legacy tables are not in nf_tables at all).
+func Firewall(t testing.TB, n *testns.NS) string {
+	t.Helper()
+	out := Ruleset(t, n)
+	if !testns.FirewallBinariesHidden() {
+		save, err := n.Exec(t, "iptables-save")
+		require.NoError(t, err, save)
+		out += save
+	}
 	return out
 }
 

@@ -16,6 +16,13 @@ import (
 // port listened on.
 func ServeTCP(t testing.TB, n *NS, network, addr, reply string) int {
 	t.Helper()
+	return ServeTCPWith(t, n, network, addr, func(net.Addr) string { return reply })
+}
+
+// ServeTCPWith is ServeTCP answering each connection with what reply makes of the
+// address it came from.
+func ServeTCPWith(t testing.TB, n *NS, network, addr string, reply func(remote net.Addr) string) int {
+	t.Helper()
 	var ln net.Listener
 	n.Run(t, func() error {
 		var err error
@@ -29,8 +36,8 @@ func ServeTCP(t testing.TB, n *NS, network, addr, reply string) int {
 			if err != nil {
 				return
 			}
-			if reply != "" {
-				fmt.Fprintf(c, "%s\n", reply)
+			if r := reply(c.RemoteAddr()); r != "" {
+				fmt.Fprintf(c, "%s\n", r)
 			}
 			c.Close()
 		}

@@ -15,8 +15,7 @@ import (
 // stdout (code 7) and exit status 1, and leaves no rule.
 func TestExecdBadInputIsACNIErrorAndLeavesNothing(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	w, prev := newNet1(t)
 	plugin := filepath.Join(testns.LinkPluginDir(t, "sbr"), "sbr")
 	for name, c := range map[string][]byte{
 		"no prevResult": conf(t, nil, ""),

@@ -49,6 +49,14 @@ func (w *world) iface(ifName string, ips ...ipGw) *result.Result {
 
 type ipGw struct{ addr, gw string }
 
+// newNet1 is the world of most tests: the container's net1 with 10.60.0.2/24 and
+// gateway 10.60.0.1, and the prevResult naming them.
+func newNet1(t testing.TB) (*world, *result.Result) {
+	t.Helper()
+	w := newWorld(t)
+	return w, w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+}
+
 func prevResult(ifName, sandbox string, ips ...ipGw) *result.Result {
 	res := &result.Result{CNIVersion: "1.1.0"}
 	idx := res.AddInterface(result.Interface{Name: ifName, Sandbox: sandbox})
@@ -145,4 +153,13 @@ func printed(t testing.TB, res *result.Result) string {
 	b, err := json.Marshal(res)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// add runs ADD of net1 in the container with prev as prevResult and extra keys, which
+// must succeed, and returns its result.
+func (w *world) add(prev *result.Result, extra string) *result.Result {
+	w.t.Helper()
+	res, err := w.invoke("ADD", w.cont.Path, "net1", conf(w.t, prev, extra))
+	require.NoError(w.t, err)
+	return res
 }

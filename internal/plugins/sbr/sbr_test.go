@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/testns"
 )
@@ -21,10 +22,8 @@ const mainTable = 254
 
 func TestAddMovesTheInterfaceRoutesIntoAFreshTable(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
-	res, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
-	require.NoError(t, err)
+	w, prev := newNet1(t)
+	res := w.add(prev, "")
 	assert.JSONEq(t, printed(t, prev), printed(t, res), "prevResult is passed on unchanged")
 
 	assert.Equal(t, []string{"from 10.60.0.2/32 lookup 100"}, w.rules())
@@ -34,19 +33,17 @@ func TestAddMovesTheInterfaceRoutesIntoAFreshTable(t *testing.T) {
 
 func TestTableChoiceSkipsTablesInUse(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	w, prev := newNet1(t)
 	h := w.cont.Handle(t)
 	rule := netlink.NewRule()
 	rule.Table, rule.Mark = 100, 7
 	require.NoError(t, h.RuleAdd(rule))
-	l, err := h.LinkByName("net1")
-	require.NoError(t, err)
+	l := pt.LinkIn(t, w.cont, "net1")
+	require.NotNil(t, l)
 	_, dst, _ := net.ParseCIDR("10.99.0.0/16")
 	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst, Table: 101}))
 
-	_, err = w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
-	require.NoError(t, err)
+	w.add(prev, "")
 	assert.Contains(t, w.rules(), "from 10.60.0.2/32 lookup 102")
 }
 
@@ -54,8 +51,7 @@ func TestDualStackGivesEachAddressItsOwnTable(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"}, ipGw{"fd60::2/64", "fd60::1"})
-	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
-	require.NoError(t, err)
+	w.add(prev, "")
 	assert.ElementsMatch(t, []string{"from 10.60.0.2/32 lookup 100", "from fd60::2/128 lookup 101"}, w.rules())
 	assert.ElementsMatch(t, []string{"10.60.0.0/24 src 10.60.0.2", "default via 10.60.0.1"}, w.routes(100, "net1"))
 	v6 := w.routes(101, "net1")
@@ -66,19 +62,15 @@ func TestDualStackGivesEachAddressItsOwnTable(t *testing.T) {
 
 func TestConfiguredGatewayWinsOverPrevResult(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
-	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"gateways":["10.60.0.254"]`))
-	require.NoError(t, err)
+	w, prev := newNet1(t)
+	w.add(prev, `"gateways":["10.60.0.254"]`)
 	assert.Contains(t, w.routes(100, "net1"), "default via 10.60.0.254")
 }
 
 func TestConfiguredTableGetsOnlyRules(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
-	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"table":4000`))
-	require.NoError(t, err)
+	w, prev := newNet1(t)
+	w.add(prev, `"table":4000`)
 	assert.Equal(t, []string{"from 10.60.0.2/32 lookup 4000"}, w.rules())
 	assert.Empty(t, w.routes(4000, "net1"))
 	assert.Contains(t, w.routes(mainTable, "net1"), "10.60.0.0/24 src 10.60.0.2", "main keeps its routes")
@@ -88,11 +80,9 @@ func TestConfiguredTableGetsOnlyRules(t *testing.T) {
 // doRoutesWithTable path ignores them: only the rules are added (upstream row P24).
 func TestConfiguredTableIgnoresGatewaysAndSourceHints(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	w, prev := newNet1(t)
 	mainBefore := w.routes(mainTable, "net1")
-	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"table":4001,"gateways":["10.60.0.254"],"addSourceHints":true`))
-	require.NoError(t, err)
+	w.add(prev, `"table":4001,"gateways":["10.60.0.254"],"addSourceHints":true`)
 	assert.Equal(t, []string{"from 10.60.0.2/32 lookup 4001"}, w.rules())
 	assert.Empty(t, w.routes(4001, "net1"))
 	assert.ElementsMatch(t, mainBefore, w.routes(mainTable, "net1"), "main is untouched")
@@ -100,10 +90,8 @@ func TestConfiguredTableIgnoresGatewaysAndSourceHints(t *testing.T) {
 
 func TestAddSourceHintsKeepsSubnetRoutesInMainWithSource(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
-	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"addSourceHints":true`))
-	require.NoError(t, err)
+	w, prev := newNet1(t)
+	w.add(prev, `"addSourceHints":true`)
 	assert.Equal(t, []string{"10.60.0.0/24 src 10.60.0.2"}, withoutLinkLocal(w.routes(mainTable, "net1")))
 	assert.Contains(t, w.routes(100, "net1"), "default via 10.60.0.1")
 }
@@ -155,12 +143,11 @@ func TestDelLeavesNoRuleAndIsIdempotent(t *testing.T) {
 	w := newWorld(t)
 	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"}, ipGw{"fd60::2/64", "fd60::1"})
 	before := w.rules()
-	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
-	require.NoError(t, err)
+	w.add(prev, "")
 	require.Len(t, w.rules(), len(before)+2)
 
 	for range 2 {
-		_, err = w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, ""))
+		_, err := w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, ""))
 		require.NoError(t, err)
 	}
 	assert.Equal(t, before, w.rules())
@@ -172,24 +159,21 @@ func TestDelLeavesNoRuleAndIsIdempotent(t *testing.T) {
 // interface is already gone; prevResult names them as well.
 func TestDelAfterTheInterfaceVanishedStillRemovesTheRules(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
-	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
-	require.NoError(t, err)
+	w, prev := newNet1(t)
+	w.add(prev, "")
 	h := w.cont.Handle(t)
-	l, err := h.LinkByName("net1")
-	require.NoError(t, err)
+	l := pt.LinkIn(t, w.cont, "net1")
+	require.NotNil(t, l)
 	require.NoError(t, h.LinkDel(l))
 
-	_, err = w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, ""))
+	_, err := w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, ""))
 	require.NoError(t, err)
 	assert.Empty(t, w.rules())
 }
 
 func TestDelRemovesOnlyItsOwnRules(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	w, prev := newNet1(t)
 	h := w.cont.Handle(t)
 	foreign := netlink.NewRule()
 	foreign.Src, foreign.Table = &net.IPNet{IP: net.ParseIP("10.61.0.9").To4(), Mask: net.CIDRMask(32, 32)}, 100
@@ -198,9 +182,8 @@ func TestDelRemovesOnlyItsOwnRules(t *testing.T) {
 	toMain.Src, toMain.Table = &net.IPNet{IP: net.ParseIP("10.60.0.2").To4(), Mask: net.CIDRMask(32, 32)}, mainTable
 	require.NoError(t, h.RuleAdd(toMain))
 
-	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"table":300`))
-	require.NoError(t, err)
-	_, err = w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, `"table":300`))
+	w.add(prev, `"table":300`)
+	_, err := w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, `"table":300`))
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"from 10.61.0.9/32 lookup 100", "from 10.60.0.2/32 lookup 254"}, w.rules())
 }
@@ -220,8 +203,7 @@ func TestDelWithoutNamespaceSucceeds(t *testing.T) {
 // The reference's CHECK does nothing; this one notices a missing rule or route.
 func TestCheckNoticesAMissingRuleOrRoute(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	w, prev := newNet1(t)
 	c := conf(t, prev, "")
 	_, err := w.invoke("ADD", w.cont.Path, "net1", c)
 	require.NoError(t, err)
@@ -229,8 +211,8 @@ func TestCheckNoticesAMissingRuleOrRoute(t *testing.T) {
 	require.NoError(t, err)
 
 	h := w.cont.Handle(t)
-	l, err := h.LinkByName("net1")
-	require.NoError(t, err)
+	l := pt.LinkIn(t, w.cont, "net1")
+	require.NotNil(t, l)
 	def := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)},
 		Gw: net.ParseIP("10.60.0.1").To4(), Table: 100}
 	require.NoError(t, h.RouteDel(def))
@@ -315,8 +297,7 @@ func TestAddOfAnInterfaceWithoutAddressesPassesPrevResultThrough(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	prev := w.iface("net1", ipGw{"10.60.0.2/24", ""})
-	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
-	require.NoError(t, err)
+	w.add(prev, "")
 	w.iface("net2")
 	testns.Route(t, w.cont, "net2", "10.77.0.0/16", "")
 	prev.AddInterface(result.Interface{Name: "net2", Sandbox: w.cont.Path})
@@ -341,17 +322,15 @@ func TestAddOfAnInterfaceWithoutAddressesPassesPrevResultThrough(t *testing.T) {
 // link-local route where it was, instead of deleting it from every table.
 func TestAddLeavesInMainTheRoutesItDidNotCopy(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+	w, prev := newNet1(t)
 	h := w.cont.Handle(t)
-	l, err := h.LinkByName("net1")
-	require.NoError(t, err)
+	l := pt.LinkIn(t, w.cont, "net1")
+	require.NotNil(t, l)
 	_, other, _ := net.ParseCIDR("fd61::/64")
 	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: other}))
 	before := w.routes(mainTable, "net1")
 
-	_, err = w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, ""))
-	require.NoError(t, err)
+	w.add(prev, "")
 	assert.ElementsMatch(t, []string{"10.60.0.0/24 src 10.60.0.2", "default via 10.60.0.1"}, w.routes(100, "net1"))
 	var v6 []string
 	for _, r := range before {
@@ -384,8 +363,7 @@ func TestDelReadsOnlyTheTable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t)
-			prev := w.iface("net1", ipGw{"10.60.0.2/24", "10.60.0.1"})
+			w, prev := newNet1(t)
 			good := conf(t, prev, tc.table)
 			bad := conf(t, prev, strings.TrimPrefix(tc.table+","+tc.extra, ","))
 			_, err := w.invoke("ADD", w.cont.Path, "net1", bad)

@@ -206,6 +206,19 @@ func assertInstalled(t *testing.T, dir, mode, bin string, names []string) {
 
 var modes = []string{"symlink", "hardlink", "copy"}
 
+// forEachMode runs body as a parallel subtest per mode, with dir a fresh directory that
+// mode's install has filled.
+func forEachMode(t *testing.T, body func(t *testing.T, mode, dir string)) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			install(t, "--dir", dir, "--binary", cniBinary, "--mode", mode)
+			body(t, mode, dir)
+		})
+	}
+}
+
 func TestFreshInstallCreatesEveryListedName(t *testing.T) {
 	names := pluginNames(t, cniBinary)
 	for _, shell := range []string{"sh", "bash"} {
@@ -225,22 +238,17 @@ func TestFreshInstallCreatesEveryListedName(t *testing.T) {
 }
 
 func TestSecondRunChangesNothing(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			install(t, "--dir", dir, "--binary", cniBinary, "--mode", mode)
-			before := pt.Snapshot(t, dir)
+	forEachMode(t, func(t *testing.T, mode, dir string) {
+		before := pt.Snapshot(t, dir)
 
-			r := install(t, "--dir", dir, "--binary", cniBinary, "--mode", mode)
+		r := install(t, "--dir", dir, "--binary", cniBinary, "--mode", mode)
 
-			assert.Equal(t, before, pt.Snapshot(t, dir))
-			for _, line := range r.lines() {
-				assert.True(t, strings.HasPrefix(line, "unchanged ") || strings.HasPrefix(line, "verified "),
-					"second run did something: %q", line)
-			}
-		})
-	}
+		assert.Equal(t, before, pt.Snapshot(t, dir))
+		for _, line := range r.lines() {
+			assert.True(t, strings.HasPrefix(line, "unchanged ") || strings.HasPrefix(line, "verified "),
+				"second run did something: %q", line)
+		}
+	})
 }
 
 func TestUpgradeRenamesNewBinaryIntoPlace(t *testing.T) {
@@ -410,30 +418,25 @@ func TestDryRunChangesNothing(t *testing.T) {
 
 func TestUninstallRemovesOnlyOurEntries(t *testing.T) {
 	names := pluginNames(t, cniBinary)
-	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			install(t, "--dir", dir, "--binary", cniBinary, "--mode", mode)
-			// Another vendor took over one of our names, and dropped its own
-			// plugin and a link next to ours.
-			taken := filepath.Join(dir, names[0])
-			require.NoError(t, os.Remove(taken))
-			require.NoError(t, os.WriteFile(taken, []byte("other vendor\n"), 0o755))
-			vendor := filepath.Join(dir, "vendor-plugin")
-			require.NoError(t, os.WriteFile(vendor, []byte("vendor\n"), 0o755))
-			vendorLink := filepath.Join(dir, "vendor-link")
-			require.NoError(t, os.Symlink("vendor-plugin", vendorLink))
+	forEachMode(t, func(t *testing.T, mode, dir string) {
+		// Another vendor took over one of our names, and dropped its own
+		// plugin and a link next to ours.
+		taken := filepath.Join(dir, names[0])
+		require.NoError(t, os.Remove(taken))
+		require.NoError(t, os.WriteFile(taken, []byte("other vendor\n"), 0o755))
+		vendor := filepath.Join(dir, "vendor-plugin")
+		require.NoError(t, os.WriteFile(vendor, []byte("vendor\n"), 0o755))
+		vendorLink := filepath.Join(dir, "vendor-link")
+		require.NoError(t, os.Symlink("vendor-plugin", vendorLink))
 
-			r := install(t, "--dir", dir, "--binary", cniBinary, "--uninstall")
+		r := install(t, "--dir", dir, "--binary", cniBinary, "--uninstall")
 
-			assert.Contains(t, r.stdout, "keep "+taken)
-			assert.ElementsMatch(t, []string{names[0], "vendor-plugin", "vendor-link"}, entryNames(t, dir))
-			content, err := os.ReadFile(taken)
-			require.NoError(t, err)
-			assert.Equal(t, "other vendor\n", string(content))
-		})
-	}
+		assert.Contains(t, r.stdout, "keep "+taken)
+		assert.ElementsMatch(t, []string{names[0], "vendor-plugin", "vendor-link"}, entryNames(t, dir))
+		content, err := os.ReadFile(taken)
+		require.NoError(t, err)
+		assert.Equal(t, "other vendor\n", string(content))
+	})
 }
 
 func TestUninstallWithoutBinaryUsesInstalledList(t *testing.T) {
@@ -448,22 +451,17 @@ func TestUninstallWithoutBinaryUsesInstalledList(t *testing.T) {
 
 func TestUninstallKeepsBinaryWhileSkippedEntriesUseIt(t *testing.T) {
 	names := pluginNames(t, cniBinary)
-	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			install(t, "--dir", dir, "--binary", cniBinary, "--mode", mode)
+	forEachMode(t, func(t *testing.T, mode, dir string) {
 
-			r := install(t, "--dir", dir, "--binary", cniBinary, "--uninstall", "--skip", names[0])
+		r := install(t, "--dir", dir, "--binary", cniBinary, "--uninstall", "--skip", names[0])
 
-			assert.Contains(t, r.stdout, "keep "+filepath.Join(dir, "cni"))
-			assert.ElementsMatch(t, []string{"cni", names[0]}, entryNames(t, dir))
-			assertAnswersVersion(t, dir, names[0])
+		assert.Contains(t, r.stdout, "keep "+filepath.Join(dir, "cni"))
+		assert.ElementsMatch(t, []string{"cni", names[0]}, entryNames(t, dir))
+		assertAnswersVersion(t, dir, names[0])
 
-			install(t, "--dir", dir, "--binary", cniBinary, "--uninstall")
-			assert.Empty(t, entryNames(t, dir))
-		})
-	}
+		install(t, "--dir", dir, "--binary", cniBinary, "--uninstall")
+		assert.Empty(t, entryNames(t, dir))
+	})
 }
 
 func TestListFileInstallsWithoutRunningBinary(t *testing.T) {

@@ -17,9 +17,7 @@ import (
 // either), the way the reference adds them without NLM_F_EXCL (upstream row P26).
 func TestConfigureIfaceKeepsEveryGatewayOfOneDestination(t *testing.T) {
 	t.Parallel()
-	_, contNS, host, cont := pair(t)
-	_, err := link.CreateVeth(host, cont, link.VethOptions{IfName: "eth0"})
-	require.NoError(t, err)
+	contNS, cont := vethEth0(t, "")
 	res := dualStack()
 	res.Routes = []result.Route{
 		{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: netip.MustParseAddr("10.9.0.1")},

@@ -35,6 +35,22 @@ func pair(t *testing.T) (hostNS, contNS *testns.NS, host, cont *link.NS) {
 	return hostNS, contNS, host, cont
 }
 
+// vethEth0 is a pair joined by a veth whose container end is eth0, with that end's
+// IPv6 DAD set to acceptDAD ("0" off, "1" on, "" the kernel's default), for tests that
+// configure it.
+func vethEth0(t *testing.T, acceptDAD string) (contNS *testns.NS, cont *link.NS) {
+	t.Helper()
+	_, contNS, host, cont := pair(t)
+	_, err := link.CreateVeth(host, cont, link.VethOptions{IfName: "eth0"})
+	require.NoError(t, err)
+	if acceptDAD != "" {
+		// Without DAD the addresses settle at once, with it they are tentative a while:
+		// the poll of ConfigureIface must see either.
+		contNS.Run(t, func() error { return sysctl.Set("net/ipv6/conf/eth0/accept_dad", acceptDAD) })
+	}
+	return contNS, cont
+}
+
 func TestCreateVethPutsEachEndInItsNamespace(t *testing.T) {
 	t.Parallel()
 	hostNS, contNS, host, cont := pair(t)
@@ -124,11 +140,7 @@ func dualStack() *result.Result {
 
 func TestConfigureIfaceSetsAddressesRoutesAndIPv6Sysctls(t *testing.T) {
 	t.Parallel()
-	_, contNS, host, cont := pair(t)
-	_, err := link.CreateVeth(host, cont, link.VethOptions{IfName: "eth0"})
-	require.NoError(t, err)
-	// Without DAD the addresses settle at once; the poll must see that.
-	contNS.Run(t, func() error { return sysctl.Set("net/ipv6/conf/eth0/accept_dad", "0") })
+	contNS, cont := vethEth0(t, "0")
 	res := dualStack()
 	require.NoError(t, link.ConfigureIface(cont, "eth0", res))
 
@@ -176,10 +188,7 @@ func TestConfigureIfaceSetsAddressesRoutesAndIPv6Sysctls(t *testing.T) {
 
 func TestConfigureIfaceWaitsForDADWithoutFixedSleeps(t *testing.T) {
 	t.Parallel()
-	_, contNS, host, cont := pair(t)
-	_, err := link.CreateVeth(host, cont, link.VethOptions{IfName: "eth0"})
-	require.NoError(t, err)
-	contNS.Run(t, func() error { return sysctl.Set("net/ipv6/conf/eth0/accept_dad", "1") })
+	contNS, cont := vethEth0(t, "1")
 	require.NoError(t, link.ConfigureIface(cont, "eth0", dualStack()))
 	h := contNS.Handle(t)
 	l, err := h.LinkByName("eth0")
@@ -209,10 +218,7 @@ func TestVerifyIfaceFailsWhenAnAddressOrRouteIsRemoved(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, contNS, host, cont := pair(t)
-			_, err := link.CreateVeth(host, cont, link.VethOptions{IfName: "eth0"})
-			require.NoError(t, err)
-			contNS.Run(t, func() error { return sysctl.Set("net/ipv6/conf/eth0/accept_dad", "0") })
+			contNS, cont := vethEth0(t, "0")
 			res := dualStack()
 			require.NoError(t, link.ConfigureIface(cont, "eth0", res))
 			require.NoError(t, link.VerifyIface(cont, "eth0", res))

@@ -73,59 +73,61 @@ func entryNames(t *testing.T, dir string) []string {
 
 var modes = []install.Mode{install.Symlink, install.Hardlink, install.Copy}
 
-func TestInstallGivesEveryPluginItsName(t *testing.T) {
+// forEachMode runs body as a parallel subtest per mode with a fixture of its own.
+func forEachMode(t *testing.T, body func(t *testing.T, mode install.Mode, f *fixture)) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t)
-
-			out := f.install(t, mode)
-
-			cni, err := os.Lstat(filepath.Join(f.dir, "cni"))
-			require.NoError(t, err)
-			assert.True(t, cni.Mode().IsRegular())
-			assert.Equal(t, os.FileMode(0o755), cni.Mode().Perm())
-			for _, n := range f.names {
-				p := filepath.Join(f.dir, n)
-				fi, err := os.Lstat(p)
-				require.NoError(t, err)
-				switch mode {
-				case install.Symlink:
-					link, err := os.Readlink(p)
-					require.NoError(t, err)
-					assert.Equal(t, "cni", link)
-				case install.Hardlink:
-					assert.True(t, os.SameFile(fi, cni))
-				case install.Copy:
-					assert.True(t, fi.Mode().IsRegular())
-					assert.False(t, os.SameFile(fi, cni))
-				}
-				pt.AssertAnswersVersion(t, p)
-				assert.Contains(t, out, "verified "+p+"\n")
-			}
-			assert.ElementsMatch(t, append([]string{"cni"}, f.names...), entryNames(t, f.dir), "no temporary entry left")
+			body(t, mode, newFixture(t))
 		})
 	}
 }
 
-func TestSecondRunChangesNothingAndSaysSo(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t)
-			conf := writeConf(t, "10-k8s.conflist", chainConf)
-			f.install(t, mode, conf)
-			before := pt.Snapshot(t, f.dir, f.confDir)
+func TestInstallGivesEveryPluginItsName(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode install.Mode, f *fixture) {
 
-			out := f.install(t, mode, conf)
+		out := f.install(t, mode)
 
-			assert.Equal(t, before, pt.Snapshot(t, f.dir, f.confDir))
-			assert.Contains(t, out, "nothing to do:")
-			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-				assert.Regexp(t, `^(unchanged|verified|nothing to do:) `, line)
+		cni, err := os.Lstat(filepath.Join(f.dir, "cni"))
+		require.NoError(t, err)
+		assert.True(t, cni.Mode().IsRegular())
+		assert.Equal(t, os.FileMode(0o755), cni.Mode().Perm())
+		for _, n := range f.names {
+			p := filepath.Join(f.dir, n)
+			fi, err := os.Lstat(p)
+			require.NoError(t, err)
+			switch mode {
+			case install.Symlink:
+				link, err := os.Readlink(p)
+				require.NoError(t, err)
+				assert.Equal(t, "cni", link)
+			case install.Hardlink:
+				assert.True(t, os.SameFile(fi, cni))
+			case install.Copy:
+				assert.True(t, fi.Mode().IsRegular())
+				assert.False(t, os.SameFile(fi, cni))
 			}
-		})
-	}
+			pt.AssertAnswersVersion(t, p)
+			assert.Contains(t, out, "verified "+p+"\n")
+		}
+		assert.ElementsMatch(t, append([]string{"cni"}, f.names...), entryNames(t, f.dir), "no temporary entry left")
+	})
+}
+
+func TestSecondRunChangesNothingAndSaysSo(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode install.Mode, f *fixture) {
+		conf := writeConf(t, "10-k8s.conflist", chainConf)
+		f.install(t, mode, conf)
+		before := pt.Snapshot(t, f.dir, f.confDir)
+
+		out := f.install(t, mode, conf)
+
+		assert.Equal(t, before, pt.Snapshot(t, f.dir, f.confDir))
+		assert.Contains(t, out, "nothing to do:")
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			assert.Regexp(t, `^(unchanged|verified|nothing to do:) `, line)
+		}
+	})
 }
 
 func TestUpgradeKeepsTheRunningInode(t *testing.T) {
@@ -176,32 +178,28 @@ func TestForeignEntryIsRefusedUnlessForced(t *testing.T) {
 }
 
 func TestUninstallRemovesOnlyOurs(t *testing.T) {
-	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t)
-			conf := writeConf(t, "10-k8s.conflist", chainConf)
-			f.install(t, mode, conf)
-			// Another vendor took one of our names and put its own files beside ours.
-			taken := filepath.Join(f.dir, f.names[0])
-			require.NoError(t, os.Remove(taken))
-			require.NoError(t, os.WriteFile(taken, []byte("other vendor\n"), 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(f.dir, "vendor-plugin"), []byte("vendor\n"), 0o755))
-			require.NoError(t, os.Symlink("vendor-plugin", filepath.Join(f.dir, "vendor-link")))
-			require.NoError(t, os.WriteFile(filepath.Join(f.confDir, "20-other.conflist"), []byte("{}"), 0o644))
+	forEachMode(t, func(t *testing.T, mode install.Mode, f *fixture) {
+		conf := writeConf(t, "10-k8s.conflist", chainConf)
+		f.install(t, mode, conf)
+		// Another vendor took one of our names and put its own files beside ours.
+		taken := filepath.Join(f.dir, f.names[0])
+		require.NoError(t, os.Remove(taken))
+		require.NoError(t, os.WriteFile(taken, []byte("other vendor\n"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(f.dir, "vendor-plugin"), []byte("vendor\n"), 0o755))
+		require.NoError(t, os.Symlink("vendor-plugin", filepath.Join(f.dir, "vendor-link")))
+		require.NoError(t, os.WriteFile(filepath.Join(f.confDir, "20-other.conflist"), []byte("{}"), 0o644))
 
-			o, out := f.options(mode)
-			o.Confs = nil
-			require.NoError(t, install.Uninstall(o))
+		o, out := f.options(mode)
+		o.Confs = nil
+		require.NoError(t, install.Uninstall(o))
 
-			assert.Contains(t, out.String(), "keep "+taken+" (not installed by cni)")
-			assert.ElementsMatch(t, []string{f.names[0], "vendor-plugin", "vendor-link"}, entryNames(t, f.dir))
-			assert.ElementsMatch(t, []string{"20-other.conflist"}, entryNames(t, f.confDir))
-			data, err := os.ReadFile(taken)
-			require.NoError(t, err)
-			assert.Equal(t, "other vendor\n", string(data))
-		})
-	}
+		assert.Contains(t, out.String(), "keep "+taken+" (not installed by cni)")
+		assert.ElementsMatch(t, []string{f.names[0], "vendor-plugin", "vendor-link"}, entryNames(t, f.dir))
+		assert.ElementsMatch(t, []string{"20-other.conflist"}, entryNames(t, f.confDir))
+		data, err := os.ReadFile(taken)
+		require.NoError(t, err)
+		assert.Equal(t, "other vendor\n", string(data))
+	})
 }
 
 func TestUninstallKeepsBinaryWhileSkippedNamesUseIt(t *testing.T) {

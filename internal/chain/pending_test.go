@@ -35,6 +35,19 @@ func newDeleters(names ...string) *deleters {
 	return d
 }
 
+// added is a runner whose plugins a, b and c are d's, and the attachment of their chain
+// it added.
+func (d *deleters) added(t *testing.T) (*chain.Runner, *chain.Network, chain.Attachment) {
+	t.Helper()
+	r := newRunner(t, t.TempDir())
+	r.Builtin = d.lookup
+	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[{"type":"a"},{"type":"b"},{"type":"c"}]}`)
+	att := chain.Attachment{ContainerID: "c1", Netns: testns.New(t).Path, IfName: "eth0"}
+	_, err := r.Add(context.Background(), n, att)
+	require.NoError(t, err)
+	return r, n, att
+}
+
 func (d *deleters) lookup(name string) *skel.Plugin {
 	return &skel.Plugin{Name: name, Versions: version.All(),
 		Add: func(req *skel.Request) (*result.Result, error) {
@@ -68,12 +81,7 @@ func (d *deleters) lookup(name string) *skel.Plugin {
 func TestRunnerDelOverlapsThePluginsWorkAndReturnsWhenAllIsDone(t *testing.T) {
 	testns.RequireRoot(t)
 	d := newDeleters("a", "b", "c")
-	r := newRunner(t, t.TempDir())
-	r.Builtin = d.lookup
-	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[{"type":"a"},{"type":"b"},{"type":"c"}]}`)
-	att := chain.Attachment{ContainerID: "c1", Netns: testns.New(t).Path, IfName: "eth0"}
-	_, err := r.Add(context.Background(), n, att)
-	require.NoError(t, err)
+	r, n, att := d.added(t)
 
 	require.NoError(t, r.Del(context.Background(), n, att))
 	assert.Equal(t, int32(3), d.done.Load(), "DEL returned before the work it started was done")
@@ -85,14 +93,9 @@ func TestRunnerDelReportsAFailureOfTheWorkAsItsPlugins(t *testing.T) {
 	d := newDeleters("a", "b", "c")
 	d.fail["b"] = errors.New(`link "eth0": delete: device or resource busy`)
 	d.boom = "c"
-	r := newRunner(t, t.TempDir())
-	r.Builtin = d.lookup
-	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[{"type":"a"},{"type":"b"},{"type":"c"}]}`)
-	att := chain.Attachment{ContainerID: "c1", Netns: testns.New(t).Path, IfName: "eth0"}
-	_, err := r.Add(context.Background(), n, att)
-	require.NoError(t, err)
+	r, n, att := d.added(t)
 
-	err = r.Del(context.Background(), n, att)
+	err := r.Del(context.Background(), n, att)
 	assert.Equal(t, int32(3), d.done.Load())
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeInternal, cnierror.Code(err))

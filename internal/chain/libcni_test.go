@@ -116,7 +116,7 @@ type outcome struct {
 
 // scenario runs ADD, CHECK, a second ADD, GC keeping the first, STATUS and DEL against
 // two containers, noting everything observable. Paths that necessarily differ between
-// two runs (netns, plugin dir) are replaced by placeholders.
+// two runs (netns, plugin dir, the recorder's file) are replaced by placeholders.
 func scenario(t *testing.T, rt runtime, conf, rec, dir string) outcome {
 	t.Helper()
 	host := testns.New(t)
@@ -156,7 +156,7 @@ func scenario(t *testing.T, rt runtime, conf, rec, dir string) outcome {
 		return nil
 	})
 	o := outcome{Steps: steps, Records: readRecords(t, rec)}
-	replace := strings.NewReplacer(ctr1.Path, "NETNS1", ctr2.Path, "NETNS2", dir, "PLUGINDIR")
+	replace := strings.NewReplacer(ctr1.Path, "NETNS1", ctr2.Path, "NETNS2", dir, "PLUGINDIR", rec, "REC")
 	for i := range o.Steps {
 		o.Steps[i] = replace.Replace(o.Steps[i])
 	}
@@ -183,11 +183,7 @@ func TestSameScenarioGivesTheSameOutcomeAsLibcni(t *testing.T) {
 				if impl == "ours" {
 					rt = ours{t: t, r: newRunner(t, dir)}
 				}
-				o := scenario(t, rt, conf, rec, dir)
-				for i := range o.Records {
-					o.Records[i].Stdin = strings.ReplaceAll(o.Records[i].Stdin, rec, "REC")
-				}
-				outcomes[impl] = o
+				outcomes[impl] = scenario(t, rt, conf, rec, dir)
 			}
 			assert.Equal(t, outcomes["libcni"].Steps, outcomes["ours"].Steps)
 			require.Equal(t, len(outcomes["libcni"].Records), len(outcomes["ours"].Records))

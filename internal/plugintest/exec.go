@@ -190,6 +190,18 @@ func AssertFailed(t testing.TB, o Outcome, code uint, names ...string) bool {
 	return ok
 }
 
+// AssertEachRefused execs c once per config of configs (a subtest each, named by its
+// key), inside ns as Exec does, and checks that each is refused as AssertFailed says,
+// with code, and that then leftNothing holds: the test's "nothing left behind".
+func AssertEachRefused(t *testing.T, ns *testns.NS, c Call, code uint, configs map[string][]byte, leftNothing func(t *testing.T)) {
+	for name, config := range configs {
+		t.Run(name, func(t *testing.T) {
+			AssertFailed(t, Exec(t, ns, c.In(c.Command, config)), code)
+			leftNothing(t)
+		})
+	}
+}
+
 // AssertAnswersVersion checks that bin, asked for its versions as a runtime asks
 // (CNI_COMMAND=VERSION and nothing else), answers with the spec's version object. It
 // execs through invoke.Exec, which retries an exec that finds the file still open for

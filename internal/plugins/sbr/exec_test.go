@@ -16,17 +16,11 @@ import (
 func TestExecdBadInputIsACNIErrorAndLeavesNothing(t *testing.T) {
 	t.Parallel()
 	w, prev := newNet1(t)
-	plugin := filepath.Join(testns.LinkPluginDir(t, "sbr"), "sbr")
-	for name, c := range map[string][]byte{
+	call := pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "sbr"), "sbr"), Command: "ADD", ContainerID: "ctr1",
+		Netns: w.cont.Path, IfName: "net1", Path: "/nonexistent"}
+	pt.AssertEachRefused(t, nil, call, cnierror.CodeInvalidConfig, map[string][]byte{
 		"no prevResult": conf(t, nil, ""),
 		"bad gateway":   conf(t, prev, `"gateways":["10.60.0"]`),
 		"bad table":     conf(t, prev, `"table":{}`),
-	} {
-		t.Run(name, func(t *testing.T) {
-			o := pt.Exec(t, nil, pt.Call{Bin: plugin, Command: "ADD", ContainerID: "ctr1", Netns: w.cont.Path,
-				IfName: "net1", Path: "/nonexistent", Config: c})
-			pt.AssertFailed(t, o, cnierror.CodeInvalidConfig)
-			assert.Empty(t, w.rules())
-		})
-	}
+	}, func(t *testing.T) { assert.Empty(t, w.rules()) })
 }

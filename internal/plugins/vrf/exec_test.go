@@ -17,17 +17,11 @@ func TestExecdBadInputIsACNIError(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
-	plugin := filepath.Join(testns.LinkPluginDir(t, "vrf"), "vrf")
-	for name, c := range map[string][]byte{
+	call := pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "vrf"), "vrf"), Command: "ADD", ContainerID: "ctr1",
+		Netns: w.cont.Path, IfName: "net1", Path: "/nonexistent"}
+	pt.AssertEachRefused(t, nil, call, cnierror.CodeInvalidConfig, map[string][]byte{
 		"no vrfname":    conf(t, prev, ""),
 		"space in name": conf(t, prev, `"vrfname":"a b"`),
 		"bad table":     conf(t, prev, `"vrfname":"blue","table":"x"`),
-	} {
-		t.Run(name, func(t *testing.T) {
-			o := pt.Exec(t, nil, pt.Call{Bin: plugin, Command: "ADD", ContainerID: "ctr1", Netns: w.cont.Path,
-				IfName: "net1", Path: "/nonexistent", Config: c})
-			pt.AssertFailed(t, o, cnierror.CodeInvalidConfig)
-			assert.Equal(t, "", w.masterOf("net1"))
-		})
-	}
+	}, func(t *testing.T) { assert.Equal(t, "", w.masterOf("net1")) })
 }

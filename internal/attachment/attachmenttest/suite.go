@@ -38,6 +38,9 @@ type Suite struct {
 	// link it made on a master inside the container (nil: the plugin has no
 	// linkInContainer).
 	InContainer func(t *testing.T, l netlink.Link)
+	// MasterFromDefaultRoute says that the plugin's master, when the config names none,
+	// is the interface of the host's default route (macvlan, ipvlan).
+	MasterFromDefaultRoute bool
 }
 
 // New makes the Env of a test that creates the plugin's link: it skips where the
@@ -69,6 +72,9 @@ func (s Suite) Run(t *testing.T) {
 	}
 	if len(s.Needs) > 0 {
 		tests["KernelWithoutTheLinkIsTryAgainLater"] = s.KernelWithoutTheLinkIsTryAgainLater
+	}
+	if s.MasterFromDefaultRoute {
+		tests["MasterDefaultsToTheInterfaceOfTheDefaultRoute"] = s.MasterDefaultsToTheInterfaceOfTheDefaultRoute
 	}
 	if s.InContainer != nil {
 		tests["LinkInContainerUsesAMasterInsideTheContainer"] = s.LinkInContainerUsesAMasterInsideTheContainer
@@ -277,4 +283,23 @@ func (s Suite) LinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	require.NoError(t, e.Del(c, conf))
 	assert.Equal(t, []string{ContainerMasterName, "lo"}, plugintest.Links(t, c.NS))
 	assert.Equal(t, []string{"lo", Master}, plugintest.Links(t, e.Host))
+}
+
+// MasterDefaultsToTheInterfaceOfTheDefaultRoute: a config without master gets the link
+// on the interface of the host's default route, and the container reaches the network
+// through it. Unlike the reference, DEL does not resolve the default route again: it
+// succeeds once the route is gone.
+func (s Suite) MasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
+	e := s.New(t)
+	def := e.DefaultRouteViaMaster()
+	conf := s.Config(e, map[string]any{"master": nil})
+	c := e.Add(conf)
+	l := plugintest.LinkIn(t, c.NS, "eth0")
+	require.NotNil(t, l, "eth0 in the container")
+	assert.Equal(t, e.MasterLink().Attrs().Index, l.Attrs().ParentIndex)
+	assert.NoError(t, Reach(t, c.NS, e.Peer, PeerAddr))
+	require.NoError(t, e.Check(c, conf))
+	require.NoError(t, e.Host.Handle(t).RouteDel(def))
+	require.NoError(t, e.Del(c, conf))
+	e.AssertNothingLeft(t, c)
 }

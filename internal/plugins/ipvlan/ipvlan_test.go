@@ -19,7 +19,8 @@ import (
 
 // suite is what every one-link plugin does alike; its New skips without ipvlan support.
 var suite = at.Suite{
-	Plugin: ipvlan.Plugin, Needs: []kernelfeature.Feature{kernelfeature.IPVLAN},
+	MasterFromDefaultRoute: true,
+	Plugin:                 ipvlan.Plugin, Needs: []kernelfeature.Feature{kernelfeature.IPVLAN},
 	Keys: map[string]any{"master": at.Master},
 	// These are refused before anything is created, so they run on any kernel.
 	BadInput: []at.BadInput{
@@ -126,21 +127,6 @@ func TestChainedIpvlanTakesMasterAndAddressesFromThePrevResult(t *testing.T) {
 	require.NoError(t, e.Check(c, e.Config(map[string]any{"ipam": nil})))
 	require.NoError(t, e.Del(c, e.Config(map[string]any{"ipam": nil})))
 	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
-}
-
-func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
-	t.Parallel()
-	e := suite.New(t)
-	def := e.DefaultRouteViaMaster()
-	m, h := e.MasterLink(), e.Host.Handle(t)
-	conf := e.Config(nil)
-	c := e.Add(conf)
-	assert.Equal(t, m.Attrs().Index, ipvlanIn(t, c.NS).ParentIndex)
-	require.NoError(t, e.Check(c, conf))
-	// Unlike the reference, DEL does not resolve the default route again.
-	require.NoError(t, h.RouteDel(def))
-	require.NoError(t, e.Del(c, conf))
-	e.AssertNothingLeft(t, c)
 }
 
 // The reference's DEL resolves an unset master from the default route again and fails

@@ -21,7 +21,8 @@ import (
 
 // suite is what every one-link plugin does alike; macvlan needs no kernel feature.
 var suite = at.Suite{
-	Plugin: macvlan.Plugin, Keys: map[string]any{"master": at.Master},
+	MasterFromDefaultRoute: true,
+	Plugin:                 macvlan.Plugin, Keys: map[string]any{"master": at.Master},
 	BadInput: []at.BadInput{
 		{Name: "unknown mode", Keys: map[string]any{"mode": "bridged"}, Field: "mode"},
 		{Name: "mtu above the master's", Keys: map[string]any{"mtu": 1501}, Field: "mtu"},
@@ -110,24 +111,6 @@ func TestPrivateModeKeepsContainersApart(t *testing.T) {
 	a, b := e.Add(conf), e.Add(conf)
 	assert.Error(t, at.Reach(t, a.NS, b.NS, b.Addr(t)), "private macvlans must not talk to each other")
 	assert.NoError(t, at.Reach(t, a.NS, e.Peer, at.PeerAddr), "but reach the network")
-}
-
-func TestMasterDefaultsToTheInterfaceOfTheDefaultRoute(t *testing.T) {
-	t.Parallel()
-	e := suite.New(t)
-	def := e.DefaultRouteViaMaster()
-	m, h := e.MasterLink(), e.Host.Handle(t)
-
-	conf := e.Config(map[string]any{"master": nil})
-	c := e.Add(conf)
-	assert.Equal(t, m.Attrs().Index, macvlanIn(t, c.NS).ParentIndex)
-	assert.NoError(t, at.Reach(t, c.NS, e.Peer, at.PeerAddr))
-	require.NoError(t, e.Check(c, conf))
-
-	// DEL does not resolve the master again: it succeeds once the default route is gone.
-	require.NoError(t, h.RouteDel(def))
-	require.NoError(t, e.Del(c, conf))
-	e.AssertNothingLeft(t, c)
 }
 
 func TestNoMasterAndNoDefaultRouteIsTryAgainLater(t *testing.T) {

@@ -15,8 +15,7 @@ import (
 // stdout (code 7) and exit status 1.
 func TestExecdBadInputIsACNIError(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
+	w, prev := newNet1(t)
 	call := pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "vrf"), "vrf"), Command: "ADD", ContainerID: "ctr1",
 		Netns: w.cont.Path, IfName: "net1", Path: "/nonexistent"}
 	pt.AssertEachRefused(t, nil, call, cnierror.CodeInvalidConfig, map[string][]byte{

@@ -52,6 +52,14 @@ func (w *world) iface(ifName, routeDst string, addrs ...string) *result.Result {
 	return res
 }
 
+// newNet1 is the world of most tests: the container's net1 with 10.80.1.2/24 and a
+// route to 10.201.0.0/16, and the prevResult naming them.
+func newNet1(t testing.TB) (*world, *result.Result) {
+	t.Helper()
+	w := newWorld(t)
+	return w, w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
+}
+
 // conf is a vrf config with prev as prevResult (nil: none) and extra keys.
 func conf(t testing.TB, prev *result.Result, extra string) []byte {
 	t.Helper()

@@ -25,8 +25,7 @@ import (
 func TestNoVRFSupportIsTryAgainLaterAndLeavesNothing(t *testing.T) {
 	requireNoVRF(t)
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
+	w, prev := newNet1(t)
 	before := w.routes(254, "net1")
 	_, err := w.invoke("ADD", "net1", conf(t, prev, `"vrfname":"blue"`))
 	require.Error(t, err)

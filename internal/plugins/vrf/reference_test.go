@@ -20,8 +20,7 @@ func TestReferenceAttachmentIsCheckedAndDeletedByOurs(t *testing.T) {
 	for _, netns := range []string{"alive", "gone"} {
 		t.Run(netns, func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t)
-			prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
+			w, prev := newNet1(t)
 			c := conf(t, prev, `"vrfname":"blue","table":1001`)
 			_, err := reftest.Exec(t, reftest.Call{Plugin: "vrf", Command: "ADD", ContainerID: "ctr1",
 				Netns: w.cont.Path, IfName: "net1", Config: c})

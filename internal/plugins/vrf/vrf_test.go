@@ -101,8 +101,7 @@ func TestExistingVRFWithAnotherTableIsRefused(t *testing.T) {
 func TestInterfaceWithAnotherMasterIsRefusedAndTheNewVRFRemoved(t *testing.T) {
 	kernelfeature.Require(t, kernelfeature.VRF)
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
+	w, prev := newNet1(t)
 	h := w.cont.Handle(t)
 	require.NoError(t, h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}))
 	br, err := h.LinkByName("br0")
@@ -116,8 +115,7 @@ func TestInterfaceWithAnotherMasterIsRefusedAndTheNewVRFRemoved(t *testing.T) {
 func TestDelWhenTheVRFOrInterfaceVanishedSucceeds(t *testing.T) {
 	kernelfeature.Require(t, kernelfeature.VRF)
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
+	w, prev := newNet1(t)
 	c := conf(t, prev, `"vrfname":"blue"`)
 	_, err := w.invoke("ADD", "net1", c)
 	require.NoError(t, err)
@@ -131,8 +129,7 @@ func TestDelWhenTheVRFOrInterfaceVanishedSucceeds(t *testing.T) {
 
 func TestBadConfigIsAnInvalidConfig(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
+	w, prev := newNet1(t)
 	for name, c := range map[string][]byte{
 		"no vrfname":     conf(t, prev, ""),
 		"slash in name":  conf(t, prev, `"vrfname":"a/b"`),
@@ -182,8 +179,7 @@ func TestDelReadsOnlyTheVRFName(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t)
-			prev := w.iface("net1", "10.201.0.0/16", "10.80.1.2/24")
+			w, prev := newNet1(t)
 			bad := conf(t, prev, tc.extra)
 			_, err := w.invoke("ADD", "net1", bad)
 			require.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "premise: ADD refuses it: %v", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 
 	"github.com/cnikit/cni/internal/kernelfeature"
 	"github.com/cnikit/cni/internal/masq"
@@ -259,13 +260,7 @@ func TestVLANAccessPortAndGateway(t *testing.T) {
 	a, b := w.add(conf), w.add(conf)
 	require.Len(t, a.res.Interfaces, 4, "bridge, host veth, container, vlan gateway")
 	assert.Equal(t, "cnibr0.100", a.res.Interfaces[3].Name)
-	vlans, err := w.host.Handle(t).BridgeVlanList()
-	require.NoError(t, err)
-	port := linkIn(t, w.host, a.res.Interfaces[1].Name)
-	var vids []uint16
-	for _, v := range vlans[int32(port.Attrs().Index)] {
-		vids = append(vids, v.Vid)
-	}
+	vids := portVIDs(t, w, a)
 	assert.Equal(t, []uint16{100}, vids, "access VLAN only, default VLAN removed")
 	assert.NoError(t, ping(t, a.ns, b.res.IPs[0].Address.Addr().String()))
 	assert.NoError(t, ping(t, a.ns, "10.77.0.1"))
@@ -279,13 +274,7 @@ func TestVLANTrunkAndPreservedDefault(t *testing.T) {
 	conf := w.conf(map[string]any{"preserveDefaultVlan": true, "ipam": map[string]any{},
 		"vlanTrunk": []any{map[string]any{"id": 7}, map[string]any{"minID": 10, "maxID": 12}}})
 	c := w.add(conf)
-	vlans, err := w.host.Handle(t).BridgeVlanList()
-	require.NoError(t, err)
-	port := linkIn(t, w.host, c.res.Interfaces[1].Name)
-	var vids []uint16
-	for _, v := range vlans[int32(port.Attrs().Index)] {
-		vids = append(vids, v.Vid)
-	}
+	vids := portVIDs(t, w, c)
 	assert.ElementsMatch(t, []uint16{1, 7, 10, 11, 12}, vids)
 }
 
@@ -293,11 +282,8 @@ func TestVLANTrunkAndPreservedDefault(t *testing.T) {
 // native" for the untagged PVID.
 func portVLANs(t *testing.T, w *world, c *container) []string {
 	t.Helper()
-	vlans, err := w.host.Handle(t).BridgeVlanList()
-	require.NoError(t, err)
-	port := linkIn(t, w.host, c.res.Interfaces[1].Name)
 	var out []string
-	for _, v := range vlans[int32(port.Attrs().Index)] {
+	for _, v := range portVLANInfo(t, w, c) {
 		s := fmt.Sprint(v.Vid)
 		if v.PortVID() && v.EngressUntag() {
 			s += " native"
@@ -305,6 +291,24 @@ func portVLANs(t *testing.T, w *world, c *container) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// portVIDs lists the ids of the VLANs of c's host veth.
+func portVIDs(t *testing.T, w *world, c *container) []uint16 {
+	t.Helper()
+	var vids []uint16
+	for _, v := range portVLANInfo(t, w, c) {
+		vids = append(vids, v.Vid)
+	}
+	return vids
+}
+
+// portVLANInfo is the bridge's VLAN entries of c's host veth.
+func portVLANInfo(t *testing.T, w *world, c *container) []*nl.BridgeVlanInfo {
+	t.Helper()
+	vlans, err := w.host.Handle(t).BridgeVlanList()
+	require.NoError(t, err)
+	return vlans[int32(linkIn(t, w.host, c.res.Interfaces[1].Name).Attrs().Index)]
 }
 
 // vlan and vlanTrunk together make vlan the trunk's native VLAN, and a trunk alone

@@ -44,7 +44,7 @@ func TestEnvironIsTheRuntimesVariablesThenTheExtraOnes(t *testing.T) {
 func TestExecAndInvokeRunTheSameCall(t *testing.T) {
 	testns.RequireRoot(t)
 	host, ctr := testns.New(t), testns.New(t)
-	c := pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "loopback"), "loopback"), Command: "ADD",
+	c := pt.Call{Bin: testns.LinkPlugin(t, "loopback"), Command: "ADD",
 		ContainerID: "c1", Netns: ctr.Path, IfName: "eth0", Config: []byte(loConf)}
 
 	o := pt.Exec(t, host, c)
@@ -76,7 +76,7 @@ func TestAssertAnswersVersionTellsAPluginFromAnotherProgram(t *testing.T) {
 func TestExecDecodesTheCNIErrorOfAFailedCall(t *testing.T) {
 	testns.RequireRoot(t)
 	host, ctr := testns.New(t), testns.New(t)
-	c := pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "loopback"), "loopback"), Command: "ADD",
+	c := pt.Call{Bin: testns.LinkPlugin(t, "loopback"), Command: "ADD",
 		ContainerID: "c1", Netns: ctr.Path, IfName: "eth0", Config: []byte(`{"cniVersion":`)}
 	o := pt.Exec(t, host, c)
 	assert.Equal(t, 1, o.Exit)

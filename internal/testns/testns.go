@@ -281,6 +281,13 @@ func LinkPluginDir(t testing.TB, names ...string) string {
 	return dir
 }
 
+// LinkPlugin is the path of a link called name to the cni binary, alone in a plugin dir
+// of its own (LinkPluginDir): the plugin a test execs as a runtime would.
+func LinkPlugin(t testing.TB, name string) string {
+	t.Helper()
+	return filepath.Join(LinkPluginDir(t, name), name)
+}
+
 // BuildHelper returns a binary of the main package pkg (a path relative to the calling
 // test's package directory, e.g. "./testdata/recorder"). In the full-kernel VM, which
 // has no Go toolchain, the harness prebuilds such packages under $CNI_TEST_HELPER_DIR

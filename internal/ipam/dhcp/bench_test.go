@@ -3,7 +3,6 @@ package dhcp_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,17 +25,17 @@ func BenchmarkIPAMAdd(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamOnlyConf(b, d.Socket), false)
+		benchAdd(b, lab, testns.LinkPlugin(b, "dhcp"), ipamOnlyConf(b, d.Socket), false)
 	})
 	b.Run("ours-dualstack", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{IPv6: true})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConf(b, d.Socket, map[string]any{"ipv6": true}), false)
+		benchAdd(b, lab, testns.LinkPlugin(b, "dhcp"), ipamConf(b, d.Socket, map[string]any{"ipv6": true}), false)
 	})
 	b.Run("ours-dualstack-new-link", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{IPv6: true})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchAdd(b, lab, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConf(b, d.Socket, map[string]any{"ipv6": true}), true)
+		benchAdd(b, lab, testns.LinkPlugin(b, "dhcp"), ipamConf(b, d.Socket, map[string]any{"ipv6": true}), true)
 	})
 	b.Run("reference", func(b *testing.B) {
 		bin := reftest.Bin(b, "dhcp")
@@ -76,12 +75,12 @@ func BenchmarkDaemonRSSWith100Leases(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchRSS(b, lab, d, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamOnlyConf(b, d.Socket), false)
+		benchRSS(b, lab, d, testns.LinkPlugin(b, "dhcp"), ipamOnlyConf(b, d.Socket), false)
 	})
 	b.Run("ours-dualstack", func(b *testing.B) {
 		lab := dhcptest.New(b, dhcptest.Options{IPv6: true})
 		d := lab.StartDaemon(testns.Binary(b))
-		benchRSS(b, lab, d, filepath.Join(testns.LinkPluginDir(b, "dhcp"), "dhcp"), ipamConf(b, d.Socket, map[string]any{"ipv6": true}), true)
+		benchRSS(b, lab, d, testns.LinkPlugin(b, "dhcp"), ipamConf(b, d.Socket, map[string]any{"ipv6": true}), true)
 	})
 	b.Run("reference", func(b *testing.B) {
 		bin := reftest.Bin(b, "dhcp")

@@ -57,7 +57,7 @@ func ipamConf(t testing.TB, socket string, keys map[string]any) []byte {
 
 func TestStatusIsNotAvailableWithoutADaemon(t *testing.T) {
 	testns.RequireRoot(t)
-	bin := filepath.Join(testns.LinkPluginDir(t, "dhcp"), "dhcp")
+	bin := testns.LinkPlugin(t, "dhcp")
 	host := testns.New(t)
 	out, err := execIPAM(t, host, bin, "STATUS", nil, ipamOnlyConf(t, filepath.Join(t.TempDir(), "none.sock")))
 	require.Error(t, err)

@@ -1,7 +1,6 @@
 package bandwidth
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,7 +16,7 @@ const badLimits = `"ingressBurst":400000,"egressRate":8000000,"egressBurst":1`
 
 func TestExecdDelIgnoresTheLimits(t *testing.T) {
 	t.Parallel()
-	plugin := filepath.Join(testns.LinkPluginDir(t, "bandwidth"), "bandwidth")
+	plugin := testns.LinkPlugin(t, "bandwidth")
 	host, a := newAttached(t, "ctr-bad")
 
 	o := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", badLimits, a.prev))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -33,7 +32,7 @@ func execBandwidth(tb testing.TB, host *testns.NS, plugin, cmd, cid, netns strin
 func TestExecdAddTakesEveryRuntimesDefaultBurst(t *testing.T) {
 	testns.RequireRoot(t)
 	t.Parallel()
-	plugin := filepath.Join(testns.LinkPluginDir(t, "bandwidth"), "bandwidth")
+	plugin := testns.LinkPlugin(t, "bandwidth")
 	host := testns.NewWithLoopback(t)
 	for i, tt := range runtimeCases {
 		t.Run(fmt.Sprintf("%s %d bit/s", tt.runtime, tt.rate), func(t *testing.T) {
@@ -64,7 +63,7 @@ func TestExecdAddTakesEveryRuntimesDefaultBurst(t *testing.T) {
 
 func TestExecdAddAndDel(t *testing.T) {
 	t.Parallel()
-	plugin := filepath.Join(testns.LinkPluginDir(t, "bandwidth"), "bandwidth")
+	plugin := testns.LinkPlugin(t, "bandwidth")
 	host, a := newAttached(t, "ctr-exec")
 
 	o := execBandwidth(t, host, plugin, "ADD", a.cid, a.cont.Path, conf("net1", bothLimits, a.prev))
@@ -93,7 +92,7 @@ func TestExecdAddAndDel(t *testing.T) {
 // reports the medians.
 func BenchmarkExecdAddDel(b *testing.B) {
 	testns.RequireRoot(b)
-	plugin := filepath.Join(testns.LinkPluginDir(b, "bandwidth"), "bandwidth")
+	plugin := testns.LinkPlugin(b, "bandwidth")
 	benchAddDel(b, func(host *testns.NS, cmd, cid, netns string, config []byte) error {
 		if o := execBandwidth(b, host, plugin, cmd, cid, netns, config); o.Err != nil {
 			return errors.New(o.String())
@@ -141,7 +140,7 @@ func benchAddDel(b *testing.B, call func(host *testns.NS, cmd, cid, netns string
 func TestReferenceWrapsARuntimesBurstWhereOursKeepsTheKernelsMost(t *testing.T) {
 	testns.RequireRoot(t)
 	t.Parallel()
-	ours := filepath.Join(testns.LinkPluginDir(t, "bandwidth"), "bandwidth")
+	ours := testns.LinkPlugin(t, "bandwidth")
 	ref := reftest.Bin(t, "bandwidth")
 	host := testns.NewWithLoopback(t)
 	maxDrain := math.Floor((math.MaxUint32-1)/ticksPerUsec()) / 1e6

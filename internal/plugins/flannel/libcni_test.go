@@ -87,7 +87,7 @@ func TestExternalDelegateIsExecd(t *testing.T) {
 func TestExecdBadInputIsACNIError(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	plugin := filepath.Join(testns.LinkPluginDir(t, "flannel"), "flannel")
+	plugin := testns.LinkPlugin(t, "flannel")
 	ctr := testns.NewWithLoopback(t)
 	run := func(config []byte) (uint, string) {
 		o := pt.Exec(t, nil, pt.Call{Bin: plugin, Command: "ADD", ContainerID: "ctr1", Netns: ctr.Path, IfName: "eth0",

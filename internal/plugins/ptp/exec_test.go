@@ -28,7 +28,7 @@ const sysPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 func TestExecAddCheckDelThroughTheBinary(t *testing.T) {
 	pt.ForEachBackend(t, func(t *testing.T, backend string) {
 		e := newEnv(t)
-		bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+		bin := testns.LinkPlugin(t, "ptp")
 		conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": backend})
 
 		out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
@@ -58,7 +58,7 @@ func TestExecAddCheckDelThroughTheBinary(t *testing.T) {
 func TestExecAddFailingAtMasqueradeLeavesNothing(t *testing.T) {
 	testns.RequireFirewallBinaries(t, "fails the masquerade with iptables tools of the test's that fail")
 	e := newEnv(t)
-	bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+	bin := testns.LinkPlugin(t, "ptp")
 	conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": "iptables"})
 	// iptables tools that fail: the masquerade step fails after IPAM and veth.
 	tools := t.TempDir()
@@ -77,7 +77,7 @@ func TestExecAddFailingAtMasqueradeLeavesNothing(t *testing.T) {
 // with nftables masquerade, the binary cost a runtime pays per pod.
 func BenchmarkExecAddDel(b *testing.B) {
 	e := newEnv(b)
-	bin := filepath.Join(testns.LinkPluginDir(b, "ptp"), "ptp")
+	bin := testns.LinkPlugin(b, "ptp")
 	for _, backend := range []string{"nftables", "iptables"} {
 		b.Run(backend, func(b *testing.B) {
 			conf := benchConfig(b, e, backend)
@@ -118,7 +118,7 @@ func TestExecDelIgnoresSettingsItDoesNotNeed(t *testing.T) {
 
 func delIgnoresSettings(t *testing.T, backend string, keys map[string]any) {
 	e := newEnv(t)
-	bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+	bin := testns.LinkPlugin(t, "ptp")
 	good := map[string]any{"ipMasq": true, "ipMasqBackend": backend}
 	out, err := e.execPlugin(t, bin, "ADD", "c1", e.config(t, good), sysPath)
 	require.NoError(t, err, string(out))
@@ -138,7 +138,7 @@ func delIgnoresSettings(t *testing.T, backend string, keys map[string]any) {
 
 func TestExecDelWithoutIPAMTypeSucceeds(t *testing.T) {
 	e := newEnv(t)
-	bin := filepath.Join(testns.LinkPluginDir(t, "ptp"), "ptp")
+	bin := testns.LinkPlugin(t, "ptp")
 	conf := []byte(`{"cniVersion":"1.1.0","name":"ptpnet","type":"ptp"}`)
 	out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
 	require.Error(t, err, "premise: ADD needs an IPAM type")

@@ -1,7 +1,6 @@
 package sbr_test
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,7 +15,7 @@ import (
 func TestExecdBadInputIsACNIErrorAndLeavesNothing(t *testing.T) {
 	t.Parallel()
 	w, prev := newNet1(t)
-	call := pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "sbr"), "sbr"), Command: "ADD", ContainerID: "ctr1",
+	call := pt.Call{Bin: testns.LinkPlugin(t, "sbr"), Command: "ADD", ContainerID: "ctr1",
 		Netns: w.cont.Path, IfName: "net1", Path: "/nonexistent"}
 	pt.AssertEachRefused(t, nil, call, cnierror.CodeInvalidConfig, map[string][]byte{
 		"no prevResult": conf(t, nil, ""),

@@ -23,7 +23,7 @@ import (
 // exec runs cmd for container id on the fixture's interface with config on stdin.
 func (f *fixture) exec(t *testing.T, cmd, id string, config []byte, env ...string) pt.Outcome {
 	t.Helper()
-	return pt.Exec(t, f.host, pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "tuning"), "tuning"), Command: cmd,
+	return pt.Exec(t, f.host, pt.Call{Bin: testns.LinkPlugin(t, "tuning"), Command: cmd,
 		ContainerID: id, Netns: f.cont.Path, IfName: f.ifName, Config: config, Env: env})
 }
 

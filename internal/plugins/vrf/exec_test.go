@@ -1,7 +1,6 @@
 package vrf_test
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,7 +15,7 @@ import (
 func TestExecdBadInputIsACNIError(t *testing.T) {
 	t.Parallel()
 	w, prev := newNet1(t)
-	call := pt.Call{Bin: filepath.Join(testns.LinkPluginDir(t, "vrf"), "vrf"), Command: "ADD", ContainerID: "ctr1",
+	call := pt.Call{Bin: testns.LinkPlugin(t, "vrf"), Command: "ADD", ContainerID: "ctr1",
 		Netns: w.cont.Path, IfName: "net1", Path: "/nonexistent"}
 	pt.AssertEachRefused(t, nil, call, cnierror.CodeInvalidConfig, map[string][]byte{
 		"no vrfname":    conf(t, prev, ""),

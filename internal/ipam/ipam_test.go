@@ -213,9 +213,7 @@ func TestExternalIPAMErrorKeepsItsCode(t *testing.T) {
 	c := newCall(t, map[string]any{"type": "ext-ipam", "mode": "error"})
 	c.path = []string{extIPAMDir(t)}
 	_, err := c.run(skel.CmdAdd)
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeTryAgainLater, cnierror.Code(err))
-	assert.Contains(t, err.Error(), "pool busy")
+	pt.RequireRefused(t, err, cnierror.CodeTryAgainLater, "pool busy")
 }
 
 func TestExternalIPAMFailingSilentlyReportsItsStderr(t *testing.T) {

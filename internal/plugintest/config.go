@@ -3,6 +3,8 @@ package plugintest
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -125,4 +127,17 @@ func LongID(n int) string {
 	}
 	b[0] = 'c'
 	return string(b)
+}
+
+// ForEachDataDirThatIsNoDirectory runs body as a subtest for each data dir that cannot
+// be one, "file" (a regular file) and "file/sub" (a path below one), made in a temp dir
+// of the subtest.
+func ForEachDataDirThatIsNoDirectory(t *testing.T, body func(t *testing.T, dataDir string)) {
+	for _, below := range []string{"", "sub"} {
+		t.Run("file"+filepath.Join("/", below), func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "afile")
+			require.NoError(t, os.WriteFile(file, nil, 0o600))
+			body(t, filepath.Join(file, below))
+		})
+	}
 }

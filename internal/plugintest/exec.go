@@ -190,6 +190,19 @@ func AssertFailed(t testing.TB, o Outcome, code uint, names ...string) bool {
 	return ok
 }
 
+// RequireRefused checks what a runtime must see of a call the plugin refuses when run
+// in-process (Invoke): an error (the test ends when there is none) of code, whose
+// message names each of names. It reports whether all of that held.
+func RequireRefused(t testing.TB, err error, code uint, names ...string) bool {
+	t.Helper()
+	require.Error(t, err)
+	ok := assert.Equal(t, code, Code(err), "code: %v", err)
+	for _, n := range names {
+		ok = assert.Contains(t, err.Error(), n) && ok
+	}
+	return ok
+}
+
 // AssertEachRefused execs c once per config of configs (a subtest each, named by its
 // key), inside ns as Exec does, and checks that each is refused as AssertFailed says,
 // with code, and that then leftNothing holds: the test's "nothing left behind".

@@ -78,10 +78,7 @@ func TestSocketPathThatIsNotASocketIsAClearConfigError(t *testing.T) {
 	w := &world{t: t}
 	c := &ctr{ns: testns.New(t), id: "sock"}
 	err := w.ipamCmd("ADD", c, ipamOnlyConf(t, file))
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
-	assert.Contains(t, err.Error(), "ipam.daemonSocketPath")
-	assert.Contains(t, err.Error(), "not a unix socket")
+	pt.RequireRefused(t, err, cnierror.CodeInvalidConfig, "ipam.daemonSocketPath", "not a unix socket")
 }
 
 func TestStatusWithTheDaemonUpSucceedsAndThePidfileNamesIt(t *testing.T) {

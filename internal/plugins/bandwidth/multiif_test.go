@@ -8,6 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/testns"
 )
 
@@ -51,10 +52,7 @@ func TestSecondInterfaceOfAContainerLeavesTheFirstsIfbAlone(t *testing.T) {
 
 	// The reference's ifb name holds one ifb per container and network: eth1 is refused.
 	_, err = invokeIf(t, host, "ADD", eth1.cid, "eth1", eth1.cont.Path, conf("net1", bothLimits, eth1.prev))
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), err.Error())
-	assert.Contains(t, err.Error(), `"eth0"`)
-	assert.Contains(t, err.Error(), `"eth1"`)
+	pt.RequireRefused(t, err, cnierror.CodeInvalidConfig, `"eth0"`, `"eth1"`)
 	assert.Equal(t, before, readEgress(t, host, name, eth0.hostVeth), "eth0's ifb, tbf and redirect untouched")
 	veth1 := hostLink(t, host, eth1.hostVeth)
 	_, err = rootTBF(linkNS(t, host), veth1)

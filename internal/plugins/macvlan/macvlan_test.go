@@ -118,9 +118,7 @@ func TestNoMasterAndNoDefaultRouteIsTryAgainLater(t *testing.T) {
 	e := suite.New(t)
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": nil}))
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeTryAgainLater, pt.Code(err))
-	assert.Contains(t, err.Error(), "master")
+	pt.RequireRefused(t, err, cnierror.CodeTryAgainLater, "master")
 	e.AssertNothingLeft(t, c)
 }
 
@@ -272,9 +270,7 @@ func TestInterfaceNameTakenInTheContainerIsRefused(t *testing.T) {
 	c := e.NewContainer()
 	testns.Veth(t, c.NS, "eth0", nil, e.Peer, "other0", nil)
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"master": at.Master}))
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidEnv, pt.Code(err))
-	assert.Contains(t, err.Error(), "CNI_IFNAME")
+	pt.RequireRefused(t, err, cnierror.CodeInvalidEnv, "CNI_IFNAME")
 	assert.Equal(t, []string{"eth0", "lo"}, pt.Links(t, c.NS))
 	assert.Empty(t, e.Reservations())
 }

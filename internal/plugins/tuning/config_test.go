@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/cnierror"
+	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/skel"
 )
 
@@ -77,9 +78,7 @@ func TestSysctlPathEscapesAreRefusedNamingTheKey(t *testing.T) {
 	} {
 		t.Run(key, func(t *testing.T) {
 			_, err := plan(request(`{"sysctl":{"`+key+`":"1"}}`, ""))
-			require.Error(t, err)
-			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
-			assert.Contains(t, err.Error(), `"`+key+`"`)
+			pt.RequireRefused(t, err, cnierror.CodeInvalidConfig, `"`+key+`"`)
 		})
 	}
 }
@@ -97,9 +96,7 @@ func TestInvalidLinkValuesAreRefusedNamingTheField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.conf, func(t *testing.T) {
 			_, err := plan(request(tt.conf, ""))
-			require.Error(t, err)
-			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
-			assert.Contains(t, err.Error(), tt.field)
+			pt.RequireRefused(t, err, cnierror.CodeInvalidConfig, tt.field)
 		})
 	}
 }

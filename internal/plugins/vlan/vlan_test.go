@@ -106,9 +106,7 @@ func TestAVLANIDAlreadyUsedOnTheMasterIsRefused(t *testing.T) {
 	e.Add(conf)
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, conf)
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(err))
-	assert.Contains(t, err.Error(), "vlanId")
+	pt.RequireRefused(t, err, cnierror.CodeInvalidConfig, "vlanId")
 	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
 	assert.Len(t, e.Reservations(), 1, "only the first container's")
 }

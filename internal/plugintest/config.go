@@ -130,7 +130,7 @@ func LongID(n int) string {
 }
 
 // ForEachDataDirThatIsNoDirectory runs body as a subtest for each data dir that cannot
-// be one, "file" (a regular file) and "file/sub" (a path below one), made in a temp dir
+// be one, "file/" (a regular file) and "file/sub" (a path below one), made in a temp dir
 // of the subtest.
 func ForEachDataDirThatIsNoDirectory(t *testing.T, body func(t *testing.T, dataDir string)) {
 	for _, below := range []string{"", "sub"} {

@@ -93,6 +93,20 @@ func TestExecDecodesTheCNIErrorOfAFailedCall(t *testing.T) {
 
 	_, err := pt.Invoke(t, host, loopback.Plugin(), c)
 	assert.Equal(t, cnierror.CodeDecode, pt.Code(err), "the same code in-process")
+	assert.True(t, pt.RequireRefused(t, err, cnierror.CodeDecode, "decod"))
+	r = recorder{TB: t}
+	assert.False(t, pt.RequireRefused(&r, err, cnierror.CodeInvalidConfig), "another code")
+	assert.False(t, pt.RequireRefused(&r, err, cnierror.CodeDecode, "no such words"), "a name the message lacks")
+	assert.Equal(t, 2, r.errors, "each miss is said once")
+}
+
+func TestForEachDataDirThatIsNoDirectoryGivesPathsNoDirectoryCanBeMadeAt(t *testing.T) {
+	var names []string
+	pt.ForEachDataDirThatIsNoDirectory(t, func(t *testing.T, dataDir string) {
+		names = append(names, t.Name())
+		assert.Error(t, os.MkdirAll(dataDir, 0o700), "a directory at %s", dataDir)
+	})
+	assert.Equal(t, []string{t.Name() + "/file/", t.Name() + "/file/sub"}, names)
 }
 
 func TestCodeIsWhatARuntimeSees(t *testing.T) {

@@ -321,3 +321,15 @@ func TestLinkListSurvivesLinksComingAndGoing(t *testing.T) {
 		assert.NotEmpty(t, pt.LinkList(t, n)) // an interrupted dump it could not retry fails the test
 	}
 }
+
+func TestAssertEachRefusedExecsEveryConfigAndChecksWhatIsLeftAfterEach(t *testing.T) {
+	testns.RequireRoot(t)
+	ctr := testns.New(t)
+	c := pt.Call{Bin: testns.LinkPlugin(t, "loopback"), Command: "ADD", ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
+	var checked []string
+	pt.AssertEachRefused(t, nil, c, cnierror.CodeDecode, map[string][]byte{
+		"truncated": []byte(`{"cniVersion":`),
+		"no json":   []byte(`x`),
+	}, func(t *testing.T) { checked = append(checked, t.Name()) })
+	assert.ElementsMatch(t, []string{t.Name() + "/truncated", t.Name() + "/no_json"}, checked)
+}

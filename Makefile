@@ -9,7 +9,7 @@ DESTDIR   ?=
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 PKG       := github.com/cnikit/cni
-LDFLAGS   := -s -w -buildid= -X $(PKG)/internal/build.Version=$(VERSION) -X $(PKG)/internal/build.Commit=$(COMMIT)
+LDFLAGS   := -s -w -buildid= -X $(PKG)/internal/core/build.Version=$(VERSION) -X $(PKG)/internal/core/build.Commit=$(COMMIT)
 BIN       := bin/cni
 # Every timestamp in the image and the packages: the last commit's, so that the same
 # commit always gives the same digests.

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
 )
 
 // arm is one arrangement of the standard chain measured beside others: a host with

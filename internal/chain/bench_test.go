@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/cnikit/cni/internal/chain"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // StandardChain is the runtime-typical list: bridge with host-local and masquerade,

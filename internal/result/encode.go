@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/netip"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 )
 
 // MarshalJSON writes r in the wire shape of r.CNIVersion, byte for byte as the reference

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/statedir"
+	"github.com/cnikit/cni/internal/core/statedir"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Names inside a network's directory, as the reference plugin uses them.

@@ -19,12 +19,12 @@ import (
 	"io/fs"
 	"slices"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/invoke"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/rollback"
+	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/rollback"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/invoke"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // New returns the flannel plugin. builtin returns the in-process plugin of a delegate

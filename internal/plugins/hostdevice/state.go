@@ -10,10 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/statedir"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/statedir"
+	"github.com/cnikit/cni/internal/host/owner"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // saved is what a device looked like in the host before ADD moved it, kept in

@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cnikit/cni/internal/core/statedir"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
-	"github.com/cnikit/cni/internal/statedir"
 )
 
 // DefaultDir is where the daemon keeps its leases.

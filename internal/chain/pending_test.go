@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/chain"
+	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/result"
@@ -45,7 +46,7 @@ func (d *deleters) lookup(name string) *skel.Plugin {
 		},
 		Check: func(*skel.Request) error { return nil },
 		Del: func(req *skel.Request) error {
-			return skel.Start(req.Context(), func() error {
+			return background.Start(req.Context(), func() error {
 				d.started.Done()
 				waited := make(chan struct{})
 				go func() { d.started.Wait(); close(waited) }()

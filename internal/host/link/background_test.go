@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/host/link"
-	"github.com/cnikit/cni/internal/spec/skel"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
@@ -34,8 +34,8 @@ func TestDeleteInBackgroundIsDoneWhenThePendingIs(t *testing.T) {
 	veths(t, host, cont, 2)
 	ifb(t, hostNS, "ifb-test")
 
-	var p skel.Pending
-	ctx := skel.WithPending(context.Background(), &p)
+	var p background.Pending
+	ctx := background.WithPending(context.Background(), &p)
 	require.NoError(t, link.DeleteInBackground(ctx, contNS.Path, "eth0"))
 	require.NoError(t, link.DeleteInBackground(ctx, contNS.Path, "eth1"))
 	// The caller's handle may be closed at once: the deletion holds its own.
@@ -58,8 +58,8 @@ func TestDeleteInBackgroundIsDoneWhenThePendingIs(t *testing.T) {
 func TestDeleteInBackgroundOfAGoneNamespaceSucceeds(t *testing.T) {
 	t.Parallel()
 	testns.RequireRoot(t)
-	var p skel.Pending
-	ctx := skel.WithPending(context.Background(), &p)
+	var p background.Pending
+	ctx := background.WithPending(context.Background(), &p)
 	require.NoError(t, link.DeleteInBackground(ctx, "/proc/self/fd/999999", "eth0"))
 	assert.NoError(t, p.Wait())
 }
@@ -97,8 +97,8 @@ func BenchmarkDeleteVethAndIfb(b *testing.B) {
 					require.NoError(b, host.Delete("ifb-bench"))
 					continue
 				}
-				var p skel.Pending
-				ctx := skel.WithPending(context.Background(), &p)
+				var p background.Pending
+				ctx := background.WithPending(context.Background(), &p)
 				require.NoError(b, link.DeleteInBackground(ctx, contNS.Path, "eth0"))
 				require.NoError(b, host.DeleteInBackground(ctx, "ifb-bench"))
 				require.NoError(b, p.Wait())

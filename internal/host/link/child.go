@@ -10,9 +10,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/ifname"
 	"github.com/cnikit/cni/internal/core/steps"
-	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // maxTempNameTries bounds the retries when a random temporary name is taken.
@@ -74,10 +75,10 @@ func loopbackIfName(ifName string) error {
 }
 
 // reservedIfName is the CNI error for a CNI_IFNAME that no link may have
-// (skel.KernelReservedIfName): refused before anything is made; DEL finds no such link
+// (ifname.KernelReserved): refused before anything is made; DEL finds no such link
 // and succeeds.
 func reservedIfName(ifName string) error {
-	if skel.KernelReservedIfName(ifName) {
+	if ifname.KernelReserved(ifName) {
 		return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %q names the kernel's interface defaults (net.ipv4.conf.%s), which no link may be called", ifName, ifName)
 	}
 	return nil
@@ -173,5 +174,5 @@ func DeleteChildInBackground(ctx context.Context, path, ifName string) error {
 		return nil
 	}
 	step := steps.Begin(ctx, steps.LinkDelete)
-	return skel.Start(ctx, func() error { return step.Done(DeleteChild(path, ifName)) })
+	return background.Start(ctx, func() error { return step.Done(DeleteChild(path, ifName)) })
 }

@@ -24,10 +24,10 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/host/ns"
-	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // NS is an open network namespace: a file descriptor that keeps it alive and a netlink
@@ -123,7 +123,7 @@ func DeleteIn(path, ifName string) error {
 }
 
 // DeleteInBackground is DeleteIn for DEL, run concurrently with the rest of the
-// process's work (skel.Start): deleting a veth or an ifb makes the kernel wait out RCU
+// process's work (background.Start): deleting a veth or an ifb makes the kernel wait out RCU
 // grace periods (tens of milliseconds here) while needing nothing from the caller, so
 // the deletions every plugin of one process starts, and its other DEL work (rules, IPAM),
 // overlap. The process (skel.Run, skel.Invoke, the chain runner) answers only once the
@@ -134,7 +134,7 @@ func DeleteInBackground(ctx context.Context, path, ifName string) error {
 		return nil
 	}
 	step := steps.Begin(ctx, steps.LinkDelete)
-	return skel.Start(ctx, func() error { return step.Done(DeleteIn(path, ifName)) })
+	return background.Start(ctx, func() error { return step.Done(DeleteIn(path, ifName)) })
 }
 
 // DeleteInBackground is Delete run concurrently with the rest of the process's work,
@@ -146,7 +146,7 @@ func (n *NS) DeleteInBackground(ctx context.Context, name string) error {
 		return err
 	}
 	step := steps.Begin(ctx, steps.LinkDelete)
-	return skel.Start(ctx, func() error {
+	return background.Start(ctx, func() error {
 		defer own.Close()
 		return step.Done(own.Delete(name))
 	})

@@ -9,9 +9,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/core/background"
+	"github.com/cnikit/cni/internal/core/ifname"
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // HostEndTest is a plugin's own proof that host link l (a veth whose peer is in another
@@ -36,7 +37,7 @@ func DeleteVeth(ctx context.Context, netns, ifName string, prev *result.Result, 
 	}
 	if cont != nil {
 		step := steps.Begin(ctx, steps.LinkDelete)
-		return skel.Start(ctx, func() error {
+		return background.Start(ctx, func() error {
 			defer cont.Close()
 			return step.Done(cont.Delete(ifName))
 		})
@@ -52,7 +53,7 @@ func DeleteVeth(ctx context.Context, netns, ifName string, prev *result.Result, 
 		return err
 	}
 	step := steps.Begin(ctx, steps.LinkDelete)
-	return skel.Start(ctx, func() error {
+	return background.Start(ctx, func() error {
 		defer host.Close()
 		return step.Done(host.deleteHostEnds(ends, prev, ours))
 	})
@@ -83,7 +84,7 @@ func hostEnds(prev *result.Result, ifName string) []result.Interface {
 func (n *NS) deleteHostEnds(ends []result.Interface, prev *result.Result, ours HostEndTest) error {
 	var errs []error
 	for _, e := range ends {
-		if skel.CheckIfName(e.Name) != nil {
+		if ifname.Check(e.Name) != nil {
 			continue
 		}
 		l, err := n.ByName(e.Name)

@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/core/tracectx"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/sysctl"
-	"github.com/cnikit/cni/internal/spec/skel"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
@@ -35,8 +35,8 @@ func TestHelpersRecordTheirStepsForTheInvocationLog(t *testing.T) {
 	require.NoError(t, link.ConfigureIface(cont, "eth0", dualStack()))
 	_, err = link.WaitOperUp(cont, "eth0", 5*time.Second)
 	require.NoError(t, err)
-	var p skel.Pending
-	require.NoError(t, cont.DeleteInBackground(skel.WithPending(ctx, &p), "eth0"))
+	var p background.Pending
+	require.NoError(t, cont.DeleteInBackground(background.WithPending(ctx, &p), "eth0"))
 	require.NoError(t, p.Wait())
 
 	var names []string

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/dispatch"
@@ -266,7 +267,7 @@ func TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails(t *testing.T) 
 			return &result.Result{CNIVersion: req.Net.CNIVersion}, nil
 		},
 		Del: func(req *skel.Request) error {
-			return skel.Start(req.Context(), func() error {
+			return background.Start(req.Context(), func() error {
 				if failing {
 					return errors.New(`link "eth0": delete: device or resource busy`)
 				}

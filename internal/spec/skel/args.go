@@ -1,13 +1,12 @@
 package skel
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"unicode"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/ifname"
 	"github.com/cnikit/cni/internal/obs/invlog"
 )
 
@@ -183,7 +182,7 @@ func ValidateContainerID(id string) error {
 
 // Attachable says why no ADD, libcni's, the reference plugins' or ours, can have
 // attached containerID as ifName, or returns nil: a container id against the spec's
-// rule, an interface name the kernel refuses (CheckKernelIfName). A DEL or GC of such an
+// rule, an interface name the kernel refuses (ifname.CheckKernel). A DEL or GC of such an
 // attachment has nothing to delete, and succeeds without doing anything. (A name with a
 // control character, which the kernel takes and our ADD refuses, is attachable: libcni
 // and the reference may have made it.)
@@ -191,67 +190,29 @@ func Attachable(containerID, ifName string) error {
 	if err := ValidateContainerID(containerID); err != nil {
 		return err
 	}
-	return CheckKernelIfName(ifName)
+	return ifname.CheckKernel(ifName)
 }
 
-// CheckIfName says why name is not a valid Linux interface name, or returns nil. The rule
-// is the kernel's (dev_valid_name: 1-15 bytes, not "." or "..", no '/', ':' or
-// whitespace), which the reference library applies too, plus no control characters: the
-// kernel would take those, but they end lines of the iptables-restore scripts and logs
-// that interface names are written into.
-func CheckIfName(name string) error {
-	return checkIfName(name, true)
-}
-
-// CheckKernelIfName applies the kernel's rule alone, as libcni does: it takes the
-// interface names with control characters that CheckIfName refuses, so a runtime
-// built on libcni may have attached one.
-func CheckKernelIfName(name string) error {
-	return checkIfName(name, false)
-}
-
-func checkIfName(name string, noControl bool) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("interface name is empty")
-	case len(name) > 15:
-		return fmt.Errorf("interface name %q is longer than 15 bytes", name)
-	case name == "." || name == "..":
-		return fmt.Errorf("interface name %q is not allowed", name)
-	}
-	for _, r := range name {
-		if r == '/' || r == ':' || unicode.IsSpace(r) || noControl && unicode.IsControl(r) {
-			return fmt.Errorf("interface name %q contains an invalid character %q", name, r)
-		}
-	}
-	return nil
-}
-
-// ValidateIfName applies CheckIfName to CNI_IFNAME (code 4, naming it).
+// ValidateIfName applies ifname.Check to CNI_IFNAME (code 4, naming it).
 func ValidateIfName(name string) error {
-	if err := CheckIfName(name); err != nil {
+	if err := ifname.Check(name); err != nil {
 		return cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", err)
 	}
 	return nil
 }
 
-// ValidateIfNameField applies CheckIfName to an interface name read from the config or
+// ValidateIfNameField applies ifname.Check to an interface name read from the config or
 // its prevResult (code 7, naming the field), and refuses the names no link may have
-// (KernelReservedIfName): a config naming a bridge or VRF so is at fault.
+// (ifname.KernelReserved): a config naming a bridge or VRF so is at fault.
 func ValidateIfNameField(field, name string) error {
-	if err := CheckIfName(name); err != nil {
+	if err := ifname.Check(name); err != nil {
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %v", field, err)
 	}
-	if KernelReservedIfName(name) {
+	if ifname.KernelReserved(name) {
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %q names the kernel's interface defaults (net.ipv4.conf.%s), which no link may be called", field, name, name)
 	}
 	return nil
 }
-
-// KernelReservedIfName reports whether the kernel refuses name for any link although it
-// passes the interface name rule: "all" and "default" are the per-family defaults under
-// /proc/sys/net/ipv{4,6}/conf ("invalid argument" on create or rename).
-func KernelReservedIfName(name string) bool { return name == "all" || name == "default" }
 
 // ValidateNetworkName applies the spec's network name rule (code 7).
 func ValidateNetworkName(name string) error {

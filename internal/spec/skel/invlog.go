@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/core/tracectx"
 	"github.com/cnikit/cni/internal/obs/invlog"
@@ -24,7 +25,7 @@ type logged struct {
 	// creator's and own are set when the invocation's background work joins its
 	// creator's Pending (a chain child's DEL, a delegate): the line is written once
 	// own's work is done (handOff), so that it holds that work's steps.
-	creators, own *Pending
+	creators, own *background.Pending
 	handedOff     bool
 }
 
@@ -105,8 +106,8 @@ func (l *logged) ownWork(ctx context.Context, owned bool) context.Context {
 	if l == nil || owned {
 		return ctx
 	}
-	l.creators, l.own = pendingOf(ctx), new(Pending)
-	return WithPending(ctx, l.own)
+	l.creators, l.own = background.PendingOf(ctx), new(background.Pending)
+	return background.WithPending(ctx, l.own)
 }
 
 // handOff writes the line, for an invocation whose creator waits for its background

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/obs/invlog"
@@ -117,12 +118,12 @@ func (w *failWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// background is a plugin whose DEL leaves work running, as a link deletion does.
-func background(fail error) *Plugin {
+// leavesWork is a plugin whose DEL leaves work running, as a link deletion does.
+func leavesWork(fail error) *Plugin {
 	return &Plugin{Name: "background", Versions: []string{"1.0.0"},
 		Del: func(req *Request) error {
 			step := steps.Begin(req.Context(), steps.LinkDelete)
-			return Start(req.Context(), func() error {
+			return background.Start(req.Context(), func() error {
 				time.Sleep(5 * time.Millisecond)
 				return step.Done(fail)
 			})
@@ -133,13 +134,13 @@ func TestBackgroundWorkIsInTheLineWhoeverWaitsForIt(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "cni.log")
 	conf := logConf(fmt.Sprintf(`{"file":%q}`, file))
 	args := Args{Command: CmdDel, ContainerID: "ctr1", IfName: "eth0", Path: []string{"/p"}}
-	_, err := Invoke(context.Background(), background(nil), args, conf, nil)
+	_, err := Invoke(context.Background(), leavesWork(nil), args, conf, nil)
 	require.NoError(t, err)
 	// A chain child's or a delegate's work joins its creator's Pending: the creator
 	// waits, and the line is written when the child's share is done.
-	var creator Pending
+	var creator background.Pending
 	fail := errors.New("link busy")
-	_, err = Invoke(WithPending(context.Background(), &creator), background(fail), args, conf, nil)
+	_, err = Invoke(background.WithPending(context.Background(), &creator), leavesWork(fail), args, conf, nil)
 	require.NoError(t, err, "the work's error is the creator's to collect")
 	assert.ErrorIs(t, creator.Wait(), fail)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/core/panics"
 	"github.com/cnikit/cni/internal/core/version"
 )
 
@@ -21,7 +20,7 @@ import (
 // sleeps, then marks itself done and returns fail.
 func slowDel(done *atomic.Bool, fail error) *Plugin {
 	return &Plugin{Name: "slow", Versions: version.All(), Del: func(req *Request) error {
-		return Start(req.Context(), func() error {
+		return background.Start(req.Context(), func() error {
 			time.Sleep(50 * time.Millisecond)
 			done.Store(true)
 			return fail
@@ -62,7 +61,7 @@ func TestAFailureOfTheWorkLeftRunningIsTheCommandsError(t *testing.T) {
 
 func TestAPanicOfTheWorkLeftRunningIsAnInternalError(t *testing.T) {
 	p := &Plugin{Name: "boom", Versions: version.All(), Del: func(req *Request) error {
-		return Start(req.Context(), func() error { panic("kaboom in the background") })
+		return background.Start(req.Context(), func() error { panic("kaboom in the background") })
 	}}
 	r := runPlugin(p, env("DEL"), conf)
 	assert.Equal(t, 1, r.code)
@@ -84,49 +83,18 @@ func TestInvokeWaitsUnlessTheCallerBroughtAPending(t *testing.T) {
 	// A caller with a Pending (the chain runner, a plugin delegating in-process) gets
 	// the work handed over, and waits once for the work of all its plugins.
 	release := make(chan struct{})
-	var p Pending
+	var p background.Pending
 	hold := &Plugin{Name: "hold", Versions: version.All(), Del: func(req *Request) error {
-		return Start(req.Context(), func() error { <-release; return errors.New("late failure") })
+		return background.Start(req.Context(), func() error { <-release; return errors.New("late failure") })
 	}}
-	_, err = Invoke(WithPending(context.Background(), &p), hold, delArgs, []byte(conf), io.Discard)
+	_, err = Invoke(background.WithPending(context.Background(), &p), hold, delArgs, []byte(conf), io.Discard)
 	require.NoError(t, err, "the failure arrives through the caller's Pending")
 	close(release)
 	assert.EqualError(t, p.Wait(), "late failure")
 
-	// WithPending(ctx, nil) hides the caller's Pending: Invoke waits again.
+	// background.WithPending(ctx, nil) hides the caller's Pending: Invoke waits again.
 	done.Store(false)
-	_, err = Invoke(WithPending(WithPending(context.Background(), &p), nil), slowDel(&done, nil), delArgs, []byte(conf), io.Discard)
+	_, err = Invoke(background.WithPending(background.WithPending(context.Background(), &p), nil), slowDel(&done, nil), delArgs, []byte(conf), io.Discard)
 	require.NoError(t, err)
 	assert.True(t, done.Load())
-}
-
-func TestStartOutsideAProcessRunsAtOnce(t *testing.T) {
-	ran := false
-	err := Start(context.Background(), func() error { ran = true; return errors.New("now") })
-	assert.True(t, ran)
-	assert.EqualError(t, err, "now")
-
-	err = Start(context.Background(), func() error { panic("here") })
-	var pe *panics.Error
-	require.ErrorAs(t, err, &pe)
-	assert.Equal(t, "here", pe.Value)
-}
-
-func TestPendingWorkRunsConcurrently(t *testing.T) {
-	// Each piece of work finishes only once all four are running: run in turn, they
-	// would never finish.
-	var p Pending
-	var running sync.WaitGroup
-	running.Add(4)
-	for range 4 {
-		p.Go(func() error { running.Done(); running.Wait(); return nil })
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- p.Wait() }()
-	select {
-	case err := <-waited:
-		assert.NoError(t, err)
-	case <-time.After(time.Minute):
-		t.Fatal("the work ran one piece after the other")
-	}
 }

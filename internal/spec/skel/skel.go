@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/panics"
 	"github.com/cnikit/cni/internal/core/steps"
@@ -124,7 +125,7 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 	if err := checkNetnsIsNotOwn(args); err != nil {
 		return nil, conf.CNIVersion, err
 	}
-	ctx, wait, owned := ownPending(ctx)
+	ctx, wait, owned := background.Own(ctx)
 	ctx = lg.ownWork(ctx, owned)
 	req := &Request{
 		ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
@@ -134,7 +135,7 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 	// The work the callback left running (link deletions) is part of the command: its
 	// errors are the command's, and the answer waits for it.
 	var waiting *steps.Timer
-	if owned && pendingOf(ctx).busy() {
+	if owned && background.PendingOf(ctx).Busy() {
 		waiting = lg.begin(steps.WaitPending)
 	}
 	if werr := waiting.Done(wait()); werr != nil {

@@ -206,20 +206,6 @@ func TestDelOfWhatNoAddCanHaveMadeSucceedsWithoutCallingThePlugin(t *testing.T) 
 	}
 }
 
-// TestKernelIfNameRuleTakesControlCharacters: the kernel (and libcni) take an interface
-// name with a control character, which CheckIfName refuses; both refuse the rest.
-func TestKernelIfNameRuleTakesControlCharacters(t *testing.T) {
-	for _, name := range []string{"e\x7f", "e\x01"} {
-		assert.NoError(t, CheckKernelIfName(name), "%q", name)
-		assert.Error(t, CheckIfName(name), "%q", name)
-	}
-	for _, name := range []string{"", ".", "..", "a/b", "a:b", "a b", "a\tb", "abcdefghijklmnop"} {
-		assert.Error(t, CheckKernelIfName(name), "%q", name)
-		assert.Error(t, CheckIfName(name), "%q", name)
-	}
-	assert.NoError(t, CheckKernelIfName("eth0"))
-}
-
 func TestNetworkNameRules(t *testing.T) {
 	for _, name := range []string{"", "-bad", "a b", "a/b", "../x"} {
 		c := `{"cniVersion":"1.0.0","name":` + mustJSON(name) + `}`

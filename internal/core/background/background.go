@@ -1,4 +1,8 @@
-package skel
+// Package background holds the work a plugin process starts and leaves running while it
+// goes on (link deletions, conntrack flushes), and makes whoever answers for the process
+// wait for it before answering. It sits below the spec layer so that the host helpers
+// that start such work (link.DeleteInBackground) need not import skel, which waits for it.
+package background
 
 import (
 	"context"
@@ -14,11 +18,12 @@ import (
 // overlap; a DEL of the standard chain waits for the kernel once instead of once per
 // link.
 //
-// Whoever answers for the process waits for it before answering: Run (an exec'd plugin)
-// and Invoke called without one, the chain runner and the chain plugin after each
-// operation. Never earlier: the runtime deletes the netns next. The work's errors are
-// the command's errors. A Pending travels in the request's context (WithPending), so
-// delegates (IPAM, flannel's) started in-process add to their caller's.
+// Whoever answers for the process waits for it before answering: skel.Run (an exec'd
+// plugin) and skel.Invoke called without one, the chain runner and the chain plugin
+// after each operation. Never earlier: the runtime deletes the netns next. The work's
+// errors are the command's errors. A Pending travels in the request's context
+// (WithPending), so delegates (IPAM, flannel's) started in-process add to their
+// caller's.
 type Pending struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -43,8 +48,9 @@ func (p *Pending) Go(fn func() error) {
 	}()
 }
 
-// busy reports whether any work was started.
-func (p *Pending) busy() bool {
+// Busy reports whether any work was started, so that a caller times its wait only
+// when there is something to wait for.
+func (p *Pending) Busy() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.started
@@ -63,33 +69,33 @@ type pendingKey struct{}
 
 // WithPending returns ctx carrying p: work started under the returned context (Start)
 // joins p, and whoever created p waits for it. A nil p hides any Pending of ctx, so that
-// an Invoke under the returned context waits for its plugin's work itself.
+// a skel.Invoke under the returned context waits for its plugin's work itself.
 func WithPending(ctx context.Context, p *Pending) context.Context {
 	return context.WithValue(ctx, pendingKey{}, p)
 }
 
-// pendingOf returns the Pending ctx carries, or nil.
-func pendingOf(ctx context.Context) *Pending {
+// PendingOf returns the Pending ctx carries, or nil.
+func PendingOf(ctx context.Context) *Pending {
 	p, _ := ctx.Value(pendingKey{}).(*Pending)
 	return p
 }
 
 // Start runs fn concurrently with the rest of the process's work and returns nil when
-// ctx carries a Pending, as every Request.Context does: the process waits for fn and reports
-// its error. Without one (a helper called outside any request) it runs fn at once and
-// returns its error.
+// ctx carries a Pending, as every skel Request.Context does: the process waits for fn
+// and reports its error. Without one (a helper called outside any request) it runs fn
+// at once and returns its error.
 func Start(ctx context.Context, fn func() error) error {
-	if p := pendingOf(ctx); p != nil {
+	if p := PendingOf(ctx); p != nil {
 		p.Go(fn)
 		return nil
 	}
 	return panics.Call(fn)
 }
 
-// ownPending gives ctx a Pending of its own unless it carries one already. wait waits
-// for it (a no-op when ctx brought its own: its creator waits); owned says which.
-func ownPending(ctx context.Context) (_ context.Context, wait func() error, owned bool) {
-	if pendingOf(ctx) != nil {
+// Own gives ctx a Pending of its own unless it carries one already. wait waits for it
+// (a no-op when ctx brought its own: its creator waits); owned says which.
+func Own(ctx context.Context) (_ context.Context, wait func() error, owned bool) {
+	if PendingOf(ctx) != nil {
 		return ctx, func() error { return nil }, false
 	}
 	p := new(Pending)

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/host/kernelfeature"
 	"github.com/cnikit/cni/internal/host/masq"
 	"github.com/cnikit/cni/internal/host/netfilter"
 	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 

@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/host/kernelfeature"
 	at "github.com/cnikit/cni/internal/plugins/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/plugins/ipvlan"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )

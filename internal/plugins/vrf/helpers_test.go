@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/host/kernelfeature"
 	"github.com/cnikit/cni/internal/plugins/vrf"
 	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )

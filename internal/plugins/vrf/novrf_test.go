@@ -15,7 +15,7 @@ import (
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/dispatch"
-	"github.com/cnikit/cni/internal/host/kernelfeature"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/host/kernelfeature"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 	"github.com/cnikit/cni/internal/testbed/reftest"
 )
 

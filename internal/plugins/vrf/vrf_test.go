@@ -8,7 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/host/kernelfeature"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 )
 
 func TestTwoInterfacesShareOneVRFUntilTheLastLeaves(t *testing.T) {

@@ -18,10 +18,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/host/kernelfeature"
 	"github.com/cnikit/cni/internal/plugins/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 	"github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/core/version"
-	"github.com/cnikit/cni/internal/host/kernelfeature"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/reftest"
 	"github.com/cnikit/cni/internal/testbed/testns"

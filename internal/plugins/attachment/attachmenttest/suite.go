@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/host/kernelfeature"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 	"github.com/cnikit/cni/internal/testbed/plugintest"
 )
 

@@ -20,7 +20,6 @@ type arm struct {
 	s        *scenario
 	resident []pod
 	pods     []pod // measured, each used once
-	next     int   // pods[next] is the next fresh pod
 	times    map[string][]time.Duration
 }
 

@@ -85,13 +85,3 @@ func Compare(a, b string) int {
 
 // AtLeast reports whether v is min or newer.
 func AtLeast(v, min string) bool { return Compare(v, min) >= 0 }
-
-// Known reports whether v is one of the spec versions.
-func Known(v string) bool {
-	for _, s := range all {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}

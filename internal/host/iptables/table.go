@@ -55,7 +55,7 @@ func CheckChainName(name string) error {
 	case len(name) > MaxChainName:
 		return fmt.Errorf("chain name %q is longer than %d characters", name, MaxChainName)
 	case name[0] == '-' || name[0] == '!':
-		return fmt.Errorf("chain name %q must not start with - or !", name)
+		return fmt.Errorf("chain name %q must not start with '-' or '!'", name)
 	}
 	if i := strings.IndexFunc(name, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == '\'' || r == '\\' }); i >= 0 {
 		return fmt.Errorf("chain name %q contains %q: only printable ASCII without blanks, quotes or backslashes", name, name[i])

@@ -36,15 +36,14 @@ func TestDeleteInBackgroundIsDoneWhenThePendingIs(t *testing.T) {
 
 	var p background.Pending
 	ctx := background.WithPending(context.Background(), &p)
-	require.NoError(t, link.DeleteInBackground(ctx, contNS.Path, "eth0"))
-	require.NoError(t, link.DeleteInBackground(ctx, contNS.Path, "eth1"))
+	require.NoError(t, cont.DeleteInBackground(ctx, "eth0"))
+	require.NoError(t, cont.DeleteInBackground(ctx, "eth1"))
 	// The caller's handle may be closed at once: the deletion holds its own.
 	h, err := link.Open(hostNS.Path)
 	require.NoError(t, err)
 	require.NoError(t, h.DeleteInBackground(ctx, "ifb-test"))
 	h.Close()
-	require.NoError(t, link.DeleteInBackground(ctx, contNS.Path, "never-existed"))
-	require.NoError(t, link.DeleteInBackground(ctx, "", "eth0"), "no netns: nothing to delete")
+	require.NoError(t, cont.DeleteInBackground(ctx, "never-existed"))
 	require.NoError(t, p.Wait())
 
 	links, err := contNS.Handle(t).LinkList()
@@ -55,20 +54,11 @@ func TestDeleteInBackgroundIsDoneWhenThePendingIs(t *testing.T) {
 	assert.Len(t, links, 1, "the peers and the ifb are gone from the host")
 }
 
-func TestDeleteInBackgroundOfAGoneNamespaceSucceeds(t *testing.T) {
-	t.Parallel()
-	testns.RequireRoot(t)
-	var p background.Pending
-	ctx := background.WithPending(context.Background(), &p)
-	require.NoError(t, link.DeleteInBackground(ctx, "/proc/self/fd/999999", "eth0"))
-	assert.NoError(t, p.Wait())
-}
-
 func TestDeleteInBackgroundOutsideAProcessDeletesAtOnce(t *testing.T) {
 	t.Parallel()
 	_, contNS, host, cont := pair(t)
 	veths(t, host, cont, 1)
-	require.NoError(t, link.DeleteInBackground(context.Background(), contNS.Path, "eth0"))
+	require.NoError(t, cont.DeleteInBackground(context.Background(), "eth0"))
 	_, err := contNS.Handle(t).LinkByName("eth0")
 	assert.True(t, link.IsNotFound(err), "deleted before the call returned: %v", err)
 }
@@ -93,13 +83,13 @@ func BenchmarkDeleteVethAndIfb(b *testing.B) {
 				ifb(b, hostNS, "ifb-bench")
 				b.StartTimer()
 				if mode == "in turn" {
-					require.NoError(b, link.DeleteIn(contNS.Path, "eth0"))
+					require.NoError(b, cont.Delete("eth0"))
 					require.NoError(b, host.Delete("ifb-bench"))
 					continue
 				}
 				var p background.Pending
 				ctx := background.WithPending(context.Background(), &p)
-				require.NoError(b, link.DeleteInBackground(ctx, contNS.Path, "eth0"))
+				require.NoError(b, cont.DeleteInBackground(ctx, "eth0"))
 				require.NoError(b, host.DeleteInBackground(ctx, "ifb-bench"))
 				require.NoError(b, p.Wait())
 			}

@@ -110,36 +110,14 @@ func OpenIfPresent(path string) (*NS, error) {
 	return n, err
 }
 
-// DeleteIn removes the interface ifName from the namespace at path, for DEL: a veth
-// takes its peer (and that peer's routes) with it, and a namespace or link that is
-// already gone is success.
-func DeleteIn(path, ifName string) error {
-	n, err := OpenIfPresent(path)
-	if n == nil {
-		return err
-	}
-	defer n.Close()
-	return n.Delete(ifName)
-}
-
-// DeleteInBackground is DeleteIn for DEL, run concurrently with the rest of the
-// process's work (background.Start): deleting a veth or an ifb makes the kernel wait out RCU
-// grace periods (tens of milliseconds here) while needing nothing from the caller, so
-// the deletions every plugin of one process starts, and its other DEL work (rules, IPAM),
+// DeleteInBackground is Delete for DEL, run concurrently with the rest of the process's
+// work (background.Start): deleting a veth or an ifb makes the kernel wait out RCU grace
+// periods (tens of milliseconds here) while needing nothing from the caller, so the
+// deletions every plugin of one process starts, and its other DEL work (rules, IPAM),
 // overlap. The process (skel.Run, skel.Invoke, the chain runner) answers only once the
 // deletion is done, and a failed deletion is its command's error. Without a process
-// around ctx it deletes at once and returns the error. An empty path deletes nothing.
-func DeleteInBackground(ctx context.Context, path, ifName string) error {
-	if path == "" {
-		return nil
-	}
-	step := steps.Begin(ctx, steps.LinkDelete)
-	return background.Start(ctx, func() error { return step.Done(DeleteIn(path, ifName)) })
-}
-
-// DeleteInBackground is Delete run concurrently with the rest of the process's work,
-// as the package-level DeleteInBackground. The deletion holds the namespace by a
-// descriptor of its own, so the caller may Close n at once.
+// around ctx it deletes at once and returns the error. The deletion holds the namespace
+// by a descriptor of its own, so the caller may Close n at once.
 func (n *NS) DeleteInBackground(ctx context.Context, name string) error {
 	own, err := n.dup()
 	if err != nil {

@@ -162,9 +162,6 @@ func NFProtoIs(v6 bool) []expr.Any {
 // SaddrIn is `ip saddr 10.1.0.0/24` (`ip6 saddr` for an IPv6 prefix).
 func SaddrIn(p netip.Prefix) []expr.Any { return In(Saddr(p.Addr().Is6()), p) }
 
-// DaddrIn is `ip daddr 10.1.0.0/24` (`ip6 daddr` for an IPv6 prefix).
-func DaddrIn(p netip.Prefix) []expr.Any { return In(Daddr(p.Addr().Is6()), p) }
-
 // DaddrIs is `ip daddr 10.1.0.5` (`ip6 daddr` for an IPv6 address).
 func DaddrIs(a netip.Addr) []expr.Any { return Is(Daddr(a.Is6()), a.AsSlice()) }
 
@@ -195,9 +192,6 @@ func FibDaddrTypeLocal() []expr.Any {
 		&expr.Cmp{Op: expr.CmpOpEq, Register: regMatch, Data: HostOrder(unix.RTN_LOCAL)},
 	}
 }
-
-// MarkIs is `meta mark 0x00000001`.
-func MarkIs(v uint32) []expr.Any { return Is(Mark, HostOrder(v)) }
 
 // HostOrder is a 32-bit value as a field kept in host byte order holds it (meta mark,
 // ct status).
@@ -278,9 +272,6 @@ func Masquerade() []expr.Any { return []expr.Any{&expr.Masq{}} }
 // Jump is `jump <chain>`.
 func Jump(chain string) []expr.Any { return verdict(expr.VerdictJump, chain) }
 
-// Goto is `goto <chain>`.
-func Goto(chain string) []expr.Any { return verdict(expr.VerdictGoto, chain) }
-
 // Return is `return`.
 func Return() []expr.Any { return verdict(expr.VerdictReturn, "") }
 
@@ -297,13 +288,6 @@ func verdict(kind expr.VerdictKind, chain string) []expr.Any {
 // JumpTo is the verdict data of a verdict map element that jumps to chain, as
 // `10.1.0.5 : jump <chain>` shows it.
 func JumpTo(chain string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictJump, Chain: chain} }
-
-// ReturnVerdict is the verdict data of a verdict map element that returns from the
-// chain (`: return`).
-func ReturnVerdict() *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictReturn} }
-
-// DropVerdict is the verdict data of a verdict map element that drops (`: drop`).
-func DropVerdict() *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictDrop} }
 
 // GotoTo is the verdict data of a map element that goes to chain (`: goto <chain>`).
 func GotoTo(chain string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictGoto, Chain: chain} }

@@ -146,3 +146,15 @@ func TestRulesReadAsNftListsThem(t *testing.T) {
 		assert.Equal(t, want, got, "family %s", familyNames[fam])
 	}
 }
+
+// The expressions below are written by no plugin; the tests check that the
+// building blocks render them as nft prints them.
+
+// DaddrIn is `ip daddr 10.1.0.0/24` (`ip6 daddr` for an IPv6 prefix).
+func DaddrIn(p netip.Prefix) []expr.Any { return In(Daddr(p.Addr().Is6()), p) }
+
+// MarkIs is `meta mark 0x00000001`.
+func MarkIs(v uint32) []expr.Any { return Is(Mark, HostOrder(v)) }
+
+// Goto is `goto <chain>`.
+func Goto(chain string) []expr.Any { return verdict(expr.VerdictGoto, chain) }

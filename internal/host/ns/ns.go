@@ -18,18 +18,6 @@ import (
 // ErrNotExist reports a namespace path that does not exist (any more).
 var ErrNotExist = errors.New("network namespace does not exist")
 
-// Do runs fn with the calling goroutine's work moved into the namespace at path. fn runs
-// on a dedicated locked OS thread; it must not start goroutines that expect to stay in
-// the namespace.
-func Do(path string, fn func() error) error {
-	target, err := Open(path)
-	if err != nil {
-		return err
-	}
-	defer target.Close()
-	return DoHandle(target, fn)
-}
-
 // nsfsMagic is the file system type of namespace files (NSFS_MAGIC).
 const nsfsMagic = 0x6e736673
 

@@ -34,16 +34,19 @@ func TestOpenTreatsAPlainFileAsGone(t *testing.T) {
 	assert.True(t, errors.Is(err, ns.ErrNotExist), "got %v", err)
 }
 
-func TestDoRunsInsideTheNamespace(t *testing.T) {
+func TestDoHandleRunsInsideTheNamespace(t *testing.T) {
 	testns.RequireRoot(t)
 	n := testns.New(t)
 	var inside, outside string
-	require.NoError(t, ns.Do(n.Path, func() error {
+	target, err := ns.Open(n.Path)
+	require.NoError(t, err)
+	defer target.Close()
+	require.NoError(t, ns.DoHandle(target, func() error {
 		var err error
 		inside, err = os.Readlink("/proc/thread-self/ns/net")
 		return err
 	}))
-	outside, err := os.Readlink("/proc/thread-self/ns/net")
+	outside, err = os.Readlink("/proc/thread-self/ns/net")
 	require.NoError(t, err)
 	assert.NotEqual(t, outside, inside)
 }

@@ -39,13 +39,6 @@ type attachment struct {
 // content is the reservation file's exact bytes, as the reference writes them.
 func (a attachment) content() string { return strings.TrimSpace(a.ID + crlf + a.IfName) }
 
-func (a attachment) String() string {
-	if a.IfName == "" {
-		return a.ID
-	}
-	return a.ID + "/" + a.IfName
-}
-
 // parseReservation reads a reservation file's content. ok is false for content that
 // names no attachment (empty, or garbage): such a file keeps its address taken until
 // GC, which knows the valid attachments, removes it.

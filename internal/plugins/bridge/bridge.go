@@ -176,7 +176,7 @@ func del(req *skel.Request) error {
 		errs = append(errs, ipam.Del(req))
 	}
 	// The process waits for the veth's deletion before answering (see
-	// link.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
+	// link.NS.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
 	// other plugins' DEL.
 	errs = append(errs, link.DeleteVeth(req.Context(), req.Args.Netns, req.Args.IfName, req.PrevResult, isPortOfPrevBridge))
 	if conf.MacSpoofChk {

@@ -255,7 +255,7 @@ func TestStoredConfigNeverFollowsASymlink(t *testing.T) {
 }
 
 // TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails: the delegate's link
-// deletion runs in the background of the process (link.DeleteInBackground); flannel
+// deletion runs in the background of the process (link.NS.DeleteInBackground); flannel
 // must still see its failure before it forgets the delegate config, or the runtime's
 // retried DEL could not run the delegate again.
 func TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails(t *testing.T) {

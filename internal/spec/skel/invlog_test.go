@@ -241,6 +241,9 @@ func TestLogOffCostsNoAllocation(t *testing.T) {
 	conf := NetConf{Name: "n", CNIVersion: "1.0.0"}
 	allocs := testing.AllocsPerRun(1000, func() {
 		inherited, err := inheritedLog(ctx, args)
+		if err != nil {
+			panic(err)
+		}
 		lg := beginLog(ctx, inherited, args)
 		lg, _, err = lg.configure(ctx, inherited, conf, args, nil, "p")
 		lg.begin(steps.WaitPending).Done(err)

@@ -23,7 +23,12 @@ func TestPanicInsideANamespaceBecomesErrorJSON(t *testing.T) {
 	testns.RequireRoot(t)
 	target := testns.New(t)
 	p := &Plugin{Name: "nsboom", Versions: version.All(), Del: func(req *Request) error {
-		return ns.Do(target.Path, func() error { panic("kaboom in the netns") })
+		h, err := ns.Open(target.Path)
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		return ns.DoHandle(h, func() error { panic("kaboom in the netns") })
 	}}
 
 	r := runPlugin(p, env("DEL"), conf)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/stretchr/testify/assert"
 
@@ -37,7 +38,7 @@ func TestRulesetSpellsWhatTheRulesHold(t *testing.T) {
 		c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, UserData: userdata.AppendString(nil, userdata.TypeComment, "id=ctr-1"),
 			Exprs: nftexpr.Rule(nftexpr.IIFNameIs("veth-a"), nftexpr.ProtoDPortIs(6, 8080),
 				nftexpr.DNAT(netip.MustParseAddrPort("10.1.0.5:80")))})
-		c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: nftexpr.Rule(nftexpr.SaddrIn(netip.MustParsePrefix("10.2.0.0/16")), nftexpr.Goto("target"))})
+		c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: nftexpr.Rule(nftexpr.SaddrIn(netip.MustParsePrefix("10.2.0.0/16")), []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: "target"}})})
 		return nil
 	})
 	text := Ruleset(t, host)

@@ -123,9 +123,6 @@ func private(d *statedir.Dir) error {
 	return nil
 }
 
-// Dir returns the store's directory.
-func (s *Store) Dir() string { return s.dir.Path() }
-
 // Close releases the directory.
 func (s *Store) Close() error { return s.dir.Close() }
 

@@ -1,7 +1,8 @@
 // Package background holds the work a plugin process starts and leaves running while it
 // goes on (link deletions, conntrack flushes), and makes whoever answers for the process
 // wait for it before answering. It sits below the spec layer so that the host helpers
-// that start such work (link.NS.DeleteInBackground) need not import skel, which waits for it.
+// that start such work (link.NS.DeleteInBackground) need not import skel, which waits
+// for it.
 package background
 
 import (

@@ -9,7 +9,7 @@ DESTDIR   ?=
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 PKG       := github.com/cnikit/cni
-LDFLAGS   := -s -w -buildid= -X $(PKG)/internal/build.Version=$(VERSION) -X $(PKG)/internal/build.Commit=$(COMMIT)
+LDFLAGS   := -s -w -buildid= -X $(PKG)/internal/core/build.Version=$(VERSION) -X $(PKG)/internal/core/build.Commit=$(COMMIT)
 BIN       := bin/cni
 # Every timestamp in the image and the packages: the last commit's, so that the same
 # commit always gives the same digests.
@@ -29,7 +29,7 @@ TOOLS_TEST := cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(GO)
 
 FUZZTIME  ?= 3s
 
-.PHONY: build test test-tools test-e2e test-nofirewall fuzz vet fmt-check bench install demo clean test-kernel image packages deps-demo deps-test deps-e2e
+.PHONY: build test test-tools test-e2e test-nofirewall fuzz vet fmt-check lint bench install demo clean test-kernel image packages deps-demo deps-test deps-e2e
 
 build: $(BIN)
 
@@ -63,15 +63,39 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# The linters, at pinned versions, installed by go install into bin/lint/<tool>-<version>/
+# (a fresh CI machine fetches them from the module proxy once). staticcheck covers both
+# modules. deadcode runs twice: with -test, nothing may be unreachable at all; without,
+# nothing but the tests' helpers (internal/testbed, the ...test packages) may be
+# reachable from tests alone: a function only tests use goes into a _test.go file or a
+# test helper package.
+STATICCHECK_VERSION := v0.8.2
+DEADCODE_VERSION    := v0.52.0
+STATICCHECK := $(CURDIR)/bin/lint/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+DEADCODE    := $(CURDIR)/bin/lint/deadcode-$(DEADCODE_VERSION)/deadcode
+lint: $(STATICCHECK) $(DEADCODE)
+	$(STATICCHECK) ./...
+	cd tools && $(STATICCHECK) ./...
+	$(DEADCODE) -test ./... >bin/lint/deadcode-test.txt
+	$(DEADCODE) ./... >bin/lint/deadcode.txt
+	@out=$$(cat bin/lint/deadcode-test.txt; grep -Ev '^internal/testbed/|test/[^/]+\.go:' bin/lint/deadcode.txt); \
+	if [ -n "$$out" ]; then echo "deadcode: unreachable functions (one that only tests use belongs in a _test.go file or a test helper package):"; echo "$$out"; exit 1; fi
+
+$(STATICCHECK):
+	GOBIN=$(@D) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(DEADCODE):
+	GOBIN=$(@D) $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
+
 # What the demo and the tests need, first: scripts/deps.sh installs what is missing as
 # root on Debian, and elsewhere names all of it and stops.
 deps-demo deps-test deps-e2e:
 	scripts/deps.sh $(@:deps-%=%)
 
-# The whole suite: vet, gofmt, then every package under the race detector, as root
+# The whole suite: vet, gofmt, the linters, then every package under the race detector, as root
 # (tests make their own network namespaces and never touch the machine's own), then
 # every fuzz target for a bounded time.
-test: deps-test vet fmt-check
+test: deps-test vet fmt-check lint
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory test-nofirewall
 	$(MAKE) test-tools

@@ -52,7 +52,7 @@ func TestFuzzScriptFindsEveryFuzzTarget(t *testing.T) {
 	require.NoError(t, err)
 	sort.Strings(want)
 	assert.Equal(t, want, listed)
-	assert.Contains(t, listed, "./internal/skel FuzzRun", "the module's own targets are found")
+	assert.Contains(t, listed, "./internal/spec/skel FuzzRun", "the module's own targets are found")
 }
 
 func isFuzzTarget(fn *ast.FuncDecl) bool {
@@ -110,7 +110,7 @@ func TestFuzzScriptFailsWhenTheRetryFailsToo(t *testing.T) {
 	out, err := runFuzzScript(t, fakeGo(t, deadlineRace, 1, false))
 	require.Error(t, err)
 	assert.Contains(t, out, "again for 2000x")
-	assert.Contains(t, out, "fuzz.sh: FAILED ./internal/skel FuzzRun")
+	assert.Contains(t, out, "fuzz.sh: FAILED ./internal/spec/skel FuzzRun")
 }
 
 func TestFuzzScriptNeverRetriesAFinding(t *testing.T) {
@@ -126,7 +126,7 @@ func TestFuzzScriptNeverRetriesAFinding(t *testing.T) {
 			out, err := runFuzzScript(t, fakeGo(t, finding, 1, true))
 			require.Error(t, err)
 			assert.NotContains(t, out, "again for")
-			assert.Contains(t, out, "fuzz.sh: FAILED ./internal/skel FuzzRun")
+			assert.Contains(t, out, "fuzz.sh: FAILED ./internal/spec/skel FuzzRun")
 		})
 	}
 }

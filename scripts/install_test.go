@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	pt "github.com/cnikit/cni/internal/plugintest"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 )
 
 const script = "install-symlinks.sh"

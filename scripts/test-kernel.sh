@@ -11,7 +11,7 @@
 # Inside the VM the tests see CNI_TEST_FULL_KERNEL=1, CNI_TEST_BINARY (the
 # prebuilt cmd/cni), CNI_TEST_HELPER_DIR (prebuilt main packages found
 # below testdata/ directories) and CNI_TEST_REFERENCE_DIR (the reference
-# plugins of internal/reftest), since the VM has no Go toolchain.
+# plugins of internal/testbed/reftest), since the VM has no Go toolchain.
 #
 # Environment:
 #   CNI_KERNEL_CACHE         cache for the kernel (default ~/.cache/cni-test-kernel)
@@ -148,16 +148,16 @@ build_helpers() {
 	return "$failed"
 }
 
-# copy_reference puts the reference plugins the interop tests run (internal/reftest's
+# copy_reference puts the reference plugins the interop tests run (internal/testbed/reftest's
 # build in the user cache dir, made first when missing) into the image, for
 # CNI_TEST_REFERENCE_DIR: the VM cannot build them. They are static binaries.
 copy_reference() {
 	local out=$1 version dir
-	version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$repo/internal/reftest/reftest.go")
+	version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$repo/internal/testbed/reftest/reftest.go")
 	dir="${XDG_CACHE_HOME:-$HOME/.cache}/cni-reference-plugins/$version"
 	if [[ ! -x "$dir/bridge" ]]; then
 		log "building the reference plugins $version"
-		(cd "$repo" && go test -count=1 -run TestReferenceBinariesAnswerVersion ./internal/reftest >&2) || return 1
+		(cd "$repo" && go test -count=1 -run TestReferenceBinariesAnswerVersion ./internal/testbed/reftest >&2) || return 1
 	fi
 	mkdir -p "$out"
 	cp -a "$dir"/. "$out"/

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
 )
 
 // arm is one arrangement of the standard chain measured beside others: a host with
@@ -20,7 +20,6 @@ type arm struct {
 	s        *scenario
 	resident []pod
 	pods     []pod // measured, each used once
-	next     int   // pods[next] is the next fresh pod
 	times    map[string][]time.Duration
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // standardChain is the chain Kubernetes runtimes ship: loopback, bridge with host-local

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // firewallScaleConf is one attachment's firewall config (iptables backend) with a prevResult

@@ -9,8 +9,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // flannelPlugins are the executables a flannel+portmap chain needs: ours runs bridge and

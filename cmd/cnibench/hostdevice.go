@@ -9,10 +9,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/core/timing"
 	"github.com/cnikit/cni/internal/dispatch"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // hostDevice measures exec'd ADD and DEL of host-device moving a veth end into a

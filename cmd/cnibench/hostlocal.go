@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cnikit/cni/internal/core/timing"
 	"github.com/cnikit/cni/internal/ipam/hostlocal"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // hostLocalConf is a host-local config on a /16, the data in dir.

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // invlogArm is one way of running an exec'd ADD: a build, with the invocation log off

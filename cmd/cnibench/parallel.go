@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
 )
 
 // parallel runs 1, 8 and 32 concurrent streams of pods through libcni, each stream

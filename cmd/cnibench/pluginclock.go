@@ -11,7 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // pluginClock is libcni's way of exec'ing plugins with a stopwatch around each exec:

@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
 	"net"
 	"os"
 	"os/exec"
@@ -12,8 +12,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // portmapConf is one attachment's portmap config with a prevResult naming container

@@ -12,7 +12,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
 )
 
 // scale measures the standard chain at 10, 300 and 1,000 pods resident (ADD of the next

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // execCandidate is one program exec'd in turn with the others of a startup figure.

@@ -28,7 +28,7 @@ import (
 	"os/exec"
 	"syscall"
 
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // stageEnv marks the re-exec of nofirewall inside the new mount namespace.

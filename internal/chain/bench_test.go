@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/cnikit/cni/internal/chain"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // StandardChain is the runtime-typical list: bridge with host-local and masquerade,
@@ -112,7 +112,7 @@ func BenchmarkRunnerStandardChainAddDel(b *testing.B) {
 }
 
 // BenchmarkRunnerStandardChainDel times DEL alone: the kernel's waits for the veth and
-// the ifb, overlapped since skel.Pending (link.DeleteInBackground).
+// the ifb, overlapped since background.Pending (link.NS.DeleteInBackground).
 func BenchmarkRunnerStandardChainDel(b *testing.B) {
 	requireBuiltins(b, "bridge", "host-local", "portmap", "bandwidth")
 	x := newBench(b, standardCaps)

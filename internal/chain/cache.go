@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/result"
 )
 

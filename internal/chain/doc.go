@@ -36,7 +36,7 @@
 // plugin package imports the runner.
 //
 // The runner waits once per operation for the work its in-process plugins leave running
-// (link deletions, see skel.Pending), so the kernel waits of a DEL overlap; each call
+// (link deletions, see background.Pending), so the kernel waits of a DEL overlap; each call
 // returns only when all of it is done, and that work's error is its plugin's.
 //
 // Deliberate differences from libcni: a network defined in two files of a directory is

@@ -3,7 +3,7 @@ package chain
 import (
 	"fmt"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 )
 
 // NotFoundError reports that no configuration file in Dir defines the network Name.

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/result/resulttest"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // FuzzParse reads configuration lists: a refusal is an *InvalidError; an accepted list

@@ -13,8 +13,8 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
-	pt "github.com/cnikit/cni/internal/plugintest"
-	"github.com/cnikit/cni/internal/testns"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // recorder is the external test plugin, built once per test process (prebuilt in the

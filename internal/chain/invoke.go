@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"os"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/invoke"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/tracectx"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/tracectx"
+	"github.com/cnikit/cni/internal/spec/invoke"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Invoke runs one plugin once: a built-in in-process through skel.Invoke, anything else

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/chain"
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // daemonizingPlugin writes a plugin that starts a child keeping its stdout and stderr

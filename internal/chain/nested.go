@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 )
 
 // PluginName is the type of the chain plugin, whose config carries a nested list.

@@ -11,8 +11,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/core/version"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // DefaultConfDir is where runtimes and cnitool look for network configurations.

@@ -12,11 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/chain"
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/background"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // deleters are built-in plugins whose DEL leaves work running, as a link deletion
@@ -58,7 +59,7 @@ func (d *deleters) lookup(name string) *skel.Plugin {
 		},
 		Check: func(*skel.Request) error { return nil },
 		Del: func(req *skel.Request) error {
-			return skel.Start(req.Context(), func() error {
+			return background.Start(req.Context(), func() error {
 				d.started.Done()
 				waited := make(chan struct{})
 				go func() { d.started.Wait(); close(waited) }()

@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/ns"
-	"github.com/cnikit/cni/internal/panics"
+	"github.com/cnikit/cni/internal/core/background"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/panics"
+	"github.com/cnikit/cni/internal/core/version"
+	"github.com/cnikit/cni/internal/host/ns"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Runner runs network configuration lists. The zero value execs every plugin from an
@@ -327,7 +328,7 @@ func (r *Runner) addPlugins(ctx context.Context, n *Network, att *Attachment, pr
 		var out *result.Result
 		if err == nil {
 			// No Pending in ctx: the invocation waits for its plugin's work itself.
-			out, err = r.invoke(skel.WithPending(ctx, nil), pe, pc.Type, skel.CmdAdd, conf, *att)
+			out, err = r.invoke(background.WithPending(ctx, nil), pe, pc.Type, skel.CmdAdd, conf, *att)
 		}
 		if err != nil {
 			return res, i, &PluginError{Type: pc.Type, Network: n.Name, Step: "add", Err: err}
@@ -351,7 +352,7 @@ type step struct {
 // prev as prevResult (none when nil) and extra keys added to every config; att is nil
 // for GC and STATUS, which concern no attachment.
 //
-// The work a plugin leaves running (link deletions, see skel.Pending) is not waited for
+// The work a plugin leaves running (link deletions, see background.Pending) is not waited for
 // before the next plugin starts, so the kernel waits of a whole DEL overlap, but each
 // returns only once all of it is done: the runtime deletes the netns next. An error of
 // that work is its plugin's error. The first error comes first in the result, so that
@@ -369,14 +370,14 @@ func (r *Runner) each(ctx context.Context, n *Network, plugins []PluginConf, s s
 		a = *att
 	}
 	var errs []error
-	pending := make([]*skel.Pending, 0, len(plugins))
+	pending := make([]*background.Pending, 0, len(plugins))
 	pe := r.procEnv()
 	for _, pc := range plugins {
-		p := new(skel.Pending)
+		p := new(background.Pending)
 		pending = append(pending, p)
 		conf, err := pluginConfig(n, pc, prev, att, extra)
 		if err == nil {
-			_, err = r.invoke(skel.WithPending(ctx, p), pe, pc.Type, s.command, conf, a)
+			_, err = r.invoke(background.WithPending(ctx, p), pe, pc.Type, s.command, conf, a)
 		}
 		if cnierror.CannotHaveMade(s.command, err) {
 			r.logf("%s of plugin type=%q in network %q: nothing to do, no ADD with this config can have run it: %v", s.name, pc.Type, n.Name, err)

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/chain"
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 func TestBuiltinRunsInProcessWithoutABinaryOnThePath(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/chain"
-	"github.com/cnikit/cni/internal/invlog/invlogtest"
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/tracectx"
+	"github.com/cnikit/cni/internal/core/tracectx"
+	"github.com/cnikit/cni/internal/obs/invlog/invlogtest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 func TestRunnerTracesEveryPluginOfAnOperation(t *testing.T) {

@@ -10,12 +10,12 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/cnikit/cni/internal/build"
-	"github.com/cnikit/cni/internal/cli"
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/build"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/plugins/tap"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/runtime/cli"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Process is what main hands over: arguments, environment and standard streams.
@@ -137,7 +137,7 @@ type command struct {
 	run     func(p Process, args []string) int
 }
 
-// commands is the table of runtime-side subcommands (internal/cli), each running with
+// commands is the table of runtime-side subcommands (internal/runtime/cli), each running with
 // this binary's registry so that built-in plugin types run in-process.
 func commands() []command {
 	cmds := cli.Commands()

@@ -19,7 +19,7 @@ import (
 	"github.com/cnikit/cni/internal/plugins/tuning"
 	"github.com/cnikit/cni/internal/plugins/vlan"
 	"github.com/cnikit/cni/internal/plugins/vrf"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Registry returns every built-in plugin, one line each. `cni --list`, help, the install

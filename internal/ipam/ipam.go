@@ -15,15 +15,15 @@ package ipam
 import (
 	"fmt"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/invoke"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/ipam/dhcp"
 	"github.com/cnikit/cni/internal/ipam/hostlocal"
 	"github.com/cnikit/cni/internal/ipam/static"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/steps"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/invoke"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Add runs the IPAM ADD and returns its result in the config's cniVersion.

@@ -1,8 +1,8 @@
 package result
 
 import (
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/version"
 )
 
 // Convert returns a copy of r in version to, with the reference library's converter

@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/netip"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 )
 
 // MarshalJSON writes r in the wire shape of r.CNIVersion, byte for byte as the reference
@@ -144,7 +144,7 @@ func toWireRoute(rt Route) (wireRoute, error) {
 }
 
 func toWireDNS0(d DNS) wireDNS0 {
-	return wireDNS0{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}
+	return wireDNS0(d)
 }
 
 // formatPrefix refuses an unset prefix: the reference would print "<nil>", which no

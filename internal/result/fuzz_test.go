@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 )
 
 // resultSeeds are the golden samples of every version plus odd but valid shapes.

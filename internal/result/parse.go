@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/version"
 )
 
 // Parse decodes a result of any known version. The version is the JSON's "cniVersion";
@@ -190,7 +190,7 @@ func fromWireRoute(w wireRoute) (Route, error) {
 }
 
 func fromWireDNS0(w wireDNS0) DNS {
-	return DNS{Nameservers: w.Nameservers, Domain: w.Domain, Search: w.Search, Options: w.Options}
+	return DNS(w)
 }
 
 // parsePrefix reads a CIDR keeping its host bits. The reference library would accept a

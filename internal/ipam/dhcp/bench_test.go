@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
-	"github.com/cnikit/cni/internal/reftest"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/reftest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // BenchmarkIPAMAdd times an exec'd dhcp IPAM ADD (a DISCOVER/OFFER/REQUEST/ACK with

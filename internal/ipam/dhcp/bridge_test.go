@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	pt "github.com/cnikit/cni/internal/plugintest"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/result"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 )

@@ -18,13 +18,13 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/ipam/dhcp/daemon"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcpconf"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Plugin returns the dhcp registry entry; `dhcp daemon` runs the daemon, `dhcp status`

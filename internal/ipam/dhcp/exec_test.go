@@ -19,13 +19,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/ipam/dhcp"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
-	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/spec/skel"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // execIPAM runs a dhcp plugin binary as a runtime would, in the lab's host namespace,

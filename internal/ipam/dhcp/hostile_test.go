@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // editRecord rewrites fields of the kept lease of clientID while the daemon is down, as

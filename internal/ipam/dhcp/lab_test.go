@@ -13,10 +13,10 @@ import (
 	"github.com/cnikit/cni/internal/ipam/dhcp"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/plugins/bridge"
-	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/spec/skel"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // world is a lab with a running daemon, and the bridge plugin with ipam.type dhcp.

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // TestMacvlanDualStackPodKeepsBothLeasesAcrossARestart is the pod of issue 27, run the

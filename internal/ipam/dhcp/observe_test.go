@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/invlog"
-	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/obs/invlog"
+	"github.com/cnikit/cni/internal/obs/invlog/invlogtest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // status runs `cni dhcp status` against the world's daemon.

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
-	pt "github.com/cnikit/cni/internal/plugintest"
-	"github.com/cnikit/cni/internal/reftest"
-	"github.com/cnikit/cni/internal/testns"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/reftest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // The reference plugins' dhcp binary (reftest builds it at the pinned release) against

@@ -11,7 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // DHCPv6 carries no routes: a pod with an IPv6 lease reaches further than its own /128

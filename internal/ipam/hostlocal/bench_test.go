@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // benchNetwork is a /16 network with `existing` reservations already on disk (in the

@@ -5,11 +5,11 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/result/resulttest"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/skel/skeltest"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/spec/skel/skeltest"
 )
 
 func loadForAdd(req *skel.Request) (*config, error) { return loadConfig(req, true) }

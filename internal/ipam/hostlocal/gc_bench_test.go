@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // BenchmarkHostLocalGC times one in-process GC of a /16 holding 60,000 reservations

@@ -4,18 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // network is a test network config with a data dir of its own.
@@ -123,12 +121,10 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-func cidrange(prefix string, from, to int) []string {
-	var out []string
-	for i := from; i <= to; i++ {
-		out = append(out, fmt.Sprintf("%s%d", prefix, i))
+// String names an attachment in the tests' messages.
+func (a attachment) String() string {
+	if a.IfName == "" {
+		return a.ID
 	}
-	return out
+	return a.ID + "/" + a.IfName
 }
-
-var _ = strings.TrimSpace

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/statedir"
+	"github.com/cnikit/cni/internal/core/statedir"
 )
 
 const (

@@ -3,7 +3,7 @@ package hostlocal
 import (
 	"testing"
 
-	"github.com/cnikit/cni/internal/plugintest/nametest"
+	"github.com/cnikit/cni/internal/testbed/plugintest/nametest"
 )
 
 // The names below exist on nodes (index entries): they must be those derived before the

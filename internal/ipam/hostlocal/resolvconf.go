@@ -3,9 +3,9 @@ package hostlocal
 import (
 	"strings"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/statedir"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/statedir"
 )
 
 // maxResolvConf bounds what is read of ipam.resolvConf; glibc reads far less.

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/statedir"
+	"github.com/cnikit/cni/internal/core/statedir"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Names inside a network's directory, as the reference plugin uses them.
@@ -38,13 +38,6 @@ type attachment struct {
 
 // content is the reservation file's exact bytes, as the reference writes them.
 func (a attachment) content() string { return strings.TrimSpace(a.ID + crlf + a.IfName) }
-
-func (a attachment) String() string {
-	if a.IfName == "" {
-		return a.ID
-	}
-	return a.ID + "/" + a.IfName
-}
 
 // parseReservation reads a reservation file's content. ok is false for content that
 // names no attachment (empty, or garbage): such a file keeps its address taken until

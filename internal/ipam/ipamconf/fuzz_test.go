@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/result"
 )
 

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/cnikit/cni/internal/result/resulttest"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/skel/skeltest"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/spec/skel/skeltest"
 )
 
 // FuzzLoad drives static configs (ipam.addresses, CNI_ARGS IP= and GATEWAY=,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 )
 
 // latencyUsec is how long a packet may wait in a tbf queue. The reference fixes it at

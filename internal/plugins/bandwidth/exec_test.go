@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	pt "github.com/cnikit/cni/internal/plugintest"
-	"github.com/cnikit/cni/internal/reftest"
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/reftest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // execBandwidth runs plugin (the cni binary as "bandwidth", or the reference's) inside

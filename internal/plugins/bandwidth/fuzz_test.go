@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/skel/skeltest"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/spec/skel/skeltest"
 )
 
 func loadForAdd(req *skel.Request) (Shaping, error) {

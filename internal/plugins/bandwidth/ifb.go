@@ -10,8 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/link"
 )
 
 // ifbName is the reference's name for an attachment's ifb: "bwp" and the first 12 hex
@@ -133,7 +133,7 @@ func createIfb(host *link.NS, name string, o owner, mtu int) (netlink.Link, erro
 // A link of that name that is not an ifb, or an ifb whose alias names another
 // interface, is left alone. An ifb with no interface in its alias (the reference's,
 // which has no alias, or our earlier version's) is taken to be this attachment's. The
-// deletion itself runs in the background of the process (link.DeleteInBackground).
+// deletion itself runs in the background of the process (link.NS.DeleteInBackground).
 func deleteIfb(ctx context.Context, host *link.NS, name string, o owner) error {
 	l, err := host.ByName(name)
 	if link.IsNotFound(err) {

@@ -3,7 +3,7 @@ package bandwidth
 import (
 	"testing"
 
-	"github.com/cnikit/cni/internal/plugintest/nametest"
+	"github.com/cnikit/cni/internal/testbed/plugintest/nametest"
 )
 
 // The names below exist on nodes (ifbs and their aliases, the ifb names the reference's):

@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/host/link"
 )
 
 // ticksPerUsec is the kernel's packet-scheduler clock (/proc/net/psched), which tbf's

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/sysctl"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/host/sysctl"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // peer is a second test namespace routed to the container through the host, standing

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // BenchmarkExecAddDel measures what a runtime pays: the bridge binary exec'd for ADD and

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/masq"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/masq"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Config is the bridge plugin's configuration (the keys beyond the spec's common ones).

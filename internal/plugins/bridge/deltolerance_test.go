@@ -6,9 +6,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/host/netfilter"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // TestExecdDelIgnoresSettingsItDoesNotNeed: a DEL whose config ADD would refuse (or

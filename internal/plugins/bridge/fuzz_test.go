@@ -3,8 +3,8 @@ package bridge
 import (
 	"testing"
 
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/skel/skeltest"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/spec/skel/skeltest"
 )
 
 // loadForAdd is the parse-and-validate part of ADD: the config, then the masquerade

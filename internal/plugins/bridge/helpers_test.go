@@ -12,9 +12,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/plugins/bridge"
-	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/testns"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // world is one test's "host" namespace with a host-local data dir; containers are

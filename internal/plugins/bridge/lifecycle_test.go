@@ -11,11 +11,11 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 
-	"github.com/cnikit/cni/internal/kernelfeature"
-	"github.com/cnikit/cni/internal/masq"
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/host/masq"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 func TestDelTwiceSucceeds(t *testing.T) {

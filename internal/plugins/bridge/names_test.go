@@ -3,7 +3,7 @@ package bridge
 import (
 	"testing"
 
-	"github.com/cnikit/cni/internal/plugintest/nametest"
+	"github.com/cnikit/cni/internal/testbed/plugintest/nametest"
 )
 
 // The names below exist on nodes (spoof-check chains): they must be those derived before

@@ -11,10 +11,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/sysctl"
 )
 
 // ensureBridge creates the bridge or adopts an existing one, which must be a bridge, and

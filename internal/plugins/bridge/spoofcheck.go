@@ -14,9 +14,9 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 
-	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/host/nftexpr"
+	"github.com/cnikit/cni/internal/host/owner"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // The MAC spoof check lives in one bridge-family table of the host: a base chain at the

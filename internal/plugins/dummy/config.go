@@ -1,8 +1,8 @@
 package dummy
 
 import (
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // load checks the config: dummy has no keys of its own, but an interface without

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // FuzzLoad feeds the config check hostile configs: it must never panic, must refuse with

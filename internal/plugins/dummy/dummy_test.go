@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	at "github.com/cnikit/cni/internal/attachment/attachmenttest"
-	"github.com/cnikit/cni/internal/kernelfeature"
+	at "github.com/cnikit/cni/internal/plugins/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/plugins/dummy"
-	pt "github.com/cnikit/cni/internal/plugintest"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 )
 
 // suite is what every one-link plugin does alike; a dummy has no master, and New skips

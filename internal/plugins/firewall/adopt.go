@@ -7,9 +7,9 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/cnikit/cni/internal/iptables"
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/steps"
+	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/host/iptables"
+	"github.com/cnikit/cni/internal/host/netfilter"
 )
 
 // Adopting the reference plugin's rules. On a node whose plugins were replaced under

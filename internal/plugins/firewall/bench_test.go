@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/core/timing"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // BenchmarkExecAddDel measures the exec'd firewall plugin doing ADD then DEL of one

@@ -13,12 +13,12 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/nfttest"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/sysctl"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/nfttest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // env is one test's world: a host netns, an external netns "ext" routed behind veth vx

@@ -42,15 +42,15 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/owner"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/rollback"
+	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/core/version"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/owner"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/rollback"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/steps"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Plugin returns the firewall plugin's registry entry.

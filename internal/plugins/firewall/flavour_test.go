@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	pt "github.com/cnikit/cni/internal/plugintest"
-	"github.com/cnikit/cni/internal/testns"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // TestExecIPTablesRulesWithEitherFlavour runs the exec'd plugin with the tools of

@@ -8,8 +8,8 @@ import (
 	"net/netip"
 	"os/exec"
 
-	"github.com/cnikit/cni/internal/iptables"
-	"github.com/cnikit/cni/internal/owner"
+	"github.com/cnikit/cni/internal/host/iptables"
+	"github.com/cnikit/cni/internal/host/owner"
 )
 
 // The reference layout's names.

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/iptables"
-	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/iptables"
+	"github.com/cnikit/cni/internal/host/sysctl"
 )
 
 // The Docker-style isolation chains of the reference's ingressPolicy. FORWARD jumps to

@@ -11,9 +11,9 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/owner"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/nftexpr"
+	"github.com/cnikit/cni/internal/host/owner"
 )
 
 // The nftables backend keeps the iptables backend's meaning in a table of its own,

@@ -19,11 +19,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/chain"
-	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/nfttest"
+	"github.com/cnikit/cni/internal/host/nftexpr"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/nfttest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 var nftBackend = map[string]any{"backend": "nftables"}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/nftables"
 
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/owner"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/nftexpr"
+	"github.com/cnikit/cni/internal/host/owner"
 )
 
 // nftAttempts bounds the transactions of one ADD: a concurrent first ADD (the table

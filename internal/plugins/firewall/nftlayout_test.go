@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/nfttest"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/nfttest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // TestNFTablesLayoutReadsAsTheCodeSays: `nft list` shows the table as the layout comment

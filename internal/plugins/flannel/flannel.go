@@ -19,12 +19,13 @@ import (
 	"io/fs"
 	"slices"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/invoke"
+	"github.com/cnikit/cni/internal/core/background"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/rollback"
+	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/rollback"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/invoke"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // New returns the flannel plugin. builtin returns the in-process plugin of a delegate
@@ -301,9 +302,9 @@ func (f *flannel) args(req *skel.Request, cmd string) skel.Args {
 }
 
 // ctxOf is the context of a delegate's in-process invocation. It hides the process's
-// skel.Pending, so that Invoke returns once the work the delegate left running (its
+// background.Pending, so that Invoke returns once the work the delegate left running (its
 // veth's deletion) is done, with that work's error: flannel acts on the delegate's
 // outcome (keeps or forgets its stored config, undoes a failed ADD).
 func ctxOf(req *skel.Request) context.Context {
-	return skel.WithPending(req.Context(), nil)
+	return background.WithPending(req.Context(), nil)
 }

@@ -17,14 +17,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/background"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/dispatch"
 	"github.com/cnikit/cni/internal/plugins/flannel"
-	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // The result is the delegate's (bridge with host-local on the leased subnet): the
@@ -254,7 +255,7 @@ func TestStoredConfigNeverFollowsASymlink(t *testing.T) {
 }
 
 // TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails: the delegate's link
-// deletion runs in the background of the process (link.DeleteInBackground); flannel
+// deletion runs in the background of the process (link.NS.DeleteInBackground); flannel
 // must still see its failure before it forgets the delegate config, or the runtime's
 // retried DEL could not run the delegate again.
 func TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails(t *testing.T) {
@@ -266,7 +267,7 @@ func TestDelKeepsTheStoredConfigWhenTheDelegatesLinkDeletionFails(t *testing.T) 
 			return &result.Result{CNIVersion: req.Net.CNIVersion}, nil
 		},
 		Del: func(req *skel.Request) error {
-			return skel.Start(req.Context(), func() error {
+			return background.Start(req.Context(), func() error {
 				if failing {
 					return errors.New(`link "eth0": delete: device or resource busy`)
 				}

@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/dispatch"
-	"github.com/cnikit/cni/internal/masq"
+	"github.com/cnikit/cni/internal/host/masq"
+	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/plugins/flannel"
-	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/sysctl"
-	"github.com/cnikit/cni/internal/testns"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // world is one test's flannel node: a host namespace, the subnet file the daemon would

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	pt "github.com/cnikit/cni/internal/plugintest"
-	"github.com/cnikit/cni/internal/sysctl"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/host/sysctl"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // k3s's flannel conflist (flannel delegating to bridge, then portmap) run by libcni:

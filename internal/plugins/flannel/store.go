@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cnikit/cni/internal/statedir"
+	"github.com/cnikit/cni/internal/core/statedir"
 )
 
 // The delegate config of each attachment is kept in <dataDir>/<containerID>, the

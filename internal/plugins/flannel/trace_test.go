@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/invlog/invlogtest"
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/tracectx"
+	"github.com/cnikit/cni/internal/core/tracectx"
+	"github.com/cnikit/cni/internal/obs/invlog/invlogtest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // An exec'd delegate runs under flannel's span, as libcni runs a plugin under its

@@ -10,9 +10,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/ifname"
+	"github.com/cnikit/cni/internal/host/link"
 )
 
 // find returns the host link the selector names.
@@ -226,7 +226,7 @@ func moveOut(host, cont *link.NS, ifName string, st *saved) (bool, error) {
 	switch alias := l.Attrs().Alias; {
 	case st != nil && st.isDevice(l, false):
 		name = st.Name
-	case st == nil && alias != "" && skel.CheckIfName(alias) == nil:
+	case st == nil && alias != "" && ifname.Check(alias) == nil:
 		name = alias
 	default:
 		return false, nil

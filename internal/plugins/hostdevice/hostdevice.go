@@ -9,7 +9,7 @@
 // device to the host by itself, and releases IPAM even without a netns. CHECK verifies
 // the device and its addresses; GC drops the state of attachments no longer in use and
 // asks IPAM to do the same; STATUS asks IPAM. The state files are read as untrusted
-// input (internal/statedir) and only say what to put back: DEL and GC act on a link
+// input (internal/core/statedir) and only say what to put back: DEL and GC act on a link
 // only when it proves to be the device ADD moved (its alias plus its permanent MAC or
 // index), and keep the state of a physical device out of reach until it is back.
 package hostdevice
@@ -21,14 +21,14 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/attachment"
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/rollback"
+	"github.com/cnikit/cni/internal/core/version"
+	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/ipam"
-	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/rollback"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Plugin returns the host-device plugin's registry entry.

@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	pt "github.com/cnikit/cni/internal/plugintest"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/version"
+	"github.com/cnikit/cni/internal/spec/skel"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 func TestDeviceMovesInAndComesBackWithNameMTUAndUpState(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	pt "github.com/cnikit/cni/internal/plugintest"
-	"github.com/cnikit/cni/internal/reftest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/reftest"
 )
 
 // TestReferenceAttachmentIsCheckedDeletedAndCollectedByOurs: a pod whose device the

@@ -10,10 +10,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/statedir"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/ifname"
+	"github.com/cnikit/cni/internal/core/statedir"
+	"github.com/cnikit/cni/internal/host/owner"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // saved is what a device looked like in the host before ADD moved it, kept in
@@ -140,10 +141,10 @@ func (s *store) read(name string) (*saved, error) {
 
 // validate checks that every value is one ADD could have written.
 func (st *saved) validate() error {
-	if err := skel.CheckIfName(st.Name); err != nil {
+	if err := ifname.Check(st.Name); err != nil {
 		return fmt.Errorf("name: %v", err)
 	}
-	if err := skel.CheckIfName(st.IfName); err != nil {
+	if err := ifname.Check(st.IfName); err != nil {
 		return fmt.Errorf("ifName: %v", err)
 	}
 	if err := skel.ValidateContainerID(st.ContainerID); err != nil {

@@ -3,10 +3,10 @@ package ipvlan
 import (
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/attachment"
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Config is the ipvlan plugin's configuration (the keys beyond the spec's common ones).

@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	at "github.com/cnikit/cni/internal/attachment/attachmenttest"
-	"github.com/cnikit/cni/internal/kernelfeature"
+	at "github.com/cnikit/cni/internal/plugins/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/plugins/ipvlan"
-	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // suite is what every one-link plugin does alike; its New skips without ipvlan support.

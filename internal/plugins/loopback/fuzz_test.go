@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/skel/skeltest"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/spec/skel/skeltest"
 )
 
 // passThrough is what loopback's ADD does with its config once lo is up: it has no keys

@@ -7,10 +7,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/attachment"
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/plugins/attachment"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Config is the macvlan plugin's configuration (the keys beyond the spec's common ones).

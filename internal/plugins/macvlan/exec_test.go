@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	at "github.com/cnikit/cni/internal/attachment/attachmenttest"
-	pt "github.com/cnikit/cni/internal/plugintest"
+	at "github.com/cnikit/cni/internal/plugins/attachment/attachmenttest"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 )
 
 func TestExecdAddCheckDelLikeARuntime(t *testing.T) {

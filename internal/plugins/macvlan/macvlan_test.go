@@ -11,12 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	at "github.com/cnikit/cni/internal/attachment/attachmenttest"
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	at "github.com/cnikit/cni/internal/plugins/attachment/attachmenttest"
 	"github.com/cnikit/cni/internal/plugins/macvlan"
-	pt "github.com/cnikit/cni/internal/plugintest"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/spec/skel"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // suite is what every one-link plugin does alike; macvlan needs no kernel feature.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/nftrecord"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/testbed/nftrecord"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // BenchmarkNFTAddDel runs the nftables backend's ADD then DEL of one attachment with

@@ -5,9 +5,9 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/iptables"
-	"github.com/cnikit/cni/internal/netfilter"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/iptables"
+	"github.com/cnikit/cni/internal/host/netfilter"
 	"github.com/cnikit/cni/internal/result"
 )
 

@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/nfttest"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/sysctl"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/host/nftexpr"
+	"github.com/cnikit/cni/internal/host/sysctl"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/nfttest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // env is one test's world: a host netns, an external client netns behind veth "vx"

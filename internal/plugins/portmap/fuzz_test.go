@@ -7,12 +7,12 @@ import (
 
 	"github.com/google/nftables/expr"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/iptables/iptablestest"
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/owner"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/skel/skeltest"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/iptables/iptablestest"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/owner"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/spec/skel/skeltest"
 )
 
 // loaded is what portmap's ADD has decided before it touches the kernel: the settings

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cnikit/cni/internal/iptables"
+	"github.com/cnikit/cni/internal/host/iptables"
 )
 
 // The reference's iptables layout in table nat, name for name, so that operators'

@@ -1,8 +1,8 @@
 package portmap
 
 import (
-	"github.com/cnikit/cni/internal/nfttest"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/nfttest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // TestNFTablesLayoutReadsAsTheCodeSays: `nft list` shows each rule as the comment of the

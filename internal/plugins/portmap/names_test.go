@@ -3,7 +3,7 @@ package portmap
 import (
 	"testing"
 
-	"github.com/cnikit/cni/internal/plugintest/nametest"
+	"github.com/cnikit/cni/internal/testbed/plugintest/nametest"
 )
 
 // The names below exist on nodes (the reference's chain names): they must be those

@@ -10,7 +10,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 
-	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/host/nftexpr"
 )
 
 // The nftables layout, one table per family (ip and ip6 "cni_portmap"):

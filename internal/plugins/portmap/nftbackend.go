@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/nftables"
 
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/steps"
+	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/nftexpr"
 )
 
 // nftBackend installs port mappings with nftables over netlink, and with one `nft`

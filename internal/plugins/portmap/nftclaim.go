@@ -10,8 +10,8 @@ import (
 
 	"crypto/sha256"
 
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/nftexpr"
 )
 
 // A map element is the way from a key (a host port, or a container address in masq)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/nftables/expr"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/nftexpr"
 )
 
 // parseConditions compiles conditionsV4/V6 written in nft syntax into expressions sent

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/nftables/expr"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 )
 
 // The reference hands conditionsV4/V6 to nft as written, so any condition nft reads

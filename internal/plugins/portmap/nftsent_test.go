@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/nftrecord"
-	"github.com/cnikit/cni/internal/nfttest"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/nftrecord"
+	"github.com/cnikit/cni/internal/testbed/nfttest"
 )
 
 // TestNFTDelSendsOnlyWhatTheAttachmentHas: DEL of an attachment reads its own chains

@@ -8,8 +8,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/userdata"
 
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/nftexpr"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/nftexpr"
 )
 
 // nftState is what the kernel holds of one attachment in one family's table, read from

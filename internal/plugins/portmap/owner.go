@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/cnikit/cni/internal/iptables"
-	"github.com/cnikit/cni/internal/owner"
+	"github.com/cnikit/cni/internal/host/iptables"
+	"github.com/cnikit/cni/internal/host/owner"
 )
 
 // attachment names one attachment the way portmap keys its state: network name plus

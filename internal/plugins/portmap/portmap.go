@@ -19,16 +19,17 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/conntrack"
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/owner"
+	"github.com/cnikit/cni/internal/core/background"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/rollback"
+	"github.com/cnikit/cni/internal/core/version"
+	"github.com/cnikit/cni/internal/host/conntrack"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/owner"
+	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/rollback"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/sysctl"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Plugin returns portmap's registry entry.
@@ -189,7 +190,7 @@ func removeAttachment(ctx context.Context, hash string) error {
 }
 
 // forgetFlows deletes the conntrack entries of the removed mappings in the background
-// of the process (skel.Start), as link deletions are: each family costs a walk of the
+// of the process (background.Start), as link deletions are: each family costs a walk of the
 // kernel's whole conntrack table, 10 to 30 ms on a busy machine, which then overlaps
 // the other plugins' DEL work (the veth's deletion above all) instead of adding to it.
 // The table is opened here, in the host's namespace, since the background goroutine
@@ -211,7 +212,7 @@ func forgetFlows(ctx context.Context, flows []flow) error {
 	if err != nil {
 		return fmt.Errorf("portmap: %w", err)
 	}
-	return skel.Start(ctx, func() error {
+	return background.Start(ctx, func() error {
 		defer t.Close()
 		_, err4 := t.Delete(false, m4)
 		_, err6 := t.Delete(true, m6)

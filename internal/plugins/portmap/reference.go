@@ -10,11 +10,11 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 
-	"github.com/cnikit/cni/internal/iptables"
-	"github.com/cnikit/cni/internal/netfilter"
-	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/steps"
+	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/host/iptables"
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/nftexpr"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Adopting the reference plugin's mappings. On a node whose plugins were replaced under

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/iptables"
-	"github.com/cnikit/cni/internal/nftrecord"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/host/iptables"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/nftrecord"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // referenceNFTables writes the reference plugin's (v1.9) nftables tables as its

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/nftexpr"
-	"github.com/cnikit/cni/internal/nftrecord"
-	"github.com/cnikit/cni/internal/nfttest"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/host/nftexpr"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/nftrecord"
+	"github.com/cnikit/cni/internal/testbed/nfttest"
 )
 
 // damage is something done by hand to the shared chains of one family's table, which

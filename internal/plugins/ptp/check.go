@@ -7,12 +7,12 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/masq"
 	"github.com/cnikit/cni/internal/ipam"
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/masq"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // check verifies what ADD built against the prevResult: the IPAM reservation, the veth

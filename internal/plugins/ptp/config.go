@@ -3,9 +3,9 @@ package ptp
 import (
 	"fmt"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/masq"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/masq"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Config is the ptp plugin's configuration (the keys beyond the spec's common ones).

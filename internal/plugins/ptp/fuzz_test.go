@@ -3,7 +3,7 @@ package ptp
 import (
 	"testing"
 
-	"github.com/cnikit/cni/internal/skel/skeltest"
+	"github.com/cnikit/cni/internal/spec/skel/skeltest"
 )
 
 // loadForAdd is the parse-and-validate part of ADD: the config, then the masquerade

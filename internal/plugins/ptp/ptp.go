@@ -17,15 +17,15 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/rollback"
+	"github.com/cnikit/cni/internal/core/version"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/masq"
+	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/ipam"
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/masq"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/rollback"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/sysctl"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Plugin returns the ptp plugin's registry entry.
@@ -213,7 +213,7 @@ func del(req *skel.Request) error {
 		errs = append(errs, ipam.Del(req))
 	}
 	// The process waits for the veth's deletion before answering (see
-	// link.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
+	// link.NS.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
 	// other plugins' DEL.
 	errs = append(errs, link.DeleteVeth(req.Context(), req.Args.Netns, req.Args.IfName, req.PrevResult, routesToPrevAddresses))
 	// Found by network and container, not by the addresses in the netns: the rules go

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"net/netip"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Config is the plugin's part of the network config: the reference's keys.

@@ -3,7 +3,7 @@ package sbr
 import (
 	"testing"
 
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // FuzzPlan feeds arbitrary configs to the loaders: they must never panic, a config ADD

@@ -13,9 +13,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/plugins/sbr"
-	pt "github.com/cnikit/cni/internal/plugintest"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/testns"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // world is a host namespace and a container namespace joined by veths the test makes:

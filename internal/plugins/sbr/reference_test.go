@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/reftest"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/reftest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // TestReferenceAttachmentIsCheckedAndDeletedByOurs: a pod whose interface the reference

@@ -9,7 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/host/link"
 )
 
 // firstTable is where the search for a free table starts, as in the reference.

@@ -5,9 +5,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/attachment"
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/plugins/attachment"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // check verifies what ADD built against the config and prevResult: the IPAM reservation,

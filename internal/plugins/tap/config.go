@@ -4,9 +4,9 @@ import (
 	"net"
 	"strings"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Config is the tap plugin's configuration (the keys beyond the spec's common ones).

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // FuzzLoad feeds arbitrary configs and CNI_ARGS to the loader: it either accepts a

@@ -13,8 +13,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/panics"
+	"github.com/cnikit/cni/internal/core/panics"
+	"github.com/cnikit/cni/internal/host/link"
 )
 
 // CreatorName is the executable name under which the cni binary creates one tap and

@@ -7,8 +7,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/statedir"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/statedir"
 )
 
 // maxAllowList bounds what is read of the allow-list: a FIFO or a device in its place

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/statedir"
+	"github.com/cnikit/cni/internal/core/statedir"
 )
 
 // Backup is what an interface looked like before tuning changed it. Only the values the

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/host/sysctl"
 )
 
 // FuzzBackupRead feeds arbitrary bytes as a backup file to what DEL does with it before

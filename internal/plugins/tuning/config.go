@@ -5,9 +5,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/sysctl"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // DefaultDataDir is where the original values are kept between ADD and DEL.

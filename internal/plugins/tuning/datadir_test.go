@@ -5,8 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	pt "github.com/cnikit/cni/internal/plugintest"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 )
 
 // TestDataDirThatIsNoDirectoryIsAConfigError: a dataDir that is a regular file, or a

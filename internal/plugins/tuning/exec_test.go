@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	pt "github.com/cnikit/cni/internal/plugintest"
-	"github.com/cnikit/cni/internal/testns"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // These tests run the binary as "tuning" inside the fixture's host namespace, the way

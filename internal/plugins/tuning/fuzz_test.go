@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/skel/skeltest"
-	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/host/sysctl"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/spec/skel/skeltest"
 )
 
 // FuzzLoad drives tuning configs (sysctl, mac, mtu, promisc, allmulti, txQLen, dataDir,

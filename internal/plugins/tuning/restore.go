@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/link"
-	"github.com/cnikit/cni/internal/sysctl"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/sysctl"
 )
 
 // restore puts the backup's values back inside the container namespace, each on its

@@ -15,14 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
-	pt "github.com/cnikit/cni/internal/plugintest"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/timing"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/sysctl"
-	"github.com/cnikit/cni/internal/testns"
-	"github.com/cnikit/cni/internal/timing"
+	"github.com/cnikit/cni/internal/spec/skel"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // fixture is a container joined to a host by a veth, a data dir and the prevResult a

@@ -7,9 +7,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/attachment"
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/plugins/attachment"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Config is the vlan plugin's configuration (the keys beyond the spec's common ones).

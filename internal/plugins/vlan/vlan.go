@@ -12,10 +12,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/attachment"
+	"github.com/cnikit/cni/internal/core/version"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Plugin returns the vlan plugin's registry entry.

@@ -3,7 +3,7 @@ package vrf
 import (
 	"testing"
 
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // FuzzLoad feeds arbitrary configs to the loaders: they must never panic, a config ADD

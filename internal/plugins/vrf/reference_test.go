@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/kernelfeature"
-	"github.com/cnikit/cni/internal/reftest"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
+	"github.com/cnikit/cni/internal/testbed/reftest"
 )
 
 // TestReferenceAttachmentIsCheckedAndDeletedByOurs: a pod whose interface the reference

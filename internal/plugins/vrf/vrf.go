@@ -19,12 +19,12 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/link"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/rollback"
+	"github.com/cnikit/cni/internal/core/version"
+	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/rollback"
-	"github.com/cnikit/cni/internal/skel"
-	"github.com/cnikit/cni/internal/version"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Plugin returns the vrf plugin's registry entry.

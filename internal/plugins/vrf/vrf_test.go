@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/cnierror"
-	"github.com/cnikit/cni/internal/kernelfeature"
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 )
 
 func TestTwoInterfacesShareOneVRFUntilTheLastLeaves(t *testing.T) {

@@ -21,10 +21,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cnikit/cni/internal/invlog"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
+	"github.com/cnikit/cni/internal/obs/invlog"
 )
 
 // Options are the daemon's settings, the reference's flags plus the state directory.

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 )

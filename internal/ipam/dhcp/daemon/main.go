@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cnikit/cni/internal/invlog"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcpconf"
+	"github.com/cnikit/cni/internal/obs/invlog"
 )
 
 // Main runs `dhcp daemon [flags]` with the reference's flags (and -statedir) until

@@ -9,13 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcpconf"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // families are the lease families a config asks for, DHCPv4 first.

@@ -7,12 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cnikit/cni/internal/invlog"
+	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/core/tracectx"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
+	"github.com/cnikit/cni/internal/obs/invlog"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/steps"
-	"github.com/cnikit/cni/internal/tracectx"
 )
 
 // logPlugin is the daemon's name in the invocation log, beside the dhcp plugin's.

@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/invlog"
-	"github.com/cnikit/cni/internal/invlog/invlogtest"
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease6"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
+	"github.com/cnikit/cni/internal/obs/invlog"
+	"github.com/cnikit/cni/internal/obs/invlog/invlogtest"
 )
 
 // newLoggedDaemon is a test daemon that writes an invocation log, at the path returned.

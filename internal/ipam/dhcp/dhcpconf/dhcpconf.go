@@ -14,10 +14,10 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/ipam/ipamconf"
 	"github.com/cnikit/cni/internal/result"
-	"github.com/cnikit/cni/internal/skel"
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // DefaultSocketPath is where the plugin finds the daemon unless daemonSocketPath says

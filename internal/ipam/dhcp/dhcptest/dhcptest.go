@@ -32,7 +32,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // Fixed addresses of the lab.

@@ -29,9 +29,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
-	"github.com/cnikit/cni/internal/sysctl"
 )
 
 // Client says how one attachment talks DHCPv6.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // duid is a client's DUID on the wire.

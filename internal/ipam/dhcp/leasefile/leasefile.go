@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cnikit/cni/internal/core/statedir"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
-	"github.com/cnikit/cni/internal/statedir"
 )
 
 // DefaultDir is where the daemon keeps its leases.
@@ -122,9 +122,6 @@ func private(d *statedir.Dir) error {
 	}
 	return nil
 }
-
-// Dir returns the store's directory.
-func (s *Store) Dir() string { return s.dir.Path() }
 
 // Close releases the directory.
 func (s *Store) Close() error { return s.dir.Close() }

@@ -24,7 +24,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/ns"
+	"github.com/cnikit/cni/internal/host/ns"
 )
 
 // ID is where a lease was acquired. Its JSON form is part of a lease file; a file

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/testns"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 func TestMatchesProvesTheSameInterface(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 )
 
 // RPCPath is net/rpc's DefaultRPCPath, the only path the daemon answers.

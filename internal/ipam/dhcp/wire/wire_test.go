@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/internal/cnierror"
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/ipam/dhcp/wire"
 	"github.com/cnikit/cni/internal/result"

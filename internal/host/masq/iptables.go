@@ -1,0 +1,234 @@
+package masq
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"iter"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"strings"
+
+	"github.com/cnikit/cni/internal/host/iptables"
+	"github.com/cnikit/cni/internal/host/owner"
+)
+
+const natTable = "nat"
+
+var families = [...]iptables.Family{iptables.IPv4, iptables.IPv6}
+
+func familyOf(a netip.Addr) iptables.Family {
+	if a.Is4() {
+		return iptables.IPv4
+	}
+	return iptables.IPv6
+}
+
+// iptRules is the reference layout for an attachment's addresses of one family: the
+// attachment chain's rules and the POSTROUTING jumps into it.
+func iptRules(att Attachment, fam iptables.Family, ips []netip.Prefix) (chain, jumps []iptables.Rule) {
+	name := iptChainName(att.Network, att.ContainerID)
+	comment := iptComment(att.Network, att.ContainerID)
+	multicast := "224.0.0.0/4"
+	if fam == iptables.IPv6 {
+		multicast = "ff00::/8"
+	}
+	for _, p := range ips {
+		if familyOf(p.Addr()) != fam {
+			continue
+		}
+		chain = append(chain, iptables.Rule{"-d", p.Masked().String(), "-m", "comment", "--comment", comment, "-j", "ACCEPT"})
+		jumps = append(jumps, iptables.Rule{"-s", netip.PrefixFrom(p.Addr(), p.Addr().BitLen()).String(),
+			"-m", "comment", "--comment", comment, "-j", name})
+	}
+	if len(chain) > 0 {
+		chain = append(chain, iptables.Rule{"!", "-d", multicast, "-m", "comment", "--comment", comment, "-j", "MASQUERADE"})
+	}
+	return chain, jumps
+}
+
+func iptSetup(ctx context.Context, att Attachment, ips []netip.Prefix) error {
+	name := iptChainName(att.Network, att.ContainerID)
+	for _, fam := range families {
+		chain, jumps := iptRules(att, fam, ips)
+		if len(chain) == 0 {
+			continue
+		}
+		err := iptables.Update(ctx, fam, natTable, func(b *iptables.Batch) error {
+			want := chain
+			if c := b.Table().Chain(name); c != nil {
+				want = iptMerge(c.Rules, chain)
+			}
+			b.SetRules(name, want)
+			for _, r := range jumps {
+				b.AppendRule("POSTROUTING", r)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("masquerade %s: %w", fam, err)
+		}
+	}
+	return nil
+}
+
+// iptMerge keeps the ACCEPT rules already in an attachment chain (another interface of
+// the same container on the same network shares the chain in the reference layout), adds
+// the missing ones of want and ends with want's MASQUERADE rule.
+func iptMerge(have, want []iptables.Rule) []iptables.Rule {
+	var out []iptables.Rule
+	for _, r := range have {
+		if r.Target() == "ACCEPT" {
+			out = append(out, r)
+		}
+	}
+	for _, r := range want[:len(want)-1] {
+		if !slices.ContainsFunc(out, r.Same) {
+			out = append(out, r)
+		}
+	}
+	return append(out, want[len(want)-1])
+}
+
+// iptRemove deletes the jumps into the named chains and the chains themselves.
+func iptRemove(b *iptables.Batch, names map[string]bool) {
+	b.DeleteRulesFunc("POSTROUTING", func(r iptables.Rule) bool { return names[r.Target()] })
+	for name := range names {
+		b.DeleteChain(name)
+	}
+}
+
+func iptTeardown(ctx context.Context, network, containerID string) error {
+	names := map[string]bool{iptChainName(network, containerID): true}
+	var errs []error
+	for _, fam := range families {
+		if !iptables.TableInUse(fam, natTable) {
+			continue // nothing to remove, and no iptables-save exec spent finding that out
+		}
+		err := iptables.Update(ctx, fam, natTable, func(b *iptables.Batch) error {
+			iptRemove(b, names)
+			return nil
+		})
+		if errors.Is(err, exec.ErrNotFound) {
+			continue // a nat table made by nft itself, and no iptables tools to have used it
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("masquerade teardown %s: %w", fam, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// iptCheck verifies the attachment's chain and jumps in each family it has addresses
+// of. Its error is errAbsent only when no family has the chain: one family without it
+// is a damaged attachment, not a missing one.
+func iptCheck(ctx context.Context, att Attachment, ips []netip.Prefix) error {
+	var absent error
+	found := false
+	for _, fam := range families {
+		chain, jumps := iptRules(att, fam, ips)
+		if len(chain) == 0 {
+			continue
+		}
+		t, err := iptables.Load(ctx, fam, natTable)
+		if err != nil {
+			return fmt.Errorf("masquerade check: %w", err)
+		}
+		switch err := iptCheckTable(t, att, chain, jumps); {
+		case errors.Is(err, errAbsent):
+			absent = err
+		case err != nil:
+			return err
+		default:
+			found = true
+		}
+	}
+	if absent != nil && found {
+		return errors.New(absent.Error()) // the same words, but no longer errAbsent
+	}
+	return absent
+}
+
+// iptCheckTable verifies the attachment's chain and jumps of one family's nat table.
+func iptCheckTable(t *iptables.Table, att Attachment, chain, jumps []iptables.Rule) error {
+	name := iptChainName(att.Network, att.ContainerID)
+	c := t.Chain(name)
+	if c == nil {
+		return fmt.Errorf("masquerade check: %s chain %s %w", t.Family, name, errAbsent)
+	}
+	if n := len(c.Rules); n == 0 || !c.Rules[n-1].Same(chain[len(chain)-1]) {
+		return fmt.Errorf("masquerade check: %s chain %s does not end in MASQUERADE", t.Family, name)
+	}
+	for _, r := range chain {
+		if !c.Has(r) {
+			return fmt.Errorf("masquerade check: %s chain %s lacks %q", t.Family, name, r.String())
+		}
+	}
+	post := t.Chain("POSTROUTING")
+	for _, r := range jumps {
+		if post == nil || !post.Has(r) {
+			return fmt.Errorf("masquerade check: %s POSTROUTING lacks %q", t.Family, r.String())
+		}
+	}
+	return nil
+}
+
+// iptGC removes the chains (and jumps) of network's attachments whose container is not
+// valid. A chain is recognised by its comment naming the network and by its name being
+// the one that network and container give, so nothing of another network or plugin is
+// touched. The reference layout is keyed by container only, so the interface name of a
+// valid attachment does not matter here.
+func iptGC(ctx context.Context, network string, valid iter.Seq2[string, string]) error {
+	var ids []string
+	for cid := range valid {
+		ids = append(ids, cid)
+	}
+	keep := owner.NewSet(ids...)
+	var errs []error
+	for _, fam := range families {
+		if !iptables.TableInUse(fam, natTable) {
+			continue
+		}
+		err := iptables.Update(ctx, fam, natTable, func(b *iptables.Batch) error {
+			stale := map[string]bool{}
+			for _, c := range b.Table().Chains() {
+				if !strings.HasPrefix(c.Name, "CNI-") || c.Builtin() {
+					continue
+				}
+				for _, r := range c.Rules {
+					if id, ok := iptOwnedBy(network, c.Name, r.Comment()); ok && !keep.Has(id) {
+						stale[c.Name] = true
+					}
+				}
+			}
+			iptRemove(b, stale)
+			return nil
+		})
+		if errors.Is(err, exec.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("masquerade gc %s: %w", fam, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// iptOwnedBy returns the container field of the comment of a rule in chain when the
+// rule is an attachment rule of network: the comment names network and the chain is the
+// one the container gives (for a hashed container field, one of the attachment chains'
+// shape, "CNI-" and 24 hex digits).
+func iptOwnedBy(network, chain, comment string) (string, bool) {
+	net, id, ok := owner.Parse("", comment)
+	if !ok || !owner.Names(net, network) {
+		return "", false
+	}
+	if owner.IsHashed(id) {
+		rest, ok := strings.CutPrefix(chain, "CNI-")
+		_, err := hex.DecodeString(rest)
+		return id, ok && len(rest) == 24 && err == nil
+	}
+	return id, iptChainName(network, id) == chain
+}

@@ -1,0 +1,520 @@
+package masq
+
+import (
+	"bytes"
+	"crypto/sha512"
+	"encoding/hex"
+	"fmt"
+	"iter"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+
+	"github.com/cnikit/cni/internal/host/netfilter"
+	"github.com/cnikit/cni/internal/host/nftexpr"
+)
+
+const (
+	nftTableName = "cni_masquerade"
+	nftBaseChain = "postrouting"
+	nftMap4      = "masq4"
+	nftMap6      = "masq6"
+	// commentMax is the longest comment nft shows in full.
+	commentMax = 128
+)
+
+// The objects of the layout. Their values are built per call; nothing is kept.
+func nftTable() *nftables.Table {
+	return &nftables.Table{Name: nftTableName, Family: nftables.TableFamilyINet}
+}
+
+func nftMap(t *nftables.Table, v6 bool) *nftables.Set {
+	// A non-zero ID keeps AddSet from bumping the library's unguarded package-level ID
+	// counter, a data race when several attachments are set up in one process.
+	s := &nftables.Set{Table: t, ID: 1, Name: nftMap4, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict, IsMap: true}
+	if v6 {
+		s.ID, s.Name, s.KeyType = 2, nftMap6, nftables.TypeIP6Addr
+	}
+	return s
+}
+
+// conn opens a netlink connection in the calling thread's network namespace.
+func conn() (*nftables.Conn, error) {
+	c, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return nil, fmt.Errorf("masquerade: nftables: %w", err)
+	}
+	return c, nil
+}
+
+// multicastReturn is `ip daddr 224.0.0.0/4 return` (`ip6 daddr ff00::/8 return`).
+func multicastReturn(v6 bool) []expr.Any {
+	multicast := netip.MustParsePrefix("224.0.0.0/4")
+	if v6 {
+		multicast = netip.MustParsePrefix("ff00::/8")
+	}
+	return nftexpr.Rule(inSubnet(multicast), nftexpr.Return())
+}
+
+// sourceDispatch is `ip saddr vmap @masq4` (`ip6 saddr vmap @masq6`).
+func sourceDispatch(m *nftables.Set, v6 bool) []expr.Any {
+	return nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.VMap(m, nftexpr.Saddr(v6)))
+}
+
+// subnetReturn is `ip daddr 10.1.0.0/24 return`: the attachment's own subnet is not
+// masqueraded.
+func subnetReturn(p netip.Prefix) []expr.Any {
+	return nftexpr.Rule(inSubnet(p), nftexpr.Return())
+}
+
+// inSubnet is `ip daddr 10.1.0.0/24`, in an inet table, where nft also matches the
+// family (`meta nfproto ipv4`) but does not list it.
+func inSubnet(p netip.Prefix) []expr.Any {
+	v6 := p.Addr().Is6()
+	return nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.In(nftexpr.Daddr(v6), p))
+}
+
+// nftBase adds the table, the maps and the base chain with its rules: multicast is never
+// masqueraded, every other source is looked up in the family's map.
+func nftBase(c *nftables.Conn) error {
+	t := c.CreateTable(nftTable()) // fails the transaction if a concurrent Setup made it first
+	chain := c.AddChain(&nftables.Chain{
+		Name: nftBaseChain, Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
+	})
+	for _, v6 := range []bool{false, true} {
+		m := nftMap(t, v6)
+		if err := c.AddSet(m, nil); err != nil {
+			return fmt.Errorf("masquerade: nftables map %s: %w", m.Name, err)
+		}
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: multicastReturn(v6)})
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: sourceDispatch(m, v6)})
+	}
+	return nil
+}
+
+// nftComment names the attachment; the addresses come first so that they survive when
+// a long network or container name is cut.
+func nftComment(att Attachment, ips []netip.Prefix) string {
+	addrs := make([]string, len(ips))
+	for i, p := range ips {
+		addrs[i] = p.Addr().String()
+	}
+	s := fmt.Sprintf("ips=%s net=%s id=%s if=%s", strings.Join(addrs, ","), att.Network, att.ContainerID, att.IfName)
+	if len(s) > commentMax {
+		s = s[:commentMax]
+	}
+	return s
+}
+
+// commentIPs reads the addresses back from the comment of an attachment chain's rules.
+func commentIPs(rules []*nftables.Rule) []netip.Addr {
+	var out []netip.Addr
+	for _, r := range rules {
+		s, ok := userdata.GetString(r.UserData, userdata.TypeComment)
+		if !ok {
+			continue
+		}
+		list, ok := strings.CutPrefix(strings.Fields(s + " ")[0], "ips=")
+		if !ok {
+			continue
+		}
+		for _, a := range strings.Split(list, ",") {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
+}
+
+func commentField(rules []*nftables.Rule, key string) string {
+	for _, r := range rules {
+		s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		for _, f := range strings.Fields(s) {
+			if v, ok := strings.CutPrefix(f, key+"="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// nftAttachment queues the attachment chain (emptied if it existed) and its map elements.
+func nftAttachment(c *nftables.Conn, att Attachment, ips []netip.Prefix) error {
+	t := nftTable()
+	chain := c.AddChain(&nftables.Chain{Name: nftChainName(att.Network, att.ContainerID, att.IfName), Table: t})
+	c.FlushChain(chain)
+	for _, p := range ips {
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: subnetReturn(p)})
+	}
+	c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: nftexpr.Masquerade(),
+		UserData: userdata.AppendString(nil, userdata.TypeComment, nftComment(att, ips))})
+	for _, v6 := range []bool{false, true} {
+		if elems := nftElements(addrsOf(ips), v6, chain.Name); len(elems) > 0 {
+			if err := c.SetAddElements(nftMap(t, v6), elems); err != nil {
+				return fmt.Errorf("masquerade: nftables map elements: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// nftElements are the map elements of the addresses of one family; with a chain they
+// jump there, without they serve as keys for deletion.
+func nftElements(ips []netip.Addr, v6 bool, chain string) []nftables.SetElement {
+	var out []nftables.SetElement
+	for _, a := range ips {
+		if a.Is6() != v6 {
+			continue
+		}
+		e := nftables.SetElement{Key: a.AsSlice()}
+		if chain != "" {
+			e.VerdictData = nftexpr.GotoTo(chain)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func addrsOf(ips []netip.Prefix) []netip.Addr {
+	out := make([]netip.Addr, len(ips))
+	for i, p := range ips {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+func tableExists(c *nftables.Conn) bool {
+	_, err := c.ListTableOfFamily(nftTableName, nftables.TableFamilyINet)
+	return err == nil
+}
+
+func nftSetup(att Attachment, ips []netip.Prefix) error {
+	c, err := conn()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	for try := 1; ; try++ {
+		fresh := !tableExists(c)
+		if fresh {
+			if err := nftBase(c); err != nil {
+				return err
+			}
+		} else if err := nftDropOwnStale(c, att, ips); err != nil {
+			return err
+		} else if try > 1 {
+			// An address still maps to a stale attachment whose DEL never came: take it.
+			if err := nftDropClaims(c, ips, nftChainName(att.Network, att.ContainerID, att.IfName)); err != nil {
+				return err
+			}
+		}
+		if err := nftAttachment(c, att, ips); err != nil {
+			return err
+		}
+		err := c.Flush()
+		if err == nil || try == 3 {
+			if err != nil {
+				return fmt.Errorf("masquerade: nftables: %w", err)
+			}
+			return nil
+		}
+	}
+}
+
+// nftDropOwnStale queues the deletion of the map elements of addresses that an earlier
+// Setup of the same attachment gave and this one does not (an ADD repeated without DEL),
+// so that none is left pointing at the chain.
+func nftDropOwnStale(c *nftables.Conn, att Attachment, ips []netip.Prefix) error {
+	rules, err := nftRules(c, nftChainName(att.Network, att.ContainerID, att.IfName))
+	if err != nil {
+		return fmt.Errorf("masquerade: nftables: %w", err)
+	}
+	var stale []netip.Addr
+	for _, a := range commentIPs(rules) {
+		if !slices.Contains(addrsOf(ips), a) {
+			stale = append(stale, a)
+		}
+	}
+	t := nftTable()
+	for _, v6 := range []bool{false, true} {
+		if elems := nftElements(stale, v6, ""); len(elems) > 0 {
+			if err := c.SetDeleteElements(nftMap(t, v6), elems); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// nftDropClaims queues the deletion of map elements for ips that jump elsewhere.
+func nftDropClaims(c *nftables.Conn, ips []netip.Prefix, chain string) error {
+	t := nftTable()
+	for _, v6 := range []bool{false, true} {
+		m := nftMap(t, v6)
+		elems, err := c.GetSetElements(m)
+		if err != nil {
+			return fmt.Errorf("masquerade: nftables map %s: %w", m.Name, err)
+		}
+		var drop []nftables.SetElement
+		for _, e := range elems {
+			mine := slices.ContainsFunc(ips, func(p netip.Prefix) bool { return bytes.Equal(p.Addr().AsSlice(), e.Key) })
+			if mine && netfilter.VerdictChain(e.Val) != chain {
+				drop = append(drop, nftables.SetElement{Key: e.Key})
+			}
+		}
+		if len(drop) > 0 {
+			if err := c.SetDeleteElements(m, drop); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// nftRules returns the rules of an attachment chain; none when it or the table is
+// missing.
+func nftRules(c *nftables.Conn, name string) ([]*nftables.Rule, error) {
+	t := nftTable()
+	rules, err := c.GetRules(t, &nftables.Chain{Name: name, Table: t})
+	if netfilter.IsNotExist(err) {
+		return nil, nil // the library does not wrap this error
+	}
+	return rules, err
+}
+
+// nftRemove queues the deletion of an attachment chain and of the map elements its
+// comment names.
+func nftRemove(c *nftables.Conn, name string, rules []*nftables.Rule) error {
+	t := nftTable()
+	ips := commentIPs(rules)
+	for _, v6 := range []bool{false, true} {
+		if elems := nftElements(ips, v6, ""); len(elems) > 0 {
+			if err := c.SetDeleteElements(nftMap(t, v6), elems); err != nil {
+				return err
+			}
+		}
+	}
+	c.DelChain(&nftables.Chain{Name: name, Table: t})
+	return nil
+}
+
+func nftTeardown(network, containerID, ifName string) error {
+	c, err := conn()
+	if err != nil {
+		return nil // no nf_tables in this kernel: nothing of ours can exist
+	}
+	defer c.CloseLasting()
+	name := nftChainName(network, containerID, ifName)
+	instance := refInstanceHash(network, ifName, containerID)
+	err = nftTeardownTx(c, name, instance, false)
+	if err != nil {
+		// The comment and the map disagree (an element removed or added by hand): find
+		// the chain's elements in the maps instead.
+		err = nftTeardownTx(c, name, instance, true)
+	}
+	if err != nil {
+		return fmt.Errorf("masquerade teardown: nftables chain %s: %w", name, err)
+	}
+	return nil
+}
+
+// nftTeardownTx removes an attachment chain, its map elements and any reference rule of
+// the instance in one transaction. Thorough looks the elements up in the maps (a dump)
+// instead of trusting the chain's comment.
+func nftTeardownTx(c *nftables.Conn, name, instance string, thorough bool) error {
+	rules, err := nftRules(c, name)
+	if err != nil {
+		return err
+	}
+	queued := 0
+	switch {
+	case len(rules) == 0:
+	case thorough:
+		if err := nftDropPointing(c, name); err != nil {
+			return err
+		}
+		c.DelChain(&nftables.Chain{Name: name, Table: nftTable()})
+		queued++
+	default:
+		if err := nftRemove(c, name, rules); err != nil {
+			return err
+		}
+		queued++
+	}
+	n, err := refRemove(c, func(comment string) bool { return strings.HasPrefix(comment, instance) })
+	if err != nil {
+		return err
+	}
+	if queued+n == 0 {
+		return nil
+	}
+	return c.Flush()
+}
+
+// nftDropPointing queues the deletion of every map element that jumps to chain.
+func nftDropPointing(c *nftables.Conn, chain string) error {
+	t := nftTable()
+	for _, v6 := range []bool{false, true} {
+		m := nftMap(t, v6)
+		elems, err := c.GetSetElements(m)
+		if err != nil {
+			return fmt.Errorf("nftables map %s: %w", m.Name, err)
+		}
+		var drop []nftables.SetElement
+		for _, e := range elems {
+			if netfilter.VerdictChain(e.Val) == chain {
+				drop = append(drop, nftables.SetElement{Key: e.Key})
+			}
+		}
+		if len(drop) > 0 {
+			if err := c.SetDeleteElements(m, drop); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func nftCheck(att Attachment, ips []netip.Prefix) error {
+	c, err := conn()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	name := nftChainName(att.Network, att.ContainerID, att.IfName)
+	rules, err := nftRules(c, name)
+	if err != nil {
+		return fmt.Errorf("masquerade check: nftables chain %s: %w", name, err)
+	}
+	if len(rules) == 0 {
+		return fmt.Errorf("masquerade check: nftables chain %s %w", name, errAbsent)
+	}
+	if len(rules) != len(ips)+1 {
+		return fmt.Errorf("masquerade check: nftables chain %s incomplete", name)
+	}
+	for _, v6 := range []bool{false, true} {
+		want := nftElements(addrsOf(ips), v6, name)
+		if len(want) == 0 {
+			continue
+		}
+		m := nftMap(nftTable(), v6)
+		for _, w := range want {
+			// One lookup per address: CHECK costs the same with 300 attachments as with 10.
+			e, err := netfilter.GetElement(m.Table.Family, m.Table.Name, m.Name, w.Key)
+			if err != nil && !netfilter.IsNotExist(err) {
+				return fmt.Errorf("masquerade check: nftables map: %w", err)
+			}
+			if err != nil || e.VerdictChain != name {
+				a, _ := netip.AddrFromSlice(w.Key)
+				return fmt.Errorf("masquerade check: %s not in nftables map", a)
+			}
+		}
+	}
+	return nil
+}
+
+// nftGC deletes the chains (and map elements) of network's attachments not in valid,
+// in one transaction. Chains are found by their network prefix and confirmed by comment.
+func nftGC(network string, valid iter.Seq2[string, string]) error {
+	c, err := conn()
+	if err != nil {
+		return nil
+	}
+	defer c.CloseLasting()
+	keep := map[string]bool{}
+	for cid, ifName := range valid {
+		keep[nftChainName(network, cid, ifName)] = true
+	}
+	var chains []*nftables.Chain
+	if tableExists(c) {
+		if chains, err = c.ListChainsOfTableFamily(nftables.TableFamilyINet); err != nil {
+			return fmt.Errorf("masquerade gc: nftables chains: %w", err)
+		}
+	}
+	prefix, queued := nftChainPrefix(network), 0
+	for _, ch := range chains {
+		if ch.Table.Name != nftTableName || !strings.HasPrefix(ch.Name, prefix) || keep[ch.Name] {
+			continue
+		}
+		rules, err := nftRules(c, ch.Name)
+		if err != nil {
+			return fmt.Errorf("masquerade gc: nftables chain %s: %w", ch.Name, err)
+		}
+		if net := commentField(rules, "net"); net != "" && !strings.HasPrefix(network, net) {
+			continue // a hash prefix shared with another network
+		}
+		if err := nftRemove(c, ch.Name, rules); err != nil {
+			return fmt.Errorf("masquerade gc: %w", err)
+		}
+		queued++
+	}
+	keepRef := map[string]bool{}
+	for cid, ifName := range valid {
+		keepRef[refInstanceHash(network, ifName, cid)] = true
+	}
+	netHash := refNetworkHash(network) + "-"
+	n, err := refRemove(c, func(comment string) bool {
+		inst, _, _ := strings.Cut(comment, ",")
+		return strings.HasPrefix(inst, netHash) && !keepRef[inst]
+	})
+	if err != nil {
+		return fmt.Errorf("masquerade gc: %w", err)
+	}
+	if queued+n == 0 {
+		return nil
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("masquerade gc: nftables: %w", err)
+	}
+	return nil
+}
+
+// The reference plugins' nftables layout (v1.6+): table inet cni_plugins_masquerade,
+// one rule per address in chain masq_checks, with a comment that starts with
+// hex(sha512(network))[:16] "-" hex(sha512(ifName ":" containerID))[:16]. Teardown and
+// GC also remove those rules, so a node upgraded from the reference is left clean.
+const (
+	refTableName = "cni_plugins_masquerade"
+	refChainName = "masq_checks"
+)
+
+func refNetworkHash(network string) string {
+	sum := sha512.Sum512([]byte(network))
+	return hex.EncodeToString(sum[:8])
+}
+
+func refInstanceHash(network, ifName, containerID string) string {
+	sum := sha512.Sum512([]byte(ifName + ":" + containerID))
+	return refNetworkHash(network) + "-" + hex.EncodeToString(sum[:8])
+}
+
+// refRemove queues the deletion of the reference rules whose comment matches and
+// returns how many it queued; a node without the reference table costs one lookup.
+func refRemove(c *nftables.Conn, match func(comment string) bool) (int, error) {
+	t, err := c.ListTableOfFamily(refTableName, nftables.TableFamilyINet)
+	if err != nil {
+		return 0, nil // the table does not exist
+	}
+	chain := &nftables.Chain{Name: refChainName, Table: t}
+	rules, err := c.GetRules(t, chain)
+	if err != nil && !netfilter.IsNotExist(err) {
+		return 0, fmt.Errorf("nftables chain %s %s: %w", refTableName, refChainName, err)
+	}
+	n := 0
+	for _, r := range rules {
+		comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		if comment != "" && match(comment) {
+			if err := c.DelRule(&nftables.Rule{Table: t, Chain: chain, Handle: r.Handle}); err != nil {
+				return 0, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}

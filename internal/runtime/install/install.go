@@ -1,0 +1,372 @@
+// Package install puts the running cni binary into a CNI plugin directory, gives every
+// plugin of the registry its own name there, and then writes network configurations
+// into the config directory: what a shell-less image (a DaemonSet's init container)
+// needs to install itself on a node. scripts/install-symlinks.sh does the same for
+// image builders with a shell; a shared test (scripts/install_test.go) keeps the trees
+// the two produce identical.
+//
+// Runtimes exec plugins at any moment and CRI-O uses a config as soon as it appears, so
+// every entry is written under a hidden temporary name in its own directory, flushed
+// and renamed over its final name, and every binary is in place (and answers VERSION)
+// before the first config is written. Files other vendors own are left alone unless
+// Force is set.
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cnikit/cni/internal/chain"
+	"github.com/cnikit/cni/internal/spec/invoke"
+)
+
+// Binary is the name of the multi-call binary in the plugin directory.
+const Binary = "cni"
+
+// verifyTimeout bounds one VERSION call: a plugin that hangs must fail the install,
+// not stall it.
+const verifyTimeout = 30 * time.Second
+
+// Mode is how a plugin name refers to the binary.
+type Mode string
+
+// The modes of install-symlinks.sh.
+const (
+	Symlink  Mode = "symlink"  // a relative symlink to cni
+	Hardlink Mode = "hardlink" // another name of cni's inode
+	Copy     Mode = "copy"     // a copy of cni
+)
+
+// ParseMode reads a --mode value.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case Symlink, Hardlink, Copy:
+		return m, nil
+	}
+	return "", fmt.Errorf("--mode must be symlink, hardlink or copy, not %q", s)
+}
+
+// Options is one install or uninstall run.
+type Options struct {
+	Dir      string   // the plugin directory, e.g. /opt/cni/bin
+	Source   string   // the executable to install, e.g. /proc/self/exe
+	Names    []string // the plugin names to handle (after --only and --skip)
+	AllNames []string // every plugin name; uninstall keeps cni while unselected ones use it
+	Mode     Mode
+	Confs    []string // config files to write into ConfDir, in order
+	// OneExec are config lists written into ConfDir after Confs, each rewritten as one
+	// chain plugin holding its plugins (chain.WrapList), so that a runtime starts one
+	// process per pod and operation. Each plugin must be one of AllNames.
+	OneExec []string
+	ConfDir string
+	DryRun  bool // say what would be done, change nothing
+	Force   bool // replace entries that were not installed by cni
+	Out     io.Writer
+}
+
+// run holds one run's options and what it did.
+type run struct {
+	Options
+	changes int
+}
+
+// say prints one action; under DryRun it says what would happen.
+func (r *run) say(format string, a ...any) {
+	if r.DryRun {
+		format = "would " + format
+	}
+	fmt.Fprintf(r.Out, format+"\n", a...)
+	r.changes++
+}
+
+func (r *run) note(format string, a ...any) {
+	fmt.Fprintf(r.Out, format+"\n", a...)
+}
+
+func (r *run) target() string { return filepath.Join(r.Dir, Binary) }
+
+// Install puts Source at Dir/cni, one entry per name beside it, verifies that each
+// answers VERSION, then writes the configs. Nothing changes when a name or config
+// would replace a file that is not ours (without Force) or a config is invalid.
+func Install(o Options) error {
+	r := &run{Options: o}
+	if err := r.validate(); err != nil {
+		return err
+	}
+	confs, err := readConfs(r.Confs, r.OneExec, r.AllNames)
+	if err != nil {
+		return err
+	}
+	if err := r.checkChainPlugin(); err != nil {
+		return err
+	}
+	if err := r.checkForeign(); err != nil {
+		return err
+	}
+	plan, err := r.planConfs(confs)
+	if err != nil {
+		return err
+	}
+	if err := r.installBinaries(); err != nil {
+		return err
+	}
+	if err := r.writeConfs(plan); err != nil {
+		return err
+	}
+	r.summary()
+	return nil
+}
+
+// checkChainPlugin refuses OneExec when the one plugin its configs name, chain, would
+// not be in Dir: left out of Names (--only, --skip) and not there from an earlier run.
+// The runtime would fail every pod on the network with "failed to find plugin".
+func (r *run) checkChainPlugin() error {
+	if len(r.OneExec) == 0 || slices.Contains(r.Names, chain.PluginName) {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(r.Dir, chain.PluginName)); err == nil {
+		return nil
+	}
+	return fmt.Errorf("--one-exec writes configs whose only plugin is %q, which this run leaves out of %s "+
+		"(--only, --skip) and which is not there: add it to --only or take it out of --skip", chain.PluginName, r.Dir)
+}
+
+func (r *run) validate() error {
+	if r.Dir == "" {
+		return errors.New("--dir must not be empty")
+	}
+	if _, err := ParseMode(string(r.Mode)); err != nil {
+		return err
+	}
+	for _, n := range r.Names {
+		if err := ValidName(n); err != nil {
+			return err
+		}
+	}
+	if len(r.Confs)+len(r.OneExec) > 0 && r.ConfDir == "" {
+		return errors.New("--conf-dir must not be empty")
+	}
+	return nil
+}
+
+// ValidName rejects a plugin name that could escape the directory, hide as a dotfile
+// or take the binary's own name.
+func ValidName(n string) error {
+	if n == "" || n == Binary || strings.HasPrefix(n, ".") || strings.Trim(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "" {
+		return fmt.Errorf("invalid plugin name %q", n)
+	}
+	return nil
+}
+
+func (r *run) summary() {
+	switch {
+	case r.changes == 0:
+		r.note("nothing to do: %s is up to date", r.Dir)
+	case r.DryRun:
+		r.note("dry run: %d change(s) not made", r.changes)
+	default:
+		r.note("done: %d change(s)", r.changes)
+	}
+}
+
+// checkForeign refuses, before anything changes, to replace entries that are not ours.
+// It runs against the old Dir/cni, so that hardlinks and copies of the previous version
+// are still recognised during an upgrade.
+func (r *run) checkForeign() error {
+	var errs []error
+	if fi, err := os.Lstat(r.target()); err == nil && fi.IsDir() {
+		errs = append(errs, fmt.Errorf("refusing to replace %s: it is a directory", r.target()))
+	}
+	for _, n := range r.Names {
+		p := filepath.Join(r.Dir, n)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			errs = append(errs, fmt.Errorf("refusing to replace %s: it is a directory", p))
+			continue
+		}
+		ours, err := r.isOurs(p)
+		if err != nil {
+			return err
+		}
+		if ours || r.Force {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("refusing to replace %s: %s not installed by cni (use --force)", p, describe(p, fi)))
+	}
+	return errors.Join(errs...)
+}
+
+func describe(p string, fi fs.FileInfo) string {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		target, _ := os.Readlink(p)
+		return "symlink to " + target
+	}
+	return "file"
+}
+
+// installBinaries puts the binary and every entry in place, flushes the directory and
+// asks each entry for VERSION.
+func (r *run) installBinaries() error {
+	if _, err := os.Stat(r.Dir); errors.Is(err, fs.ErrNotExist) {
+		r.say("create directory %s", r.Dir)
+		if !r.DryRun {
+			if err := os.MkdirAll(r.Dir, 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	changed, err := r.installBinary()
+	if err != nil {
+		return err
+	}
+	for _, n := range r.Names {
+		if err := r.installEntry(n, changed); err != nil {
+			return err
+		}
+	}
+	if r.DryRun {
+		return nil
+	}
+	if err := syncDir(r.Dir); err != nil {
+		return err
+	}
+	return r.verify()
+}
+
+// installBinary writes Source to Dir/cni unless it is there already. Running plugins
+// keep the old inode: no "text file busy", no half-written binary.
+func (r *run) installBinary() (changed bool, err error) {
+	fi, err := os.Lstat(r.target())
+	if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		same, err := sameContent(r.Source, r.target())
+		if err != nil {
+			return false, err
+		}
+		if same {
+			r.note("unchanged %s", r.target())
+			return false, nil
+		}
+	}
+	r.say("install %s (from %s)", r.target(), r.Source)
+	if r.DryRun {
+		return true, nil
+	}
+	if err := copyFile(r.Source, r.target(), 0o755); err != nil {
+		return true, fmt.Errorf("install %s: %w", r.target(), err)
+	}
+	return true, nil
+}
+
+// installEntry gives the binary one plugin name.
+func (r *run) installEntry(n string, binaryChanged bool) error {
+	p := filepath.Join(r.Dir, n)
+	ok, err := r.upToDate(p, binaryChanged)
+	if err != nil {
+		return err
+	}
+	if ok {
+		r.note("unchanged %s", p)
+		return nil
+	}
+	switch r.Mode {
+	case Symlink:
+		r.say("link %s -> %s", p, Binary)
+		if !r.DryRun {
+			err = symlink(Binary, p)
+		}
+	case Hardlink:
+		r.say("hardlink %s => %s", p, r.target())
+		if !r.DryRun {
+			err = hardlink(r.target(), p)
+		}
+	case Copy:
+		r.say("copy %s to %s", r.target(), p)
+		if !r.DryRun {
+			err = copyFile(r.target(), p, 0o755)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("install %s: %w", p, err)
+	}
+	return nil
+}
+
+// upToDate tells whether p already is what the mode would create.
+func (r *run) upToDate(p string, binaryChanged bool) (bool, error) {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	switch r.Mode {
+	case Symlink:
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return false, nil
+		}
+		target, err := os.Readlink(p)
+		return err == nil && target == Binary, err
+	case Hardlink:
+		// Under DryRun a binary about to change would break every hardlink.
+		if r.DryRun && binaryChanged {
+			return false, nil
+		}
+		return fi.Mode().IsRegular() && sameInode(fi, r.target()), nil
+	default:
+		if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 || sameInode(fi, r.target()) {
+			return false, nil
+		}
+		// Under DryRun Dir/cni is still the old binary: compare with the new one.
+		ref := r.target()
+		if r.DryRun {
+			ref = r.Source
+		}
+		return sameContent(p, ref)
+	}
+}
+
+// verify runs every entry the way a runtime asks for VERSION.
+func (r *run) verify() error {
+	var errs []error
+	for _, n := range r.Names {
+		p := filepath.Join(r.Dir, n)
+		if err := answersVersion(p); err != nil {
+			errs = append(errs, fmt.Errorf("%s does not answer CNI_COMMAND=VERSION: %w", p, err))
+			continue
+		}
+		r.note("verified %s", p)
+	}
+	return errors.Join(errs...)
+}
+
+// answersVersion asks p for VERSION through invoke.Exec, which retries a "text file
+// busy" exec (another process may still hold a just-written binary open for writing
+// across its fork) and gives the plugin an empty stdin of its own: exec would otherwise
+// open /dev/null, which a scratch image run without /dev does not have.
+func answersVersion(p string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
+	defer cancel()
+	out, err := invoke.Exec(ctx, p, []string{"CNI_COMMAND=VERSION"}, nil, nil)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(out), `"cniVersion"`) {
+		return fmt.Errorf("no cniVersion in %q", out)
+	}
+	return nil
+}

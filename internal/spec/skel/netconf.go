@@ -1,0 +1,132 @@
+package skel
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/version"
+	"github.com/cnikit/cni/internal/result"
+)
+
+// NetConf holds the keys the spec defines for every plugin config.
+type NetConf struct {
+	CNIVersion    string          `json:"cniVersion,omitempty"`
+	Name          string          `json:"name,omitempty"`
+	Type          string          `json:"type,omitempty"`
+	Capabilities  map[string]bool `json:"capabilities,omitempty"`
+	IPAM          IPAM            `json:"ipam,omitempty"`
+	DNS           *DNS            `json:"dns,omitempty"`
+	RawPrevResult json.RawMessage `json:"prevResult,omitempty"`
+	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
+	Args          json.RawMessage `json:"args,omitempty"`
+	// Log is the plugin's invocation log object (internal/obs/invlog), read by skel.
+	Log json.RawMessage `json:"log,omitempty"`
+
+	ValidAttachments  []Attachment `json:"cni.dev/valid-attachments,omitempty"`
+	LegacyAttachments []Attachment `json:"cni.dev/attachments,omitempty"`
+}
+
+// IPAM is the part of the "ipam" object every IPAM type shares.
+type IPAM struct {
+	Type string `json:"type,omitempty"`
+}
+
+// DNS is the config's "dns" object.
+type DNS struct {
+	Nameservers []string `json:"nameservers,omitempty"`
+	Domain      string   `json:"domain,omitempty"`
+	Search      []string `json:"search,omitempty"`
+	Options     []string `json:"options,omitempty"`
+}
+
+// Result returns d in the result model.
+func (d *DNS) Result() result.DNS {
+	if d == nil {
+		return result.DNS{}
+	}
+	return result.DNS{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}
+}
+
+// LoadConfig decodes the request configuration into a plugin's own config type. A value
+// of the wrong type is an invalid config (code 7) whose message names the field.
+func LoadConfig[T any](req *Request) (*T, error) {
+	conf := new(T)
+	if err := json.Unmarshal(req.Config, conf); err != nil {
+		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid network config: %v", req.Net.Type, err)
+	}
+	return conf, nil
+}
+
+// versionFamily groups the versions whose results share one wire shape, so a prevResult
+// can be checked against the config the way the reference library does.
+func versionFamily(v string) int {
+	switch {
+	case version.Compare(v, "0.3.0") < 0:
+		return 0
+	case version.Compare(v, "1.0.0") < 0:
+		return 1
+	}
+	return 2
+}
+
+// parseNetConf decodes the common keys and checks them against the plugin and command.
+func parseNetConf(p *Plugin, command string, data []byte) (NetConf, *result.Result, error) {
+	var conf NetConf
+	if err := json.Unmarshal(data, &conf); err != nil {
+		return conf, nil, cnierror.Newf(cnierror.CodeDecode, "decoding network config: %v", err)
+	}
+	v := version.OrDefault(conf.CNIVersion)
+	if _, _, _, err := version.Parse(v); err != nil {
+		return conf, nil, cnierror.Newf(cnierror.CodeDecode, "decoding version from network config: %v", err)
+	}
+	if !contains(p.Versions, v) {
+		// Marked: no ADD with this config can have run the plugin (invoke).
+		return conf, nil, cnierror.CannotRun(cnierror.New(cnierror.CodeIncompatibleVersion, "incompatible CNI versions").
+			WithDetails(fmt.Sprintf("config is %q, plugin supports %q", v, p.Versions)))
+	}
+	if min := minVersion(command); min != "" && !version.AtLeast(v, min) {
+		return conf, nil, cnierror.Newf(cnierror.CodeIncompatibleVersion,
+			"config version %q does not allow command %s (needs %s or later)", v, command, min)
+	}
+	if err := ValidateNetworkName(conf.Name); err != nil {
+		return conf, nil, err
+	}
+	conf.ValidAttachments = GCAttachments(conf.ValidAttachments, conf.LegacyAttachments)
+	prev, err := parsePrevResult(conf.RawPrevResult, v)
+	return conf, prev, err
+}
+
+func minVersion(command string) string {
+	switch command {
+	case CmdCheck:
+		return "0.4.0"
+	case CmdGC, CmdStatus:
+		return "1.1.0"
+	}
+	return ""
+}
+
+// parsePrevResult reads a prevResult in the config's version family and converts it to
+// the config's exact version.
+func parsePrevResult(raw json.RawMessage, confVersion string) (*result.Result, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	prev, err := result.Parse(raw, confVersion)
+	if err != nil {
+		return nil, fmt.Errorf("parsing prevResult: %w", err)
+	}
+	if prev == nil {
+		return nil, nil
+	}
+	if versionFamily(prev.CNIVersion) != versionFamily(confVersion) {
+		return nil, cnierror.Newf(cnierror.CodeIncompatibleVersion,
+			"prevResult version %q does not match config version %q", prev.CNIVersion, confVersion)
+	}
+	converted, err := prev.Convert(confVersion)
+	if err != nil {
+		return nil, fmt.Errorf("converting prevResult: %w", err)
+	}
+	return converted, nil
+}

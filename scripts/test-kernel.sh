@@ -18,7 +18,7 @@
 #   CNI_KERNEL_VM_TIMEOUT    wall-clock limit of the VM (default 40m)
 #   CNI_KERNEL_TEST_TIMEOUT  -test.timeout per package inside the VM (default 15m)
 #   CNI_KERNEL_TEST_ARGS     extra test flags, e.g. "-test.run TestVLAN"
-#   CNI_KERNEL_VM_MEMORY     VM memory (default 2G); CNI_KERNEL_VM_CPUS (default 2)
+#   CNI_KERNEL_VM_MEMORY     VM memory (default 4G: the initramfs holds every package's test binary and unpacks into half of it); CNI_KERNEL_VM_CPUS (default 2)
 #   CNI_KERNEL_TEST_JOBS     test packages run side by side (default: the vCPUs);
 #                            1 streams output live instead of per package
 #
@@ -111,7 +111,7 @@ build_go() {
 		bin="${rel//\//_}"
 		bin="${bin/#./root}.test"
 		log "building $pkg"
-		if (cd "$repo" && CGO_ENABLED=0 go test -c -o "$out/tests/$bin" "$pkg"); then
+		if (cd "$repo" && CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$out/tests/$bin" "$pkg"); then
 			printf '%s %s %s\n' "$pkg" "$rel" "$bin" >>"$out/tests/list"
 		else
 			log "BUILD FAIL $pkg"
@@ -291,7 +291,7 @@ run_vm() {
 	# TCG, not KVM: KVM guests hang after the BIOS on this kind of host.
 	timeout -k 30s "$vm_timeout" \
 		qemu-system-x86_64 -accel tcg,thread=multi -cpu max \
-		-smp "${CNI_KERNEL_VM_CPUS:-2}" -m "${CNI_KERNEL_VM_MEMORY:-2G}" \
+		-smp "${CNI_KERNEL_VM_CPUS:-2}" -m "${CNI_KERNEL_VM_MEMORY:-4G}" \
 		-nographic -no-reboot -nic none \
 		-kernel "$vmlinuz" -initrd "$initrd" \
 		-append "console=ttyS0 panic=-1 oops=panic quiet loglevel=4 random.trust_cpu=on mitigations=off" \

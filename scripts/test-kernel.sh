@@ -15,7 +15,7 @@
 #
 # Environment:
 #   CNI_KERNEL_CACHE         cache for the kernel (default ~/.cache/cni-test-kernel)
-#   CNI_KERNEL_VM_TIMEOUT    wall-clock limit of the VM (default 40m)
+#   CNI_KERNEL_VM_TIMEOUT    wall-clock limit of the VM (default 50m)
 #   CNI_KERNEL_TEST_TIMEOUT  -test.timeout per package inside the VM (default 15m)
 #   CNI_KERNEL_TEST_ARGS     extra test flags, e.g. "-test.run TestVLAN"
 #   CNI_KERNEL_VM_MEMORY     VM memory (default 4G: the initramfs holds every package's test binary and unpacks into half of it); CNI_KERNEL_VM_CPUS (default 2)
@@ -30,7 +30,7 @@ set -euo pipefail
 readonly repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly support="$repo/scripts/test-kernel"
 readonly cache="${CNI_KERNEL_CACHE:-$HOME/.cache/cni-test-kernel}"
-readonly vm_timeout="${CNI_KERNEL_VM_TIMEOUT:-40m}"
+readonly vm_timeout="${CNI_KERNEL_VM_TIMEOUT:-50m}"
 readonly test_timeout="${CNI_KERNEL_TEST_TIMEOUT:-15m}"
 readonly marker="CNI-KERNEL-TEST-RESULT"
 readonly kernel_meta_pkg="linux-image-cloud-amd64"
@@ -219,7 +219,9 @@ make_root() {
 	ln -s usr/lib64 "$root/lib64"
 	ln -s ../run "$root/var/run"
 
-	copy_with_libs "$root" /usr/sbin/xtables-nft-multi /usr/sbin/nft /usr/bin/ip /usr/bin/kmod \
+	# iproute2's tc too: busybox's knows no clsact/ingress filters, which the upgrade
+	# matrix lists.
+	copy_with_libs "$root" /usr/sbin/xtables-nft-multi /usr/sbin/nft /usr/bin/ip /usr/sbin/tc /usr/bin/kmod \
 		/usr/bin/bash /usr/bin/dash
 	# Debian's /bin/sh, so scripts under test meet the same shell as on the host.
 	ln -s dash "$root/usr/bin/sh"

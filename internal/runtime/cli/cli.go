@@ -122,6 +122,22 @@ func (p Process) usageError(fs *flag.FlagSet, format string, a ...any) int {
 	return ExitUsage
 }
 
+// parseNoArgs parses flags of a command that takes no positional argument; ok false
+// means return code (help shown, a bad flag, or an argument).
+func parseNoArgs(p Process, fs *flag.FlagSet, args []string) (code int, ok bool) {
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return ExitOK, false
+	}
+	if err != nil {
+		return ExitUsage, false
+	}
+	if len(pos) > 0 {
+		return p.usageError(fs, "unexpected argument %q", pos[0]), false
+	}
+	return 0, true
+}
+
 // parse parses flags that may come before, between or after the positional arguments
 // ("--" ends the flags) and returns the positional ones.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {

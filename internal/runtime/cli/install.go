@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,15 +44,8 @@ func runInstall(p Process, args []string) int {
 	uninstall := fs.Bool("uninstall", false, "remove the configs and entries cni installed, then cni; foreign files stay")
 	dryRun := fs.Bool("dry-run", false, "print what would be done, change nothing")
 	force := fs.Bool("force", false, "replace files that were not installed by cni")
-	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
-	}
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) != 0 {
-		return p.usageError(fs, "unexpected argument %q", pos[0])
+	if code, ok := parseNoArgs(p, fs, args); !ok {
+		return code
 	}
 	m, err := install.ParseMode(*mode)
 	if err != nil {

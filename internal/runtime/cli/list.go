@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -16,15 +14,8 @@ import (
 func runList(p Process, args []string) int {
 	fs := newFlagSet(p, "ls", "[flags]")
 	confDir := fs.String("conf-dir", p.envOr("NETCONFPATH", chain.DefaultConfDir), "network config dir (env NETCONFPATH)")
-	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
-	}
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) != 0 {
-		return p.usageError(fs, "unexpected argument %q", pos[0])
+	if code, ok := parseNoArgs(p, fs, args); !ok {
+		return code
 	}
 	entries, err := chain.List(*confDir)
 	if err != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -95,7 +94,7 @@ func runLog(p Process, args []string) int {
 	asJSON := fs.Bool("json", false, "print the lines as written (one JSON object per line)")
 	otlp := fs.Bool("otlp", false, "print each traced line as an OTLP/JSON ExportTraceServiceRequest, one per line")
 	withSteps := fs.Bool("steps", false, "print each invocation's steps under it")
-	if code, ok := parseNoArgs(p, fs, args); !ok {
+	if code, ok := parseLogArgs(p, fs, args); !ok {
 		return code
 	}
 	ctx, stop := p.untilStopped()
@@ -131,18 +130,11 @@ func runLog(p Process, args []string) int {
 	return ExitOK
 }
 
-// parseNoArgs parses flags of a command that takes no positional argument and needs a
+// parseLogArgs parses flags of a command that takes no positional argument and needs a
 // log file; ok false means return code.
-func parseNoArgs(p Process, fs *flag.FlagSet, args []string) (code int, ok bool) {
-	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK, false
-	}
-	if err != nil {
-		return ExitUsage, false
-	}
-	if len(pos) > 0 {
-		return p.usageError(fs, "unexpected argument %q", pos[0]), false
+func parseLogArgs(p Process, fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if code, ok := parseNoArgs(p, fs, args); !ok {
+		return code, false
 	}
 	if fs.Lookup("file").Value.String() == "" {
 		return p.usageError(fs, "no log file: give --file or set %s", invlog.EnvFile), false
@@ -210,7 +202,7 @@ func runStats(p Process, args []string) int {
 	var f logFilter
 	f.register(fs, p)
 	prom := fs.Bool("prometheus", false, "print the Prometheus text format (metrics cni_*), for node-exporter's textfile collector")
-	if code, ok := parseNoArgs(p, fs, args); !ok {
+	if code, ok := parseLogArgs(p, fs, args); !ok {
 		return code
 	}
 	var s logreport.Stats

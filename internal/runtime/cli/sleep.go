@@ -1,25 +1,13 @@
 package cli
 
-import (
-	"errors"
-	"flag"
-)
-
 // runSleep blocks until SIGTERM or SIGINT and then exits 0: the main container of the
 // install DaemonSet, which has nothing left to do once its init container installed
 // the plugins, and must not cost a shell, a pause image or a restart loop. As PID 1 it
 // would otherwise ignore SIGTERM and wait out the grace period.
 func runSleep(p Process, args []string) int {
 	fs := newFlagSet(p, "sleep", "")
-	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
-	}
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) != 0 {
-		return p.usageError(fs, "unexpected argument %q", pos[0])
+	if code, ok := parseNoArgs(p, fs, args); !ok {
+		return code
 	}
 	ctx, stop := p.untilStopped()
 	defer stop()

@@ -16,7 +16,7 @@
 # Environment:
 #   CNI_KERNEL_CACHE         cache for the kernel (default ~/.cache/cni-test-kernel)
 #   CNI_KERNEL_VM_TIMEOUT    wall-clock limit of the VM (default 50m)
-#   CNI_KERNEL_TEST_TIMEOUT  -test.timeout per package inside the VM (default 15m)
+#   CNI_KERNEL_TEST_TIMEOUT  -test.timeout per package inside the VM (default 25m)
 #   CNI_KERNEL_TEST_ARGS     extra test flags, e.g. "-test.run TestVLAN"
 #   CNI_KERNEL_VM_MEMORY     VM memory (default 4G: the initramfs holds every package's test binary and unpacks into half of it); CNI_KERNEL_VM_CPUS (default 2)
 #   CNI_KERNEL_TEST_JOBS     test packages run side by side (default: the vCPUs);
@@ -31,7 +31,7 @@ readonly repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly support="$repo/scripts/test-kernel"
 readonly cache="${CNI_KERNEL_CACHE:-$HOME/.cache/cni-test-kernel}"
 readonly vm_timeout="${CNI_KERNEL_VM_TIMEOUT:-50m}"
-readonly test_timeout="${CNI_KERNEL_TEST_TIMEOUT:-15m}"
+readonly test_timeout="${CNI_KERNEL_TEST_TIMEOUT:-25m}"
 readonly marker="CNI-KERNEL-TEST-RESULT"
 readonly kernel_meta_pkg="linux-image-cloud-amd64"
 readonly libdir=/usr/lib/x86_64-linux-gnu

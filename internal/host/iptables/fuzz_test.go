@@ -75,15 +75,11 @@ func sameChains(a, b []*Chain) bool {
 // the split gives the same arguments, and as a -A line of save text the rule reads
 // back unchanged.
 func FuzzRuleString(f *testing.F) {
-	for _, r := range []Rule{
-		{"-j", "ACCEPT"},
-		{"!", "-d", "224.0.0.0/4", "-m", "comment", "--comment", `name: "n" id: "c"`, "-j", "MASQUERADE"},
-		{"-m", "comment", "--comment", `back\slash`, "-j", "RETURN"},
-		{"-m", "comment", "--comment", "", "-j", "RETURN"},
+	for _, r := range append([]Rule{
 		{"-i", "eth\u00a0", "-j", "DROP\u00a0"},
 		{"-s", "1.2.3.4\nCOMMIT\n*filter\n-F"},
 		{"a'b", "\"", "\\\"", " ", "\t"},
-	} {
+	}, quotedRules...) {
 		f.Add(strings.Join(r, "\x00"))
 	}
 	f.Fuzz(func(t *testing.T, in string) {

@@ -116,6 +116,21 @@ func declareFamily(c *nftables.Conn, table *nftables.Table, sets map[string]*nft
 	return nil
 }
 
+// addRules queues every family's declarations and its rules, rule i of family fam in
+// chainFor(fam, i) (queued as often as it is named: adding a chain that exists is no error).
+func addRules(c *nftables.Conn, tables map[nftables.TableFamily]*nftables.Table, sets map[string]*nftables.Set,
+	rules map[nftables.TableFamily][]listed, chainFor func(nftables.TableFamily, int) *nftables.Chain) error {
+	for fam, rs := range rules {
+		if err := declareFamily(c, tables[fam], sets); err != nil {
+			return err
+		}
+		for i, r := range rs {
+			c.AddRule(&nftables.Rule{Table: tables[fam], Chain: c.AddChain(chainFor(fam, i)), Exprs: r.exprs})
+		}
+	}
+	return nil
+}
+
 // familyTables is one table "t" per family of familyNames.
 func familyTables() map[nftables.TableFamily]*nftables.Table {
 	tables := map[nftables.TableFamily]*nftables.Table{}
@@ -139,14 +154,10 @@ func TestRulesReadAsNftListsThem(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for fam, rs := range rules {
-			if err := declareFamily(c, tables[fam], sets); err != nil {
-				return err
-			}
-			ch := c.AddChain(&nftables.Chain{Name: "c", Table: tables[fam]})
-			for _, r := range rs {
-				c.AddRule(&nftables.Rule{Table: tables[fam], Chain: ch, Exprs: r.exprs})
-			}
+		if err := addRules(c, tables, sets, rules, func(fam nftables.TableFamily, _ int) *nftables.Chain {
+			return &nftables.Chain{Name: "c", Table: tables[fam]}
+		}); err != nil {
+			return err
 		}
 		return c.Flush()
 	})

@@ -30,13 +30,8 @@ func TestSameMatchesEveryBuilderAsTheKernelListsIt(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for fam, rs := range rules {
-			if err := declareFamily(c, tables[fam], sets); err != nil {
-				return err
-			}
-			for i, r := range rs {
-				c.AddRule(&nftables.Rule{Table: tables[fam], Chain: c.AddChain(chain(fam, i)), Exprs: r.exprs})
-			}
+		if err := addRules(c, tables, sets, rules, chain); err != nil {
+			return err
 		}
 		if err := c.Flush(); err != nil {
 			return err

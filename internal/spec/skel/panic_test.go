@@ -31,12 +31,7 @@ func TestPanicInsideANamespaceBecomesErrorJSON(t *testing.T) {
 		return ns.DoHandle(h, func() error { panic("kaboom in the netns") })
 	}}
 
-	r := runPlugin(p, env("DEL"), conf)
-	assert.Equal(t, 1, r.code)
-	e := decodeError(t, r.stdout)
-	assert.Equal(t, cnierror.CodeInternal, e.Code)
-	assert.Contains(t, e.Msg, "kaboom in the netns")
-	assert.Contains(t, r.stderr, "goroutine", "the stack goes to stderr for the operator")
+	assertPanicReported(t, runPlugin(p, env("DEL"), conf), "kaboom in the netns")
 
 	args := Args{Command: CmdDel, ContainerID: "abc", IfName: "eth0", Path: []string{"/opt/cni/bin"}}
 	_, err := Invoke(context.Background(), p, args, []byte(conf), io.Discard)

@@ -63,12 +63,7 @@ func TestAPanicOfTheWorkLeftRunningIsAnInternalError(t *testing.T) {
 	p := &Plugin{Name: "boom", Versions: version.All(), Del: func(req *Request) error {
 		return background.Start(req.Context(), func() error { panic("kaboom in the background") })
 	}}
-	r := runPlugin(p, env("DEL"), conf)
-	assert.Equal(t, 1, r.code)
-	e := decodeError(t, r.stdout)
-	assert.Equal(t, cnierror.CodeInternal, e.Code)
-	assert.Contains(t, e.Msg, "boom: internal error: panic: kaboom in the background")
-	assert.Contains(t, r.stderr, "goroutine", "the stack goes to stderr for the operator")
+	assertPanicReported(t, runPlugin(p, env("DEL"), conf), "boom: internal error: panic: kaboom in the background")
 
 	_, err := Invoke(context.Background(), p, delArgs, []byte(conf), io.Discard)
 	assert.Equal(t, cnierror.CodeInternal, cnierror.Code(err))

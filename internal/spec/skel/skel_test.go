@@ -335,10 +335,18 @@ func TestUntypedErrorIsCode999AndTypedKeepsCode(t *testing.T) {
 
 func TestPanicBecomesErrorJSONNotAStackTrace(t *testing.T) {
 	r := runPlugin((&recorder{boom: true}).plugin(), env("DEL"), conf)
+	assertPanicReported(t, r, "kaboom")
+}
+
+// assertPanicReported checks what a run that panicked gives a runtime: exit 1, an
+// internal-error CNI error on stdout whose message holds msg, and the stack on stderr
+// only, for the operator.
+func assertPanicReported(t *testing.T, r run, msg string) {
+	t.Helper()
 	assert.Equal(t, 1, r.code)
 	e := decodeError(t, r.stdout)
 	assert.Equal(t, cnierror.CodeInternal, e.Code)
-	assert.Contains(t, e.Msg, "kaboom")
+	assert.Contains(t, e.Msg, msg)
 	assert.NotContains(t, r.stdout, "goroutine")
 	assert.Contains(t, r.stderr, "goroutine", "the stack goes to stderr for the operator")
 }

@@ -191,29 +191,37 @@ func TestRunnerKilledWhileWritingItsCacheLeavesNothingAfterDelOrGC(t *testing.T)
 	}
 }
 
-// ownNetnsEntry is a cache entry of network n for container c1 whose netns is host,
-// the namespace the runner runs in: what a /proc/<pid>/ns/net path becomes once its
-// process is gone and the pid belongs to a process of the host.
-func ownNetnsEntry(t testing.TB, r *chain.Runner, n *chain.Network, host *testns.NS) chain.Attachment {
-	t.Helper()
+// ownNetns is a runner in host with a chain of loopback and a recorder (writing to
+// rec), and a cache entry for container c1 whose netns is host itself: what a
+// /proc/<pid>/ns/net path becomes once its process is gone and the pid belongs to a
+// process of the host.
+type ownNetns struct {
+	host *testns.NS
+	rec  string
+	r    *chain.Runner
+	n    *chain.Network
+	att  chain.Attachment
+}
+
+func newOwnNetns(t *testing.T) ownNetns {
+	testns.RequireRoot(t)
+	o := ownNetns{host: testns.NewWithLoopback(t), rec: filepath.Join(t.TempDir(), "rec"), r: newRunner(t, pluginDir(t))}
+	o.n = parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[{"type":"loopback"},`+recorderConf(o.rec)+`]}`)
 	ctr := testns.New(t)
 	att := chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"}
-	host.Run(t, func() error { _, err := r.Add(context.Background(), n, att); return err })
-	path := filepath.Join(r.CacheDir, "results", n.Name+"-c1-eth0")
+	o.host.Run(t, func() error { _, err := o.r.Add(context.Background(), o.n, att); return err })
+	path := filepath.Join(o.r.CacheDir, "results", o.n.Name+"-c1-eth0")
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(data), ctr.Path, host.Path)), 0o600))
-	att.Netns = host.Path
-	return att
+	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(data), ctr.Path, o.host.Path)), 0o600))
+	o.att = att
+	o.att.Netns = o.host.Path
+	return o
 }
 
 func TestGCDropsAnEntryWhoseNetnsIsTheRunnersOwn(t *testing.T) {
-	testns.RequireRoot(t)
-	host := testns.NewWithLoopback(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
-	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[{"type":"loopback"},`+recorderConf(rec)+`]}`)
-	ownNetnsEntry(t, r, n, host)
+	o := newOwnNetns(t)
+	host, rec, r, n := o.host, o.rec, o.r, o.n
 
 	for i := 0; i < 2; i++ {
 		host.Run(t, func() error { return r.GC(context.Background(), n, nil) })
@@ -229,12 +237,8 @@ func TestGCDropsAnEntryWhoseNetnsIsTheRunnersOwn(t *testing.T) {
 }
 
 func TestDelOfAnAttachmentWhoseNetnsIsTheRunnersOwn(t *testing.T) {
-	testns.RequireRoot(t)
-	host := testns.NewWithLoopback(t)
-	rec := filepath.Join(t.TempDir(), "rec")
-	r := newRunner(t, pluginDir(t))
-	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[{"type":"loopback"},`+recorderConf(rec)+`]}`)
-	att := ownNetnsEntry(t, r, n, host)
+	o := newOwnNetns(t)
+	host, rec, r, n, att := o.host, o.rec, o.r, o.n, o.att
 
 	host.Run(t, func() error { return r.Del(context.Background(), n, att) })
 	assert.Empty(t, cacheFiles(t, r.CacheDir))

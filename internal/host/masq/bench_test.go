@@ -18,7 +18,7 @@ func BenchmarkSetupTeardown(b *testing.B) {
 		for _, n := range []int{10, 300} {
 			b.Run(fmt.Sprintf("%s/%d", backend, n), func(b *testing.B) {
 				host := testns.New(b)
-				opts := Options{Backend: backend, IPv4: true, IPv6: true}
+				opts := dualStack(backend)
 				ctx := context.Background()
 				err := host.Do(func() error {
 					for i := range n {

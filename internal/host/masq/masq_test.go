@@ -22,6 +22,21 @@ import (
 
 var backends = []netfilter.Backend{netfilter.IPTables, netfilter.NFTables}
 
+// forEachBackend runs test once per backend, in parallel, each in a world of its own.
+func forEachBackend(t *testing.T, test func(t *testing.T, w *world, backend netfilter.Backend)) {
+	for _, backend := range backends {
+		t.Run(string(backend), func(t *testing.T) {
+			t.Parallel()
+			test(t, newWorld(t), backend)
+		})
+	}
+}
+
+// dualStack is what most tests ask for: masquerade both families through backend.
+func dualStack(backend netfilter.Backend) Options {
+	return Options{Backend: backend, IPv4: true, IPv6: true}
+}
+
 // world is a host netns with one container behind it and one external machine in
 // front of it. The external machine routes the container subnets back through the
 // host, so an unmasqueraded connection works too and shows the container's address.
@@ -113,78 +128,66 @@ func (w *world) ruleset(t *testing.T) string {
 }
 
 func TestSetupMasqueradesBehindTheHostAddress(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(string(backend), func(t *testing.T) {
-			t.Parallel()
-			w := newWorld(t)
-			assert.Equal(t, ctr4.Addr(), w.peer(t, ext4), "without masquerade the container's own address arrives")
-			opts := Options{Backend: backend, IPv4: true, IPv6: true}
-			w.do(t, func(ctx context.Context) error { return Setup(ctx, w.att, opts) })
-			assert.Equal(t, host4, w.peer(t, ext4))
-			assert.Equal(t, host6, w.peer(t, ext6))
-			w.do(t, func(ctx context.Context) error { return Check(ctx, w.att, opts) })
-		})
-	}
+	forEachBackend(t, func(t *testing.T, w *world, backend netfilter.Backend) {
+		assert.Equal(t, ctr4.Addr(), w.peer(t, ext4), "without masquerade the container's own address arrives")
+		opts := dualStack(backend)
+		w.do(t, func(ctx context.Context) error { return Setup(ctx, w.att, opts) })
+		assert.Equal(t, host4, w.peer(t, ext4))
+		assert.Equal(t, host6, w.peer(t, ext6))
+		w.do(t, func(ctx context.Context) error { return Check(ctx, w.att, opts) })
+	})
 }
 
 func TestIPv4OnlyLeavesIPv6Alone(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(string(backend), func(t *testing.T) {
-			t.Parallel()
-			w := newWorld(t)
-			w.do(t, func(ctx context.Context) error {
-				return Setup(ctx, w.att, Options{Backend: backend, IPv4: true})
-			})
-			assert.Equal(t, host4, w.peer(t, ext4))
-			assert.Equal(t, ctr6.Addr(), w.peer(t, ext6))
-			assert.NotContains(t, w.ruleset(t), "fd01:", "no IPv6 state at all")
+	forEachBackend(t, func(t *testing.T, w *world, backend netfilter.Backend) {
+		w.do(t, func(ctx context.Context) error {
+			return Setup(ctx, w.att, Options{Backend: backend, IPv4: true})
 		})
-	}
+		assert.Equal(t, host4, w.peer(t, ext4))
+		assert.Equal(t, ctr6.Addr(), w.peer(t, ext6))
+		assert.NotContains(t, w.ruleset(t), "fd01:", "no IPv6 state at all")
+	})
 }
 
 func TestTeardownWithoutAddressesLeavesNothingOfTheAttachment(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(string(backend), func(t *testing.T) {
-			t.Parallel()
-			w := newWorld(t)
-			other := Attachment{Network: "net1", ContainerID: "c2", IfName: "eth0",
-				IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24"), netip.MustParsePrefix("fd01::6/64")}}
-			opts := Options{Backend: backend, IPv4: true, IPv6: true}
-			w.do(t, func(ctx context.Context) error {
-				if err := Setup(ctx, w.att, opts); err != nil {
-					return err
-				}
-				if err := Setup(ctx, w.att, opts); err != nil { // a repeated ADD changes nothing
-					return err
-				}
-				return Setup(ctx, other, opts)
-			})
-			before := w.ruleset(t)
-			require.Contains(t, before, "10.1.0.5")
-			if backend == netfilter.IPTables {
-				save, err := w.host.Exec(t, "iptables-save", "-t", "nat")
-				require.NoError(t, err)
-				assert.Equal(t, 1, strings.Count(save, "-s 10.1.0.5/32"), "a second Setup does not duplicate")
-				assert.Equal(t, 2, strings.Count(save, "-A "+iptChainName("net1", "c1")), save)
-			} else {
-				assert.Equal(t, 1, strings.Count(before, "10.1.0.5 : goto"), "a second Setup does not duplicate")
-				assert.Equal(t, 1, strings.Count(before, "ips=10.1.0.5,fd01::5 net=net1 id=c1 if=eth0"), before)
+	forEachBackend(t, func(t *testing.T, w *world, backend netfilter.Backend) {
+		other := Attachment{Network: "net1", ContainerID: "c2", IfName: "eth0",
+			IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.6/24"), netip.MustParsePrefix("fd01::6/64")}}
+		opts := dualStack(backend)
+		w.do(t, func(ctx context.Context) error {
+			if err := Setup(ctx, w.att, opts); err != nil {
+				return err
 			}
-
-			w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
-			after := w.ruleset(t)
-			for _, gone := range []string{"10.1.0.5", "fd01::5", iptChainName("net1", "c1"), nftChainName("net1", "c1", "eth0"), `id: \"c1\"`, "id=c1"} {
-				assert.NotContains(t, after, gone)
+			if err := Setup(ctx, w.att, opts); err != nil { // a repeated ADD changes nothing
+				return err
 			}
-			assert.Contains(t, after, "10.1.0.6", "the other attachment stays")
-			assert.Equal(t, ctr4.Addr(), w.peer(t, ext4))
-			w.do(t, func(ctx context.Context) error {
-				assert.Error(t, Check(ctx, w.att, opts))
-				assert.NoError(t, Check(ctx, other, opts))
-				return Teardown(ctx, "net1", "c1", "eth0") // twice: still fine
-			})
+			return Setup(ctx, other, opts)
 		})
-	}
+		before := w.ruleset(t)
+		require.Contains(t, before, "10.1.0.5")
+		if backend == netfilter.IPTables {
+			save, err := w.host.Exec(t, "iptables-save", "-t", "nat")
+			require.NoError(t, err)
+			assert.Equal(t, 1, strings.Count(save, "-s 10.1.0.5/32"), "a second Setup does not duplicate")
+			assert.Equal(t, 2, strings.Count(save, "-A "+iptChainName("net1", "c1")), save)
+		} else {
+			assert.Equal(t, 1, strings.Count(before, "10.1.0.5 : goto"), "a second Setup does not duplicate")
+			assert.Equal(t, 1, strings.Count(before, "ips=10.1.0.5,fd01::5 net=net1 id=c1 if=eth0"), before)
+		}
+
+		w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
+		after := w.ruleset(t)
+		for _, gone := range []string{"10.1.0.5", "fd01::5", iptChainName("net1", "c1"), nftChainName("net1", "c1", "eth0"), `id: \"c1\"`, "id=c1"} {
+			assert.NotContains(t, after, gone)
+		}
+		assert.Contains(t, after, "10.1.0.6", "the other attachment stays")
+		assert.Equal(t, ctr4.Addr(), w.peer(t, ext4))
+		w.do(t, func(ctx context.Context) error {
+			assert.Error(t, Check(ctx, w.att, opts))
+			assert.NoError(t, Check(ctx, other, opts))
+			return Teardown(ctx, "net1", "c1", "eth0") // twice: still fine
+		})
+	})
 }
 
 // referenceIPTables writes the reference plugins' iptables masquerade of w.att (as
@@ -249,39 +252,35 @@ func TestTeardownRemovesTheReferencePluginsRules(t *testing.T) {
 }
 
 func TestGCRemovesExactlyTheStaleAttachments(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(string(backend), func(t *testing.T) {
-			t.Parallel()
-			w := newWorld(t)
-			opts := Options{Backend: backend, IPv4: true, IPv6: true}
-			atts := []Attachment{
-				{Network: "net1", ContainerID: "keep", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.10/24")}},
-				{Network: "net1", ContainerID: "stale", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.11/24"), netip.MustParsePrefix("fd01::11/64")}},
-				{Network: "net1", ContainerID: "keep", IfName: "eth1", IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.12/24")}},
-				{Network: "net2", ContainerID: "other", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.2.0.13/24")}},
-			}
-			w.do(t, func(ctx context.Context) error {
-				for _, a := range atts {
-					if err := Setup(ctx, a, opts); err != nil {
-						return err
-					}
+	forEachBackend(t, func(t *testing.T, w *world, backend netfilter.Backend) {
+		opts := dualStack(backend)
+		atts := []Attachment{
+			{Network: "net1", ContainerID: "keep", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.10/24")}},
+			{Network: "net1", ContainerID: "stale", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.11/24"), netip.MustParsePrefix("fd01::11/64")}},
+			{Network: "net1", ContainerID: "keep", IfName: "eth1", IPs: []netip.Prefix{netip.MustParsePrefix("10.1.0.12/24")}},
+			{Network: "net2", ContainerID: "other", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.2.0.13/24")}},
+		}
+		w.do(t, func(ctx context.Context) error {
+			for _, a := range atts {
+				if err := Setup(ctx, a, opts); err != nil {
+					return err
 				}
-				return GC(ctx, "net1", valid(skel.Attachment{ContainerID: "keep", IfName: "eth0"}, skel.Attachment{ContainerID: "keep", IfName: "eth1"}))
-			})
-			rs := w.ruleset(t)
-			assert.NotContains(t, rs, "10.1.0.11")
-			assert.NotContains(t, rs, "fd01::11")
-			for _, ip := range []string{"10.1.0.10", "10.1.0.12", "10.2.0.13"} {
-				assert.Contains(t, rs, ip)
 			}
-			w.do(t, func(ctx context.Context) error {
-				for _, a := range []Attachment{atts[0], atts[2], atts[3]} {
-					assert.NoError(t, Check(ctx, a, opts), a.ContainerID)
-				}
-				return nil
-			})
+			return GC(ctx, "net1", valid(skel.Attachment{ContainerID: "keep", IfName: "eth0"}, skel.Attachment{ContainerID: "keep", IfName: "eth1"}))
 		})
-	}
+		rs := w.ruleset(t)
+		assert.NotContains(t, rs, "10.1.0.11")
+		assert.NotContains(t, rs, "fd01::11")
+		for _, ip := range []string{"10.1.0.10", "10.1.0.12", "10.2.0.13"} {
+			assert.Contains(t, rs, ip)
+		}
+		w.do(t, func(ctx context.Context) error {
+			for _, a := range []Attachment{atts[0], atts[2], atts[3]} {
+				assert.NoError(t, Check(ctx, a, opts), a.ContainerID)
+			}
+			return nil
+		})
+	})
 }
 
 func TestTeardownInAnUntouchedNamespaceCreatesNothing(t *testing.T) {
@@ -345,31 +344,27 @@ func TestTeardownWithoutIptablesToolsSucceeds(t *testing.T) {
 }
 
 func TestRepeatedSetupWithOtherAddressesLeavesNothingAfterTeardown(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(string(backend), func(t *testing.T) {
-			t.Parallel()
-			w := newWorld(t)
-			opts := Options{Backend: backend, IPv4: true, IPv6: true}
-			moved := w.att
-			moved.IPs = []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}
-			w.do(t, func(ctx context.Context) error {
-				if err := Setup(ctx, w.att, opts); err != nil {
-					return err
-				}
-				if err := Setup(ctx, moved, opts); err != nil {
-					return err
-				}
-				return Check(ctx, moved, opts)
-			})
-			if backend == netfilter.NFTables {
-				assert.NotContains(t, w.ruleset(t), "10.1.0.5", "the old address no longer masquerades")
+	forEachBackend(t, func(t *testing.T, w *world, backend netfilter.Backend) {
+		opts := dualStack(backend)
+		moved := w.att
+		moved.IPs = []netip.Prefix{netip.MustParsePrefix("10.1.0.9/24")}
+		w.do(t, func(ctx context.Context) error {
+			if err := Setup(ctx, w.att, opts); err != nil {
+				return err
 			}
-			w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
-			rs := w.ruleset(t)
-			assert.NotContains(t, rs, "10.1.0.5")
-			assert.NotContains(t, rs, "10.1.0.9")
+			if err := Setup(ctx, moved, opts); err != nil {
+				return err
+			}
+			return Check(ctx, moved, opts)
 		})
-	}
+		if backend == netfilter.NFTables {
+			assert.NotContains(t, w.ruleset(t), "10.1.0.5", "the old address no longer masquerades")
+		}
+		w.do(t, func(ctx context.Context) error { return Teardown(ctx, "net1", "c1", "eth0") })
+		rs := w.ruleset(t)
+		assert.NotContains(t, rs, "10.1.0.5")
+		assert.NotContains(t, rs, "10.1.0.9")
+	})
 }
 
 func TestTeardownSurvivesAMapElementRemovedByHand(t *testing.T) {

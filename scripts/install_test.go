@@ -141,16 +141,6 @@ func entryNames(t *testing.T, dir string) []string {
 	return pt.Entries(t, dir)
 }
 
-// requireSameContent compares two files byte for byte.
-func requireSameContent(t *testing.T, want, got string) {
-	t.Helper()
-	a, err := os.ReadFile(want)
-	require.NoError(t, err)
-	b, err := os.ReadFile(got)
-	require.NoError(t, err)
-	require.True(t, bytes.Equal(a, b), "%s differs from %s", got, want)
-}
-
 // assertEntry checks that dir/name is what mode installs for dir/cni.
 func assertEntry(t *testing.T, dir, mode, name string) {
 	t.Helper()
@@ -172,7 +162,7 @@ func assertEntry(t *testing.T, dir, mode, name string) {
 		require.True(t, fi.Mode().IsRegular(), "%s is not a regular file", p)
 		assert.False(t, os.SameFile(fi, cniInfo), "%s is a hardlink, not a copy", p)
 		assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
-		requireSameContent(t, filepath.Join(dir, "cni"), p)
+		pt.RequireSameContent(t, filepath.Join(dir, "cni"), p)
 	default:
 		t.Fatalf("unknown mode %q", mode)
 	}
@@ -192,7 +182,7 @@ func assertAnswersVersion(t *testing.T, dir, name string) {
 // entries were left behind.
 func assertInstalled(t *testing.T, dir, mode, bin string, names []string) {
 	t.Helper()
-	requireSameContent(t, bin, filepath.Join(dir, "cni"))
+	pt.RequireSameContent(t, bin, filepath.Join(dir, "cni"))
 	fi, err := os.Lstat(filepath.Join(dir, "cni"))
 	require.NoError(t, err)
 	assert.True(t, fi.Mode().IsRegular(), "cni must be a regular file")
@@ -268,7 +258,7 @@ func TestUpgradeRenamesNewBinaryIntoPlace(t *testing.T) {
 			r := install(t, "--dir", dir, "--binary", next, "--mode", mode)
 
 			assert.Contains(t, r.stdout, "install "+filepath.Join(dir, "cni"))
-			requireSameContent(t, cniBinary, running)
+			pt.RequireSameContent(t, cniBinary, running)
 			assertInstalled(t, dir, mode, next, names)
 		})
 	}
@@ -479,7 +469,7 @@ func TestListFileInstallsWithoutRunningBinary(t *testing.T) {
 
 	assert.NoFileExists(t, marker)
 	assert.Contains(t, r.stdout, "skipped verification")
-	requireSameContent(t, bin, filepath.Join(dir, "cni"))
+	pt.RequireSameContent(t, bin, filepath.Join(dir, "cni"))
 	for _, name := range []string{"loopback", "bridge", "host-local"} {
 		assertEntry(t, dir, "hardlink", name)
 	}

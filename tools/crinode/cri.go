@@ -106,11 +106,16 @@ func (p Pod) sandboxConfig(cgroupParent string) *runtimeapi.PodSandboxConfig {
 	return cfg
 }
 
-// RunPod is RunPodSandbox; it returns the sandbox id.
-func (c *Client) RunPod(p Pod) (string, error) {
+// withTimeout calls a CRI method with a deadline of timeout.
+func withTimeout[Req, Resp any](method func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	resp, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: p.sandboxConfig(c.cgroupParent)})
+	return method(ctx, req)
+}
+
+// RunPod is RunPodSandbox; it returns the sandbox id.
+func (c *Client) RunPod(p Pod) (string, error) {
+	resp, err := withTimeout(c.rt.RunPodSandbox, &runtimeapi.RunPodSandboxRequest{Config: p.sandboxConfig(c.cgroupParent)})
 	if err != nil {
 		return "", fmt.Errorf("RunPodSandbox %s: %w", p.Name, err)
 	}
@@ -119,9 +124,7 @@ func (c *Client) RunPod(p Pod) (string, error) {
 
 // StopPod is StopPodSandbox.
 func (c *Client) StopPod(id string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if _, err := c.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+	if _, err := withTimeout(c.rt.StopPodSandbox, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
 		return fmt.Errorf("StopPodSandbox %s: %w", id, err)
 	}
 	return nil
@@ -129,9 +132,7 @@ func (c *Client) StopPod(id string) error {
 
 // RemovePod is RemovePodSandbox.
 func (c *Client) RemovePod(id string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if _, err := c.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+	if _, err := withTimeout(c.rt.RemovePodSandbox, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
 		return fmt.Errorf("RemovePodSandbox %s: %w", id, err)
 	}
 	return nil
@@ -147,9 +148,7 @@ type PodStatus struct {
 
 // Status is PodSandboxStatus, verbose for the sandbox's PID.
 func (c *Client) Status(id string) (PodStatus, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	resp, err := c.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	resp, err := withTimeout(c.rt.PodSandboxStatus, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
 	if err != nil {
 		return PodStatus{}, fmt.Errorf("PodSandboxStatus %s: %w", id, err)
 	}
@@ -169,9 +168,7 @@ func (c *Client) Status(id string) (PodStatus, error) {
 
 // Pods lists the sandbox ids the runtime knows.
 func (c *Client) Pods() ([]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	resp, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	resp, err := withTimeout(c.rt.ListPodSandbox, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
 		return nil, err
 	}

@@ -246,7 +246,7 @@ func TestChangedConfigReplacesOursButNotAnEditedOne(t *testing.T) {
 	v2 := writeConf(t, "10-k8s.conflist", strings.Replace(chainConf, "10.244.0.0/24", "10.245.0.0/24", 1))
 	out := f.install(t, install.Symlink, v2)
 	assert.Contains(t, out, "write "+target)
-	requireSameFile(t, v2, target)
+	pt.RequireSameContent(t, v2, target)
 
 	// An admin edited the file: it is no longer ours.
 	require.NoError(t, os.WriteFile(target, []byte(`{"cniVersion":"1.1.0","name":"k8s","plugins":[{"type":"ptp"}]}`), 0o644))
@@ -256,15 +256,6 @@ func TestChangedConfigReplacesOursButNotAnEditedOne(t *testing.T) {
 	require.NoError(t, install.Uninstall(o))
 	assert.FileExists(t, target, "uninstall keeps an edited config")
 	assert.Equal(t, []string{"10-k8s.conflist"}, entryNames(t, f.confDir), "the record goes with the last config of ours")
-}
-
-func requireSameFile(t *testing.T, want, got string) {
-	t.Helper()
-	a, err := os.ReadFile(want)
-	require.NoError(t, err)
-	b, err := os.ReadFile(got)
-	require.NoError(t, err)
-	require.Equal(t, string(a), string(b))
 }
 
 func TestBadConfigsFailBeforeAnythingChanges(t *testing.T) {

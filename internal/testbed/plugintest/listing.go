@@ -89,6 +89,17 @@ func Entries(t testing.TB, dir string) []string {
 	return names
 }
 
+// RequireSameContent stops the test unless file got holds what file want holds, byte
+// for byte.
+func RequireSameContent(t testing.TB, want, got string) {
+	t.Helper()
+	a, err := os.ReadFile(want)
+	require.NoError(t, err)
+	b, err := os.ReadFile(got)
+	require.NoError(t, err)
+	require.Equal(t, string(a), string(b), "%s differs from %s", got, want)
+}
+
 // Reservations lists the addresses host-local holds in dir, its data dir's directory
 // of one network (dataDir/<network name>): the files named after an address, not its
 // lock, its last-reserved markers or its index.

@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/cnikit/cni/tools/image"
+	"github.com/cnikit/cni/tools/internal/buildflags"
 )
 
 func main() {
@@ -25,32 +23,27 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("cni-image", flag.ContinueOnError)
 	var o image.Options
-	bins := fs.String("bin", "", "ARCH=PATH[,ARCH=PATH]...: the static binary of each architecture")
+	bins := fs.String("bin", "", buildflags.BinaryUsage)
 	fs.StringVar(&o.Version, "version", "dev", "image version (label and tag)")
 	fs.StringVar(&o.Revision, "revision", "unknown", "source commit")
 	fs.StringVar(&o.Source, "source", "", "source repository URL")
 	fs.StringVar(&o.Name, "name", "docker.io/cnikit/cni", "repository the archive names the image after")
-	epoch := fs.String("epoch", os.Getenv("SOURCE_DATE_EPOCH"), "every timestamp, in seconds since 1970 (default $SOURCE_DATE_EPOCH, else 0)")
+	epoch := fs.String("epoch", buildflags.EpochDefault(), buildflags.EpochUsage)
 	out := fs.String("o", "bin/cni-image.tar", "output archive")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	binaries, err := buildflags.Binaries(*bins)
+	if err != nil {
+		return err
+	}
 	o.Binaries = map[string]string{}
-	for _, kv := range strings.Split(*bins, ",") {
-		arch, path, ok := strings.Cut(kv, "=")
-		if !ok || arch == "" || path == "" {
-			return fmt.Errorf("-bin: want ARCH=PATH, got %q", kv)
-		}
-		o.Binaries[arch] = path
+	for _, b := range binaries {
+		o.Binaries[b.Arch] = b.Path
 	}
-	secs := int64(0)
-	if *epoch != "" {
-		var err error
-		if secs, err = strconv.ParseInt(*epoch, 10, 64); err != nil {
-			return fmt.Errorf("-epoch: %w", err)
-		}
+	if o.Created, err = buildflags.Epoch(*epoch); err != nil {
+		return err
 	}
-	o.Created = time.Unix(secs, 0).UTC()
 	idx, err := image.Index(o)
 	if err != nil {
 		return err

@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
-	"time"
 
+	"github.com/cnikit/cni/tools/internal/buildflags"
 	"github.com/cnikit/cni/tools/packages"
 )
 
@@ -22,14 +20,14 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("cni-packages", flag.ContinueOnError)
-	bins := fs.String("bin", "", "ARCH=PATH[,ARCH=PATH]...: the static binary of each architecture")
+	bins := fs.String("bin", "", buildflags.BinaryUsage)
 	lister := fs.String("list", "bin/cni", "a cni binary that runs here: its --list names the plugins")
 	version := fs.String("version", "dev", "build version (git describe)")
 	homepage := fs.String("homepage", "", "source repository URL")
 	units := fs.String("units", "deploy/systemd", "directory whose systemd units (*.service, *.socket) are shipped, when it exists")
 	license := fs.String("license", "LICENSE", "license file")
 	changelog := fs.String("changelog", "packaging/changelog.yml", "changelog (chglog YAML)")
-	epoch := fs.String("epoch", os.Getenv("SOURCE_DATE_EPOCH"), "every timestamp, in seconds since 1970 (default $SOURCE_DATE_EPOCH, else 0)")
+	epoch := fs.String("epoch", buildflags.EpochDefault(), buildflags.EpochUsage)
 	out := fs.String("o", "bin", "output directory")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -42,25 +40,23 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	secs := int64(0)
-	if *epoch != "" {
-		if secs, err = strconv.ParseInt(*epoch, 10, 64); err != nil {
-			return fmt.Errorf("-epoch: %w", err)
-		}
+	mtime, err := buildflags.Epoch(*epoch)
+	if err != nil {
+		return err
 	}
-	for _, kv := range strings.Split(*bins, ",") {
-		arch, path, ok := strings.Cut(kv, "=")
-		if !ok || arch == "" || path == "" {
-			return fmt.Errorf("-bin: want ARCH=PATH, got %q", kv)
-		}
+	binaries, err := buildflags.Binaries(*bins)
+	if err != nil {
+		return err
+	}
+	for _, b := range binaries {
 		o := packages.Options{
-			Binary: path, Names: names, Arch: arch, Version: *version, Homepage: *homepage,
-			Units: unitFiles, License: *license, Changelog: *changelog, MTime: time.Unix(secs, 0).UTC(),
+			Binary: b.Path, Names: names, Arch: b.Arch, Version: *version, Homepage: *homepage,
+			Units: unitFiles, License: *license, Changelog: *changelog, MTime: mtime,
 		}
 		for _, format := range []string{"deb", "rpm"} {
 			p, err := packages.Write(o, format, *out)
 			if err != nil {
-				return fmt.Errorf("%s %s: %w", arch, format, err)
+				return fmt.Errorf("%s %s: %w", b.Arch, format, err)
 			}
 			fmt.Printf("%s: %d plugin links, %d systemd unit(s)\n", p, len(names), len(unitFiles))
 		}

@@ -86,6 +86,15 @@ func RequireConfigError[T any](t testing.TB, l Loaded[T]) {
 	}
 }
 
+// Accepted is Load followed by RequireConfigError, for a fuzz target that goes on to
+// check what an accepted config gives: it says whether config was accepted.
+func Accepted[T any](t testing.TB, p *skel.Plugin, args skel.Args, config []byte, load func(*skel.Request) (T, error)) (Loaded[T], bool) {
+	t.Helper()
+	l := Load(p, args, config, load)
+	RequireConfigError(t, l)
+	return l, l.Err == nil
+}
+
 // Remarshal writes an accepted config back out: the spec keys skel read, overlaid by
 // the plugin's own config struct conf as json.Marshal writes it. What the original
 // said under other spellings of a key (JSON keys match case-insensitively) is gone, so

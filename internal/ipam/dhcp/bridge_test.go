@@ -53,29 +53,63 @@ func TestLeaseIsRenewedAtT1(t *testing.T) {
 	assert.Equal(t, first.IP, renewed.IP)
 }
 
-func TestDaemonRestartKeepsLeasesCheckPassesDelReleases(t *testing.T) {
-	w := newWorld(t, dhcptest.Options{})
-	conf := w.conf(nil)
+// restartKeepsLeases adds an attachment (dual stack when ipv6), kills and restarts the
+// daemon, and checks what the restart must keep: the lease files, each family's lease
+// confirmed at the server (a later expiry, the same address, still on eth0), CHECK
+// passing, and DEL releasing every lease, also when run twice.
+func restartKeepsLeases(t *testing.T, ipv6 bool) {
+	t.Helper()
+	w := newWorld(t, dhcptest.Options{IPv6: ipv6})
+	var ipamKeys map[string]any
+	files := 1 // one lease file per family
+	if ipv6 {
+		ipamKeys, files = map[string]any{"ipv6": true}, 2
+	}
+	conf := w.conf(ipamKeys)
 	c := w.newCtr()
 	res := w.add(c, conf)
-	require.Len(t, w.heldFiles(), 1)
-	before, ok := w.lab.LeaseOf(c.clientID())
+	v4, v6 := families(t, res)
+	require.Len(t, w.heldFiles(), files)
+	before4, ok := w.lab.LeaseOf(c.clientID())
 	require.True(t, ok)
+	assert.Equal(t, v4.Addr().String(), before4.IP)
+	var before6 dhcptest.Lease6
+	if ipv6 {
+		before6, ok = w.lab.Lease6Of(c.duid())
+		require.True(t, ok)
+		assert.Equal(t, v6.Addr().String(), before6.IP)
+	}
 
 	w.restartDaemon()
-	after := w.lab.Extended(c.clientID(), before.Expiry)
-	assert.True(t, after.Expiry.After(before.Expiry), "the restarted daemon confirmed the lease (INIT-REBOOT)")
-	assert.Equal(t, before.IP, after.IP)
+	after4 := w.lab.Extended(c.clientID(), before4.Expiry)
+	assert.True(t, after4.Expiry.After(before4.Expiry), "INIT-REBOOT confirmed the DHCPv4 lease")
+	assert.Equal(t, before4.IP, after4.IP)
+	if ipv6 {
+		after6 := w.lab.Extended6(c.duid(), before6.Expiry)
+		assert.True(t, after6.Expiry.After(before6.Expiry), "REBIND confirmed the DHCPv6 lease")
+		assert.Equal(t, before6.IP, after6.IP)
+	}
+	assert.Len(t, w.heldFiles(), files, "the restarted daemon holds the same leases")
+	var onPod []string
+	for _, ip := range res.IPs {
+		onPod = append(onPod, ip.Address.String())
+	}
+	assert.ElementsMatch(t, onPod, addrsOn(t, c.ns, "eth0"), "the addresses stay on eth0 across the restart")
 
 	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	require.NoError(t, err, "CHECK after a daemon restart")
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	require.NoError(t, err)
-	assert.True(t, w.lab.Released(c.clientID()), "DEL after a restart released the lease at the server")
+	assert.True(t, w.lab.Released(c.clientID()), "DEL after a restart released the DHCPv4 lease at the server")
+	if ipv6 {
+		assert.True(t, w.lab.Released6(c.duid()), "DEL after a restart released the DHCPv6 lease")
+	}
 	assert.Empty(t, w.heldFiles())
 	_, err = w.bridgeCmd("DEL", c, conf, "")
 	assert.NoError(t, err, "DEL twice")
 }
+
+func TestDaemonRestartKeepsLeasesCheckPassesDelReleases(t *testing.T) { restartKeepsLeases(t, false) }
 
 func TestDelAfterNetnsIsGoneReleasesFromTheHost(t *testing.T) {
 	w := newWorld(t, dhcptest.Options{})

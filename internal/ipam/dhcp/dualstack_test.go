@@ -115,29 +115,7 @@ func TestAFailingFamilyFailsTheAddAndReleasesTheOther(t *testing.T) {
 	}
 }
 
-func TestDualStackLeasesSurviveADaemonRestart(t *testing.T) {
-	w := newWorld(t, dhcptest.Options{IPv6: true})
-	conf := w.conf(map[string]any{"ipv6": true})
-	c := w.newCtr()
-	res := w.add(c, conf)
-	before4, _ := w.lab.LeaseOf(c.clientID())
-	before6, ok := w.lab.Lease6Of(c.duid())
-	require.True(t, ok)
-
-	w.restartDaemon()
-	after4 := w.lab.Extended(c.clientID(), before4.Expiry)
-	after6 := w.lab.Extended6(c.duid(), before6.Expiry)
-	assert.True(t, after4.Expiry.After(before4.Expiry), "INIT-REBOOT confirmed the DHCPv4 lease")
-	assert.True(t, after6.Expiry.After(before6.Expiry), "REBIND confirmed the DHCPv6 lease")
-	assert.Equal(t, before6.IP, after6.IP)
-
-	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
-	require.NoError(t, err, "CHECK after a restart")
-	_, err = w.bridgeCmd("DEL", c, conf, "")
-	require.NoError(t, err)
-	assert.True(t, w.lab.Released6(c.duid()), "DEL after a restart released the DHCPv6 lease")
-	assert.Empty(t, w.heldFiles())
-}
+func TestDualStackLeasesSurviveADaemonRestart(t *testing.T) { restartKeepsLeases(t, true) }
 
 func TestGCReleasesBothFamiliesOfAttachmentsNotValid(t *testing.T) {
 	w := newWorld(t, dhcptest.Options{IPv6: true})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -38,17 +39,23 @@ func checkUnique(t *testing.T, got [][]string, perWorker int) {
 	assert.Len(t, seen, workers*perWorker)
 }
 
-func TestConcurrentAddDelInOneProcess(t *testing.T) {
-	n := newNetwork(t, obj{"subnet": "10.2.0.0/22"})
+// addDelInWorkers has workers goroutines each ADD perWorker attachments (ids
+// prefix<worker>-<i>) of a network on subnet through run, then DEL them, all at once. However the ADDs
+// interleave, no address is handed out twice or outside subnet, and once every DEL is
+// done nothing is reserved and no temp file of a reservation's write is left.
+func addDelInWorkers(t *testing.T, subnet string, perWorker int, prefix string,
+	run func(n *network, cmd, id string) (*result.Result, error)) {
+	t.Helper()
+	n := newNetwork(t, obj{"subnet": subnet})
 	got := make([][]string, workers)
-	var wg sync.WaitGroup
 	errs := make(chan error, workers)
+	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; i < perWorker; i++ {
-				res, _, err := n.invoke(skel.CmdAdd, fmt.Sprintf("w%d-%d", w, i), "eth0", "")
+				res, err := run(n, skel.CmdAdd, fmt.Sprintf("%s%d-%d", prefix, w, i))
 				if err != nil {
 					errs <- err
 					return
@@ -56,7 +63,7 @@ func TestConcurrentAddDelInOneProcess(t *testing.T) {
 				got[w] = append(got[w], res.IPs[0].Address.Addr().String())
 			}
 			for i := 0; i < perWorker; i++ {
-				if _, _, err := n.invoke(skel.CmdDel, fmt.Sprintf("w%d-%d", w, i), "eth0", ""); err != nil {
+				if _, err := run(n, skel.CmdDel, fmt.Sprintf("%s%d-%d", prefix, w, i)); err != nil {
 					errs <- err
 					return
 				}
@@ -69,7 +76,23 @@ func TestConcurrentAddDelInOneProcess(t *testing.T) {
 		require.NoError(t, err)
 	}
 	checkUnique(t, got, perWorker)
+	pool := netip.MustParsePrefix(subnet)
+	for _, list := range got {
+		for _, a := range list {
+			assert.True(t, pool.Contains(netip.MustParseAddr(a)), "%s is outside %s", a, subnet)
+		}
+	}
 	assert.Empty(t, n.reservations())
+	tmp, err := filepath.Glob(filepath.Join(n.dir(), ".tmp-*"))
+	require.NoError(t, err)
+	assert.Empty(t, tmp, "no temp file left")
+}
+
+func TestConcurrentAddDelInOneProcess(t *testing.T) {
+	addDelInWorkers(t, "10.2.0.0/22", perWorker, "w", func(n *network, cmd, id string) (*result.Result, error) {
+		res, _, err := n.invoke(cmd, id, "eth0", "")
+		return res, err
+	})
 }
 
 // runBinary execs host-local like a runtime would.
@@ -98,37 +121,9 @@ func TestConcurrentAddDelProcesses(t *testing.T) {
 		perWorker = 25 // 400 processes instead of 1,600
 	}
 	bin := hostLocalBinary(t)
-	n := newNetwork(t, obj{"subnet": "10.3.0.0/22"})
-	got := make([][]string, workers)
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < perWorker; i++ {
-				res, err := runBinary(bin, n, skel.CmdAdd, fmt.Sprintf("p%d-%d", w, i))
-				if err != nil {
-					errs <- err
-					return
-				}
-				got[w] = append(got[w], res.IPs[0].Address.Addr().String())
-			}
-			for i := 0; i < perWorker; i++ {
-				if _, err := runBinary(bin, n, skel.CmdDel, fmt.Sprintf("p%d-%d", w, i)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	checkUnique(t, got, perWorker)
-	assert.Empty(t, n.reservations())
+	addDelInWorkers(t, "10.3.0.0/22", perWorker, "p", func(n *network, cmd, id string) (*result.Result, error) {
+		return runBinary(bin, n, cmd, id)
+	})
 }
 
 // TestKilledAddsLoseNoAddress kills ADDs at random moments; GC with no valid

@@ -93,6 +93,17 @@ func (n *network) gcKeeping(bin string, ids ...string) run {
 	return n.mustExec(bin, skel.CmdGC, "", "")
 }
 
+// gcLeavesNothing runs GC with no attachment valid: every reservation goes, and so does
+// every attachment's entry in the index (whatever had been planted in its place).
+func (n *network) gcLeavesNothing(bin string) {
+	n.t.Helper()
+	n.gcKeeping(bin)
+	assert.Empty(n.t, n.reservations())
+	entries, err := os.ReadDir(filepath.Join(n.dir(), indexDirName))
+	require.NoError(n.t, err, "GC keeps an index directory of its own")
+	assert.Empty(n.t, entries, "index entries left by GC")
+}
+
 // outside is a directory outside the data dir holding one file, to point links at.
 type outside struct {
 	t    *testing.T
@@ -136,6 +147,26 @@ func symlinkTo(target string) func(string) error {
 
 func fifo(path string) error { return syscall.Mkfifo(path, 0o600) }
 
+// planting is one kind of thing a node or a user can leave under a name the plugin
+// uses in its network directory.
+type planting struct {
+	name  string
+	plant func(path string) error
+}
+
+// eachPlanted runs body as a subtest per kind, each on a network of its own (10.1.0.0/24)
+// with the kind planted as name.
+func eachPlanted(t *testing.T, name string, kinds []planting, body func(t *testing.T, n *network, kind planting)) {
+	t.Helper()
+	for _, kind := range kinds {
+		t.Run(kind.name, func(t *testing.T) {
+			n := newNetwork(t, obj{"subnet": "10.1.0.0/24"})
+			n.plant(kind.plant, name)
+			body(t, n, kind)
+		})
+	}
+}
+
 func TestPlantedIndexSymlinkIsNeverFollowed(t *testing.T) {
 	bin := hostLocalBinary(t)
 	n := newNetwork(t, obj{"subnet": "10.1.0.0/24"})
@@ -157,32 +188,24 @@ func TestPlantedIndexSymlinkIsNeverFollowed(t *testing.T) {
 
 func TestStrayIndexFileDoesNotBreakAddDelOrGC(t *testing.T) {
 	bin := hostLocalBinary(t)
-	for _, kind := range []struct {
-		name  string
-		plant func(string) error
-	}{
+	eachPlanted(t, indexDirName, []planting{
 		{"regular file", func(p string) error { return os.WriteFile(p, []byte("junk"), 0o600) }},
 		{"fifo", fifo},
 		{"dangling symlink", symlinkTo("/nonexistent/cni-index")},
-	} {
-		t.Run(kind.name, func(t *testing.T) {
-			n := newNetwork(t, obj{"subnet": "10.1.0.0/24"})
-			n.plant(kind.plant, indexDirName)
-			assert.Equal(t, []string{"10.1.0.2/24"}, n.execAdd(bin, "a", "eth0"))
-			r := n.exec(bin, skel.CmdAdd, "a", "eth0")
-			assert.Contains(t, r.stdout, "duplicate allocation", "the attachment's address is still known")
-			n.mustExec(bin, skel.CmdDel, "a", "eth0")
-			assert.Empty(t, n.reservations())
+	}, func(t *testing.T, n *network, kind planting) {
+		assert.Equal(t, []string{"10.1.0.2/24"}, n.execAdd(bin, "a", "eth0"))
+		r := n.exec(bin, skel.CmdAdd, "a", "eth0")
+		assert.Contains(t, r.stdout, "duplicate allocation", "the attachment's address is still known")
+		n.mustExec(bin, skel.CmdDel, "a", "eth0")
+		assert.Empty(t, n.reservations())
 
-			n.plant(os.RemoveAll, indexDirName)
-			n.plant(kind.plant, indexDirName)
-			assert.Equal(t, []string{"10.1.0.3/24"}, n.execAdd(bin, "b", "eth0"))
-			n.plant(os.RemoveAll, indexDirName)
-			n.plant(kind.plant, indexDirName)
-			n.gcKeeping(bin)
-			assert.Empty(t, n.reservations())
-		})
-	}
+		n.plant(os.RemoveAll, indexDirName)
+		n.plant(kind.plant, indexDirName)
+		assert.Equal(t, []string{"10.1.0.3/24"}, n.execAdd(bin, "b", "eth0"))
+		n.plant(os.RemoveAll, indexDirName)
+		n.plant(kind.plant, indexDirName)
+		n.gcLeavesNothing(bin)
+	})
 }
 
 func TestSymlinkNamedLikeAnAddressIsNotAReservation(t *testing.T) {
@@ -241,7 +264,7 @@ func TestPlantedLockSymlinkIsNeitherCreatedNorLocked(t *testing.T) {
 		n.plant(symlinkTo(target), lockName)
 		assert.Equal(t, []string{"10.1.0.2/24"}, n.execAdd(bin, "a", "eth0"))
 		n.mustExec(bin, skel.CmdDel, "a", "eth0")
-		n.gcKeeping(bin)
+		n.gcLeavesNothing(bin)
 		_, err := os.Lstat(target)
 		assert.True(t, os.IsNotExist(err), "the link's target was not created")
 	})
@@ -256,13 +279,10 @@ func TestPlantedLockSymlinkIsNeitherCreatedNorLocked(t *testing.T) {
 		n.plant(symlinkTo(o.file), lockName)
 		assert.Equal(t, []string{"10.1.0.2/24"}, n.execAdd(bin, "a", "eth0"))
 		n.mustExec(bin, skel.CmdDel, "a", "eth0")
-		n.gcKeeping(bin)
+		n.gcLeavesNothing(bin)
 		o.untouched()
 	})
-	for _, kind := range []struct {
-		name  string
-		plant func(string) error
-	}{
+	eachPlanted(t, lockName, []planting{
 		{"fifo", fifo},
 		{"directory with content", func(p string) error {
 			if err := os.Mkdir(p, 0o755); err != nil {
@@ -270,25 +290,17 @@ func TestPlantedLockSymlinkIsNeitherCreatedNorLocked(t *testing.T) {
 			}
 			return os.WriteFile(filepath.Join(p, "keep"), nil, 0o600)
 		}},
-	} {
-		t.Run(kind.name, func(t *testing.T) {
-			n := newNetwork(t, obj{"subnet": "10.1.0.0/24"})
-			n.plant(kind.plant, lockName)
-			assert.Equal(t, []string{"10.1.0.2/24"}, n.execAdd(bin, "a", "eth0"))
-			n.mustExec(bin, skel.CmdDel, "a", "eth0")
-			n.gcKeeping(bin)
-			assert.Empty(t, n.reservations())
-		})
-	}
+	}, func(t *testing.T, n *network, _ planting) {
+		assert.Equal(t, []string{"10.1.0.2/24"}, n.execAdd(bin, "a", "eth0"))
+		n.mustExec(bin, skel.CmdDel, "a", "eth0")
+		n.gcLeavesNothing(bin)
+	})
 }
 
 func TestGarbageLastReservedDoesNotBreakAdd(t *testing.T) {
 	bin := hostLocalBinary(t)
 	big := strings.Repeat("1", 1<<20)
-	cases := []struct {
-		name  string
-		plant func(string) error
-	}{
+	eachPlanted(t, lastReservedName+"0", []planting{
 		{"text", func(p string) error { return os.WriteFile(p, []byte("not an address\x00"), 0o600) }},
 		{"other family", func(p string) error { return os.WriteFile(p, []byte("fd00::7"), 0o600) }},
 		{"outside the range", func(p string) error { return os.WriteFile(p, []byte("192.168.0.9"), 0o600) }},
@@ -296,18 +308,12 @@ func TestGarbageLastReservedDoesNotBreakAdd(t *testing.T) {
 		{"fifo", fifo},
 		{"symlink to /dev/zero", symlinkTo("/dev/zero")},
 		{"directory", func(p string) error { return os.Mkdir(p, 0o755) }},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			n := newNetwork(t, obj{"subnet": "10.1.0.0/24"})
-			n.plant(tc.plant, lastReservedName+"0")
-			assert.Equal(t, []string{"10.1.0.2/24"}, n.execAdd(bin, "a", "eth0"))
-			assert.Equal(t, []string{"10.1.0.3/24"}, n.execAdd(bin, "b", "eth0"))
-			n.mustExec(bin, skel.CmdDel, "a", "eth0")
-			n.gcKeeping(bin)
-			assert.Empty(t, n.reservations())
-		})
-	}
+	}, func(t *testing.T, n *network, _ planting) {
+		assert.Equal(t, []string{"10.1.0.2/24"}, n.execAdd(bin, "a", "eth0"))
+		assert.Equal(t, []string{"10.1.0.3/24"}, n.execAdd(bin, "b", "eth0"))
+		n.mustExec(bin, skel.CmdDel, "a", "eth0")
+		n.gcLeavesNothing(bin)
+	})
 }
 
 func TestForeignEntriesInTheIndexAreCleanedWithoutFollowing(t *testing.T) {

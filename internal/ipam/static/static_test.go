@@ -1,6 +1,7 @@
 package static
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"testing"
@@ -42,14 +43,39 @@ func addrs(res *result.Result) []string {
 	return out
 }
 
+// addCase is one ADD of static: conf as version (empty: 1.1.0) with CNI_ARGS cniArgs, and
+// the addresses it returns or, when wantErr is set, what its invalid-config error names.
+type addCase struct {
+	name    string
+	version string
+	conf    obj
+	cniArgs string
+	want    []string
+	wantErr string
+}
+
+// runAdds runs each case's ADD as a subtest.
+func runAdds(t *testing.T, cases []addCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := cmp.Or(tc.version, "1.1.0")
+			res, err := invoke(t, skel.CmdAdd, v, tc.conf, tc.cniArgs)
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, v, res.CNIVersion)
+			assert.Equal(t, tc.want, addrs(res))
+		})
+	}
+}
+
 func TestAddReturnsTheConfiguredAddresses(t *testing.T) {
-	cases := []struct {
-		name    string
-		version string
-		conf    obj
-		cniArgs string
-		want    []string
-	}{
+	runAdds(t, []addCase{
 		{name: "addresses with gateways", conf: obj{"ipam": obj{"addresses": []obj{
 			{"address": "10.10.0.5/24", "gateway": "10.10.0.1"}, {"address": "fd00::5/64"}}}},
 			want: []string{"10.10.0.5/24 gw 10.10.0.1", "fd00::5/64"}},
@@ -65,19 +91,7 @@ func TestAddReturnsTheConfiguredAddresses(t *testing.T) {
 		{name: "0.2.0 with one address per family", version: "0.2.0", conf: obj{"ipam": obj{"addresses": []obj{
 			{"address": "10.10.0.5/24"}, {"address": "fd00::5/64"}}}},
 			want: []string{"10.10.0.5/24", "fd00::5/64"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			v := tc.version
-			if v == "" {
-				v = "1.1.0"
-			}
-			res, err := invoke(t, skel.CmdAdd, v, tc.conf, tc.cniArgs)
-			require.NoError(t, err)
-			assert.Equal(t, v, res.CNIVersion)
-			assert.Equal(t, tc.want, addrs(res))
-		})
-	}
+	})
 }
 
 func TestAddReturnsRoutesAndDNS(t *testing.T) {
@@ -95,41 +109,23 @@ func TestAddReturnsRoutesAndDNS(t *testing.T) {
 }
 
 func TestConfigErrorsNameTheField(t *testing.T) {
-	cases := []struct {
-		name    string
-		version string
-		conf    obj
-		cniArgs string
-		want    string
-	}{
-		{name: "no ipam", conf: obj{}, want: "ipam"},
+	runAdds(t, []addCase{
+		{name: "no ipam", conf: obj{}, wantErr: "ipam"},
 		{name: "bad address", conf: obj{"ipam": obj{"addresses": []obj{{"address": "10.10.0.5/24"}, {"address": "10.10.0.6"}}}},
-			want: `ipam.addresses[1].address: invalid CIDR "10.10.0.6"`},
+			wantErr: `ipam.addresses[1].address: invalid CIDR "10.10.0.6"`},
 		{name: "bad gateway", conf: obj{"ipam": obj{"addresses": []obj{{"address": "10.10.0.5/24", "gateway": "nope"}}}},
-			want: `ipam.addresses[0].gateway: invalid IP address "nope"`},
-		{name: "bad route", conf: obj{"ipam": obj{"routes": []obj{{"dst": "x"}}}}, want: `ipam.routes[0].dst: invalid CIDR "x"`},
-		{name: "bad CNI_ARGS IP", conf: obj{"ipam": obj{}}, cniArgs: "IP=10.1.1.1", want: `CNI_ARGS IP[0]: invalid CIDR "10.1.1.1"`},
-		{name: "bad CNI_ARGS GATEWAY", conf: obj{"ipam": obj{}}, cniArgs: "IP=10.1.1.1/24;GATEWAY=x", want: "CNI_ARGS GATEWAY"},
+			wantErr: `ipam.addresses[0].gateway: invalid IP address "nope"`},
+		{name: "bad route", conf: obj{"ipam": obj{"routes": []obj{{"dst": "x"}}}}, wantErr: `ipam.routes[0].dst: invalid CIDR "x"`},
+		{name: "bad CNI_ARGS IP", conf: obj{"ipam": obj{}}, cniArgs: "IP=10.1.1.1", wantErr: `CNI_ARGS IP[0]: invalid CIDR "10.1.1.1"`},
+		{name: "bad CNI_ARGS GATEWAY", conf: obj{"ipam": obj{}}, cniArgs: "IP=10.1.1.1/24;GATEWAY=x", wantErr: "CNI_ARGS GATEWAY"},
 		{name: "bad args ips", conf: obj{"ipam": obj{}, "args": obj{"cni": obj{"ips": []string{"1.2.3.4"}}}},
-			want: `args.cni.ips[0]: invalid CIDR "1.2.3.4"`},
+			wantErr: `args.cni.ips[0]: invalid CIDR "1.2.3.4"`},
 		{name: "bad ips capability", conf: obj{"ipam": obj{}, "runtimeConfig": obj{"ips": []string{"x"}}},
-			want: `runtimeConfig.ips[0]: invalid CIDR "x"`},
+			wantErr: `runtimeConfig.ips[0]: invalid CIDR "x"`},
 		{name: "0.2.0 with two v4 addresses", version: "0.2.0", conf: obj{"ipam": obj{"addresses": []obj{
 			{"address": "10.10.0.5/24"}, {"address": "10.10.0.6/24"}}}},
-			want: "does not support more than 1 address per family"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			v := tc.version
-			if v == "" {
-				v = "1.1.0"
-			}
-			_, err := invoke(t, skel.CmdAdd, v, tc.conf, tc.cniArgs)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
-		})
-	}
+			wantErr: "does not support more than 1 address per family"},
+	})
 }
 
 func TestCheckComparesWithPrevResult(t *testing.T) {

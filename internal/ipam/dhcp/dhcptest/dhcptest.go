@@ -225,15 +225,10 @@ type Lease struct {
 
 // Leases reads dnsmasq's DHCPv4 leases.
 func (l *Lab) Leases() []Lease {
-	var out []Lease
-	for _, fields := range l.leaseLines() {
-		if strings.Contains(fields[2], ":") {
-			continue // a DHCPv6 lease
-		}
-		out = append(out, Lease{Expiry: expiry(fields[0]), MAC: fields[1], IP: fields[2], Hostname: fields[3],
-			ClientID: clientIDText(fields[4])})
-	}
-	return out
+	return leasesOf(l, false, func(fields []string) Lease {
+		return Lease{Expiry: expiry(fields[0]), MAC: fields[1], IP: fields[2], Hostname: fields[3],
+			ClientID: clientIDText(fields[4])}
+	})
 }
 
 // Lease6 is one DHCPv6 lease of dnsmasq's lease file.
@@ -247,13 +242,20 @@ type Lease6 struct {
 
 // Leases6 reads dnsmasq's DHCPv6 leases.
 func (l *Lab) Leases6() []Lease6 {
-	var out []Lease6
-	for _, fields := range l.leaseLines() {
-		if !strings.Contains(fields[2], ":") {
-			continue
-		}
+	return leasesOf(l, true, func(fields []string) Lease6 {
 		iaid, _ := strconv.ParseUint(fields[1], 10, 32)
-		out = append(out, Lease6{Expiry: expiry(fields[0]), IAID: uint32(iaid), IP: fields[2], DUID: fields[4]})
+		return Lease6{Expiry: expiry(fields[0]), IAID: uint32(iaid), IP: fields[2], DUID: fields[4]}
+	})
+}
+
+// leasesOf reads the lease lines of one family (dnsmasq keeps both in one file; a
+// DHCPv6 lease is the one whose address has a colon) through parse.
+func leasesOf[T any](l *Lab, ipv6 bool, parse func(fields []string) T) []T {
+	var out []T
+	for _, fields := range l.leaseLines() {
+		if strings.Contains(fields[2], ":") == ipv6 {
+			out = append(out, parse(fields))
+		}
 	}
 	return out
 }

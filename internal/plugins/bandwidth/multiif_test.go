@@ -78,6 +78,16 @@ func TestSecondInterfaceOfAContainerLeavesTheFirstsIfbAlone(t *testing.T) {
 	assertIfb(t, host, name, false, "eth0's own DEL removes the ifb")
 }
 
+// hostWithIfb is a host namespace of the test's own holding the ifb bandwidth names for
+// cid on net1, with alias, and that ifb's name.
+func hostWithIfb(t *testing.T, cid, alias string) (*testns.NS, string) {
+	t.Helper()
+	host := testns.NewWithLoopback(t)
+	name := ifbName("net1", cid)
+	addIfb(t, host, name, alias)
+	return host, name
+}
+
 // addIfb puts an ifb with the given alias ("" for none, as the reference leaves it) in host.
 func addIfb(t *testing.T, host *testns.NS, name, alias string) {
 	t.Helper()
@@ -105,9 +115,7 @@ func TestDelRemovesAnIfbOnlyForItsOwnInterface(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			host := testns.NewWithLoopback(t)
-			name := ifbName("net1", "ctr-del")
-			addIfb(t, host, name, tt.alias)
+			host, name := hostWithIfb(t, "ctr-del", tt.alias)
 			_, err := invokeIf(t, host, "DEL", "ctr-del", tt.delIf, "", conf("net1", bothLimits, ""))
 			require.NoError(t, err)
 			assertIfb(t, host, name, !tt.removed, "the ifb")
@@ -130,9 +138,7 @@ func TestGCKeepsAnIfbByContainerAndInterface(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			host := testns.NewWithLoopback(t)
-			name := ifbName("net1", "ctr-gc")
-			addIfb(t, host, name, tt.alias)
+			host, name := hostWithIfb(t, "ctr-gc", tt.alias)
 			gcConf := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"bandwidth",` +
 				`"cni.dev/valid-attachments":[{"containerID":"` + tt.validCID + `","ifname":"` + tt.validIf + `"}]}`)
 			_, err := invoke(t, host, "GC", "", "", gcConf)

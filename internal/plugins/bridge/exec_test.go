@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -22,22 +23,16 @@ func TestExecdBridgeAddCheckDel(t *testing.T) {
 
 	out, err := w.execPlugin(dir, "bridge", "ADD", "exec-a", a.Path, conf)
 	require.NoError(t, err)
-	var res struct {
-		CNIVersion string `json:"cniVersion"`
-		Interfaces []struct{ Name, Sandbox string }
-		IPs        []struct {
-			Address   string
-			Interface int
-		}
-	}
+	// Decoded as a runtime decodes it, with the reference library's result type.
+	var res types100.Result
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
 	assert.Equal(t, "1.1.0", res.CNIVersion)
 	require.Len(t, res.Interfaces, 3)
 	require.Len(t, res.IPs, 1)
-	assert.Equal(t, 2, res.IPs[0].Interface)
+	assert.Equal(t, types100.Int(2), res.IPs[0].Interface)
 	_, err = w.execPlugin(dir, "bridge", "ADD", "exec-b", b.Path, conf)
 	require.NoError(t, err)
-	assert.NoError(t, ping(t, b, res.IPs[0].Address[:len(res.IPs[0].Address)-3]))
+	assert.NoError(t, ping(t, b, res.IPs[0].Address.IP.String()))
 
 	_, err = w.execPlugin(dir, "bridge", "CHECK", "exec-a", a.Path, pt.WithPrevJSON(t, conf, []byte(out)))
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package firewall_test
 
 import (
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,7 +79,7 @@ func TestRuleBackendIsChosenWhenFirewalldIsNotRunning(t *testing.T) {
 	for _, tc := range []struct{ name, addr string }{
 		{"name not owned", bus},
 		{"no bus socket", "unix:path=" + filepath.Join(t.TempDir(), "no-such-socket")},
-		{"bus says nothing", silentBus(t)}, // given up after detectTimeout
+		{"bus says nothing", firewalldtest.SilentBus(t)}, // given up after detectTimeout
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := "c-" + strings.ReplaceAll(tc.name, " ", "-")
@@ -109,30 +108,6 @@ func TestFirewalldIngressPolicyUsesTheNodesRuleBackend(t *testing.T) {
 	assert.NotContains(t, rs, "CNI-ISOLATION")
 	_, err = e.invoke(skel.CmdCheck, conf, c, env)
 	require.NoError(t, err)
-}
-
-// silentBus listens on a unix socket, accepts, and never answers: a wedged bus.
-func silentBus(t *testing.T) string {
-	sock := filepath.Join(t.TempDir(), "silent")
-	ln, err := net.Listen("unix", sock)
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	return "unix:path=" + sock
 }
 
 func TestFirewalldBackendWithoutBusIsTryAgainLaterOnAddButDelSucceeds(t *testing.T) {

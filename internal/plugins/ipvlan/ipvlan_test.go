@@ -14,7 +14,6 @@ import (
 	"github.com/cnikit/cni/internal/spec/skel"
 	"github.com/cnikit/cni/internal/testbed/kernelfeature"
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
-	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // suite is what every one-link plugin does alike; its New skips without ipvlan support.
@@ -49,11 +48,8 @@ func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
 	suite.Run(t)
 }
 
-// ipvlanIn returns the container's eth0, which must be a ipvlan.
-func ipvlanIn(t *testing.T, n *testns.NS) *netlink.IPVlan {
-	t.Helper()
-	return pt.LinkAs[*netlink.IPVlan](t, n, "eth0")
-}
+// ipvlanIn returns the container's eth0, which must be an ipvlan.
+var ipvlanIn = at.LinkOf[*netlink.IPVlan]
 
 func TestContainersReachEachOtherInL2AndL3(t *testing.T) {
 	t.Parallel()
@@ -66,7 +62,7 @@ func TestContainersReachEachOtherInL2AndL3(t *testing.T) {
 			a, b := e.Add(conf), e.Add(conf)
 			master := e.MasterLink()
 			for _, c := range []*at.Container{a, b} {
-				iv := ipvlanIn(t, c.NS)
+				iv := ipvlanIn(t, c)
 				assert.Equal(t, want, iv.Mode)
 				assert.Equal(t, master.Attrs().Index, iv.ParentIndex)
 				require.Len(t, c.Res.Interfaces, 1)
@@ -117,7 +113,7 @@ func TestChainedIpvlanTakesMasterAndAddressesFromThePrevResult(t *testing.T) {
 	c := e.NewContainer()
 	e.AddTo(c, conf)
 	master := e.MasterLink()
-	assert.Equal(t, master.Attrs().Index, ipvlanIn(t, c.NS).ParentIndex)
+	assert.Equal(t, master.Attrs().Index, ipvlanIn(t, c).ParentIndex)
 	require.Len(t, c.Res.Interfaces, 1)
 	assert.Equal(t, "eth0", c.Res.Interfaces[0].Name)
 	require.Len(t, c.Res.IPs, 1)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -19,14 +20,8 @@ func TestExecdAddCheckDelLikeARuntime(t *testing.T) {
 	c := e.NewContainer()
 	out, cerr := e.Exec(dir, "ADD", c.ID, c.NS.Path, conf)
 	require.Nil(t, cerr)
-	var res struct {
-		CNIVersion string `json:"cniVersion"`
-		Interfaces []struct{ Name, Mac, Sandbox string }
-		IPs        []struct {
-			Address   string
-			Interface int
-		}
-	}
+	// Decoded as a runtime decodes it, with the reference library's result type.
+	var res types100.Result
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
 	assert.Equal(t, "1.1.0", res.CNIVersion)
 	require.Len(t, res.Interfaces, 1)
@@ -34,7 +29,8 @@ func TestExecdAddCheckDelLikeARuntime(t *testing.T) {
 	assert.Equal(t, "02:11:22:33:44:55", res.Interfaces[0].Mac)
 	assert.Equal(t, c.NS.Path, res.Interfaces[0].Sandbox)
 	require.Len(t, res.IPs, 1)
-	assert.Equal(t, "10.90.0.10/24", res.IPs[0].Address)
+	assert.Equal(t, "10.90.0.10/24", res.IPs[0].Address.String())
+	assert.Equal(t, types100.Int(0), res.IPs[0].Interface, "the address is eth0's")
 
 	_, cerr = e.Exec(dir, "CHECK", c.ID, c.NS.Path, pt.WithPrevJSON(t, conf, []byte(out)))
 	require.Nil(t, cerr)

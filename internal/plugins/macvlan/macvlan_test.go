@@ -58,10 +58,7 @@ func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
 }
 
 // macvlanIn returns the container's eth0, which must be a macvlan.
-func macvlanIn(t *testing.T, n *testns.NS) *netlink.Macvlan {
-	t.Helper()
-	return pt.LinkAs[*netlink.Macvlan](t, n, "eth0")
-}
+var macvlanIn = at.LinkOf[*netlink.Macvlan]
 
 func masterIndex(t *testing.T, e *at.Env) int {
 	t.Helper()
@@ -78,7 +75,7 @@ func TestTwoContainersOnOneMasterReachEachOtherAndThePeer(t *testing.T) {
 	for _, c := range []*at.Container{a, b} {
 		require.Len(t, c.Res.Interfaces, 1)
 		iface := c.Res.Interfaces[0]
-		mv := macvlanIn(t, c.NS)
+		mv := macvlanIn(t, c)
 		assert.Equal(t, "eth0", iface.Name)
 		assert.Equal(t, c.NS.Path, iface.Sandbox)
 		assert.Equal(t, mv.HardwareAddr.String(), iface.Mac)
@@ -138,7 +135,7 @@ func TestEveryModeIsCreatedAndChecked(t *testing.T) {
 			e := suite.New(t)
 			conf := e.Config(map[string]any{"master": at.Master, "mode": name})
 			c := e.Add(conf)
-			assert.Equal(t, want, macvlanIn(t, c.NS).Mode)
+			assert.Equal(t, want, macvlanIn(t, c).Mode)
 			require.NoError(t, e.Check(c, conf))
 			other := "private"
 			if name == "private" {
@@ -161,11 +158,11 @@ func TestMTUDefaultsToTheMastersAndMayBeLower(t *testing.T) {
 	require.NoError(t, h.LinkSetMTU(m, 9000))
 
 	c := e.Add(e.Config(map[string]any{"master": at.Master}))
-	assert.Equal(t, 9000, macvlanIn(t, c.NS).MTU)
+	assert.Equal(t, 9000, macvlanIn(t, c).MTU)
 	assert.Equal(t, 9000, c.Res.Interfaces[0].MTU)
 
 	c = e.Add(e.Config(map[string]any{"master": at.Master, "mtu": 1400}))
-	assert.Equal(t, 1400, macvlanIn(t, c.NS).MTU)
+	assert.Equal(t, 1400, macvlanIn(t, c).MTU)
 	assert.Equal(t, 1400, c.Res.Interfaces[0].MTU)
 }
 
@@ -189,7 +186,7 @@ func TestMACComesFromConfigCNIArgsAndCapabilityLaterWinning(t *testing.T) {
 			tt.keys["master"] = at.Master
 			cfg := e.Config(tt.keys)
 			c := e.Add(cfg, tt.cniArgs)
-			assert.Equal(t, tt.want, macvlanIn(t, c.NS).HardwareAddr.String())
+			assert.Equal(t, tt.want, macvlanIn(t, c).HardwareAddr.String())
 			assert.Equal(t, tt.want, c.Res.Interfaces[0].Mac)
 			require.NoError(t, e.Check(c, cfg))
 		})
@@ -200,7 +197,7 @@ func TestBCQueueLenReachesTheKernel(t *testing.T) {
 	t.Parallel()
 	e := suite.New(t)
 	c := e.Add(e.Config(map[string]any{"master": at.Master, "bcqueuelen": 3000}))
-	assert.Equal(t, uint32(3000), macvlanIn(t, c.NS).BCQueueLen)
+	assert.Equal(t, uint32(3000), macvlanIn(t, c).BCQueueLen)
 }
 
 func TestEmptyIPAMGivesTheLinkOnlyAndUp(t *testing.T) {
@@ -210,12 +207,12 @@ func TestEmptyIPAMGivesTheLinkOnlyAndUp(t *testing.T) {
 	c := e.Add(conf)
 	assert.Empty(t, c.Res.IPs)
 	require.Len(t, c.Res.Interfaces, 1)
-	mv := macvlanIn(t, c.NS)
+	mv := macvlanIn(t, c)
 	assert.NotZero(t, mv.Flags&net.FlagUp, "link is up")
 	require.NoError(t, e.Check(c, conf))
 	require.NoError(t, e.Del(c, conf))
 	require.NoError(t, e.Del(c, conf))
-	assert.Equal(t, []string{"lo"}, pt.Links(t, c.NS))
+	e.AssertNothingLeft(t, c)
 }
 
 func TestNeighboursAreNotifiedOfTheNewInterface(t *testing.T) {
@@ -239,7 +236,7 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 
 	conf := e.Config(map[string]any{"master": "cmaster", "linkInContainer": true, "ipam": e.HostLocal("10.91.0.0/24")})
 	e.AddTo(c, conf)
-	mv := macvlanIn(t, c.NS)
+	mv := macvlanIn(t, c)
 	assert.Equal(t, cm.Attrs().Index, mv.ParentIndex)
 	assert.NoError(t, at.Reach(t, e.Peer, c.NS, c.Addr(t)))
 	require.NoError(t, e.Check(c, conf))
@@ -251,7 +248,7 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	require.NoError(t, h.RouteAdd(&netlink.Route{LinkIndex: cm.Attrs().Index, Gw: net.ParseIP("10.91.0.1")}))
 	conf = e.Config(map[string]any{"linkInContainer": true, "ipam": map[string]any{}})
 	e.AddTo(c, conf)
-	assert.Equal(t, cm.Attrs().Index, macvlanIn(t, c.NS).ParentIndex)
+	assert.Equal(t, cm.Attrs().Index, macvlanIn(t, c).ParentIndex)
 	require.NoError(t, e.Check(c, conf))
 }
 
@@ -280,7 +277,7 @@ func TestHostLinkWithTheContainersInterfaceNameDoesNotClash(t *testing.T) {
 	e := suite.New(t)
 	testns.Veth(t, e.Host, "eth0", nil, e.Peer, "hosteth0", nil)
 	c := e.Add(e.Config(map[string]any{"master": at.Master}))
-	assert.Equal(t, "eth0", macvlanIn(t, c.NS).Name)
+	assert.Equal(t, "eth0", macvlanIn(t, c).Name)
 	assert.Equal(t, []string{"eth0", "lo", at.Master}, pt.Links(t, e.Host))
 }
 
@@ -294,12 +291,7 @@ func TestCheckNoticesAMissingAddressAndAWrongMaster(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "master")
 
-	h := c.NS.Handle(t)
-	l, err := h.LinkByName("eth0")
-	require.NoError(t, err)
-	addr, err := netlink.ParseAddr(c.Res.IPs[0].Address.String())
-	require.NoError(t, err)
-	require.NoError(t, h.AddrDel(l, addr))
+	c.DelAddr(t)
 	err = e.Check(c, conf)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), c.Addr(t))

@@ -160,6 +160,13 @@ func (c *container) netconf(t testing.TB, netName string, extra map[string]any, 
 	return b
 }
 
+// mapped makes the container id and its config on net1 with the extra keys and
+// mappings, for a test that runs ADD with it next.
+func (e *env) mapped(t testing.TB, id string, extra map[string]any, mappings []PortMapping) (*container, []byte) {
+	c := e.container(id)
+	return c, c.netconf(t, "net1", extra, mappings)
+}
+
 // invoke runs a portmap command in-process inside the host netns.
 func (e *env) invoke(command string, c *container, conf []byte) error {
 	args := skel.Args{Command: command, ContainerID: c.id, IfName: "eth0", Path: []string{"/nonexistent"}}

@@ -51,14 +51,16 @@ func TestConditionsInIPTablesSyntaxPickIPTables(t *testing.T) {
 // reference's nftables CHECK that failed on it).
 func TestUnspecifiedHostIPMapsEveryAddressOfItsFamilyAndPassesCheck(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env, backend string) {
-		c := e.container("ctr-a")
-		conf := c.netconf(t, "net1", map[string]any{"backend": backend},
+		c, conf := e.mapped(t, "ctr-a", map[string]any{"backend": backend},
 			[]PortMapping{{HostPort: 8084, ContainerPort: tcpPort, Protocol: "tcp", HostIP: "0.0.0.0"}})
 		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
-		got, err := dialTCP(e.client, "10.77.0.1:8084")
-		require.NoError(t, err)
-		assert.Equal(t, "ctr-a", got)
-		_, err = dialTCP(e.client, "[fd77::1]:8084")
+		// The client's side of the host and the host's end of the container's veth.
+		for _, addr := range []string{"10.77.0.1:8084", c.host + ":8084"} {
+			got, err := dialTCP(e.client, addr)
+			require.NoError(t, err, addr)
+			assert.Equal(t, "ctr-a", got, "0.0.0.0 maps %s", addr)
+		}
+		_, err := dialTCP(e.client, "[fd77::1]:8084")
 		assert.Error(t, err, "0.0.0.0 maps no IPv6 address")
 		require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
 	})

@@ -41,8 +41,7 @@ func standardMappings() []PortMapping {
 
 func TestMappedPortsAnswerFromOutsideLocalhostAndHairpin(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env, backend string) {
-		c := e.container("ctr-a")
-		conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
+		c, conf := e.mapped(t, "ctr-a", map[string]any{"backend": backend}, standardMappings())
 		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
 
 		cases := []struct {
@@ -136,16 +135,18 @@ func TestHostIPRestrictsTheMapping(t *testing.T) {
 
 func TestTwoContainersWithDifferentPorts(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env, backend string) {
-		a, b := e.container("ctr-a"), e.container("ctr-b")
-		require.NoError(t, e.invoke(skel.CmdAdd, a, a.netconf(t, "net1", map[string]any{"backend": backend},
-			[]PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})))
-		require.NoError(t, e.invoke(skel.CmdAdd, b, b.netconf(t, "net1", map[string]any{"backend": backend},
-			[]PortMapping{{HostPort: 8090, ContainerPort: tcpPort, Protocol: "tcp"}})))
+		a, confA := e.mapped(t, "ctr-a", map[string]any{"backend": backend}, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
+		b, confB := e.mapped(t, "ctr-b", map[string]any{"backend": backend}, []PortMapping{{HostPort: 8090, ContainerPort: tcpPort, Protocol: "tcp"}})
+		require.NoError(t, e.invoke(skel.CmdAdd, a, confA))
+		require.NoError(t, e.invoke(skel.CmdAdd, b, confB))
 		for port, want := range map[int]string{8080: "ctr-a", 8090: "ctr-b"} {
 			got, err := dialTCP(e.client, fmt.Sprintf("10.77.0.1:%d", port))
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
 		}
+		// Each CHECK finds its own attachment's rules beside the other's.
+		require.NoError(t, e.invoke(skel.CmdCheck, a, confA))
+		require.NoError(t, e.invoke(skel.CmdCheck, b, confB))
 	})
 }
 
@@ -204,8 +205,7 @@ func TestCheckFailsAfterRuleRemovedByHand(t *testing.T) {
 		},
 	}
 	forEachBackend(t, func(t *testing.T, e *env, backend string) {
-		c := e.container("ctr-a")
-		conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
+		c, conf := e.mapped(t, "ctr-a", map[string]any{"backend": backend}, standardMappings())
 		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
 		require.NoError(t, e.invoke(skel.CmdCheck, c, conf))
 		removals[backend](e)
@@ -220,8 +220,7 @@ func TestCheckFailsAfterRuleRemovedByHand(t *testing.T) {
 
 func TestCheckFailsAfterMapElementRemovedByHand(t *testing.T) {
 	e := newEnv(t)
-	c := e.container("ctr-a")
-	conf := c.netconf(t, "net1", map[string]any{"backend": "nftables"}, standardMappings())
+	c, conf := e.mapped(t, "ctr-a", map[string]any{"backend": "nftables"}, standardMappings())
 	require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
 	e.deletePortsElement(8080)
 	assert.Error(t, e.invoke(skel.CmdCheck, c, conf))
@@ -391,8 +390,7 @@ func TestIPTablesExternalMarkChainAndMasqAll(t *testing.T) {
 
 func TestSNATOffInstallsNoMasquerade(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env, backend string) {
-		c := e.container("ctr-a")
-		conf := c.netconf(t, "net1", map[string]any{"backend": backend, "snat": false}, standardMappings())
+		c, conf := e.mapped(t, "ctr-a", map[string]any{"backend": backend, "snat": false}, standardMappings())
 		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
 		rules := e.ruleset()
 		assert.NotContains(t, rules, "masquerade")
@@ -406,8 +404,7 @@ func TestSNATOffInstallsNoMasquerade(t *testing.T) {
 
 func TestMasqAllMasqueradesExternalClients(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env, backend string) {
-		c := e.container("ctr-a")
-		conf := c.netconf(t, "net1", map[string]any{"backend": backend, "masqAll": true}, standardMappings())
+		c, conf := e.mapped(t, "ctr-a", map[string]any{"backend": backend, "masqAll": true}, standardMappings())
 		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
 		_, err := dialTCP(e.client, "10.77.0.1:8080")
 		require.NoError(t, err)
@@ -417,6 +414,7 @@ func TestMasqAllMasqueradesExternalClients(t *testing.T) {
 		for _, f := range flows {
 			assert.Contains(t, f, "dst="+c.host, "reply goes to the masquerading host: %s", f)
 		}
+		require.NoError(t, e.invoke(skel.CmdCheck, c, conf), "CHECK knows masqAll's rules")
 	})
 }
 

@@ -55,10 +55,7 @@ func TestDoesWhatEveryOneLinkPluginDoes(t *testing.T) {
 }
 
 // vlanIn returns the container's eth0, which must be a vlan.
-func vlanIn(t *testing.T, n *testns.NS) *netlink.Vlan {
-	t.Helper()
-	return pt.LinkAs[*netlink.Vlan](t, n, "eth0")
-}
+var vlanIn = at.LinkOf[*netlink.Vlan]
 
 // vlanPeer gives the peer namespace a VLAN interface with id on the master's other end,
 // holding addr: a VLAN-aware neighbour that only sees frames tagged with that id.
@@ -80,7 +77,7 @@ func TestTaggedTrafficReachesAVlanAwarePeerOnTheSameIDOnly(t *testing.T) {
 	conf := e.Config(map[string]any{"master": at.Master, "vlanId": 100, "ipam": e.HostLocal("10.100.0.0/24")})
 	c := e.Add(conf)
 	master := e.MasterLink()
-	v := vlanIn(t, c.NS)
+	v := vlanIn(t, c)
 	assert.Equal(t, 100, v.VlanId)
 	assert.Equal(t, master.Attrs().Index, v.ParentIndex)
 	require.Len(t, c.Res.Interfaces, 1)
@@ -116,7 +113,7 @@ func TestMTUIsAppliedAndChecked(t *testing.T) {
 	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master, "vlanId": 5, "mtu": 1400})
 	c := e.Add(conf)
-	assert.Equal(t, 1400, vlanIn(t, c.NS).MTU)
+	assert.Equal(t, 1400, vlanIn(t, c).MTU)
 	require.NoError(t, e.Check(c, conf))
 	err := e.Check(c, e.Config(map[string]any{"master": at.Master, "vlanId": 5, "mtu": 1300}))
 	require.Error(t, err)

@@ -155,6 +155,26 @@ func (c *Container) Addr(t testing.TB) string {
 	return c.Res.IPs[0].Address.Addr().String()
 }
 
+// LinkOf returns the link ADD made in c (its eth0, the name Invoke passes), which must
+// be a T: each plugin's tests read the attributes of its own link type there.
+func LinkOf[T netlink.Link](t testing.TB, c *Container) T {
+	t.Helper()
+	return plugintest.LinkAs[T](t, c.NS, "eth0")
+}
+
+// DelAddr removes from c's eth0 the first address ADD gave it, as an operator's `ip
+// addr del` would, for a test of what CHECK notices.
+func (c *Container) DelAddr(t testing.TB) {
+	t.Helper()
+	require.NotEmpty(t, c.Res.IPs)
+	h := c.NS.Handle(t)
+	l, err := h.LinkByName("eth0")
+	require.NoError(t, err)
+	addr, err := netlink.ParseAddr(c.Res.IPs[0].Address.String())
+	require.NoError(t, err)
+	require.NoError(t, h.AddrDel(l, addr))
+}
+
 // Reach reports whether a TCP connection from `from` to a server in `to` at addr gets
 // an answer.
 func Reach(t testing.TB, from, to *testns.NS, addr string) error {

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"fmt"
 	"maps"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -42,6 +43,32 @@ func StartPrivateBus(t testing.TB) string {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(t, err, "dbus-daemon printed no address")
 	return strings.TrimSpace(line)
+}
+
+// SilentBus listens on a unix socket in a temp dir, accepts every connection, holds it
+// open until the test ends and never answers: a wedged bus. It returns its address.
+func SilentBus(t testing.TB) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "silent")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return "unix:path=" + sock
 }
 
 // ServeOnBus connects to the bus at addr, exports methods (D-Bus name -> Go func, as

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,7 +50,7 @@ func TestExecIPTablesRulesWithEitherFlavour(t *testing.T) {
 			assert.Equal(t, before, save(), "a repeated ADD changes nothing")
 
 			comment := fmt.Sprintf(`name: "%s" id: "%s"`, name, c.id)
-			n4 := rulePosition(t, e.host, fl.Tool("iptables"), "CNI-FORWARD", "--ctstate")
+			n4 := fl.RulePosition(t, e.host, "iptables", "filter", "CNI-FORWARD", "--ctstate")
 			out, err := e.host.Exec(t, fl.Tool("iptables"), "-R", "CNI-FORWARD", strconv.Itoa(n4),
 				"-m", "comment", "--comment", comment, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
 				"-d", c.ip4(), "-j", "ACCEPT")
@@ -70,23 +69,4 @@ func TestExecIPTablesRulesWithEitherFlavour(t *testing.T) {
 			assert.Contains(t, after, "-A CNI-ISOLATION-STAGE-1 -i br-"+fl.Name)
 		})
 	}
-}
-
-// rulePosition is the 1-based position in chain of the first rule containing text, as
-// `iptables -S` lists the chain.
-func rulePosition(t *testing.T, host *testns.NS, iptables, chain, text string) int {
-	out, err := host.Exec(t, iptables, "-S", chain)
-	require.NoError(t, err, out)
-	n := 0
-	for _, line := range strings.Split(out, "\n") {
-		if !strings.HasPrefix(line, "-A ") {
-			continue
-		}
-		n++
-		if strings.Contains(line, text) {
-			return n
-		}
-	}
-	t.Fatalf("no rule with %q in:\n%s", text, out)
-	return 0
 }

@@ -3,7 +3,6 @@ package portmap
 import (
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -50,7 +49,7 @@ func TestExecIPTablesBackendWithEitherFlavour(t *testing.T) {
 			assert.Equal(t, before, save(), "a repeated ADD changes nothing")
 
 			o := attachment{net: "net1", cid: c.id}
-			n := entryPosition(t, e.host, fl.Tool("iptables"), "tcp")
+			n := fl.RulePosition(t, e.host, "iptables", "nat", iptDNAT, "-p tcp ")
 			out, err := e.host.Exec(t, fl.Tool("iptables"), "-t", "nat", "-R", iptDNAT, strconv.Itoa(n),
 				"-m", "comment", "--comment", o.iptComment(), "-p", "tcp", "-m", "multiport", "--destination-ports", "8082,8080",
 				"-j", iptDNPrefix+o.hash())
@@ -70,23 +69,4 @@ func TestExecIPTablesBackendWithEitherFlavour(t *testing.T) {
 			assert.Error(t, err, "the host port is closed after DEL")
 		})
 	}
-}
-
-// entryPosition is the 1-based position in CNI-HOSTPORT-DNAT of the first entry rule
-// for proto, as `iptables -S` lists the chain.
-func entryPosition(t *testing.T, host *testns.NS, iptables, proto string) int {
-	out, err := host.Exec(t, iptables, "-t", "nat", "-S", iptDNAT)
-	require.NoError(t, err, out)
-	n := 0
-	for _, line := range strings.Split(out, "\n") {
-		if !strings.HasPrefix(line, "-A ") {
-			continue
-		}
-		n++
-		if strings.Contains(line, "-p "+proto+" ") {
-			return n
-		}
-	}
-	t.Fatalf("no %s entry rule in:\n%s", proto, out)
-	return 0
 }

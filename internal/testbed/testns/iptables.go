@@ -74,3 +74,26 @@ func (f IPTables) Rules(t testing.TB, n *NS, table string) string {
 	}
 	return b.String()
 }
+
+// RulePosition is the 1-based position of the first rule of chain (in table, as this
+// flavour's tool, "iptables" or "ip6tables", lists it with -S inside n) that contains
+// text: the number `iptables -R` and `-I` take. The test fails when no rule does.
+func (f IPTables) RulePosition(t testing.TB, n *NS, tool, table, chain, text string) int {
+	t.Helper()
+	out, err := n.Exec(t, f.Tool(tool), "-t", table, "-S", chain)
+	if err != nil {
+		t.Fatalf("%s -t %s -S %s: %v: %s", tool, table, chain, err, out)
+	}
+	pos := 0
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "-A ") {
+			continue
+		}
+		pos++
+		if strings.Contains(line, text) {
+			return pos
+		}
+	}
+	t.Fatalf("no rule with %q in:\n%s", text, out)
+	return 0
+}

@@ -54,7 +54,7 @@ func TestAllocationOrder(t *testing.T) {
 		{name: "several pools in one set, in order, wrapping",
 			ipam: obj{"ranges": []any{set(obj{"subnet": "10.1.0.0/30"}, obj{"subnet": "10.2.0.0/30"})}},
 			steps: []step{{id: "a", want: []string{"10.1.0.2/30"}}, {id: "b", want: []string{"10.2.0.2/30"}},
-				{id: "c", wantErr: "no IP addresses available in range set: 10.1.0.1-10.1.0.2,10.2.0.1-10.2.0.2"},
+				{id: "c", wantErr: "no IP addresses available in range set: 10.1.0.1-10.1.0.2,10.2.0.1-10.2.0.2", code: cnierror.CodeInternal},
 				{del: true, id: "a"}, {id: "d", want: []string{"10.1.0.2/30"}}}},
 		{name: "dual stack",
 			ipam: obj{"ranges": []any{set(obj{"subnet": "10.1.0.0/24"}), set(obj{"subnet": "fd00::/120"})}},
@@ -63,7 +63,7 @@ func TestAllocationOrder(t *testing.T) {
 		{name: "one exhausted set fails the ADD and releases the other",
 			ipam: obj{"ranges": []any{set(obj{"subnet": "10.1.0.0/24"}), set(obj{"subnet": "10.2.0.0/30"})}},
 			steps: []step{{id: "a", want: []string{"10.1.0.2/24", "10.2.0.2/30"}},
-				{id: "b", wantErr: "failed to allocate for range 1"},
+				{id: "b", wantErr: "failed to allocate for range 1", code: cnierror.CodeInternal},
 				{del: true, id: "a"}, {id: "c", want: []string{"10.1.0.4/24", "10.2.0.2/30"}}}},
 		{name: "legacy subnet comes first",
 			ipam:  obj{"subnet": "10.9.0.0/24", "ranges": []any{set(obj{"subnet": "10.1.0.0/24"})}},
@@ -71,7 +71,8 @@ func TestAllocationOrder(t *testing.T) {
 		{name: "duplicate allocation is refused",
 			ipam: obj{"ranges": []any{set(obj{"subnet": "10.1.0.0/24"})}},
 			steps: []step{{id: "a", want: []string{"10.1.0.2/24"}},
-				{id: "a", wantErr: "10.1.0.2 has been allocated to a, duplicate allocation is not allowed"}}},
+				{id: "a", wantErr: "10.1.0.2 has been allocated to a, duplicate allocation is not allowed",
+					code: cnierror.CodeInvalidConfig}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,6 +82,7 @@ func TestAllocationOrder(t *testing.T) {
 					require.NoError(t, n.del(s.id, "eth0"), "step %d", i)
 					continue
 				}
+				before := n.reservations()
 				res, err := n.add(s.id, "eth0")
 				if s.wantErr != "" {
 					require.Error(t, err, "step %d", i)
@@ -88,10 +90,18 @@ func TestAllocationOrder(t *testing.T) {
 					if s.code != 0 {
 						assert.Equal(t, s.code, cnierror.Code(err), "step %d", i)
 					}
+					// A refused ADD neither keeps what it took from an earlier set nor
+					// touches what others (or the same attachment) hold.
+					assert.Equal(t, before, n.reservations(), "step %d: a refused ADD reserves nothing", i)
 					continue
 				}
 				require.NoError(t, err, "step %d", i)
 				assert.Equal(t, s.want, addrs(res), "step %d", i)
+				// Each returned address is on disk, reserved for this attachment.
+				held := n.reservations()
+				for _, ip := range res.IPs {
+					assert.Equal(t, s.id+"\r\neth0", held[ip.Address.Addr().String()], "step %d: reservation of %s", i, ip.Address)
+				}
 			}
 		})
 	}
@@ -105,6 +115,7 @@ func TestRequestedIPs(t *testing.T) {
 		extra   obj
 		want    []string
 		wantErr string
+		code    uint
 	}{
 		{name: "CNI_ARGS IP", cniArgs: "IP=10.1.0.9", want: []string{"10.1.0.9/24", "fd00::3/120"}},
 		{name: "CNI_ARGS with unknown key and IgnoreUnknown", cniArgs: "IgnoreUnknown=1;K8S_POD_NAME=x;IP=10.1.0.9",
@@ -113,12 +124,14 @@ func TestRequestedIPs(t *testing.T) {
 			want: []string{"10.1.0.20/24", "fd00::20/120"}},
 		{name: "ips capability with prefix length", extra: obj{"runtimeConfig": obj{"ips": []string{"10.1.0.30/24"}}},
 			want: []string{"10.1.0.30/24", "fd00::3/120"}},
-		{name: "requested gateway", cniArgs: "IP=10.1.0.1", wantErr: "requested ip 10.1.0.1 is subnet's gateway"},
+		{name: "requested gateway", cniArgs: "IP=10.1.0.1", wantErr: "requested ip 10.1.0.1 is subnet's gateway",
+			code: cnierror.CodeInvalidConfig},
 		{name: "requested in no range", extra: obj{"runtimeConfig": obj{"ips": []string{"10.7.0.5"}}},
-			wantErr: "failed to allocate all requested IPs: 10.7.0.5"},
+			wantErr: "failed to allocate all requested IPs: 10.7.0.5", code: cnierror.CodeInvalidConfig},
 		{name: "two requests for one set", extra: obj{"runtimeConfig": obj{"ips": []string{"10.1.0.5", "10.1.0.6"}}},
-			wantErr: "failed to allocate all requested IPs: 10.1.0.6"},
-		{name: "requested already taken", cniArgs: "IP=10.1.0.2", wantErr: "requested IP address 10.1.0.2 is not available"},
+			wantErr: "failed to allocate all requested IPs: 10.1.0.6", code: cnierror.CodeInvalidConfig},
+		{name: "requested already taken", cniArgs: "IP=10.1.0.2", wantErr: "requested IP address 10.1.0.2 is not available",
+			code: cnierror.CodeTryAgainLater},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,15 +139,22 @@ func TestRequestedIPs(t *testing.T) {
 			n.extra = obj{}
 			n.mustAdd("first", "eth0") // holds 10.1.0.2 and fd00::2
 			n.extra = tc.extra
+			before := n.reservations()
 			res, _, err := n.invoke(skel.CmdAdd, "c1", "eth0", tc.cniArgs)
 			if tc.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.wantErr)
+				assert.Equal(t, tc.code, cnierror.Code(err), "%v", err)
 				assert.Len(t, n.reservations(), 2, "a failed ADD releases what it reserved")
+				assert.Equal(t, before, n.reservations(), "first's reservations are untouched")
 				return
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, addrs(res))
+			held := n.reservations()
+			for _, ip := range res.IPs {
+				assert.Equal(t, "c1\r\neth0", held[ip.Address.Addr().String()], "reservation of %s", ip.Address)
+			}
 		})
 	}
 }
@@ -185,6 +205,16 @@ func TestDelReleasesOnlyTheAttachmentsAddresses(t *testing.T) {
 	n.mustAdd("a", "eth0")
 	n.mustAdd("a", "eth1")
 	n.mustAdd("b", "eth0")
+	require.NoError(t, n.del("a", "eth0"))
+	assert.Equal(t, map[string]string{"10.1.0.3": "a\r\neth1", "10.1.0.4": "b\r\neth0"}, n.reservations())
+	// CHECK agrees: a/eth0 holds nothing now, while a/eth1 and b/eth0 still do.
+	_, _, err := n.invoke(skel.CmdCheck, "a", "eth0", "")
+	assert.ErrorContains(t, err, "Failed to find address added by container a")
+	for _, id := range []string{"a/eth1", "b/eth0"} {
+		_, _, err = n.invoke(skel.CmdCheck, id[:1], id[2:], "")
+		assert.NoError(t, err, id)
+	}
+	// A second DEL of a/eth0 finds nothing to release and leaves the others alone.
 	require.NoError(t, n.del("a", "eth0"))
 	assert.Equal(t, map[string]string{"10.1.0.3": "a\r\neth1", "10.1.0.4": "b\r\neth0"}, n.reservations())
 }

@@ -84,15 +84,23 @@ func TestConfigValidation(t *testing.T) {
 				n.version = tc.version
 			}
 			n.extra = tc.extra
-			_, _, err := n.invoke(skel.CmdAdd, "c1", "eth0", "")
+			res, _, err := n.invoke(skel.CmdAdd, "c1", "eth0", "")
 			if tc.wantErr == "" {
 				require.NoError(t, err)
+				// An accepted config takes one address per range set, each reserved for c1.
+				sets, _ := n.ipam["ranges"].([]any)
+				assert.Len(t, res.IPs, len(sets)+btoi(n.ipam["subnet"] != nil))
+				assert.Len(t, n.reservations(), len(res.IPs))
+				for ip, owner := range n.reservations() {
+					assert.Equal(t, "c1\r\neth0", owner, ip)
+				}
 				return
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.wantErr)
 			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
 			assert.Empty(t, n.reservations(), "a rejected config reserves nothing")
+			assert.NoDirExists(t, n.dir(), "a rejected config is refused before the network dir is made")
 		})
 	}
 }
@@ -103,6 +111,8 @@ func TestConfigWithoutIPAMKeyIsInvalid(t *testing.T) {
 	_, _, err := n.invoke(skel.CmdAdd, "c1", "eth0", "")
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+	assert.Contains(t, err.Error(), "'ipam' key", "the error names the missing key")
+	assert.NoDirExists(t, n.dir())
 }
 
 func TestRangeDefaults(t *testing.T) {

@@ -101,16 +101,21 @@ func TestAddReturnsRoutesAndDNS(t *testing.T) {
 		"dns":       obj{"nameservers": []string{"10.10.0.53"}, "domain": "example.org", "search": []string{"example.org"}},
 	}}, "")
 	require.NoError(t, err)
+	assert.Equal(t, []string{"10.10.0.5/24"}, addrs(res))
 	require.Len(t, res.Routes, 2)
+	assert.Equal(t, "0.0.0.0/0", res.Routes[0].Dst.String())
 	assert.Equal(t, "10.10.0.1", res.Routes[0].GW.String())
+	assert.Equal(t, "192.168.0.0/16", res.Routes[1].Dst.String())
+	assert.False(t, res.Routes[1].GW.IsValid(), "a route without gw stays without one")
 	assert.Equal(t, 5, res.Routes[1].Priority)
 	assert.Equal(t, []string{"10.10.0.53"}, res.DNS.Nameservers)
 	assert.Equal(t, "example.org", res.DNS.Domain)
+	assert.Equal(t, []string{"example.org"}, res.DNS.Search)
 }
 
 func TestConfigErrorsNameTheField(t *testing.T) {
 	runAdds(t, []addCase{
-		{name: "no ipam", conf: obj{}, wantErr: "ipam"},
+		{name: "no ipam", conf: obj{}, wantErr: "missing 'ipam' key"},
 		{name: "bad address", conf: obj{"ipam": obj{"addresses": []obj{{"address": "10.10.0.5/24"}, {"address": "10.10.0.6"}}}},
 			wantErr: `ipam.addresses[1].address: invalid CIDR "10.10.0.6"`},
 		{name: "bad gateway", conf: obj{"ipam": obj{"addresses": []obj{{"address": "10.10.0.5/24", "gateway": "nope"}}}},
@@ -141,9 +146,14 @@ func TestCheckComparesWithPrevResult(t *testing.T) {
 	require.ErrorContains(t, err, "failed to find address")
 	_, err = invoke(t, skel.CmdCheck, "1.1.0", obj{"ipam": ipam}, "")
 	require.ErrorContains(t, err, "prevResult")
+	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "a missing prevResult is a config error")
 }
 
 func TestDelKeepsNoStateAndSucceeds(t *testing.T) {
 	_, err := invoke(t, skel.CmdDel, "1.1.0", obj{"ipam": obj{}}, "")
 	require.NoError(t, err)
+	// Like the reference plugin, DEL has nothing to release and reads no config: it
+	// succeeds even for one that ADD would refuse.
+	_, err = invoke(t, skel.CmdDel, "1.1.0", obj{"ipam": obj{"addresses": []obj{{"address": "10.10.0.6"}}}}, "")
+	assert.NoError(t, err)
 }

@@ -125,6 +125,11 @@ func TestBuiltinHostLocalRunsInProcess(t *testing.T) {
 	_, err = c.run(skel.CmdDel)
 	require.NoError(t, err)
 	assert.Empty(t, reservations(t, filepath.Join(data, "delegation")))
+	_, err = c.run(skel.CmdCheck)
+	assert.ErrorContains(t, err, "Failed to find address added by container ctr1", "CHECK after DEL fails")
+	_, err = c.run(skel.CmdDel)
+	assert.NoError(t, err, "a second DEL succeeds")
+	assert.Empty(t, reservations(t, filepath.Join(data, "delegation")))
 }
 
 func TestFailureAfterIPAMReleasesTheReservation(t *testing.T) {
@@ -133,11 +138,14 @@ func TestFailureAfterIPAMReleasesTheReservation(t *testing.T) {
 	c.extra["failAfterIPAM"] = true
 	_, err := c.run(skel.CmdAdd)
 	require.ErrorContains(t, err, "link setup failed")
+	assert.Equal(t, cnierror.CodeInternal, cnierror.Code(err), "the main plugin's error, not the release's")
 	assert.Empty(t, reservations(t, filepath.Join(data, "delegation")), "rollback released the address")
 
 	c.extra["failAfterIPAM"] = false
-	_, err = c.run(skel.CmdAdd)
+	res, err := c.run(skel.CmdAdd)
 	require.NoError(t, err, "no duplicate-allocation leftover from the failed ADD")
+	require.Len(t, res.IPs, 1)
+	assert.Equal(t, []string{res.IPs[0].Address.Addr().String()}, reservations(t, filepath.Join(data, "delegation")))
 }
 
 func TestExternalIPAMIsExecedWithTheSameEnvironmentAndFullConfig(t *testing.T) {
@@ -154,6 +162,9 @@ func TestExternalIPAMIsExecedWithTheSameEnvironmentAndFullConfig(t *testing.T) {
 	assert.Equal(t, "10.77.0.5/24", res.IPs[0].Address.String())
 	assert.Equal(t, "10.77.0.1", res.IPs[0].Gateway.String())
 	require.NotNil(t, res.IPs[0].Interface, "the stand-in attached its interface")
+	require.Len(t, res.Routes, 1, "the plugin's routes survive the conversion")
+	assert.Equal(t, "0.0.0.0/0", res.Routes[0].Dst.String())
+	assert.Equal(t, []string{"10.77.0.53"}, res.DNS.Nameservers, "and so does its DNS")
 	assert.Contains(t, c.stderr.String(), "extipam: called for ADD", "stderr passed through")
 
 	_, err = c.run(skel.CmdDel)
@@ -222,6 +233,7 @@ func TestExternalIPAMFailingSilentlyReportsItsStderr(t *testing.T) {
 	_, err := c.run(skel.CmdAdd)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "extipam: something broke")
+	assert.Equal(t, cnierror.CodeInternal, cnierror.Code(err), "a plugin dying without a CNI error is 999: %v", err)
 }
 
 func TestIPAMTypeErrors(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 )
 
 func TestBridgeContainersGetDistinctLeasesWithRoutesAndDNS(t *testing.T) {
@@ -150,6 +151,9 @@ func TestGCReleasesLeasesOfAttachmentsNotValid(t *testing.T) {
 	_, ok := w.lab.LeaseOf(keep.clientID())
 	assert.True(t, ok, "GC kept the valid attachment's lease")
 	assert.Len(t, w.heldFiles(), 1)
+	assert.Equal(t, []string{leasefile.FileName(keep.clientID())}, w.heldFiles(), "the file kept is the valid attachment's")
+	assert.NoError(t, w.ipamCmd("CHECK", keep, conf), "the valid attachment still checks")
+	assert.Error(t, w.ipamCmd("CHECK", drop, conf), "the released one does not")
 }
 
 func TestServerThatNeverAnswersIsTryAgainLaterAndLeavesNothing(t *testing.T) {

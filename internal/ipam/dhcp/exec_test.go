@@ -120,6 +120,8 @@ func TestLibcniBridgeDHCPAddCheckDel(t *testing.T) {
 		return nil
 	})
 	assert.True(t, w.lab.Released(c.clientID()), "DEL released the lease at the server")
+	assert.Empty(t, w.heldFiles(), "the daemon keeps no lease for the attachment")
+	assert.Equal(t, []string{"lo"}, pt.Links(t, c.ns), "DEL removed eth0 from the container")
 }
 
 // TestSocketActivation passes the daemon a listening socket as systemd does (fd 3,
@@ -186,6 +188,9 @@ func TestMacvlanInterfaceGetsALease(t *testing.T) {
 	assert.NoError(t, w.ipamCmd("CHECK", c, conf))
 	assert.NoError(t, w.ipamCmd("DEL", c, conf))
 	assert.True(t, w.lab.Released(c.clientID()))
+	assert.Empty(t, w.heldFiles(), "DEL dropped the kept lease")
+	assert.Error(t, w.ipamCmd("CHECK", c, conf), "CHECK after DEL fails")
+	assert.NoError(t, w.ipamCmd("DEL", c, conf), "DEL twice")
 }
 
 // TestDaemonSocketIsPrivateEvenUnderUmaskZero: the socket is made 0600 whatever the

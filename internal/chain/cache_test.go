@@ -37,6 +37,7 @@ func TestLongestCacheableContainerIDWorksAndOneMoreIsRefusedBeforeAnyPlugin(t *t
 	assert.Empty(t, cacheFiles(t, r.CacheDir))
 	assert.Empty(t, tmpFiles(t, r.CacheDir))
 	require.Len(t, readRecords(t, rec), 3)
+	assert.ErrorContains(t, r.Check(context.Background(), n, att), "loopback interface is down", "CHECK after DEL fails: DEL took lo down")
 
 	att.ContainerID += "x"
 	_, err = r.Add(context.Background(), n, att)
@@ -44,6 +45,8 @@ func TestLongestCacheableContainerIDWorksAndOneMoreIsRefusedBeforeAnyPlugin(t *t
 	assert.Equal(t, uint(cnierror.CodeInvalidEnv), cnierror.Code(err))
 	assert.False(t, loUp(t, ctr), "no plugin ran")
 	assert.Len(t, readRecords(t, rec), 3)
+	assert.Empty(t, cacheFiles(t, r.CacheDir), "the refused ADD cached nothing")
+	assert.Empty(t, tmpFiles(t, r.CacheDir), "nor began to")
 	require.NoError(t, r.Del(context.Background(), n, att), "DEL never refuses a long id: it needs no cache entry")
 }
 
@@ -125,7 +128,9 @@ func TestGCDoesNotRemoveTheFileOfAWriterAtWork(t *testing.T) {
 	<-done
 	require.NoError(t, addErr)
 	assert.Equal(t, []string{"lo-c1-eth0"}, cacheFiles(t, r.CacheDir))
+	assert.Empty(t, tmpFiles(t, r.CacheDir), "the resumed writer renamed its file into place")
 	require.NoError(t, r.Del(context.Background(), n, att))
+	assert.Empty(t, cacheFiles(t, r.CacheDir))
 }
 
 type syncWriter struct {
@@ -323,6 +328,8 @@ func TestOddEntriesInTheCacheAreNeitherFollowedNorFatal(t *testing.T) {
 	})
 	assert.FileExists(t, filepath.Join(outside, "keep"), "ADD replaced the planted symlink, writing nothing through it")
 	assert.Empty(t, tmpFiles(t, r.CacheDir))
+	assert.ElementsMatch(t, []string{"lo-victim-eth0", "lo-fifo-eth0", "lo-dir-eth0", "lo-big-eth0"}, cacheFiles(t, r.CacheDir),
+		"DEL removed c1's entry and only that")
 }
 
 // TestUnusableEntryOfTheAttachmentIsNotFollowed: CHECK says what is wrong with the

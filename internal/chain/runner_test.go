@@ -101,6 +101,7 @@ func TestDelRunsInReverseOrder(t *testing.T) {
 		order = append(order, rc.Command+" "+rc.conf(t)["tag"].(string))
 	}
 	assert.Equal(t, []string{"ADD first", "ADD second", "DEL second", "DEL first"}, order)
+	assert.Empty(t, cacheFiles(t, r.CacheDir), "DEL removed the cache entry")
 }
 
 func TestExternalPluginErrorKeepsItsCodeAndNamesThePlugin(t *testing.T) {
@@ -123,6 +124,7 @@ func TestExternalPluginFailingWithoutJSONReportsItsStderr(t *testing.T) {
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[`+recorderConf(rec, `"stderrOnly":["ADD"]`)+`]}`)
 	_, err := r.Add(context.Background(), n, chain.Attachment{ContainerID: "c1", Netns: ctr.Path, IfName: "eth0"})
 	require.ErrorContains(t, err, `netplugin failed: "recorder: asked to fail without a message\n": exit status 1`, "libcni's words since its #1163")
+	assert.Empty(t, cacheFiles(t, r.CacheDir), "a failed ADD caches nothing")
 }
 
 func TestExternalResultWithoutVersionTakesTheConfigVersion(t *testing.T) {
@@ -140,6 +142,7 @@ func TestMissingPluginIsAnErrorNamingThePath(t *testing.T) {
 	n := parse(t, `{"cniVersion":"1.1.0","name":"n","plugins":[{"type":"nosuch"}]}`)
 	_, err := r.Add(context.Background(), n, chain.Attachment{ContainerID: "c1", Netns: "/proc/self/ns/net", IfName: "eth0"})
 	require.ErrorContains(t, err, fmt.Sprintf(`plugin type="nosuch" name="n" failed (add): failed to find plugin "nosuch" in path [%s]`, dir))
+	assert.Empty(t, cacheFiles(t, r.CacheDir), "a failed ADD caches nothing")
 }
 
 // TestInvalidAttachmentRunsNoPlugin: ADD and CHECK refuse an invalid attachment before
@@ -364,6 +367,7 @@ func TestGCKeepsGoingAndReportsEveryError(t *testing.T) {
 		cmds = append(cmds, rc.Command)
 	}
 	assert.Equal(t, []string{"DEL", "DEL", "GC", "GC"}, cmds, "DEL stops at the failure; GC reaches every plugin")
+	assert.Equal(t, []string{"n-c1-eth0"}, cacheFiles(t, r.CacheDir), "the attachment whose DEL failed keeps its entry for the next GC")
 }
 
 func TestGCAndStatusHonourVersionAndDisableGC(t *testing.T) {

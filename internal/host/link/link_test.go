@@ -17,6 +17,7 @@ import (
 	"github.com/cnikit/cni/internal/host/ns"
 	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/result"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
@@ -87,27 +88,33 @@ func TestCreateVethPutsEachEndInItsNamespace(t *testing.T) {
 
 func TestCreateVethFailsWhenTheContainerNameIsTaken(t *testing.T) {
 	t.Parallel()
-	hostNS, _, host, cont := pair(t)
+	hostNS, contNS, host, cont := pair(t)
 	_, err := link.CreateVeth(host, cont, link.VethOptions{IfName: "eth0"})
 	require.NoError(t, err)
 	before, err := hostNS.Handle(t).LinkList()
 	require.NoError(t, err)
+	hostBefore, contBefore := pt.Links(t, hostNS), pt.Links(t, contNS)
 
 	_, err = link.CreateVeth(host, cont, link.VethOptions{IfName: "eth0"})
 	require.ErrorIs(t, err, link.ErrExists)
 	after, err := hostNS.Handle(t).LinkList()
 	require.NoError(t, err)
 	assert.Len(t, after, len(before), "no host veth left behind")
+	assert.Equal(t, hostBefore, pt.Links(t, hostNS), "the host keeps the links it had, the first veth's end among them")
+	assert.Equal(t, contBefore, pt.Links(t, contNS), "nor a half-made end in the container")
 }
 
 func TestCreateVethWithFixedHostNameReportsTheClash(t *testing.T) {
 	t.Parallel()
-	_, _, host, cont := pair(t)
+	hostNS, contNS, host, cont := pair(t)
 	_, err := link.CreateVeth(host, cont, link.VethOptions{IfName: "eth0", HostName: "vethfixed"})
 	require.NoError(t, err)
+	hostBefore := pt.Links(t, hostNS)
 	_, err = link.CreateVeth(host, cont, link.VethOptions{IfName: "eth1", HostName: "vethfixed"})
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, syscall.EEXIST), "got %v", err)
+	assert.Equal(t, hostBefore, pt.Links(t, hostNS), "the clash leaves the host as it was")
+	assert.NotContains(t, pt.Links(t, contNS), "eth1", "and no eth1 in the container")
 }
 
 func TestDeleteRemovesBothEndsAndIgnoresMissingLinks(t *testing.T) {
@@ -116,6 +123,8 @@ func TestDeleteRemovesBothEndsAndIgnoresMissingLinks(t *testing.T) {
 	v, err := link.CreateVeth(host, cont, link.VethOptions{IfName: "eth0"})
 	require.NoError(t, err)
 	require.NoError(t, cont.Delete("eth0"))
+	_, err = cont.ByName("eth0")
+	assert.True(t, link.IsNotFound(err), "the container end is gone: %v", err)
 	_, err = host.ByName(v.Host.Attrs().Name)
 	assert.True(t, link.IsNotFound(err), "host end went with the container end: %v", err)
 	assert.NoError(t, cont.Delete("eth0"))
@@ -205,16 +214,17 @@ func TestVerifyIfaceFailsWhenAnAddressOrRouteIsRemoved(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		remove func(h *netlink.Handle, l netlink.Link) error
+		msg    string // what the error names
 	}{
 		{"address", func(h *netlink.Handle, l netlink.Link) error {
 			a, _ := netlink.ParseAddr("10.9.0.5/24")
 			return h.AddrDel(l, a)
-		}},
+		}, "eth0: address 10.9.0.5/24 not found"},
 		{"route", func(h *netlink.Handle, l netlink.Link) error {
 			_, dst, _ := net.ParseCIDR("192.168.7.0/24")
 			return h.RouteDel(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst, Priority: 50})
-		}},
-		{"link", func(h *netlink.Handle, l netlink.Link) error { return h.LinkDel(l) }},
+		}, "route 192.168.7.0/24 via 10.9.0.254"},
+		{"link", func(h *netlink.Handle, l netlink.Link) error { return h.LinkDel(l) }, `link "eth0"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -227,6 +237,7 @@ func TestVerifyIfaceFailsWhenAnAddressOrRouteIsRemoved(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, c.remove(h, l))
 			assert.Error(t, link.VerifyIface(cont, "eth0", res))
+			assert.ErrorContains(t, link.VerifyIface(cont, "eth0", res), c.msg)
 		})
 	}
 }

@@ -110,6 +110,11 @@ func TestAddCheckDelThroughTheBinary(t *testing.T) {
 	assert.Equal(t, run{}, r, "flags before and after the arguments")
 	assert.False(t, loUp(t, ctr))
 	assert.NoFileExists(t, cacheFile)
+
+	r = e.cni(t, "", "check", "lo", ctr.Path)
+	assert.Equal(t, 1, r.code, "CHECK after DEL fails")
+	assert.Contains(t, r.stderr, "loopback interface is down")
+	assert.Equal(t, run{}, e.cni(t, "", "del", "lo", ctr.Path), "a second DEL succeeds")
 }
 
 func TestChainCommandErrorsAndExitCodes(t *testing.T) {
@@ -160,9 +165,12 @@ func TestGCAndStatusThroughTheBinary(t *testing.T) {
 	assert.Equal(t, run{}, r)
 	assert.True(t, loUp(t, ctr1))
 	assert.False(t, loUp(t, ctr2), "the stale attachment was deleted")
+	assert.Equal(t, []string{"lo-" + cli.ContainerID(ctr1.Path) + "-eth0"}, pt.Entries(t, filepath.Join(e.cacheDir, "results")),
+		"only the valid attachment keeps its cache entry")
 	assert.Equal(t, run{}, e.cni(t, "", "status", "lo", ctr1.Path))
 	assert.Equal(t, run{}, e.cni(t, "", "gc", "lo", ctr1.Path), "cnitool's form: everything is stale")
 	assert.False(t, loUp(t, ctr1))
+	assert.Empty(t, pt.Entries(t, filepath.Join(e.cacheDir, "results")))
 }
 
 func TestListShowsNetworksAndTheirPlugins(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
@@ -183,6 +184,10 @@ func TestForceAddressReplacesADifferentBridgeAddress(t *testing.T) {
 	assert.Contains(t, err.Error(), "forceAddress")
 	assert.Empty(t, w.reservations(), "the failed ADD released its IP")
 	assert.Empty(t, hostVeths(w.hostLinks()), "the failed ADD removed its veth")
+	kept, err := h.AddrList(linkIn(t, w.host, "cnibr0"), netlink.FAMILY_V4)
+	require.NoError(t, err)
+	require.Len(t, kept, 1, "the failed ADD left the bridge's address alone")
+	assert.Equal(t, "10.99.0.1/24", kept[0].IPNet.String())
 
 	forced := w.conf(map[string]any{"isGateway": true, "forceAddress": true})
 	w.add(forced)
@@ -222,8 +227,10 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 			require.Error(t, err)
 			assert.Equal(t, cnierror.CodeInvalidConfig, code(err), "%v", err)
 			assert.Contains(t, err.Error(), tc.field)
+			assert.Equal(t, []string{"lo"}, pt.Links(t, ns), "no container interface")
 		})
 	}
 	assert.Empty(t, hostVeths(w.hostLinks()))
 	assert.Empty(t, w.reservations())
+	assert.Equal(t, []string{"lo"}, w.hostLinks(), "no bridge made for a refused config")
 }

@@ -11,10 +11,12 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/masq"
 	"github.com/cnikit/cni/internal/host/netfilter"
 	"github.com/cnikit/cni/internal/spec/skel"
 	"github.com/cnikit/cni/internal/testbed/kernelfeature"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
@@ -30,6 +32,9 @@ func TestDelTwiceSucceeds(t *testing.T) {
 	assert.Empty(t, hostVeths(w.hostLinks()))
 	_, err := c.ns.Handle(t).LinkByName("eth0")
 	assert.Error(t, err)
+	assert.Zero(t, w.spoofRules(), "the spoof-check rules are gone")
+	assert.False(t, w.masqPresent(c, netfilter.NFTables), "the masquerade is gone")
+	assert.Error(t, w.check(c, conf), "CHECK after DEL")
 }
 
 // masqPresent asks the masq package whether the attachment's rules are in the host.
@@ -176,6 +181,7 @@ func TestAddFailingHalfwayLeavesNothingBehind(t *testing.T) {
 		assert.Equal(t, rules, w.spoofRules(), "no spoof-check rules left")
 		_, err = ns.Handle(t).LinkByName("eth0")
 		assert.Error(t, err)
+		assert.Len(t, w.reservations(), 1, "only the first container's address")
 	})
 	t.Run("CNI_IFNAME taken", func(t *testing.T) {
 		t.Parallel()
@@ -188,6 +194,7 @@ func TestAddFailingHalfwayLeavesNothingBehind(t *testing.T) {
 		assert.Contains(t, err.Error(), "already exists")
 		assert.Empty(t, hostVeths(w.hostLinks()), "no host veth")
 		assert.Empty(t, w.reservations(), "no IP reserved")
+		assert.Equal(t, []string{"eth0", "lo", "other0"}, pt.Links(t, ns), "the clashing link is untouched")
 	})
 	t.Run("netns missing", func(t *testing.T) {
 		t.Parallel()
@@ -195,6 +202,7 @@ func TestAddFailingHalfwayLeavesNothingBehind(t *testing.T) {
 		_, err := w.invoke("ADD", "nons", t.TempDir()+"/gone", "eth0", w.conf(nil))
 		require.Error(t, err)
 		assert.Empty(t, w.reservations())
+		assert.Empty(t, hostVeths(w.hostLinks()), "no host veth")
 	})
 }
 
@@ -250,6 +258,7 @@ func TestCheckNeedsPrevResult(t *testing.T) {
 	_, err := w.invoke("CHECK", c.id, c.ns.Path, "eth0", conf)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "prevResult")
+	assert.Equal(t, cnierror.CodeInvalidConfig, code(err))
 }
 
 func TestVLANAccessPortAndGateway(t *testing.T) {

@@ -34,6 +34,7 @@ func TestLoadDefaultsToBridgeModeAndNoMaster(t *testing.T) {
 func TestLoadRefusesUnknownCNIArgs(t *testing.T) {
 	_, err := load(skeltest.Request([]byte(`{"cniVersion":"1.1.0","name":"n","type":"macvlan"}`), "FOO=bar"))
 	assert.Equal(t, cnierror.CodeInvalidEnv, cnierror.From(err).Code)
+	assert.ErrorContains(t, err, "FOO", "the error names the unknown argument")
 }
 
 // FuzzLoad feeds the config loader hostile configs and CNI_ARGS: it must never panic,

@@ -31,6 +31,9 @@ func TestExecdAddCheckDelLikeARuntime(t *testing.T) {
 	require.Len(t, res.IPs, 1)
 	assert.Equal(t, "10.90.0.10/24", res.IPs[0].Address.String())
 	assert.Equal(t, types100.Int(0), res.IPs[0].Interface, "the address is eth0's")
+	// What the result says is what the kernel has.
+	assert.Equal(t, "02:11:22:33:44:55", macvlanIn(t, c).HardwareAddr.String())
+	assert.Equal(t, []string{"10.90.0.10/24"}, c.Addrs(t))
 
 	_, cerr = e.Exec(dir, "CHECK", c.ID, c.NS.Path, pt.WithPrevJSON(t, conf, []byte(out)))
 	require.Nil(t, cerr)
@@ -39,4 +42,6 @@ func TestExecdAddCheckDelLikeARuntime(t *testing.T) {
 		require.Nil(t, cerr)
 	}
 	e.AssertNothingLeft(t, c)
+	_, cerr = e.Exec(dir, "CHECK", c.ID, c.NS.Path, pt.WithPrevJSON(t, conf, []byte(out)))
+	assert.NotNil(t, cerr, "CHECK after DEL")
 }

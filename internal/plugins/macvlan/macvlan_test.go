@@ -83,6 +83,7 @@ func TestTwoContainersOnOneMasterReachEachOtherAndThePeer(t *testing.T) {
 		assert.Equal(t, masterIndex(t, e), mv.ParentIndex)
 		require.Len(t, c.Res.IPs, 1)
 		assert.Equal(t, 0, *c.Res.IPs[0].Interface)
+		assert.Equal(t, []string{c.Res.IPs[0].Address.String()}, c.Addrs(t), "the reported address is on eth0")
 	}
 	assert.NotEqual(t, a.Res.Interfaces[0].Mac, b.Res.Interfaces[0].Mac, "each macvlan has a MAC of its own")
 	assert.Equal(t, "10.90.0.10/24", a.Res.IPs[0].Address.String())
@@ -250,6 +251,9 @@ func TestLinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	e.AddTo(c, conf)
 	assert.Equal(t, cm.Attrs().Index, macvlanIn(t, c).ParentIndex)
 	require.NoError(t, e.Check(c, conf))
+	require.NoError(t, e.Del(c, conf))
+	assert.Equal(t, []string{"cmaster", "lo"}, pt.Links(t, c.NS), "DEL leaves the container's master")
+	assert.Error(t, e.Check(c, conf), "CHECK after DEL")
 }
 
 func TestDelOfAConfigNoLongerValidSucceeds(t *testing.T) {
@@ -257,8 +261,10 @@ func TestDelOfAConfigNoLongerValidSucceeds(t *testing.T) {
 	e := suite.New(t)
 	conf := e.Config(map[string]any{"master": at.Master})
 	c := e.Add(conf)
-	require.NoError(t, e.Del(c, e.Config(map[string]any{"master": "gone0", "mode": "nonsense", "mtu": 99999})))
+	invalid := e.Config(map[string]any{"master": "gone0", "mode": "nonsense", "mtu": 99999})
+	require.NoError(t, e.Del(c, invalid))
 	e.AssertNothingLeft(t, c)
+	require.NoError(t, e.Del(c, invalid), "DEL again")
 }
 
 func TestInterfaceNameTakenInTheContainerIsRefused(t *testing.T) {
@@ -270,6 +276,7 @@ func TestInterfaceNameTakenInTheContainerIsRefused(t *testing.T) {
 	pt.RequireRefused(t, err, cnierror.CodeInvalidEnv, "CNI_IFNAME")
 	assert.Equal(t, []string{"eth0", "lo"}, pt.Links(t, c.NS))
 	assert.Empty(t, e.Reservations())
+	assert.Equal(t, []string{"lo", at.Master}, pt.Links(t, e.Host), "no macvlan left on the host")
 }
 
 func TestHostLinkWithTheContainersInterfaceNameDoesNotClash(t *testing.T) {
@@ -308,6 +315,7 @@ func TestStatusAndGCGoThroughIPAM(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.Invoke(skel.CmdStatus, "", "", e.Config(map[string]any{"mode": "bogus"}))
 	assert.Equal(t, cnierror.CodeInvalidConfig, pt.Code(err), "STATUS validates the config")
+	assert.ErrorContains(t, err, "mode", "STATUS names the bad field")
 
 	gcConf := e.Config(map[string]any{"master": at.Master, "cni.dev/valid-attachments": []any{
 		map[string]any{"containerID": kept.ID, "ifname": "eth0"},
@@ -315,5 +323,11 @@ func TestStatusAndGCGoThroughIPAM(t *testing.T) {
 	_, err = e.Invoke(skel.CmdGC, "", "", gcConf)
 	require.NoError(t, err)
 	assert.Equal(t, []string{kept.Addr(t)}, e.Reservations())
-	_ = dropped
+	// GC keeps the valid attachment whole: CHECK still finds its address reserved.
+	require.NoError(t, e.Check(kept, conf), "CHECK of the kept attachment after GC")
+	// The dropped one's DEL, its address already released, still removes its link
+	// and leaves the kept one's reservation.
+	require.NoError(t, e.Del(dropped, conf))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, dropped.NS))
+	assert.Equal(t, []string{kept.Addr(t)}, e.Reservations())
 }

@@ -52,6 +52,8 @@ func TestExecAddCheckDelThroughTheBinary(t *testing.T) {
 		assert.NotContains(t, rs, "CNI-")
 		assert.NotContains(t, rs, "10.10.0.2")
 		assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+		assert.Equal(t, []string{"lo"}, e.links(t, e.host))
+		assert.Empty(t, e.reservations(t))
 	})
 }
 
@@ -143,6 +145,8 @@ func TestExecDelWithoutIPAMTypeSucceeds(t *testing.T) {
 	out, err := e.execPlugin(t, bin, "ADD", "c1", conf, sysPath)
 	require.Error(t, err, "premise: ADD needs an IPAM type")
 	assert.Contains(t, string(out), "ipam")
+	assert.Equal(t, []string{"lo"}, e.links(t, e.cont), "the refused ADD made no veth")
+	assert.Equal(t, []string{"lo"}, e.links(t, e.host))
 	out, err = e.execPlugin(t, bin, "DEL", "c1", conf, sysPath)
 	require.NoError(t, err, string(out))
 }

@@ -145,6 +145,26 @@ func TestAddConnectsContainerAndHostDualStack(t *testing.T) {
 
 	_, err = e.invoke(skel.CmdCheck, "c1", pt.WithPrev(t, conf, res))
 	assert.NoError(t, err)
+
+	// The result is what the kernel has: the MTU on both ends, the container's MAC,
+	// both addresses on eth0.
+	cont := pt.AttrsIn(t, e.cont, "eth0")
+	require.NotNil(t, cont, "eth0 in the container")
+	assert.Equal(t, 1400, cont.MTU)
+	assert.Equal(t, res.Interfaces[1].Mac, cont.HardwareAddr.String())
+	hostEnd := pt.AttrsIn(t, e.host, res.Interfaces[0].Name)
+	require.NotNil(t, hostEnd, "the host end %s", res.Interfaces[0].Name)
+	assert.Equal(t, 1400, hostEnd.MTU)
+	assert.Equal(t, res.Interfaces[0].Mac, hostEnd.HardwareAddr.String())
+	addrs, err := e.cont.Handle(t).AddrList(&netlink.Device{LinkAttrs: *cont}, netlink.FAMILY_ALL)
+	require.NoError(t, err)
+	var have []string
+	for _, a := range addrs {
+		have = append(have, a.IPNet.String())
+	}
+	for _, ip := range res.IPs {
+		assert.Contains(t, have, ip.Address.String(), "the reported address is on eth0")
+	}
 }
 
 func TestMasqueradeFollowsThePerFamilyKeys(t *testing.T) {
@@ -161,13 +181,14 @@ func TestMasqueradeFollowsThePerFamilyKeys(t *testing.T) {
 		_, err = e.invoke(skel.CmdDel, "c1", conf)
 		require.NoError(t, err)
 		assert.NotContains(t, e.ruleset(t), "10.10.0.2")
+		assert.Empty(t, e.reservations(t))
 	})
 }
 
 func TestDelTwiceSucceeds(t *testing.T) {
 	e := newEnv(t)
 	conf := e.config(t, map[string]any{"ipMasq": true})
-	e.add(t, conf)
+	res := e.add(t, conf)
 	for i := 0; i < 2; i++ {
 		_, err := e.invoke(skel.CmdDel, "c1", conf)
 		require.NoError(t, err, "DEL %d", i+1)
@@ -175,6 +196,9 @@ func TestDelTwiceSucceeds(t *testing.T) {
 	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
 	assert.Equal(t, []string{"lo"}, e.links(t, e.host))
 	assert.Empty(t, e.reservations(t))
+	assert.NotContains(t, e.ruleset(t), "10.10.0.2", "the masquerade is gone")
+	_, err := e.invoke(skel.CmdCheck, "c1", pt.WithPrev(t, conf, res))
+	assert.Error(t, err, "CHECK after DEL")
 }
 
 func TestDelWithNetnsGoneLeavesNoMasqueradeState(t *testing.T) {
@@ -235,9 +259,18 @@ func TestCheckFailsWhenARouteWasRemovedByHand(t *testing.T) {
 func TestGCRemovesStaleMasqueradeAndReservations(t *testing.T) {
 	e := newEnv(t)
 	conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": "nftables"})
-	e.add(t, conf)
+	res := e.add(t, conf)
+	// While the attachment is valid, GC keeps it whole.
+	keep := pt.WithKeys(t, conf, map[string]any{"cni.dev/valid-attachments": []skel.Attachment{{ContainerID: "c1", IfName: "eth0"}}})
+	_, err := e.invoke(skel.CmdGC, "", keep)
+	require.NoError(t, err)
+	assert.Contains(t, e.ruleset(t), "10.10.0.2", "GC keeps a valid attachment's masquerade")
+	assert.Len(t, e.reservations(t), 2, "and its addresses")
+	_, err = e.invoke(skel.CmdCheck, "c1", pt.WithPrev(t, conf, res))
+	require.NoError(t, err, "CHECK after a GC that keeps it")
+
 	gcConf := pt.WithKeys(t, conf, map[string]any{"cni.dev/valid-attachments": []skel.Attachment{}})
-	_, err := e.invoke(skel.CmdGC, "", gcConf)
+	_, err = e.invoke(skel.CmdGC, "", gcConf)
 	require.NoError(t, err)
 	assert.NotContains(t, e.ruleset(t), "10.10.0.2")
 	assert.Empty(t, e.reservations(t))
@@ -267,6 +300,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, cnierror.CodeInvalidConfig, ce.Code)
 			assert.Contains(t, ce.Msg, tc.want)
+			assert.Equal(t, []string{"lo"}, e.links(t, e.host), "no host end left")
+			assert.Empty(t, e.reservations(t), "no address reserved")
 		})
 	}
 	assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
@@ -290,6 +325,8 @@ func TestAddDelInEverySpecVersion(t *testing.T) {
 			_, err = e.invoke(skel.CmdDel, "c1", conf)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"lo"}, e.links(t, e.cont))
+			assert.Equal(t, []string{"lo"}, e.links(t, e.host))
+			assert.Empty(t, e.reservations(t))
 		})
 	}
 }

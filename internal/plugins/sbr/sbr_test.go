@@ -153,6 +153,8 @@ func TestDelLeavesNoRuleAndIsIdempotent(t *testing.T) {
 	assert.Equal(t, before, w.rules())
 	assert.Empty(t, w.routes(100, "net1"), "the chosen tables are emptied")
 	assert.Empty(t, w.routes(101, "net1"))
+	_, err := w.invoke("CHECK", w.cont.Path, "net1", conf(t, prev, ""))
+	assert.Error(t, err, "CHECK after DEL")
 }
 
 // The reference finds its rules through the interface's addresses and fails when the
@@ -169,6 +171,8 @@ func TestDelAfterTheInterfaceVanishedStillRemovesTheRules(t *testing.T) {
 	_, err := w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, ""))
 	require.NoError(t, err)
 	assert.Empty(t, w.rules())
+	_, err = w.invoke("DEL", w.cont.Path, "net1", conf(t, prev, ""))
+	assert.NoError(t, err, "DEL again")
 }
 
 func TestDelRemovesOnlyItsOwnRules(t *testing.T) {
@@ -238,8 +242,10 @@ func TestFailedAddLeavesNothingBehind(t *testing.T) {
 	// after the first table is complete.
 	_, err := w.invoke("ADD", w.cont.Path, "net1", conf(t, prev, `"gateways":["fd99::1"]`))
 	require.Error(t, err)
+	assert.ErrorContains(t, err, "fd99::1", "the error names the gateway")
 	assert.Empty(t, w.rules())
 	assert.Empty(t, w.routes(100, "net1"))
+	assert.Empty(t, w.routes(101, "net1"), "nor the second table's routes")
 	assert.ElementsMatch(t, mainBefore, w.routes(mainTable, "net1"))
 }
 
@@ -247,17 +253,22 @@ func TestBadInputIsAnInvalidConfig(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	prev := prevResult("net1", w.cont.Path, ipGw{"10.60.0.2/24", "10.60.0.1"})
-	for name, c := range map[string][]byte{
-		"no prevResult":    conf(t, nil, ""),
-		"reserved table":   conf(t, prev, `"table":254`),
-		"negative table":   conf(t, prev, `"table":-1`),
-		"table not number": conf(t, prev, `"table":"x"`),
-		"bad gateway":      conf(t, prev, `"gateways":["nope"]`),
-		"two v4 gateways":  conf(t, prev, `"gateways":["10.0.0.1","10.0.0.2"]`),
+	for name, tc := range map[string]struct {
+		conf  []byte
+		field string // what the error must name
+	}{
+		"no prevResult":    {conf(t, nil, ""), "prevResult"},
+		"reserved table":   {conf(t, prev, `"table":254`), "table"},
+		"negative table":   {conf(t, prev, `"table":-1`), "table"},
+		"table not number": {conf(t, prev, `"table":"x"`), "table"},
+		"bad gateway":      {conf(t, prev, `"gateways":["nope"]`), "gateways"},
+		"two v4 gateways":  {conf(t, prev, `"gateways":["10.0.0.1","10.0.0.2"]`), "gateways"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := w.invoke("ADD", w.cont.Path, "net1", c)
+			_, err := w.invoke("ADD", w.cont.Path, "net1", tc.conf)
 			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
+			assert.ErrorContains(t, err, tc.field)
+			assert.Empty(t, w.rules(), "no rule left")
 		})
 	}
 }

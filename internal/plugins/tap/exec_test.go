@@ -48,6 +48,7 @@ func TestExecdBadInputIsACNIErrorNamingTheField(t *testing.T) {
 		})
 	}
 	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.host))
 }
 
 func TestExecdAddWithoutBothOwnerAndGroupNeedsNoIPTool(t *testing.T) {

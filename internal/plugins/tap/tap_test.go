@@ -72,6 +72,13 @@ func TestTapGetsMACAndMTUAndIsUp(t *testing.T) {
 	_, err := e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
 	require.NoError(t, err)
 	require.NoError(t, openQueues(t, e.cont, "tap0", 1, false), "a VM can attach")
+
+	// DEL removes the tap, though a VM still holds a queue, and CHECK then fails.
+	_, err = e.invoke(skel.CmdDel, conf)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
+	_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
+	assert.Error(t, err, "CHECK after DEL")
 }
 
 func TestMultiQueueTapTakesSeveralQueues(t *testing.T) {
@@ -236,6 +243,7 @@ func TestFailedAddLeavesNothing(t *testing.T) {
 	require.ErrorContains(t, err, "192.168.0.0/16", "fails at the route, after the tap and IPAM")
 	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 	assert.Empty(t, e.reservations(t))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.host))
 }
 
 func TestBadInputNamesTheFieldAndLeavesNothing(t *testing.T) {
@@ -266,9 +274,10 @@ func TestBadInputNamesTheFieldAndLeavesNothing(t *testing.T) {
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, cnierror.CodeInvalidConfig, ce.Code, ce.Msg)
 			assert.Contains(t, ce.Msg, tc.field)
+			assert.Equal(t, []string{"lo", "notbr"}, pt.Links(t, e.cont), "no tap, no temporary name left")
 		})
 	}
-	assert.Equal(t, []string{"lo", "notbr"}, pt.Links(t, e.cont))
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.host))
 }
 
 func TestInterfaceNameTakenIsInvalidEnv(t *testing.T) {
@@ -278,6 +287,7 @@ func TestInterfaceNameTakenIsInvalidEnv(t *testing.T) {
 	var ce *cnierror.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, cnierror.CodeInvalidEnv, ce.Code)
+	assert.Contains(t, ce.Msg, "tap0", "the error names the interface")
 	assert.Equal(t, []string{"lo", "tap0"}, pt.Links(t, e.cont), "the existing tap is untouched, no temporary one left")
 }
 
@@ -330,9 +340,16 @@ func TestCreatorProcessMakesTheTapInTheContainer(t *testing.T) {
 func TestGCAndStatusAskIPAM(t *testing.T) {
 	e := newEnv(t)
 	conf := e.config(t, e.withIPAM(nil, "10.40.0.0/24"))
-	e.add(t, conf)
+	res := e.add(t, conf)
+	keep := pt.WithKeys(t, conf, map[string]any{"cni.dev/valid-attachments": []skel.Attachment{{ContainerID: "c1", IfName: "tap0"}}})
+	_, err := e.invoke(skel.CmdGC, keep)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"10.40.0.2"}, e.reservations(t), "GC keeps a valid attachment's address")
+	_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
+	require.NoError(t, err, "CHECK after a GC that keeps it")
+
 	gcConf := pt.WithKeys(t, conf, map[string]any{"cni.dev/valid-attachments": []skel.Attachment{}})
-	_, err := e.invoke(skel.CmdGC, gcConf)
+	_, err = e.invoke(skel.CmdGC, gcConf)
 	require.NoError(t, err)
 	assert.Empty(t, e.reservations(t))
 	_, err = e.invoke(skel.CmdStatus, conf)
@@ -358,6 +375,7 @@ func TestAddDelInEverySpecVersion(t *testing.T) {
 			_, err = e.invoke(skel.CmdDel, conf)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
+			assert.Empty(t, e.reservations(t))
 		})
 	}
 }

@@ -134,6 +134,9 @@ func TestAddAppliesEveryKeyAndDelRestoresThem(t *testing.T) {
 	assert.NoFileExists(t, backup)
 	_, err = f.invoke(t, p, "DEL", f.conf(everyKey))
 	assert.NoError(t, err, "second DEL")
+	assert.Equal(t, before, f.read(t), "the second DEL restores nothing twice")
+	_, err = f.invoke(t, p, "CHECK", f.conf(everyKey))
+	assert.Error(t, err, "CHECK after DEL: the values are the original ones again")
 }
 
 func TestSecondAddKeepsTheOriginalValuesForDel(t *testing.T) {
@@ -149,6 +152,7 @@ func TestSecondAddKeepsTheOriginalValuesForDel(t *testing.T) {
 	_, err = f.invoke(t, p, "DEL", f.conf(""))
 	require.NoError(t, err)
 	assert.Equal(t, before, f.read(t))
+	assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"), "DEL drops the backup")
 }
 
 func TestCheckFailsAfterAValueWasChangedByHand(t *testing.T) {
@@ -212,10 +216,13 @@ func TestAllowListThatIsNoRegularFileFailsFast(t *testing.T) {
 	f := setup(t)
 	fifo := filepath.Join(t.TempDir(), "allowlist.conf")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	before := f.read(t)
 	for _, path := range []string{fifo, "/dev/zero"} {
 		_, err := f.invoke(t, New(path), "ADD", f.conf(`"sysctl":{"net.core.somaxconn":"1234"}`))
 		require.Error(t, err, path)
 		assert.Contains(t, err.Error(), "allow-list", path)
+		assert.Equal(t, before, f.read(t), "nothing applied: %s", path)
+		assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"), path)
 	}
 }
 
@@ -223,11 +230,14 @@ func TestPathEscapesAreRefusedAndNothingIsWritten(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	p := New(filepath.Join(t.TempDir(), "absent"))
+	before := f.read(t)
 	for _, key := range []string{"net.ipv4/../../kernel/hostname", "/proc/sys/kernel/hostname", "../kernel/hostname"} {
-		_, err := f.invoke(t, p, "ADD", f.conf(`"sysctl":{"`+key+`":"pwned"}`))
+		_, err := f.invoke(t, p, "ADD", f.conf(`"mtu":1400,"sysctl":{"`+key+`":"pwned"}`))
 		require.Error(t, err, key)
 		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), key)
 		assert.Contains(t, err.Error(), key)
+		assert.Equal(t, before, f.read(t), "not even the mtu applied: %s", key)
+		assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"), key)
 	}
 	host, err := os.Hostname()
 	require.NoError(t, err)
@@ -251,12 +261,16 @@ func TestAddErrorsAreTyped(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	p := New(filepath.Join(t.TempDir(), "absent"))
+	before := f.read(t)
 	noPrev := []byte(`{"cniVersion":"1.0.0","name":"tune","type":"tuning","mtu":1400}`)
 	_, err := f.invoke(t, p, "ADD", noPrev)
 	pt.RequireRefused(t, err, cnierror.CodeInvalidConfig, "prevResult")
+	assert.Equal(t, before, f.read(t), "nothing applied without a prevResult")
 
-	_, err = f.invoke(t, p, "ADD", f.conf(`"sysctl":{"net.ipv4.conf.IFNAME.no_such_knob":"1"}`))
+	_, err = f.invoke(t, p, "ADD", f.conf(`"mtu":1400,"sysctl":{"net.ipv4.conf.IFNAME.no_such_knob":"1"}`))
 	pt.RequireRefused(t, err, cnierror.CodeInvalidConfig, "no_such_knob")
+	assert.Equal(t, before, f.read(t), "the mtu is restored after the unknown sysctl")
+	assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"))
 }
 
 func TestDelWithoutNetnsDropsTheBackup(t *testing.T) {
@@ -269,6 +283,8 @@ func TestDelWithoutNetnsDropsTheBackup(t *testing.T) {
 	_, err = f.invoke(t, p, "DEL", f.conf(""))
 	require.NoError(t, err)
 	assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"))
+	_, err = f.invoke(t, p, "DEL", f.conf(""))
+	assert.NoError(t, err, "DEL again, the backup and the netns gone")
 }
 
 func TestMacFromCNIArgsReachesTheKernel(t *testing.T) {

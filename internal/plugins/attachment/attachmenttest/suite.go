@@ -106,6 +106,8 @@ func (s Suite) DelIsIdempotent(t *testing.T) {
 		require.NoError(t, e.Del(c, conf))
 		require.NoError(t, e.Del(c, conf))
 		e.AssertNothingLeft(t, c)
+		// What DEL removed is gone for CHECK too: the attachment no longer exists.
+		assert.Error(t, e.Check(c, conf), "CHECK after DEL")
 	})
 	t.Run("netns gone", func(t *testing.T) {
 		t.Parallel()
@@ -115,6 +117,9 @@ func (s Suite) DelIsIdempotent(t *testing.T) {
 		c.NS.Close()
 		require.NoError(t, e.Del(c, conf))
 		assert.Empty(t, e.Reservations())
+		// A runtime retries DEL of a gone namespace too.
+		require.NoError(t, e.Del(c, conf), "DEL again")
+		assert.Equal(t, []string{"lo", Master}, plugintest.Links(t, e.Host))
 	})
 	if _, ok := s.Keys["master"]; ok {
 		t.Run("master gone", func(t *testing.T) {
@@ -140,6 +145,11 @@ func (s Suite) DelIsIdempotent(t *testing.T) {
 		_, err := e.Invoke(skel.CmdDel, c.ID, "", conf)
 		require.NoError(t, err)
 		assert.Empty(t, e.Reservations())
+		// The link is still in the namespace DEL did not get; a DEL that names it
+		// then removes it, though the address is already released.
+		assert.Equal(t, []string{"eth0", "lo"}, plugintest.Links(t, c.NS))
+		require.NoError(t, e.Del(c, conf))
+		e.AssertNothingLeft(t, c)
 	})
 }
 
@@ -283,6 +293,8 @@ func (s Suite) LinkInContainerUsesAMasterInsideTheContainer(t *testing.T) {
 	require.NoError(t, e.Del(c, conf))
 	assert.Equal(t, []string{ContainerMasterName, "lo"}, plugintest.Links(t, c.NS))
 	assert.Equal(t, []string{"lo", Master}, plugintest.Links(t, e.Host))
+	assert.Empty(t, e.Reservations())
+	assert.Error(t, e.Check(c, conf), "CHECK after DEL")
 }
 
 // MasterDefaultsToTheInterfaceOfTheDefaultRoute: a config without master gets the link

@@ -156,12 +156,7 @@ func TestAddConnectsContainerAndHostDualStack(t *testing.T) {
 	require.NotNil(t, hostEnd, "the host end %s", res.Interfaces[0].Name)
 	assert.Equal(t, 1400, hostEnd.MTU)
 	assert.Equal(t, res.Interfaces[0].Mac, hostEnd.HardwareAddr.String())
-	addrs, err := e.cont.Handle(t).AddrList(&netlink.Device{LinkAttrs: *cont}, netlink.FAMILY_ALL)
-	require.NoError(t, err)
-	var have []string
-	for _, a := range addrs {
-		have = append(have, a.IPNet.String())
-	}
+	have := pt.AddrsIn(t, e.cont, "eth0")
 	for _, ip := range res.IPs {
 		assert.Contains(t, have, ip.Address.String(), "the reported address is on eth0")
 	}

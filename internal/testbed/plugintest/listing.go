@@ -64,6 +64,26 @@ func LinkAs[T netlink.Link](t testing.TB, n *testns.NS, name string) T {
 	return typed
 }
 
+// AddrsIn lists the addresses the kernel has on the link called name inside n (which
+// must exist), as prefixes ("10.90.0.10/24"), sorted, IPv6 link-local ones left out:
+// what a test compares with the addresses a result reports.
+func AddrsIn(t testing.TB, n *testns.NS, name string) []string {
+	t.Helper()
+	l := LinkIn(t, n, name)
+	require.NotNil(t, l, "%s exists", name)
+	h := n.Handle(t)
+	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
+	require.NoError(t, err)
+	var out []string
+	for _, a := range addrs {
+		if !a.IP.IsLinkLocalUnicast() {
+			out = append(out, a.IPNet.String())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // AttrsIn returns the attributes of the link called name inside n, nil when there is
 // none.
 func AttrsIn(t testing.TB, n *testns.NS, name string) *netlink.LinkAttrs {

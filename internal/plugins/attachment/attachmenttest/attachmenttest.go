@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,7 +19,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 	"github.com/cnikit/cni/internal/testbed/plugintest"
@@ -157,23 +155,11 @@ func (c *Container) Addr(t testing.TB) string {
 	return c.Res.IPs[0].Address.Addr().String()
 }
 
-// Addrs lists the addresses the kernel has on c's eth0, as prefixes ("10.90.0.10/24"),
-// sorted, IPv6 link-local ones left out: what a test compares with what ADD reported.
+// Addrs lists the addresses the kernel has on c's eth0 (plugintest.AddrsIn): what a
+// test compares with what ADD reported.
 func (c *Container) Addrs(t testing.TB) []string {
 	t.Helper()
-	h := c.NS.Handle(t)
-	l, err := h.LinkByName("eth0")
-	require.NoError(t, err)
-	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
-	require.NoError(t, err)
-	var out []string
-	for _, a := range addrs {
-		if !a.IP.IsLinkLocalUnicast() {
-			out = append(out, a.IPNet.String())
-		}
-	}
-	slices.Sort(out)
-	return out
+	return plugintest.AddrsIn(t, c.NS, "eth0")
 }
 
 // LinkOf returns the link ADD made in c (its eth0, the name Invoke passes), which must

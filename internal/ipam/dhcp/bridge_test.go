@@ -95,7 +95,7 @@ func restartKeepsLeases(t *testing.T, ipv6 bool) {
 	for _, ip := range res.IPs {
 		onPod = append(onPod, ip.Address.String())
 	}
-	assert.ElementsMatch(t, onPod, addrsOn(t, c.ns, "eth0"), "the addresses stay on eth0 across the restart")
+	assert.ElementsMatch(t, onPod, pt.AddrsIn(t, c.ns, "eth0"), "the addresses stay on eth0 across the restart")
 
 	_, err := w.bridgeCmd("CHECK", c, pt.WithPrev(t, conf, res), "")
 	require.NoError(t, err, "CHECK after a daemon restart")

@@ -7,14 +7,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease6"
 	"github.com/cnikit/cni/internal/result"
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
-	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 func (c *ctr) duid() []byte { return lease6.DUID(c.clientID()).ToBytes() }
@@ -32,23 +30,6 @@ func families(t *testing.T, res *result.Result) (v4, v6 netip.Prefix) {
 	return v4, v6
 }
 
-// addrsOn lists the global addresses of a link in a namespace.
-func addrsOn(t *testing.T, n *testns.NS, name string) []string {
-	t.Helper()
-	h := n.Handle(t)
-	l, err := h.LinkByName(name)
-	require.NoError(t, err)
-	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
-	require.NoError(t, err)
-	var out []string
-	for _, a := range addrs {
-		if a.IP.IsGlobalUnicast() {
-			out = append(out, a.IPNet.String())
-		}
-	}
-	return out
-}
-
 func TestDualStackAddGetsBothCheckChecksBothDelReleasesBoth(t *testing.T) {
 	w := newWorld(t, dhcptest.Options{IPv6: true})
 	conf := w.conf(map[string]any{"ipv6": true})
@@ -64,7 +45,7 @@ func TestDualStackAddGetsBothCheckChecksBothDelReleasesBoth(t *testing.T) {
 	le6, ok := w.lab.Lease6Of(c.duid())
 	require.True(t, ok, "dnsmasq holds a DHCPv6 lease for the attachment's DUID: %v", w.lab.Leases6())
 	assert.Equal(t, v6.Addr().String(), le6.IP)
-	assert.ElementsMatch(t, []string{v4.String(), v6.String()}, addrsOn(t, c.ns, "eth0"), "the bridge plugin put both on eth0")
+	assert.ElementsMatch(t, []string{v4.String(), v6.String()}, pt.AddrsIn(t, c.ns, "eth0"), "the bridge plugin put both on eth0")
 	assert.Equal(t, []string{dhcptest.DNSServer, dhcptest.DNSServer6}, res.DNS.Nameservers)
 	assert.Equal(t, dhcptest.Domain, res.DNS.Domain)
 	assert.Len(t, w.heldFiles(), 2, "one lease file per family")
@@ -186,7 +167,7 @@ func TestDHCPv6RenewsWithItsServerAndRebindsWithAnyAfterT2(t *testing.T) {
 	require.True(t, ok, "the REBIND after T2 reached the new server")
 	assert.GreaterOrEqual(t, time.Since(added), 105*time.Second-2*time.Second, "not before T2")
 	assert.Equal(t, v6.Addr().String(), le.IP, "the same address")
-	assert.Contains(t, addrsOn(t, c.ns, "eth0"), v6.String())
+	assert.Contains(t, pt.AddrsIn(t, c.ns, "eth0"), v6.String())
 
 	_, err := w.bridgeCmd("DEL", c, conf, "")
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/dhcptest"
+	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
@@ -40,7 +41,7 @@ func TestMacvlanDualStackPodKeepsBothLeasesAcrossARestart(t *testing.T) {
 	for _, ip := range r.IPs {
 		got = append(got, ip.Address.String())
 	}
-	assert.ElementsMatch(t, got, addrsOn(t, c.ns, "eth0"), "both are on the pod's macvlan")
+	assert.ElementsMatch(t, got, pt.AddrsIn(t, c.ns, "eth0"), "both are on the pod's macvlan")
 	le4, ok := w.lab.LeaseOf(c.clientID())
 	require.True(t, ok)
 	le6, ok := w.lab.Lease6Of(c.duid())
@@ -50,7 +51,7 @@ func TestMacvlanDualStackPodKeepsBothLeasesAcrossARestart(t *testing.T) {
 	w.restartDaemon()
 	after4, after6 := w.lab.Extended(c.clientID(), le4.Expiry), w.lab.Extended6(c.duid(), le6.Expiry)
 	assert.True(t, after4.Expiry.After(le4.Expiry) && after6.Expiry.After(le6.Expiry), "the restarted daemon confirmed both")
-	assert.ElementsMatch(t, got, addrsOn(t, c.ns, "eth0"), "the pod keeps both addresses")
+	assert.ElementsMatch(t, got, pt.AddrsIn(t, c.ns, "eth0"), "the pod keeps both addresses")
 
 	w.lab.Host.Run(t, func() error {
 		require.NoError(t, cni.CheckNetworkList(ctx, list, rt))

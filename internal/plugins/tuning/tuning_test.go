@@ -122,7 +122,7 @@ func TestAddAppliesEveryKeyAndDelRestoresThem(t *testing.T) {
 	require.Len(t, res.Interfaces, 2)
 	assert.Equal(t, "0a:58:0a:09:00:42", res.Interfaces[1].Mac, "result carries the new MAC")
 	assert.Equal(t, "02:00:00:00:00:01", res.Interfaces[0].Mac, "host interface untouched")
-	backup := filepath.Join(f.dataDir, "ctr1_eth0.json")
+	backup := f.backup()
 	assert.FileExists(t, backup)
 
 	_, err = f.invoke(t, p, "CHECK", f.conf(everyKey))
@@ -152,7 +152,7 @@ func TestSecondAddKeepsTheOriginalValuesForDel(t *testing.T) {
 	_, err = f.invoke(t, p, "DEL", f.conf(""))
 	require.NoError(t, err)
 	assert.Equal(t, before, f.read(t))
-	assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"), "DEL drops the backup")
+	assert.NoFileExists(t, f.backup(), "DEL drops the backup")
 }
 
 func TestCheckFailsAfterAValueWasChangedByHand(t *testing.T) {
@@ -204,7 +204,7 @@ func TestAllowListRefusesASysctlItDoesNotList(t *testing.T) {
 	_, err := f.invoke(t, p, "ADD", f.conf(`"sysctl":{"net.ipv4.conf.IFNAME.arp_ignore":"1","net.core.somaxconn":"1234"}`))
 	pt.RequireRefused(t, err, cnierror.CodeInvalidConfig, `"net.core.somaxconn"`)
 	assert.Equal(t, before, f.read(t), "nothing applied")
-	assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"))
+	assert.NoFileExists(t, f.backup())
 
 	_, err = f.invoke(t, p, "ADD", f.conf(`"sysctl":{"net.ipv4.conf.IFNAME.arp_ignore":"1"}`))
 	require.NoError(t, err)
@@ -222,7 +222,7 @@ func TestAllowListThatIsNoRegularFileFailsFast(t *testing.T) {
 		require.Error(t, err, path)
 		assert.Contains(t, err.Error(), "allow-list", path)
 		assert.Equal(t, before, f.read(t), "nothing applied: %s", path)
-		assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"), path)
+		assert.NoFileExists(t, f.backup(), path)
 	}
 }
 
@@ -237,7 +237,7 @@ func TestPathEscapesAreRefusedAndNothingIsWritten(t *testing.T) {
 		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), key)
 		assert.Contains(t, err.Error(), key)
 		assert.Equal(t, before, f.read(t), "not even the mtu applied: %s", key)
-		assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"), key)
+		assert.NoFileExists(t, f.backup(), key)
 	}
 	host, err := os.Hostname()
 	require.NoError(t, err)
@@ -254,7 +254,7 @@ func TestFailedAddRestoresWhatItChanged(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "arp_ignore")
 	assert.Equal(t, before, f.read(t))
-	assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"))
+	assert.NoFileExists(t, f.backup())
 }
 
 func TestAddErrorsAreTyped(t *testing.T) {
@@ -270,7 +270,7 @@ func TestAddErrorsAreTyped(t *testing.T) {
 	_, err = f.invoke(t, p, "ADD", f.conf(`"mtu":1400,"sysctl":{"net.ipv4.conf.IFNAME.no_such_knob":"1"}`))
 	pt.RequireRefused(t, err, cnierror.CodeInvalidConfig, "no_such_knob")
 	assert.Equal(t, before, f.read(t), "the mtu is restored after the unknown sysctl")
-	assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"))
+	assert.NoFileExists(t, f.backup())
 }
 
 func TestDelWithoutNetnsDropsTheBackup(t *testing.T) {
@@ -282,7 +282,7 @@ func TestDelWithoutNetnsDropsTheBackup(t *testing.T) {
 	f.cont.Close()
 	_, err = f.invoke(t, p, "DEL", f.conf(""))
 	require.NoError(t, err)
-	assert.NoFileExists(t, filepath.Join(f.dataDir, "ctr1_eth0.json"))
+	assert.NoFileExists(t, f.backup())
 	_, err = f.invoke(t, p, "DEL", f.conf(""))
 	assert.NoError(t, err, "DEL again, the backup and the netns gone")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
@@ -51,6 +52,7 @@ func TestAddBringsLoUpAndReportsItsAddresses(t *testing.T) {
 		assert.Equal(t, 0, *ip.Interface)
 	}
 	assert.ElementsMatch(t, []string{"127.0.0.1/8", "::1/128"}, addrs)
+	assert.ElementsMatch(t, plugintest.AddrsIn(t, ctr, "lo"), addrs, "the result reports the kernel's addresses of lo")
 }
 
 func TestAddInAChainPassesPrevResultThrough(t *testing.T) {
@@ -78,6 +80,9 @@ func TestDelSetsLoDownAndCheckNoticesIt(t *testing.T) {
 	assert.False(t, loUp(t, ctr))
 	_, err = invoke(t, host, "CHECK", ctr.Path, conf)
 	assert.ErrorContains(t, err, "down")
+	_, err = invoke(t, host, "DEL", ctr.Path, conf)
+	assert.NoError(t, err, "DEL again")
+	assert.False(t, loUp(t, ctr), "lo stays down")
 }
 
 func TestDelSucceedsWhenNetnsIsGoneOrEmpty(t *testing.T) {
@@ -120,4 +125,21 @@ func TestAddRefusesANonLoopbackAddressOnLo(t *testing.T) {
 	_, err := invoke(t, host, "ADD", ctr.Path, conf)
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+}
+
+func TestRefusedAddNamesTheFieldAndLeavesLoDown(t *testing.T) {
+	testns.RequireRoot(t)
+	host, ctr := testns.New(t), testns.New(t)
+	for name, tc := range map[string]struct {
+		conf, field string // field is what the error must name
+	}{
+		"no name":  {`{"cniVersion":"1.1.0","type":"loopback"}`, "network name"},
+		"bad name": {`{"cniVersion":"1.1.0","name":"l o/x","type":"loopback"}`, "network name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := invoke(t, host, "ADD", ctr.Path, tc.conf)
+			plugintest.RequireRefused(t, err, cnierror.CodeInvalidConfig, tc.field)
+			assert.False(t, loUp(t, ctr), "lo stays down")
+		})
+	}
 }

@@ -173,6 +173,8 @@ func TestAddShapesBothDirectionsAndDelRemovesTheIfb(t *testing.T) {
 	_, err = invoke(t, host, "DEL", a.cid, "", conf("net1", bothLimits, ""))
 	require.NoError(t, err)
 	assertIfb(t, host, name, false, "ifb deleted")
+	_, err = a.call(t, host, "CHECK", bothLimits)
+	assert.ErrorContains(t, err, name, "CHECK after DEL misses the ifb")
 	_, err = invoke(t, host, "DEL", a.cid, "", conf("net1", bothLimits, ""))
 	assert.NoError(t, err, "second DEL")
 }
@@ -287,6 +289,10 @@ func TestGCRemovesOnlyThisNetworksStaleIfbs(t *testing.T) {
 	assertIfb(t, host, ifbName("net1", "ctr-keep"), true, "valid attachment keeps its ifb")
 	assertIfb(t, host, ifbName("net1", "ctr-stale"), false, "stale ifb removed")
 	assertIfb(t, host, ifbName("net2", "ctr-other"), true, "another network's ifb is not this GC's business")
+	_, err = keep.call(t, host, "CHECK", egress)
+	assert.NoError(t, err, "the valid attachment's ifb, tbf and redirect stay as ADD made them")
+	_, err = stale.call(t, host, "CHECK", egress)
+	assert.ErrorContains(t, err, ifbName("net1", "ctr-stale"), "the stale attachment no longer checks")
 }
 
 func TestAddErrorsAreTyped(t *testing.T) {
@@ -310,6 +316,7 @@ func TestAddErrorsAreTyped(t *testing.T) {
 			require.Error(t, err)
 			assert.Equal(t, tt.code, cnierror.Code(err), err.Error())
 			assert.Contains(t, err.Error(), tt.msg)
+			assertUnshaped(t, host, a.hostVeth)
 		})
 	}
 	links, err := host.Handle(t).LinkList()
@@ -425,4 +432,15 @@ func newAttached(t *testing.T, cid string) (*testns.NS, *attachment) {
 func (a *attachment) call(t testing.TB, host *testns.NS, cmd, limits string) (*result.Result, error) {
 	t.Helper()
 	return invoke(t, host, cmd, a.cid, a.cont.Path, conf("net1", limits, a.prev))
+}
+
+// assertUnshaped checks that host's link called name holds nothing bandwidth adds: no
+// root tbf and no ingress redirect.
+func assertUnshaped(t *testing.T, host *testns.NS, name string) {
+	t.Helper()
+	veth := hostLink(t, host, name)
+	kind, _, err := rootQdisc(linkNS(t, host), veth.Attrs().Index)
+	require.NoError(t, err)
+	assert.NotEqual(t, "tbf", kind, "no tbf on %s", name)
+	assert.False(t, redirects(host.Handle(t), veth), "no redirect on %s", name)
 }

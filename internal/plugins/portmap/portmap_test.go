@@ -82,7 +82,8 @@ func TestDelWithoutRuntimeConfigRemovesEverything(t *testing.T) {
 		other := e.container("ctr-b")
 		otherConf := other.netconf(t, "net1", map[string]any{"backend": backend}, []PortMapping{{HostPort: 9090, ContainerPort: tcpPort, Protocol: "tcp"}})
 		require.NoError(t, e.invoke(skel.CmdAdd, other, otherConf))
-		require.NoError(t, e.invoke(skel.CmdAdd, c, c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())))
+		conf := c.netconf(t, "net1", map[string]any{"backend": backend}, standardMappings())
+		require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
 		_, err := dialUDP(e.client, "10.77.0.1:8081")
 		require.NoError(t, err)
 		require.NotEmpty(t, e.conntrackTo(c.ip4), "the UDP flow should be tracked")
@@ -99,6 +100,7 @@ func TestDelWithoutRuntimeConfigRemovesEverything(t *testing.T) {
 		assert.Empty(t, e.conntrackTo(c.ip4))
 		_, err = dialTCP(e.client, "10.77.0.1:8080")
 		assert.Error(t, err, "the host port must be closed after DEL")
+		assert.Error(t, e.invoke(skel.CmdCheck, c, conf), "CHECK after DEL")
 
 		require.NoError(t, e.invoke(skel.CmdDel, c, bare), "DEL twice")
 		got, err := dialTCP(e.client, "10.77.0.1:9090")
@@ -177,7 +179,8 @@ func TestGCRemovesOnlyInvalidAttachmentsOfTheNetwork(t *testing.T) {
 		confA := a.netconf(t, "net1", bk, []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}})
 		confOther := other.netconf(t, "net2", bk, []PortMapping{{HostPort: 8092, ContainerPort: tcpPort, Protocol: "tcp"}})
 		require.NoError(t, e.invoke(skel.CmdAdd, a, confA))
-		require.NoError(t, e.invoke(skel.CmdAdd, b, b.netconf(t, "net1", bk, []PortMapping{{HostPort: 8091, ContainerPort: tcpPort, Protocol: "tcp"}})))
+		confB := b.netconf(t, "net1", bk, []PortMapping{{HostPort: 8091, ContainerPort: tcpPort, Protocol: "tcp"}})
+		require.NoError(t, e.invoke(skel.CmdAdd, b, confB))
 		require.NoError(t, e.invoke(skel.CmdAdd, other, confOther))
 
 		gcConf := []byte(`{"cniVersion":"1.1.0","name":"net1","type":"portmap","cni.dev/valid-attachments":[{"containerID":"ctr-a","ifname":"eth0"}]}`)
@@ -187,6 +190,10 @@ func TestGCRemovesOnlyInvalidAttachmentsOfTheNetwork(t *testing.T) {
 		require.NoError(t, e.invoke(skel.CmdCheck, other, confOther), "another network's attachment stays")
 		_, err := dialTCP(e.client, "10.77.0.1:8091")
 		assert.Error(t, err)
+		assert.Error(t, e.invoke(skel.CmdCheck, b, confB), "the collected attachment no longer checks")
+		got, err := dialTCP(e.client, "10.77.0.1:8080")
+		require.NoError(t, err, "the valid attachment's port still answers")
+		assert.Equal(t, "ctr-a", got)
 	})
 }
 
@@ -280,6 +287,39 @@ func TestAddRequiresPrevResult(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
 	assert.Contains(t, err.Error(), "prevResult")
+}
+
+// A refused ADD, run through skel as a runtime's, makes no table, chain or rule: the
+// ruleset of a host that had none stays empty.
+func TestRefusedAddNamesTheFieldAndLeavesTheRulesetAsItWas(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env, backend string) {
+		c := e.container("ctr-a")
+		bk := map[string]any{"backend": backend}
+		cases := map[string]struct {
+			conf  []byte
+			field string
+		}{
+			"host port zero": {c.netconf(t, "net1", bk, []PortMapping{{HostPort: 0, ContainerPort: 80, Protocol: "tcp"}}), "portMappings[0].hostPort"},
+			"bad protocol":   {c.netconf(t, "net1", bk, []PortMapping{{HostPort: 80, ContainerPort: 80, Protocol: "icmp"}}), "portMappings[0].protocol"},
+			"second mapping's host ip": {c.netconf(t, "net1", bk, []PortMapping{standardMappings()[0],
+				{HostPort: 81, ContainerPort: 80, Protocol: "tcp", HostIP: "1.2.3"}}), "portMappings[1].hostIP"},
+			"no prevResult":          {pt.WithKeys(t, c.netconf(t, "net1", bk, standardMappings()), map[string]any{"prevResult": nil}), "prevResult"},
+			"mark bit with nftables": {c.netconf(t, "net1", map[string]any{"backend": "nftables", "markMasqBit": 3}, standardMappings()), "markMasqBit"},
+		}
+		if backend == "iptables" {
+			cases["nft conditions with iptables"] = struct {
+				conf  []byte
+				field string
+			}{c.netconf(t, "net1", map[string]any{"backend": "iptables", "conditionsV6": []string{"ip6 saddr ::1"}}, standardMappings()), "conditionsV6"}
+		}
+		before := e.ruleset()
+		for name, tc := range cases {
+			t.Run(name, func(t *testing.T) {
+				pt.RequireRefused(t, e.invoke(skel.CmdAdd, c, tc.conf), cnierror.CodeInvalidConfig, tc.field)
+				assert.Equal(t, before, e.ruleset(), "no table, chain or rule left")
+			})
+		}
+	})
 }
 
 func TestInvalidConfigNamesTheField(t *testing.T) {

@@ -84,6 +84,8 @@ func TestDelWithoutPrevResultRemovesAttachmentRulesOfBothFamilies(t *testing.T) 
 	require.NoError(t, err)
 	_, err = e.invoke(skel.CmdDel, conf, c1)
 	require.NoError(t, err, "DEL twice must succeed")
+	_, err = e.invoke(skel.CmdCheck, fwConf(t, "del", iptablesBackend, c1.res), c1)
+	assert.Error(t, err, "CHECK after DEL")
 	for _, cmd := range []string{"iptables", "ip6tables"} {
 		save := e.save(cmd)
 		assert.NotContains(t, save, `id: \"c-del-1\"`, cmd)
@@ -152,10 +154,13 @@ func TestGCRemovesOnlyStaleAttachmentsOfTheNetwork(t *testing.T) {
 	keep := e.add(n, "c-keep")
 	stale := e.add(n, "c-stale")
 	foreign := e.add(other, "c-foreign")
-	_ = stale
 	e.host.Run(t, func() error {
 		return e.runner.GC(context.Background(), n, &chain.GCArgs{ValidAttachments: []skel.Attachment{{ContainerID: keep.id, IfName: "eth0"}}})
 	})
+	_, err := e.invoke(skel.CmdCheck, fwConf(t, "gc", iptablesBackend, keep.res), keep)
+	assert.NoError(t, err, "the valid attachment's rules stay as ADD made them")
+	_, err = e.invoke(skel.CmdCheck, fwConf(t, "gc", iptablesBackend, stale.res), stale)
+	assert.Error(t, err, "the collected attachment no longer checks")
 	for _, cmd := range []string{"iptables", "ip6tables"} {
 		save := e.save(cmd)
 		assert.NotContains(t, save, `id: \"c-stale\"`, cmd)
@@ -267,6 +272,7 @@ func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
 	c := &ctr{ns: e.ext, id: "c-bad"}
 	n := e.conflist(netOpts{name: "bad", bridge: "br-bad", subnets: []string{"10.26.0.0/24"}})
 	good := e.add(n, "c-good")
+	before := e.ruleset()
 	for _, tc := range []struct {
 		name    string
 		keys    map[string]any
@@ -299,6 +305,7 @@ func TestInvalidConfigsAreRefusedWithCodes(t *testing.T) {
 			require.Error(t, err)
 			assert.Equal(t, tc.code, cnierror.Code(err), err.Error())
 			assert.Contains(t, err.Error(), tc.msg)
+			assert.Equal(t, before, e.ruleset(), "no table, chain or rule left")
 		})
 	}
 	assert.NotContains(t, e.ruleset(), "c-bad", "a refused ADD must change nothing")
@@ -371,12 +378,15 @@ func TestIsolatedPolicyIsRefusedWhenBridgedTrafficSkipsIPTables(t *testing.T) {
 	e.host.Run(t, func() error { return sysctl.Set("net/bridge/bridge-nf-call-iptables", "0") })
 	a := e.conflist(netOpts{name: "isol-off", bridge: "br-io", subnets: []string{"10.26.0.0/24"}})
 	c := e.add(a, "c-io")
+	before := e.ruleset()
 	for _, backend := range []string{"iptables", "nftables"} {
 		iso := map[string]any{"backend": backend, "ingressPolicy": "isolated"}
 		_, err := e.invoke(skel.CmdAdd, fwConf(t, "isol-off", iso, c.res), c)
 		require.Error(t, err, backend)
 		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), backend)
 		assert.Contains(t, err.Error(), "bridge-nf-call-iptables", backend)
+		assert.Contains(t, err.Error(), "ingressPolicy", "%s: the error names the field", backend)
+		assert.Equal(t, before, e.ruleset(), "%s: no table, chain or rule left", backend)
 	}
 	assert.NotContains(t, e.ruleset(), c.ip4())
 }

@@ -155,6 +155,8 @@ func TestNFTablesDelWithoutPrevResultRemovesTheAttachmentOnly(t *testing.T) {
 		_, err := e.invoke(skel.CmdDel, conf, c1)
 		require.NoError(t, err, "DEL (twice) needs no prevResult")
 	}
+	_, err := e.invoke(skel.CmdCheck, fwConf(t, "ndel", nftBackend, c1.res), c1)
+	assert.Error(t, err, "CHECK after DEL")
 	rs := e.ruleset()
 	for _, gone := range []string{c1.ip4(), c1.ip6(), "c-ndel-1"} {
 		assert.NotContains(t, rs, gone)
@@ -165,7 +167,7 @@ func TestNFTablesDelWithoutPrevResultRemovesTheAttachmentOnly(t *testing.T) {
 
 	// A config that no longer validates still gets its attachment removed.
 	bad := fwConf(t, "ndel", map[string]any{"backend": "nftables", "ingressPolicy": "closed"}, nil)
-	_, err := e.invoke(skel.CmdDel, bad, c2)
+	_, err = e.invoke(skel.CmdDel, bad, c2)
 	require.NoError(t, err)
 	assert.NotContains(t, e.ruleset(), "c-ndel-2")
 }
@@ -294,6 +296,8 @@ func TestNFTablesGCRemovesOnlyStaleAttachmentsOfTheNetwork(t *testing.T) {
 	assert.Regexp(t, elementLine(keep.ip4()), rs)
 	assert.Regexp(t, elementLine(foreign.ip4()), rs, "another network's attachment must stay")
 	e.host.Run(t, func() error { return e.runner.Check(context.Background(), n, keep.att) })
+	_, err := e.invoke(skel.CmdCheck, fwConf(t, "ngc", nftBackend, stale.res), stale)
+	assert.Error(t, err, "the collected attachment no longer checks")
 }
 
 // execFirewall runs the firewall binary as a runtime does, in the host namespace, with

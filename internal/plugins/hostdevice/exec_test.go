@@ -30,7 +30,7 @@ func (e *env) execd(t testing.TB, dir, cmd string, config []byte) pt.Outcome {
 
 func TestExecdBadInputIsACNIErrorNamingTheField(t *testing.T) {
 	e := newEnv(t)
-	e.device(t, "hd0", 1500, true)
+	orig := e.device(t, "hd0", 1500, true)
 	dir := testns.LinkPluginDir(t, "host-device")
 	for _, tc := range []struct {
 		name  string
@@ -46,6 +46,7 @@ func TestExecdBadInputIsACNIErrorNamingTheField(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pt.AssertFailed(t, e.execd(t, dir, "ADD", e.config(t, tc.conf)), cnierror.CodeInvalidConfig, tc.field)
+			assertUntouched(t, e, orig)
 		})
 	}
 	assert.NotNil(t, pt.AttrsIn(t, e.host, "hd0"))

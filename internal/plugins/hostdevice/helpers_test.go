@@ -137,3 +137,20 @@ func fakeNetdevs(t *testing.T, dev string, netdevs []string) {
 		require.NoError(t, os.MkdirAll(filepath.Join(dev, "net", n), 0o755))
 	}
 }
+
+// assertUntouched checks that a refused call left the device orig where it was, as it
+// was (name, MAC, MTU, up, no alias), the container with only lo, no state and no
+// reservation.
+func assertUntouched(t *testing.T, e *env, orig netlink.LinkAttrs) {
+	t.Helper()
+	now := pt.AttrsIn(t, e.host, orig.Name)
+	if assert.NotNil(t, now, "%s stays in the host", orig.Name) {
+		assert.Equal(t, orig.HardwareAddr, now.HardwareAddr)
+		assert.Equal(t, orig.MTU, now.MTU)
+		assert.Equal(t, orig.Flags&net.FlagUp, now.Flags&net.FlagUp, "up state")
+		assert.Empty(t, now.Alias)
+	}
+	assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont), "nothing moved into the container")
+	assert.Empty(t, e.states(t), "no state")
+	assert.Empty(t, e.reservations(t), "no reservation")
+}

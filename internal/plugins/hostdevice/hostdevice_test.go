@@ -61,6 +61,8 @@ func TestDeviceMovesInAndComesBackWithNameMTUAndUpState(t *testing.T) {
 				assert.Equal(t, []string{"lo"}, pt.Links(t, e.cont))
 			}
 			assert.Empty(t, e.states(t))
+			_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf, res))
+			assert.ErrorContains(t, err, "eth0", "CHECK after DEL misses the device in the container")
 		})
 	}
 }
@@ -74,6 +76,7 @@ func TestAddressesFromIPAMCarryTraffic(t *testing.T) {
 	assert.Equal(t, "10.20.0.2/24", res.IPs[0].Address.String())
 	require.NotNil(t, res.IPs[0].Interface)
 	assert.Equal(t, 0, *res.IPs[0].Interface)
+	assert.Equal(t, []string{res.IPs[0].Address.String()}, pt.AddrsIn(t, e.cont, "eth0"), "the kernel holds the reported address")
 
 	port := testns.ServeTCP(t, e.peer, "tcp", ":0", "hello")
 	got, err := testns.DialTCP(e.cont, fmt.Sprintf("10.20.0.1:%d", port), 5*time.Second)
@@ -356,7 +359,7 @@ func TestInterfaceNameTakenInTheContainerIsInvalidEnv(t *testing.T) {
 
 func TestBadInputNamesTheFieldAndLeavesNothing(t *testing.T) {
 	e := newEnv(t)
-	e.device(t, "hd0", 1500, true)
+	orig := e.device(t, "hd0", 1500, true)
 	e.fakePCI(t, "0000:00:07.0", "ixgbevf")       // bound, interface not registered yet
 	e.fakePCI(t, "0000:00:08.0", "")              // bound to nothing
 	e.fakePCI(t, "0000:00:09.0", "e1000e", "zz9") // its interface is not in this netns
@@ -371,6 +374,7 @@ func TestBadInputNamesTheFieldAndLeavesNothing(t *testing.T) {
 		{"selector and deviceID", map[string]any{"hwaddr": "02:00:00:00:00:01", "runtimeConfig": map[string]any{"deviceID": "0000:00:07.0"}},
 			cnierror.CodeInvalidConfig, "hwaddr, runtimeConfig.deviceID"},
 		{"missing device", map[string]any{"device": "nope0"}, cnierror.CodeInvalidConfig, "device"},
+		{"missing device, with IPAM", e.withIPAM(map[string]any{"device": "nope0"}, "10.20.0.0/24"), cnierror.CodeInvalidConfig, "device"},
 		{"bad device name", map[string]any{"device": "a/b"}, cnierror.CodeInvalidConfig, "device"},
 		{"bad hwaddr", map[string]any{"hwaddr": "zz:zz"}, cnierror.CodeInvalidConfig, "hwaddr"},
 		{"no device with that hwaddr", map[string]any{"hwaddr": "02:00:00:00:00:01"}, cnierror.CodeInvalidConfig, "hwaddr"},
@@ -393,6 +397,7 @@ func TestBadInputNamesTheFieldAndLeavesNothing(t *testing.T) {
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tc.code, ce.Code, ce.Msg)
 			assert.Contains(t, ce.Msg, tc.field)
+			assertUntouched(t, e, orig)
 		})
 	}
 	assert.NotNil(t, pt.AttrsIn(t, e.host, "hd0"))
@@ -406,7 +411,7 @@ func TestGCBringsHomeDevicesOfStaleAttachments(t *testing.T) {
 	e.device(t, "hd1", 1420, true)
 	conf0 := e.config(t, e.withIPAM(map[string]any{"device": "hd0"}, "10.20.0.0/24"))
 	conf1 := e.config(t, e.withIPAM(map[string]any{"device": "hd1"}, "10.20.0.0/24"))
-	e.add(t, conf0)
+	res0 := e.add(t, conf0)
 	cont2 := testns.NewWithLoopback(t)
 	e.netns = cont2.Path
 	_, err := e.invokeAs(skel.CmdAdd, "c2", "eth0", conf1)
@@ -424,6 +429,8 @@ func TestGCBringsHomeDevicesOfStaleAttachments(t *testing.T) {
 	assert.Equal(t, []string{"10.20.0.2"}, e.reservations(t), "c2's address released, c1's kept")
 	assert.Len(t, e.states(t), 1, "c1's state kept")
 	assert.Equal(t, "hd0", pt.AttrsIn(t, e.cont, "eth0").Alias)
+	_, err = e.invoke(skel.CmdCheck, pt.WithPrev(t, conf0, res0))
+	assert.NoError(t, err, "the valid attachment still checks")
 }
 
 func TestStatusAsksIPAM(t *testing.T) {

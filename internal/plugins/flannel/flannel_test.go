@@ -48,6 +48,11 @@ func TestAddGivesTheReferenceShapeAndMasqueradesPerIPMasq(t *testing.T) {
 	eth0, err := ctr.Handle(t).LinkByName("eth0")
 	require.NoError(t, err)
 	assert.Equal(t, 1400, eth0.Attrs().MTU, "FLANNEL_MTU")
+	assert.Equal(t, eth0.Attrs().HardwareAddr.String(), res.Interfaces[2].Mac, "the kernel's MAC of eth0")
+	assert.Equal(t, []string{res.IPs[0].Address.String()}, pt.AddrsIn(t, ctr, "eth0"), "the kernel's address of eth0")
+	if cni0 := pt.AttrsIn(t, w.host, "cni0"); assert.NotNil(t, cni0, "the bridge") {
+		assert.Equal(t, cni0.HardwareAddr.String(), res.Interfaces[0].Mac, "the kernel's MAC of cni0")
+	}
 	assert.False(t, w.masqueraded("ctr-a", res), "the daemon masquerades (FLANNEL_IPMASQ=true), so the bridge does not")
 	assert.Equal(t, []string{"ctr-a"}, w.stored())
 
@@ -68,6 +73,11 @@ func TestAddGivesTheReferenceShapeAndMasqueradesPerIPMasq(t *testing.T) {
 	assert.Empty(t, w.reservations())
 	assert.Empty(t, w.stored())
 	assert.Empty(t, w.hostVeths())
+	_, err = w.invoke("CHECK", "ctr-a", ctr.Path, pt.WithPrev(t, w.conf(""), res))
+	assert.ErrorContains(t, err, "no delegate config", "CHECK after DEL")
+	_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+	assert.NoError(t, err, "DEL again")
+	assert.Empty(t, w.reservations(), "nothing more released or reserved")
 }
 
 // The node re-leased its subnet (or the daemon is gone): DEL runs the delegate with
@@ -165,6 +175,31 @@ func TestFailedAddUndoesTheDelegateAndItsConfig(t *testing.T) {
 	assert.Equal(t, []string{"notbr"}, w.hostVeths())
 }
 
+// A refused ADD stores no delegate config (the data dir is not even made), reserves no
+// address and makes no bridge or veth.
+func TestRefusedAddNamesTheFieldAndLeavesNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.writeEnv(fmt.Sprintf(v4Env, "true"))
+	ctr := testns.NewWithLoopback(t)
+	for name, tc := range map[string]struct{ extra, field string }{
+		"delegate name":        {`"delegate":{"name":"x"}`, "delegate"},
+		"delegate type path":   {`"delegate":{"type":"../bridge"}`, "delegate"},
+		"delegate not object":  {`"delegate":[]`, "delegate"},
+		"bad ipam route":       {`"ipam":{"dataDir":"` + w.ipamDataDir + `","routes":[{"dst":"nope"}]}`, "routes"},
+		"runtimeConfig a list": {`"runtimeConfig":[]`, "runtimeConfig"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := w.invoke("ADD", "ctr-a", ctr.Path, w.conf(tc.extra))
+			pt.RequireRefused(t, err, cnierror.CodeInvalidConfig, tc.field)
+			assert.NoDirExists(t, w.dataDir, "no data dir, no stored config")
+			assert.Empty(t, w.reservations())
+			assert.Equal(t, []string{"lo"}, pt.Links(t, w.host), "no bridge, no veth")
+			assert.Equal(t, []string{"lo"}, pt.Links(t, ctr))
+		})
+	}
+}
+
 func TestMissingOrPartialSubnetFileIsAClearError(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -204,7 +239,7 @@ func TestGCReachesTheDelegateAndForgetsStaleConfigs(t *testing.T) {
 	w := newWorld(t)
 	w.writeEnv(fmt.Sprintf(v4Env, "false"))
 	a, b := testns.NewWithLoopback(t), testns.NewWithLoopback(t)
-	_, err := w.invoke("ADD", "ctr-a", a.Path, w.conf(""))
+	resA, err := w.invoke("ADD", "ctr-a", a.Path, w.conf(""))
 	require.NoError(t, err)
 	resB, err := w.invoke("ADD", "ctr-b", b.Path, w.conf(""))
 	require.NoError(t, err)
@@ -216,6 +251,10 @@ func TestGCReachesTheDelegateAndForgetsStaleConfigs(t *testing.T) {
 	assert.Len(t, w.reservations(), 1, "host-local released ctr-b's address")
 	assert.Equal(t, []string{"ctr-a"}, w.stored())
 	assert.False(t, w.masqueraded("ctr-b", resB), "bridge collected ctr-b's masquerade")
+	_, err = w.invoke("CHECK", "ctr-a", a.Path, pt.WithPrev(t, w.conf(""), resA))
+	assert.NoError(t, err, "the valid attachment still checks")
+	_, err = w.invoke("CHECK", "ctr-b", b.Path, pt.WithPrev(t, w.conf(""), resB))
+	assert.ErrorContains(t, err, "no delegate config", "the collected attachment no longer checks")
 
 	require.NoError(t, os.Remove(w.subnetFile))
 	_, err = w.invoke("GC", "", "", w.conf(`"cni.dev/valid-attachments":[]`))

@@ -45,19 +45,35 @@ func inContainer(path string, fn func(h *netlink.Handle, lo netlink.Link) error)
 }
 
 // add sets lo up and reports it with its addresses, or, when chained, passes the
-// previous result through unchanged.
+// previous result through unchanged. A non-loopback address on lo is refused before lo
+// is touched, so a refused ADD leaves lo as it was (the reference sets lo up first and
+// leaves it up).
 func add(req *skel.Request) (*result.Result, error) {
 	var addrs []netlink.Addr
 	err := inContainer(req.Args.Netns, func(h *netlink.Handle, lo netlink.Link) error {
+		list := func() (err error) {
+			addrs, err = link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(lo, netlink.FAMILY_ALL) })
+			if err != nil {
+				return fmt.Errorf("list lo addresses: %w", err)
+			}
+			return nil
+		}
+		if err := list(); err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			if !a.IP.IsLoopback() {
+				return cnierror.Newf(cnierror.CodeInvalidConfig, "loopback interface has a non-loopback address %s", a.IPNet)
+			}
+		}
+		if lo.Attrs().Flags&net.FlagUp != 0 {
+			return nil
+		}
 		if err := h.LinkSetUp(lo); err != nil {
 			return fmt.Errorf("set lo up: %w", err)
 		}
-		var err error
-		addrs, err = link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(lo, netlink.FAMILY_ALL) })
-		if err != nil {
-			return fmt.Errorf("list lo addresses: %w", err)
-		}
-		return nil
+		// Setting lo up is what gives it 127.0.0.1 and ::1.
+		return list()
 	})
 	if err != nil {
 		return nil, netnsError(req.Args.Netns, err)
@@ -68,9 +84,6 @@ func add(req *skel.Request) (*result.Result, error) {
 	res := &result.Result{CNIVersion: req.Net.CNIVersion}
 	idx := res.AddInterface(result.Interface{Name: "lo", Mac: "00:00:00:00:00:00", Sandbox: req.Args.Netns})
 	for _, a := range addrs {
-		if !a.IP.IsLoopback() {
-			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "loopback interface has a non-loopback address %s", a.IPNet)
-		}
 		p, ok := link.Prefix(a.IPNet)
 		if !ok {
 			continue

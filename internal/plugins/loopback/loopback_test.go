@@ -111,7 +111,9 @@ func TestAddIntoMissingNetnsIsUnknownContainer(t *testing.T) {
 	assert.Equal(t, cnierror.CodeUnknownContainer, cnierror.Code(err))
 }
 
-func TestAddRefusesANonLoopbackAddressOnLo(t *testing.T) {
+// A non-loopback address on lo is refused, alone or in a chain (as the reference
+// does), and lo is left down: the reference sets lo up before it looks and leaves it up.
+func TestAddRefusesANonLoopbackAddressOnLoAndLeavesLoDown(t *testing.T) {
 	testns.RequireRoot(t)
 	host, ctr := testns.New(t), testns.New(t)
 	ctr.Run(t, func() error {
@@ -122,9 +124,34 @@ func TestAddRefusesANonLoopbackAddressOnLo(t *testing.T) {
 		a, _ := netlink.ParseAddr("192.0.2.1/32")
 		return netlink.AddrAdd(lo, a)
 	})
+	chained := `{"cniVersion":"1.1.0","name":"lo","type":"loopback","prevResult":{"cniVersion":"1.1.0",
+		"interfaces":[{"name":"eth0","sandbox":"/x"}],"ips":[{"address":"10.0.0.5/24","interface":0}]}}`
+	for name, c := range map[string]string{"alone": conf, "chained": chained} {
+		t.Run(name, func(t *testing.T) {
+			_, err := invoke(t, host, "ADD", ctr.Path, c)
+			require.Error(t, err)
+			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+			assert.ErrorContains(t, err, "192.0.2.1/32")
+			assert.False(t, loUp(t, ctr), "a refused ADD leaves lo down")
+		})
+	}
+}
+
+// With lo already up (a runtime may bring it up itself), ADD leaves it up and reports
+// the addresses it holds.
+func TestAddOnAnUpLoReportsItsAddresses(t *testing.T) {
+	testns.RequireRoot(t)
+	host, ctr := testns.New(t), testns.New(t)
 	_, err := invoke(t, host, "ADD", ctr.Path, conf)
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
+	require.NoError(t, err)
+	res, err := invoke(t, host, "ADD", ctr.Path, conf)
+	require.NoError(t, err)
+	assert.True(t, loUp(t, ctr))
+	var addrs []string
+	for _, ip := range res.IPs {
+		addrs = append(addrs, ip.Address.String())
+	}
+	assert.ElementsMatch(t, []string{"127.0.0.1/8", "::1/128"}, addrs)
 }
 
 func TestRefusedAddNamesTheFieldAndLeavesLoDown(t *testing.T) {

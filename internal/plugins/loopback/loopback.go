@@ -51,14 +51,8 @@ func inContainer(path string, fn func(h *netlink.Handle, lo netlink.Link) error)
 func add(req *skel.Request) (*result.Result, error) {
 	var addrs []netlink.Addr
 	err := inContainer(req.Args.Netns, func(h *netlink.Handle, lo netlink.Link) error {
-		list := func() (err error) {
-			addrs, err = link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(lo, netlink.FAMILY_ALL) })
-			if err != nil {
-				return fmt.Errorf("list lo addresses: %w", err)
-			}
-			return nil
-		}
-		if err := list(); err != nil {
+		var err error
+		if addrs, err = addrsOf(h, lo); err != nil {
 			return err
 		}
 		for _, a := range addrs {
@@ -73,7 +67,8 @@ func add(req *skel.Request) (*result.Result, error) {
 			return fmt.Errorf("set lo up: %w", err)
 		}
 		// Setting lo up is what gives it 127.0.0.1 and ::1.
-		return list()
+		addrs, err = addrsOf(h, lo)
+		return err
 	})
 	if err != nil {
 		return nil, netnsError(req.Args.Netns, err)
@@ -92,6 +87,15 @@ func add(req *skel.Request) (*result.Result, error) {
 		res.IPs = append(res.IPs, result.IPConfig{Interface: &i, Address: p})
 	}
 	return res, nil
+}
+
+// addrsOf lists lo's addresses of both families.
+func addrsOf(h *netlink.Handle, lo netlink.Link) ([]netlink.Addr, error) {
+	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(lo, netlink.FAMILY_ALL) })
+	if err != nil {
+		return nil, fmt.Errorf("list lo addresses: %w", err)
+	}
+	return addrs, nil
 }
 
 // del sets lo down; a namespace that is already gone has nothing left to undo.

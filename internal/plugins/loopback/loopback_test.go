@@ -36,6 +36,22 @@ func loUp(t *testing.T, n *testns.NS) bool {
 
 const conf = `{"cniVersion":"1.1.0","name":"lo","type":"loopback"}`
 
+// chained is conf after a main plugin that reported eth0 with 10.0.0.5/24.
+const chained = `{"cniVersion":"1.0.0","name":"lo","type":"loopback","prevResult":{"cniVersion":"1.0.0",
+	"interfaces":[{"name":"eth0","sandbox":"/x"}],"ips":[{"address":"10.0.0.5/24","interface":0}]}}`
+
+// addrs lists the addresses res reports, each checked to name interface 0 (lo).
+func addrs(t *testing.T, res *result.Result) []string {
+	t.Helper()
+	var got []string
+	for _, ip := range res.IPs {
+		got = append(got, ip.Address.String())
+		require.NotNil(t, ip.Interface)
+		assert.Equal(t, 0, *ip.Interface)
+	}
+	return got
+}
+
 func TestAddBringsLoUpAndReportsItsAddresses(t *testing.T) {
 	testns.RequireRoot(t)
 	host, ctr := testns.New(t), testns.New(t)
@@ -45,21 +61,14 @@ func TestAddBringsLoUpAndReportsItsAddresses(t *testing.T) {
 	assert.True(t, loUp(t, ctr))
 	require.Len(t, res.Interfaces, 1)
 	assert.Equal(t, result.Interface{Name: "lo", Mac: "00:00:00:00:00:00", Sandbox: ctr.Path}, res.Interfaces[0])
-	var addrs []string
-	for _, ip := range res.IPs {
-		addrs = append(addrs, ip.Address.String())
-		require.NotNil(t, ip.Interface)
-		assert.Equal(t, 0, *ip.Interface)
-	}
-	assert.ElementsMatch(t, []string{"127.0.0.1/8", "::1/128"}, addrs)
-	assert.ElementsMatch(t, plugintest.AddrsIn(t, ctr, "lo"), addrs, "the result reports the kernel's addresses of lo")
+	got := addrs(t, res)
+	assert.ElementsMatch(t, []string{"127.0.0.1/8", "::1/128"}, got)
+	assert.ElementsMatch(t, plugintest.AddrsIn(t, ctr, "lo"), got, "the result reports the kernel's addresses of lo")
 }
 
 func TestAddInAChainPassesPrevResultThrough(t *testing.T) {
 	testns.RequireRoot(t)
 	host, ctr := testns.New(t), testns.New(t)
-	chained := `{"cniVersion":"1.0.0","name":"lo","type":"loopback","prevResult":{"cniVersion":"1.0.0",
-		"interfaces":[{"name":"eth0","sandbox":"/x"}],"ips":[{"address":"10.0.0.5/24","interface":0}]}}`
 	res, err := invoke(t, host, "ADD", ctr.Path, chained)
 	require.NoError(t, err)
 	require.Len(t, res.IPs, 1)
@@ -124,8 +133,6 @@ func TestAddRefusesANonLoopbackAddressOnLoAndLeavesLoDown(t *testing.T) {
 		a, _ := netlink.ParseAddr("192.0.2.1/32")
 		return netlink.AddrAdd(lo, a)
 	})
-	chained := `{"cniVersion":"1.1.0","name":"lo","type":"loopback","prevResult":{"cniVersion":"1.1.0",
-		"interfaces":[{"name":"eth0","sandbox":"/x"}],"ips":[{"address":"10.0.0.5/24","interface":0}]}}`
 	for name, c := range map[string]string{"alone": conf, "chained": chained} {
 		t.Run(name, func(t *testing.T) {
 			_, err := invoke(t, host, "ADD", ctr.Path, c)
@@ -147,11 +154,7 @@ func TestAddOnAnUpLoReportsItsAddresses(t *testing.T) {
 	res, err := invoke(t, host, "ADD", ctr.Path, conf)
 	require.NoError(t, err)
 	assert.True(t, loUp(t, ctr))
-	var addrs []string
-	for _, ip := range res.IPs {
-		addrs = append(addrs, ip.Address.String())
-	}
-	assert.ElementsMatch(t, []string{"127.0.0.1/8", "::1/128"}, addrs)
+	assert.ElementsMatch(t, []string{"127.0.0.1/8", "::1/128"}, addrs(t, res))
 }
 
 func TestRefusedAddNamesTheFieldAndLeavesLoDown(t *testing.T) {

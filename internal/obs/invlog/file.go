@@ -86,7 +86,7 @@ func regular(f *os.File) (fs.FileInfo, error) {
 // opened FILE before the rotation writes its line into what is now FILE.1: no line is
 // lost or torn, it only lands beside its neighbours of the moment.
 func (c *Config) rotate(seen fs.FileInfo) error {
-	unlock, err := lock(c.File + ".lock")
+	unlock, err := lock(lockName(c.File), unix.LOCK_EX)
 	if err != nil {
 		return err
 	}
@@ -112,14 +112,23 @@ func (c *Config) rotate(seen fs.FileInfo) error {
 
 func rotatedName(path string, i int) string { return path + "." + strconv.Itoa(i) }
 
-// lock takes an exclusive flock on path, created if missing, and returns its release.
-func lock(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, fileMode)
+func lockName(path string) string { return path + ".lock" }
+
+// lock takes a flock on path and returns its release. A writer (how unix.LOCK_EX)
+// creates the lock file when missing; a reader (unix.LOCK_SH) leaves the directory as it
+// is and gets an error instead: no rotation ever took that lock, so none has shifted
+// FILE.N names, and the only rename to come is FILE to FILE.1.
+func lock(path string, how int) (func(), error) {
+	flags := os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
+	if how == unix.LOCK_EX {
+		flags = os.O_RDWR | os.O_CREATE | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
+	}
+	f, err := os.OpenFile(path, flags, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("invocation log: lock: %w", err)
 	}
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		err = unix.Flock(int(f.Fd()), how)
 		if !errors.Is(err, unix.EINTR) {
 			break
 		}

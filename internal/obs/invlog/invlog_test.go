@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/steps"
@@ -211,6 +212,87 @@ func TestReaderFollowsAcrossRotations(t *testing.T) {
 	assert.NotEmpty(t, rotated)
 }
 
+// The moment between a writer renaming FILE to FILE.1 and creating the next FILE has no
+// live file. A catch-up that lands in it reads the files rotated meanwhile, and the next
+// one starts after them: before, it started over at the oldest rotated file, and a
+// follower printed every line again (the flake that failed CI in stop 32).
+func TestCatchUpWithoutALiveFileReadsOnlyWhatIsNew(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cni.log")
+	write := func(name string, seqs ...int) {
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, fileMode)
+		require.NoError(t, err)
+		for _, i := range seqs {
+			_, err = f.Write(testLine(0, i))
+			require.NoError(t, err)
+		}
+		require.NoError(t, f.Close())
+	}
+	var read []string
+	collect := func(e *Entry, _ []byte) error { read = append(read, e.ContainerID); return nil }
+	r := &Reader{Path: file}
+
+	write(file, 0, 1)
+	live, done, _, err := r.catchUp(nil, collect)
+	require.NoError(t, err)
+	_, err = r.lines(live, nil, collect)
+	require.NoError(t, err)
+	require.NoError(t, live.Close()) // read to its end, as Read does before a catch-up
+	assert.Equal(t, []string{"w0-0", "w0-1"}, read)
+
+	// Two rotations since: FILE.2 is the file followed, FILE.1 one never seen live, and
+	// the next FILE is not there yet.
+	require.NoError(t, os.Rename(file, file+".1"))
+	write(file, 2, 3)
+	require.NoError(t, os.Rename(file+".1", file+".2"))
+	require.NoError(t, os.Rename(file, file+".1"))
+	read = nil
+	live, liveInfo, done, err := r.catchUp(done, collect)
+	require.NoError(t, err)
+	assert.Nil(t, live)
+	assert.Nil(t, liveInfo)
+	assert.Equal(t, []string{"w0-2", "w0-3"}, read, "the file rotated unseen is read")
+
+	write(file, 4)
+	read = nil
+	live, _, _, err = r.catchUp(done, collect)
+	require.NoError(t, err)
+	require.NotNil(t, live)
+	t.Cleanup(func() { live.Close() })
+	_, err = r.lines(live, nil, collect)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"w0-4"}, read, "nothing read before is read again")
+	assert.Zero(t, r.Bad)
+}
+
+// A writer renames under an exclusive lock on FILE.lock; a reader lists and opens the
+// files under a shared one, so that no name it lists is renamed onto before it opens it.
+func TestCatchUpWaitsForARotationInProgress(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cni.log")
+	c := Config{File: file, MaxSizeMB: 1.0 / 1024}
+	for i := range 6 {
+		require.NoError(t, c.Append(testLine(0, i)))
+	}
+	unlock, err := lock(lockName(file), unix.LOCK_EX)
+	require.NoError(t, err)
+	caught := make(chan error, 1)
+	var read []string
+	go func() {
+		r := &Reader{Path: file}
+		caught <- r.Read(context.Background(), func(e *Entry, _ []byte) error {
+			read = append(read, e.ContainerID)
+			return nil
+		})
+	}()
+	select {
+	case err := <-caught:
+		t.Fatalf("read while a rotation held the lock: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlock()
+	require.NoError(t, <-caught)
+	assert.Len(t, read, 6)
+}
+
 func TestReaderCountsBadLines(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "cni.log")
 	good := testLine(1, 1)
@@ -220,6 +302,7 @@ func TestReaderCountsBadLines(t *testing.T) {
 	require.NoError(t, r.Read(context.Background(), func(*Entry, []byte) error { n++; return nil }))
 	assert.Equal(t, 1, n)
 	assert.Equal(t, 2, r.Bad, "a foreign line, and an object that is no entry; the unfinished last line is not read")
+	assert.NoFileExists(t, lockName(file), "a reader leaves the log's directory as it found it")
 	missing := &Reader{Path: filepath.Join(t.TempDir(), "none.log")}
 	assert.NoError(t, missing.Read(context.Background(), func(*Entry, []byte) error { return nil }))
 }

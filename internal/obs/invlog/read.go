@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxLine bounds one line of the log as read back; a longer one is counted as bad.
@@ -71,7 +73,7 @@ type Reader struct {
 // in order; an error of fn ends the reading and is returned. A log that does not exist
 // (yet) has no lines; followed, it is waited for.
 func (r *Reader) Read(ctx context.Context, fn func(e *Entry, line []byte) error) error {
-	live, liveInfo, err := r.catchUp(nil, fn)
+	live, liveInfo, done, err := r.catchUp(nil, fn)
 	defer func() {
 		if live != nil {
 			live.Close()
@@ -107,64 +109,109 @@ func (r *Reader) Read(ctx context.Context, fn func(e *Entry, line []byte) error)
 		}
 		r.bad(pending)
 		pending = nil
-		if live, liveInfo, err = r.catchUp(liveInfo, fn); err != nil {
+		if liveInfo != nil {
+			done = liveInfo
+		}
+		if live, liveInfo, done, err = r.catchUp(done, fn); err != nil {
 			return err
 		}
 	}
 }
 
-// catchUp opens the live file, then reads the rotated files newer than done (all of
-// them when done is nil or has aged out) but the live one, and returns the live file
-// opened (nil when there is none). Opening it before listing the rotated ones makes a
-// rotation in between harmless: the file rotated is read once, as the live one.
-func (r *Reader) catchUp(done fs.FileInfo, fn func(*Entry, []byte) error) (_ *os.File, _ fs.FileInfo, err error) {
-	live, err := openRead(r.Path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, err
-	}
-	var liveInfo fs.FileInfo
+// catchUp opens the live file and the rotated files newer than done (all of them when
+// done is nil or has aged out), reads the rotated ones, and returns the live file opened
+// (nil when there is none) for following, and the newest file now read to its end. That
+// one is done for the next catch-up, since the live file may be missing for a moment (a
+// writer renamed FILE to FILE.1 and has not created the next FILE yet): the next one then
+// starts after the files read now, not at the oldest rotated file again.
+func (r *Reader) catchUp(done fs.FileInfo, fn func(*Entry, []byte) error) (*os.File, fs.FileInfo, fs.FileInfo, error) {
+	live, liveInfo, rotated, err := r.openAll(done)
 	defer func() {
-		if err != nil && live != nil {
-			live.Close()
-		}
-	}()
-	if live != nil {
-		if liveInfo, err = live.Stat(); err != nil {
-			return nil, nil, err
-		}
-	}
-	rotated, err := Rotated(r.Path)
-	if err != nil {
-		return nil, nil, err
-	}
-	files := make([]*os.File, 0, len(rotated))
-	defer func() {
-		for _, f := range files {
+		for _, f := range rotated {
 			f.Close()
 		}
 	}()
-	from := 0
-	for _, name := range rotated {
-		f, err := openRead(name)
-		if err != nil {
-			continue // rotated out meanwhile
-		}
-		files = append(files, f)
-		if fi, err := f.Stat(); err == nil && done != nil && os.SameFile(fi, done) {
-			from = len(files)
-		}
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	for _, f := range files[from:] {
-		if fi, err := f.Stat(); err == nil && liveInfo != nil && os.SameFile(fi, liveInfo) {
-			continue
-		}
+	for _, f := range rotated {
 		rest, err := r.lines(f, nil, fn)
 		r.bad(rest)
+		if err == nil {
+			var fi fs.FileInfo
+			if fi, err = f.Stat(); err == nil {
+				done = fi
+			}
+		}
 		if err != nil {
-			return nil, nil, err
+			if live != nil {
+				live.Close()
+			}
+			return nil, nil, nil, err
 		}
 	}
-	return live, liveInfo, nil
+	return live, liveInfo, done, nil
+}
+
+// openAll opens the live file, then the rotated files newer than done, oldest first, but
+// the live one. It does so under a shared lock on the log's lock file, which a writer
+// holds exclusively while it renames FILE.N-1 ... FILE to FILE.N ... FILE.1: a rotation
+// in the middle of the listing would otherwise give a name listed to the file renamed
+// onto it, hide done, and have every rotated file read again. Without a lock file (no
+// rotation yet) the files are opened unlocked: opening the live one first makes the one
+// rename that can come, FILE to FILE.1, harmless, since that file is read once, as the
+// live one.
+func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo, rotated []*os.File, err error) {
+	if unlock, lerr := lock(lockName(r.Path), unix.LOCK_SH); lerr == nil {
+		defer unlock()
+	}
+	defer func() {
+		if err != nil {
+			if live != nil {
+				live.Close()
+			}
+			for _, f := range rotated {
+				f.Close()
+			}
+			live, liveInfo, rotated = nil, nil, nil
+		}
+	}()
+	if live, err = openRead(r.Path); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, nil, err
+		}
+		live, err = nil, nil
+	}
+	if live != nil {
+		if liveInfo, err = live.Stat(); err != nil {
+			return
+		}
+	}
+	names, err := Rotated(r.Path)
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		f, oerr := openRead(name)
+		if oerr != nil {
+			continue // rotated out meanwhile (an unlocked reader)
+		}
+		fi, serr := f.Stat()
+		switch {
+		case serr != nil, liveInfo != nil && os.SameFile(fi, liveInfo):
+			f.Close()
+		case done != nil && os.SameFile(fi, done):
+			// Read already, with all that is older.
+			f.Close()
+			for _, older := range rotated {
+				older.Close()
+			}
+			rotated = rotated[:0]
+		default:
+			rotated = append(rotated, f)
+		}
+	}
+	return
 }
 
 // lines reads whole lines from f's current offset to its end, calling fn for each, and

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -227,6 +228,9 @@ func TestSleepExitsZeroOnSIGTERM(t *testing.T) {
 			require.NoError(t, cmd.Start())
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
+			// Signalled before Go installs its handler, any process dies of the signal:
+			// wait until the kernel says the signal is caught, however slow the start.
+			waitCaught(t, cmd.Process.Pid, sig)
 			// It must still be sleeping: nothing but a signal ends it.
 			select {
 			case err := <-done:
@@ -243,4 +247,23 @@ func TestSleepExitsZeroOnSIGTERM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitCaught waits until process pid catches sig, as its /proc status reports.
+func waitCaught(t *testing.T, pid int, sig syscall.Signal) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		require.NoError(t, err)
+		for _, l := range strings.Split(string(status), "\n") {
+			if mask, ok := strings.CutPrefix(l, "SigCgt:"); ok {
+				bits, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+				require.NoError(t, err)
+				if bits&(1<<(uint(sig)-1)) != 0 {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("process %d never caught %v", pid, sig)
 }

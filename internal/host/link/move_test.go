@@ -28,11 +28,29 @@ func namesSeen(t *testing.T, n *testns.NS) (stop func() map[string]bool) {
 	require.NoError(t, netlink.LinkSubscribeAt(nsHandle(t, n), updates, done))
 	seen := map[string]bool{}
 	return func() map[string]bool {
-		// Notifications of the finished steps are already queued.
-		time.Sleep(50 * time.Millisecond)
+		// Notifications come in order: once lo's going up is seen, all of the finished
+		// steps' are, however late the subscriber reads them. (An alias change would be
+		// announced only for a link that is up.)
+		h := n.Handle(t)
+		lo, err := h.LinkByName("lo")
+		require.NoError(t, err)
+		require.Zero(t, lo.Attrs().Flags&net.FlagUp, "the mark is lo going up")
+		require.NoError(t, h.LinkSetUp(lo))
+		timeout := time.After(10 * time.Second)
+		for marked := false; !marked; {
+			select {
+			case u := <-updates:
+				if u.Attrs().Name == "lo" {
+					marked = u.Attrs().Flags&net.FlagUp != 0
+				} else {
+					seen[u.Attrs().Name] = true
+				}
+			case <-timeout:
+				t.Fatal("the mark's notification never came")
+			}
+		}
 		close(done)
-		for u := range updates {
-			seen[u.Attrs().Name] = true
+		for range updates {
 		}
 		return seen
 	}

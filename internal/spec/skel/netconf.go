@@ -2,7 +2,9 @@ package skel
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/version"
@@ -53,9 +55,43 @@ func (d *DNS) Result() result.DNS {
 func LoadConfig[T any](req *Request) (*T, error) {
 	conf := new(T)
 	if err := json.Unmarshal(req.Config, conf); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" && te.Type != nil {
+			// Go's own text names the field by Go type ("Config.backend"), which an
+			// operator never wrote; say it in the config's words.
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %s: must be %s, got a JSON %s",
+				req.Net.Type, te.Field, jsonKind(te.Type), te.Value)
+		}
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid network config: %v", req.Net.Type, err)
 	}
 	return conf, nil
+}
+
+// jsonKind names what JSON value decodes into t.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int8, reflect.Int16, reflect.Int32:
+		return fmt.Sprintf("a whole number from %d to %d", -1<<(t.Bits()-1), 1<<(t.Bits()-1)-1)
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32:
+		return fmt.Sprintf("a whole number from 0 to %d", 1<<t.Bits()-1)
+	case reflect.Int, reflect.Int64:
+		return "a whole number"
+	case reflect.Uint, reflect.Uint64, reflect.Uintptr:
+		return "a whole number from 0"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "of type " + t.String()
 }
 
 // versionFamily groups the versions whose results share one wire shape, so a prevResult

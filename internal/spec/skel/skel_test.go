@@ -489,15 +489,37 @@ func TestEnvironReplacesOnlyCNIVariables(t *testing.T) {
 }
 
 type typedConf struct {
-	MTU int `json:"mtu"`
+	MTU      int    `json:"mtu"`
+	Backend  string `json:"backend"`
+	Hairpin  *bool  `json:"hairpinMode"`
+	Mappings []struct {
+		Port uint16 `json:"hostPort"`
+	} `json:"portMappings"`
+	Labels map[string]string `json:"labels"`
 }
 
+// The message is in the config's words: the key as written in JSON and the JSON kind
+// wanted, never Go's "Go struct field typedConf.backend of type string".
 func TestLoadConfigNamesTheBadField(t *testing.T) {
-	req := &Request{Config: []byte(`{"mtu":"big"}`), Net: NetConf{Type: "bridge"}}
+	for raw, want := range map[string]string{
+		`{"mtu":"big"}`:                         `bridge: mtu: must be a whole number, got a JSON string`,
+		`{"mtu":1.5}`:                           `bridge: mtu: must be a whole number, got a JSON number 1.5`,
+		`{"backend":1}`:                         `bridge: backend: must be a string, got a JSON number`,
+		`{"hairpinMode":"yes"}`:                 `bridge: hairpinMode: must be true or false, got a JSON string`,
+		`{"portMappings":{}}`:                   `bridge: portMappings: must be a list, got a JSON object`,
+		`{"portMappings":[{"hostPort":70000}]}`: `bridge: portMappings.hostPort: must be a whole number from 0 to 65535, got a JSON number 70000`,
+		`{"labels":{"a":1}}`:                    `bridge: labels: must be a string, got a JSON number`,
+	} {
+		req := &Request{Config: []byte(raw), Net: NetConf{Type: "bridge"}}
+		_, err := LoadConfig[typedConf](req)
+		require.Error(t, err, raw)
+		assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), raw)
+		assert.Equal(t, want, err.Error(), raw)
+	}
+	req := &Request{Config: []byte(`{"mtu":`), Net: NetConf{Type: "bridge"}}
 	_, err := LoadConfig[typedConf](req)
-	require.Error(t, err)
-	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err))
-	assert.Contains(t, err.Error(), "mtu")
+	assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "JSON that is no JSON")
+	assert.Contains(t, err.Error(), "bridge: invalid network config")
 }
 
 func TestValidIDMatchesTheSpecPattern(t *testing.T) {

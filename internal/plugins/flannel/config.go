@@ -36,7 +36,7 @@ func load(req *skel.Request) (*Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(req.Config))
 	dec.UseNumber()
 	if err := dec.Decode(c); err != nil {
-		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "flannel: invalid network config: %v", err)
+		return nil, skel.ConfigDecodeError("flannel", err)
 	}
 	if err := checkPath("subnetFile", c.SubnetFile); err != nil {
 		return nil, err

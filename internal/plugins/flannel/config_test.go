@@ -154,6 +154,9 @@ func TestBadConfigIsAnInvalidConfig(t *testing.T) {
 			assert.Equal(t, cnierror.CodeInvalidConfig, cnierror.Code(err), "%v", err)
 		})
 	}
+	_, err = load(request(t, `{"name":"n","dataDir":7}`))
+	require.Error(t, err)
+	assert.Equal(t, "flannel: dataDir: must be a string, got a JSON number", err.Error(), "in the config's words")
 }
 
 // FuzzParseSubnetEnv: any content parses or fails cleanly, and what parses is complete.

@@ -55,16 +55,22 @@ func (d *DNS) Result() result.DNS {
 func LoadConfig[T any](req *Request) (*T, error) {
 	conf := new(T)
 	if err := json.Unmarshal(req.Config, conf); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" && te.Type != nil {
-			// Go's own text names the field by Go type ("Config.backend"), which an
-			// operator never wrote; say it in the config's words.
-			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %s: must be %s, got a JSON %s",
-				req.Net.Type, te.Field, jsonKind(te.Type), te.Value)
-		}
-		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid network config: %v", req.Net.Type, err)
+		return nil, ConfigDecodeError(req.Net.Type, err)
 	}
 	return conf, nil
+}
+
+// ConfigDecodeError is the invalid-config error (code 7) for err, what decoding plugin
+// type typ's config with encoding/json returned. A value of the wrong type is named in
+// the config's words: Go's own text names the field by Go type ("Config.backend"),
+// which an operator never wrote.
+func ConfigDecodeError(typ string, err error) *cnierror.Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" && te.Type != nil {
+		return cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %s: must be %s, got a JSON %s",
+			typ, te.Field, jsonKind(te.Type), te.Value)
+	}
+	return cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid network config: %v", typ, err)
 }
 
 // jsonKind names what JSON value decodes into t.

@@ -143,7 +143,7 @@ func (o *optionName) UnmarshalJSON(b []byte) error {
 func Parse(data []byte, cniArgs string) (*Config, error) {
 	var raw netJSON
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "dhcp: invalid network config: %v", err)
+		return nil, skel.ConfigDecodeError("dhcp", err)
 	}
 	if raw.IPAM == nil {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam: IPAM config missing 'ipam' key")
@@ -250,7 +250,7 @@ func NetworkName(data []byte) (string, error) {
 		Name string `json:"name"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return "", cnierror.Newf(cnierror.CodeInvalidConfig, "dhcp: invalid network config: %v", err)
+		return "", skel.ConfigDecodeError("dhcp", err)
 	}
 	return raw.Name, nil
 }

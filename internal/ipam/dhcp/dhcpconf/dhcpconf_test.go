@@ -63,6 +63,15 @@ func TestParseRefusesBadOptions(t *testing.T) {
 	}
 }
 
+func TestParseNamesAWronglyTypedKeyInTheConfigsWords(t *testing.T) {
+	_, err := dhcpconf.Parse([]byte(`{"name":"n","ipam":{"daemonSocketPath":1}}`), "")
+	require.Error(t, err)
+	assert.Equal(t, "dhcp: ipam.daemonSocketPath: must be a string, got a JSON number", err.Error())
+	_, err = dhcpconf.NetworkName([]byte(`{"name":["n"]}`))
+	require.Error(t, err)
+	assert.Equal(t, "dhcp: name: must be a string, got a JSON array", err.Error())
+}
+
 func TestClientIDIsTheReferencesAndFitsAnOption(t *testing.T) {
 	assert.Equal(t, "abc/net/eth0", dhcpconf.ClientID("abc", "net", "eth0"))
 	long := dhcpconf.ClientID(strings.Repeat("c", 300), "net", "eth0")

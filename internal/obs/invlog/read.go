@@ -127,30 +127,31 @@ func (r *Reader) Read(ctx context.Context, fn func(e *Entry, line []byte) error)
 func (r *Reader) catchUp(done fs.FileInfo, fn func(*Entry, []byte) error) (*os.File, fs.FileInfo, fs.FileInfo, error) {
 	live, liveInfo, rotated, err := r.openAll(done)
 	defer func() {
-		for _, f := range rotated {
-			f.Close()
+		for _, o := range rotated {
+			o.f.Close()
 		}
 	}()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	for _, f := range rotated {
-		rest, err := r.lines(f, nil, fn)
+	for _, o := range rotated {
+		rest, err := r.lines(o.f, nil, fn)
 		r.bad(rest)
-		if err == nil {
-			var fi fs.FileInfo
-			if fi, err = f.Stat(); err == nil {
-				done = fi
-			}
-		}
 		if err != nil {
 			if live != nil {
 				live.Close()
 			}
 			return nil, nil, nil, err
 		}
+		done = o.info
 	}
 	return live, liveInfo, done, nil
+}
+
+// openFile is a file opened and what it was when opened.
+type openFile struct {
+	f    *os.File
+	info fs.FileInfo
 }
 
 // openAll opens the live file, then the rotated files newer than done, oldest first, but
@@ -161,7 +162,7 @@ func (r *Reader) catchUp(done fs.FileInfo, fn func(*Entry, []byte) error) (*os.F
 // rotation yet) the files are opened unlocked: opening the live one first makes the one
 // rename that can come, FILE to FILE.1, harmless, since that file is read once, as the
 // live one.
-func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo, rotated []*os.File, err error) {
+func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo, rotated []openFile, err error) {
 	if unlock, lerr := lock(lockName(r.Path), unix.LOCK_SH); lerr == nil {
 		defer unlock()
 	}
@@ -170,8 +171,8 @@ func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo,
 			if live != nil {
 				live.Close()
 			}
-			for _, f := range rotated {
-				f.Close()
+			for _, o := range rotated {
+				o.f.Close()
 			}
 			live, liveInfo, rotated = nil, nil, nil
 		}
@@ -204,11 +205,11 @@ func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo,
 			// Read already, with all that is older.
 			f.Close()
 			for _, older := range rotated {
-				older.Close()
+				older.f.Close()
 			}
 			rotated = rotated[:0]
 		default:
-			rotated = append(rotated, f)
+			rotated = append(rotated, openFile{f, fi})
 		}
 	}
 	return

@@ -27,8 +27,9 @@ func (c *confFlag) Set(s string) error {
 	return nil
 }
 
-// runInstall installs this binary and its plugin names into a plugin directory, then
-// the given configs into the config directory (see internal/runtime/install).
+// runInstall installs this binary and its plugin names into a plugin directory, taking
+// over the reference plugins' names (their files kept for --uninstall), then the given
+// configs into the config directory (see internal/runtime/install).
 func runInstall(p Process, args []string) int {
 	fs := newFlagSet(p, "install", "[flags]")
 	dir := fs.String("dir", DefaultPluginPath, "plugin directory")
@@ -41,9 +42,11 @@ func runInstall(p Process, args []string) int {
 	confDir := fs.String("conf-dir", chain.DefaultConfDir, "network config directory")
 	only := fs.String("only", "", "handle only these plugin names (comma-separated)")
 	skip := fs.String("skip", "", "leave these plugin names alone (comma-separated)")
-	uninstall := fs.Bool("uninstall", false, "remove the configs and entries cni installed, then cni; foreign files stay")
+	uninstall := fs.Bool("uninstall", false, "remove the configs and entries cni installed, put back the files it replaced, "+
+		"then remove cni; foreign files stay")
 	dryRun := fs.Bool("dry-run", false, "print what would be done, change nothing")
-	force := fs.Bool("force", false, "replace files that were not installed by cni")
+	force := fs.Bool("force", false, "replace files not installed by cni at any plugin name, not only the reference plugins' "+
+		"(kept in DIR/"+install.KeptDir+" for --uninstall all the same), and configs cni install did not write")
 	if code, ok := parseNoArgs(p, fs, args); !ok {
 		return code
 	}

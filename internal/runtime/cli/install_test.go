@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/cnikit/cni/internal/runtime/install"
+	it "github.com/cnikit/cni/internal/runtime/install/installtest"
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
@@ -35,18 +37,22 @@ func pluginNames(t *testing.T) []string {
 	return strings.Fields(r.stdout)
 }
 
-// event is one inotify event: the watched directory and the entry name.
-type event struct{ dir, name string }
+// event is one inotify event: the watched directory, the entry name and what happened.
+type event struct {
+	dir, name string
+	mask      uint32
+}
 
-// watch records, in the kernel's order, every entry created or renamed into dirs.
-func watch(t *testing.T, dirs ...string) func() []event {
+// watch records, in the kernel's order, every event of mask (unix.IN_MOVED_TO: an
+// entry renamed into a dir) on the entries of dirs.
+func watch(t *testing.T, mask uint32, dirs ...string) func() []event {
 	t.Helper()
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	require.NoError(t, err)
 	t.Cleanup(func() { unix.Close(fd) })
 	wds := map[int32]string{}
 	for _, d := range dirs {
-		wd, err := unix.InotifyAddWatch(fd, d, unix.IN_CREATE|unix.IN_MOVED_TO)
+		wd, err := unix.InotifyAddWatch(fd, d, mask)
 		require.NoError(t, err)
 		wds[int32(wd)] = d
 	}
@@ -63,8 +69,8 @@ func watch(t *testing.T, dirs ...string) func() []event {
 				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
 				name := string(bytes.TrimRight(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)], "\x00"))
 				require.Zero(t, ev.Mask&unix.IN_Q_OVERFLOW, "inotify queue overflowed")
-				if ev.Mask&unix.IN_MOVED_TO != 0 {
-					out = append(out, event{dir: wds[ev.Wd], name: name})
+				if ev.Mask&mask != 0 {
+					out = append(out, event{dir: wds[ev.Wd], name: name, mask: ev.Mask})
 				}
 				off += unix.SizeofInotifyEvent + int(ev.Len)
 			}
@@ -80,7 +86,7 @@ func TestInstallCommandPutsBinariesBeforeConfigs(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "10-k8s.conflist")
 	conf := `{"cniVersion":"1.1.0","name":"k8s","plugins":[{"type":"bridge","ipam":{"type":"host-local","subnet":"10.244.0.0/24"}},{"type":"portmap","capabilities":{"portMappings":true}}]}`
 	require.NoError(t, os.WriteFile(src, []byte(conf), 0o644))
-	events := watch(t, dir, confDir)
+	events := watch(t, unix.IN_MOVED_TO, dir, confDir)
 
 	r := cniCmd(t, "install", "--dir", dir, "--conf", src, "--conf-dir", confDir)
 
@@ -160,13 +166,59 @@ func TestInstallCommandUsageErrors(t *testing.T) {
 	}
 }
 
+// chain is a name of ours that the reference plugins never had: a file another vendor
+// put there is not taken over unasked, on a kubeadm node neither.
 func TestInstallCommandFailureNamesTheFile(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bridge"), []byte("vendor"), 0o755))
+	it.PlantReferencePlugins(t, dir)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "chain"), []byte("vendor"), 0o755))
+	found := it.Listing(t, dir)
+
 	r := cniCmd(t, "install", "--dir", dir)
+
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, "cni install: refusing to replace "+filepath.Join(dir, "bridge")+": file not installed by cni (use --force)")
-	assert.NoFileExists(t, filepath.Join(dir, "cni"), "a refused run changes nothing")
+	assert.Equal(t, "cni install: refusing to replace "+filepath.Join(dir, "chain")+": file not installed by cni (use --force)\n", r.stderr)
+	assert.Equal(t, found, it.Listing(t, dir), "a refused run changes nothing")
+}
+
+// On a kubeadm node /opt/cni/bin holds the kubernetes-cni package's plugins, and the
+// DaemonSet's init container runs this very command there. No reference plugin's name
+// is missing at any moment, on the way in or out: a name goes away only by an unlink or
+// a rename away from it, and the kernel reports neither for one.
+func TestInstallCommandTakesOverAKubeadmNodeAndUninstallGivesItBack(t *testing.T) {
+	root := t.TempDir()
+	dir, confDir := filepath.Join(root, "opt/cni/bin"), filepath.Join(root, "etc/cni/net.d")
+	planted := it.PlantReferencePlugins(t, dir)
+	found := it.Listing(t, dir)
+	src := filepath.Join(t.TempDir(), "10-cni.conflist")
+	require.NoError(t, os.WriteFile(src, []byte(`{"cniVersion":"1.1.0","name":"k8s","plugins":[{"type":"bridge",`+
+		`"ipam":{"type":"host-local","subnet":"10.244.0.0/24"}},{"type":"portmap","capabilities":{"portMappings":true}}]}`), 0o644))
+	gone := watch(t, unix.IN_DELETE|unix.IN_MOVED_FROM, dir)
+
+	r := cniCmd(t, "install", "--dir", dir, "--conf", src, "--conf-dir", confDir)
+
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, n := range pluginNames(t) {
+		link, err := os.Readlink(filepath.Join(dir, n))
+		require.NoError(t, err)
+		assert.Equal(t, "cni", link)
+		pt.AssertAnswersVersion(t, filepath.Join(dir, n))
+	}
+	keptDir := filepath.Join(dir, install.KeptDir)
+	for _, n := range planted {
+		assert.Contains(t, r.stdout, "replace "+filepath.Join(dir, n)+" (kept as "+filepath.Join(keptDir, n)+" for --uninstall)\n")
+	}
+	assert.Equal(t, found, it.Listing(t, keptDir), "the originals kept, regular files as the same inode")
+	assert.FileExists(t, filepath.Join(confDir, "10-cni.conflist"))
+
+	r = cniCmd(t, "install", "--uninstall", "--dir", dir, "--conf-dir", confDir)
+
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, found, it.Listing(t, dir), "the plugin directory exactly as found")
+	assert.Empty(t, pt.Entries(t, confDir))
+	for _, ev := range gone() {
+		assert.NotContains(t, planted, ev.name, "%s went missing (inotify mask %#x)", ev.name, ev.mask)
+	}
 }
 
 func TestInstallOneExecWritesTheListAsOneChainPlugin(t *testing.T) {

@@ -8,8 +8,9 @@
 // Runtimes exec plugins at any moment and CRI-O uses a config as soon as it appears, so
 // every entry is written under a hidden temporary name in its own directory, flushed
 // and renamed over its final name, and every binary is in place (and answers VERSION)
-// before the first config is written. Files other vendors own are left alone unless
-// Force is set.
+// before the first config is written. Files other vendors own are left alone, but for
+// the reference plugins' (ReferenceNames) and under Force: those are kept in KeptDir
+// and put back by Uninstall.
 package install
 
 import (
@@ -68,14 +69,22 @@ type Options struct {
 	OneExec []string
 	ConfDir string
 	DryRun  bool // say what would be done, change nothing
-	Force   bool // replace entries that were not installed by cni
-	Out     io.Writer
+	// Force replaces a foreign entry at any name, not only at ReferenceNames (kept in
+	// KeptDir all the same), and a config cni install did not write.
+	Force bool
+	Out   io.Writer
 }
 
 // run holds one run's options and what it did.
 type run struct {
 	Options
 	changes int
+	// keep names the entries of Names that are not ours and that this run replaces,
+	// keeping each in KeptDir; decided before anything changes.
+	keep map[string]bool
+	// given names the entries of KeptDir that this uninstall put back or removed (or
+	// would, under DryRun).
+	given map[string]bool
 }
 
 // say prints one action; under DryRun it says what would happen.
@@ -94,8 +103,10 @@ func (r *run) note(format string, a ...any) {
 func (r *run) target() string { return filepath.Join(r.Dir, Binary) }
 
 // Install puts Source at Dir/cni, one entry per name beside it, verifies that each
-// answers VERSION, then writes the configs. Nothing changes when a name or config
-// would replace a file that is not ours (without Force) or a config is invalid.
+// answers VERSION, then writes the configs. A foreign entry at one of ReferenceNames
+// (at any name under Force) is kept in KeptDir before ours replaces it. Nothing changes
+// when a name or config would replace any other file that is not ours (without Force)
+// or a config is invalid.
 func Install(o Options) error {
 	r := &run{Options: o}
 	if err := r.validate(); err != nil {
@@ -177,10 +188,13 @@ func (r *run) summary() {
 	}
 }
 
-// checkForeign refuses, before anything changes, to replace entries that are not ours.
-// It runs against the old Dir/cni, so that hardlinks and copies of the previous version
-// are still recognised during an upgrade.
+// checkForeign decides, before anything changes, what becomes of each entry that is not
+// ours: at one of ReferenceNames (or any name under Force) it is replaced and kept for
+// Uninstall; at any other name, or when it is a directory, the run is refused. It runs
+// against the old Dir/cni, so that hardlinks and copies of the previous version are
+// still recognised as ours during an upgrade, never kept as someone else's.
 func (r *run) checkForeign() error {
+	r.keep = map[string]bool{}
 	var errs []error
 	if fi, err := os.Lstat(r.target()); err == nil && fi.IsDir() {
 		errs = append(errs, fmt.Errorf("refusing to replace %s: it is a directory", r.target()))
@@ -202,12 +216,18 @@ func (r *run) checkForeign() error {
 		if err != nil {
 			return err
 		}
-		if ours || r.Force {
-			continue
+		switch {
+		case ours:
+		case r.Force || isReferenceName(n):
+			r.keep[n] = true
+		default:
+			errs = append(errs, fmt.Errorf("refusing to replace %s: %s not installed by cni (use --force)", p, describe(p, fi)))
 		}
-		errs = append(errs, fmt.Errorf("refusing to replace %s: %s not installed by cni (use --force)", p, describe(p, fi)))
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return r.checkKeptDir()
 }
 
 func describe(p string, fi fs.FileInfo) string {
@@ -281,6 +301,11 @@ func (r *run) installEntry(n string, binaryChanged bool) error {
 	if ok {
 		r.note("unchanged %s", p)
 		return nil
+	}
+	if r.keep[n] {
+		if err := r.keepOriginal(n); err != nil {
+			return err
+		}
 	}
 	switch r.Mode {
 	case Symlink:

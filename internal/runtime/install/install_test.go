@@ -159,7 +159,8 @@ func TestUpgradeKeepsTheRunningInode(t *testing.T) {
 func TestForeignEntryIsRefusedUnlessForced(t *testing.T) {
 	f := newFixture(t)
 	require.NoError(t, os.MkdirAll(f.dir, 0o755))
-	victim := filepath.Join(f.dir, f.names[0])
+	// Not a reference plugin's name: those are taken over without --force.
+	victim := filepath.Join(f.dir, "chain")
 	require.NoError(t, os.WriteFile(victim, []byte("#!/bin/sh\necho other vendor\n"), 0o755))
 	conf := writeConf(t, "10-k8s.conflist", chainConf)
 	before := pt.Snapshot(t, f.dir, f.confDir)

@@ -9,11 +9,13 @@ import (
 	"slices"
 )
 
-// Uninstall removes the configs cni install recorded, then our entries of Names, then
-// Dir/cni once nothing of ours uses it. Configs go first, so that a runtime never sees
-// a config whose plugins are gone; files that are not ours stay.
+// Uninstall removes the configs cni install recorded, then puts back over our entries
+// of Names the files Install kept in KeptDir and removes our other entries, then
+// removes KeptDir once empty and Dir/cni once nothing of ours uses it. Configs go first,
+// so that a runtime never sees a config whose plugins are gone; files that are not ours
+// stay.
 func Uninstall(o Options) error {
-	r := &run{Options: o}
+	r := &run{Options: o, given: map[string]bool{}}
 	if err := r.validate(); err != nil {
 		return err
 	}
@@ -25,15 +27,36 @@ func Uninstall(o Options) error {
 		return nil
 	}
 	for _, n := range r.Names {
-		if err := r.removeEntry(filepath.Join(r.Dir, n)); err != nil {
+		if err := r.uninstallEntry(n); err != nil {
 			return err
 		}
+	}
+	if err := r.removeKeptDir(); err != nil {
+		return err
 	}
 	if err := r.removeBinary(); err != nil {
 		return err
 	}
+	if !r.DryRun {
+		if err := syncDir(r.Dir); err != nil {
+			return err
+		}
+	}
 	r.summary()
 	return nil
+}
+
+// uninstallEntry puts back the file Install kept for name n, if any, else removes our
+// entry at n.
+func (r *run) uninstallEntry(n string) error {
+	fi, err := lstat(r.kept(n))
+	if err != nil {
+		return err
+	}
+	if fi != nil {
+		return r.restoreOriginal(n)
+	}
+	return r.removeEntry(r.entry(n))
 }
 
 func (r *run) removeEntry(p string) error {

@@ -27,6 +27,18 @@ const PluginDir = "/opt/cni/bin"
 // UnitDir is where systemd finds packaged units on Debian and on RPM distributions.
 const UnitDir = "/usr/lib/systemd/system"
 
+// Replaced is the Kubernetes project's package of the reference plugins, which puts them
+// at the same paths and which kubelet's and kubeadm's packages depend on.
+const Replaced = "kubernetes-cni"
+
+// ReferenceVersion is the release of the reference plugins we are a drop-in for, and so
+// the version of Replaced the packages provide: kubelet's "kubernetes-cni (>= 1.2.0)"
+// then holds with ours in its place. It is internal/testbed/reftest's Version, the one
+// the interop tests hold us to; this module cannot import the main module's internal
+// packages, so TestReferenceVersionIsTheInteropTestsOne reads that file and fails when
+// the two drift apart.
+const ReferenceVersion = "1.9.1"
+
 // Options are the inputs of one package.
 type Options struct {
 	Binary    string    // the static binary for Arch
@@ -66,10 +78,43 @@ func PackageVersion(v string) string {
 	return base + "+" + rest
 }
 
-// Info is the nfpm description of the package for one architecture.
-func Info(o Options) (*nfpm.Info, error) {
+// replacing returns the relations that make the package take Replaced's place in format's
+// own idiom: dpkg and apt remove it in favour of ours, rpm -U and dnf erase it, and what
+// depends on it is satisfied by what we provide, instead of being removed with it.
+func replacing(format string) (nfpm.Overridables, error) {
+	switch format {
+	case "deb":
+		// Debian policy's replacement (7.6.2): Conflicts with Replaces lets dpkg remove the
+		// old package when ours is unpacked, and a versioned Provides satisfies versioned
+		// dependencies. dpkg ignores a package's conflict with what it provides itself.
+		return nfpm.Overridables{
+			Conflicts: []string{Replaced},
+			Replaces:  []string{Replaced},
+			Provides:  []string{Replaced + " (= " + ReferenceVersion + ")"},
+		}, nil
+	case "rpm":
+		// The usual rpm replacement: Obsoletes (what nfpm writes Replaces as) makes rpm -U
+		// and dnf erase kubernetes-cni in the same transaction, and Provides satisfies
+		// kubelet's "kubernetes-cni >= 1.2.0". Unversioned, as any release of it holds our
+		// paths. No Conflicts: it would only repeat the Obsoletes, which already refuses
+		// kubernetes-cni beside ours ("obsoleted by (installed) cni").
+		return nfpm.Overridables{
+			Replaces: []string{Replaced},
+			Provides: []string{Replaced + " = " + ReferenceVersion},
+		}, nil
+	}
+	return nfpm.Overridables{}, fmt.Errorf("unknown package format %q", format)
+}
+
+// Info is the nfpm description of the package of format ("deb" or "rpm") for one
+// architecture.
+func Info(o Options, format string) (*nfpm.Info, error) {
 	if o.Binary == "" || len(o.Names) == 0 {
 		return nil, fmt.Errorf("a binary and its plugin names are needed")
+	}
+	relations, err := replacing(format)
+	if err != nil {
+		return nil, err
 	}
 	contents := files.Contents{{
 		Source:      o.Binary,
@@ -120,12 +165,9 @@ func Info(o Options) (*nfpm.Info, error) {
 		License:   "Apache-2.0",
 		Changelog: o.Changelog,
 		MTime:     o.MTime,
-		Overridables: nfpm.Overridables{
-			// The Kubernetes project's package puts the reference plugins at the same paths.
-			Conflicts: []string{"kubernetes-cni"},
-			Contents:  contents,
-		},
 	}
+	info.Overridables = relations
+	info.Contents = contents
 	return nfpm.WithDefaults(info), nil
 }
 
@@ -135,7 +177,7 @@ func Write(o Options, format, dir string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("unknown package format %q", format)
 	}
-	info, err := Info(o)
+	info, err := Info(o, format)
 	if err != nil {
 		return "", err
 	}

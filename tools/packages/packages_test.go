@@ -67,7 +67,9 @@ func TestDebListsTheLinksAndItsBridgeAnswers(t *testing.T) {
 	info := tool(t, "dpkg-deb", "-I", deb)
 	assert.Contains(t, info, "Version: 1.2.3+4.gabcdef0-1")
 	assert.Contains(t, info, "Architecture: amd64")
-	assert.Contains(t, info, "Conflicts: kubernetes-cni")
+	assert.Contains(t, info, "Conflicts: kubernetes-cni\n")
+	assert.Contains(t, info, "Replaces: kubernetes-cni\n")
+	assert.Contains(t, info, "Provides: kubernetes-cni (= "+packages.ReferenceVersion+")\n")
 
 	root := t.TempDir()
 	tool(t, "dpkg-deb", "-x", deb, root)
@@ -107,6 +109,9 @@ func TestRpmListsTheLinksAndItsBridgeAnswers(t *testing.T) {
 	assert.Regexp(t, `Version\s+: 1\.2\.3\+4\.gabcdef0`, info)
 	assert.Regexp(t, `License\s+: Apache-2.0`, info)
 	assert.Contains(t, query("--changelog", rpm), "First packages")
+	assert.Contains(t, query("--provides", rpm), "kubernetes-cni = "+packages.ReferenceVersion+"\n")
+	assert.Equal(t, "kubernetes-cni\n", query("--obsoletes", rpm))
+	assert.Empty(t, query("--conflicts", rpm), "the Obsoletes refuses kubernetes-cni already")
 
 	root := t.TempDir()
 	// The payload's names are absolute: without --no-absolute-filenames cpio would
@@ -158,7 +163,7 @@ func TestInvalidPluginNamesAreRefused(t *testing.T) {
 	o := options(t)
 	for _, bad := range []string{"", "cni", "../x", ".hidden", "a b"} {
 		o.Names = []string{"bridge", bad}
-		_, err := packages.Info(o)
+		_, err := packages.Info(o, "deb")
 		assert.ErrorContains(t, err, "invalid plugin name", bad)
 	}
 	assert.True(t, strings.HasPrefix(packages.PluginDir, "/opt/cni/bin"))

@@ -7,7 +7,11 @@
 # DaemonSet rollouts overlap. So the binary is put in place first, every entry
 # is written under a unique temporary name inside DIR and renamed over the
 # final name (never rm first, never a half-written binary, never a dangling
-# link), and files that other vendors own are left alone unless --force.
+# link), and files that other vendors own are left alone unless --force; but
+# for the reference plugins' (a kubeadm node's kubernetes-cni package): those
+# are taken over, each kept in DIR/.cni-replaced (a hardlink, made before ours
+# is renamed over it) for --uninstall to put back. `cni install` does the same
+# (internal/runtime/install); scripts/install_test.go holds the two alike.
 #
 # POSIX sh plus coreutils (mktemp, readlink, cmp); runs under dash and bash.
 
@@ -29,8 +33,10 @@ Installs BINARY as DIR/cni and one entry per plugin name in DIR.
   --dry-run         print what would be done, change nothing
   --only a,b        handle only these names (unknown names are an error)
   --skip a,b        leave these names alone
-  --force           replace entries that were not installed by cni
-  --uninstall       remove our entries, then DIR/cni; foreign files stay
+  --force           replace entries not installed by cni at any name, not only
+                    the reference plugins' (kept in DIR/.cni-replaced all the same)
+  --uninstall       remove our entries, put back the files we replaced, then
+                    DIR/cni; foreign files stay
   --list-file FILE  plugin names, one per line, instead of running BINARY --list
                     (for cross-arch image builds; implies --no-verify)
   --no-verify       do not run CNI_COMMAND=VERSION on the installed names
@@ -118,6 +124,7 @@ case $dir in
 *) final_dir=$dir; dir=$destdir$dir ;;
 esac
 target=$dir/cni
+kept_dir=$dir/.cni-replaced
 
 if [ -z "$binary" ]; then
 	repo_root=$(cd "$(dirname "$0")/.." && pwd)
@@ -129,6 +136,23 @@ if [ -z "$binary" ]; then
 fi
 
 # ---- helpers -------------------------------------------------------------
+
+# The reference plugins' names: install.ReferenceNames in
+# internal/runtime/install/reference.go says where they come from, and
+# scripts/install_test.go holds this list equal to it. A file another
+# installer put at one of them is taken over (kept in $kept_dir); at any other
+# name it is refused unless --force.
+reference_names='bridge dummy host-device ipvlan loopback macvlan ptp tap vlan
+dhcp host-local static
+bandwidth firewall portmap sbr tuning vrf
+flannel'
+
+is_reference() {
+	for r in $reference_names; do
+		[ "$r" = "$1" ] && return 0
+	done
+	return 1
+}
 
 # valid_name rejects anything that could escape DIR or hide as a dotfile.
 valid_name() {
@@ -149,6 +173,21 @@ in_list() {
 # same_file A B: both exist and are the same inode.
 same_file() {
 	[ -e "$1" ] && [ -e "$2" ] && [ "$1" -ef "$2" ]
+}
+
+# exists PATH: anything is there, a dangling symlink too.
+exists() {
+	[ -e "$1" ] || [ -L "$1" ]
+}
+
+# same_entry A B: one entry under two names, a non-link inode or two symlinks
+# to one target (putting a symlink back recreates it).
+same_entry() {
+	if [ -L "$1" ] && [ -L "$2" ]; then
+		[ "$(readlink "$1")" = "$(readlink "$2")" ]
+		return
+	fi
+	[ ! -L "$1" ] && [ ! -L "$2" ] && same_file "$1" "$2"
 }
 
 # points_at_cni PATH: a symlink whose target is our binary.
@@ -270,6 +309,55 @@ read_names() {
 
 # ---- uninstall -------------------------------------------------------------
 
+# restore_original NAME puts the file install kept for NAME back over our
+# entry (or where it is gone) in one rename. A foreign file someone put there
+# since stays, and so does the kept one; an entry that is the kept one already
+# (a run interrupted after keeping it) only loses its second name.
+given=
+restore_original() {
+	p=$dir/$1
+	k=$kept_dir/$1
+	if same_entry "$p" "$k"; then
+		say "remove $k (the same file is at $p)"
+		given="$given $1"
+		[ "$dry_run" = 1 ] || rm -f "$k" || die "cannot remove $k"
+		return 0
+	fi
+	if exists "$p" && ! is_ours "$p"; then
+		echo "keep $p (not installed by cni); the file cni replaced there stays in $k"
+		return 0
+	fi
+	say "restore $p (from $k)"
+	given="$given $1"
+	[ "$dry_run" = 1 ] && return 0
+	mv -f "$k" "$p" || die "cannot rename $k to $p"
+}
+
+# remove_kept_dir removes $kept_dir once it holds nothing but what this run
+# gave back. Its hidden entries are temporary names of a run interrupted while
+# keeping a file; the file such a name holds is also at its own name.
+remove_kept_dir() {
+	[ -d "$kept_dir" ] && [ ! -L "$kept_dir" ] || return 0
+	left=
+	set +f
+	for e in "$kept_dir"/*; do
+		exists "$e" || continue
+		case " $given " in *" ${e##*/} "*) continue ;; esac
+		left="${left:+$left }${e##*/}"
+	done
+	set -f
+	if [ -n "$left" ]; then
+		echo "keep $kept_dir (still holds: [$left])"
+		return 0
+	fi
+	say "remove directory $kept_dir"
+	[ "$dry_run" = 1 ] && return 0
+	set +f
+	rm -f "$kept_dir"/.[!.]* "$kept_dir"/..?*
+	set -f
+	rmdir "$kept_dir" || die "cannot remove $kept_dir"
+}
+
 do_uninstall() {
 	if [ ! -d "$dir" ]; then
 		echo "nothing to do: $dir does not exist"
@@ -277,9 +365,11 @@ do_uninstall() {
 	fi
 	for n in $selected; do
 		p=$dir/$n
-		if [ ! -e "$p" ] && [ ! -L "$p" ]; then
+		if exists "$kept_dir/$n"; then
+			restore_original "$n"
 			continue
 		fi
+		exists "$p" || continue
 		if is_ours "$p"; then
 			say "remove $p"
 			[ "$dry_run" = 1 ] || rm -f "$p"
@@ -287,6 +377,7 @@ do_uninstall() {
 			echo "keep $p (not installed by cni)"
 		fi
 	done
+	remove_kept_dir
 
 	[ -e "$target" ] || [ -L "$target" ] || return 0
 	# Keep cni while anything of ours is left: symlinks to it would dangle,
@@ -324,23 +415,26 @@ do_uninstall() {
 
 # ---- install ---------------------------------------------------------------
 
-# check_foreign refuses, before anything changes, to replace entries that are
-# not ours. It runs against the old DIR/cni so that hardlinks and copies of
-# the previous version are still recognised during an upgrade.
+# check_foreign decides, before anything changes, what becomes of each entry
+# that is not ours: at a reference plugin's name (any name under --force) it is
+# taken over, kept for --uninstall; at any other name, or when it is a
+# directory, the run is refused. It runs against the old DIR/cni so that
+# hardlinks and copies of the previous version are still recognised as ours
+# during an upgrade, never kept as someone else's.
+takeover=
 check_foreign() {
 	refused=0
 	for n in $selected; do
 		p=$dir/$n
-		if [ -d "$p" ]; then
+		if [ -d "$p" ] && [ ! -L "$p" ]; then
 			echo "$prog: error: refusing to replace $p: it is a directory" >&2
 			refused=1
 			continue
 		fi
-		if [ ! -e "$p" ] && [ ! -L "$p" ]; then
-			continue
-		fi
+		exists "$p" || continue
 		is_ours "$p" && continue
-		if [ "$force" = 1 ]; then
+		if [ "$force" = 1 ] || is_reference "$n"; then
+			takeover="$takeover $n"
 			continue
 		fi
 		if [ -L "$p" ]; then
@@ -352,6 +446,50 @@ check_foreign() {
 		refused=1
 	done
 	[ "$refused" = 0 ] || exit 1
+	[ -n "$takeover" ] && exists "$kept_dir" || return 0
+	if [ -L "$kept_dir" ] || [ ! -d "$kept_dir" ]; then
+		die "refusing to keep replaced files in $kept_dir: it is not a directory"
+	fi
+	for n in $takeover; do
+		if [ -d "$kept_dir/$n" ] && [ ! -L "$kept_dir/$n" ]; then
+			echo "$prog: error: refusing to keep $dir/$n as $kept_dir/$n: that is a directory" >&2
+			refused=1
+		fi
+	done
+	[ "$refused" = 0 ] || exit 1
+}
+
+# keep_original NAME puts a second name of the foreign entry at DIR/NAME into
+# $kept_dir, flushed, before ours is renamed over DIR/NAME: at every moment
+# DIR/NAME holds the original or ours, and the original has a name. A file is
+# hardlinked (a plugin running it keeps it, and --uninstall's rename gives back
+# that very inode); a symlink is recreated with its target. An original kept by
+# an earlier run gives way to a newer foreign file (the kubernetes-cni package
+# reinstalled over ours), so that --uninstall puts back what was there last.
+keep_original() {
+	p=$dir/$1
+	k=$kept_dir/$1
+	if exists "$k" && ! same_entry "$p" "$k"; then
+		say "replace $p (kept as $k for --uninstall, in place of the older file kept there)"
+	else
+		say "replace $p (kept as $k for --uninstall)"
+	fi
+	# Kept already by a run interrupted before it replaced the entry.
+	if [ "$dry_run" = 1 ] || same_entry "$p" "$k"; then
+		return 0
+	fi
+	if [ ! -d "$kept_dir" ]; then
+		mkdir "$kept_dir" || die "cannot create $kept_dir"
+		flush "$dir"
+	fi
+	tmp=$work/kept-$1
+	if [ -L "$p" ]; then
+		ln -s "$(readlink "$p")" "$tmp"
+	else
+		ln "$p" "$tmp"
+	fi || die "cannot keep $p as $tmp"
+	commit "$tmp" "$k"
+	flush "$kept_dir"
 }
 
 # install_binary puts BINARY at DIR/cni: write a private copy, make it
@@ -405,6 +543,7 @@ install_entry() {
 		echo "unchanged $p"
 		return 0
 	fi
+	case " $takeover " in *" $1 "*) keep_original "$1" ;; esac
 	case $mode in
 	symlink) say "link $p -> cni" ;;
 	hardlink) say "hardlink $p => $target" ;;

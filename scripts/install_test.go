@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	cniinstall "github.com/cnikit/cni/internal/runtime/install"
+	it "github.com/cnikit/cni/internal/runtime/install/installtest"
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 )
 
@@ -283,7 +285,9 @@ func TestSymlinksSurviveUpgradeUntouched(t *testing.T) {
 
 func TestRefusesForeignEntryUnlessForced(t *testing.T) {
 	names := pluginNames(t, cniBinary)
-	victim := names[0]
+	// Not a reference plugin's name: those are taken over without --force.
+	victim := "chain"
+	require.Contains(t, names, victim)
 	cases := []struct {
 		name  string
 		plant func(t *testing.T, path string)
@@ -317,9 +321,16 @@ func TestRefusesForeignEntryUnlessForced(t *testing.T) {
 			assert.NotEqual(t, 0, r.code)
 			assert.Contains(t, r.stderr, "refusing to replace "+path+": "+tc.what)
 			assert.Equal(t, before, pt.Snapshot(t, dir), "a refused run must change nothing")
+			found := it.Listing(t, dir)
 
-			install(t, "--dir", dir, "--binary", cniBinary, "--force")
-			assertInstalled(t, dir, "symlink", cniBinary, names)
+			r = install(t, "--dir", dir, "--binary", cniBinary, "--force")
+			kept := filepath.Join(dir, cniinstall.KeptDir, victim)
+			assert.Contains(t, r.stdout, "replace "+path+" (kept as "+kept+" for --uninstall)\n")
+			for _, name := range names {
+				assertEntry(t, dir, "symlink", name)
+			}
+			install(t, "--dir", dir, "--binary", cniBinary, "--uninstall")
+			assert.Equal(t, found, it.Listing(t, dir), "--force kept what it replaced, and --uninstall put it back")
 		})
 	}
 }
@@ -562,12 +573,22 @@ type node struct {
 	Type, Perm, Link, Content, SameInodeAs string
 }
 
-// tree describes every entry of dir, independent of inode numbers and times.
+// tree describes every entry under dir (those of the kept originals' directory too, by
+// their path relative to dir), independent of inode numbers and times.
 func tree(t *testing.T, dir string) map[string]node {
 	t.Helper()
+	var names []string
+	for _, name := range entryNames(t, dir) {
+		names = append(names, name)
+		if name == cniinstall.KeptDir {
+			for _, kept := range entryNames(t, filepath.Join(dir, name)) {
+				names = append(names, filepath.Join(name, kept))
+			}
+		}
+	}
 	out := map[string]node{}
 	inodes := map[uint64]string{}
-	for _, name := range entryNames(t, dir) {
+	for _, name := range names {
 		p := filepath.Join(dir, name)
 		fi, err := os.Lstat(p)
 		require.NoError(t, err)
@@ -610,29 +631,44 @@ func goInstall(t *testing.T, args ...string) result {
 
 // The script is for image builders with a shell, `cni install` for images without one;
 // both must leave the same tree, accept each other's tree as up to date and uninstall
-// each other's entries.
+// each other's entries. Over a kubeadm node's reference plugins, both keep the same
+// originals the same way, and each puts back those the other kept, as they were found.
 func TestScriptAndInstallCommandAgree(t *testing.T) {
 	names := pluginNames(t, cniBinary)
 	cases := []struct {
-		name string
-		args []string
+		name  string
+		args  []string
+		plant bool
 	}{
 		{name: "symlink", args: []string{"--mode", "symlink"}},
 		{name: "hardlink", args: []string{"--mode", "hardlink"}},
 		{name: "copy", args: []string{"--mode", "copy"}},
 		{name: "skip one", args: []string{"--skip", names[0]}},
 		{name: "only two", args: []string{"--only", strings.Join(atLeastTwoNames(t)[:2], ","), "--mode", "hardlink"}},
+		{name: "over the reference plugins", args: []string{"--mode", "symlink"}, plant: true},
+		{name: "over the reference plugins, hardlink", args: []string{"--mode", "hardlink"}, plant: true},
+		{name: "over the reference plugins, skip one", args: []string{"--mode", "copy", "--skip", "bridge"}, plant: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			byScript := filepath.Join(t.TempDir(), "opt", "cni", "bin")
 			byCommand := filepath.Join(t.TempDir(), "opt", "cni", "bin")
+			var foundByScript, foundByCommand map[string]it.Entry
+			if tc.plant {
+				it.PlantReferencePlugins(t, byScript)
+				it.PlantReferencePlugins(t, byCommand)
+				foundByScript, foundByCommand = it.Listing(t, byScript), it.Listing(t, byCommand)
+			}
 
 			install(t, append([]string{"--dir", byScript, "--binary", cniBinary}, tc.args...)...)
 			goInstall(t, append([]string{"--dir", byCommand}, tc.args...)...)
 
 			require.Equal(t, tree(t, byScript), tree(t, byCommand))
+			if tc.plant {
+				assert.Equal(t, keptOf(foundByScript, tc.args), it.Listing(t, filepath.Join(byScript, cniinstall.KeptDir)))
+				assert.Equal(t, keptOf(foundByCommand, tc.args), it.Listing(t, filepath.Join(byCommand, cniinstall.KeptDir)))
+			}
 
 			before := pt.Snapshot(t, byScript)
 			r := goInstall(t, append([]string{"--dir", byScript}, tc.args...)...)
@@ -653,8 +689,31 @@ func TestScriptAndInstallCommandAgree(t *testing.T) {
 			goInstall(t, append([]string{"--dir", byScript, "--uninstall"}, tc.args...)...)
 			assert.Equal(t, tree(t, byScript), tree(t, byCommand), "each uninstalls the other's entries alike")
 			assert.Contains(t, entryNames(t, byScript), "vendor-plugin")
+			if !tc.plant {
+				return
+			}
+			for dir, found := range map[string]map[string]it.Entry{byScript: foundByScript, byCommand: foundByCommand} {
+				left := it.Listing(t, dir)
+				delete(left, "vendor-plugin")
+				assert.Equal(t, found, left, "%s exactly as found", dir)
+			}
 		})
 	}
+}
+
+// keptOf is what a listing of a node's plugin directory says its KeptDir must hold
+// after an install with args: every entry but those --skip leaves alone.
+func keptOf(found map[string]it.Entry, args []string) map[string]it.Entry {
+	out := map[string]it.Entry{}
+	for name, e := range found {
+		out[name] = e
+	}
+	for i, a := range args {
+		if a == "--skip" {
+			delete(out, args[i+1])
+		}
+	}
+	return out
 }
 
 // make demo must show the mapped port answering, on a machine without the nft tool too:
@@ -682,4 +741,117 @@ func TestDemoShowsTheMappedPortAnswering(t *testing.T) {
 
 	assert.Regexp(t, `hello from the container: 10\.88\.0\.\d+:80 answering 192\.0\.2\.2:\d+`, string(out))
 	assert.Contains(t, string(out), "== after DEL: cache entries left: 0")
+}
+
+// The script's list of the reference plugins' names is the one cni install reads.
+func TestScriptKnowsTheReferenceNames(t *testing.T) {
+	data, err := os.ReadFile(script)
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(data), "\nreference_names='")
+	require.True(t, ok, "%s sets reference_names='...'", script)
+	list, _, ok := strings.Cut(rest, "'")
+	require.True(t, ok)
+	assert.ElementsMatch(t, cniinstall.ReferenceNames(), strings.Fields(list))
+}
+
+func TestScriptTakesOverTheReferencePluginsAndUninstallPutsThemBack(t *testing.T) {
+	names := pluginNames(t, cniBinary)
+	for _, shell := range []string{"sh", "bash"} {
+		for _, mode := range modes {
+			t.Run(shell+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				dir := filepath.Join(t.TempDir(), "opt", "cni", "bin")
+				planted := it.PlantReferencePlugins(t, dir)
+				found := it.Listing(t, dir)
+
+				r := run(t, shell, nil, "--dir", dir, "--binary", cniBinary, "--mode", mode)
+
+				require.Equal(t, 0, r.code, "stderr:\n%s", r.stderr)
+				for _, name := range names {
+					assertEntry(t, dir, mode, name)
+					assertAnswersVersion(t, dir, name)
+				}
+				for _, n := range planted {
+					kept := filepath.Join(dir, cniinstall.KeptDir, n)
+					assert.Contains(t, r.stdout, "replace "+filepath.Join(dir, n)+" (kept as "+kept+" for --uninstall)\n")
+				}
+				assert.Equal(t, found, it.Listing(t, filepath.Join(dir, cniinstall.KeptDir)), "the originals kept, files as the same inode")
+				again := run(t, shell, nil, "--dir", dir, "--binary", cniBinary, "--mode", mode)
+				require.Equal(t, 0, again.code, "stderr:\n%s", again.stderr)
+				for _, line := range again.lines() {
+					assert.Regexp(t, `^(unchanged|verified) `, line, "a second run takes nothing over again")
+				}
+
+				r = run(t, shell, nil, "--dir", dir, "--binary", cniBinary, "--uninstall")
+
+				require.Equal(t, 0, r.code, "stderr:\n%s", r.stderr)
+				for _, n := range planted {
+					kept := filepath.Join(dir, cniinstall.KeptDir, n)
+					assert.Contains(t, r.stdout, "restore "+filepath.Join(dir, n)+" (from "+kept+")\n")
+				}
+				assert.Equal(t, found, it.Listing(t, dir), "the directory exactly as found")
+			})
+		}
+	}
+}
+
+// A run killed after keeping an original and before renaming ours over it (here cni
+// install's: its temporary name left in KeptDir too) is finished by the script, and the
+// script's --uninstall then gives the node back as it was; or the script's --uninstall
+// straight away drops the second names.
+func TestScriptFinishesAnInterruptedTakeover(t *testing.T) {
+	interrupted := func(t *testing.T) (dir string, found map[string]it.Entry) {
+		dir = filepath.Join(t.TempDir(), "bin")
+		it.PlantReferencePlugins(t, dir)
+		found = it.Listing(t, dir)
+		keptDir := filepath.Join(dir, cniinstall.KeptDir)
+		require.NoError(t, os.Mkdir(keptDir, 0o755))
+		require.NoError(t, os.Link(filepath.Join(dir, "bridge"), filepath.Join(keptDir, "bridge")))
+		require.NoError(t, os.Symlink(it.FlannelTarget, filepath.Join(keptDir, "flannel")))
+		require.NoError(t, os.Link(filepath.Join(dir, "ptp"), filepath.Join(keptDir, ".tp")))
+		return dir, found
+	}
+	t.Run("install", func(t *testing.T) {
+		t.Parallel()
+		dir, found := interrupted(t)
+
+		install(t, "--dir", dir, "--binary", cniBinary, "--mode", "hardlink")
+
+		kept := it.Listing(t, filepath.Join(dir, cniinstall.KeptDir))
+		assert.Equal(t, found["bridge"], kept["bridge"], "the original, not ours")
+		assert.Equal(t, found["flannel"], kept["flannel"])
+		assertEntry(t, dir, "hardlink", "bridge")
+		install(t, "--dir", dir, "--binary", cniBinary, "--uninstall")
+		assert.Equal(t, found, it.Listing(t, dir))
+	})
+	t.Run("uninstall", func(t *testing.T) {
+		t.Parallel()
+		dir, found := interrupted(t)
+
+		r := install(t, "--dir", dir, "--binary", cniBinary, "--uninstall")
+
+		assert.Contains(t, r.stdout, "remove "+filepath.Join(dir, cniinstall.KeptDir, "bridge")+" (the same file is at "+filepath.Join(dir, "bridge")+")\n")
+		assert.Equal(t, found, it.Listing(t, dir))
+	})
+}
+
+// The kubernetes-cni package reinstalled over ours: the script takes the newer file
+// over in place of the kept one, and --uninstall puts the newer one back.
+func TestScriptKeepsTheNewerReferencePlugin(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bin")
+	it.PlantReferencePlugins(t, dir)
+	install(t, "--dir", dir, "--binary", cniBinary)
+	bridge := filepath.Join(dir, "bridge")
+	newer := filepath.Join(dir, ".bridge.dpkg-new")
+	require.NoError(t, os.WriteFile(newer, []byte("#!/bin/sh\necho 'reference bridge v1.9.2'\n"), 0o755))
+	require.NoError(t, os.Rename(newer, bridge))
+	reinstalled := it.Listing(t, dir)["bridge"]
+
+	r := install(t, "--dir", dir, "--binary", cniBinary)
+
+	kept := filepath.Join(dir, cniinstall.KeptDir, "bridge")
+	assert.Contains(t, r.stdout, "replace "+bridge+" (kept as "+kept+" for --uninstall, in place of the older file kept there)\n")
+	assertEntry(t, dir, "symlink", "bridge")
+	install(t, "--dir", dir, "--binary", cniBinary, "--uninstall")
+	assert.Equal(t, reinstalled, it.Listing(t, dir)["bridge"])
 }

@@ -147,12 +147,6 @@ func TestLoadErrors(t *testing.T) {
 		{"bad dropin", files{
 			"a.conflist": `{"name":"want","plugins":[{"type":"x"}]}`, "want/1.conf": `{"mtu":1}`,
 		}, new(*chain.InvalidError), "missing 'type'"},
-		{"duplicate names", files{
-			"1.conflist": `{"name":"want","plugins":[{"type":"x"}]}`, "2.conflist": `{"name":"want","plugins":[{"type":"y"}]}`,
-		}, new(*chain.InvalidError), `network "want" is also defined in`},
-		{"duplicate name in a legacy file", files{
-			"1.conflist": `{"name":"want","plugins":[{"type":"x"}]}`, "2.conf": `{"name":"want","type":"y"}`,
-		}, new(*chain.InvalidError), "2.conf"},
 		{"no plugins inline nor as drop-ins", files{"a.conflist": `{"name":"want","cniVersion":"1.1.0"}`},
 			new(*chain.InvalidError), "no plugin configs found"},
 		{"only inlined plugins but none", files{"a.conflist": `{"name":"want","loadOnlyInlinedPlugins":true}`},
@@ -173,6 +167,28 @@ func TestLoadErrors(t *testing.T) {
 			assert.ErrorContains(t, err, tc.msg)
 		})
 	}
+}
+
+// A network defined in two files is the first file's, as libcni and the runtimes take
+// it: a node with flannel's manifest and ours holds 10-cni.conflist and
+// 10-flannel.conflist, both of cbr0, and the runtime uses the first; a CHECK, DEL or GC
+// that refused would leave the runtime's attachments unmanageable. The others are
+// named, so that the CLI can say an edit to them has no effect.
+func TestLoadTakesTheFirstFileOfANetworkAndNamesTheShadowedOnes(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "10-cni.conflist"), `{"name":"cbr0","plugins":[{"type":"chain"}]}`)
+	writeFile(t, filepath.Join(dir, "10-flannel.conflist"), `{"name":"cbr0","plugins":[{"type":"flannel"}]}`)
+	writeFile(t, filepath.Join(dir, "20-other.conflist"), `{"name":"other","plugins":[{"type":"bridge"}]}`)
+	writeFile(t, filepath.Join(dir, "99-old.conf"), `{"name":"cbr0","type":"bridge"}`)
+	n, err := chain.Load(dir, "cbr0")
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "10-cni.conflist"), n.File)
+	assert.Equal(t, []string{"chain"}, n.Types())
+	assert.Equal(t, []string{filepath.Join(dir, "10-flannel.conflist"), filepath.Join(dir, "99-old.conf")}, n.Shadowed)
+
+	other, err := chain.Load(dir, "other")
+	require.NoError(t, err)
+	assert.Empty(t, other.Shadowed)
 }
 
 func TestLoadOfAMissingDirIsNoConfigs(t *testing.T) {

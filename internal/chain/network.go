@@ -37,6 +37,10 @@ type Network struct {
 	Bytes []byte
 	// File is the file the configuration came from, empty when parsed from bytes.
 	File string
+	// Shadowed are the files after File that define the same network: runtimes (and
+	// libcni) take the first and never read them, so neither does Load, but an edit to
+	// one of them has no effect, which a caller should say.
+	Shadowed []string
 }
 
 // PluginConf is one plugin object of a list.
@@ -314,8 +318,11 @@ func wrapLegacy(path string, pc PluginConf) (*Network, error) {
 
 // Load finds the network called name in dir the way libcni's LoadNetworkConf does:
 // sorted *.conflist files first (a file that fails to parse before the match aborts the
-// search), then the deprecated single-plugin *.conf and *.json files. Unlike libcni, a
-// second file defining the same network is an error rather than silently shadowed.
+// search), then the deprecated single-plugin *.conf and *.json files. The first file
+// that defines the network wins, as it does for libcni and the runtimes, so that an
+// attachment a runtime made is checked and deleted with the config it was made with
+// (a node with flannel's manifest and ours holds two files of cbr0); unlike libcni,
+// the files it shadows are named in Network.Shadowed rather than silently ignored.
 func Load(dir, name string) (*Network, error) {
 	lists, err := configFiles(dir, ".conflist")
 	if err != nil {
@@ -327,7 +334,8 @@ func Load(dir, name string) (*Network, error) {
 			return nil, err
 		}
 		if n.Name == name {
-			return n, checkUnique(dir, name, f, lists[i+1:])
+			n.Shadowed = shadowed(dir, name, f, lists[i+1:])
+			return n, nil
 		}
 	}
 	singles, err := configFiles(dir, ".conf", ".json")
@@ -350,33 +358,36 @@ func Load(dir, name string) (*Network, error) {
 			if err != nil {
 				return nil, err
 			}
-			return n, checkUnique(dir, name, f, singles[i+1:])
+			n.Shadowed = shadowed(dir, name, f, singles[i+1:])
+			return n, nil
 		}
 	}
 	return nil, &NotFoundError{Dir: dir, Name: name}
 }
 
-// checkUnique refuses a network defined twice: which file wins would depend on sort
-// order, and an edit to the losing file would silently have no effect.
-func checkUnique(dir, name, winner string, rest []string) error {
+// shadowed lists the files of rest (and, after a .conflist winner, every legacy file)
+// that also define the network name: which file wins depends on sort order, and an
+// edit to a losing one silently has no effect.
+func shadowed(dir, name, winner string, rest []string) []string {
 	others := rest
 	if filepath.Ext(winner) == ".conflist" {
 		singles, _ := configFiles(dir, ".conf", ".json")
 		others = append(slices.Clip(rest), singles...)
 	}
+	var out []string
 	for _, f := range others {
 		data, err := readConfig(f)
 		if err != nil {
-			continue // only a file that names the network can make it ambiguous
+			continue // only a file that names the network can shadow it
 		}
 		var head struct {
 			Name string `json:"name"`
 		}
 		if json.Unmarshal(data, &head) == nil && head.Name == name {
-			return &InvalidError{File: f, Err: fmt.Errorf("network %q is also defined in %s", name, winner)}
+			out = append(out, f)
 		}
 	}
-	return nil
+	return out
 }
 
 // Entry is one configuration file found by List: the network it defines, or why it

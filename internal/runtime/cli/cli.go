@@ -324,6 +324,10 @@ func runChain(cmd string) func(Process, []string) int {
 		if err != nil {
 			return p.fail(cmd, err)
 		}
+		for _, f := range net.Shadowed {
+			fmt.Fprintf(p.Stderr, "cni %s: warning: %s also defines network %q; %s comes first and is used, as runtimes use it\n",
+				cmd, f, net.Name, net.File)
+		}
 		r := c.runner(p)
 		ctx := c.traced(context.Background(), p, cmd)
 		switch cmd {

@@ -117,6 +117,21 @@ func TestAddCheckDelThroughTheBinary(t *testing.T) {
 	assert.Equal(t, run{}, e.cni(t, "", "del", "lo", ctr.Path), "a second DEL succeeds")
 }
 
+// A node with flannel's manifest and ours holds two configs of cbr0: the runtime uses
+// the first, and so does the CLI, saying that the other is not used.
+func TestANetworkDefinedTwiceIsTheFirstFilesWithAWarning(t *testing.T) {
+	e := newEnv(t)
+	e.conf(t, "10-lo.conflist", `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`)
+	e.conf(t, "20-lo.conflist", `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"no-such-plugin"}]}`)
+	ctr := testns.New(t)
+	for _, cmd := range []string{"add", "check", "del"} {
+		r := e.cni(t, "", cmd, "lo", ctr.Path)
+		require.Equal(t, 0, r.code, "%s: %s", cmd, r.stderr)
+		assert.Equal(t, "cni "+cmd+": warning: "+filepath.Join(e.confDir, "20-lo.conflist")+` also defines network "lo"; `+
+			filepath.Join(e.confDir, "10-lo.conflist")+" comes first and is used, as runtimes use it\n", r.stderr)
+	}
+}
+
 func TestChainCommandErrorsAndExitCodes(t *testing.T) {
 	e := newEnv(t)
 	e.conf(t, "10-lo.conflist", `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`)

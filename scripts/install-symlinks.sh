@@ -200,9 +200,20 @@ points_at_cni() {
 	return 1
 }
 
-# is_ours PATH: a symlink to cni, a hardlink of DIR/cni or of BINARY, or a
-# file identical to one of them. BINARY counts so that an interrupted upgrade
-# (new binary, old links) and a removed DIR/cni are still recognised.
+# is_cni_build PATH: a build of cni, of any version. Go writes the main
+# package's path into every binary (the "path" line of `go version -m`), and no
+# other project's plugin holds ours; cni install looks for the same line
+# (buildLine in internal/runtime/install/owner.go).
+is_cni_build() {
+	LC_ALL=C grep -q "$(printf 'path\tgithub\\.com/cnikit/cni/cmd/cni$')" "$1" 2>/dev/null
+}
+
+# is_ours PATH: a symlink to cni, a hardlink of DIR/cni or of BINARY, a file
+# identical to one of them, or else any build of cni. BINARY counts so that a
+# removed DIR/cni is still recognised; any build, so that the hardlinks and
+# copies of an older cni that an interrupted upgrade or one run with --only
+# leaves beside the new one are ours too, never a file to keep in
+# .cni-replaced in place of the reference plugin there.
 is_ours() {
 	if [ -L "$1" ]; then
 		points_at_cni "$1"
@@ -215,7 +226,7 @@ is_ours() {
 			return 0
 		fi
 	done
-	return 1
+	is_cni_build "$1"
 }
 
 work=

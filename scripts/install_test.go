@@ -855,3 +855,29 @@ func TestScriptKeepsTheNewerReferencePlugin(t *testing.T) {
 	install(t, "--dir", dir, "--binary", cniBinary, "--uninstall")
 	assert.Equal(t, reinstalled, it.Listing(t, dir)["bridge"])
 }
+
+// An upgrade killed after the new cni went in and before the hardlinks followed leaves
+// links of the old cni at every name: the script's next run takes them as ours, never
+// as files to keep in place of the reference plugins kept there.
+func TestScriptNeverKeepsOurOldEntriesAsOriginals(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bin")
+	it.PlantReferencePlugins(t, dir)
+	found := it.Listing(t, dir)
+	install(t, "--dir", dir, "--binary", cniBinary, "--mode", "hardlink")
+	next := upgradedBinary(t, cniBinary)
+	data, err := os.ReadFile(next)
+	require.NoError(t, err)
+	tmp := filepath.Join(dir, ".cni-install.killed")
+	require.NoError(t, os.WriteFile(tmp, data, 0o755))
+	require.NoError(t, os.Rename(tmp, filepath.Join(dir, "cni")))
+
+	r := install(t, "--dir", dir, "--binary", next, "--mode", "hardlink")
+
+	assert.NotContains(t, r.stdout, "replace ")
+	assert.Equal(t, found, it.Listing(t, filepath.Join(dir, cniinstall.KeptDir)))
+	for _, name := range pluginNames(t, cniBinary) {
+		assertEntry(t, dir, "hardlink", name)
+	}
+	install(t, "--dir", dir, "--binary", next, "--uninstall")
+	assert.Equal(t, found, it.Listing(t, dir))
+}

@@ -1,13 +1,18 @@
 package install
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 func TestTempNameIsHiddenAndNoLongerThanFinal(t *testing.T) {
@@ -83,4 +88,35 @@ func FuzzParseRecord(f *testing.F) {
 		}
 		assert.Equal(t, rec, parseRecord(rec.format()), "format and parse agree")
 	})
+}
+
+// isBuildOfCni finds its line in the binary the build makes of cmd/cni: a moved main
+// package would make every older cni at a reference plugin's name look foreign.
+func TestTheCniBinaryHoldsItsBuildLine(t *testing.T) {
+	ours, err := isBuildOfCni(testns.Binary(t))
+	require.NoError(t, err)
+	assert.True(t, ours)
+	script := filepath.Join(t.TempDir(), "bridge")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho path github.com/cnikit/cni/cmd/cni\n"), 0o755))
+	ours, err = isBuildOfCni(script)
+	require.NoError(t, err)
+	assert.False(t, ours)
+}
+
+func TestHoldsFindsTheNeedleAcrossChunks(t *testing.T) {
+	needle := []byte(buildLine)
+	const chunk = 64 << 10
+	for _, at := range []int{0, 1, chunk - len(needle) - 1, chunk - len(needle), chunk - 5, chunk - 1, chunk, 3*chunk + 7} {
+		data := make([]byte, at+len(needle)+10)
+		copy(data[at:], needle)
+		for _, r := range []io.Reader{bytes.NewReader(data), iotest.HalfReader(bytes.NewReader(data)), iotest.OneByteReader(bytes.NewReader(data))} {
+			got, err := holds(r, needle)
+			require.NoError(t, err)
+			assert.True(t, got, "needle at %d, read by %T", at, r)
+		}
+		data[at+len(needle)-1] = 0
+		got, err := holds(bytes.NewReader(data), needle)
+		require.NoError(t, err)
+		assert.False(t, got, "a needle cut short at %d", at)
+	}
 }

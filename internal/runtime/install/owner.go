@@ -10,9 +10,11 @@ import (
 )
 
 // isOurs tells whether the entry at p was installed by cni: a symlink to Dir/cni, a
-// hardlink of Dir/cni or of Source, or a file identical to one of them. Source counts
-// so that an interrupted upgrade (new binary, old entries) and a removed Dir/cni are
-// still recognised.
+// hardlink of Dir/cni or of Source, a file identical to one of them, or else any build
+// of cni. Source counts so that a removed Dir/cni is still recognised; any build, so
+// that the hardlinks and copies of an older cni that an interrupted upgrade or one run
+// with --only leaves beside the new one are ours too, never a file to keep in KeptDir
+// in place of the reference plugin there.
 func (r *run) isOurs(p string) (bool, error) {
 	fi, err := os.Lstat(p)
 	if err != nil {
@@ -33,7 +35,47 @@ func (r *run) isOurs(p string) (bool, error) {
 			return same, err
 		}
 	}
-	return false, nil
+	return isBuildOfCni(p)
+}
+
+// buildLine is the line of build information that Go writes into every binary built
+// from cni's main package (`go version -m` prints it): no other project's plugin holds
+// it. scripts/install-symlinks.sh looks for the same line.
+const buildLine = "path\tgithub.com/cnikit/cni/cmd/cni\n"
+
+// isBuildOfCni tells whether the regular file at p is a build of cni, of any version,
+// by its buildLine. debug/buildinfo would find the line through the object file's
+// sections, but it links five object-file readers (half a megabyte) into every plugin
+// exec for a line that is found as it is.
+func isBuildOfCni(p string) (bool, error) {
+	f, err := openRegular(p)
+	if f == nil {
+		return false, err
+	}
+	defer f.Close()
+	return holds(f, []byte(buildLine))
+}
+
+// holds tells whether r holds needle, reading it once, a chunk at a time.
+func holds(r io.Reader, needle []byte) (bool, error) {
+	buf := make([]byte, max(64<<10, 2*len(needle)))
+	// carried is the tail of the last chunk that a needle may go on from.
+	carried := 0
+	for {
+		n, err := r.Read(buf[carried:])
+		data := buf[:carried+n]
+		if bytes.Contains(data, needle) {
+			return true, nil
+		}
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		carried = min(len(needle)-1, len(data))
+		copy(buf, data[len(data)-carried:])
+	}
 }
 
 // pointsAtBinary tells whether p is a symlink whose target is Dir/cni, relative or

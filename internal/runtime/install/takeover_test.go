@@ -263,3 +263,54 @@ func TestUninstallKeepsAForeignFileThatReplacedOursAndTheKeptOriginal(t *testing
 	want[filepath.Join(install.KeptDir, "bridge")] = found["bridge"]
 	assert.Equal(t, want, it.Listing(t, f.dir))
 }
+
+// An upgrade that was killed after the new cni went in and before the names followed,
+// or one run with --only, leaves hardlinks and copies of the old cni at the other names:
+// neither the new cni nor its source. They are still ours, never a file to keep in place
+// of the reference plugin kept there.
+func TestOurOldEntriesAreNeverKeptAsOriginals(t *testing.T) {
+	for _, mode := range []install.Mode{install.Hardlink, install.Copy} {
+		for _, how := range []string{"interrupted", "only one name"} {
+			t.Run(string(mode)+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				f := newFixture(t)
+				it.PlantReferencePlugins(t, f.dir)
+				found := it.Listing(t, f.dir)
+				f.install(t, mode)
+				next := nextRelease(t, f.src)
+				if how == "interrupted" {
+					tmp := filepath.Join(f.dir, ".cn")
+					pt.RequireSameContent(t, f.src, filepath.Join(f.dir, "cni"))
+					data, err := os.ReadFile(next)
+					require.NoError(t, err)
+					require.NoError(t, os.WriteFile(tmp, data, 0o755))
+					require.NoError(t, os.Rename(tmp, filepath.Join(f.dir, "cni")))
+				}
+				f.src = next
+				if how == "only one name" {
+					o, out := f.options(mode)
+					o.Names = []string{"bridge"}
+					require.NoError(t, install.Install(o), out.String())
+				}
+
+				out := f.install(t, mode)
+
+				assert.NotContains(t, out, "replace ")
+				assert.Equal(t, keptListing(found), onlyKept(it.Listing(t, f.dir)))
+				f.assertOurs(t, mode)
+				f.uninstall(t, mode)
+				assert.Equal(t, found, it.Listing(t, f.dir))
+			})
+		}
+	}
+}
+
+// nextRelease writes a copy of bin with bytes appended: another build that still runs.
+func nextRelease(t *testing.T, bin string) string {
+	t.Helper()
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	next := filepath.Join(t.TempDir(), "cni")
+	require.NoError(t, os.WriteFile(next, append(data, "\x00next release\x00"...), 0o755))
+	return next
+}

@@ -38,7 +38,7 @@ func Plugin() *skel.Plugin {
 // add shapes the attachment and returns prevResult with the ifb (if any) appended.
 // With no limit configured it passes prevResult through and touches nothing.
 func add(req *skel.Request) (_ *result.Result, err error) {
-	shaping, err := load(req)
+	shaping, _, err := load(req)
 	if err != nil {
 		return nil, err
 	}
@@ -131,9 +131,13 @@ func unshape(req *skel.Request, host *link.NS) error {
 }
 
 // check recomputes the tbf settings and compares them with the kernel's, on the host
-// veth for ingress and on the ifb (plus the redirect to it) for egress.
+// veth for ingress and on the ifb (plus the redirect to it) for egress. Where ADD
+// clamped a runtime's burst, the tbf the reference plugins install for the same
+// request (their buffer wrapped around 32 bits) passes too: a pod the reference shaped
+// before the node moved to ours is as the runtime asked, to the reference's lights,
+// and must not fail CHECK for it.
 func check(req *skel.Request) error {
-	shaping, err := load(req)
+	shaping, clamps, err := load(req)
 	if err != nil {
 		return err
 	}
@@ -150,7 +154,7 @@ func check(req *skel.Request) error {
 	defer host.Close()
 	h := host.Handle()
 	if shaping.Ingress.Enabled() {
-		if err := checkRootTBF(host, veth, tbfFor(shaping.Ingress)); err != nil {
+		if err := checkRootTBF(host, veth, tbfsFor(shaping.Ingress, clamps)...); err != nil {
 			return fmt.Errorf("ingress: %w", err)
 		}
 	}
@@ -159,7 +163,7 @@ func check(req *skel.Request) error {
 		if err != nil {
 			return fmt.Errorf("egress: %w", err)
 		}
-		if err := checkRootTBF(host, ifb, tbfFor(shaping.Egress)); err != nil {
+		if err := checkRootTBF(host, ifb, tbfsFor(shaping.Egress, clamps)...); err != nil {
 			return fmt.Errorf("egress: %w", err)
 		}
 		if err := checkRedirect(h, veth, ifb); err != nil {
@@ -167,6 +171,18 @@ func check(req *skel.Request) error {
 		}
 	}
 	return nil
+}
+
+// tbfsFor are the tbf settings CHECK accepts for d: ours, and where ADD clamped d's
+// burst (a clamp of d's rate and clamped burst), the reference's for the burst asked.
+func tbfsFor(d Direction, clamps []Clamp) []tbfParams {
+	out := []tbfParams{tbfFor(d)}
+	for _, c := range clamps {
+		if c.Rate == d.Rate && c.To == d.Burst {
+			out = append(out, tbfFor(Direction{Rate: d.Rate, Burst: c.From}))
+		}
+	}
+	return out
 }
 
 // gc deletes this network's ifbs whose attachment is not in the valid list. Ownership
@@ -199,21 +215,21 @@ func gc(req *skel.Request) error {
 
 var errNotChained = cnierror.New(cnierror.CodeInvalidConfig, "prevResult: bandwidth must be called as a chained plugin")
 
-func load(req *skel.Request) (Shaping, error) {
+func load(req *skel.Request) (Shaping, []Clamp, error) {
 	conf, err := skel.LoadConfig[Config](req)
 	if err != nil {
-		return Shaping{}, err
+		return Shaping{}, nil, err
 	}
 	shaping, clamps, err := conf.Shaping()
 	if err != nil {
-		return Shaping{}, err
+		return Shaping{}, nil, err
 	}
 	if req.Stderr != nil {
 		for _, c := range clamps {
 			fmt.Fprintf(req.Stderr, "bandwidth %q: %s\n", req.Net.Name, c)
 		}
 	}
-	return shaping, nil
+	return shaping, clamps, nil
 }
 
 // hostVeth opens the plugin's own namespace and finds the host end of the container

@@ -162,3 +162,28 @@ func TestReferenceWrapsARuntimesBurstWhereOursKeepsTheKernelsMost(t *testing.T) 
 		assert.Less(t, drain["reference"], drain["ours"]-100, "%d bit/s: the reference's buffer wrapped", rate)
 	}
 }
+
+// TestCheckPassesWhatTheReferenceShapedForARuntimesBurst: a pod the reference shaped
+// with containerd's burst (its buffer wrapped) before the node moved to ours still
+// CHECKs, through the exec'd binary: ADD clamps that burst, so ours would otherwise want
+// another buffer and fail every such pod (seen in the cluster lab). A tbf at another
+// rate still fails.
+func TestCheckPassesWhatTheReferenceShapedForARuntimesBurst(t *testing.T) {
+	testns.RequireRoot(t)
+	t.Parallel()
+	ours := testns.LinkPlugin(t, "bandwidth")
+	ref := reftest.Bin(t, "bandwidth")
+	host := testns.NewWithLoopback(t)
+	asked := `"capabilities":{"bandwidth":true},` + runtimeLimits(10_000_000, math.MaxUint32)
+	a := attach(t, host, "ctr-refcheck", 40)
+	o := execBandwidth(t, host, ref, "ADD", a.cid, a.cont.Path, conf("net1", asked, a.prev))
+	require.NoError(t, o.Err, o.String())
+	t.Cleanup(func() { execBandwidth(t, host, ref, "DEL", a.cid, a.cont.Path, conf("net1", asked, "")) })
+
+	o = execBandwidth(t, host, ours, "CHECK", a.cid, a.cont.Path, conf("net1", asked, a.prev))
+	assert.NoError(t, o.Err, "ours CHECKs the reference's tbf: %s", o)
+
+	other := `"capabilities":{"bandwidth":true},` + runtimeLimits(20_000_000, math.MaxUint32)
+	o = execBandwidth(t, host, ours, "CHECK", a.cid, a.cont.Path, conf("net1", other, a.prev))
+	assert.ErrorContains(t, o.Err, "root tbf has rate 1250000 B/s", "another rate fails: %s", o)
+}

@@ -9,7 +9,7 @@ import (
 )
 
 func loadForAdd(req *skel.Request) (Shaping, error) {
-	s, err := load(req)
+	s, _, err := load(req)
 	if err != nil {
 		return Shaping{}, err
 	}

@@ -90,15 +90,15 @@ func PlantReferencePlugins(t testing.TB, dir string) []string {
 		if n == "host-local" {
 			mode = 0o750
 		}
-		require.NoError(t, os.WriteFile(p, []byte(Stand(n)), mode))
+		require.NoError(t, os.WriteFile(p, []byte(stand(n)), mode))
 		// WriteFile's mode is masked by the umask.
 		require.NoError(t, os.Chmod(p, mode))
 	}
 	return names
 }
 
-// Stand is the content of the stand-in PlantReferencePlugins writes for the reference
+// stand is the content of the stand-in PlantReferencePlugins writes for the reference
 // plugin n: a script that says which one it is.
-func Stand(n string) string {
+func stand(n string) string {
 	return "#!/bin/sh\necho 'reference " + n + " v1.9.1'\n"
 }

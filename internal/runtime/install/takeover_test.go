@@ -314,3 +314,20 @@ func nextRelease(t *testing.T, bin string) string {
 	require.NoError(t, os.WriteFile(next, append(data, "\x00next release\x00"...), 0o755))
 	return next
 }
+
+// A KeptDir that is a symlink would send the originals elsewhere, out of the plugin
+// directory's filesystem: refused before anything changes.
+func TestKeptDirThatIsNotADirectoryIsRefused(t *testing.T) {
+	f := newFixture(t)
+	it.PlantReferencePlugins(t, f.dir)
+	elsewhere := t.TempDir()
+	require.NoError(t, os.Symlink(elsewhere, filepath.Join(f.dir, install.KeptDir)))
+	found := it.Listing(t, f.dir)
+
+	o, _ := f.options(install.Symlink)
+	err := install.Install(o)
+
+	require.ErrorContains(t, err, "refusing to keep replaced files in "+filepath.Join(f.dir, install.KeptDir)+": it is not a directory")
+	assert.Equal(t, found, it.Listing(t, f.dir))
+	assert.Empty(t, pt.Entries(t, elsewhere))
+}

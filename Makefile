@@ -16,6 +16,11 @@ BIN       := bin/cni
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 SOURCE_URL ?= https://github.com/cnikit/cni
 IMAGE     ?= docker.io/cnikit/cni
+# The release being made: the newest entry of the packages' changelog. The manifests of
+# deploy/kubernetes name IMAGE:IMAGE_TAG, the tag make image gives the archive whatever
+# the commit (the image's version label still names the build).
+RELEASE   := v$(shell sed -n 's/^- semver: *//p' packaging/changelog.yml | head -n 1)
+IMAGE_TAG ?= $(RELEASE)
 ARCHES    := amd64 arm64
 # The image and the packages carry one static binary per architecture.
 ARCH_BINS := $(foreach a,$(ARCHES),bin/linux-$(a)/cni)
@@ -46,7 +51,7 @@ $(ARCH_BINS): bin/linux-%/cni:
 # without a container daemon (podman load, docker load, skopeo, ctr import take it).
 image: $(ARCH_BINS)
 	$(TOOLS) run ./cmd/cni-image -o ../bin/cni-image.tar -version '$(VERSION)' -revision '$(COMMIT)' \
-		-source '$(SOURCE_URL)' -name '$(IMAGE)' -epoch '$(SOURCE_DATE_EPOCH)' \
+		-source '$(SOURCE_URL)' -name '$(IMAGE)' -tag '$(IMAGE_TAG)' -epoch '$(SOURCE_DATE_EPOCH)' \
 		-bin '$(ARCH_BIN_FLAG)'
 
 # bin/cni_*.deb and bin/cni-*.rpm for every architecture: /opt/cni/bin/cni, one symlink

@@ -34,8 +34,8 @@ func (a archive) addBlob(h v1.Hash, data []byte) { a[blobPath(h)] = data }
 // holds one descriptor, the multi-architecture index, named for ctr import
 // (io.containerd.image.name) and for podman and skopeo (org.opencontainers.image.ref.name).
 // docker load, which stores one architecture per tag, gets every architecture as
-// NAME:VERSION-ARCH and amd64 also as NAME:VERSION. Entries are sorted, owned by root
-// and dated o.Created, so equal inputs give equal bytes.
+// NAME:TAG-ARCH and amd64 also as NAME:TAG (TAG: o.ImageTag()). Entries are sorted,
+// owned by root and dated o.Created, so equal inputs give equal bytes.
 func WriteArchive(w io.Writer, idx v1.ImageIndex, o Options) error {
 	a := archive{}
 	a["oci-layout"] = []byte(`{"imageLayoutVersion":"1.0.0"}`)
@@ -48,7 +48,7 @@ func WriteArchive(w io.Writer, idx v1.ImageIndex, o Options) error {
 		return err
 	}
 	a.addBlob(idxDigest, raw)
-	ref := o.Name + ":" + o.Version
+	ref := o.Name + ":" + o.ImageTag()
 	top := v1.IndexManifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIImageIndex,
@@ -58,7 +58,7 @@ func WriteArchive(w io.Writer, idx v1.ImageIndex, o Options) error {
 			Size:      int64(len(raw)),
 			Annotations: map[string]string{
 				"io.containerd.image.name":          ref,
-				"org.opencontainers.image.ref.name": o.Version,
+				"org.opencontainers.image.ref.name": o.ImageTag(),
 			},
 		}},
 	}
@@ -120,7 +120,7 @@ func (a archive) addImages(idx v1.ImageIndex, o Options) ([]dockerEntry, error) 
 }
 
 func tags(o Options, arch string) []string {
-	ref := o.Name + ":" + o.Version
+	ref := o.Name + ":" + o.ImageTag()
 	if arch == "amd64" {
 		return []string{ref, ref + "-" + arch}
 	}

@@ -35,6 +35,18 @@ type Options struct {
 	Source   string    // the source repository URL
 	Created  time.Time // SOURCE_DATE_EPOCH: every timestamp in the image
 	Name     string    // the repository the archive names, e.g. docker.io/cnikit/cni
+	// Tag is the tag the archive names the image by; empty: Version. make image gives
+	// the release the manifests of deploy/kubernetes name, so that a build of any
+	// commit applies as they stand (its version label still says which build it is).
+	Tag string
+}
+
+// ImageTag is the tag the archive names: Tag, else Version.
+func (o Options) ImageTag() string {
+	if o.Tag != "" {
+		return o.Tag
+	}
+	return o.Version
 }
 
 // Labels are the image config's labels, also set as annotations on the index and on

@@ -187,6 +187,25 @@ func layerFiles(t *testing.T, files map[string][]byte, arch string) (map[string]
 	return untar(t, zr)
 }
 
+// With a tag, the archive names the image by it (make image gives the release the
+// manifests name) while the version label still says which build it is.
+func TestArchiveNamesTheImageByItsTag(t *testing.T) {
+	o := options(t)
+	o.Tag = "v9.9.9"
+	files, _ := untar(t, bytes.NewReader(build(t, o)))
+	top, idx, _, _ := platformImages(t, files)
+	assert.Equal(t, "docker.io/cnikit/cni:v9.9.9", top.Manifests[0].Annotations["io.containerd.image.name"])
+	assert.Equal(t, "v9.9.9", top.Manifests[0].Annotations["org.opencontainers.image.ref.name"])
+	assert.Equal(t, "v1.2.3-test", idx.Annotations["org.opencontainers.image.version"])
+	var entries []struct{ RepoTags []string }
+	require.NoError(t, json.Unmarshal(files["manifest.json"], &entries))
+	var tags []string
+	for _, e := range entries {
+		tags = append(tags, e.RepoTags...)
+	}
+	assert.ElementsMatch(t, []string{"docker.io/cnikit/cni:v9.9.9", "docker.io/cnikit/cni:v9.9.9-amd64", "docker.io/cnikit/cni:v9.9.9-arm64"}, tags)
+}
+
 func TestAmd64LayerBinaryAnswersVersion(t *testing.T) {
 	files, _ := untar(t, bytes.NewReader(archiveBytes(t)))
 	layer, hdrs := layerFiles(t, files, "amd64")

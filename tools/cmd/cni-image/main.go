@@ -24,7 +24,8 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("cni-image", flag.ContinueOnError)
 	var o image.Options
 	bins := fs.String("bin", "", buildflags.BinaryUsage)
-	fs.StringVar(&o.Version, "version", "dev", "image version (label and tag)")
+	fs.StringVar(&o.Version, "version", "dev", "image version (label, and the tag unless -tag is set)")
+	fs.StringVar(&o.Tag, "tag", "", "the tag the archive names the image by (default: -version)")
 	fs.StringVar(&o.Revision, "revision", "unknown", "source commit")
 	fs.StringVar(&o.Source, "source", "", "source repository URL")
 	fs.StringVar(&o.Name, "name", "docker.io/cnikit/cni", "repository the archive names the image after")
@@ -75,6 +76,6 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s:%s, index %s\n", *out, o.Name, o.Version, d)
+	fmt.Printf("%s: %s:%s (version %s), index %s\n", *out, o.Name, o.ImageTag(), o.Version, d)
 	return nil
 }

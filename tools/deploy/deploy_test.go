@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,51 +17,35 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cnikit/cni/tools/image"
 	"github.com/cnikit/cni/tools/internal/cnibuild"
+	"github.com/cnikit/cni/tools/manifest"
 )
 
 func TestMain(m *testing.M) { cnibuild.Main(m) }
 
-// objects are the decoded documents of one manifest file.
-type objects struct {
-	configMaps []corev1.ConfigMap
-	daemonSets []appsv1.DaemonSet
+// load decodes deploy/kubernetes/name strictly (package manifest).
+func load(t *testing.T, name string) manifest.Objects {
+	t.Helper()
+	objs, err := manifest.Load(filepath.Join(cnibuild.Root(), "deploy", "kubernetes", name))
+	require.NoError(t, err)
+	return objs
 }
 
-// load decodes every document of deploy/kubernetes/name strictly: an unknown or
-// misplaced field, a wrong type or an unexpected kind fails.
-func load(t *testing.T, name string) objects {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(cnibuild.Root(), "deploy", "kubernetes", name))
-	require.NoError(t, err)
-	var out objects
-	for i, doc := range strings.Split(string(data), "\n---\n") {
-		var tm metav1.TypeMeta
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &tm), "document %d", i)
-		switch tm.APIVersion + " " + tm.Kind {
-		case "v1 ConfigMap":
-			var cm corev1.ConfigMap
-			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &cm), "document %d", i)
-			out.configMaps = append(out.configMaps, cm)
-		case "apps/v1 DaemonSet":
-			var ds appsv1.DaemonSet
-			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &ds), "document %d", i)
-			out.daemonSets = append(out.daemonSets, ds)
-		default:
-			t.Fatalf("document %d of %s: unexpected %q", i, name, tm.APIVersion+" "+tm.Kind)
-		}
-	}
-	return out
-}
+// profiles are the install DaemonSets deploy/kubernetes ships, and whether each writes
+// a network config.
+var profiles = []struct {
+	file   string
+	config bool
+}{{"cni-flannel.yaml", true}, {"cni-single-node.yaml", true}, {"cni-plugins-only.yaml", false}}
 
 func TestStrictDecodeCatchesAMisspelledField(t *testing.T) {
 	doc := "apiVersion: apps/v1\nkind: DaemonSet\nspec:\n  template:\n    spec:\n      hostNetwrok: true\n"
-	var ds appsv1.DaemonSet
-	assert.ErrorContains(t, yaml.UnmarshalStrict([]byte(doc), &ds), "hostNetwrok")
+	_, err := manifest.Parse("typo.yaml", []byte(doc))
+	assert.ErrorContains(t, err, "hostNetwrok")
+	_, err = manifest.Parse("kind.yaml", []byte("apiVersion: v1\nkind: Secret\n"))
+	assert.ErrorContains(t, err, `unexpected "v1 Secret"`)
 }
 
 // checkNodeDaemonSet checks what every node-level DaemonSet of ours needs.
@@ -82,30 +65,123 @@ func checkNodeDaemonSet(t *testing.T, ds appsv1.DaemonSet) {
 	}
 }
 
-func installDaemonSet(t *testing.T) (appsv1.DaemonSet, corev1.ConfigMap) {
+// installDaemonSet is a profile's DaemonSet and its ConfigMaps.
+func installDaemonSet(t *testing.T, file string) (appsv1.DaemonSet, []corev1.ConfigMap) {
 	t.Helper()
-	objs := load(t, "cni.yaml")
-	require.Len(t, objs.daemonSets, 1)
-	require.Len(t, objs.configMaps, 1)
-	return objs.daemonSets[0], objs.configMaps[0]
+	objs := load(t, file)
+	ds, err := objs.DaemonSet()
+	require.NoError(t, err)
+	return ds, objs.ConfigMaps
 }
 
-func TestInstallDaemonSetDecodesStrictly(t *testing.T) {
-	ds, cm := installDaemonSet(t)
-	checkNodeDaemonSet(t, ds)
-	assert.Equal(t, "kube-system", cm.Namespace)
-	spec := ds.Spec.Template.Spec
-	require.Len(t, spec.InitContainers, 1)
-	require.Len(t, spec.Containers, 1)
-	assert.Equal(t, []string{image.BinaryPath, "sleep"}, spec.Containers[0].Command, "the main container idles in the binary itself")
-	assert.Equal(t, image.BinaryPath, spec.InitContainers[0].Command[0], "the image's binary")
-	hostPaths := map[string]string{}
-	for _, v := range spec.Volumes {
-		if v.HostPath != nil {
-			hostPaths[v.Name] = v.HostPath.Path
+func TestInstallDaemonSetsDecodeStrictly(t *testing.T) {
+	for _, p := range profiles {
+		t.Run(p.file, func(t *testing.T) {
+			ds, cms := installDaemonSet(t, p.file)
+			checkNodeDaemonSet(t, ds)
+			spec := ds.Spec.Template.Spec
+			require.Len(t, spec.InitContainers, 1)
+			require.Len(t, spec.Containers, 1)
+			assert.Equal(t, []string{image.BinaryPath, "sleep"}, spec.Containers[0].Command, "the main container idles in the binary itself")
+			assert.Equal(t, image.BinaryPath, spec.InitContainers[0].Command[0], "the image's binary")
+			hostPaths := map[string]string{}
+			for _, v := range spec.Volumes {
+				if v.HostPath != nil {
+					hostPaths[v.Name] = v.HostPath.Path
+				}
+			}
+			want := []string{"/opt/cni/bin"}
+			if p.config {
+				want = append(want, "/etc/cni/net.d")
+				require.Len(t, cms, 1)
+				assert.Equal(t, "kube-system", cms[0].Namespace)
+			} else {
+				assert.Empty(t, cms)
+			}
+			assert.ElementsMatch(t, want, mapValues(hostPaths))
+		})
+	}
+}
+
+// The profiles differ in what their install step writes, nothing else: with the
+// config's arguments, mounts and volumes taken out, their DaemonSets are one.
+func TestProfilesDifferOnlyInWhatTheyInstall(t *testing.T) {
+	strip := func(orig appsv1.DaemonSet) appsv1.DaemonSet {
+		ds := orig.DeepCopy()
+		spec := &ds.Spec.Template.Spec
+		init := &spec.InitContainers[0]
+		if i := slices.Index(init.Command, "--conf"); i >= 0 {
+			init.Command = init.Command[:i]
+		}
+		config := func(name string) bool { return name == "cni-net-d" || name == "cni-config" }
+		init.VolumeMounts = slices.DeleteFunc(init.VolumeMounts, func(m corev1.VolumeMount) bool { return config(m.Name) })
+		spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return config(v.Name) })
+		return *ds
+	}
+	first, _ := installDaemonSet(t, profiles[0].file)
+	for _, p := range profiles[1:] {
+		ds, _ := installDaemonSet(t, p.file)
+		assert.Equal(t, strip(first), strip(ds), "%s against %s", p.file, profiles[0].file)
+	}
+}
+
+// The multi-node profile takes each node's subnet from flanneld: its config names no
+// range of its own (a range in the ConfigMap is one subnet for every node, and nothing
+// routes between them), and holds flannel, portmap and bandwidth in one chain plugin
+// on flannel's network, cbr0, so that pods made before the switch are deleted on the
+// same state.
+func TestFlannelProfileLeavesTheSubnetToEachNode(t *testing.T) {
+	_, cms := installDaemonSet(t, "cni-flannel.yaml")
+	require.Len(t, cms, 1)
+	require.Len(t, cms[0].Data, 1)
+	for _, data := range cms[0].Data {
+		assert.NotContains(t, data, "subnet", "no subnet of the ConfigMap's own")
+		assert.NotContains(t, data, "ranges")
+		var list struct {
+			CNIVersion string `json:"cniVersion"`
+			Name       string `json:"name"`
+			Plugins    []struct {
+				Type    string `json:"type"`
+				Plugins []struct {
+					Type string `json:"type"`
+				} `json:"plugins"`
+			} `json:"plugins"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(data), &list))
+		assert.Equal(t, "1.0.0", list.CNIVersion, "containerd 1.6 knows no 1.1.0")
+		assert.Equal(t, "cbr0", list.Name, "flannel's own network name")
+		require.Len(t, list.Plugins, 1)
+		assert.Equal(t, "chain", list.Plugins[0].Type)
+		var types []string
+		for _, c := range list.Plugins[0].Plugins {
+			types = append(types, c.Type)
+		}
+		assert.Equal(t, []string{"flannel", "portmap", "bandwidth"}, types)
+	}
+}
+
+// Every image the manifests name is the one make image builds: its -name and -tag, as
+// make -n prints them.
+func TestManifestsNameTheImageMakeImageBuilds(t *testing.T) {
+	cmd := exec.Command("make", "-n", "--no-print-directory", "image")
+	cmd.Dir = cnibuild.Root()
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	m := regexp.MustCompile(`-name '([^']+)' -tag '([^']+)'`).FindSubmatch(out)
+	require.NotNil(t, m, "make -n image names no -name and -tag:\n%s", out)
+	want := string(m[1]) + ":" + string(m[2])
+	assert.Regexp(t, `:v[0-9]+\.[0-9]+\.[0-9]+$`, want, "a release tag, not latest")
+	files, err := filepath.Glob(filepath.Join(cnibuild.Root(), "deploy", "kubernetes", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		objs := load(t, filepath.Base(f))
+		for _, ds := range objs.DaemonSets {
+			for _, c := range slices.Concat(ds.Spec.Template.Spec.InitContainers, ds.Spec.Template.Spec.Containers) {
+				assert.Equal(t, want, c.Image, "%s: %s", filepath.Base(f), c.Name)
+			}
 		}
 	}
-	assert.ElementsMatch(t, []string{"/opt/cni/bin", "/etc/cni/net.d"}, mapValues(hostPaths))
 }
 
 func mapValues(m map[string]string) []string {
@@ -116,87 +192,26 @@ func mapValues(m map[string]string) []string {
 	return out
 }
 
-// container is a root file system with the container's mounts, entered in a private
-// mount namespace through chroot, as a runtime would run it.
-type container struct {
-	rootfs  string
-	mounts  [][2]string // host source, path in the container
-	ro      map[string]bool
-	command []string
-}
-
-// newContainer lays out c's image (the binary at its image path) and maps its volumes:
-// hostPath volumes into hostRoot (created like DirectoryOrCreate), ConfigMap volumes to
-// a directory holding the ConfigMap's data.
-func newContainer(t *testing.T, c corev1.Container, vols []corev1.Volume, cms []corev1.ConfigMap, hostRoot string) *container {
+// newContainer lays out c of a pod whose volumes are vols (package manifest), its
+// hostPath volumes under hostRoot.
+func newContainer(t *testing.T, c corev1.Container, vols []corev1.Volume, cms []corev1.ConfigMap, hostRoot string) *manifest.Container {
 	t.Helper()
 	bin, err := cnibuild.Binary("amd64")
 	require.NoError(t, err)
-	rootfs := t.TempDir()
-	data, err := os.ReadFile(bin)
+	ct, err := manifest.NewContainer(c, vols, manifest.Layout{
+		Binary: bin, ImagePath: image.BinaryPath, ConfigMaps: cms,
+		HostPath: func(p string) (string, error) { return filepath.Join(hostRoot, p), nil },
+	})
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(rootfs, image.BinaryPath), data, 0o755))
-	require.NoError(t, os.Mkdir(filepath.Join(rootfs, "proc"), 0o555))
-	ct := &container{rootfs: rootfs, ro: map[string]bool{}, command: append(slices.Clone(c.Command), c.Args...)}
-	for _, m := range c.VolumeMounts {
-		i := slices.IndexFunc(vols, func(v corev1.Volume) bool { return v.Name == m.Name })
-		require.GreaterOrEqual(t, i, 0, "volume %s", m.Name)
-		src := volumeSource(t, vols[i], cms, hostRoot)
-		require.NoError(t, os.MkdirAll(filepath.Join(rootfs, m.MountPath), 0o755))
-		ct.mounts = append(ct.mounts, [2]string{src, m.MountPath})
-		ct.ro[m.MountPath] = m.ReadOnly
-	}
+	t.Cleanup(ct.Close)
 	return ct
 }
 
-func volumeSource(t *testing.T, v corev1.Volume, cms []corev1.ConfigMap, hostRoot string) string {
+func run(t *testing.T, ct *manifest.Container) string {
 	t.Helper()
-	switch {
-	case v.HostPath != nil:
-		p := filepath.Join(hostRoot, v.HostPath.Path)
-		require.NotNil(t, v.HostPath.Type)
-		require.Equal(t, corev1.HostPathDirectoryOrCreate, *v.HostPath.Type, "the installer creates the node's dirs")
-		require.NoError(t, os.MkdirAll(p, 0o755))
-		return p
-	case v.ConfigMap != nil:
-		i := slices.IndexFunc(cms, func(cm corev1.ConfigMap) bool { return cm.Name == v.ConfigMap.Name })
-		require.GreaterOrEqual(t, i, 0, "ConfigMap %s is in the manifest", v.ConfigMap.Name)
-		dir := t.TempDir()
-		for k, val := range cms[i].Data {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, k), []byte(val), 0o644))
-		}
-		return dir
-	}
-	t.Fatalf("volume %s: unsupported source", v.Name)
-	return ""
-}
-
-// cmd returns the command that runs the container: unshare gives it a private mount
-// namespace (nothing is mounted on the machine), the script binds the volumes and
-// /proc, then chroot execs the container's command, which keeps the process's PID.
-func (c *container) cmd() *exec.Cmd {
-	var script strings.Builder
-	script.WriteString("set -e\n")
-	for _, m := range c.mounts {
-		dst := filepath.Join(c.rootfs, m[1])
-		fmt.Fprintf(&script, "mount --bind %q %q\n", m[0], dst)
-		if c.ro[m[1]] {
-			fmt.Fprintf(&script, "mount -o remount,bind,ro %q\n", dst)
-		}
-	}
-	fmt.Fprintf(&script, "mount -t proc proc %q\n", filepath.Join(c.rootfs, "proc"))
-	fmt.Fprintf(&script, "exec chroot %q \"$@\"\n", c.rootfs)
-	args := append([]string{"--mount", "--propagation", "private", "sh", "-c", script.String(), "sh"}, c.command...)
-	cmd := exec.Command("unshare", args...)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	return cmd
-}
-
-func (c *container) run(t *testing.T) string {
-	t.Helper()
-	out, err := c.cmd().CombinedOutput()
-	require.NoError(t, err, "%v:\n%s", c.command, out)
-	return string(out)
+	out, err := ct.Run()
+	require.NoError(t, err)
+	return out
 }
 
 func requireRoot(t *testing.T) {
@@ -206,53 +221,72 @@ func requireRoot(t *testing.T) {
 	}
 }
 
+// plantReferencePlugins lays host's /opt/cni/bin out as the kubernetes-cni package
+// leaves a kubeadm node: regular files at the reference plugins' names.
+func plantReferencePlugins(t *testing.T, host string) map[string][]byte {
+	t.Helper()
+	dir := filepath.Join(host, "opt/cni/bin")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	planted := map[string][]byte{}
+	for _, n := range []string{"bridge", "host-local", "loopback", "portmap", "bandwidth", "flannel"} {
+		planted[n] = []byte("#!/bin/sh\n# the reference " + n + "\n")
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), planted[n], 0o755))
+	}
+	return planted
+}
+
+// Each profile's init container, run with its exact command and mounts on a host
+// root laid out as a kubeadm node: it takes the reference plugins' names over (keeping
+// them for --uninstall; before, it refused them and crash-looped), every name answers
+// VERSION, and the config, when the profile has one, is written after them.
 func TestInitContainerInstallsIntoTheHostRoot(t *testing.T) {
 	requireRoot(t)
-	ds, cm := installDaemonSet(t)
-	spec := ds.Spec.Template.Spec
-	host := t.TempDir()
-	init := newContainer(t, spec.InitContainers[0], spec.Volumes, []corev1.ConfigMap{cm}, host)
-
-	out := init.run(t)
-
 	bin, err := cnibuild.Binary("amd64")
 	require.NoError(t, err)
 	names := pluginNames(t, bin)
-	binDir, confDir := filepath.Join(host, "opt/cni/bin"), filepath.Join(host, "etc/cni/net.d")
-	for _, n := range names {
-		cnibuild.AssertAnswersVersion(t, filepath.Join(binDir, n))
-		assert.Contains(t, out, "verified /host/opt/cni/bin/"+n+"\n")
-	}
-	conf, err := os.ReadFile(filepath.Join(confDir, "10-cni.conflist"))
-	require.NoError(t, err)
-	assert.Equal(t, cm.Data["10-cni.conflist"], string(conf))
-	assert.Less(t, strings.LastIndex(out, "verified "), strings.Index(out, "write /host/etc/cni/net.d/10-cni.conflist"),
-		"the config is written after every binary is in place and answers")
+	for _, p := range profiles {
+		t.Run(p.file, func(t *testing.T) {
+			ds, cms := installDaemonSet(t, p.file)
+			spec := ds.Spec.Template.Spec
+			host := t.TempDir()
+			planted := plantReferencePlugins(t, host)
+			init := newContainer(t, spec.InitContainers[0], spec.Volumes, cms, host)
 
-	// The runtime's view: the network loads and every plugin type is installed.
-	ls, err := exec.Command(bin, "ls", "--conf-dir", confDir).CombinedOutput()
-	require.NoError(t, err, "%s", ls)
-	// One chain plugin: the runtime starts one process per pod and operation; it
-	// declares the capabilities, or the runtime would not pass the ports and limits.
-	assert.Regexp(t, `(?m)^cni\s+1\.0\.0\s+chain\(bridge,portmap,bandwidth\)\s`, string(ls))
-	var list struct {
-		Plugins []struct {
-			Type         string          `json:"type"`
-			Capabilities map[string]bool `json:"capabilities"`
-		} `json:"plugins"`
-	}
-	require.NoError(t, json.Unmarshal(conf, &list))
-	require.Len(t, list.Plugins, 1)
-	assert.Equal(t, map[string]bool{"portMappings": true, "bandwidth": true}, list.Plugins[0].Capabilities)
-	for _, typ := range []string{"chain", "bridge", "host-local", "portmap", "bandwidth"} {
-		assert.Contains(t, names, typ, "the standard chain's %s is in the registry", typ)
-		assert.FileExists(t, filepath.Join(binDir, typ))
-	}
+			out := run(t, init)
 
-	// A pod restart runs the init container again: nothing changes.
-	again := init.run(t)
-	assert.Contains(t, again, "nothing to do:")
-	assert.NotContains(t, again, "write ")
+			binDir, confDir := filepath.Join(host, "opt/cni/bin"), filepath.Join(host, "etc/cni/net.d")
+			for _, n := range names {
+				cnibuild.AssertAnswersVersion(t, filepath.Join(binDir, n))
+				assert.Contains(t, out, "verified /host/opt/cni/bin/"+n+"\n")
+			}
+			for n, data := range planted {
+				kept, err := os.ReadFile(filepath.Join(binDir, ".cni-replaced", n))
+				require.NoError(t, err, "%s kept for --uninstall", n)
+				assert.Equal(t, data, kept)
+			}
+			if !p.config {
+				entries, _ := os.ReadDir(confDir)
+				assert.Empty(t, entries, "no config is written")
+				return
+			}
+			for name, data := range cms[0].Data {
+				conf, err := os.ReadFile(filepath.Join(confDir, name))
+				require.NoError(t, err)
+				assert.Equal(t, data, string(conf))
+				assert.Less(t, strings.LastIndex(out, "verified "), strings.Index(out, "write /host/etc/cni/net.d/"+name),
+					"the config is written after every binary is in place and answers")
+			}
+			// The runtime's view: the network loads and every plugin type is installed.
+			ls, err := exec.Command(bin, "ls", "--conf-dir", confDir).CombinedOutput()
+			require.NoError(t, err, "%s", ls)
+			assert.Regexp(t, `(?m)^\S+\s+1\.0\.0\s+chain\(\S+,portmap,bandwidth\)\s`, string(ls))
+
+			// A pod restart runs the init container again: nothing changes.
+			again := run(t, init)
+			assert.Contains(t, again, "nothing to do:")
+			assert.NotContains(t, again, "write ")
+		})
+	}
 }
 
 func pluginNames(t *testing.T, bin string) []string {
@@ -264,10 +298,10 @@ func pluginNames(t *testing.T, bin string) []string {
 
 func TestMainContainerSleepsUntilSIGTERM(t *testing.T) {
 	requireRoot(t)
-	ds, cm := installDaemonSet(t)
+	ds, cms := installDaemonSet(t, profiles[0].file)
 	spec := ds.Spec.Template.Spec
-	main := newContainer(t, spec.Containers[0], spec.Volumes, []corev1.ConfigMap{cm}, t.TempDir())
-	cmd := main.cmd()
+	main := newContainer(t, spec.Containers[0], spec.Volumes, cms, t.TempDir())
+	cmd := main.Cmd()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
@@ -292,8 +326,8 @@ func TestMainContainerSleepsUntilSIGTERM(t *testing.T) {
 
 func TestDhcpDaemonSetDecodesStrictly(t *testing.T) {
 	objs := load(t, "dhcp.yaml")
-	require.Len(t, objs.daemonSets, 1)
-	ds := objs.daemonSets[0]
+	ds, err := objs.DaemonSet()
+	require.NoError(t, err)
 	checkNodeDaemonSet(t, ds)
 	spec := ds.Spec.Template.Spec
 	require.Len(t, spec.Containers, 1)
@@ -318,7 +352,7 @@ func TestDhcpDaemonSetDecodesStrictly(t *testing.T) {
 	}
 	assert.False(t, mounts[leases].ReadOnly, "the daemon writes its leases")
 	// The binary it runs is the one the install DaemonSet puts on the node.
-	install, _ := installDaemonSet(t)
+	install, _ := installDaemonSet(t, profiles[0].file)
 	var installDir string
 	for _, v := range install.Spec.Template.Spec.Volumes {
 		if v.HostPath != nil && strings.HasSuffix(v.HostPath.Path, "/bin") {

@@ -3,41 +3,31 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cnikit/cni/tools/internal/cnibuild"
+	"github.com/cnikit/cni/tools/manifest"
 )
 
-// daemonSetConfList is the network config the shipped DaemonSet installs: the data
-// of deploy/kubernetes/cni.yaml's ConfigMap, which its init container hands to cni
-// install --conf.
+// daemonSetConfList is the network config the single-node profile's DaemonSet
+// installs: the data of deploy/kubernetes/cni-single-node.yaml's ConfigMap, which its
+// init container hands to cni install --conf. (The cluster lab, make test-cluster,
+// runs the other profiles.)
 func daemonSetConfList(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(cnibuild.Root(), "deploy", "kubernetes", "cni.yaml"))
+	objs, err := manifest.Load(filepath.Join(cnibuild.Root(), "deploy", "kubernetes", "cni-single-node.yaml"))
 	require.NoError(t, err)
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var tm metav1.TypeMeta
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &tm))
-		if tm.Kind != "ConfigMap" {
-			continue
-		}
-		var cm corev1.ConfigMap
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &cm))
-		require.Len(t, cm.Data, 1, "the ConfigMap holds one network config")
-		for _, list := range cm.Data {
-			return list
-		}
+	require.Len(t, objs.ConfigMaps, 1)
+	cm := objs.ConfigMaps[0]
+	require.Len(t, cm.Data, 1, "the ConfigMap holds one network config")
+	for _, list := range cm.Data {
+		return list
 	}
-	t.Fatal("deploy/kubernetes/cni.yaml holds no ConfigMap")
 	return ""
 }
 

@@ -34,7 +34,7 @@ TOOLS_TEST := cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(GO)
 
 FUZZTIME  ?= 3s
 
-.PHONY: build test test-tools test-e2e test-nofirewall fuzz vet fmt-check lint bench install demo clean test-kernel image packages deps-demo deps-test deps-e2e
+.PHONY: build test test-tools test-e2e test-cluster test-nofirewall fuzz vet fmt-check lint bench install demo clean test-kernel image packages deps-demo deps-test deps-e2e deps-cluster
 
 build: $(BIN)
 
@@ -80,7 +80,7 @@ STATICCHECK := $(CURDIR)/bin/lint/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 DEADCODE    := $(CURDIR)/bin/lint/deadcode-$(DEADCODE_VERSION)/deadcode
 lint: $(STATICCHECK) $(DEADCODE)
 	$(STATICCHECK) ./...
-	cd tools && $(STATICCHECK) ./...
+	cd tools && $(STATICCHECK) -tags e2e,cluster ./...
 	$(DEADCODE) -test ./... >bin/lint/deadcode-test.txt
 	$(DEADCODE) ./... >bin/lint/deadcode.txt
 	@out=$$(cat bin/lint/deadcode-test.txt; grep -Ev '^internal/testbed/|test/[^/]+\.go:' bin/lint/deadcode.txt); \
@@ -94,7 +94,7 @@ $(DEADCODE):
 
 # What the demo and the tests need, first: scripts/deps.sh installs what is missing as
 # root on Debian, and elsewhere names all of it and stops.
-deps-demo deps-test deps-e2e:
+deps-demo deps-test deps-e2e deps-cluster:
 	scripts/deps.sh $(@:deps-%=%)
 
 # The whole suite: vet, gofmt, the linters, then every package under the race detector, as root
@@ -129,6 +129,51 @@ test-e2e: deps-e2e bin/linux-$(HOSTARCH)/cni
 	$(TOOLS) vet -tags e2e ./e2e/ ./crinode/
 	$(TOOLS_TEST) test -tags e2e -count=1 -timeout 15m ./e2e/
 
+# The cluster lab (tools/cluster, build tag cluster): three nodes on one machine, each
+# containerd and a real flanneld (vxlan) over a real etcd in namespaces of their own,
+# laid out as kubeadm leaves a node; the reference plugins as flannel's manifest
+# installs them, then ours as the flannel profile's DaemonSet does, and pods through
+# the CRI across nodes. See docs/cluster.md.
+test-cluster: deps-cluster bin/linux-$(HOSTARCH)/cni bin/flanneld $(REF_DIR)/bridge $(REF_FLANNEL)
+	$(TOOLS) vet -tags cluster ./cluster/
+	cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin CNI_LAB_FLANNELD=$(CURDIR)/bin/flanneld \
+		CNI_LAB_REFERENCE=$(CURDIR)/$(REF_DIR) CNI_LAB_REFERENCE_FLANNEL=$(CURDIR)/$(REF_FLANNEL) \
+		$(GO) test -tags cluster -count=1 -v -timeout 30m ./cluster/
+
+# The lab's outside programs, built at pinned versions from the Go module proxy; none
+# is linked into cni. flanneld: the version tools/flanneld/go.mod pins (its own module,
+# with a stand-in for a cloud SDK the proxy does not serve; cgo for its UDP backend).
+# The reference plugins: REF_VERSION, the release internal/testbed/reftest holds us to.
+# The reference flannel plugin: flannel-io/cni-plugin is not served, so the one it was
+# forked from, containernetworking/plugins' meta/flannel of REF_FLANNEL_VERSION.
+REF_VERSION         := v1.9.1
+REF_FLANNEL_VERSION := v0.9.1
+REF_DIR             := bin/reference/plugins-$(REF_VERSION)
+REF_FLANNEL         := bin/reference/flannel-$(REF_FLANNEL_VERSION)/flannel
+FLANNEL_VERSION      = $$(cd tools/flanneld && $(GO) list -m -f '{{.Version}}' github.com/flannel-io/flannel)
+
+# make reference: both reference builds (for make bench, REF=DIR needs them in one DIR).
+.PHONY: reference
+reference: $(REF_DIR)/bridge $(REF_FLANNEL)
+
+bin/flanneld: tools/flanneld/go.mod tools/flanneld/go.sum
+	cd tools/flanneld && CGO_ENABLED=1 $(GO) build -trimpath \
+		-ldflags "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$(FLANNEL_VERSION)" \
+		-o ../../bin/flanneld github.com/flannel-io/flannel
+
+# Built into a temp dir and renamed: an interrupted build leaves nothing that looks whole.
+$(REF_DIR)/bridge:
+	rm -rf $(REF_DIR).tmp && mkdir -p $(REF_DIR).tmp
+	GOBIN=$(CURDIR)/$(REF_DIR).tmp CGO_ENABLED=0 GOFLAGS=-mod=mod $(GO) install -trimpath -ldflags '-s -w' \
+		github.com/containernetworking/plugins/plugins/...@$(REF_VERSION)
+	rm -f $(REF_DIR).tmp/sample  # an example, not in a release (nor in kubernetes-cni)
+	rm -rf $(REF_DIR) && mv $(REF_DIR).tmp $(REF_DIR)
+
+$(REF_FLANNEL):
+	mkdir -p $(@D)
+	GOBIN=$(CURDIR)/$(@D) CGO_ENABLED=0 GOFLAGS=-mod=mod $(GO) install -trimpath -ldflags '-s -w' \
+		github.com/containernetworking/plugins/plugins/meta/flannel@$(REF_FLANNEL_VERSION)
+
 # Every `func FuzzXxx` of the module, found by scripts/fuzz.sh, for FUZZTIME each (one
 # go test -fuzz per target). A crasher lands in <pkg>/testdata/fuzz/FuzzXxx/.
 fuzz:
@@ -138,13 +183,15 @@ fuzz:
 # another build of cni (before a change) in every section, taking turns (cnibench -base);
 # ONLY=a,b picks sections, QUICK=1 runs fewer iterations. See docs/performance.md.
 # Its containerd section runs bin/cri-bench (tools/cmd/cri-bench: a CRI client, whose
-# gRPC stays out of the main module) with bin/pause, the sandbox image's program.
-bench: build bin/cri-bench bin/pause
+# gRPC stays out of the main module) with bin/pause, the sandbox image's program; its
+# cluster section bin/cluster-bench (tools/cmd/cluster-bench: the lab of make
+# test-cluster) with bin/flanneld.
+bench: build bin/cri-bench bin/cluster-bench bin/pause bin/flanneld
 	$(GO) run ./cmd/cnibench -bin $(BIN) $(if $(REF),-ref $(REF)) $(if $(BASE),-base $(BASE)) $(if $(ONLY),-only $(ONLY)) $(if $(QUICK),-quick)
 
-.PHONY: bin/cri-bench bin/pause
-bin/cri-bench:
-	cd tools && $(GO) build -o ../bin/cri-bench ./cmd/cri-bench
+.PHONY: bin/cri-bench bin/cluster-bench bin/pause
+bin/cri-bench bin/cluster-bench:
+	cd tools && $(GO) build -o ../$@ ./cmd/$(@F)
 
 bin/pause:
 	cd tools && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -buildid=' -o ../bin/pause ./cmd/pause

@@ -7,7 +7,8 @@
 #   test    make test (make test-tools included)
 #   kernel  make test-kernel: the host's side (qemu, the VM's busybox and tools)
 #   e2e     make test-e2e: containerd and runc, with iproute2, iptables and nftables
-#   ci      everything .ci/run runs: test, kernel and e2e
+#   cluster make test-cluster: e2e's, etcd (server and etcdctl), ping
+#   ci      everything .ci/run runs: test, kernel, e2e and cluster
 #
 # As root on Debian (apt-get and dpkg-query on PATH), it installs what is missing, saying
 # what, before anything else runs. Elsewhere, or not as root, it names every missing
@@ -41,10 +42,15 @@ packages() {
 	e2e)
 		printf '%s\n' "containerd containerd" "runc runc" "iproute2 ip" "iptables iptables-save" "nftables nft"
 		;;
+	cluster)
+		packages e2e
+		printf '%s\n' "etcd-server etcd" "etcd-client etcdctl" "iputils-ping ping"
+		;;
 	ci)
 		packages test
 		packages kernel
 		packages e2e
+		packages cluster
 		;;
 	*)
 		return 1
@@ -92,7 +98,7 @@ main() {
 	[ ${#groups[@]} -gt 0 ] || groups=(test)
 	for group in "${groups[@]}"; do
 		if ! packages "$group" >/dev/null; then
-			log "unknown group \"$group\" (demo, test, kernel, e2e, ci)"
+			log "unknown group \"$group\" (demo, test, kernel, e2e, cluster, ci)"
 			exit 2
 		fi
 	done

@@ -202,11 +202,12 @@ func TestDepsRefusesAnUnknownGroup(t *testing.T) {
 }
 
 // TestDepsComesFirstInMakeDemoTestAndCI: the one list is used by make demo, make test,
-// make test-e2e, make test-kernel and .ci/run, before anything else they do.
+// make test-e2e, make test-cluster, make test-kernel and .ci/run, before anything else
+// they do.
 func TestDepsComesFirstInMakeDemoTestAndCI(t *testing.T) {
 	skipInVM(t)
 	for target, want := range map[string]string{"demo": "scripts/deps.sh demo", "test": "scripts/deps.sh test",
-		"test-e2e": "scripts/deps.sh e2e"} {
+		"test-e2e": "scripts/deps.sh e2e", "test-cluster": "scripts/deps.sh cluster"} {
 		cmd := exec.Command("make", "-n", "--no-print-directory", target)
 		cmd.Dir = ".."
 		out, _ := cmd.Output() // -n still runs $(MAKE) lines; their failures do not matter here
@@ -215,7 +216,7 @@ func TestDepsComesFirstInMakeDemoTestAndCI(t *testing.T) {
 	}
 	ci, err := os.ReadFile("../.ci/run")
 	require.NoError(t, err)
-	deps, test := strings.Index(string(ci), "\nscripts/deps.sh ci\n"), strings.Index(string(ci), "\nmake test\n")
+	deps, test := strings.Index(string(ci), "\nstage deps scripts/deps.sh ci\n"), strings.Index(string(ci), "\nstage test make test\n")
 	assert.True(t, deps >= 0 && deps < test, ".ci/run: scripts/deps.sh ci comes before make test")
 	kernel, err := os.ReadFile("test-kernel.sh")
 	require.NoError(t, err)

@@ -181,3 +181,49 @@ func (c *Client) Pods() ([]string, error) {
 
 // ErrNoPid is returned when a sandbox's status names no process.
 var ErrNoPid = errors.New("sandbox status names no process")
+
+// Network is one network config the CRI has loaded: its name and its plugins' types.
+type Network struct {
+	Name  string
+	Types []string
+}
+
+// Networks are the network configs the CRI uses now, in order, as its verbose status
+// reports them (containerd's cniconfig: go-cni's loopback network, then the conf dir's
+// first max_conf_num). A test that rewrites the conf dir waits here for the reload.
+func (c *Client) Networks() ([]Network, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.rt.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := st.GetInfo()["cniconfig"]
+	if !ok {
+		return nil, errors.New("the runtime's status has no cniconfig")
+	}
+	var cfg struct {
+		Networks []struct {
+			Config struct {
+				Name    string
+				Plugins []struct {
+					Network struct {
+						Type string `json:"type"`
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return nil, fmt.Errorf("cniconfig: %w", err)
+	}
+	var out []Network
+	for _, n := range cfg.Networks {
+		net := Network{Name: n.Config.Name}
+		for _, p := range n.Config.Plugins {
+			net.Types = append(net.Types, p.Network.Type)
+		}
+		out = append(out, net)
+	}
+	return out, nil
+}

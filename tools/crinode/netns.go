@@ -60,6 +60,12 @@ func (n *Node) PodNetNS(st PodStatus) (string, error) {
 // Serve accepts TCP connections on addr inside the network namespace at path and
 // answers each with reply and a newline, until the listener is closed.
 func Serve(path, addr, reply string) (net.Listener, error) {
+	return ServeFunc(path, addr, func(net.Addr) string { return reply })
+}
+
+// ServeFunc is Serve answering each connection with reply of its peer's address: a
+// server that says whom it sees, for tests of masquerading.
+func ServeFunc(path, addr string, reply func(peer net.Addr) string) (net.Listener, error) {
 	var l net.Listener
 	err := InNetNS(path, func() (err error) {
 		l, err = net.Listen("tcp", addr)
@@ -74,7 +80,7 @@ func Serve(path, addr, reply string) (net.Listener, error) {
 			if err != nil {
 				return
 			}
-			fmt.Fprintln(c, reply)
+			fmt.Fprintln(c, reply(c.RemoteAddr()))
 			c.Close()
 		}
 	}()

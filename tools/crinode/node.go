@@ -33,7 +33,26 @@ type Options struct {
 	ConfList []byte
 	// Pause and PauseArchive are BuildPause's outputs.
 	Pause, PauseArchive string
+	// Binds are directories of the machine mounted in the node at paths of its own, as
+	// a real node's disk holds /opt/cni/bin, /etc/cni/net.d and /var/lib/cni. With any
+	// bind, the node's /etc is an overlay of the machine's (its writes land in Dir) and
+	// its /opt a tmpfs, so that no target needs creating on the machine.
+	Binds []Bind
+	// ConfDir is the CRI's CNI conf_dir as the node sees it; empty: Dir/net.d, holding
+	// ConfList.
+	ConfDir string
+	// Prepare runs once the node's namespaces exist and before containerd starts: what
+	// a node does at boot before its runtime (its network link, its network daemon).
+	Prepare func(*Node) error
+	// KeepRoot keeps containerd's root (its images, its sandboxes' metadata) across a
+	// Close and a Start on the same Dir, as a node's disk keeps /var/lib/containerd
+	// across a reboot; by default it is a tmpfs that goes with the node. Its state (the
+	// /run/containerd of a node) goes either way.
+	KeepRoot bool
 }
+
+// Bind mounts Source, a directory of the machine, at Target in the node.
+type Bind struct{ Source, Target string }
 
 // Node is a running containerd in its namespaces.
 type Node struct {
@@ -72,6 +91,11 @@ func Start(o Options) (_ *Node, err error) {
 	if err := n.startHolder(); err != nil {
 		return nil, err
 	}
+	if o.Prepare != nil {
+		if err := o.Prepare(n); err != nil {
+			return nil, err
+		}
+	}
 	if err := n.startContainerd(); err != nil {
 		return nil, err
 	}
@@ -83,15 +107,23 @@ func Start(o Options) (_ *Node, err error) {
 
 func (n *Node) socket() string { return filepath.Join(n.o.Dir, "containerd.sock") }
 
+// confDir is the CRI's conf_dir.
+func (n *Node) confDir() string {
+	if n.o.ConfDir != "" {
+		return n.o.ConfDir
+	}
+	return filepath.Join(n.o.Dir, "net.d")
+}
+
 // writeConfig writes config.toml and the network config.
 func (n *Node) writeConfig() error {
-	confDir := filepath.Join(n.o.Dir, "net.d")
+	confDir := n.confDir()
 	for _, d := range []string{"root", "state", "opt", "net.d"} {
 		if err := os.MkdirAll(filepath.Join(n.o.Dir, d), 0o755); err != nil {
 			return err
 		}
 	}
-	if n.o.ConfList != nil {
+	if n.o.ConfList != nil && n.o.ConfDir == "" {
 		if err := os.WriteFile(filepath.Join(confDir, "10-net.conflist"), n.o.ConfList, 0o644); err != nil {
 			return err
 		}
@@ -122,16 +154,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 // to it. Every process of the node dies with that init; it dies with unshare
 // (--kill-child), which dies with this process (Pdeathsig).
 func (n *Node) startHolder() error {
+	root := fmt.Sprintf("mount -t tmpfs -o mode=711 tmpfs %q\n", filepath.Join(n.o.Dir, "root"))
+	if n.o.KeepRoot {
+		root = ""
+	}
 	script := fmt.Sprintf(`set -e
 mount --make-rprivate /
 mount -t proc proc /proc
 mount -t tmpfs -o mode=755 tmpfs /run
 mount -t tmpfs -o mode=755 tmpfs /var/lib
-mount -t tmpfs -o mode=711 tmpfs %q
-mount -t tmpfs -o mode=711 tmpfs %q
-ip link set lo up
+%smount -t tmpfs -o mode=711 tmpfs %q
+%sip link set lo up
 exec %q
-`, filepath.Join(n.o.Dir, "root"), filepath.Join(n.o.Dir, "state"), n.o.Pause)
+`, root, filepath.Join(n.o.Dir, "state"), n.bindScript(), n.o.Pause)
 	n.holder = exec.Command("unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "sh", "-c", script)
 	n.holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
@@ -154,6 +189,23 @@ exec %q
 		}
 	}
 	return errors.New("the node's namespaces did not come up in 10 s")
+}
+
+// bindScript mounts the node's binds: the private /etc and /opt first, then each
+// source at its target, created inside the node.
+func (n *Node) bindScript() string {
+	if len(n.o.Binds) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	upper, work := filepath.Join(n.o.Dir, "etc.upper"), filepath.Join(n.o.Dir, "etc.work")
+	fmt.Fprintf(&b, "mkdir -p %q %q\n", upper, work)
+	fmt.Fprintf(&b, "mount -t overlay overlay -o lowerdir=/etc,upperdir=%s,workdir=%s /etc\n", upper, work)
+	b.WriteString("mount -t tmpfs -o mode=755 tmpfs /opt\n")
+	for _, m := range n.o.Binds {
+		fmt.Fprintf(&b, "mkdir -p %q\nmount --bind %q %q\n", m.Target, m.Source, m.Target)
+	}
+	return b.String()
 }
 
 // onlyChild is the one child of pid, or 0.
@@ -310,16 +362,20 @@ func removeCgroups(parent string) {
 	}
 }
 
+// Pid is the node's init as the machine sees it: ip link ... netns takes it.
+func (n *Node) Pid() int { return n.init }
+
 // NetNS is the path of the node's network namespace.
 func (n *Node) NetNS() string { return fmt.Sprintf("/proc/%d/ns/net", n.init) }
 
 // Path is p as the node sees it (its private /run and /var/lib included).
 func (n *Node) Path(p string) string { return fmt.Sprintf("/proc/%d/root%s", n.init, p) }
 
-// Run runs a command in the node's network and mount namespaces (ip, iptables-save,
-// nft) and returns its output.
+// Run runs a command in the node's network, mount and PID namespaces (ip,
+// iptables-save, nft, cni) and returns its output. The PID namespace too: the node's
+// /proc is its PID namespace's, where a process from outside finds no /proc/self.
 func (n *Node) Run(name string, args ...string) (string, error) {
-	return n.nsenter([]string{"--mount", "--net"}, name, args...)
+	return n.nsenter([]string{"--mount", "--pid", "--net"}, name, args...)
 }
 
 // Qdiscs is `tc qdisc show` of the node. tc runs in the node's network namespace only:

@@ -68,8 +68,16 @@ func Binary(arch string) (string, error) {
 }
 
 // Build builds ./cmd/cni for arch into out.
-func Build(arch, out string) error {
-	args := append([]string{"build"}, Flags...)
+func Build(arch, out string) error { return build(arch, out, Flags) }
+
+// BuildVersion is Build stamped with version, as make stamps a release: another
+// binary than Build's, for a test of an upgrade.
+func BuildVersion(arch, out, version string) error {
+	return build(arch, out, []string{"-trimpath", "-ldflags", "-s -w -buildid= -X github.com/cnikit/cni/internal/core/build.Version=" + version})
+}
+
+func build(arch, out string, flags []string) error {
+	args := append([]string{"build"}, flags...)
 	cmd := exec.Command("go", append(args, "-o", out, "./cmd/cni")...)
 	cmd.Dir = Root()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=-buildvcs=false")

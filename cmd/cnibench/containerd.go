@@ -16,32 +16,54 @@ import (
 // It runs tools/cmd/cri-bench, which make bench builds beside the cni binary (as
 // bin/cri-bench, with bin/pause): the CRI client's gRPC stays out of this module.
 func (b *bench) containerd() error {
-	dir := b.binDir
-	tool, pause := filepath.Join(dir, "cri-bench"), filepath.Join(dir, "pause")
-	for _, p := range []string{tool, pause} {
+	args := []string{"-cni", b.bin, "-n", strconv.Itoa(b.iterations(30))}
+	if b.ref != "" {
+		args = append(args, "-ref", b.ref)
+	}
+	return b.runTool("containerd", "cri-bench", args)
+}
+
+// cluster is the cluster section: pods per second across a lab of three nodes (etcd,
+// flanneld, containerd) through the CRI, ours as the flannel profile's DaemonSet
+// installs it, -base the same way, and the reference plugins as flannel's manifest
+// installs them (-ref, which must then hold a flannel plugin). It runs
+// tools/cmd/cluster-bench, which make bench builds beside the cni binary with flanneld.
+func (b *bench) cluster() error {
+	args := []string{"-cni", b.bin, "-n", strconv.Itoa(b.iterations(10)),
+		"-flanneld", filepath.Join(b.binDir, "flanneld")}
+	if b.base != "" {
+		args = append(args, "-base", b.base)
+	}
+	if b.ref != "" {
+		args = append(args, "-ref", b.ref)
+	}
+	return b.runTool("cluster", "cluster-bench", args)
+}
+
+// runTool runs one of the tools module's benchmarks from the bin dir with the pause
+// binary, and records the figures it prints as JSON.
+func (b *bench) runTool(section, tool string, args []string) error {
+	bin, pause := filepath.Join(b.binDir, tool), filepath.Join(b.binDir, "pause")
+	for _, p := range []string{bin, pause} {
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("%w (make bench builds it from tools/cmd)", err)
 		}
 	}
-	args := []string{"-cni", b.bin, "-pause", pause, "-n", strconv.Itoa(b.iterations(30))}
-	if b.ref != "" {
-		args = append(args, "-ref", b.ref)
-	}
 	var out bytes.Buffer
-	cmd := exec.Command(tool, args...)
+	cmd := exec.Command(bin, append(args, "-pause", pause)...)
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("cri-bench: %w", err)
+		return fmt.Errorf("%s: %w", tool, err)
 	}
 	var figs []struct {
 		Name, Unit, Note, Target string
 		Value                    float64
 	}
 	if err := json.Unmarshal(out.Bytes(), &figs); err != nil {
-		return fmt.Errorf("cri-bench's figures: %w", err)
+		return fmt.Errorf("%s's figures: %w", tool, err)
 	}
 	for _, f := range figs {
-		b.record("containerd", f.Name, f.Value, f.Unit, f.Note)
+		b.record(section, f.Name, f.Value, f.Unit, f.Note)
 		if f.Target != "" {
 			b.target(f.Target)
 		}

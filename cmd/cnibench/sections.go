@@ -17,6 +17,7 @@ func (b *bench) sections() []section {
 		{"parallel", b.parallel},
 		{"flannel", b.flannel},
 		{"containerd", b.containerd},
+		{"cluster", b.cluster},
 		{"invlog", b.invlog},
 	}
 }

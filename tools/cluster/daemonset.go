@@ -45,8 +45,14 @@ func (n *Node) RunInstallStep(path, binary string) (string, error) {
 	return ct.Run("nsenter", "--target", strconv.Itoa(n.Pid()), "--net", "--")
 }
 
-// Uninstall runs what docs/cluster.md tells an operator to run on a node to take cni
-// off again, with the binary the node holds.
+// UninstallCommand is what docs/cluster.md tells an operator to run on a node to take
+// cni off again, with the binary the node holds.
+func UninstallCommand() []string {
+	return []string{filepath.Join(BinDir, "cni"), "install", "--uninstall", "--dir", BinDir, "--conf-dir", ConfDir}
+}
+
+// Uninstall runs UninstallCommand on n.
 func (n *Node) Uninstall() (string, error) {
-	return n.Run(filepath.Join(BinDir, "cni"), "install", "--uninstall", "--dir", BinDir, "--conf-dir", ConfDir)
+	cmd := UninstallCommand()
+	return n.Run(cmd[0], cmd[1:]...)
 }

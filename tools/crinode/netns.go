@@ -133,8 +133,13 @@ func (n *Node) NewPeer() (_ *Peer, err error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Made from the peer's side: a PID in ip's netns argument is the machine's there,
+	// where n.Run would resolve it in the node's PID namespace.
+	link := []string{"link", "add", "eth0", "type", "veth", "peer", "name", "e2e-peer", "netns", strconv.Itoa(n.init)}
+	if out, err := exec.Command("nsenter", append([]string{"--target", pid, "--net", "--", "ip"}, link...)...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("peer: ip %v: %w: %s", link, err, out)
+	}
 	steps := [][]string{
-		{"ip", "link", "add", "e2e-peer", "type", "veth", "peer", "name", "eth0", "netns", pid},
 		{"ip", "addr", "add", p.NodeAddr + "/24", "dev", "e2e-peer"},
 		{"ip", "link", "set", "e2e-peer", "up"},
 	}

@@ -3,12 +3,14 @@ package cluster_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/tools/cluster"
+	"github.com/cnikit/cni/tools/internal/cnibuild"
 )
 
 // A snapshot changes with a file's bytes, its inode (a copy in place of a rename back),
@@ -48,4 +50,11 @@ func TestSnapshotSeesWhatUninstallMustRestore(t *testing.T) {
 		change()
 		assert.NotEqual(t, before, snap(), "change %d", i)
 	}
+}
+
+// The lab takes ours off a node with the very command the docs give operators.
+func TestTheDocsGiveTheLabsUninstallCommand(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(cnibuild.Root(), "docs", "cluster.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), "\n"+strings.Join(cluster.UninstallCommand(), " ")+"\n")
 }

@@ -129,17 +129,6 @@ test-e2e: deps-e2e bin/linux-$(HOSTARCH)/cni
 	$(TOOLS) vet -tags e2e ./e2e/ ./crinode/
 	$(TOOLS_TEST) test -tags e2e -count=1 -timeout 15m ./e2e/
 
-# The cluster lab (tools/cluster, build tag cluster): three nodes on one machine, each
-# containerd and a real flanneld (vxlan) over a real etcd in namespaces of their own,
-# laid out as kubeadm leaves a node; the reference plugins as flannel's manifest
-# installs them, then ours as the flannel profile's DaemonSet does, and pods through
-# the CRI across nodes. See docs/cluster.md.
-test-cluster: deps-cluster bin/linux-$(HOSTARCH)/cni bin/flanneld $(REF_DIR)/bridge $(REF_FLANNEL)
-	$(TOOLS) vet -tags cluster ./cluster/
-	cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin CNI_LAB_FLANNELD=$(CURDIR)/bin/flanneld \
-		CNI_LAB_REFERENCE=$(CURDIR)/$(REF_DIR) CNI_LAB_REFERENCE_FLANNEL=$(CURDIR)/$(REF_FLANNEL) \
-		$(GO) test -tags cluster -count=1 -v -timeout 30m ./cluster/
-
 # The lab's outside programs, built at pinned versions from the Go module proxy; none
 # is linked into cni. flanneld: the version tools/flanneld/go.mod pins (its own module,
 # with a stand-in for a cloud SDK the proxy does not serve; cgo for its UDP backend).
@@ -151,6 +140,17 @@ REF_FLANNEL_VERSION := v0.9.1
 REF_DIR             := bin/reference/plugins-$(REF_VERSION)
 REF_FLANNEL         := bin/reference/flannel-$(REF_FLANNEL_VERSION)/flannel
 FLANNEL_VERSION      = $$(cd tools/flanneld && $(GO) list -m -f '{{.Version}}' github.com/flannel-io/flannel)
+
+# The cluster lab (tools/cluster, build tag cluster): three nodes on one machine, each
+# containerd and a real flanneld (vxlan) over a real etcd in namespaces of their own,
+# laid out as kubeadm leaves a node; the reference plugins as flannel's manifest
+# installs them, then ours as the flannel profile's DaemonSet does, and pods through
+# the CRI across nodes. See docs/cluster.md.
+test-cluster: deps-cluster bin/linux-$(HOSTARCH)/cni bin/flanneld $(REF_DIR)/bridge $(REF_FLANNEL)
+	$(TOOLS) vet -tags cluster ./cluster/
+	cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin CNI_LAB_FLANNELD=$(CURDIR)/bin/flanneld \
+		CNI_LAB_REFERENCE=$(CURDIR)/$(REF_DIR) CNI_LAB_REFERENCE_FLANNEL=$(CURDIR)/$(REF_FLANNEL) \
+		$(GO) test -tags cluster -count=1 -v -timeout 30m ./cluster/
 
 # make reference: both reference builds (for make bench, REF=DIR needs them in one DIR).
 .PHONY: reference

@@ -3,7 +3,6 @@
 package cluster_test
 
 import (
-	"fmt"
 	"os"
 	"runtime"
 	"testing"
@@ -29,21 +28,7 @@ const (
 var pause, pauseArchive string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cni-lab-pause-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	pause, pauseArchive, err = crinode.BuildPause(dir)
-	code := 1
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	cnibuild.Cleanup()
-	os.Exit(code)
+	os.Exit(crinode.RunTests(m, func(p, a string) { pause, pauseArchive = p, a }))
 }
 
 // program is the file an environment variable of make test-cluster names.

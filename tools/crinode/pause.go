@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -93,4 +94,24 @@ func pauseImage(bin string) (v1.Image, error) {
 	cf.OS, cf.Architecture = "linux", runtimeArch()
 	cf.Config.Entrypoint = []string{"/pause"}
 	return mutate.ConfigFile(img, cf)
+}
+
+// RunTests is the TestMain of a package whose tests start nodes: it builds the pause
+// binary and its image into a temp dir, hands their paths to set, runs the tests and
+// removes the builds (the pause's and cnibuild's). It returns the exit code.
+func RunTests(m *testing.M, set func(pause, archive string)) int {
+	defer cnibuild.Cleanup()
+	dir, err := os.MkdirTemp("", "cni-pause-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	pause, archive, err := BuildPause(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	set(pause, archive)
+	return m.Run()
 }

@@ -22,21 +22,7 @@ import (
 var pause, pauseArchive string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cni-e2e-pause-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	pause, pauseArchive, err = crinode.BuildPause(dir)
-	code := 1
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	cnibuild.Cleanup()
-	os.Exit(code)
+	os.Exit(crinode.RunTests(m, func(p, a string) { pause, pauseArchive = p, a }))
 }
 
 // layouts are the two ways a node holds the standard chain: as written, one exec per

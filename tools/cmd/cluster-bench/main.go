@@ -11,7 +11,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,16 +22,10 @@ import (
 
 	"github.com/cnikit/cni/tools/cluster"
 	"github.com/cnikit/cni/tools/crinode"
+	"github.com/cnikit/cni/tools/internal/benchout"
 )
 
-// figure is one row of cnibench's table.
-type figure struct {
-	Name   string  `json:"name"`
-	Value  float64 `json:"value"`
-	Unit   string  `json:"unit"`
-	Note   string  `json:"note,omitempty"`
-	Target string  `json:"target,omitempty"`
-}
+type figure = benchout.Figure
 
 type options struct {
 	cni, base, ref, flanneld, pause, profile string
@@ -50,15 +43,7 @@ func main() {
 	flag.IntVar(&o.rounds, "n", 10, "rounds")
 	flag.IntVar(&o.perNode, "pods", 3, "pods per node per round")
 	flag.Parse()
-	figs, err := run(o)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cluster-bench:", err)
-		os.Exit(1)
-	}
-	if err := json.NewEncoder(os.Stdout).Encode(figs); err != nil {
-		fmt.Fprintln(os.Stderr, "cluster-bench:", err)
-		os.Exit(1)
-	}
+	benchout.Main("cluster-bench", func() ([]figure, error) { return run(o) })
 }
 
 // arm is one way of networking pods, on a lab of its own.
@@ -267,39 +252,25 @@ func each(nodes, perNode int, fn func(j, i int) error) (time.Duration, error) {
 	return time.Since(start), errors.Join(errs...)
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
-}
-
 // figures are, per arm: pods per second started and removed across the three nodes
 // (the median round), the median pod's RunPodSandbox and its CNI share (that less the
 // median host-network pod's of the same rounds); and ours over the others.
 func figures(arms []*arm, perNode int) []figure {
 	pods := float64(3 * perNode)
-	hostNet := median(arms[0].hostNet)
+	hostNet := benchout.Median(arms[0].hostNet)
 	var out []figure
-	out = append(out, figure{Name: "RunPodSandbox, host network (no CNI)", Value: ms(hostNet), Unit: "ms", Note: "median pod"})
+	out = append(out, figure{Name: "RunPodSandbox, host network (no CNI)", Value: benchout.Ms(hostNet), Unit: "ms", Note: "median pod"})
 	share := map[string]float64{}
 	rate := map[string]float64{}
 	for _, a := range arms {
-		rate[a.label] = pods / median(a.up).Seconds()
-		share[a.label] = ms(median(a.pod) - hostNet)
+		rate[a.label] = pods / benchout.Median(a.up).Seconds()
+		share[a.label] = benchout.Ms(benchout.Median(a.pod) - hostNet)
 		out = append(out,
 			figure{Name: "pods started across 3 nodes, " + a.label, Value: rate[a.label], Unit: "pods/s",
 				Note: fmt.Sprintf("%d at once per node, median round", perNode)},
-			figure{Name: "pods removed across 3 nodes, " + a.label, Value: pods / median(a.down).Seconds(), Unit: "pods/s",
+			figure{Name: "pods removed across 3 nodes, " + a.label, Value: pods / benchout.Median(a.down).Seconds(), Unit: "pods/s",
 				Note: "Stop+Remove, median round"},
-			figure{Name: "  RunPodSandbox, " + a.label, Value: ms(median(a.pod)), Unit: "ms", Note: "median pod"},
+			figure{Name: "  RunPodSandbox, " + a.label, Value: benchout.Ms(benchout.Median(a.pod)), Unit: "ms", Note: "median pod"},
 			figure{Name: "  CNI share of RunPodSandbox, " + a.label, Value: share[a.label], Unit: "ms",
 				Note: "median pod less the median host-network pod"})
 	}

@@ -9,7 +9,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,16 +18,10 @@ import (
 	"time"
 
 	"github.com/cnikit/cni/tools/crinode"
+	"github.com/cnikit/cni/tools/internal/benchout"
 )
 
-// figure is one row of cnibench's table.
-type figure struct {
-	Name   string  `json:"name"`
-	Value  float64 `json:"value"`
-	Unit   string  `json:"unit"`
-	Note   string  `json:"note,omitempty"`
-	Target string  `json:"target,omitempty"`
-}
+type figure = benchout.Figure
 
 func main() {
 	cni := flag.String("cni", "bin/cni", "the cni binary")
@@ -36,15 +29,7 @@ func main() {
 	pause := flag.String("pause", "bin/pause", "the pause binary (tools/cmd/pause, static)")
 	n := flag.Int("n", 30, "pods per arm")
 	flag.Parse()
-	figs, err := run(*cni, *ref, *pause, *n)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cri-bench:", err)
-		os.Exit(1)
-	}
-	if err := json.NewEncoder(os.Stdout).Encode(figs); err != nil {
-		fmt.Fprintln(os.Stderr, "cri-bench:", err)
-		os.Exit(1)
-	}
+	benchout.Main("cri-bench", func() ([]figure, error) { return run(*cni, *ref, *pause, *n) })
 }
 
 // arm is one way of running pods, on a node of its own.
@@ -176,18 +161,7 @@ func measure(arms []*arm, rounds int) error {
 	return nil
 }
 
-func median(ds []time.Duration) float64 {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return float64(m) / float64(time.Millisecond)
-}
+func median(ds []time.Duration) float64 { return benchout.Ms(benchout.Median(ds)) }
 
 // figures are the medians of every arm, each arm's CNI share and the ratios of ours to
 // the reference's. The share is the median, over the rounds, of the arm's time less the

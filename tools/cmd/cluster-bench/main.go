@@ -100,6 +100,8 @@ func startArms(dir string, o options) ([]*arm, error) {
 	type spec struct {
 		label   string
 		install func(*cluster.Node) error
+		// kubeadm lays the nodes out as kubeadm leaves them first (with -ref's plugins).
+		kubeadm bool
 	}
 	ours := func(bin string) func(*cluster.Node) error {
 		return func(n *cluster.Node) error {
@@ -109,9 +111,10 @@ func startArms(dir string, o options) ([]*arm, error) {
 			return waitNetwork(n, "chain")
 		}
 	}
-	specs := []spec{{"ours", ours(o.cni)}}
+	specs := []spec{{"ours", ours(o.cni), true}}
 	if o.base != "" {
-		specs = append(specs, spec{"base", ours(o.base)})
+		// On empty nodes: a build from before issue 34 refuses a kubeadm node's plugins.
+		specs = append(specs, spec{"base", ours(o.base), false})
 	}
 	if o.ref != "" {
 		flannel := filepath.Join(o.ref, "flannel")
@@ -123,14 +126,14 @@ func startArms(dir string, o options) ([]*arm, error) {
 				return err
 			}
 			return waitNetwork(n, "flannel")
-		}})
-	}
-	var prepare func(*cluster.Node) error
-	if o.ref != "" {
-		prepare = cluster.KubeadmNode(o.ref)
+		}, true})
 	}
 	var arms []*arm
 	for i, s := range specs {
+		var prepare func(*cluster.Node) error
+		if s.kubeadm && o.ref != "" {
+			prepare = cluster.KubeadmNode(o.ref)
+		}
 		lab, err := cluster.Start(cluster.Options{Dir: filepath.Join(dir, fmt.Sprint(i)), Nodes: 3, Flanneld: o.flanneld,
 			Pause: pause, PauseArchive: archive, Prepare: prepare})
 		if err != nil {

@@ -139,7 +139,8 @@ REF_VERSION         := v1.9.1
 REF_FLANNEL_VERSION := v0.9.1
 REF_DIR             := bin/reference/plugins-$(REF_VERSION)
 REF_FLANNEL         := bin/reference/flannel-$(REF_FLANNEL_VERSION)/flannel
-FLANNEL_VERSION      = $$(cd tools/flanneld && $(GO) list -m -f '{{.Version}}' github.com/flannel-io/flannel)
+# In bin/flanneld's recipe, which runs it from tools/flanneld.
+FLANNEL_VERSION      = $$($(GO) list -m -f '{{.Version}}' github.com/flannel-io/flannel)
 
 # The cluster lab (tools/cluster, build tag cluster): three nodes on one machine, each
 # containerd and a real flanneld (vxlan) over a real etcd in namespaces of their own,

@@ -290,12 +290,26 @@ func nftRules(c *nftables.Conn, name string) ([]*nftables.Rule, error) {
 }
 
 // nftRemove queues the deletion of an attachment chain and of the map elements its
-// comment names.
+// comment names that still go to it: an address taken over by another attachment
+// (nftSetup, when a stale attachment's DEL never came) keeps its element, which a late
+// DEL or GC of the stale one used to delete, leaving the other unmasqueraded. One
+// lookup per address.
 func nftRemove(c *nftables.Conn, name string, rules []*nftables.Rule) error {
 	t := nftTable()
-	ips := commentIPs(rules)
+	var ours []netip.Addr
+	for _, a := range commentIPs(rules) {
+		m := nftMap(t, a.Is6())
+		e, err := netfilter.GetElement(m.Table.Family, m.Table.Name, m.Name, a.AsSlice())
+		switch {
+		case netfilter.IsNotExist(err):
+		case err != nil:
+			return err
+		case e.VerdictChain == name:
+			ours = append(ours, a)
+		}
+	}
 	for _, v6 := range []bool{false, true} {
-		if elems := nftElements(ips, v6, ""); len(elems) > 0 {
+		if elems := nftElements(ours, v6, ""); len(elems) > 0 {
 			if err := c.SetDeleteElements(nftMap(t, v6), elems); err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/host/netfilter"
@@ -71,4 +72,35 @@ func TestNFTablesGCReadsNothingOfAForeignTable(t *testing.T) {
 	assert.NotContains(t, rs, nftChainName("net1", "stale", "eth0"))
 	assert.NotContains(t, rs, "10.1.0.11")
 	assert.Contains(t, rs, nftChainName("net1", "kept", "eth0"))
+}
+
+// TestNFTablesGCRemovesTheChainOfAnAttachmentWhoseAddressWasTakenOver: an address
+// taken over from a stale attachment (its DEL never came) leaves the stale chain with
+// no map element reaching it; GC still finds it among our table's chains. Reading the
+// maps' elements instead would leave it for ever.
+func TestNFTablesGCRemovesTheChainOfAnAttachmentWhoseAddressWasTakenOver(t *testing.T) {
+	testns.RequireRoot(t)
+	host := testns.New(t)
+	stale, taker := attachment("stale", "10.1.0.11/24"), attachment("taker", "10.1.0.11/24")
+	setUp(t, host, stale, taker)
+	require.Contains(t, nfttest.Ruleset(t, host), nftChainName("net1", "stale", "eth0"), "premise: the stale chain is left")
+	host.Run(t, func() error {
+		return GC(context.Background(), "net1", valid(skel.Attachment{ContainerID: "taker", IfName: "eth0"}))
+	})
+	assert.NotContains(t, nfttest.Ruleset(t, host), nftChainName("net1", "stale", "eth0"))
+	host.Run(t, func() error { return Check(context.Background(), taker, nftOnly) })
+}
+
+// TestNFTablesTeardownOfAStaleAttachmentLeavesTheAddressItLost: the late DEL of an
+// attachment whose address another one took over removes its own chain and leaves the
+// other's map element (it deleted every element its comment named, and the other
+// container's traffic went out unmasqueraded).
+func TestNFTablesTeardownOfAStaleAttachmentLeavesTheAddressItLost(t *testing.T) {
+	testns.RequireRoot(t)
+	host := testns.New(t)
+	stale, taker := attachment("stale", "10.1.0.11/24"), attachment("taker", "10.1.0.11/24")
+	setUp(t, host, stale, taker)
+	host.Run(t, func() error { return Teardown(context.Background(), "net1", "stale", "eth0") })
+	assert.NotContains(t, nfttest.Ruleset(t, host), nftChainName("net1", "stale", "eth0"))
+	host.Run(t, func() error { return Check(context.Background(), taker, nftOnly) })
 }

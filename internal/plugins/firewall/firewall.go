@@ -89,16 +89,28 @@ func cutEnv(kv, key string) (string, bool) {
 // as netfilter's rule says), and when unset firewalld if it is on the bus, else the
 // node's rule backend.
 func backend(req *skel.Request, conf *Config) string {
-	if conf.Backend == BackendIPTables {
+	switch {
+	case conf.Backend == BackendIPTables:
 		return string(netfilter.Runnable(netfilter.IPTables))
-	}
-	if conf.Backend != "" {
+	case conf.Backend != "":
 		return conf.Backend
-	}
-	if firewalldRunning(req.Context(), systemBus(req)) {
+	case usesFirewalld(req, conf):
 		return BackendFirewalld
 	}
 	return string(netfilter.Detect())
+}
+
+// usesFirewalld reports whether the backend is firewalld: named, or unset with
+// firewalld on the bus. It is all DEL needs to know (it cleans both rule backends
+// whatever the node's), so DEL never detects the rule backend.
+func usesFirewalld(req *skel.Request, conf *Config) bool {
+	switch conf.Backend {
+	case BackendFirewalld:
+		return true
+	case "":
+		return firewalldRunning(req.Context(), systemBus(req))
+	}
+	return false
 }
 
 // bridgeName is the host-side interface the ingress policy is keyed on: the first
@@ -237,7 +249,7 @@ func del(req *skel.Request) error {
 		fmt.Fprintf(req.Stderr, "firewall: DEL: config not usable, only the iptables and nftables rules were looked for: %v\n", err)
 		return errors.Join(errs...)
 	}
-	if ips := req.PrevResult.Addrs(); len(ips) > 0 && backend(req, conf) == BackendFirewalld {
+	if ips := req.PrevResult.Addrs(); len(ips) > 0 && usesFirewalld(req, conf) {
 		fw, err := dialFirewalld(req.Context(), systemBus(req))
 		if err != nil {
 			fmt.Fprintf(req.Stderr, "firewall: DEL: firewalld not reachable, no sources to remove: %v\n", err)

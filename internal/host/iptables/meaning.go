@@ -56,6 +56,21 @@ func boolCompare(a, b bool) int {
 	return -1
 }
 
+// matches counts the match modules r uses (comment, conntrack, multiport, the one -p
+// loads for --dport...). iptables -C compares a rule's matches in the order they were
+// written, where Same does not: only for a rule of one match at most are the two the
+// same question.
+func (r Rule) matches() int {
+	seen := map[string]bool{}
+	r.walk(func(o option) bool {
+		if o.owner != "" && !strings.HasPrefix(o.owner, "=> ") {
+			seen[o.owner] = true
+		}
+		return true
+	})
+	return len(seen)
+}
+
 // options reads r the way iptables parses a rule. The equivalences it knows:
 //   - long and short names (--source, --src, -s; --destination-port, --dport; ...);
 //   - negation before the option (`! -d x`) or, the old form, after it (`-d ! x`);

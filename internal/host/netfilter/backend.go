@@ -108,10 +108,11 @@ func detect(opts ...nftables.ConnOption) Backend {
 	return NFTables
 }
 
-// IPTablesInstalled reports whether iptables-restore and iptables-save, which the
-// iptables backend runs, are in PATH. It looks, it does not run them.
+// IPTablesInstalled reports whether iptables (which lists and checks our chains) and
+// iptables-restore (which changes them), the tools the iptables backend runs, are in
+// PATH. It looks, it does not run them.
 func IPTablesInstalled() bool {
-	for _, tool := range []string{"iptables-restore", "iptables-save"} {
+	for _, tool := range []string{"iptables", "iptables-restore"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return false
 		}

@@ -1,7 +1,6 @@
 package testns
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,14 +46,29 @@ func FakeIPTablesTools(t testing.TB) {
 // IPTablesLog records every run of the iptables tools while a test runs (LogIPTables).
 type IPTablesLog struct{ path string }
 
+// IPTablesRun is one logged run: the tool's name then its arguments, and for a restore
+// tool the script it read.
+type IPTablesRun struct {
+	Args  []string
+	Input string
+}
+
 // iptablesTools are the programs an iptables backend could run.
 var iptablesTools = []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"}
 
+// The log's separators: between arguments, between the arguments and a restore's
+// script, and after each run. No rule or script holds them.
+const (
+	logArgSep    = "\x1f"
+	logInputSep  = "\x1e"
+	logRecordEnd = "\x1d\n"
+)
+
 // LogIPTables puts first in PATH, for the test, a wrapper of each iptables tool
-// (iptables, ip6tables and their -save and -restore) that appends its command line to
-// a log and runs the tool it stands for: dir's (an IPTables flavour's Dir) when dir is
-// not empty, else the one PATH named before. Exec'd plugins see the wrappers when the
-// test passes them PATH.
+// (iptables, ip6tables and their -save and -restore) that appends its command line,
+// and a restore's script, to a log and runs the tool it stands for: dir's (an
+// IPTables flavour's Dir) when dir is not empty, else the one PATH named before.
+// Exec'd plugins see the wrappers when the test passes them PATH.
 func LogIPTables(t testing.TB, dir string) *IPTablesLog {
 	t.Helper()
 	RequireFirewallBinaries(t, "the log wraps the iptables tools")
@@ -68,10 +82,15 @@ func LogIPTables(t testing.TB, dir string) *IPTablesLog {
 				t.Fatalf("log %s: %v", tool, err)
 			}
 		}
-		// One write per run: concurrent runs must not interleave their lines. The
-		// arguments are separated by the unit separator, which no rule holds.
-		script := fmt.Sprintf("#!/bin/sh\nline=%s\nfor a in \"$@\"; do line=\"$line$(printf '\\037')$a\"; done\nprintf '%%s\\n' \"$line\" >>%s\nexec %s \"$@\"\n",
-			shellQuote(tool), shellQuote(l.path), shellQuote(real))
+		// One write per run, so that runs side by side do not interleave their
+		// records; a restore's script is read first and handed on.
+		script := "#!/bin/sh\nline=" + shellQuote(tool) + "\nfor a in \"$@\"; do line=\"$line$(printf '\\037')$a\"; done\n"
+		if strings.HasSuffix(tool, "-restore") {
+			script += "input=$(cat)\nprintf '%s\\036%s\\035\\n' \"$line\" \"$input\" >>" + shellQuote(l.path) + "\n" +
+				"printf '%s\\n' \"$input\" | exec " + shellQuote(real) + " \"$@\"\n"
+		} else {
+			script += "printf '%s\\036\\035\\n' \"$line\" >>" + shellQuote(l.path) + "\nexec " + shellQuote(real) + " \"$@\"\n"
+		}
 		if err := os.WriteFile(filepath.Join(shims, tool), []byte(script), 0o755); err != nil {
 			t.Fatalf("log %s: %v", tool, err)
 		}
@@ -80,9 +99,8 @@ func LogIPTables(t testing.TB, dir string) *IPTablesLog {
 	return l
 }
 
-// Runs returns the logged command lines, each the tool's name then its arguments, and
-// empties the log.
-func (l *IPTablesLog) Runs(t testing.TB) [][]string {
+// Runs returns the logged runs and empties the log.
+func (l *IPTablesLog) Runs(t testing.TB) []IPTablesRun {
 	t.Helper()
 	b, err := os.ReadFile(l.path)
 	if err != nil && !os.IsNotExist(err) {
@@ -91,34 +109,63 @@ func (l *IPTablesLog) Runs(t testing.TB) [][]string {
 	if err := os.Remove(l.path); err != nil && !os.IsNotExist(err) {
 		t.Fatalf("iptables log: %v", err)
 	}
-	var out [][]string
-	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
-		if line != "" {
-			out = append(out, strings.Split(line, "\x1f"))
+	var out []IPTablesRun
+	for _, rec := range strings.Split(string(b), logRecordEnd) {
+		if rec == "" {
+			continue
 		}
+		args, input, _ := strings.Cut(rec, logInputSep)
+		out = append(out, IPTablesRun{Args: strings.Split(args, logArgSep), Input: input})
 	}
 	return out
 }
 
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+// Reads are the questions of the logged runs, each as the table, the option (-S, -C)
+// and the chain: the listings and checks of iptables and ip6tables runs, and the -C
+// lines of restore scripts.
+func (r IPTablesRun) Reads() [][3]string {
+	switch tool := r.Args[0]; {
+	case tool == "iptables" || tool == "ip6tables":
+		// iptables -w -t TABLE OP CHAIN [RULE...]
+		if len(r.Args) >= 6 && r.Args[1] == "-w" && r.Args[2] == "-t" {
+			return [][3]string{{r.Args[3], r.Args[4], r.Args[5]}}
+		}
+		return [][3]string{{"?", strings.Join(r.Args[1:], " "), "?"}}
+	case strings.HasSuffix(tool, "-restore"):
+		var out [][3]string
+		table := ""
+		for _, line := range strings.Split(r.Input, "\n") {
+			f := strings.Fields(line)
+			switch {
+			case len(f) == 1 && strings.HasPrefix(f[0], "*"):
+				table = f[0][1:]
+			case len(f) >= 2 && f[0] == "-C":
+				out = append(out, [3]string{table, "-C", f[1]})
+			}
+		}
+		return out
+	}
+	return nil
+}
 
 // RequireOwnReads empties the log and fails t, naming what ran (an operation of the
-// test), for any run of iptables-save or ip6tables-save and for any iptables or
-// ip6tables run that is not a listing (-S) or a check (-C) of a chain that allowed
-// accepts, given the table, the option (-S, -C) and the chain. It returns the runs.
-func (l *IPTablesLog) RequireOwnReads(t testing.TB, what string, allowed func(table, op, chain string) bool) [][]string {
+// test), for any run of iptables-save or ip6tables-save and for any read (Reads) that
+// allowed refuses, given the table, the option (-S, -C) and the chain. It returns the
+// runs.
+func (l *IPTablesLog) RequireOwnReads(t testing.TB, what string, allowed func(table, op, chain string) bool) []IPTablesRun {
 	t.Helper()
 	runs := l.Runs(t)
 	for _, r := range runs {
-		switch tool := r[0]; {
-		case strings.HasSuffix(tool, "-save"):
-			t.Errorf("%s ran %s: %q", what, tool, r)
-		case tool == "iptables" || tool == "ip6tables":
-			// iptables -w -t TABLE OP CHAIN [RULE...]
-			if len(r) < 6 || r[1] != "-w" || r[2] != "-t" || (r[4] != "-S" && r[4] != "-C") || !allowed(r[3], r[4], r[5]) {
-				t.Errorf("%s ran %q: a read of a chain not its own", what, r)
+		if strings.HasSuffix(r.Args[0], "-save") {
+			t.Errorf("%s ran %s: %q", what, r.Args[0], r.Args)
+		}
+		for _, q := range r.Reads() {
+			if (q[1] != "-S" && q[1] != "-C") || !allowed(q[0], q[1], q[2]) {
+				t.Errorf("%s read %s %s in table %s: not its own (%q)", what, q[1], q[2], q[0], r.Args)
 			}
 		}
 	}
 	return runs
 }
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -165,7 +165,7 @@ func (b *Batch) putRule(chain string, r Rule, first bool) {
 			c.insert(len(c.Rules), r)
 		}
 	} else {
-		b.t.setProbed(chain, r.meaning(), true)
+		b.t.setProbed(chain, r, true)
 		b.unread[chain] = true
 	}
 	if first {
@@ -188,7 +188,7 @@ func (b *Batch) DeleteRule(chain string, r Rule) {
 	}
 	c := b.t.listed[chain]
 	if c == nil {
-		b.t.setProbed(chain, r.meaning(), false)
+		b.t.setProbed(chain, r, false)
 		b.unread[chain] = true
 		b.add("-D %s %s", chain, r)
 		return

@@ -12,11 +12,13 @@ import (
 type recording struct {
 	whole *Table
 	reads []string
+	// legacy is a source that cannot tell a chain exists without listing it.
+	legacy bool
 }
 
 func (r *recording) exists(chain string) (bool, bool) {
 	c, err := r.whole.Chain(chain)
-	return c != nil && err == nil, true
+	return c != nil && err == nil, !r.legacy
 }
 
 func (r *recording) list(chain string) (*Chain, error) {
@@ -99,4 +101,19 @@ func TestPrefetchTakesOnlyAYesForARuleOfSeveralMatches(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, has)
 	assert.Equal(t, []string{"restore -C", "-S CNI-x"}, src.reads, "a no for several matches is checked in a listing")
+}
+
+// TestARuleFoundTellsThatItsChainAndItsTargetExist: with legacy tables only a listing
+// tells that a chain exists, but a rule found there (or jumping there) tells it too, so
+// a CHECK that found its rules needs no listing.
+func TestARuleFoundTellsThatItsChainAndItsTargetExist(t *testing.T) {
+	tab, src := recorded(t, "-N CNI-x\n-N CNI-y\n-A CNI-x -j RETURN\n-A POSTROUTING -j CNI-y\n")
+	src.legacy = true
+	tab.Prefetch(Probe{"CNI-x", Rule{"-j", "RETURN"}}, Probe{"POSTROUTING", Rule{"-j", "CNI-y"}})
+	for _, chain := range []string{"CNI-x", "CNI-y"} {
+		ok, err := tab.Exists(chain)
+		require.NoError(t, err)
+		assert.True(t, ok, chain)
+	}
+	assert.Equal(t, []string{"restore -C"}, src.reads)
 }

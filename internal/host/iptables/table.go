@@ -258,7 +258,7 @@ func (t *Table) Has(chain string, r Rule) (bool, error) {
 	if err != nil && !t.jumpsNowhere(r) {
 		return false, err
 	}
-	t.setProbed(chain, r.meaning(), has)
+	t.setProbed(chain, r, has)
 	return has, nil
 }
 
@@ -286,13 +286,13 @@ func (t *Table) Prefetch(probes ...Probe) {
 			return
 		}
 		for _, p := range ask[:n] {
-			t.setProbed(p.Chain, p.Rule.meaning(), true)
+			t.setProbed(p.Chain, p.Rule, true)
 		}
 		if n == len(ask) {
 			return
 		}
 		if p := ask[n]; err == nil && askable(p.Rule) || err != nil && t.jumpsNowhere(p.Rule) {
-			t.setProbed(p.Chain, p.Rule.meaning(), false)
+			t.setProbed(p.Chain, p.Rule, false)
 		} else if err != nil {
 			return
 		}
@@ -319,7 +319,13 @@ func (t *Table) answer(chain string, r Rule) (has, known bool) {
 	if c, ok := t.listed[chain]; ok {
 		return c != nil && c.Has(r), true
 	}
-	if c, ok := t.listed[r.Target()]; ok && c == nil {
+	// A jump to a chain known not to exist (never a fresh question: a target may be an
+	// extension, MASQUERADE, that no chain is named after).
+	if c, ok := t.listed[r.Target()]; ok {
+		if c == nil {
+			return false, true
+		}
+	} else if e, ok := t.exist[r.Target()]; ok && !e {
 		return false, true
 	}
 	if has, ok := t.probed[chain][r.meaning()]; ok {
@@ -331,11 +337,20 @@ func (t *Table) answer(chain string, r Rule) (has, known bool) {
 	return false, false
 }
 
-func (t *Table) setProbed(chain, meaning string, has bool) {
+// setProbed records whether chain holds r. A rule that is there tells that its chain
+// exists, and the chain it jumps to (no rule can jump to a chain that does not): with
+// legacy tables, where only a listing tells otherwise, CHECK then needs none.
+func (t *Table) setProbed(chain string, r Rule, has bool) {
 	if t.probed[chain] == nil {
 		t.probed[chain] = map[string]bool{}
 	}
-	t.probed[chain][meaning] = has
+	t.probed[chain][r.meaning()] = has
+	if has {
+		t.exist[chain] = true
+		if target := r.Target(); target != "" {
+			t.exist[target] = true
+		}
+	}
 }
 
 // ParseRules reads the output of `iptables -S` (-P, -N and -A lines; blank and #

@@ -74,9 +74,9 @@ func masqRule(mark string) iptables.Rule {
 
 // planShared queues the shared chains and their jumps; it returns the chain that
 // hairpin and localhost traffic is sent to for marking ("" without snat). The rules
-// it looks for are asked about at once (extra, the caller's, with them): on a node
-// where the chains exist, one exec.
-func planShared(b *iptables.Batch, s *settings, extra ...iptables.Probe) string {
+// it looks for are asked about at once, once the chains' existence is known (with
+// iptables-nft over netlink): on a node where the chains exist, one exec.
+func planShared(b *iptables.Batch, s *settings) string {
 	mark := markDef(s.markBit)
 	own := s.snat && s.externalSet == ""
 	b.EnsureChain(iptDNAT)
@@ -84,12 +84,7 @@ func planShared(b *iptables.Batch, s *settings, extra ...iptables.Probe) string 
 		b.EnsureChain(iptSetMark)
 		b.EnsureChain(iptMasq)
 	}
-	probes := append([]iptables.Probe{{Chain: "PREROUTING", Rule: toplevelRule}, {Chain: "OUTPUT", Rule: toplevelRule}}, extra...)
-	if own {
-		probes = append(probes, iptables.Probe{Chain: iptSetMark, Rule: setMarkRule(mark)},
-			iptables.Probe{Chain: iptMasq, Rule: masqRule(mark)}, iptables.Probe{Chain: "POSTROUTING", Rule: masqJump})
-	}
-	b.Prefetch(probes...)
+	b.Prefetch(sharedProbes(s)...)
 	b.AppendRule("PREROUTING", toplevelRule)
 	b.AppendRule("OUTPUT", toplevelRule)
 	if own {
@@ -98,6 +93,17 @@ func planShared(b *iptables.Batch, s *settings, extra ...iptables.Probe) string 
 		b.InsertRule("POSTROUTING", masqJump)
 	}
 	return markChainOf(s)
+}
+
+// sharedProbes are the rules of the shared layout, in the chains they go in.
+func sharedProbes(s *settings) []iptables.Probe {
+	probes := []iptables.Probe{{Chain: "PREROUTING", Rule: toplevelRule}, {Chain: "OUTPUT", Rule: toplevelRule}}
+	if s.snat && s.externalSet == "" {
+		mark := markDef(s.markBit)
+		probes = append(probes, iptables.Probe{Chain: iptSetMark, Rule: setMarkRule(mark)},
+			iptables.Probe{Chain: iptMasq, Rule: masqRule(mark)}, iptables.Probe{Chain: "POSTROUTING", Rule: masqJump})
+	}
+	return probes
 }
 
 // markChainOf is the chain hairpin and localhost traffic is sent to for marking: ours,
@@ -295,20 +301,20 @@ func (iptBackend) check(ctx context.Context, o attachment, s *settings, fams []f
 	for _, f := range fams {
 		fam := iptFamily(f.v6)
 		err := iptables.Inspect(ctx, fam, "nat", func(t *iptables.Table) error {
-			b := iptables.NewBatch(t)
-			// Where the CNI-DN chain exists, its rules and the entries are asked about
-			// with the shared layout's, at once.
-			var probes []iptables.Probe
+			// Every rule looked for is asked about at once, first: where all are there,
+			// that one exec also tells that the chains exist (legacy tables have no
+			// cheaper way to tell).
 			dnRs, entries := dnRules(s, f, markChainOf(s)), entryRules(o, f, dn)
-			if b.Exists(dn) {
-				for _, r := range dnRs {
-					probes = append(probes, iptables.Probe{Chain: dn, Rule: r})
-				}
-				for _, r := range entries {
-					probes = append(probes, iptables.Probe{Chain: iptDNAT, Rule: r})
-				}
+			probes := sharedProbes(s)
+			for _, r := range dnRs {
+				probes = append(probes, iptables.Probe{Chain: dn, Rule: r})
 			}
-			planShared(b, s, probes...)
+			for _, r := range entries {
+				probes = append(probes, iptables.Probe{Chain: iptDNAT, Rule: r})
+			}
+			t.Prefetch(probes...)
+			b := iptables.NewBatch(t)
+			planShared(b, s)
 			if b.Err() != nil {
 				return b.Err()
 			}

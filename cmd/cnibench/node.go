@@ -20,7 +20,8 @@ import (
 // with their sets, maps and two chains per Service), kubelet's chains beside them.
 // Each level is a fresh throwaway host namespace per arm: kube-proxy's rules loaded
 // first, untimed, then 10 of our pods resident (and 10 firewall attachments in the
-// four-exec arm's host), then the measured pods, the arms taking turns pod by pod.
+// four-exec arm's host), then the measured pods, the arms taking turns pod by pod;
+// at 5,000 Services, each plugin's exec within the four-exec chain too.
 // No backend is configured, so docs/backends.md's rule decides; what each arm's
 // plugins picked (read from the tables afterwards) is in the note of its ADD figure,
 // flagged for ours where it is not the rule's answer (iptables beside kube-proxy's
@@ -29,9 +30,12 @@ import (
 // reference's on the same node. Its third target (1,000 of our pods resident,
 // iptables, ≤ 1.5× the cost at 10) is the scale section's iptables figure.
 //
-// On the shared 2-core machine, before the iptables backend stopped saving whole
-// tables (72f01b3): about 9 minutes with -ref, 3.5 with QUICK=1 (levels 0 and
-// 5,000, 3 pods resident, 5 measured).
+// Run time with -ref on the shared 2-core machine: the plugins of 72f01b3 (before
+// issue 35) 2.5 minutes at load 1-4, most of it ours at 5,000 Services in iptables
+// mode (0.8 s an operation), 1.1 minutes with QUICK=1 (levels 0 and 5,000 only, 3
+// pods resident, 5 measured); those of 91754f3 with -base = 72f01b3, 3.6 and 1.7
+// minutes at load 2-8. Loading kube-proxy's 5,000 Services takes 0.7-1.2 s per arm
+// in iptables mode and 5 s in nftables mode.
 func (b *bench) node() error {
 	levels, resident, n := []int{0, 1000, 5000}, 10, b.iterations(8)
 	if b.quick {
@@ -46,8 +50,8 @@ func (b *bench) node() error {
 	}
 	for _, mode := range []string{proxyIPTables, proxyNFTables} {
 		at := map[int]map[nodeKey]float64{}
-		for _, services := range levels {
-			m, err := b.nodeLevel(arrs, kubeNode{mode, services}, resident, n)
+		for i, services := range levels {
+			m, err := b.nodeLevel(arrs, kubeNode{mode, services}, resident, n, i == len(levels)-1)
 			if err != nil {
 				return err
 			}
@@ -82,8 +86,9 @@ func nodeWhat(arr arrangement) string {
 }
 
 // nodeLevel makes every arm's node at one level, measures it and records its
-// figures; it returns the medians for the ratios.
-func (b *bench) nodeLevel(arrs []arrangement, k kubeNode, resident, n int) (map[nodeKey]float64, error) {
+// figures, with each plugin's exec in the four-exec arms when plugins is set; it
+// returns the medians for the ratios.
+func (b *bench) nodeLevel(arrs []arrangement, k kubeNode, resident, n int, plugins bool) (map[nodeKey]float64, error) {
 	var arms []*arm
 	var fws []*firewallRun
 	defer func() {
@@ -148,6 +153,11 @@ func (b *bench) nodeLevel(arrs []arrangement, k kubeNode, resident, n int) (map[
 				note += "; " + pickNote(picked[i], a.arr.build, k.mode)
 			}
 			b.recordFor(a.arr.build, "node", fmt.Sprintf("%-5s %s via libcni, %s", op, what, k), m, "ms", note)
+		}
+		if plugins && !a.arr.oneChain {
+			for _, key := range pluginKeys(a.s.clock.times) {
+				b.recordFor(a.arr.build, "node", fmt.Sprintf("  %s, four execs, %s", key, k), timing.MedianMs(a.s.clock.times[key]), "ms", "per plugin")
+			}
 		}
 	}
 	for _, r := range fws {

@@ -120,14 +120,8 @@ func (s *execSource) exists(chain string) (exists, known bool) {
 	if s.conn == nil {
 		return false, false
 	}
-	_, err := s.conn.ListChain(&nftables.Table{Name: s.table, Family: nftFamily(s.fam)}, chain)
-	switch {
-	case err == nil:
-		return true, true
-	case netfilter.IsNotExist(err):
-		return false, true
-	}
-	return false, false
+	ch, err := netfilter.LookupChain(s.conn, &nftables.Table{Name: s.table, Family: nftFamily(s.fam)}, chain)
+	return ch != nil, err == nil
 }
 
 // list runs `iptables -w -t TABLE -S CHAIN`. A chain that does not exist is exit status

@@ -15,8 +15,9 @@
 // from prevResult's addresses (adopt.go). Like the reference masquerade rules, the key is
 // network + container: two interfaces of one container on one network share it. The
 // admin chain is never flushed and CNI-FORWARD is never flushed wholesale, so rules an
-// operator put there survive every ADD and DEL. One ADD, DEL or GC is one iptables-save
-// and one iptables-restore per family.
+// operator put there survive every ADD and DEL. One ADD, DEL or GC is one
+// iptables-restore per family, and reads only CNI-FORWARD (and the isolation chains) and
+// what FORWARD holds of its jumps (iptables -C), never the whole filter table.
 //
 // The nftables backend (nftables.go) has the same meaning in a table of its own, table
 // inet cni_firewall, over netlink: a forward base chain jumps to the isolation chain,

@@ -31,7 +31,7 @@ func familyOf(a netip.Addr) iptables.Family {
 	return iptables.IPv6
 }
 
-// hostPrefix is the address as a single-host prefix (/32, /128), the form iptables-save
+// hostPrefix is the address as a single-host prefix (/32, /128), the form iptables
 // prints for `-s`/`-d` and firewalld takes as a source.
 func hostPrefix(a netip.Addr) string {
 	a = a.Unmap()

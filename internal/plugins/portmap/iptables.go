@@ -148,7 +148,7 @@ func dnRules(s *settings, f family, markChain string) []iptables.Rule {
 		}
 		match := append(slices.Clone(dst), "-p", m.proto, "-m", m.proto, "--dport", strconv.Itoa(int(m.hostPort)))
 		if markChain != "" {
-			// iptables-save omits a match on 0.0.0.0/0, which masqAll would be.
+			// iptables omits a match on 0.0.0.0/0 from its listings, which masqAll would be.
 			hairpin := iptables.Rule{}
 			if !s.masqAll {
 				hairpin = iptables.Rule{"-s", f.addr.Masked().String()}

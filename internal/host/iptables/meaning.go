@@ -142,9 +142,9 @@ func (r Rule) walk(fn func(option) bool) {
 	}
 }
 
-// alias returns the spelling iptables-save prints for one of the long spellings
-// iptables and its common modules accept, or "". A switch, not a map: a package-level
-// map is built in every exec's start-up.
+// alias returns the spelling iptables lists (-S, iptables-save) for one of the long
+// spellings iptables and its common modules accept, or "". A switch, not a map: a
+// package-level map is built in every exec's start-up.
 func alias(tok string) string {
 	switch tok {
 	case "--source", "--src":
@@ -311,8 +311,8 @@ func parseNet(s string) (netip.Prefix, bool) {
 	return p, err == nil
 }
 
-// canonicalProto is the name iptables-save prints for the protocols our layouts and
-// common conditions use.
+// canonicalProto is the name iptables lists (-S, iptables-save) for the protocols our
+// layouts and common conditions use.
 func canonicalProto(p string) string {
 	p = strings.ToLower(p)
 	switch p {

@@ -33,9 +33,9 @@ import (
 // Run time with -ref on the shared 2-core machine: the plugins of 72f01b3 (before
 // issue 35) 2.5 minutes at load 1-4, most of it ours at 5,000 Services in iptables
 // mode (0.8 s an operation), 1.1 minutes with QUICK=1 (levels 0 and 5,000 only, 3
-// pods resident, 5 measured); those of 91754f3 with -base = 72f01b3, 3.6 and 1.7
-// minutes at load 2-8. Loading kube-proxy's 5,000 Services takes 0.7-1.2 s per arm
-// in iptables mode and 5 s in nftables mode.
+// pods resident, 5 measured); those of 7da9410 with -base = 72f01b3 beside them,
+// 3.2-3.6 minutes and 1.7 with QUICK=1 at load 2-8. Loading kube-proxy's 5,000
+// Services takes 0.7-1.4 s per arm in iptables mode and 5 s in nftables mode.
 func (b *bench) node() error {
 	levels, resident, n := []int{0, 1000, 5000}, 10, b.iterations(8)
 	if b.quick {

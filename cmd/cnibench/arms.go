@@ -178,18 +178,24 @@ func (b *bench) recordArms(section string, arms []*arm, withPlugins bool) {
 		if !withPlugins {
 			continue
 		}
-		keys := make([]string, 0, len(a.s.clock.times))
-		for k := range a.s.clock.times {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			return opOrder(keys[i]) < opOrder(keys[j]) || opOrder(keys[i]) == opOrder(keys[j]) && keys[i] < keys[j]
-		})
-		for _, k := range keys {
+		for _, k := range pluginKeys(a.s.clock.times) {
 			b.recordFor(a.arr.build, section, fmt.Sprintf("  %s, %s @%d", k, a.arr.describe(), present),
 				timing.MedianMs(a.s.clock.times[k]), "ms", "per plugin")
 		}
 	}
+}
+
+// pluginKeys are the plugin clock's "<plugin> <command>" keys, by command in chain
+// order, then by plugin.
+func pluginKeys(times map[string][]time.Duration) []string {
+	keys := make([]string, 0, len(times))
+	for k := range times {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return opOrder(keys[i]) < opOrder(keys[j]) || opOrder(keys[i]) == opOrder(keys[j]) && keys[i] < keys[j]
+	})
+	return keys
 }
 
 // opOrder sorts "<plugin> <command>" keys by command in chain order.

@@ -10,12 +10,16 @@ import (
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
-// firewallScaleConf is one attachment's firewall config (iptables backend) with a prevResult
-// giving it address 10.98.x.y.
-func firewallScaleConf(i int) []byte {
-	return []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"fwbench","type":"firewall","backend":"iptables",
+// firewallScaleConf is one attachment's firewall config with a prevResult giving it
+// address 10.98.x.y; backend "" leaves the backend to the rule.
+func firewallScaleConf(backend string, i int) []byte {
+	be := ""
+	if backend != "" {
+		be = fmt.Sprintf(`"backend":%q,`, backend)
+	}
+	return []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"fwbench","type":"firewall",%s
 		"prevResult":{"cniVersion":"1.1.0","interfaces":[{"name":"fwbench0"},{"name":"eth0","sandbox":"/run/netns/fw"}],
-		"ips":[{"address":"10.98.%d.%d/16","interface":1}]}}`, (i/250)%250, i%250+2))
+		"ips":[{"address":"10.98.%d.%d/16","interface":1}]}}`, be, (i/250)%250, i%250+2))
 }
 
 // firewallScale measures exec'd firewall ADD, CHECK and DEL of one attachment with 10
@@ -66,6 +70,7 @@ func (b *bench) firewallScale() error {
 type firewallRun struct {
 	*pluginHost
 	bd        build
+	backend   string // "" leaves it to the rule
 	installed int
 	times     map[string][]time.Duration
 }
@@ -75,7 +80,7 @@ func newFirewallRun(bd build) (*firewallRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &firewallRun{pluginHost: h, bd: bd, times: map[string][]time.Duration{}}, nil
+	return &firewallRun{pluginHost: h, bd: bd, backend: "iptables", times: map[string][]time.Duration{}}, nil
 }
 
 func (r *firewallRun) args(cmd string, i int) skel.Args {
@@ -83,7 +88,7 @@ func (r *firewallRun) args(cmd string, i int) skel.Args {
 }
 
 func (r *firewallRun) exec(cmd string, i int) error {
-	return runPlugin(filepath.Join(r.dir, "firewall"), r.args(cmd, i), firewallScaleConf(i))
+	return runPlugin(filepath.Join(r.dir, "firewall"), r.args(cmd, i), firewallScaleConf(r.backend, i))
 }
 
 // grow installs attachments up to n, untimed.

@@ -14,6 +14,7 @@ func (b *bench) sections() []section {
 		{"macvlan", b.macvlan},
 		{"host-device", b.hostDevice},
 		{"scale", b.scale},
+		{"node", b.node},
 		{"parallel", b.parallel},
 		{"flannel", b.flannel},
 		{"containerd", b.containerd},

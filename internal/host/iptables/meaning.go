@@ -56,6 +56,21 @@ func boolCompare(a, b bool) int {
 	return -1
 }
 
+// matches counts the match modules r uses (comment, conntrack, multiport, the one -p
+// loads for --dport...). iptables -C compares a rule's matches in the order they were
+// written, where Same does not: only for a rule of one match at most are the two the
+// same question.
+func (r Rule) matches() int {
+	seen := map[string]bool{}
+	r.walk(func(o option) bool {
+		if o.owner != "" && !strings.HasPrefix(o.owner, "=> ") {
+			seen[o.owner] = true
+		}
+		return true
+	})
+	return len(seen)
+}
+
 // options reads r the way iptables parses a rule. The equivalences it knows:
 //   - long and short names (--source, --src, -s; --destination-port, --dport; ...);
 //   - negation before the option (`! -d x`) or, the old form, after it (`-d ! x`);
@@ -127,9 +142,9 @@ func (r Rule) walk(fn func(option) bool) {
 	}
 }
 
-// alias returns the spelling iptables-save prints for one of the long spellings
-// iptables and its common modules accept, or "". A switch, not a map: a package-level
-// map is built in every exec's start-up.
+// alias returns the spelling iptables lists (-S, iptables-save) for one of the long
+// spellings iptables and its common modules accept, or "". A switch, not a map: a
+// package-level map is built in every exec's start-up.
 func alias(tok string) string {
 	switch tok {
 	case "--source", "--src":
@@ -296,8 +311,8 @@ func parseNet(s string) (netip.Prefix, bool) {
 	return p, err == nil
 }
 
-// canonicalProto is the name iptables-save prints for the protocols our layouts and
-// common conditions use.
+// canonicalProto is the name iptables lists (-S, iptables-save) for the protocols our
+// layouts and common conditions use.
 func canonicalProto(p string) string {
 	p = strings.ToLower(p)
 	switch p {

@@ -10,19 +10,18 @@ import (
 // 300 attachments (600 entry rules): a delete by target and three appends, each needing
 // "is this rule there" answered by meaning.
 func BenchmarkPlanAgainstABusyChain(b *testing.B) {
-	var save strings.Builder
-	save.WriteString("*nat\n:PREROUTING ACCEPT [0:0]\n:CNI-HOSTPORT-DNAT - [0:0]\n")
+	var listing strings.Builder
+	listing.WriteString("-N CNI-HOSTPORT-DNAT\n")
 	for i := range 600 {
-		fmt.Fprintf(&save, "-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment \"dnat name: \\\"net\\\" id: \\\"c%d\\\"\" -m multiport --dports %d -j CNI-DN-%021d\n", i, 10000+i, i)
+		fmt.Fprintf(&listing, "-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment \"dnat name: \\\"net\\\" id: \\\"c%d\\\"\" -m multiport --dports %d -j CNI-DN-%021d\n", i, 10000+i, i)
 	}
-	save.WriteString("COMMIT\n")
 	want := []Rule{
 		rule(`-p tcp -m comment --comment "dnat name: \"net\" id: \"new\"" -m multiport --dports 9000 -j CNI-DN-new`),
 		rule(`-p udp -m comment --comment "dnat name: \"net\" id: \"new\"" -m multiport --dports 9001 -j CNI-DN-new`),
 		rule(`-p sctp -m comment --comment "dnat name: \"net\" id: \"new\"" -m multiport --dports 9002 -j CNI-DN-new`),
 	}
 	for b.Loop() {
-		tab, err := Parse(IPv4, "nat", save.String())
+		tab, err := ParseRules(IPv4, "nat", listing.String())
 		if err != nil {
 			b.Fatal(err)
 		}

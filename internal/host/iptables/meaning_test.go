@@ -155,20 +155,20 @@ func TestRulesOfEitherFlavourAreRecognisedHoweverSpelled(t *testing.T) {
 					require.NoError(t, err, out)
 				}
 				load := func() *Table {
-					out, err := host.Exec(t, tool("-save"), "-t", "nat")
+					out, err := host.Exec(t, tool(""), "-t", "nat", "-S")
 					require.NoError(t, err, out)
-					tab, err := Parse(fam, "nat", out)
+					tab, err := ParseRules(fam, "nat", out)
 					require.NoError(t, err)
 					return tab
 				}
 				tab := load()
 				b := NewBatch(tab)
 				for _, r := range flavourRules[fam] {
-					assert.True(t, tab.Chain(r.chain).Has(rule(r.ours)), "%s: written as %q, not found as %q", fl.Name, r.theirs, r.ours)
+					assert.True(t, mustChain(t, tab, r.chain).Has(rule(r.ours)), "%s: written as %q, not found as %q", fl.Name, r.theirs, r.ours)
 					b.AppendRule(r.chain, rule(r.ours))
 				}
 				assert.Zero(t, b.Len(), "appending rules that are there records nothing: %s", b.Script())
-				assert.False(t, tab.Chain("CNI-test").Has(rule(`-p tcp -m tcp --dport 8081 -j RETURN`)))
+				assert.False(t, mustChain(t, tab, "CNI-test").Has(rule(`-p tcp -m tcp --dport 8081 -j RETURN`)))
 
 				b = NewBatch(load())
 				for _, r := range flavourRules[fam] {
@@ -179,9 +179,12 @@ func TestRulesOfEitherFlavourAreRecognisedHoweverSpelled(t *testing.T) {
 				require.NoError(t, b.Err())
 				require.NoError(t, restore(host, tool("-restore"), b.Script()))
 				after := load()
-				assert.Nil(t, after.Chain("CNI-test"))
-				assert.Nil(t, after.Chain("CNI-post"))
-				assert.Empty(t, after.Chain("POSTROUTING").Rules)
+				for _, gone := range []string{"CNI-test", "CNI-post"} {
+					c, err := after.Chain(gone)
+					require.NoError(t, err)
+					assert.Nil(t, c, gone)
+				}
+				assert.Empty(t, mustChain(t, after, "POSTROUTING").Rules)
 			})
 		}
 	}

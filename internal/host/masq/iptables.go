@@ -56,10 +56,15 @@ func iptSetup(ctx context.Context, att Attachment, ips []netip.Prefix) error {
 		if len(chain) == 0 {
 			continue
 		}
+		// A new chain costs no read (nothing can jump to it yet, so its jumps are
+		// appended blind); an existing one is listed, and POSTROUTING asked about each
+		// jump alone.
 		err := iptables.Update(ctx, fam, natTable, func(b *iptables.Batch) error {
 			want := chain
-			if c := b.Table().Chain(name); c != nil {
-				want = iptMerge(c.Rules, chain)
+			if b.Exists(name) {
+				if c := b.Chain(name); c != nil {
+					want = iptMerge(c.Rules, chain)
+				}
 			}
 			b.SetRules(name, want)
 			for _, r := range jumps {
@@ -92,8 +97,12 @@ func iptMerge(have, want []iptables.Rule) []iptables.Rule {
 	return append(out, want[len(want)-1])
 }
 
-// iptRemove deletes the jumps into the named chains and the chains themselves.
+// iptRemove deletes the jumps into the named chains and the chains themselves. The
+// jumps are found in a listing of POSTROUTING: DEL has no addresses to rebuild them.
 func iptRemove(b *iptables.Batch, names map[string]bool) {
+	if len(names) == 0 {
+		return
+	}
 	b.DeleteRulesFunc("POSTROUTING", func(r iptables.Rule) bool { return names[r.Target()] })
 	for name := range names {
 		b.DeleteChain(name)
@@ -104,8 +113,8 @@ func iptTeardown(ctx context.Context, network, containerID string) error {
 	names := map[string]bool{iptChainName(network, containerID): true}
 	var errs []error
 	for _, fam := range families {
-		if !iptables.TableInUse(fam, natTable) {
-			continue // nothing to remove, and no iptables-save exec spent finding that out
+		if !iptables.ChainsMayExist(fam, natTable, iptChainName(network, containerID)) {
+			continue // no chain, so no jump to it either, and no exec spent finding that out
 		}
 		err := iptables.Update(ctx, fam, natTable, func(b *iptables.Batch) error {
 			iptRemove(b, names)
@@ -132,11 +141,10 @@ func iptCheck(ctx context.Context, att Attachment, ips []netip.Prefix) error {
 		if len(chain) == 0 {
 			continue
 		}
-		t, err := iptables.Load(ctx, fam, natTable)
-		if err != nil {
-			return fmt.Errorf("masquerade check: %w", err)
-		}
-		switch err := iptCheckTable(t, att, chain, jumps); {
+		err := iptables.Inspect(ctx, fam, natTable, func(t *iptables.Table) error {
+			return iptCheckTable(t, att, chain, jumps)
+		})
+		switch {
 		case errors.Is(err, errAbsent):
 			absent = err
 		case err != nil:
@@ -151,10 +159,14 @@ func iptCheck(ctx context.Context, att Attachment, ips []netip.Prefix) error {
 	return absent
 }
 
-// iptCheckTable verifies the attachment's chain and jumps of one family's nat table.
+// iptCheckTable verifies the attachment's chain (listed) and its jumps (POSTROUTING is
+// asked about each, never listed) in one family's nat table.
 func iptCheckTable(t *iptables.Table, att Attachment, chain, jumps []iptables.Rule) error {
 	name := iptChainName(att.Network, att.ContainerID)
-	c := t.Chain(name)
+	c, err := t.Chain(name)
+	if err != nil {
+		return fmt.Errorf("masquerade check: %w", err)
+	}
 	if c == nil {
 		return fmt.Errorf("masquerade check: %s chain %s %w", t.Family, name, errAbsent)
 	}
@@ -166,9 +178,12 @@ func iptCheckTable(t *iptables.Table, att Attachment, chain, jumps []iptables.Ru
 			return fmt.Errorf("masquerade check: %s chain %s lacks %q", t.Family, name, r.String())
 		}
 	}
-	post := t.Chain("POSTROUTING")
 	for _, r := range jumps {
-		if post == nil || !post.Has(r) {
+		has, err := t.Has("POSTROUTING", r)
+		if err != nil {
+			return fmt.Errorf("masquerade check: %w", err)
+		}
+		if !has {
 			return fmt.Errorf("masquerade check: %s POSTROUTING lacks %q", t.Family, r.String())
 		}
 	}
@@ -176,10 +191,13 @@ func iptCheckTable(t *iptables.Table, att Attachment, chain, jumps []iptables.Ru
 }
 
 // iptGC removes the chains (and jumps) of network's attachments whose container is not
-// valid. A chain is recognised by its comment naming the network and by its name being
-// the one that network and container give, so nothing of another network or plugin is
-// touched. The reference layout is keyed by container only, so the interface name of a
-// valid attachment does not matter here.
+// valid. They are found from their jumps in POSTROUTING, which carry the attachment's
+// comment: one listing of that chain, none of the table. A jump is recognised by its
+// comment naming the network and by its target being the chain that network and
+// container give, so nothing of another network or plugin is touched. The reference
+// layout is keyed by container only, so the interface name of a valid attachment does
+// not matter here. A chain whose jump was deleted by hand is not found; its DEL still
+// removes it.
 func iptGC(ctx context.Context, network string, valid iter.Seq2[string, string]) error {
 	var ids []string
 	for cid := range valid {
@@ -192,15 +210,14 @@ func iptGC(ctx context.Context, network string, valid iter.Seq2[string, string])
 			continue
 		}
 		err := iptables.Update(ctx, fam, natTable, func(b *iptables.Batch) error {
+			post := b.Chain("POSTROUTING")
+			if post == nil {
+				return nil
+			}
 			stale := map[string]bool{}
-			for _, c := range b.Table().Chains() {
-				if !strings.HasPrefix(c.Name, "CNI-") || c.Builtin() {
-					continue
-				}
-				for _, r := range c.Rules {
-					if id, ok := iptOwnedBy(network, c.Name, r.Comment()); ok && !keep.Has(id) {
-						stale[c.Name] = true
-					}
+			for _, r := range post.Rules {
+				if id, ok := iptOwnedBy(network, r.Target(), r.Comment()); ok && !keep.Has(id) {
+					stale[r.Target()] = true
 				}
 			}
 			iptRemove(b, stale)

@@ -10,7 +10,13 @@
 // `name: "<network>" id: "<containerID>"`. As there, the chain is keyed by network and
 // container only: two interfaces of one container on one network share it, and the
 // Teardown of either removes it. Unlike the reference (one `iptables` exec per
-// rule), a Setup or Teardown is one iptables-save and one iptables-restore per family.
+// rule), a Setup or Teardown is one iptables-restore per family, and nothing reads the
+// nat table whole (on a kube-proxy node it holds tens of thousands of rules): a Setup
+// of a new chain reads nothing (with iptables-nft, netlink says the chain is new, and
+// nothing can jump to a new chain yet), a repeated one lists the chain and asks
+// POSTROUTING about each jump (`iptables -C`); CHECK does the same; a Teardown lists
+// POSTROUTING, whose jumps it cannot rebuild without the addresses; GC finds stale
+// chains from the commented jumps in that one listing.
 //
 // nftables talks netlink directly (no `nft` exec) to its own table `inet cni_masquerade`
 // (not the reference's `cni_plugins_masquerade`, whose layout differs). Its base chain

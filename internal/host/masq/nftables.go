@@ -42,9 +42,10 @@ func nftMap(t *nftables.Table, v6 bool) *nftables.Set {
 	return s
 }
 
-// conn opens a netlink connection in the calling thread's network namespace.
-func conn() (*nftables.Conn, error) {
-	c, err := nftables.New(nftables.AsLasting())
+// conn opens a netlink connection in the calling thread's network namespace; tests
+// pass an option that records what goes through it.
+func conn(opts ...nftables.ConnOption) (*nftables.Conn, error) {
+	c, err := nftables.New(append([]nftables.ConnOption{nftables.AsLasting()}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("masquerade: nftables: %w", err)
 	}
@@ -289,12 +290,26 @@ func nftRules(c *nftables.Conn, name string) ([]*nftables.Rule, error) {
 }
 
 // nftRemove queues the deletion of an attachment chain and of the map elements its
-// comment names.
+// comment names that still go to it: an address taken over by another attachment
+// (nftSetup, when a stale attachment's DEL never came) keeps its element, which a late
+// DEL or GC of the stale one used to delete, leaving the other unmasqueraded. One
+// lookup per address.
 func nftRemove(c *nftables.Conn, name string, rules []*nftables.Rule) error {
 	t := nftTable()
-	ips := commentIPs(rules)
+	var ours []netip.Addr
+	for _, a := range commentIPs(rules) {
+		m := nftMap(t, a.Is6())
+		e, err := netfilter.GetElement(m.Table.Family, m.Table.Name, m.Name, a.AsSlice())
+		switch {
+		case netfilter.IsNotExist(err):
+		case err != nil:
+			return err
+		case e.VerdictChain == name:
+			ours = append(ours, a)
+		}
+	}
 	for _, v6 := range []bool{false, true} {
-		if elems := nftElements(ips, v6, ""); len(elems) > 0 {
+		if elems := nftElements(ours, v6, ""); len(elems) > 0 {
 			if err := c.SetDeleteElements(nftMap(t, v6), elems); err != nil {
 				return err
 			}
@@ -420,9 +435,13 @@ func nftCheck(att Attachment, ips []netip.Prefix) error {
 }
 
 // nftGC deletes the chains (and map elements) of network's attachments not in valid,
-// in one transaction. Chains are found by their network prefix and confirmed by comment.
-func nftGC(network string, valid iter.Seq2[string, string]) error {
-	c, err := conn()
+// in one transaction. Chains are found by their network prefix and confirmed by comment,
+// among the chains of our table that hold rules (netfilter.ChainsWithRules: the inet
+// family's chain dump would hold firewalld's table and any other). An attachment's
+// chain always holds its rules: only one emptied by hand is not found, and stays,
+// masquerading nothing.
+func nftGC(network string, valid iter.Seq2[string, string], opts ...nftables.ConnOption) error {
+	c, err := conn(opts...)
 	if err != nil {
 		return nil
 	}
@@ -431,25 +450,23 @@ func nftGC(network string, valid iter.Seq2[string, string]) error {
 	for cid, ifName := range valid {
 		keep[nftChainName(network, cid, ifName)] = true
 	}
-	var chains []*nftables.Chain
-	if tableExists(c) {
-		if chains, err = c.ListChainsOfTableFamily(nftables.TableFamilyINet); err != nil {
-			return fmt.Errorf("masquerade gc: nftables chains: %w", err)
-		}
+	chains, err := netfilter.ChainsWithRules(nftables.TableFamilyINet, nftTableName)
+	if err != nil {
+		return fmt.Errorf("masquerade gc: %w", err)
 	}
 	prefix, queued := nftChainPrefix(network), 0
-	for _, ch := range chains {
-		if ch.Table.Name != nftTableName || !strings.HasPrefix(ch.Name, prefix) || keep[ch.Name] {
+	for _, name := range chains {
+		if !strings.HasPrefix(name, prefix) || keep[name] {
 			continue
 		}
-		rules, err := nftRules(c, ch.Name)
+		rules, err := nftRules(c, name)
 		if err != nil {
-			return fmt.Errorf("masquerade gc: nftables chain %s: %w", ch.Name, err)
+			return fmt.Errorf("masquerade gc: nftables chain %s: %w", name, err)
 		}
 		if net := commentField(rules, "net"); net != "" && !strings.HasPrefix(network, net) {
 			continue // a hash prefix shared with another network
 		}
-		if err := nftRemove(c, ch.Name, rules); err != nil {
+		if err := nftRemove(c, name, rules); err != nil {
 			return fmt.Errorf("masquerade gc: %w", err)
 		}
 		queued++

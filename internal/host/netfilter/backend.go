@@ -17,17 +17,22 @@
 // tables, with base chains named like iptables' built-in chains) count when one of those
 // base chains drops by policy or holds a rule that is not a jump to a CNI-* chain: the
 // plugins' own iptables rules (all behind CNI-* chains) must not turn a node that had
-// none into an iptables node between an ADD and its CHECK. They are seen with one dump
-// of the chains and one of each such base chain's rules (stopping at the first that
-// counts) when the caller may dump, and ignored when it may not. The tools are looked
-// up in PATH, never run: a node without them (Talos, RHEL 10 without iptables-legacy)
-// gets nftables even when a pod's own iptables left tables behind.
+// none into an iptables node between an ADD and its CHECK. They are read without
+// reading what else the node holds: one dump of the tables' headers, a lookup by name of
+// each built-in chain of the iptables tables present, and the rules of one such chain
+// at a time until one counts, so that detection costs the same beside kube-proxy's
+// thousands of chains (its own table in nftables mode, its chains in iptables-nft's) as
+// on an empty node; a caller without CAP_NET_ADMIN is refused the table dump, and then
+// nothing of nf_tables counts. The tools are looked up in PATH, never run: a node
+// without them (Talos, RHEL 10 without iptables-legacy) gets nftables even when a pod's
+// own iptables left tables behind.
 package netfilter
 
 import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -71,7 +76,10 @@ func Runnable(b Backend) Backend {
 }
 
 // Detect applies steps 2 and 3 of the rule in the calling thread's network namespace.
-func Detect() Backend {
+func Detect() Backend { return detect() }
+
+// detect is Detect with options for its nf_tables connection (tests record through one).
+func detect(opts ...nftables.ConnOption) Backend {
 	if !IPTablesInstalled() {
 		return NFTables
 	}
@@ -80,12 +88,13 @@ func Detect() Backend {
 	if legacyTablesInUse("/proc/thread-self/net/ip_tables_names") || legacyTablesInUse("/proc/thread-self/net/ip6_tables_names") {
 		return IPTables
 	}
-	conn, err := nftables.New()
+	conn, err := nftables.New(append([]nftables.ConnOption{nftables.AsLasting()}, opts...)...)
 	if err != nil {
 		return IPTables // no netlink to nf_tables
 	}
 	defer conn.CloseLasting()
-	chains, err := conn.ListChains()
+	// The tables' headers only: a node's chains, sets and rules are not in this answer.
+	tables, err := conn.ListTablesOfFamily(nftables.TableFamilyUnspecified)
 	switch {
 	case isErrno(err, syscall.EPERM):
 		// Without CAP_NET_ADMIN nf_tables shows nothing; the unprivileged facts above
@@ -93,16 +102,17 @@ func Detect() Backend {
 		return NFTables
 	case err != nil:
 		return IPTables // no usable nf_tables in this kernel
-	case hostRulesInIPTablesNFT(conn, chains):
+	case hostRulesInIPTablesNFT(conn, tables):
 		return IPTables
 	}
 	return NFTables
 }
 
-// IPTablesInstalled reports whether iptables-restore and iptables-save, which the
-// iptables backend runs, are in PATH. It looks, it does not run them.
+// IPTablesInstalled reports whether iptables (which lists and checks our chains) and
+// iptables-restore (which changes them), the tools the iptables backend runs, are in
+// PATH. It looks, it does not run them.
 func IPTablesInstalled() bool {
-	for _, tool := range []string{"iptables-restore", "iptables-save"} {
+	for _, tool := range []string{"iptables", "iptables-restore"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return false
 		}
@@ -115,38 +125,65 @@ func legacyTablesInUse(path string) bool {
 	return err == nil && strings.TrimSpace(string(b)) != ""
 }
 
-// The tables iptables-nft makes and the built-in chains it gives them.
+// The tables iptables-nft makes, with the built-in chains iptables gives each; the
+// order in which the chains are read, the ones most likely to hold a rule of the host's
+// first: FORWARD is where a host's firewall and kube-proxy's forwarding rules are, and
+// POSTROUTING, which holds the masquerade's own jumps (CNI-*), comes last.
 var (
-	iptablesTables = map[string]bool{"filter": true, "nat": true, "mangle": true, "raw": true, "security": true}
-	iptablesChains = map[string]bool{"PREROUTING": true, "INPUT": true, "FORWARD": true, "OUTPUT": true, "POSTROUTING": true}
+	iptablesChains = map[string][]string{
+		"filter":   {"INPUT", "FORWARD", "OUTPUT"},
+		"nat":      {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"},
+		"mangle":   {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"},
+		"raw":      {"PREROUTING", "OUTPUT"},
+		"security": {"INPUT", "FORWARD", "OUTPUT"},
+	}
+	builtinOrder = []string{"FORWARD", "PREROUTING", "OUTPUT", "INPUT", "POSTROUTING"}
 )
 
 // ownChainPrefix starts the names of every iptables chain the plugins make.
 const ownChainPrefix = "CNI-"
 
 // hostRulesInIPTablesNFT reports a base chain that iptables-nft made (one of iptables'
-// built-in chains, in an ip or ip6 table named like an iptables table; nft users name
-// their tables inet and their chains in lower case) which drops by policy or holds a
-// rule other than a jump to one of the plugins' CNI-* chains. A chain whose rules cannot
-// be read counts.
-func hostRulesInIPTablesNFT(conn *nftables.Conn, chains []*nftables.Chain) bool {
-	for _, c := range chains {
-		fam := c.Table.Family
-		if c.Hooknum == nil || (fam != nftables.TableFamilyIPv4 && fam != nftables.TableFamilyIPv6) ||
-			!iptablesTables[c.Table.Name] || !iptablesChains[c.Name] {
-			continue
-		}
-		if c.Policy != nil && *c.Policy == nftables.ChainPolicyDrop {
-			return true
-		}
-		rules, err := conn.GetRules(c.Table, c)
-		if err != nil {
-			return true
-		}
-		for _, r := range rules {
-			if !strings.HasPrefix(jumpTarget(r.Exprs), ownChainPrefix) {
+// built-in chains of its table, in an ip or ip6 table named like an iptables table; nft
+// users name their tables inet and their chains in lower case) which drops by policy or
+// holds a rule other than a jump to one of the plugins' CNI-* chains. Each chain is
+// looked up by name and read alone, so what else the tables hold (kube-proxy's
+// KUBE-SERVICES and its thousands of chains) is never read. A chain that cannot be read
+// counts.
+func hostRulesInIPTablesNFT(conn *nftables.Conn, tables []*nftables.Table) bool {
+	for _, name := range builtinOrder {
+		for _, t := range tables {
+			if (t.Family != nftables.TableFamilyIPv4 && t.Family != nftables.TableFamilyIPv6) ||
+				!slices.Contains(iptablesChains[t.Name], name) {
+				continue
+			}
+			if hostRulesIn(conn, t, name) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// hostRulesIn reports whether the built-in chain name of t, when there is one, counts
+// as the host's.
+func hostRulesIn(conn *nftables.Conn, t *nftables.Table, name string) bool {
+	c, err := LookupChain(conn, t, name)
+	switch {
+	case err != nil:
+		return true
+	case c == nil || c.Hooknum == nil:
+		return false // not there, or a regular chain, which iptables cannot have made
+	case c.Policy != nil && *c.Policy == nftables.ChainPolicyDrop:
+		return true
+	}
+	rules, err := conn.GetRules(t, c)
+	if err != nil {
+		return true
+	}
+	for _, r := range rules {
+		if !strings.HasPrefix(jumpTarget(r.Exprs), ownChainPrefix) {
+			return true
 		}
 	}
 	return false

@@ -139,6 +139,82 @@ func TestDetectTellsTheHostsIPTablesRulesFromThePluginsOwn(t *testing.T) {
 	}
 }
 
+// builtinChain makes, over netlink, table name of fam with base chain chain (policy
+// accept) holding one rule of exprs, or none when nil.
+func builtinChain(t *testing.T, host *testns.NS, fam nftables.TableFamily, table, chain string, hook *nftables.ChainHook, exprs []expr.Any) {
+	t.Helper()
+	host.Run(t, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		tbl := c.AddTable(&nftables.Table{Family: fam, Name: table})
+		c.AddChain(&nftables.Chain{Table: tbl, Name: "CNI-X"})
+		accept := nftables.ChainPolicyAccept
+		ch := c.AddChain(&nftables.Chain{Table: tbl, Name: chain, Type: nftables.ChainTypeFilter,
+			Hooknum: hook, Priority: nftables.ChainPriorityMangle, Policy: &accept})
+		if exprs != nil {
+			c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: exprs})
+		}
+		return c.Flush()
+	})
+}
+
+// Every built-in chain of every iptables table of both families is read, each chain
+// by name: a rule of the host's counts wherever iptables can have put it, and a base
+// chain that iptables cannot have made (FORWARD in table nat) or a regular chain with
+// a built-in's name does not.
+func TestDetectReadsEveryBuiltinChainOfTheIPTablesTables(t *testing.T) {
+	testns.RequireRoot(t)
+	testns.FakeIPTablesTools(t)
+	drop := []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}
+	own := []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: "CNI-X"}}
+	for _, tc := range []struct {
+		name         string
+		fam          nftables.TableFamily
+		table, chain string
+		hook         *nftables.ChainHook
+		rule         []expr.Any
+		want         Backend
+	}{
+		{"ip6 mangle OUTPUT drops", nftables.TableFamilyIPv6, "mangle", "OUTPUT", nftables.ChainHookOutput, drop, IPTables},
+		{"ip raw PREROUTING drops", nftables.TableFamilyIPv4, "raw", "PREROUTING", nftables.ChainHookPrerouting, drop, IPTables},
+		{"ip security INPUT drops", nftables.TableFamilyIPv4, "security", "INPUT", nftables.ChainHookInput, drop, IPTables},
+		{"ip6 nat POSTROUTING jumps to CNI-X", nftables.TableFamilyIPv6, "nat", "POSTROUTING", nftables.ChainHookPostrouting, own, NFTables},
+		{"ip nat FORWARD, no built-in of nat, drops", nftables.TableFamilyIPv4, "nat", "FORWARD", nftables.ChainHookForward, drop, NFTables},
+		{"inet filter FORWARD drops: nft's, not iptables'", nftables.TableFamilyINet, "filter", "FORWARD", nftables.ChainHookForward, drop, NFTables},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := testns.New(t)
+			builtinChain(t, host, tc.fam, tc.table, tc.chain, tc.hook, tc.rule)
+			assert.Equal(t, tc.want, detectIn(t, host))
+		})
+	}
+	t.Run("a regular chain named FORWARD", func(t *testing.T) {
+		host := testns.New(t)
+		nfttestApply(t, host, func(c *nftables.Conn) {
+			tbl := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"})
+			ch := c.AddChain(&nftables.Chain{Table: tbl, Name: "FORWARD"})
+			c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: drop})
+		})
+		assert.Equal(t, NFTables, detectIn(t, host))
+	})
+}
+
+// nfttestApply runs fn on a connection in host and sends what it queued (nfttest.Apply,
+// which this package's own tests cannot import: nfttest imports it).
+func nfttestApply(t *testing.T, host *testns.NS, fn func(c *nftables.Conn)) {
+	t.Helper()
+	host.Run(t, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		fn(c)
+		return c.Flush()
+	})
+}
+
 // Rules that iptables-nft keeps in nf_tables are the host's iptables rules: with the
 // tools installed, iptables; without them there is no way to reach those rules, so
 // nftables (a kube-proxy pod's own iptables on a node without any).
@@ -184,21 +260,21 @@ func TestDetectNeedsNoCapNetAdmin(t *testing.T) {
 	)
 	host.Run(t, func() error {
 		return withoutCapNetAdmin(func() error {
-			_, dumpErr = dumpChains()
+			_, dumpErr = dumpTables()
 			b = Detect()
 			return nil
 		})
 	})
-	require.ErrorIs(t, dumpErr, unix.EPERM, "premise: nf_tables refuses a dump without CAP_NET_ADMIN")
+	require.ErrorIs(t, dumpErr, unix.EPERM, "premise: nf_tables refuses the table dump detection starts with, without CAP_NET_ADMIN")
 	assert.Equal(t, NFTables, b)
 }
 
-func dumpChains() ([]*nftables.Chain, error) {
+func dumpTables() ([]*nftables.Table, error) {
 	c, err := nftables.New()
 	if err != nil {
 		return nil, err
 	}
-	return c.ListChains()
+	return c.ListTables()
 }
 
 // withoutCapNetAdmin runs fn with CAP_NET_ADMIN out of the calling thread's effective

@@ -14,6 +14,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 
+	"github.com/cnikit/cni/internal/host/netfilter"
 	"github.com/cnikit/cni/internal/host/nftexpr"
 	"github.com/cnikit/cni/internal/host/owner"
 	"github.com/cnikit/cni/internal/spec/skel"
@@ -150,52 +151,49 @@ func gcSpoofChecks(network string, valid []skel.Attachment) error {
 }
 
 // removeSpoofChecks deletes every attachment whose jump rule matches doomed, plus the
-// chain named extra when it exists without a jump rule (a half-removed attachment).
-func removeSpoofChecks(doomed func(spoofKey) bool, extra string) error {
-	conn, err := nftables.New()
+// chain named extra when it exists without a jump rule (a half-removed attachment). It
+// reads the base chain's rules and looks extra up by name: never the bridge family's
+// chains, whose dump would hold every table of the family, ours or not.
+func removeSpoofChecks(doomed func(spoofKey) bool, extra string, opts ...nftables.ConnOption) error {
+	conn, err := nftables.New(append([]nftables.ConnOption{nftables.AsLasting()}, opts...)...)
 	if err != nil {
 		return fmt.Errorf("macspoofchk: nftables: %w", err)
 	}
+	defer conn.CloseLasting()
 	table := spoofTableRef()
-	chains, err := conn.ListChainsOfTableFamily(nftables.TableFamilyBridge)
-	if err != nil {
-		return fmt.Errorf("macspoofchk: list chains: %w", err)
+	// A rule dump of a chain that is not there answers nothing, as one of an empty chain.
+	rules, err := conn.GetRules(table, &nftables.Chain{Name: spoofBaseChain, Table: table})
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("macspoofchk: list rules: %w", err)
 	}
-	present := map[string]*nftables.Chain{}
-	for _, c := range chains {
-		if c.Table.Name == spoofTable {
-			present[c.Name] = c
-		}
-	}
-	base := present[spoofBaseChain]
-	if base == nil && present[extra] == nil {
-		return nil
-	}
+	// A chain a jump names exists (nf_tables refuses a jump to a missing chain and the
+	// deletion of a chain still jumped to), so only extra is looked up.
 	gone := map[string]bool{}
-	if base != nil {
-		rules, err := conn.GetRules(table, base)
-		if err != nil && !errors.Is(err, syscall.ENOENT) {
-			return fmt.Errorf("macspoofchk: list rules: %w", err)
+	for _, r := range rules {
+		c, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		k, ok := parseSpoofComment(c)
+		if !ok || !doomed(k) {
+			continue
 		}
-		for _, r := range rules {
-			c, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-			k, ok := parseSpoofComment(c)
-			if !ok || !doomed(k) {
-				continue
-			}
-			if err := conn.DelRule(r); err != nil {
-				return fmt.Errorf("macspoofchk: %w", err)
-			}
-			// The chain is read from the jump: the comment may name the attachment by
-			// hashes, from which its chain cannot be derived.
-			gone[nftexpr.VerdictChain(r.Exprs)] = true
+		if err := conn.DelRule(r); err != nil {
+			return fmt.Errorf("macspoofchk: %w", err)
+		}
+		// The chain is read from the jump: the comment may name the attachment by
+		// hashes, from which its chain cannot be derived.
+		if chain := nftexpr.VerdictChain(r.Exprs); chain != "" {
+			gone[chain] = true
 		}
 	}
-	if extra != "" {
-		gone[extra] = true
+	if extra != "" && !gone[extra] {
+		c, err := netfilter.LookupChain(conn, table, extra)
+		if err != nil {
+			return fmt.Errorf("macspoofchk: %w", err)
+		}
+		gone[extra] = c != nil
 	}
-	for name := range gone {
-		if c := present[name]; c != nil {
+	for name, present := range gone {
+		if present {
+			c := &nftables.Chain{Name: name, Table: table}
 			conn.FlushChain(c)
 			conn.DelChain(c)
 		}

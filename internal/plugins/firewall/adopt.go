@@ -97,23 +97,24 @@ func planRemoveReference(b *iptables.Batch, fam iptables.Family, ips []netip.Add
 	b.DeleteRulesFunc(privChain, func(r iptables.Rule) bool { return slices.ContainsFunc(ref, r.Same) })
 }
 
-// checkAddresses verifies that c (CNI-FORWARD) holds, for each address of family fam,
-// the attachment's two rules, or else the reference's two rules of that address.
-func checkAddresses(c *iptables.Chain, att attachment, fam iptables.Family, ips []netip.Addr) error {
+// checkAddresses verifies that CNI-FORWARD holds (has tells), for each address of
+// family fam, the attachment's two rules, or else the reference's two rules of that
+// address.
+func checkAddresses(has func(iptables.Rule) bool, att attachment, fam iptables.Family, ips []netip.Addr) error {
 	for _, ip := range ips {
 		if familyOf(ip) != fam {
 			continue
 		}
 		ours, ref := ipRules(att, fam, []netip.Addr{ip}), referenceRules(ip)
-		if holdsAll(c, ours) || holdsAll(c, ref) {
+		if holdsAll(has, ours) || holdsAll(has, ref) {
 			continue
 		}
 		want := ours
-		if slices.ContainsFunc(ref, c.Has) {
+		if slices.ContainsFunc(ref, has) {
 			want = ref // the reference's pair, half of it there: name what it lacks
 		}
 		for _, r := range want {
-			if !c.Has(r) {
+			if !has(r) {
 				return fmt.Errorf("chain %s lacks %q", privChain, r.String())
 			}
 		}
@@ -121,20 +122,17 @@ func checkAddresses(c *iptables.Chain, att attachment, fam iptables.Family, ips 
 	return nil
 }
 
-// holdsAny tells whether c (CNI-FORWARD, nil when missing) holds any rule, ours or the
+// holdsAny tells whether CNI-FORWARD holds (has tells) any rule, ours or the
 // reference's, of the attachment's addresses of family fam.
-func holdsAny(c *iptables.Chain, att attachment, fam iptables.Family, ips []netip.Addr) bool {
-	if c == nil {
-		return false
-	}
+func holdsAny(has func(iptables.Rule) bool, att attachment, fam iptables.Family, ips []netip.Addr) bool {
 	for _, ip := range ips {
-		if familyOf(ip) == fam && (slices.ContainsFunc(ipRules(att, fam, []netip.Addr{ip}), c.Has) || slices.ContainsFunc(referenceRules(ip), c.Has)) {
+		if familyOf(ip) == fam && (slices.ContainsFunc(ipRules(att, fam, []netip.Addr{ip}), has) || slices.ContainsFunc(referenceRules(ip), has)) {
 			return true
 		}
 	}
 	return false
 }
 
-func holdsAll(c *iptables.Chain, rules []iptables.Rule) bool {
-	return !slices.ContainsFunc(rules, func(r iptables.Rule) bool { return !c.Has(r) })
+func holdsAll(has func(iptables.Rule) bool, rules []iptables.Rule) bool {
+	return !slices.ContainsFunc(rules, func(r iptables.Rule) bool { return !has(r) })
 }

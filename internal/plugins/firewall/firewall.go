@@ -15,8 +15,9 @@
 // from prevResult's addresses (adopt.go). Like the reference masquerade rules, the key is
 // network + container: two interfaces of one container on one network share it. The
 // admin chain is never flushed and CNI-FORWARD is never flushed wholesale, so rules an
-// operator put there survive every ADD and DEL. One ADD, DEL or GC is one iptables-save
-// and one iptables-restore per family.
+// operator put there survive every ADD and DEL. One ADD, DEL or GC is one
+// iptables-restore per family, and reads only CNI-FORWARD (and the isolation chains) and
+// what FORWARD holds of its jumps (iptables -C), never the whole filter table.
 //
 // The nftables backend (nftables.go) has the same meaning in a table of its own, table
 // inet cni_firewall, over netlink: a forward base chain jumps to the isolation chain,
@@ -89,16 +90,28 @@ func cutEnv(kv, key string) (string, bool) {
 // as netfilter's rule says), and when unset firewalld if it is on the bus, else the
 // node's rule backend.
 func backend(req *skel.Request, conf *Config) string {
-	if conf.Backend == BackendIPTables {
+	switch {
+	case conf.Backend == BackendIPTables:
 		return string(netfilter.Runnable(netfilter.IPTables))
-	}
-	if conf.Backend != "" {
+	case conf.Backend != "":
 		return conf.Backend
-	}
-	if firewalldRunning(req.Context(), systemBus(req)) {
+	case usesFirewalld(req, conf):
 		return BackendFirewalld
 	}
 	return string(netfilter.Detect())
+}
+
+// usesFirewalld reports whether the backend is firewalld: named, or unset with
+// firewalld on the bus. It is all DEL needs to know (it cleans both rule backends
+// whatever the node's), so DEL never detects the rule backend.
+func usesFirewalld(req *skel.Request, conf *Config) bool {
+	switch conf.Backend {
+	case BackendFirewalld:
+		return true
+	case "":
+		return firewalldRunning(req.Context(), systemBus(req))
+	}
+	return false
 }
 
 // bridgeName is the host-side interface the ingress policy is keyed on: the first
@@ -237,7 +250,7 @@ func del(req *skel.Request) error {
 		fmt.Fprintf(req.Stderr, "firewall: DEL: config not usable, only the iptables and nftables rules were looked for: %v\n", err)
 		return errors.Join(errs...)
 	}
-	if ips := req.PrevResult.Addrs(); len(ips) > 0 && backend(req, conf) == BackendFirewalld {
+	if ips := req.PrevResult.Addrs(); len(ips) > 0 && usesFirewalld(req, conf) {
 		fw, err := dialFirewalld(req.Context(), systemBus(req))
 		if err != nil {
 			fmt.Fprintf(req.Stderr, "firewall: DEL: firewalld not reachable, no sources to remove: %v\n", err)

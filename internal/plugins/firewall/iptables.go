@@ -31,7 +31,7 @@ func familyOf(a netip.Addr) iptables.Family {
 	return iptables.IPv6
 }
 
-// hostPrefix is the address as a single-host prefix (/32, /128), the form iptables-save
+// hostPrefix is the address as a single-host prefix (/32, /128), the form iptables
 // prints for `-s`/`-d` and firewalld takes as a source.
 func hostPrefix(a netip.Addr) string {
 	a = a.Unmap()
@@ -83,9 +83,12 @@ func ipRules(att attachment, fam iptables.Family, ips []netip.Addr) []iptables.R
 
 // planShared queues the chains every attachment shares: FORWARD jumps first to
 // CNI-FORWARD, whose first rule jumps to the admin chain. The admin chain is created
-// empty and never flushed: it belongs to the operator.
+// empty and never flushed: it belongs to the operator. CNI-FORWARD is listed first:
+// the attachment's rules, of two matches, are looked for there by meaning (Has), and
+// FORWARD is asked about its jump alone.
 func planShared(b *iptables.Batch, admin string) {
 	b.EnsureChain(privChain)
+	b.Chain(privChain)
 	b.EnsureChain(admin)
 	b.InsertRule(forwardChain, forwardRule())
 	b.InsertRule(privChain, adminRule(admin))
@@ -143,8 +146,8 @@ func iptRemoveFamily(ctx context.Context, fam iptables.Family, att attachment, i
 func iptDel(ctx context.Context, att attachment, ips []netip.Addr) error {
 	var errs []error
 	for _, fam := range families {
-		if !iptables.TableInUse(fam, filterTable) {
-			continue // no rules, and no iptables-save exec spent finding that out
+		if !iptables.ChainsMayExist(fam, filterTable, privChain) {
+			continue // no rules, and no exec spent finding that out
 		}
 		err := iptRemoveFamily(ctx, fam, att, ips)
 		if errors.Is(err, exec.ErrNotFound) {
@@ -161,7 +164,7 @@ func iptDel(ctx context.Context, att attachment, ips []netip.Addr) error {
 func iptGC(ctx context.Context, network string, keep owner.Set) error {
 	var errs []error
 	for _, fam := range families {
-		if !iptables.TableInUse(fam, filterTable) {
+		if !iptables.ChainsMayExist(fam, filterTable, privChain) {
 			continue
 		}
 		err := iptables.Update(ctx, fam, filterTable, func(b *iptables.Batch) error {
@@ -183,11 +186,9 @@ func iptCheck(ctx context.Context, conf *Config, att attachment, ips []netip.Add
 	var absent error
 	found := false
 	for _, fam := range ipFamilies(ips) {
-		t, err := iptables.Load(ctx, fam, filterTable)
-		if err != nil {
-			return fmt.Errorf("firewall check: %w", err)
-		}
-		err = checkTable(t, conf, att, fam, ips, bridge)
+		err := iptables.Inspect(ctx, fam, filterTable, func(t *iptables.Table) error {
+			return checkTable(t, conf, att, fam, ips, bridge)
+		})
 		switch {
 		case err == nil:
 			found = true
@@ -203,23 +204,53 @@ func iptCheck(ctx context.Context, conf *Config, att attachment, ips []netip.Add
 	return absent
 }
 
+// checkTable verifies one family's filter table. Every rule it looks for is asked
+// about at once (one exec where all are there); CNI-FORWARD is listed only when one of
+// the attachment's rules is not found as written, FORWARD never, and of the admin chain
+// only its existence is asked.
 func checkTable(t *iptables.Table, conf *Config, att attachment, fam iptables.Family, ips []netip.Addr, bridge string) error {
+	var probes []iptables.Probe
+	for chain, rs := range sharedRules(conf, bridge) {
+		for _, r := range rs {
+			probes = append(probes, iptables.Probe{Chain: chain, Rule: r})
+		}
+	}
+	for _, ip := range ips {
+		if familyOf(ip) == fam {
+			for _, r := range append(ipRules(att, fam, []netip.Addr{ip}), referenceRules(ip)...) {
+				probes = append(probes, iptables.Probe{Chain: privChain, Rule: r})
+			}
+		}
+	}
+	t.Prefetch(probes...)
+	var readErr error
+	has := func(r iptables.Rule) bool {
+		ok, err := t.Has(privChain, r)
+		readErr = cmp.Or(readErr, err)
+		return ok
+	}
 	err := checkShared(t, conf, bridge)
 	if err == nil {
-		err = checkAddresses(t.Chain(privChain), att, fam, ips)
+		err = checkAddresses(has, att, fam, ips)
 	}
-	if err != nil && !holdsAny(t.Chain(privChain), att, fam, ips) {
-		return markAbsent(err)
+	if err != nil && !holdsAny(has, att, fam, ips) {
+		err = markAbsent(err)
 	}
-	return err
+	return cmp.Or(readErr, err)
 }
 
 // checkShared verifies the admin chain and the jumps every attachment shares, with the
 // ingress policy's rules for bridge.
 func checkShared(t *iptables.Table, conf *Config, bridge string) error {
-	if t.Chain(conf.AdminChain) == nil {
-		return fmt.Errorf("admin chain %s missing", conf.AdminChain)
+	if ok, err := t.Exists(conf.AdminChain); err != nil || !ok {
+		return cmp.Or(err, fmt.Errorf("admin chain %s missing", conf.AdminChain))
 	}
+	return hasRules(t, sharedRules(conf, bridge))
+}
+
+// sharedRules are the rules every attachment shares, per chain: the jumps to
+// CNI-FORWARD and to the admin chain, and the ingress policy's rules for bridge.
+func sharedRules(conf *Config, bridge string) map[string][]iptables.Rule {
 	want := map[string][]iptables.Rule{
 		forwardChain: {forwardRule()},
 		privChain:    {adminRule(conf.AdminChain)},
@@ -227,18 +258,21 @@ func checkShared(t *iptables.Table, conf *Config, bridge string) error {
 	for chain, rs := range isolationRules(conf.IngressPolicy, bridge) {
 		want[chain] = append(want[chain], rs...)
 	}
-	return hasRules(t, want)
+	return want
 }
 
-// hasRules reports the first wanted rule the snapshot lacks.
+// hasRules reports the first wanted rule the table lacks.
 func hasRules(t *iptables.Table, want map[string][]iptables.Rule) error {
 	for chain, rs := range want {
-		c := t.Chain(chain)
-		if c == nil {
-			return fmt.Errorf("chain %s missing", chain)
+		if ok, err := t.Exists(chain); err != nil || !ok {
+			return cmp.Or(err, fmt.Errorf("chain %s missing", chain))
 		}
 		for _, r := range rs {
-			if !c.Has(r) {
+			has, err := t.Has(chain, r)
+			if err != nil {
+				return err
+			}
+			if !has {
 				return fmt.Errorf("chain %s lacks %q", chain, r.String())
 			}
 		}

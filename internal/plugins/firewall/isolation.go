@@ -67,6 +67,13 @@ func planIsolation(b *iptables.Batch, policy, bridge string) {
 	}
 	b.EnsureChain(stage1Chain)
 	b.EnsureChain(stage2Chain)
+	var probes []iptables.Probe
+	for chain, rs := range rules {
+		for _, r := range rs {
+			probes = append(probes, iptables.Probe{Chain: chain, Rule: r})
+		}
+	}
+	b.Prefetch(probes...) // where the chains exist, one exec asks about every rule
 	for _, chain := range []string{stage1Chain, stage2Chain} {
 		rs := rules[chain]
 		ret := rs[len(rs)-1]
@@ -102,11 +109,8 @@ func iptCheckIsolation(ctx context.Context, conf *Config, ips []netip.Addr, brid
 		return nil
 	}
 	for _, fam := range ipFamilies(ips) {
-		t, err := iptables.Load(ctx, fam, filterTable)
+		err := iptables.Inspect(ctx, fam, filterTable, func(t *iptables.Table) error { return hasRules(t, want) })
 		if err != nil {
-			return fmt.Errorf("firewall check: %w", err)
-		}
-		if err := hasRules(t, want); err != nil {
 			return fmt.Errorf("firewall check %s: %w", fam, err)
 		}
 	}

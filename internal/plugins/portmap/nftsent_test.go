@@ -2,7 +2,9 @@ package portmap
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/nftables"
@@ -10,9 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/cnikit/cni/internal/host/nftexpr"
 	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/foreigntables"
 	"github.com/cnikit/cni/internal/testbed/nftrecord"
 	"github.com/cnikit/cni/internal/testbed/nfttest"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // TestNFTDelSendsOnlyWhatTheAttachmentHas: DEL of an attachment reads its own chains
@@ -133,4 +138,55 @@ func TestNFTAddDeclaresTheBaseOnlyWithoutTheTable(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ctr-c", got)
 	require.NoError(t, e.invoke(skel.CmdCheck, c, c.netconf(t, "net1", nft, []PortMapping{{HostPort: 8082, ContainerPort: tcpPort, Protocol: "tcp"}})))
+}
+
+// TestNFTSweepReadsNothingOfKubeProxysTable: the slow path (state that does not match
+// its records: here the element of a host port two attachments share, removed by
+// hand, leaving the shared chain reached by nothing) reads our maps and our table's
+// rules, never the family's chains, which hold kube-proxy's table: beside 1,000 of its
+// Services it sends and receives what it does beside 10, and still finds the orphaned
+// shared chain that jumps to the attachment.
+func TestNFTSweepReadsNothingOfKubeProxysTable(t *testing.T) {
+	testns.RequireRoot(t)
+	gone, kept := attachment{net: "net1", cid: "ctr-gone"}, attachment{net: "net1", cid: "ctr-kept"}
+	conf := &Config{Backend: "nftables"}
+	conf.RuntimeConfig.PortMappings = []PortMapping{{HostPort: 8080, ContainerPort: tcpPort, Protocol: "tcp"}}
+	s, err := parseSettings(conf)
+	require.NoError(t, err)
+	sweep := func(t *testing.T, services int) (*testns.NS, []nftrecord.Request, int) {
+		host := testns.New(t)
+		foreigntables.KubeProxyNFT(t, host, services)
+		require.NoError(t, host.Do(func() error {
+			for i, o := range []attachment{gone, kept} {
+				v4 := netip.MustParsePrefix(fmt.Sprintf("10.%d.1.2/24", i+1))
+				if err := (nftBackend{}).add(context.Background(), o, s, s.families(v4, netip.Prefix{})); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		nfttest.Apply(t, host, func(c *nftables.Conn) error {
+			return c.SetDeleteElements(newNFTFamily(false).ports, []nftables.SetElement{{Key: nftexpr.Key([]byte{6}, nftexpr.Port(8080))}})
+		})
+		var r nftrecord.Recorder
+		defer r.Close()
+		require.NoError(t, host.Do(func() error {
+			return nftBackend{conn: r.Option()}.inTransaction(func(c *nftables.Conn) error { return newNFTFamily(false).sweep(c, gone.hash()) })
+		}))
+		return host, r.Sent(), r.Received()
+	}
+	_, sentSmall, receivedSmall := sweep(t, 10)
+	host, sent, received := sweep(t, 1000)
+	for _, q := range sent {
+		assert.False(t, q.Dump && q.Msg == unix.NFT_MSG_GETCHAIN, "a dump of the family's chains: %v", sent)
+	}
+	assert.Equal(t, sentSmall, sent)
+	assert.Equal(t, receivedSmall, received, "beside 10 Services and 1,000")
+	// As before: the attachment's chains go, and the shared chain that no element
+	// reaches any more with them; the other attachment's ADD repairs its way in
+	// (TestDelCleansASharedHostPortDamagedByHand).
+	rs := nfttest.Ruleset(t, host)
+	assert.False(t, strings.Contains(rs, gone.hash()), "the swept attachment's chains are gone")
+	assert.False(t, strings.Contains(rs, "chain "+nftSharedPrefix), "the orphaned shared chain is gone")
+	assert.True(t, strings.Contains(rs, "chain "+nftDNPrefix+kept.hash()), "the other attachment's chain stays")
 }

@@ -2,7 +2,9 @@ package portmap
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -97,14 +99,8 @@ func records(rules []*nftables.Rule) []nftMapping {
 // chainExists looks the chain up; a missing table or chain is false, any other
 // failure an error.
 func (f *nftFamily) chainExists(c *nftables.Conn, name string) (bool, error) {
-	_, err := c.ListChain(f.table, name)
-	switch {
-	case err == nil:
-		return true, nil
-	case netfilter.IsNotExist(err):
-		return false, nil
-	}
-	return false, fmt.Errorf("nftables: chain %s: %w", name, err)
+	ch, err := netfilter.LookupChain(c, f.table, name)
+	return ch != nil, err
 }
 
 // queueDelChain queues a chain's flush and deletion.
@@ -150,8 +146,11 @@ func (f *nftFamily) queueRemove(c *nftables.Conn, hash string, st nftState) erro
 // sweep is the slow path for state that does not match its records (an element or a
 // rule removed by hand): it scans the maps for elements reaching the attachment's
 // chains and every shared chain for jumps to them, removes those ways in and the
-// chains, and shared chains no element reaches. It reads every element and chain of the table, so it runs only when the fast
-// path failed.
+// chains, and shared chains no element reaches. It reads every element and every rule
+// of the table, so it runs only when the fast path failed; nothing of other tables (the
+// family's chain dump would hold kube-proxy's thousands). The shared chains are those
+// the elements reach and those holding rules: one left empty, which nothing reaches and
+// which jumps nowhere, stays until an ADD that shares its key reuses it.
 func (f *nftFamily) sweep(c *nftables.Conn, hash string) error {
 	mine := map[string]bool{nftDNPrefix + hash: true, nftDMPrefix + hash: true, nftMasqPrefix + hash: true}
 	type element struct {
@@ -178,29 +177,35 @@ func (f *nftFamily) sweep(c *nftables.Conn, hash string) error {
 			}
 		}
 	}
-	chains, err := c.ListChainsOfTableFamily(f.table.Family)
-	if err != nil && !netfilter.IsNotExist(err) {
-		return fmt.Errorf("nftables: list chains: %w", err)
+	chains, err := netfilter.ChainsWithRules(f.table.Family, nftTableName)
+	if err != nil {
+		return err
 	}
-	for _, ch := range chains {
-		if ch.Table.Name != nftTableName || !strings.HasPrefix(ch.Name, nftSharedPrefix) {
+	shared := map[string]bool{}
+	for name := range toShared {
+		shared[name] = true
+	}
+	for _, name := range chains {
+		if strings.HasPrefix(name, nftSharedPrefix) {
+			shared[name] = true
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(shared)) {
+		if len(toShared[name]) == 0 {
+			f.queueDelChain(c, name) // no element reaches it any more
 			continue
 		}
-		if len(toShared[ch.Name]) == 0 {
-			f.queueDelChain(c, ch.Name) // no element reaches it any more
-			continue
-		}
-		onlyMine, err := f.dropJumps(c, ch.Name, mine)
+		onlyMine, err := f.dropJumps(c, name, mine)
 		if err != nil {
 			return err
 		}
 		if onlyMine {
-			for _, e := range toShared[ch.Name] {
+			for _, e := range toShared[name] {
 				if err := c.SetDeleteElements(e.set, []nftables.SetElement{{Key: e.key}}); err != nil {
 					return err
 				}
 			}
-			f.queueDelChain(c, ch.Name)
+			f.queueDelChain(c, name)
 		}
 	}
 	for name := range mine {

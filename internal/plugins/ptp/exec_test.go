@@ -64,7 +64,7 @@ func TestExecAddFailingAtMasqueradeLeavesNothing(t *testing.T) {
 	conf := e.config(t, map[string]any{"ipMasq": true, "ipMasqBackend": "iptables"})
 	// iptables tools that fail: the masquerade step fails after IPAM and veth.
 	tools := t.TempDir()
-	for _, tool := range []string{"iptables-save", "iptables-restore", "ip6tables-save", "ip6tables-restore"} {
+	for _, tool := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
 		require.NoError(t, os.WriteFile(filepath.Join(tools, tool), []byte("#!/bin/sh\nexit 1\n"), 0o755))
 	}
 	out, err := e.execPlugin(t, bin, "ADD", "c1", conf, tools+":"+sysPath)

@@ -55,6 +55,9 @@ type Recorder struct {
 	mu   sync.Mutex
 	kern *netlink.Conn
 	sent []Request
+	// received counts the messages the kernel answered with: what a dump of a node's
+	// foreign tables costs shows here, not in what was sent.
+	received int
 }
 
 // Option makes an nftables connection go through the recorder:
@@ -85,6 +88,7 @@ func (r *Recorder) pass(req []netlink.Message) ([]netlink.Message, error) {
 		return nil, err
 	}
 	msgs, err := r.kern.Receive()
+	r.received += len(msgs)
 	for i := range msgs {
 		// The fake socket's Conn checks replies against its own port id, and reads on
 		// while a reply is multi-part: the kernel socket has read every part already.
@@ -120,11 +124,19 @@ func Batches(sent []Request) int {
 	return n
 }
 
-// Reset forgets what was sent so far.
+// Received returns how many messages the kernel answered with since the last Reset:
+// one per object a dump holds, plus acknowledgements.
+func (r *Recorder) Received() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.received
+}
+
+// Reset forgets what was sent and received so far.
 func (r *Recorder) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sent = nil
+	r.sent, r.received = nil, 0
 }
 
 // Close closes the kernel socket.

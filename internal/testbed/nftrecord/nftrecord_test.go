@@ -47,3 +47,33 @@ func TestRecorderPassesThroughToTheKernel(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "table ip rec")
 }
+
+// TestRecorderCountsWhatTheKernelAnswers: a dump's size is in what comes back, one
+// message per object, not in what was sent; Reset forgets it.
+func TestRecorderCountsWhatTheKernelAnswers(t *testing.T) {
+	testns.RequireRoot(t)
+	n := testns.New(t)
+	var r Recorder
+	defer r.Close()
+	n.Run(t, func() error {
+		c, err := nftables.New(nftables.AsLasting(), r.Option())
+		if err != nil {
+			return err
+		}
+		defer c.CloseLasting()
+		tbl := c.AddTable(&nftables.Table{Name: "rec", Family: nftables.TableFamilyIPv4})
+		for _, name := range []string{"a", "b", "c"} {
+			c.AddChain(&nftables.Chain{Table: tbl, Name: name})
+		}
+		if err := c.Flush(); err != nil {
+			return err
+		}
+		r.Reset()
+		_, err = c.ListChains()
+		return err
+	})
+	assert.Equal(t, []Request{{Msg: unix.NFT_MSG_GETCHAIN, Dump: true}}, r.Sent())
+	assert.Equal(t, 3, r.Received(), "one message per chain")
+	r.Reset()
+	assert.Zero(t, r.Received())
+}

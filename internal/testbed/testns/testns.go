@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -164,6 +165,20 @@ func (n *NS) Exec(t testing.TB, name string, arg ...string) (string, error) {
 	err := n.Do(func() error {
 		var err error
 		out, err = exec.Command(name, arg...).CombinedOutput()
+		return err
+	})
+	return string(out), err
+}
+
+// ExecInput is Exec with stdin (an iptables-restore script, an nft -f - ruleset).
+func (n *NS) ExecInput(t testing.TB, stdin, name string, arg ...string) (string, error) {
+	t.Helper()
+	var out []byte
+	err := n.Do(func() error {
+		cmd := exec.Command(name, arg...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var err error
+		out, err = cmd.CombinedOutput()
 		return err
 	})
 	return string(out), err

@@ -2,6 +2,7 @@ package masq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,7 +100,16 @@ func (w *world) peer(t *testing.T, to netip.Addr) netip.Addr {
 		c.Close()
 	}()
 	w.ctr.Run(t, func() error {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		var c net.Conn
+		var err error
+		// Neighbour discovery of a just-made IPv6 link can fail once on a loaded
+		// machine (EHOSTUNREACH after its three solicitations): try again, as a client
+		// would; a masquerade that is wrong answers with the wrong address, not this.
+		for try := 0; try < 3; try++ {
+			if c, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second); !errors.Is(err, syscall.EHOSTUNREACH) {
+				break
+			}
+		}
 		if err != nil {
 			return err
 		}

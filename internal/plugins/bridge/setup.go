@@ -156,7 +156,10 @@ func setupL2(cont *link.NS, ifName string, conf *Config) error {
 
 // prepareContainer sets the container interface's sysctls: gratuitous ARP on address
 // changes, and duplicate address detection only when asked for, because DAD delays an
-// IPv6 address by about a second and addresses from IPAM are unique already.
+// IPv6 address by about a second and addresses from IPAM are unique already. The
+// interface was made by this ADD, so its values are the namespace's defaults, which
+// differ from ours unless someone changed them: each is written without being read
+// first (a write of an unchanged value does nothing to these three).
 func prepareContainer(cont *link.NS, ifName string, dad bool) error {
 	accept, enhanced := "0", "0"
 	if dad {
@@ -170,7 +173,7 @@ func prepareContainer(cont *link.NS, ifName string, dad bool) error {
 		}
 		for _, s := range settings {
 			// A namespace with IPv6 disabled has no ipv6 tree; that is not an error.
-			if err := sysctl.Ensure(s[0], s[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := sysctl.Set(s[0], s[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("container interface %q: %w", ifName, err)
 			}
 		}

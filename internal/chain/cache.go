@@ -57,9 +57,9 @@ func checkCacheName(network string, att *Attachment) error {
 	return nil
 }
 
-// writeCache stores the final ADD result. The entry is written to a temporary file,
-// synced and renamed (see results.write), so a crash leaves the old entry or the new
-// one, never an empty file (libcni writes in place; an empty entry then breaks its
+// writeCache stores the final ADD result. The entry is written to a temporary file and
+// renamed (see results.write), so a crash of the process leaves the old entry or the
+// new one, never an empty file (libcni writes in place; an empty entry then breaks its
 // CHECK), and the next DEL or GC removes the temporary file.
 func (r *Runner) writeCache(n *Network, att *Attachment, res *result.Result) error {
 	raw, err := json.Marshal(res)

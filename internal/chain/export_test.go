@@ -1,5 +1,5 @@
 package chain
 
-// SetCacheWritten makes r call f with each cache entry written and synced under its
+// SetCacheWritten makes r call f with each cache entry written under its
 // temporary name, before the rename.
 func SetCacheWritten(r *Runner, f func()) { r.cacheWritten = f }

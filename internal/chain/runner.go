@@ -43,8 +43,8 @@ type Runner struct {
 	// killed.
 	Timeout time.Duration
 
-	// cacheWritten, when set, is called with a cache entry written and synced under
-	// its temporary name, before the rename (tests kill the process there).
+	// cacheWritten, when set, is called with a cache entry written under its
+	// temporary name, before the rename (tests kill the process there).
 	cacheWritten func()
 }
 

@@ -68,6 +68,22 @@ func ConfigureIface(cont *NS, ifName string, res *result.Result) error {
 	if err != nil {
 		return err
 	}
+	return configure(cont, h, l, ifName, ips, res)
+}
+
+// ConfigureLink is ConfigureIface for a link the caller holds, as made or looked up in
+// cont (a veth's container end from CreateVeth): one lookup fewer. Only its index and
+// name are read.
+func ConfigureLink(cont *NS, l netlink.Link, res *result.Result) error {
+	ips, err := IfaceIPs(res, l.Attrs().Name)
+	if err != nil {
+		return err
+	}
+	return configure(cont, cont.Handle(), l, l.Attrs().Name, ips, res)
+}
+
+// configure is ConfigureIface's work on the link l, called ifName, with its ips.
+func configure(cont *NS, h *netlink.Handle, l netlink.Link, ifName string, ips []result.IPConfig, res *result.Result) error {
 	step := cont.steps.Begin(steps.Addresses)
 	if err := step.Done(addAddrs(cont, h, l, ifName, ips)); err != nil {
 		return err

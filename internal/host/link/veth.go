@@ -44,19 +44,15 @@ const maxNameTries = 10
 // placed in the host namespace by the kernel in the same request: the container end
 // never exists in the host, so it cannot clash with a host link of the same name. The
 // caller undoes it with cont.Delete(opts.IfName), which removes both ends.
+//
+// A container interface name already taken fails the create (EEXIST), which is when
+// the container is asked whether the name is the one taken (ErrExists) or the host
+// end's random one (another is drawn): a name that is free costs no lookup.
 func CreateVeth(host, cont *NS, opts VethOptions) (_ *Veth, err error) {
 	defer cont.steps.Begin(steps.LinkCreate).End(&err)
 	ch := cont.Handle()
 	if err := reservedIfName(opts.IfName); err != nil {
 		return nil, err
-	}
-	if l, err := ch.LinkByName(opts.IfName); err == nil {
-		if isLoopback(l) {
-			return nil, loopbackIfName(opts.IfName)
-		}
-		return nil, fmt.Errorf("container veth name %q: %w", opts.IfName, ErrExists)
-	} else if !IsNotFound(err) {
-		return nil, fmt.Errorf("container veth name %q: %w", opts.IfName, err)
 	}
 	hostName, err := addVeth(ch, host, opts)
 	if err != nil {
@@ -77,7 +73,7 @@ func CreateVeth(host, cont *NS, opts VethOptions) (_ *Veth, err error) {
 // addVeth sends the create request, retrying with a fresh random host name when the
 // chosen one is taken. It returns the host end's name.
 func addVeth(ch *netlink.Handle, host *NS, opts VethOptions) (string, error) {
-	for range maxNameTries {
+	for try := range maxNameTries {
 		name := opts.HostName
 		if name == "" {
 			name = RandomVethName()
@@ -96,12 +92,32 @@ func addVeth(ch *netlink.Handle, host *NS, opts VethOptions) (string, error) {
 		if err == nil {
 			return name, nil
 		}
+		if errors.Is(err, syscall.EEXIST) && try == 0 {
+			if err := nameFree(ch, opts.IfName); err != nil {
+				return "", err
+			}
+		}
 		if errors.Is(err, syscall.EEXIST) && opts.HostName == "" {
 			continue
 		}
 		return "", fmt.Errorf("create veth %s/%s: %w", opts.IfName, name, err)
 	}
 	return "", fmt.Errorf("create veth %s: no free host name after %d tries", opts.IfName, maxNameTries)
+}
+
+// nameFree reports whether the container end's name is free in the container: a
+// failed create asks it, to tell its own name taken from the host end's.
+func nameFree(ch *netlink.Handle, ifName string) error {
+	l, err := ch.LinkByName(ifName)
+	switch {
+	case err == nil && isLoopback(l):
+		return loopbackIfName(ifName)
+	case err == nil:
+		return fmt.Errorf("container veth name %q: %w", ifName, ErrExists)
+	case !IsNotFound(err):
+		return fmt.Errorf("container veth name %q: %w", ifName, err)
+	}
+	return nil
 }
 
 func lookupVeth(host, cont *NS, hostName, ifName string) (*Veth, error) {

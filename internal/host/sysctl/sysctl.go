@@ -5,9 +5,12 @@ package sysctl
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // root is where the network sysctls live; every name is resolved under it.
@@ -44,7 +47,7 @@ func Get(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(p)
+	b, err := readFile(p)
 	if err != nil {
 		return "", fmt.Errorf("sysctl %s: %w", name, err)
 	}
@@ -57,19 +60,71 @@ func Set(name, value string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return fmt.Errorf("sysctl %s: %w", name, err)
-	}
-	_, werr := f.WriteString(value)
-	cerr := f.Close()
-	if werr != nil {
-		return fmt.Errorf("sysctl %s=%s: %w", name, value, werr)
-	}
-	if cerr != nil {
-		return fmt.Errorf("sysctl %s=%s: %w", name, value, cerr)
+	if err := writeFile(p, value); err != nil {
+		return fmt.Errorf("sysctl %s=%s: %w", name, value, err)
 	}
 	return nil
+}
+
+// readFile and writeFile use the file's descriptor directly: the os package would
+// register each /proc/sys file with the runtime's poller (it supports poll), four more
+// system calls per access for a read or a write that never blocks. Errors are the os
+// package's (*os.PathError, matching os.ErrNotExist and the like).
+func readFile(p string) ([]byte, error) {
+	fd, err := openFile(p, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 64)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := ignoringEINTR(func() (int, error) { return unix.Read(fd, buf[len(buf):cap(buf)]) })
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: p, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+func writeFile(p, value string) error {
+	fd, err := openFile(p, unix.O_WRONLY|unix.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	n, err := ignoringEINTR(func() (int, error) { return unix.Write(fd, []byte(value)) })
+	if err == nil && n < len(value) {
+		err = io.ErrShortWrite
+	}
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &os.PathError{Op: "write", Path: p, Err: err}
+	}
+	return nil
+}
+
+func openFile(p string, flags int) (int, error) {
+	fd, err := ignoringEINTR(func() (int, error) { return unix.Open(p, flags|unix.O_CLOEXEC, 0) })
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return fd, nil
+}
+
+func ignoringEINTR(fn func() (int, error)) (int, error) {
+	for {
+		n, err := fn()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // Ensure writes value only when the sysctl holds something else. Writing some net

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha512"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 
@@ -98,26 +100,24 @@ func replaceable(l netlink.Link, o owner) error {
 // createIfb makes the attachment's ifb with the host veth's MTU, records its owner in
 // the alias and sets it up. An ifb of the same name left by an earlier ADD of the same
 // attachment (or by our earlier version for this container) is replaced; one owned by
-// anybody else, another interface of this container included, is an error.
+// anybody else, another interface of this container included, is an error. The name
+// is looked at only when the create finds it taken, so a first ADD does not ask.
 func createIfb(host *link.NS, name string, o owner, mtu int) (netlink.Link, error) {
 	h := host.Handle()
-	if old, err := h.LinkByName(name); err == nil {
-		if err := replaceable(old, o); err != nil {
-			return nil, err
-		}
-		if err := h.LinkDel(old); err != nil && !link.IsNotFound(err) {
-			return nil, fmt.Errorf("ifb %q: delete stale: %w", name, err)
-		}
-	} else if !link.IsNotFound(err) {
-		return nil, fmt.Errorf("ifb %q: %w", name, err)
-	}
 	// Created up: one message fewer under the RTNL, which every namespace's link
 	// changes share. LinkAdd looks the new link's index up for the alias.
 	ifb := &netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu, Flags: net.FlagUp}}
-	if err := h.LinkAdd(ifb); err != nil {
+	err := h.LinkAdd(ifb)
+	if errors.Is(err, syscall.EEXIST) {
+		if err := deleteStaleIfb(h, name, o); err != nil {
+			return nil, err
+		}
+		err = h.LinkAdd(ifb)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("ifb %q: create: %w", name, err)
 	}
-	err := h.LinkSetAlias(ifb, o.alias())
+	err = h.LinkSetAlias(ifb, o.alias())
 	var l netlink.Link
 	if err == nil {
 		l, err = h.LinkByName(name)
@@ -127,6 +127,25 @@ func createIfb(host *link.NS, name string, o owner, mtu int) (netlink.Link, erro
 		return nil, fmt.Errorf("ifb %q: set up: %w", name, err)
 	}
 	return l, nil
+}
+
+// deleteStaleIfb deletes the link that holds the ifb's name when replaceable says ADD
+// may; one gone meanwhile is deleted already.
+func deleteStaleIfb(h *netlink.Handle, name string, o owner) error {
+	old, err := h.LinkByName(name)
+	if link.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ifb %q: %w", name, err)
+	}
+	if err := replaceable(old, o); err != nil {
+		return err
+	}
+	if err := h.LinkDel(old); err != nil && !link.IsNotFound(err) {
+		return fmt.Errorf("ifb %q: delete stale: %w", name, err)
+	}
+	return nil
 }
 
 // deleteIfb removes the attachment's ifb; one that does not exist is already deleted.

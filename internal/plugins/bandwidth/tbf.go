@@ -167,17 +167,21 @@ func checkRootTBF(n *link.NS, l netlink.Link, wants ...tbfParams) error {
 // ingress qdisc left by an earlier ADD of the attachment is replaced with its filters,
 // whose redirect would point at an ifb that no longer exists. Another program's (a
 // clsact of an eBPF datapath, an ingress qdisc without the redirect) is not deleted:
-// the kernel then refuses the new one, and ADD fails saying whose place it is.
+// the kernel then refuses the new one, and ADD fails saying whose place it is. The
+// filters are read only when the kernel refuses (EEXIST), so a veth without an
+// ingress qdisc, every first ADD's, costs no dump.
 func redirectToIfb(h *netlink.Handle, veth, ifb netlink.Link) error {
-	if redirects(h, veth) {
-		if err := delIngress(h, veth); err != nil {
-			return fmt.Errorf("%s: delete old ingress qdisc: %w", veth.Attrs().Name, err)
-		}
-	}
 	ingress := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
 		LinkIndex: veth.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_INGRESS,
 	}}
-	if err := h.QdiscAdd(ingress); err != nil {
+	err := h.QdiscAdd(ingress)
+	if errors.Is(err, syscall.EEXIST) && redirects(h, veth) {
+		if err := delIngress(h, veth); err != nil {
+			return fmt.Errorf("%s: delete old ingress qdisc: %w", veth.Attrs().Name, err)
+		}
+		err = h.QdiscAdd(ingress)
+	}
+	if err != nil {
 		return fmt.Errorf("%s: add ingress qdisc%s: %w", veth.Attrs().Name, ingressHolder(h, veth), err)
 	}
 	filter := &netlink.U32{

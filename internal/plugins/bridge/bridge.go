@@ -81,7 +81,8 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		return nil, err
 	}
 	undo.Push("container veth", func() error { return cont.Delete(req.Args.IfName) })
-	if err := plugPort(host, br, veth.Host, conf); err != nil {
+	brMAC, err := plugPort(host, br, veth.Host, conf)
+	if err != nil {
 		return nil, err
 	}
 	key := spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}
@@ -100,7 +101,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		MTU: veth.Container.Attrs().MTU, Sandbox: req.Args.Netns})
 
 	if conf.hasIPAM {
-		if err := addIPs(req, conf, host, cont, br, res, &undo, masqOpts); err != nil {
+		if err := addIPs(req, conf, host, cont, br, veth.Container, res, &undo, masqOpts); err != nil {
 			return nil, err
 		}
 	} else if err := setupL2(cont, req.Args.IfName, conf); err != nil {
@@ -112,20 +113,24 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 			return nil, fmt.Errorf("bridge port in error state: %w", err)
 		}
 	}
-	// The bridge's MAC can have changed while ports joined; report it as it is now.
-	if br, err = host.ByName(conf.Bridge); err != nil {
-		return nil, err
+	// The bridge's MAC can have changed while our port joined: report it as pinMAC left
+	// it, which it keeps.
+	if brMAC == nil {
+		if br, err = host.ByName(conf.Bridge); err != nil {
+			return nil, err
+		}
+		brMAC = br.Attrs().HardwareAddr
 	}
-	res.Interfaces[ifBridge].Mac = br.Attrs().HardwareAddr.String()
+	res.Interfaces[ifBridge].Mac = brMAC.String()
 	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
 		res.DNS = req.Net.DNS.Result()
 	}
 	return res, nil
 }
 
-// addIPs runs IPAM and puts its addresses on the container interface, the gateways on
-// the bridge, and the masquerade rules in place.
-func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br netlink.Link, res *result.Result,
+// addIPs runs IPAM and puts its addresses on the container interface eth, the gateways
+// on the bridge, and the masquerade rules in place.
+func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br, eth netlink.Link, res *result.Result,
 	undo *rollback.Stack, masqOpts masq.Options) error {
 	ipamRes, err := ipam.Add(req)
 	if err != nil {
@@ -143,7 +148,7 @@ func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br netlink.Lin
 	if err := prepareContainer(cont, req.Args.IfName, conf.EnableDAD); err != nil {
 		return err
 	}
-	if err := link.ConfigureIface(cont, req.Args.IfName, res); err != nil {
+	if err := link.ConfigureLink(cont, eth, res); err != nil {
 		return err
 	}
 	if conf.IsGateway {

@@ -45,6 +45,20 @@ func TestTwoContainersReachEachOtherAndTheGateway(t *testing.T) {
 	assert.NoError(t, w.check(b, conf))
 }
 
+// The bridge's MAC in each result is the one it has: pinMAC's, read once after the port
+// joined (the first port gives a fresh bridge its MAC), not looked up again at the end.
+func TestResultsGiveTheBridgesMACAsItIs(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	conf := w.conf(map[string]any{"isGateway": true})
+	for range 3 {
+		c := w.add(conf)
+		br := linkIn(t, w.host, "cnibr0")
+		assert.Equal(t, br.Attrs().HardwareAddr.String(), c.res.Interfaces[0].Mac)
+		assert.NotEqual(t, "00:00:00:00:00:00", c.res.Interfaces[0].Mac)
+	}
+}
+
 func TestDualStackContainersReachEachOtherOverBothFamilies(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)

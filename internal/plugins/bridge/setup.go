@@ -18,20 +18,14 @@ import (
 )
 
 // ensureBridge creates the bridge or adopts an existing one, which must be a bridge, and
-// sets it up. The bridge is shared by every attachment and is never removed.
+// sets it up. The bridge is shared by every attachment and is never removed, so it is
+// looked up first: one message for every ADD but the first.
 func ensureBridge(host *link.NS, conf *Config) (netlink.Link, error) {
 	h := host.Handle()
-	attrs := netlink.NewLinkAttrs()
-	attrs.Name, attrs.MTU = conf.Bridge, conf.MTU
-	br := &netlink.Bridge{LinkAttrs: attrs}
-	if conf.needVLAN {
-		on := true
-		br.VlanFiltering = &on
-	}
-	if err := h.LinkAdd(br); err != nil && !errors.Is(err, syscall.EEXIST) {
-		return nil, fmt.Errorf("bridge %q: create: %w", conf.Bridge, err)
-	}
 	l, err := h.LinkByName(conf.Bridge)
+	if link.IsNotFound(err) {
+		l, err = createBridge(h, conf)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bridge %q: %w", conf.Bridge, err)
 	}
@@ -61,26 +55,42 @@ func ensureBridge(host *link.NS, conf *Config) (netlink.Link, error) {
 	return l, nil
 }
 
+// createBridge creates the bridge, or finds that a concurrent ADD just did, and looks
+// it up.
+func createBridge(h *netlink.Handle, conf *Config) (netlink.Link, error) {
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.MTU = conf.Bridge, conf.MTU
+	br := &netlink.Bridge{LinkAttrs: attrs}
+	if conf.needVLAN {
+		on := true
+		br.VlanFiltering = &on
+	}
+	if err := h.LinkAdd(br); err != nil && !errors.Is(err, syscall.EEXIST) {
+		return nil, fmt.Errorf("create: %w", err)
+	}
+	return h.LinkByName(conf.Bridge)
+}
+
 // plugPort makes the host veth a port of the bridge with the configured port flags and
-// VLANs.
-func plugPort(host *link.NS, br, port netlink.Link, conf *Config) error {
+// VLANs, and returns the bridge's MAC as pinMAC leaves it.
+func plugPort(host *link.NS, br, port netlink.Link, conf *Config) (net.HardwareAddr, error) {
 	h := host.Handle()
 	name := port.Attrs().Name
 	if err := h.LinkSetMaster(port, br); err != nil {
-		return fmt.Errorf("host veth %q: set master %q: %w", name, br.Attrs().Name, err)
+		return nil, fmt.Errorf("host veth %q: set master %q: %w", name, br.Attrs().Name, err)
 	}
 	if conf.HairpinMode {
 		if err := h.LinkSetHairpin(port, true); err != nil {
-			return fmt.Errorf("host veth %q: set hairpin: %w", name, err)
+			return nil, fmt.Errorf("host veth %q: set hairpin: %w", name, err)
 		}
 	}
 	if conf.PortIsolation {
 		if err := h.LinkSetIsolated(port, true); err != nil {
-			return fmt.Errorf("host veth %q: set isolated: %w", name, err)
+			return nil, fmt.Errorf("host veth %q: set isolated: %w", name, err)
 		}
 	}
 	if err := setPortVLANs(h, port, conf.VLAN, conf.trunk, conf.PreserveDefaultVLAN); err != nil {
-		return err
+		return nil, err
 	}
 	return pinMAC(h, br.Attrs().Name)
 }
@@ -146,7 +156,10 @@ func setupL2(cont *link.NS, ifName string, conf *Config) error {
 
 // prepareContainer sets the container interface's sysctls: gratuitous ARP on address
 // changes, and duplicate address detection only when asked for, because DAD delays an
-// IPv6 address by about a second and addresses from IPAM are unique already.
+// IPv6 address by about a second and addresses from IPAM are unique already. The
+// interface was made by this ADD, so its values are the namespace's defaults, which
+// differ from ours unless someone changed them: each is written without being read
+// first (a write of an unchanged value does nothing to these three).
 func prepareContainer(cont *link.NS, ifName string, dad bool) error {
 	accept, enhanced := "0", "0"
 	if dad {
@@ -160,7 +173,7 @@ func prepareContainer(cont *link.NS, ifName string, dad bool) error {
 		}
 		for _, s := range settings {
 			// A namespace with IPv6 disabled has no ipv6 tree; that is not an error.
-			if err := sysctl.Ensure(s[0], s[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := sysctl.Set(s[0], s[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("container interface %q: %w", ifName, err)
 			}
 		}
@@ -248,23 +261,24 @@ func setupGateways(host *link.NS, conf *Config, br netlink.Link, gws []netip.Pre
 	return nil
 }
 
-// pinMAC sets the bridge's MAC to its current value. A bridge without an assigned MAC
-// takes the lowest MAC among its ports, which changes as containers come and go and
-// makes neighbours' caches flap; once assigned it stays. A portless bridge has no MAC
-// (all zeros) and is left alone.
-func pinMAC(h *netlink.Handle, name string) error {
+// pinMAC sets the bridge's MAC to its current value and returns it. A bridge without an
+// assigned MAC takes the lowest MAC among its ports, which changes as containers come
+// and go and makes neighbours' caches flap; once assigned it stays, so the value
+// returned is the bridge's for the rest of the ADD. A portless bridge has no MAC (all
+// zeros) and is left alone (nil is returned).
+func pinMAC(h *netlink.Handle, name string) (net.HardwareAddr, error) {
 	br, err := h.LinkByName(name)
 	if err != nil {
-		return fmt.Errorf("bridge %q: %w", name, err)
+		return nil, fmt.Errorf("bridge %q: %w", name, err)
 	}
 	mac := br.Attrs().HardwareAddr
 	if len(mac) == 0 || bytes.Equal(mac, make([]byte, len(mac))) {
-		return nil
+		return nil, nil
 	}
 	if err := h.LinkSetHardwareAddr(br, mac); err != nil {
-		return fmt.Errorf("bridge %q: pin MAC %s: %w", name, mac, err)
+		return nil, fmt.Errorf("bridge %q: pin MAC %s: %w", name, mac, err)
 	}
-	return nil
+	return mac, nil
 }
 
 // ensureVLANGateway returns the "<bridge>.<vlan>" interface that carries the gateway

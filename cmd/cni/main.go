@@ -1,6 +1,8 @@
-// A plugin lives for milliseconds, so sizing GOMAXPROCS from the cgroup CPU limit buys
-// nothing, and finding that limit reads /proc/self/mountinfo, which on a busy node
-// (hundreds of container mounts) is the largest file the process would read at start.
+// A plugin lives for milliseconds, so sizing GOMAXPROCS from the cgroup CPU limit, and
+// updating it while the process runs, buy nothing: GOMAXPROCS stays the CPU count. The
+// runtime (Go 1.25 on) still reads /proc/self/cgroup, /proc/self/mountinfo and the limit
+// once at start whatever these say, to count in its metrics what the setting changed,
+// as the reference's plugins do (strace, 2026-12-06).
 //
 //go:debug containermaxprocs=0
 //go:debug updatemaxprocs=0

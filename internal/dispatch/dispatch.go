@@ -151,10 +151,10 @@ func commands() []command {
 }
 
 func names() []string {
-	reg := Registry()
-	out := make([]string, len(reg))
-	for i, p := range reg {
-		out[i] = p.Name
+	table := builtins()
+	out := make([]string, len(table))
+	for i, b := range table {
+		out[i] = b.name
 	}
 	return out
 }

@@ -37,6 +37,16 @@ func TestListPrintsEveryRegisteredNameOnce(t *testing.T) {
 	assert.True(t, seen["loopback"])
 }
 
+// TestRegistryNamesAreTheirPluginsNames: the registry finds a plugin by the name on its
+// line without making every plugin's entry; that name must be the one the entry says.
+func TestRegistryNamesAreTheirPluginsNames(t *testing.T) {
+	for _, b := range builtins() {
+		p := b.plugin()
+		require.NotNil(t, p, b.name)
+		assert.Equal(t, b.name, p.Name, "the registry's line for %q makes plugin %q", b.name, p.Name)
+	}
+}
+
 func TestRegistryEntriesAreComplete(t *testing.T) {
 	for _, p := range Registry() {
 		assert.NotEmpty(t, p.Name)

@@ -51,21 +51,28 @@ func Release(req *skel.Request) func() error {
 
 func discard(_ *result.Result, err error) error { return err }
 
-// Plugins are the built-in IPAM types, one line each: the one table that main plugins'
+// Type is one built-in IPAM type: its name, and the function that makes its plugin
+// (whose Name is that name), so that a lookup makes only the plugin it finds.
+type Type struct {
+	Name   string
+	Plugin func() *skel.Plugin
+}
+
+// Types are the built-in IPAM types, one line each: the one table that main plugins'
 // in-process delegation (Builtin) and the binary's registry both read.
-func Plugins() []*skel.Plugin {
-	return []*skel.Plugin{
-		hostlocal.Plugin(),
-		static.Plugin(),
-		dhcp.Plugin(),
+func Types() []Type {
+	return []Type{
+		{"host-local", hostlocal.Plugin},
+		{"static", static.Plugin},
+		{"dhcp", dhcp.Plugin},
 	}
 }
 
 // Builtin returns the in-process plugin for an IPAM type, or nil.
 func Builtin(typ string) *skel.Plugin {
-	for _, p := range Plugins() {
-		if p.Name == typ {
-			return p
+	for _, t := range Types() {
+		if t.Name == typ {
+			return t.Plugin()
 		}
 	}
 	return nil

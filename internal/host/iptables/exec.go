@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/google/nftables"
@@ -187,7 +188,7 @@ func (s *execSource) checkFirst(probes []Probe) (int, error) {
 	}
 	// Line 1 is "*table": line n is probe n-2. iptables-nft may name the COMMIT line
 	// for a refusal, which places it on no probe.
-	if m := failedLine.FindStringSubmatch(err.Error()); m != nil {
+	if m := failedLine().FindStringSubmatch(err.Error()); m != nil {
 		n, _ := strconv.Atoi(cmp.Or(m[1], m[2]))
 		if i := n - 2; i >= 0 && i < len(probes) {
 			if m[1] != "" {
@@ -201,8 +202,12 @@ func (s *execSource) checkFirst(probes []Probe) (int, error) {
 
 // failedLine finds the line an iptables-restore failed at, in either flavour's words:
 // a command that failed ("iptables-restore: line 3 failed", "iptables-nft-restore: line
-// 3 failed: Bad rule ...") or that it refused ("Error occurred at line: 3").
-var failedLine = regexp.MustCompile(`line (\d+) failed|Error occurred at line: (\d+)`)
+// 3 failed: Bad rule ...") or that it refused ("Error occurred at line: 3"). Compiled
+// on first use: only a refused -C batch needs it, and a package-level MustCompile runs
+// in every exec of the binary, whichever plugin it is.
+var failedLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`line (\d+) failed|Error occurred at line: (\d+)`)
+})
 
 func (s *execSource) run(args ...string) (stdout, stderr string, err error) {
 	var o, e bytes.Buffer

@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/cnikit/cni/internal/host/netfilter"
 )
 
 // Family is the IP family whose tools (iptables-* or ip6tables-*) are used.
@@ -69,17 +71,6 @@ func CheckChainName(name string) error {
 		return fmt.Errorf("chain name %q contains %q: only printable ASCII without blanks, quotes or backslashes", name, name[i])
 	}
 	return nil
-}
-
-// builtinChains are each table's built-in chains: they always exist for iptables
-// (iptables-nft makes them when first used), so one that the kernel does not hold yet
-// is an empty chain, not a missing one.
-var builtinChains = map[string][]string{
-	"filter":   {"INPUT", "FORWARD", "OUTPUT"},
-	"nat":      {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"},
-	"mangle":   {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"},
-	"raw":      {"PREROUTING", "OUTPUT"},
-	"security": {"INPUT", "FORWARD", "OUTPUT"},
 }
 
 // Chain is one chain as a listing printed it.
@@ -188,7 +179,10 @@ func newTable(fam Family, table string, src source) *Table {
 	return &Table{Family: fam, Name: table, src: src, listed: map[string]*Chain{}, exist: map[string]bool{}, probed: map[string]map[string]bool{}}
 }
 
-func (t *Table) builtin(chain string) bool { return slices.Contains(builtinChains[t.Name], chain) }
+// builtin reports whether chain is one of the table's built-in chains: they always exist
+// for iptables, so one that the kernel does not hold yet is an empty chain, not a
+// missing one.
+func (t *Table) builtin(chain string) bool { return netfilter.IsBuiltinChain(t.Name, chain) }
 
 // Chain lists the named chain, once; nil when it does not exist. A built-in chain
 // always exists.

@@ -125,20 +125,38 @@ func legacyTablesInUse(path string) bool {
 	return err == nil && strings.TrimSpace(string(b)) != ""
 }
 
-// The tables iptables-nft makes, with the built-in chains iptables gives each; the
-// order in which the chains are read, the ones most likely to hold a rule of the host's
-// first: FORWARD is where a host's firewall and kube-proxy's forwarding rules are, and
-// POSTROUTING, which holds the masquerade's own jumps (CNI-*), comes last.
+// The tables iptables makes, with the built-in chains it gives each (iptables-nft makes
+// them when first used); the order in which detection reads the chains, the ones most
+// likely to hold a rule of the host's first: FORWARD is where a host's firewall and
+// kube-proxy's forwarding rules are, and POSTROUTING, which holds the masquerade's own
+// jumps (CNI-*), comes last. Slices of pairs rather than a map: the linker lays them out
+// as data, where a map literal is code that every exec of the binary would run before
+// main, whichever plugin it is.
 var (
-	iptablesChains = map[string][]string{
-		"filter":   {"INPUT", "FORWARD", "OUTPUT"},
-		"nat":      {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"},
-		"mangle":   {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"},
-		"raw":      {"PREROUTING", "OUTPUT"},
-		"security": {"INPUT", "FORWARD", "OUTPUT"},
+	iptablesChains = []struct {
+		table  string
+		chains []string
+	}{
+		{"filter", []string{"INPUT", "FORWARD", "OUTPUT"}},
+		{"nat", []string{"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"}},
+		{"mangle", []string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}},
+		{"raw", []string{"PREROUTING", "OUTPUT"}},
+		{"security", []string{"INPUT", "FORWARD", "OUTPUT"}},
 	}
 	builtinOrder = []string{"FORWARD", "PREROUTING", "OUTPUT", "INPUT", "POSTROUTING"}
 )
+
+// IsBuiltinChain reports whether chain is one of the built-in chains iptables gives the
+// table: iptables-nft makes them when first used, so one that the kernel does not hold
+// yet is an empty chain, not a missing one.
+func IsBuiltinChain(table, chain string) bool {
+	for _, t := range iptablesChains {
+		if t.table == table {
+			return slices.Contains(t.chains, chain)
+		}
+	}
+	return false
+}
 
 // ownChainPrefix starts the names of every iptables chain the plugins make.
 const ownChainPrefix = "CNI-"
@@ -154,7 +172,7 @@ func hostRulesInIPTablesNFT(conn *nftables.Conn, tables []*nftables.Table) bool 
 	for _, name := range builtinOrder {
 		for _, t := range tables {
 			if (t.Family != nftables.TableFamilyIPv4 && t.Family != nftables.TableFamilyIPv6) ||
-				!slices.Contains(iptablesChains[t.Name], name) {
+				!IsBuiltinChain(t.Name, name) {
 				continue
 			}
 			if hostRulesIn(conn, t, name) {

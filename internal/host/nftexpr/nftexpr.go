@@ -31,24 +31,47 @@ const (
 	ipsDstNAT = 1 << 5
 )
 
-// Field is a packet or connection field that a match or a lookup key loads.
+// Field is a packet or connection field that a match or a lookup key loads. It is plain
+// data (what load builds is decided by kind), so the fields below are laid out by the
+// linker rather than built by code that every exec of the binary would run before main.
 type Field struct {
-	load func(dst uint32) expr.Any
-	len  uint32 // bytes
+	kind   fieldKind
+	key    uint32           // the expr.MetaKey or expr.CtKey
+	base   expr.PayloadBase // a payload's header
+	offset uint32           // a payload's offset in its header
+	len    uint32           // bytes
 }
 
+// fieldKind is the expression that loads a field.
+type fieldKind uint8
+
+const (
+	fieldMeta fieldKind = iota
+	fieldPayload
+	fieldCt
+)
+
 func meta(key expr.MetaKey, n uint32) Field {
-	return Field{load: func(dst uint32) expr.Any { return &expr.Meta{Key: key, Register: dst} }, len: n}
+	return Field{kind: fieldMeta, key: uint32(key), len: n}
 }
 
 func payload(base expr.PayloadBase, offset, n uint32) Field {
-	return Field{load: func(dst uint32) expr.Any {
-		return &expr.Payload{DestRegister: dst, Base: base, Offset: offset, Len: n}
-	}, len: n}
+	return Field{kind: fieldPayload, base: base, offset: offset, len: n}
 }
 
 func ct(key expr.CtKey, n uint32) Field {
-	return Field{load: func(dst uint32) expr.Any { return &expr.Ct{Key: key, Register: dst} }, len: n}
+	return Field{kind: fieldCt, key: uint32(key), len: n}
+}
+
+// load is the expression that loads the field into register dst.
+func (f Field) load(dst uint32) expr.Any {
+	switch f.kind {
+	case fieldMeta:
+		return &expr.Meta{Key: expr.MetaKey(f.key), Register: dst}
+	case fieldCt:
+		return &expr.Ct{Key: expr.CtKey(f.key), Register: dst}
+	}
+	return &expr.Payload{DestRegister: dst, Base: f.base, Offset: f.offset, Len: f.len}
 }
 
 // The fields, by their nft names.

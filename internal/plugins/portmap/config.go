@@ -68,8 +68,23 @@ type settings struct {
 	mappings    []mapping
 }
 
-// protoNumber maps the supported protocols to their IP protocol numbers.
-var protoNumber = map[string]uint8{"tcp": 6, "udp": 17, "sctp": 132}
+// protocols are the supported protocols with their IP protocol numbers: a slice, which
+// the linker lays out as data, where a map literal would be code run before main in
+// every exec of the binary.
+var protocols = []struct {
+	name   string
+	number uint8
+}{{"tcp", 6}, {"udp", 17}, {"sctp", 132}}
+
+// protoNumber is the IP protocol number of a supported protocol, 0 for any other.
+func protoNumber(name string) uint8 {
+	for _, p := range protocols {
+		if p.name == name {
+			return p.number
+		}
+	}
+	return 0
+}
 
 // parseSettings validates the configuration; every failure is code 7 naming the field.
 func parseSettings(conf *Config) (*settings, error) {
@@ -201,7 +216,7 @@ func (s *settings) checkBackendOptions(conf *Config) error {
 func parseMapping(i int, pm PortMapping) (mapping, error) {
 	field := fmt.Sprintf("runtimeConfig.portMappings[%d]", i)
 	m := mapping{proto: strings.ToLower(pm.Protocol)}
-	if _, ok := protoNumber[m.proto]; !ok {
+	if protoNumber(m.proto) == 0 {
 		return m, cnierror.Invalid("%s.protocol: must be tcp, udp or sctp, got %q", field, pm.Protocol)
 	}
 	if pm.HostPort < 1 || pm.HostPort > 65535 {

@@ -196,7 +196,7 @@ func parseRecord(s string) (nftMapping, bool) {
 	hp, err1 := strconv.ParseUint(f[1], 10, 16)
 	cp, err2 := strconv.ParseUint(f[4], 10, 16)
 	target, err3 := netip.ParseAddr(f[3])
-	if _, ok := protoNumber[m.proto]; !ok || err1 != nil || err2 != nil || err3 != nil {
+	if protoNumber(m.proto) == 0 || err1 != nil || err2 != nil || err3 != nil {
 		return nftMapping{}, false
 	}
 	if f[2] != "*" {
@@ -213,7 +213,7 @@ func parseRecord(s string) (nftMapping, bool) {
 // key is the mapping's element key in hostip_ports (`tcp . 10.0.0.1 . 8080`) or ports
 // (`tcp . 8080`).
 func (m nftMapping) key() []byte {
-	proto, port := []byte{protoNumber[m.proto]}, nftexpr.Port(m.hostPort)
+	proto, port := []byte{protoNumber(m.proto)}, nftexpr.Port(m.hostPort)
 	if m.hostIP.IsValid() {
 		return nftexpr.Key(proto, m.hostIP.AsSlice(), port)
 	}
@@ -234,7 +234,7 @@ func (f *nftFamily) keyID(m nftMapping) string {
 
 // dnatRule is `[conditions] tcp dport 8080 [ip daddr H] dnat to 10.1.0.5:80`.
 func (f *nftFamily) dnatRule(ch *nftables.Chain, o attachment, m nftMapping, conds []expr.Any) *nftables.Rule {
-	exprs := nftexpr.Rule(conds, nftexpr.ProtoDPortIs(protoNumber[m.proto], m.hostPort))
+	exprs := nftexpr.Rule(conds, nftexpr.ProtoDPortIs(protoNumber(m.proto), m.hostPort))
 	if m.hostIP.IsValid() {
 		exprs = nftexpr.Rule(exprs, nftexpr.DaddrIs(m.hostIP))
 	}
@@ -260,7 +260,7 @@ func (f *nftFamily) masqRules(ch *nftables.Chain, o attachment, target netip.Pre
 	}
 	if masqAll {
 		for _, m := range maps {
-			add(nftexpr.Rule(nftexpr.L4ProtoIs(protoNumber[m.proto]), nftexpr.CtOriginalProtoDstIs(m.hostPort)))
+			add(nftexpr.Rule(nftexpr.L4ProtoIs(protoNumber(m.proto)), nftexpr.CtOriginalProtoDstIs(m.hostPort)))
 		}
 	} else {
 		add(nftexpr.SaddrIn(target.Masked()))

@@ -114,7 +114,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		var stale []conntrack.Match
 		for _, m := range f.mappings {
 			if m.proto == "udp" {
-				stale = append(stale, conntrack.Match{Proto: protoNumber["udp"], OrigDstPort: m.hostPort})
+				stale = append(stale, conntrack.Match{Proto: protoNumber("udp"), OrigDstPort: m.hostPort})
 			}
 		}
 		if _, err := conntrack.Delete(f.v6, stale); err != nil {
@@ -198,7 +198,7 @@ func removeAttachment(ctx context.Context, hash string) error {
 func forgetFlows(ctx context.Context, flows []flow) error {
 	var m4, m6 []conntrack.Match
 	for _, f := range flows {
-		m := conntrack.Match{Proto: protoNumber[f.proto], OrigDstPort: f.hostPort, ReplySrc: f.target}
+		m := conntrack.Match{Proto: protoNumber(f.proto), OrigDstPort: f.hostPort, ReplySrc: f.target}
 		if f.target.Is6() {
 			m6 = append(m6, m)
 		} else {

@@ -172,9 +172,9 @@ func refFlow(exprs []expr.Any) (flow, bool) {
 	if !ok || !okProto || !okPort || len(proto) != 1 || len(port) != 2 {
 		return flow{}, false
 	}
-	for name, n := range protoNumber {
-		if proto[0] == n {
-			return flow{proto: name, hostPort: uint16(port[0])<<8 | uint16(port[1]), target: to.Addr()}, true
+	for _, p := range protocols {
+		if proto[0] == p.number {
+			return flow{proto: p.name, hostPort: uint16(port[0])<<8 | uint16(port[1]), target: to.Addr()}, true
 		}
 	}
 	return flow{}, false
@@ -298,7 +298,7 @@ func checkReferenceFamily(rules []*nftables.Rule, s *settings, fa family) error 
 func refMaps(exprs []expr.Any, m mapping, target netip.Addr) bool {
 	to, ok := nftexpr.DNATTo(exprs)
 	if !ok || to != netip.AddrPortFrom(target, m.containerPort) ||
-		!nftexpr.Has(exprs, nftexpr.L4Proto, expr.CmpOpEq, []byte{protoNumber[m.proto]}) ||
+		!nftexpr.Has(exprs, nftexpr.L4Proto, expr.CmpOpEq, []byte{protoNumber(m.proto)}) ||
 		!nftexpr.Has(exprs, nftexpr.THDport, expr.CmpOpEq, nftexpr.Port(m.hostPort)) {
 		return false
 	}

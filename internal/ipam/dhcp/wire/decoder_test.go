@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,4 +99,10 @@ func TestClientRefusesAnOversizedAnswer(t *testing.T) {
 	w := <-sent
 	assert.Error(t, w.err, "the client closed the connection without reading the rest")
 	assert.Less(t, w.n, answer.Len())
+}
+
+// TestMessageTooLargeNamesTheLimit: the error's text is a constant (so that nothing runs
+// for it at start-up) and must say the limit MaxMessage really is.
+func TestMessageTooLargeNamesTheLimit(t *testing.T) {
+	assert.Equal(t, "message larger than "+strconv.Itoa(wire.MaxMessage)+" bytes", wire.ErrMessageTooLarge.Error())
 }

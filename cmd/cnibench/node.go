@@ -10,6 +10,7 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/cnikit/cni/internal/core/timing"
+	"github.com/cnikit/cni/internal/testbed/kubeproxy"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
@@ -48,7 +49,7 @@ func (b *bench) node() error {
 			arrs = append(arrs, arrangement{build: bd, oneChain: true})
 		}
 	}
-	for _, mode := range []string{proxyIPTables, proxyNFTables} {
+	for _, mode := range []string{kubeproxy.IPTablesMode, kubeproxy.NFTablesMode} {
 		at := map[int]map[nodeKey]float64{}
 		for i, services := range levels {
 			m, err := b.nodeLevel(arrs, kubeNode{mode, services}, resident, n, i == len(levels)-1)
@@ -105,7 +106,7 @@ func (b *bench) nodeLevel(arrs []arrangement, k kubeNode, resident, n int, plugi
 		}
 		arms = append(arms, a)
 		start := time.Now()
-		if err := loadKubeProxy(a.s.host, k.mode, k.services); err != nil {
+		if err := testns.LoadKubeProxy(a.s.host, k.mode, k.services); err != nil {
 			return nil, fmt.Errorf("%s: %w", a.name(), err)
 		}
 		loaded := time.Since(start)

@@ -1,15 +1,11 @@
-package main
+package kubeproxy
 
 import (
 	"net/netip"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
-	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // The names kube-proxy's own tests expect for Service ns1/svc1, port p80 (tcp), with
@@ -41,30 +37,30 @@ func countLines(text, table, prefix string) int {
 }
 
 func TestKubeProxyIPTablesHasFiveNatRulesPerService(t *testing.T) {
-	empty := kubeProxyIPTables(0, false)
+	empty := IPTables(0, false)
 	for _, services := range []int{1, 1000, 5000} {
-		text := kubeProxyIPTables(services, false)
-		assert.Equal(t, text, kubeProxyIPTables(services, false), "deterministic")
+		text := IPTables(services, false)
+		assert.Equal(t, text, IPTables(services, false), "deterministic")
 		assert.Equal(t, countLines(empty, "nat", "-A ")+5*services, countLines(text, "nat", "-A "), "%d Services", services)
 		assert.Equal(t, countLines(empty, "nat", ":")+2*services, countLines(text, "nat", ":"), "%d Services: a KUBE-SVC and a KUBE-SEP chain each", services)
 		assert.Equal(t, countLines(empty, "filter", "-A "), countLines(text, "filter", "-A "), "filter holds no per-Service rule (every Service has an endpoint)")
 	}
-	assert.Equal(t, 25_008, countLines(kubeProxyIPTables(5000, false), "nat", "-A "), "the issue's node: 25,000 rules of Services and kube-proxy's eight")
-	assert.Equal(t, 5000, len(uniqueMatches(kubeProxyIPTables(5000, false), "-j KUBE-SVC-")), "a chain name per Service")
+	assert.Equal(t, 25_008, countLines(IPTables(5000, false), "nat", "-A "), "the issue's node: 25,000 rules of Services and kube-proxy's eight")
+	assert.Equal(t, 5000, len(uniqueMatches(IPTables(5000, false), "-j KUBE-SVC-")), "a chain name per Service")
 }
 
 func TestKubeProxyNFTHasTwoChainsAndTwoElementsPerService(t *testing.T) {
-	empty := kubeProxyNFT(0)
+	empty := NFT(0)
 	for _, services := range []int{1, 1000, 5000} {
-		text := kubeProxyNFT(services)
-		assert.Equal(t, text, kubeProxyNFT(services), "deterministic")
+		text := NFT(services)
+		assert.Equal(t, text, NFT(services), "deterministic")
 		assert.Equal(t, countLines(empty, "", "add chain ip kube-proxy ")+2*services, countLines(text, "", "add chain ip kube-proxy "), "%d Services", services)
 		assert.Equal(t, countLines(empty, "", "add rule ip kube-proxy ")+4*services, countLines(text, "", "add rule ip kube-proxy "), "%d Services", services)
 		assert.Equal(t, services, countLines(text, "", "add element ip kube-proxy cluster-ips "), "%d Services", services)
 		assert.Equal(t, services, countLines(text, "", "add element ip kube-proxy service-ips "), "%d Services", services)
 		assert.Equal(t, countLines(empty, "", "add chain ip6 kube-proxy "), countLines(text, "", "add chain ip6 kube-proxy "), "IPv6 holds the skeleton only")
 	}
-	assert.Equal(t, 5000, len(uniqueMatches(kubeProxyNFT(5000), "goto service-")), "a chain name per Service")
+	assert.Equal(t, 5000, len(uniqueMatches(NFT(5000), "goto service-")), "a chain name per Service")
 }
 
 // uniqueMatches is the set of whitespace-separated words that follow marker in text.
@@ -74,46 +70,4 @@ func uniqueMatches(text, marker string) map[string]bool {
 		out[strings.Fields(part)[0]] = true
 	}
 	return out
-}
-
-// The rules load as kube-proxy's do: nft checks the text (nft -c), and loadKubeProxy
-// writes it into a throwaway namespace whose tables then list what was generated.
-func TestKubeProxyRulesLoadInAThrowawayNamespace(t *testing.T) {
-	testns.RequireRoot(t)
-	testns.RequireFirewallBinaries(t, "the rules are loaded with nft and iptables-restore")
-	const services = 50
-	t.Run("nftables", func(t *testing.T) {
-		n := testns.New(t)
-		var out []byte
-		err := n.Do(func() error {
-			cmd := exec.Command("nft", "-c", "-f", "-")
-			cmd.Stdin = strings.NewReader(kubeProxyNFT(services))
-			var err error
-			out, err = cmd.CombinedOutput()
-			return err
-		})
-		require.NoError(t, err, "nft -c: %s", out)
-		require.NoError(t, loadKubeProxy(n, proxyNFTables, services))
-		list, err := n.Exec(t, "nft", "list", "table", "ip", "kube-proxy")
-		require.NoError(t, err, list)
-		assert.Equal(t, countLines(kubeProxyNFT(services), "", "add chain ip kube-proxy "), strings.Count(list, "\n\tchain "), list)
-		list, err = n.Exec(t, "nft", "list", "map", "ip", "kube-proxy", "service-ips")
-		require.NoError(t, err, list)
-		assert.Equal(t, services, strings.Count(list, ": goto service-"), list)
-		list, err = n.Exec(t, "iptables-save", "-t", "mangle")
-		require.NoError(t, err, list)
-		assert.Contains(t, list, ":KUBE-KUBELET-CANARY", "kubelet's chains")
-	})
-	t.Run("iptables", func(t *testing.T) {
-		n := testns.New(t)
-		require.NoError(t, loadKubeProxy(n, proxyIPTables, services))
-		for _, f := range []struct {
-			save  string
-			rules int
-		}{{"iptables-save", countLines(kubeProxyIPTables(services, false), "nat", "-A ")}, {"ip6tables-save", countLines(kubeProxyIPTables(0, true), "nat", "-A ")}} {
-			out, err := n.Exec(t, f.save, "-t", "nat")
-			require.NoError(t, err, out)
-			assert.Equal(t, f.rules, countLines(out, "nat", "-A "), "%s:\n%s", f.save, out)
-		}
-	})
 }

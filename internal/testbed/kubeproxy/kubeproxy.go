@@ -1,21 +1,22 @@
-package main
+// Package kubeproxy writes the rules kube-proxy keeps on a node, in its iptables and
+// its nftables modes, for N Services of one endpoint each, with kube-proxy's own chain
+// names: the foreign rules of a Kubernetes node, beside which the tests show that our
+// plugins read only what they own and the bench's node section measures them. Text
+// only (iptables-restore and nft -f input); loading it is the caller's.
+package kubeproxy
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
 	"net/netip"
-	"os/exec"
 	"strings"
-
-	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
-// kube-proxy's modes (its --proxy-mode values) whose rules the node section loads.
+// kube-proxy's modes (its --proxy-mode values).
 const (
-	proxyIPTables = "iptables"
-	proxyNFTables = "nftables"
+	IPTablesMode = "iptables"
+	NFTablesMode = "nftables"
 )
 
 // The cluster a generated node belongs to: kube-proxy's defaults of kubeadm.
@@ -87,11 +88,11 @@ func (s kpService) nftEndpointChain() string {
 	return "endpoint-" + base32Of(base)[:8] + "-" + base
 }
 
-// kubeletIPTablesChains are the chains kubelet makes in iptables whatever the proxy
+// KubeletIPTablesChains are the chains kubelet makes in iptables whatever the proxy
 // mode (its canary, and the hint iptables-wrapper reads), by table: user chains
 // without rules, which on an nftables node must not make the backend rule pick
 // iptables.
-const kubeletIPTablesChains = `*mangle
+const KubeletIPTablesChains = `*mangle
 :KUBE-IPTABLES-HINT - [0:0]
 :KUBE-KUBELET-CANARY - [0:0]
 COMMIT
@@ -103,13 +104,13 @@ COMMIT
 COMMIT
 `
 
-// kubeProxyIPTables is what kube-proxy in iptables mode keeps in one family's tables
+// IPTables is what kube-proxy in iptables mode keeps in one family's tables
 // with services Services, as iptables-restore input (with kubelet's chains): five nat
 // rules per Service (the KUBE-SERVICES match, the KUBE-SVC chain's masquerade mark and
 // jump to the endpoint, the KUBE-SEP chain's mark and DNAT) beside a fixed skeleton in
 // nat and filter. IPv6 holds the skeleton only (services must be 0): the IPv6 proxier
 // of an IPv4 cluster on a dual-stack-capable node.
-func kubeProxyIPTables(services int, v6 bool) string {
+func IPTables(services int, v6 bool) string {
 	var w strings.Builder
 	localOnly := ""
 	if v6 {
@@ -182,15 +183,15 @@ COMMIT
 	return w.String()
 }
 
-// kubeProxyNFT is what kube-proxy in nftables mode keeps with services Services, as
+// NFT is what kube-proxy in nftables mode keeps with services Services, as
 // the `nft -f` input it sends (one command a line, as knftables writes a
 // transaction): `table ip kube-proxy` with its sets, maps and base chains, per Service
 // a chain, an endpoint chain (two rules each) and elements in cluster-ips and
 // service-ips; `table ip6 kube-proxy` with the same skeleton and no Service.
-func kubeProxyNFT(services int) string {
+func NFT(services int) string {
 	var w strings.Builder
-	kubeProxyNFTSkeleton(&w, "ip", "ipv4_addr", kpServiceCIDR.String(), kpNodeIP.String())
-	kubeProxyNFTSkeleton(&w, "ip6", "ipv6_addr", "fd00:10:96::/112", "")
+	nftSkeleton(&w, "ip", "ipv4_addr", kpServiceCIDR.String(), kpNodeIP.String())
+	nftSkeleton(&w, "ip6", "ipv6_addr", "fd00:10:96::/112", "")
 	ss := make([]kpService, services)
 	for i := range ss {
 		ss[i] = kpServiceAt(i)
@@ -214,9 +215,9 @@ func kubeProxyNFT(services int) string {
 	return w.String()
 }
 
-// kubeProxyNFTSkeleton writes one family's table as kube-proxy sets it up
+// nftSkeleton writes one family's table as kube-proxy sets it up
 // (setupNFTables): what it holds with no Service at all.
-func kubeProxyNFTSkeleton(w *strings.Builder, family, addrType, serviceCIDR, nodeIP string) {
+func nftSkeleton(w *strings.Builder, family, addrType, serviceCIDR, nodeIP string) {
 	t := family + " kube-proxy"
 	fmt.Fprintf(w, "add table %s { comment \"rules for kube-proxy\" ; }\n", t)
 	// kube-proxy's priorities are dstnat-10, dstnat+10, dstnat and srcnat; written as
@@ -279,43 +280,4 @@ func kubeProxyNFTSkeleton(w *strings.Builder, family, addrType, serviceCIDR, nod
 	if nodeIP != "" {
 		fmt.Fprintf(w, "add element %s nodeport-ips { %s }\n", t, nodeIP)
 	}
-}
-
-// loadKubeProxy writes kube-proxy's rules for services Services in mode, and kubelet's
-// chains, into host: one iptables-restore per family in iptables mode; one `nft -f -`
-// and one iptables-restore per family (kubelet's chains) in nftables mode.
-func loadKubeProxy(host *testns.NS, mode string, services int) error {
-	type load struct {
-		tool  string
-		args  []string
-		input string
-	}
-	var loads []load
-	switch mode {
-	case proxyIPTables:
-		loads = []load{
-			{"iptables-restore", []string{"-w"}, kubeProxyIPTables(services, false)},
-			{"ip6tables-restore", []string{"-w"}, kubeProxyIPTables(0, true)},
-		}
-	case proxyNFTables:
-		loads = []load{
-			{"nft", []string{"-f", "-"}, kubeProxyNFT(services)},
-			{"iptables-restore", []string{"-w"}, kubeletIPTablesChains},
-			{"ip6tables-restore", []string{"-w"}, kubeletIPTablesChains},
-		}
-	default:
-		return fmt.Errorf("kube-proxy mode %q", mode)
-	}
-	return host.Do(func() error {
-		for _, l := range loads {
-			cmd := exec.Command(l.tool, l.args...)
-			cmd.Stdin = strings.NewReader(l.input)
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("kube-proxy %s mode, %d Services: %s: %v: %s", mode, services, l.tool, err, out.String())
-			}
-		}
-		return nil
-	})
 }

@@ -174,10 +174,13 @@ func (e *env) mapped(t testing.TB, id string, extra map[string]any, mappings []P
 }
 
 // cached writes the runtime's cache entry of the attachment of container id on network
-// (its name is all the plugin reads): the container is alive.
-func (e *env) cached(network, id string) {
-	name := filepath.Join(e.cacheDir, "results", network+"-"+id+"-eth0")
-	require.NoError(e.t, os.WriteFile(name, []byte(`{"kind":"cniCacheV1"}`), 0o600))
+// in libcni's format (what the plugin reads of it: its name, containerId and netns):
+// the container is alive while netns names a network namespace.
+func (e *env) cached(network, id, netns string) {
+	entry, err := json.Marshal(map[string]any{"kind": "cniCacheV1", "containerId": id, "networkName": network,
+		"ifName": "eth0", "netns": netns, "config": []byte(`{}`)})
+	require.NoError(e.t, err)
+	require.NoError(e.t, os.WriteFile(filepath.Join(e.cacheDir, "results", network+"-"+id+"-eth0"), entry, 0o600))
 }
 
 // invoke runs a portmap command in-process inside the host netns.

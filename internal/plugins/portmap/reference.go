@@ -37,8 +37,9 @@ import (
 // place of ours, and GC, which cannot tell which network they belong to, leaves them.
 // What GC left goes at the latest when IPAM hands the address out again: ADD removes
 // the rules of the reference's reaching the new pod's addresses whose container is
-// provably gone (no entry of the runtime's result cache names it: liveness.go); the
-// same address may be a live pod's on another network, whose rules stay.
+// provably gone (no entry of the runtime's result cache names it, or those that do
+// name network namespaces that are gone: liveness.go); the same address may be a live
+// pod's on another network, whose rules stay.
 // The base chains stay, as the reference leaves them.
 const refTableName = "cni_hostport"
 
@@ -107,6 +108,7 @@ func (b nftBackend) removeReference(ctx context.Context, cid string, targets []n
 func removeStale(req *skel.Request) error {
 	cid := req.Args.ContainerID
 	live := readLiveness(req)
+	defer live.close()
 	decided := map[string]string{}
 	var order []string
 	isGone := func(owner string) bool {

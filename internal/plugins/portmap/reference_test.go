@@ -244,22 +244,30 @@ func TestAddRemovesTheReferencesStaleRulesToItsAddresses(t *testing.T) {
 // TestAddKeepsTheReferencesRulesOfALivePodAtTheSameAddress: the same address can be two
 // live pods' at once, on two networks with overlapping ranges (or static IPAM, or the
 // ips capability). Our ADD of the second must not take down the host ports the
-// reference mapped for the first, whose cache entry shows it alive (it removed them,
-// silently, whatever container they named); it says on stderr that it kept them and
-// why. A stale rule at that address, of a container no cache entry names, still goes,
-// and so does the log line saying so. Without a readable cache nothing proves a
-// container gone: everything stays.
+// reference mapped for the first, whose cache entry names a network namespace that
+// exists (it removed them, silently, whatever container they named); it says on stderr
+// that it kept them and why. Stale rules at that address still go, with a line saying
+// why: of a container no cache entry names, of one whose entry names a network
+// namespace that is gone, of one whose entry names the new pod's own namespace (a
+// path reused). Without a readable cache nothing proves a container gone: all stays.
 func TestAddKeepsTheReferencesRulesOfALivePodAtTheSameAddress(t *testing.T) {
 	testns.RequireFirewallBinaries(t, "writes the reference plugin's nftables state with nft -f")
 	e := newEnv(t)
 	c := e.container("ctr-new")
-	live, gone := *c, *c
-	live.id, gone.id = "ctr-live", "ctr-gone"
+	live := *c
+	live.id = "ctr-live"
+	rule := func(port int) []string {
+		return []string{fmt.Sprintf("ip hostports: tcp dport %d dnat to %s:%d", port, c.ip4, tcpPort)}
+	}
 	referenceNFTables(t, e, map[string][]string{
-		live.id: referenceRulesOf(&live),
-		gone.id: {fmt.Sprintf("ip hostports: tcp dport 9191 dnat to %s:%d", c.ip4, tcpPort)},
+		live.id:     referenceRulesOf(&live),
+		"ctr-gone":  rule(9191),
+		"ctr-dead":  rule(9192),
+		"ctr-reuse": rule(9193),
 	})
-	e.cached("net2", live.id)
+	e.cached("net2", live.id, e.client.Path) // any namespace that exists
+	e.cached("net2", "ctr-dead", filepath.Join(t.TempDir(), "netns-gone"))
+	e.cached("net2", "ctr-reuse", c.ns.Path)
 
 	var stderr strings.Builder
 	conf := c.netconf(t, "net1", map[string]any{"backend": "nftables"}, []PortMapping{{HostPort: 9092, ContainerPort: tcpPort, Protocol: "tcp"}})
@@ -269,12 +277,17 @@ func TestAddKeepsTheReferencesRulesOfALivePodAtTheSameAddress(t *testing.T) {
 		_, err := skel.Invoke(context.Background(), Plugin(), args, conf, &stderr)
 		return err
 	}))
-	rules := e.ruleset()
+	rules, log := e.ruleset(), stderr.String()
 	assert.Contains(t, rules, live.id, "the live pod's mappings stay")
-	assert.NotContains(t, rules, gone.id, "the gone pod's mapping goes")
-	assert.Contains(t, stderr.String(), "kept the reference's cni_hostport rules of container ctr-live")
-	assert.Contains(t, stderr.String(), "net2-ctr-live-eth0")
-	assert.Contains(t, stderr.String(), "removed the reference's cni_hostport rules of container ctr-gone")
+	assert.Contains(t, log, "kept the reference's cni_hostport rules of container ctr-live")
+	assert.Contains(t, log, "net2-ctr-live-eth0, whose network namespace "+e.client.Path+" exists")
+	for _, gone := range []string{"ctr-gone", "ctr-dead", "ctr-reuse"} {
+		assert.NotContains(t, rules, gone)
+		assert.Contains(t, log, "removed the reference's cni_hostport rules of container "+gone)
+	}
+	assert.Contains(t, log, "no entry of the result cache")
+	assert.Contains(t, log, "netns-gone, which no longer exists")
+	assert.Contains(t, log, "now the new pod's")
 	got, err := dialUDP(e.client, "10.77.0.1:8081")
 	require.NoError(t, err, "the live pod's host port still answers")
 	assert.Equal(t, c.id, got, "(the test's two pods share one netns: the address answers)")

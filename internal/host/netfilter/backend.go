@@ -26,6 +26,10 @@
 // nothing of nf_tables counts. The tools are looked up in PATH, never run: a node
 // without them (Talos, RHEL 10 without iptables-legacy) gets nftables even when a pod's
 // own iptables left tables behind.
+//
+// ForwardDrop reads the host's forward chains the same way, for the firewall's CHECK: a
+// chain of the host's dropping forwarded traffic by policy cuts a pod off whatever our
+// rules accept.
 package netfilter
 
 import (

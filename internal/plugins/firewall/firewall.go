@@ -32,7 +32,11 @@
 // With backend unset, firewalld is chosen when it owns its D-Bus name on the system bus
 // ($DBUS_SYSTEM_BUS_ADDRESS or /run/dbus/system_bus_socket; a missing bus socket answers
 // at once), otherwise the node's rule backend (netfilter.Detect: iptables where the host
-// keeps its rules there, else nftables). DEL and GC clean both rule backends.
+// keeps its rules there, else nftables). DEL and GC clean both rule backends. The backend
+// an attachment's first ADD chose stays its own: its rules are the record (record.go),
+// which CHECK and a repeated ADD find. CHECK also fails when the host's own firewall
+// drops by policy what those rules accept (netfilter.ForwardDrop): a pod that cannot
+// forward does not pass it.
 package firewall
 
 import (
@@ -199,7 +203,7 @@ func add(req *skel.Request) (*result.Result, error) {
 		return nil, err
 	}
 	ips := req.PrevResult.Addrs()
-	switch backend(req, conf) {
+	switch addBackend(req, conf, ips) {
 	case BackendFirewalld:
 		err = firewalldAdd(req, conf, ips, bridge)
 	case BackendNFTables:
@@ -213,6 +217,26 @@ func add(req *skel.Request) (*result.Result, error) {
 		return nil, err
 	}
 	return req.PrevResult.Clone(), nil
+}
+
+// addBackend is the backend of an ADD: where the attachment already is (a repeated ADD,
+// `cni repair`), else the one the config and netfilter's rule give. An attachment thus
+// stays in the backend its first ADD chose, whatever the host's firewall became since.
+// Only the other backend is looked in: where the rule picks iptables, nftables (a
+// lookup by key per address), so that an iptables node's ADD execs nothing more.
+func addBackend(req *skel.Request, conf *Config, ips []netip.Addr) string {
+	be := backend(req, conf)
+	switch be {
+	case BackendNFTables:
+		if held, ok := RecordedBackend(req.Context(), req.Net.Name, req.Args.ContainerID, ips); ok {
+			return string(held)
+		}
+	case BackendIPTables:
+		if newNFTLayout().holds(attachmentOf(req), ips) {
+			return BackendNFTables
+		}
+	}
+	return be
 }
 
 // firewalldAdd binds the addresses to the zone and installs the ingress policy, in the
@@ -275,32 +299,51 @@ func check(req *skel.Request) error {
 		return err
 	}
 	ips := req.PrevResult.Addrs()
-	switch backend(req, conf) {
-	case BackendNFTables:
-		err := steps.Begin(req.Context(), steps.Firewall).Done(nftCheck(conf, attachmentOf(req), ips, bridge))
-		if errors.Is(err, errAbsent) {
-			return checkAdopted(req.Context(), conf, attachmentOf(req), ips, bridge, err)
-		}
+	be := backend(req, conf)
+	if be == BackendFirewalld {
+		return checkFirewalld(req, conf, ips, bridge)
+	}
+	held, err := checkRules(req, conf, be, ips, bridge)
+	if err != nil {
 		return err
-	case BackendFirewalld:
-		fw, err := dialFirewalld(req.Context(), systemBus(req))
-		if err != nil {
-			return fmt.Errorf("firewalld: %w", err)
-		}
-		defer fw.Close()
-		if err := fw.checkSources(req.Context(), conf.Zone, ips); err != nil {
-			return err
-		}
-		if netfilter.Detect() == netfilter.NFTables {
-			return steps.Begin(req.Context(), steps.Firewall).Done(nftCheckIsolation(conf, bridge))
-		}
-		return iptCheckIsolation(req.Context(), conf, ips, bridge)
 	}
-	err = iptCheck(req.Context(), conf, attachmentOf(req), ips, bridge)
-	if errors.Is(err, errAbsent) {
-		return checkInNFTables(req.Context(), conf, attachmentOf(req), ips, bridge, err)
+	return checkForwarding(held, ips)
+}
+
+// checkRules verifies the attachment's rules in the backend that holds them, which it
+// returns: the one the rule picks now (be), or, when that holds nothing of the
+// attachment, the other, where its ADD put it before the host's firewall changed
+// (adopt.go).
+func checkRules(req *skel.Request, conf *Config, be string, ips []netip.Addr, bridge string) (netfilter.Backend, error) {
+	if be == BackendNFTables {
+		err := steps.Begin(req.Context(), steps.Firewall).Done(nftCheck(conf, attachmentOf(req), ips, bridge))
+		if !errors.Is(err, errAbsent) {
+			return netfilter.NFTables, err
+		}
+		return netfilter.IPTables, checkAdopted(req.Context(), conf, attachmentOf(req), ips, bridge, err)
 	}
-	return err
+	err := iptCheck(req.Context(), conf, attachmentOf(req), ips, bridge)
+	if !errors.Is(err, errAbsent) {
+		return netfilter.IPTables, err
+	}
+	return netfilter.NFTables, checkInNFTables(req.Context(), conf, attachmentOf(req), ips, bridge, err)
+}
+
+// checkFirewalld verifies the zone's sources and the ingress policy of the firewalld
+// backend. firewalld owns the host's forwarding there: its zones decide what passes.
+func checkFirewalld(req *skel.Request, conf *Config, ips []netip.Addr, bridge string) error {
+	fw, err := dialFirewalld(req.Context(), systemBus(req))
+	if err != nil {
+		return fmt.Errorf("firewalld: %w", err)
+	}
+	defer fw.Close()
+	if err := fw.checkSources(req.Context(), conf.Zone, ips); err != nil {
+		return err
+	}
+	if netfilter.Detect() == netfilter.NFTables {
+		return steps.Begin(req.Context(), steps.Firewall).Done(nftCheckIsolation(conf, bridge))
+	}
+	return iptCheckIsolation(req.Context(), conf, ips, bridge)
 }
 
 // gc removes the iptables and nftables rules of this network's containers that are not

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,6 +31,9 @@ type env struct {
 	host   *testns.NS
 	client *testns.NS
 	conts  int
+	// cacheDir is the runtime's result cache the plugin is told of (CNI_CACHE_DIR),
+	// empty but for the entries a test writes: never the machine's /var/lib/cni.
+	cacheDir string
 }
 
 // container is one container netns with a TCP and a UDP server answering its name.
@@ -47,7 +52,8 @@ const (
 
 func newEnv(t *testing.T) *env {
 	testns.RequireRoot(t)
-	e := &env{t: t, host: testns.NewWithLoopback(t), client: testns.NewWithLoopback(t)}
+	e := &env{t: t, host: testns.NewWithLoopback(t), client: testns.NewWithLoopback(t), cacheDir: t.TempDir()}
+	require.NoError(t, os.Mkdir(filepath.Join(e.cacheDir, "results"), 0o700))
 	e.host.Run(t, func() error {
 		if err := sysctl.EnableForwarding(true, true); err != nil {
 			return err
@@ -167,9 +173,20 @@ func (e *env) mapped(t testing.TB, id string, extra map[string]any, mappings []P
 	return c, c.netconf(t, "net1", extra, mappings)
 }
 
+// cached writes the runtime's cache entry of the attachment of container id on network
+// in libcni's format (what the plugin reads of it: its name, containerId and netns):
+// the container is alive while netns names a network namespace.
+func (e *env) cached(network, id, netns string) {
+	entry, err := json.Marshal(map[string]any{"kind": "cniCacheV1", "containerId": id, "networkName": network,
+		"ifName": "eth0", "netns": netns, "config": []byte(`{}`)})
+	require.NoError(e.t, err)
+	require.NoError(e.t, os.WriteFile(filepath.Join(e.cacheDir, "results", network+"-"+id+"-eth0"), entry, 0o600))
+}
+
 // invoke runs a portmap command in-process inside the host netns.
 func (e *env) invoke(command string, c *container, conf []byte) error {
-	args := skel.Args{Command: command, ContainerID: c.id, IfName: "eth0", Path: []string{"/nonexistent"}}
+	args := skel.Args{Command: command, ContainerID: c.id, IfName: "eth0", Path: []string{"/nonexistent"},
+		Env: []string{"CNI_CACHE_DIR=" + e.cacheDir}}
 	if command != skel.CmdGC {
 		args.Netns = c.ns.Path
 	} else {

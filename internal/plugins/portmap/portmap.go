@@ -94,7 +94,7 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		return req.PrevResult, nil
 	}
 	o := attachment{net: req.Net.Name, cid: req.Args.ContainerID}
-	b := backendFor(s.backend)
+	b := backendFor(addBackend(s.backend, o))
 	var undo rollback.Stack
 	defer undo.OnError(&err)
 	// Pushed first: a failure in the second family must also undo the first, and
@@ -122,6 +122,20 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		}
 	}
 	return req.PrevResult, nil
+}
+
+// addBackend is the backend of an ADD: nftables when the attachment is there already (a
+// repeated ADD, `cni repair`), so that it stays where its first ADD put it whatever the
+// rule picks now, else chosen. An attachment in iptables is not looked for: on a node
+// with legacy tables only a listing could tell (RecordedBackend answers "may"), and a
+// config naming nftables must not be overridden by a guess.
+func addBackend(chosen netfilter.Backend, o attachment) netfilter.Backend {
+	if chosen != netfilter.NFTables {
+		if held, ok := RecordedBackend(o.net, o.cid); ok && held == netfilter.NFTables {
+			return held
+		}
+	}
+	return chosen
 }
 
 // containerAddrs returns the addresses to map ports to: the first IPv4 and the first
@@ -237,8 +251,12 @@ func check(req *skel.Request) error {
 	}
 	o := attachment{net: req.Net.Name, cid: req.Args.ContainerID}
 	fams := s.families(containerAddrs(req))
-	if err := backendFor(s.backend).check(req.Context(), o, s, fams); err != nil {
-		return checkAdopted(req.Context(), s.backend, o, s, fams, err)
+	b := s.backend
+	if held, ok := recordedBackend(o.hash()); ok {
+		b = held // where its ADD put it, whatever the rule picks now
+	}
+	if err := backendFor(b).check(req.Context(), o, s, fams); err != nil {
+		return checkAdopted(req.Context(), b, o, s, fams, err)
 	}
 	return nil
 }

@@ -36,8 +36,10 @@ import (
 // itself removes every rule of the id, another network's too), CHECK accepts them in
 // place of ours, and GC, which cannot tell which network they belong to, leaves them.
 // What GC left goes at the latest when IPAM hands the address out again: ADD removes
-// every rule of the reference's reaching the new pod's addresses, whatever container id
-// it names, since the pod it was made for no longer holds the address.
+// the rules of the reference's reaching the new pod's addresses whose container is
+// provably gone (no entry of the runtime's result cache names it, or those that do
+// name network namespaces that are gone: liveness.go); the same address may be a live
+// pod's on another network, whose rules stay.
 // The base chains stay, as the reference leaves them.
 const refTableName = "cni_hostport"
 
@@ -100,27 +102,55 @@ func (b nftBackend) removeReference(ctx context.Context, cid string, targets []n
 }
 
 // removeStale is ADD's removal of the reference's rules reaching the pod's addresses
-// (nftBackend.removeStale) and of their mappings' conntrack entries.
+// that were made for a container provably gone (nftBackend.removeStale), and of their
+// mappings' conntrack entries. What it removes, and what it keeps although it reaches
+// the pod's addresses, it says on stderr with the reason.
 func removeStale(req *skel.Request) error {
-	flows, err := nftBackend{}.removeStale(req.Context(), req.PrevResult.Addrs())
+	cid := req.Args.ContainerID
+	live := readLiveness(req)
+	defer live.close()
+	decided := map[string]string{}
+	var order []string
+	isGone := func(owner string) bool {
+		if owner == cid {
+			return false
+		}
+		ok, why := live.gone(owner)
+		if _, seen := decided[owner]; !seen {
+			order = append(order, owner)
+			verb := "kept"
+			if ok {
+				verb = "removed"
+			}
+			decided[owner] = fmt.Sprintf("portmap: %s the reference's %s rules of container %s reaching %s, the addresses of container %s: %s",
+				verb, refTableName, owner, req.PrevResult.Addrs(), cid, why)
+		}
+		return ok
+	}
+	flows, err := nftBackend{}.removeStale(req.Context(), req.PrevResult.Addrs(), isGone)
 	if err != nil {
-		return fmt.Errorf("portmap: the reference's stale mappings to %s's addresses: %w", req.Args.ContainerID, err)
+		return fmt.Errorf("portmap: the reference's stale mappings to %s's addresses: %w", cid, err)
+	}
+	for _, owner := range order {
+		fmt.Fprintln(req.Stderr, decided[owner])
 	}
 	return forgetFlows(req.Context(), flows)
 }
 
-// removeStale removes the reference's nftables rules reaching any of addrs, whichever
-// container they name, and returns the mappings they made. ADD calls it with the new
-// pod's addresses: IPAM gave them to this pod, so a rule of the reference's reaching
-// them was made for a pod that is gone without a DEL (a GC, which cannot take the
-// rules as its network's, or a lost cache entry), and would hand that pod's host ports
-// to this one. A node without the reference's tables costs one table-list dump.
-func (b nftBackend) removeStale(ctx context.Context, addrs []netip.Addr) ([]flow, error) {
+// removeStale removes the reference's nftables rules reaching any of addrs whose
+// container (the rule's comment) is gone, and returns the mappings they made. ADD calls
+// it with the new pod's addresses: a rule of the reference's reaching them made for a
+// pod that is gone without a DEL (a GC, which cannot take the rules as its network's, or
+// a lost cache entry) would hand that pod's host ports to this one. Only gone decides:
+// the same address may be a live pod's on another network (overlapping ranges, static
+// IPAM, the ips capability), whose host ports must stay. A node without the reference's
+// tables costs one table-list dump.
+func (b nftBackend) removeStale(ctx context.Context, addrs []netip.Addr, gone func(containerID string) bool) ([]flow, error) {
 	if len(addrs) == 0 {
 		return nil, nil
 	}
-	return b.removeReferenceRules(ctx, fmt.Sprint("the rules reaching ", addrs), func(_ *nftables.Rule, target netip.Addr, ok bool) bool {
-		return ok && slices.Contains(addrs, target)
+	return b.removeReferenceRules(ctx, fmt.Sprint("the rules reaching ", addrs), func(r *nftables.Rule, target netip.Addr, ok bool) bool {
+		return ok && slices.Contains(addrs, target) && gone(ruleComment(r))
 	})
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -177,7 +179,7 @@ func TestLookingForTheReferencesRulesCostsOneDump(t *testing.T) {
 	assert.Equal(t, []nftrecord.Request{{Msg: unix.NFT_MSG_GETTABLE, Dump: true}}, removeOf())
 	var r nftrecord.Recorder
 	require.NoError(t, e.host.Do(func() error {
-		_, err := nftBackend{conn: r.Option()}.removeStale(context.Background(), []netip.Addr{netip.MustParseAddr(c.ip4)})
+		_, err := nftBackend{conn: r.Option()}.removeStale(context.Background(), []netip.Addr{netip.MustParseAddr(c.ip4)}, func(string) bool { return true })
 		return err
 	}))
 	r.Close()
@@ -237,4 +239,60 @@ func TestAddRemovesTheReferencesStaleRulesToItsAddresses(t *testing.T) {
 			assert.Equal(t, other.id, got, "the reference's rule of another address stays")
 		})
 	}
+}
+
+// TestAddKeepsTheReferencesRulesOfALivePodAtTheSameAddress: the same address can be two
+// live pods' at once, on two networks with overlapping ranges (or static IPAM, or the
+// ips capability). Our ADD of the second must not take down the host ports the
+// reference mapped for the first, whose cache entry names a network namespace that
+// exists (it removed them, silently, whatever container they named); it says on stderr
+// that it kept them and why. Stale rules at that address still go, with a line saying
+// why: of a container no cache entry names, of one whose entry names a network
+// namespace that is gone, of one whose entry names the new pod's own namespace (a
+// path reused). Without a readable cache nothing proves a container gone: all stays.
+func TestAddKeepsTheReferencesRulesOfALivePodAtTheSameAddress(t *testing.T) {
+	testns.RequireFirewallBinaries(t, "writes the reference plugin's nftables state with nft -f")
+	e := newEnv(t)
+	c := e.container("ctr-new")
+	live := *c
+	live.id = "ctr-live"
+	rule := func(port int) []string {
+		return []string{fmt.Sprintf("ip hostports: tcp dport %d dnat to %s:%d", port, c.ip4, tcpPort)}
+	}
+	referenceNFTables(t, e, map[string][]string{
+		live.id:     referenceRulesOf(&live),
+		"ctr-gone":  rule(9191),
+		"ctr-dead":  rule(9192),
+		"ctr-reuse": rule(9193),
+	})
+	e.cached("net2", live.id, e.client.Path) // any namespace that exists
+	e.cached("net2", "ctr-dead", filepath.Join(t.TempDir(), "netns-gone"))
+	e.cached("net2", "ctr-reuse", c.ns.Path)
+
+	var stderr strings.Builder
+	conf := c.netconf(t, "net1", map[string]any{"backend": "nftables"}, []PortMapping{{HostPort: 9092, ContainerPort: tcpPort, Protocol: "tcp"}})
+	args := skel.Args{Command: skel.CmdAdd, ContainerID: c.id, Netns: c.ns.Path, IfName: "eth0", Path: []string{"/nonexistent"},
+		Env: []string{"CNI_CACHE_DIR=" + e.cacheDir}}
+	require.NoError(t, e.host.Do(func() error {
+		_, err := skel.Invoke(context.Background(), Plugin(), args, conf, &stderr)
+		return err
+	}))
+	rules, log := e.ruleset(), stderr.String()
+	assert.Contains(t, rules, live.id, "the live pod's mappings stay")
+	assert.Contains(t, log, "kept the reference's cni_hostport rules of container ctr-live")
+	assert.Contains(t, log, "net2-ctr-live-eth0, whose network namespace "+e.client.Path+" exists")
+	for _, gone := range []string{"ctr-gone", "ctr-dead", "ctr-reuse"} {
+		assert.NotContains(t, rules, gone)
+		assert.Contains(t, log, "removed the reference's cni_hostport rules of container "+gone)
+	}
+	assert.Contains(t, log, "no entry of the result cache")
+	assert.Contains(t, log, "netns-gone, which no longer exists")
+	assert.Contains(t, log, "now the new pod's")
+	got, err := dialUDP(e.client, "10.77.0.1:8081")
+	require.NoError(t, err, "the live pod's host port still answers")
+	assert.Equal(t, c.id, got, "(the test's two pods share one netns: the address answers)")
+
+	require.NoError(t, os.RemoveAll(filepath.Join(e.cacheDir, "results")))
+	require.NoError(t, e.invoke(skel.CmdAdd, c, conf))
+	assert.Contains(t, e.ruleset(), live.id, "an unreadable cache proves nothing gone")
 }

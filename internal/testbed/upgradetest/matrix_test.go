@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/host/netfilter"
 	"github.com/cnikit/cni/internal/testbed/testns"
@@ -127,7 +128,7 @@ func gcOneOfTwoNetworks(t *testing.T, n *node, rt runtime, nw network) {
 	p, q := adopted(t, n, rt, nw, 47000), adopted(t, n, rt, other, 49000)
 	requireUnsetPicksNFTables(t, n, nw)
 	before := n.naming(q, other)
-	p.ns.Close()
+	netnsGone(t, p)
 	require.NoError(t, rt.gc(n, []string{n.ours}, nw.conflist(n)), "our GC")
 	for _, l := range n.naming(p, nw) {
 		assert.True(t, matchesAny(gcLeaves, l), "GC leaves %q", l)
@@ -142,6 +143,22 @@ func gcOneOfTwoNetworks(t *testing.T, n *node, rt runtime, nw network) {
 	assert.Empty(t, n.naming(p, nw))
 	require.NoError(t, rt.del(n, []string{n.ours}, other.conflist(n), q))
 	assert.Empty(t, n.naming(q, other))
+}
+
+// netnsGone drops the pod's network namespace, as the end of a pod does, and keeps its
+// path naming none. The path is an fd of this process (/proc/<pid>/fd/<n>), whose
+// number the kernel would hand to the next file opened, another parallel test's
+// namespace among them, where a runtime's path (a bind mount, a pid) stays gone: the
+// fd becomes /dev/null in one step (dup3), which the namespace's cleanup closes.
+func netnsGone(t *testing.T, p *pod) {
+	t.Helper()
+	var pid, fd int
+	_, err := fmt.Sscanf(p.ns.Path, "/proc/%d/fd/%d", &pid, &fd)
+	require.NoError(t, err, "the netns path of %s", p.id)
+	null, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(null)
+	require.NoError(t, unix.Dup3(null, fd, unix.O_CLOEXEC))
 }
 
 func matchesAny(res []*regexp.Regexp, s string) bool {

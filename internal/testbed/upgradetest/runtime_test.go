@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/chain"
@@ -18,7 +20,9 @@ import (
 // runtime is a container runtime's CNI client, exec'ing plugins found in path (CNI_PATH)
 // inside the node's host netns. ADD caches the result under the node's cache dir for the
 // CHECK and DEL that follow; GC uses an empty cache, so that only the plugins' own GC
-// acts (both clients DEL every cached attachment that is not valid before).
+// acts (both clients DEL every cached attachment that is not valid before). The plugins
+// are told the cache dir (CNI_CACHE_DIR), as they find a runtime's default one: portmap
+// reads it to tell a gone pod from a live one.
 type runtime interface {
 	add(n *node, path []string, conf []byte, p *pod) error
 	check(n *node, path []string, conf []byte, p *pod) error
@@ -40,8 +44,21 @@ func (r *libcniRuntime) run(n *node, path []string, conf []byte, cache string,
 	n.t.Helper()
 	list, err := libcni.ConfListFromBytes(conf)
 	require.NoError(n.t, err)
-	cni := libcni.NewCNIConfigWithCacheDir(path, cache, nil)
+	cni := libcni.NewCNIConfigWithCacheDir(path, cache, cacheEnvExec{
+		Exec:  &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}},
+		cache: cache,
+	})
 	return n.host.Do(func() error { return op(context.Background(), cni, list) })
+}
+
+// cacheEnvExec is libcni's exec with CNI_CACHE_DIR in every plugin's environment.
+type cacheEnvExec struct {
+	invoke.Exec
+	cache string
+}
+
+func (e cacheEnvExec) ExecPlugin(ctx context.Context, plugin string, stdin []byte, environ []string) ([]byte, error) {
+	return e.Exec.ExecPlugin(ctx, plugin, stdin, append(environ, "CNI_CACHE_DIR="+e.cache))
 }
 
 func libcniRT(p *pod) *libcni.RuntimeConf {
@@ -97,7 +114,7 @@ func (r *runnerRuntime) run(n *node, path []string, conf []byte, cache string,
 	n.t.Helper()
 	nw, err := chain.Parse(conf)
 	require.NoError(n.t, err)
-	runner := &chain.Runner{PluginPath: path, CacheDir: cache, Stderr: os.Stderr}
+	runner := &chain.Runner{PluginPath: path, CacheDir: cache, Stderr: os.Stderr, Env: append(os.Environ(), "CNI_CACHE_DIR="+cache)}
 	return n.host.Do(func() error { return op(context.Background(), runner, nw) })
 }
 

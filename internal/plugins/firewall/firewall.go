@@ -64,6 +64,7 @@ func Plugin() *skel.Plugin {
 		Del:      del,
 		Check:    check,
 		GC:       gc,
+		Repair:   repair,
 	}
 }
 
@@ -198,21 +199,25 @@ func add(req *skel.Request) (*result.Result, error) {
 	if err := bridgedTrafficIsFiltered(conf.IngressPolicy); err != nil {
 		return nil, err
 	}
-	ips := req.PrevResult.Addrs()
-	switch backend(req, conf) {
-	case BackendFirewalld:
-		err = firewalldAdd(req, conf, ips, bridge)
-	case BackendNFTables:
-		err = steps.Begin(req.Context(), steps.Firewall).Done(nftAdd(conf, attachmentOf(req), ips, bridge))
-	default:
-		var undo rollback.Stack
-		err = iptAdd(req.Context(), conf, attachmentOf(req), ips, bridge, undo.Push)
-		undo.OnError(&err)
-	}
-	if err != nil {
+	if err := install(req, conf, bridge); err != nil {
 		return nil, err
 	}
 	return req.PrevResult.Clone(), nil
+}
+
+// install lets prevResult's addresses through in the chosen backend, undoing its own
+// part on failure; run again, it leaves the same rules (ADD, REPAIR).
+func install(req *skel.Request, conf *Config, bridge string) (err error) {
+	ips := req.PrevResult.Addrs()
+	switch backend(req, conf) {
+	case BackendFirewalld:
+		return firewalldAdd(req, conf, ips, bridge)
+	case BackendNFTables:
+		return steps.Begin(req.Context(), steps.Firewall).Done(nftAdd(conf, attachmentOf(req), ips, bridge))
+	}
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+	return iptAdd(req.Context(), conf, attachmentOf(req), ips, bridge, undo.Push)
 }
 
 // firewalldAdd binds the addresses to the zone and installs the ingress policy, in the
@@ -274,6 +279,12 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
+	return verify(req, conf, bridge)
+}
+
+// verify checks that prevResult's addresses are let through in the chosen backend, or
+// as the reference left them.
+func verify(req *skel.Request, conf *Config, bridge string) error {
 	ips := req.PrevResult.Addrs()
 	switch backend(req, conf) {
 	case BackendNFTables:
@@ -296,7 +307,7 @@ func check(req *skel.Request) error {
 		}
 		return iptCheckIsolation(req.Context(), conf, ips, bridge)
 	}
-	err = iptCheck(req.Context(), conf, attachmentOf(req), ips, bridge)
+	err := iptCheck(req.Context(), conf, attachmentOf(req), ips, bridge)
 	if errors.Is(err, errAbsent) {
 		return checkInNFTables(req.Context(), conf, attachmentOf(req), ips, bridge, err)
 	}

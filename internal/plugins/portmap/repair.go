@@ -1,0 +1,26 @@
+package portmap
+
+import (
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/spec/skel"
+)
+
+// repair puts back the attachment's mappings when CHECK finds them missing (a host
+// firewall reload removed them), in the backend ADD and CHECK choose. Both backends'
+// add replaces what is left of the attachment's rules and declares the shared layout
+// again, so nothing is sent for an intact attachment and a half-removed one is left
+// with exactly ADD's rules.
+func repair(req *skel.Request) error {
+	if req.PrevResult == nil {
+		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: portmap must be called as a chained plugin")
+	}
+	s, err := load(req)
+	if err != nil || len(s.mappings) == 0 {
+		return err
+	}
+	fams, err := verify(req, s)
+	if err == nil || !req.Repair().Found("portMappings: "+err.Error()) {
+		return nil
+	}
+	return backendFor(s.backend).add(req.Context(), attachment{net: req.Net.Name, cid: req.Args.ContainerID}, s, fams)
+}

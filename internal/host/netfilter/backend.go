@@ -85,7 +85,7 @@ func detect(opts ...nftables.ConnOption) Backend {
 	}
 	// /proc/thread-self, not /proc/net (the main thread's namespace): the plugin may run
 	// on a locked thread inside another namespace (in-process runner, tests).
-	if legacyTablesInUse("/proc/thread-self/net/ip_tables_names") || legacyTablesInUse("/proc/thread-self/net/ip6_tables_names") {
+	if LegacyTablesInUse() {
 		return IPTables
 	}
 	conn, err := nftables.New(append([]nftables.ConnOption{nftables.AsLasting()}, opts...)...)
@@ -118,6 +118,12 @@ func IPTablesInstalled() bool {
 		}
 	}
 	return true
+}
+
+// LegacyTablesInUse reports whether the calling thread's network namespace has legacy
+// (x_tables) iptables tables, whose changes raise no netlink event.
+func LegacyTablesInUse() bool {
+	return legacyTablesInUse("/proc/thread-self/net/ip_tables_names") || legacyTablesInUse("/proc/thread-self/net/ip6_tables_names")
 }
 
 func legacyTablesInUse(path string) bool {

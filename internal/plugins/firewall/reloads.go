@@ -11,9 +11,10 @@ import (
 // signal, sent by `firewall-cmd --reload` and `systemctl reload firewalld` alike), which
 // drops the runtime sources the firewalld backend bound and, with firewalld's iptables
 // backend, every rule of the host. It runs until ctx ends; a send that would block is
-// dropped (one pending signal says it all). A bus that cannot be reached is an error,
+// dropped (one pending signal says it all). subscribed is called once the bus delivers
+// the signal (a reload from then on is seen). A bus that cannot be reached is an error,
 // returned at once.
-func WatchReloads(ctx context.Context, addr string, out chan<- struct{}) error {
+func WatchReloads(ctx context.Context, addr string, out chan<- struct{}, subscribed func()) error {
 	conn, err := connect(ctx, addr)
 	if err != nil {
 		return fmt.Errorf("firewalld reloads: %w", err)
@@ -24,6 +25,7 @@ func WatchReloads(ctx context.Context, addr string, out chan<- struct{}) error {
 	}
 	signals := make(chan *dbus.Signal, 4)
 	conn.Signal(signals)
+	subscribed()
 	for {
 		select {
 		case <-ctx.Done():

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cnikit/cni/internal/chain"
+	"github.com/cnikit/cni/internal/host/netfilter"
 )
 
 // repairFlags are repair's own flags beside the chain commands' common ones.
@@ -46,6 +47,14 @@ func runRepair(p Process, args []string) int {
 	if err != nil {
 		return ExitUsage
 	}
+	if err := repairableHere(); err != nil {
+		if rf.watch {
+			// The DaemonSet's container: idle, Ready, and saying why in its log.
+			fmt.Fprintf(p.Stderr, "cni repair: not watching: %v\n", err)
+			return runSleep(p, nil)
+		}
+		return p.fail("repair", err)
+	}
 	if rf.watch {
 		return watchRepair(p, &c, &rf, pos)
 	}
@@ -56,6 +65,18 @@ func runRepair(p Process, args []string) int {
 		return ExitFailure
 	}
 	return ExitOK
+}
+
+// repairableHere refuses a repair by a process without the iptables tools (the
+// DaemonSet's container) on a node that keeps its rules in iptables: the plugins on the
+// host, which have the tools, chose iptables there, and the same plugins here would put
+// the rules back in nftables instead.
+func repairableHere() error {
+	if netfilter.IPTablesInstalled() || !netfilter.HostRulesInIPTables() {
+		return nil
+	}
+	return errors.New("this node keeps its rules in iptables, and this process has no iptables tools in PATH: " +
+		"it would put back in nftables what the pods' ADD put in iptables; run cni repair on the host (the packages' cni-repair.service)")
 }
 
 // repairPass repairs every cached attachment of the networks named (all when none),

@@ -293,11 +293,13 @@ func startWatcher(t *testing.T, e *env, args ...string) *watcher {
 	return w
 }
 
+// repairs counts the repairs the watcher reported so far.
+func (w *watcher) repairs() int { return strings.Count(w.output(), "repaired std ") }
+
 // requireRepairedWithin waits for the pod to pass CHECK and work again, the watcher
-// having reported one more repair than before.
-func (p *pod) requireRepairedWithin(t *testing.T, w *watcher, bound time.Duration) {
+// having reported more repairs than the given count from before the damage.
+func (p *pod) requireRepairedWithin(t *testing.T, w *watcher, repairs int, bound time.Duration) {
 	t.Helper()
-	repairs := strings.Count(w.output(), "repaired std ")
 	deadline := time.Now().Add(bound)
 	for {
 		err := p.works()
@@ -322,8 +324,9 @@ func TestRepairWatchRepairsAfterEveryReload(t *testing.T) {
 		p := newPod(t, backend)
 		w := startWatcher(t, p.e, "--poll", "0")
 		for _, reload := range reloads {
+			before := w.repairs()
 			reload.do(t, p.e.host)
-			p.requireRepairedWithin(t, w, repairBound)
+			p.requireRepairedWithin(t, w, before, repairBound)
 		}
 		assert.Equal(t, run{}, p.cni(t, "del"))
 	})
@@ -351,9 +354,57 @@ func TestRepairAfterAFirewalldReload(t *testing.T) {
 	p.requireWorks(t)
 
 	w := startWatcher(t, p.e, "--poll", "0", "--system-bus", bus)
+	before := w.repairs()
 	require.NoError(t, fw.Reload())
 	require.Eventually(t, func() bool { return fw.Sources()[src] == "trusted" }, repairBound, 50*time.Millisecond,
 		"the watcher binds the source again: %s", w.output())
-	p.requireRepairedWithin(t, w, repairBound)
+	p.requireRepairedWithin(t, w, before, repairBound)
 	assert.Equal(t, run{}, p.cni(t, "del"))
+}
+
+// hostIPTablesNFTRules is a host firewall kept in iptables-nft (a FORWARD that drops by
+// policy), as iptables-nft makes it: what the backend rule reads as "the host keeps its
+// rules in iptables".
+const hostIPTablesNFTRules = `table ip filter {
+	chain FORWARD {
+		type filter hook forward priority filter; policy drop;
+	}
+}
+`
+
+// TestRepairWithoutIPTablesToolsOnAnIPTablesNodeRefuses: a process without the iptables
+// tools (the DaemonSet's container, whose image has none) on a node that keeps its rules
+// in iptables would put back in nftables what the host's plugins put in iptables: `cni
+// repair` fails saying so and changes nothing, `cni repair --watch` says so and idles
+// until SIGTERM, exiting 0 (the DaemonSet stays Ready).
+func TestRepairWithoutIPTablesToolsOnAnIPTablesNodeRefuses(t *testing.T) {
+	e := newEnv(t)
+	out, err := e.host.ExecInput(t, hostIPTablesNFTRules, "nft", "-f", "-")
+	require.NoError(t, err, out)
+	e.extra = []string{"PATH=" + t.TempDir()}
+	before := e.ruleset(t)
+	r := e.cni(t, "", "repair")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "cni repair: this node keeps its rules in iptables, and this process has no iptables tools in PATH")
+	assert.Equal(t, before, e.ruleset(t))
+
+	w := &watcher{}
+	w.cmd = exec.Command(e.bin, "repair", "--watch")
+	w.cmd.Env = append(append(os.Environ(), "NETCONFPATH="+e.confDir, "CNI_CACHE_DIR="+e.cacheDir), e.extra...)
+	w.cmd.Stdout, w.cmd.Stderr = w, w
+	e.host.Run(t, w.cmd.Start)
+	done := make(chan error, 1)
+	go func() { done <- w.cmd.Wait() }()
+	require.Eventually(t, func() bool {
+		return strings.Contains(w.output(), "cni repair: not watching: this node keeps its rules in iptables")
+	},
+		repairBound, 50*time.Millisecond, w.output())
+	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-done:
+		assert.NoError(t, err, w.output())
+	case <-time.After(repairBound):
+		_ = w.cmd.Process.Kill()
+		t.Fatalf("not stopped within %v of SIGTERM: %s", repairBound, w.output())
+	}
 }

@@ -3,12 +3,16 @@ package cli
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cnikit/cni/internal/host/netfilter"
 	"github.com/cnikit/cni/internal/host/nfwatch"
 	"github.com/cnikit/cni/internal/plugins/firewall"
 )
+
+// busWait bounds the wait of the first pass for the firewalld subscription.
+const busWait = 2 * time.Second
 
 // busRetry is how long the watcher waits before dialling a system bus again that was
 // not there (a node without firewalld's bus, or a bus restarted).
@@ -39,7 +43,14 @@ func watchRepair(p Process, c *common, rf *repairFlags, networks []string) int {
 			}
 		}()
 	}
-	go watchFirewalld(ctx, p, rf.systemBus, events)
+	// The first pass waits for the bus subscription too, for as long as a healthy bus
+	// takes: a bus that is not there fails at once, a wedged one is not waited out.
+	subscribed := make(chan struct{})
+	go watchFirewalld(ctx, p, rf.systemBus, events, sync.OnceFunc(func() { close(subscribed) }))
+	select {
+	case <-subscribed:
+	case <-time.After(busWait):
+	}
 	var tick <-chan time.Time
 	if rf.poll > 0 {
 		t := time.NewTicker(rf.poll)
@@ -90,11 +101,12 @@ func settle(ctx context.Context, events <-chan struct{}, quiet time.Duration) bo
 
 // watchFirewalld forwards firewalld's Reloaded signals to events for as long as ctx
 // lasts, dialling the bus again every busRetry while it is not there; it says once that
-// it is not there.
-func watchFirewalld(ctx context.Context, p Process, bus string, events chan<- struct{}) {
+// it is not there. done is called once the first attempt subscribed or failed.
+func watchFirewalld(ctx context.Context, p Process, bus string, events chan<- struct{}, done func()) {
 	said := false
 	for ctx.Err() == nil {
-		err := firewall.WatchReloads(ctx, bus, events)
+		err := firewall.WatchReloads(ctx, bus, events, done)
+		done()
 		if err != nil && !said {
 			fmt.Fprintf(p.Stderr, "cni repair: not watching firewalld reloads for now (dialling again every %v): %v\n", busRetry, err)
 			said = true

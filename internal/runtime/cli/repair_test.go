@@ -408,3 +408,29 @@ func TestRepairWithoutIPTablesToolsOnAnIPTablesNodeRefuses(t *testing.T) {
 		t.Fatalf("not stopped within %v of SIGTERM: %s", repairBound, w.output())
 	}
 }
+
+// TestRepairPutsBackBridgesSpoofCheck: bridge's MAC spoof check (a bridge-family
+// nftables table) goes with `nft flush ruleset`; STATUS names it, repair installs it
+// again for the pod's host veth and MAC, and CHECK passes.
+func TestRepairPutsBackBridgesSpoofCheck(t *testing.T) {
+	e := newEnv(t)
+	e.conf(t, "10-spoof.conflist", `{"cniVersion":"1.1.0","name":"spoof","plugins":[`+
+		`{"type":"bridge","bridge":"cni-spoof0","macspoofchk":true,`+
+		`"ipam":{"type":"host-local","dataDir":"`+t.TempDir()+`","ranges":[[{"subnet":"10.78.0.0/24"}]]}}]}`)
+	ctr := testns.New(t)
+	r := e.cni(t, "", "add", "spoof", ctr.Path)
+	require.Equal(t, 0, r.code, r.stderr)
+	out, err := e.host.Exec(t, "nft", "flush", "ruleset")
+	require.NoError(t, err, out)
+	assert.Equal(t, 1, e.cni(t, "", "check", "spoof", ctr.Path).code)
+	r = e.cni(t, "", "status", "spoof")
+	assert.Contains(t, r.stderr, "bridge: macspoofchk: ")
+	assert.Contains(t, r.stderr, "(CNI error code 51)")
+
+	r = e.cni(t, "", "repair", "spoof")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `^repaired spoof cnitool-[0-9a-f]+ eth0: bridge: macspoofchk: `, r.stdout)
+	assert.Equal(t, run{}, e.cni(t, "", "check", "spoof", ctr.Path))
+	assert.Equal(t, run{}, e.cni(t, "", "status", "spoof"))
+	assert.Equal(t, run{}, e.cni(t, "", "del", "spoof", ctr.Path))
+}

@@ -15,11 +15,10 @@ import (
 
 // repairFlags are repair's own flags beside the chain commands' common ones.
 type repairFlags struct {
-	watch      bool
-	quiet      time.Duration
-	poll       time.Duration
-	systemBus  string
-	noFirewall bool
+	watch     bool
+	quiet     time.Duration
+	poll      time.Duration
+	systemBus string
 }
 
 // runRepair is `cni repair [NETWORK...]`: for every attachment of the result cache

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,8 +25,15 @@ func TestRepairRunsTheDelegatesRepair(t *testing.T) {
 	w := newWorld(t)
 	ctr, res := w.addPod(t, fmt.Sprintf(v4Env, "false"))
 	require.True(t, w.masqueraded("ctr-a", res))
-	out, err := w.host.Exec(t, "nft", "flush", "ruleset")
-	require.NoError(t, err, out)
+	// `nft flush ruleset`, sent over netlink as nft sends it.
+	w.host.Run(t, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		c.FlushRuleset()
+		return c.Flush()
+	})
 	require.False(t, w.masqueraded("ctr-a", res))
 
 	repair := func(dryRun bool) []string {
@@ -45,6 +53,6 @@ func TestRepairRunsTheDelegatesRepair(t *testing.T) {
 	assert.Equal(t, missing, repair(false))
 	assert.True(t, w.masqueraded("ctr-a", res))
 	assert.Empty(t, repair(false), "nothing is missing any more")
-	_, err = w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
+	_, err := w.invoke("DEL", "ctr-a", ctr.Path, w.conf(""))
 	require.NoError(t, err)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
@@ -155,14 +156,27 @@ var reloads = []struct {
 	name string
 	do   func(t *testing.T, host *testns.NS)
 }{
-	{"nft flush ruleset", func(t *testing.T, host *testns.NS) {
-		out, err := host.Exec(t, "nft", "flush", "ruleset")
-		require.NoError(t, err, out)
-	}},
+	{"nft flush ruleset", flushRuleset},
 	{"systemctl restart nftables", func(t *testing.T, host *testns.NS) {
+		testns.RequireFirewallBinaries(t, "nft loads the host's ruleset")
 		out, err := host.ExecInput(t, debianNftablesConf, "nft", "-f", "-")
 		require.NoError(t, err, out)
 	}},
+}
+
+// flushRuleset is `nft flush ruleset` in the host namespace, sent over netlink as nft
+// sends it (a table deletion without a name, in every family), so that it runs where
+// the firewall binaries are hidden too.
+func flushRuleset(t *testing.T, host *testns.NS) {
+	t.Helper()
+	host.Run(t, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		c.FlushRuleset()
+		return c.Flush()
+	})
 }
 
 // TestRepairPutsBackWhatAHostFirewallReloadRemoved: with a pod up on the standard chain
@@ -324,6 +338,9 @@ func TestRepairWatchRepairsAfterEveryReload(t *testing.T) {
 		p := newPod(t, backend)
 		w := startWatcher(t, p.e, "--poll", "0")
 		for _, reload := range reloads {
+			if testns.FirewallBinariesHidden() && reload.name != "nft flush ruleset" {
+				continue // it needs nft
+			}
 			before := w.repairs()
 			reload.do(t, p.e.host)
 			p.requireRepairedWithin(t, w, before, repairBound)
@@ -362,15 +379,24 @@ func TestRepairAfterAFirewalldReload(t *testing.T) {
 	assert.Equal(t, run{}, p.cni(t, "del"))
 }
 
-// hostIPTablesNFTRules is a host firewall kept in iptables-nft (a FORWARD that drops by
-// policy), as iptables-nft makes it: what the backend rule reads as "the host keeps its
-// rules in iptables".
-const hostIPTablesNFTRules = `table ip filter {
-	chain FORWARD {
-		type filter hook forward priority filter; policy drop;
-	}
+// keepRulesInIPTablesNFT makes the host's firewall one kept in iptables-nft: `table ip
+// filter { chain FORWARD { type filter hook forward priority filter; policy drop; } }`,
+// as iptables-nft makes it, which the backend rule reads as "the host keeps its rules
+// in iptables".
+func keepRulesInIPTablesNFT(t *testing.T, host *testns.NS) {
+	t.Helper()
+	host.Run(t, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		table := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "filter"})
+		drop := nftables.ChainPolicyDrop
+		c.AddChain(&nftables.Chain{Name: "FORWARD", Table: table, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &drop})
+		return c.Flush()
+	})
 }
-`
 
 // TestRepairWithoutIPTablesToolsOnAnIPTablesNodeRefuses: a process without the iptables
 // tools (the DaemonSet's container, whose image has none) on a node that keeps its rules
@@ -379,8 +405,7 @@ const hostIPTablesNFTRules = `table ip filter {
 // until SIGTERM, exiting 0 (the DaemonSet stays Ready).
 func TestRepairWithoutIPTablesToolsOnAnIPTablesNodeRefuses(t *testing.T) {
 	e := newEnv(t)
-	out, err := e.host.ExecInput(t, hostIPTablesNFTRules, "nft", "-f", "-")
-	require.NoError(t, err, out)
+	keepRulesInIPTablesNFT(t, e.host)
 	e.extra = []string{"PATH=" + t.TempDir()}
 	before := e.ruleset(t)
 	r := e.cni(t, "", "repair")
@@ -420,8 +445,7 @@ func TestRepairPutsBackBridgesSpoofCheck(t *testing.T) {
 	ctr := testns.New(t)
 	r := e.cni(t, "", "add", "spoof", ctr.Path)
 	require.Equal(t, 0, r.code, r.stderr)
-	out, err := e.host.Exec(t, "nft", "flush", "ruleset")
-	require.NoError(t, err, out)
+	flushRuleset(t, e.host)
 	assert.Equal(t, 1, e.cni(t, "", "check", "spoof", ctr.Path).code)
 	r = e.cni(t, "", "status", "spoof")
 	assert.Contains(t, r.stderr, "bridge: macspoofchk: ")

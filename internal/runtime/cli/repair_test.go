@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -457,4 +458,31 @@ func TestRepairPutsBackBridgesSpoofCheck(t *testing.T) {
 	assert.Equal(t, run{}, e.cni(t, "", "check", "spoof", ctr.Path))
 	assert.Equal(t, run{}, e.cni(t, "", "status", "spoof"))
 	assert.Equal(t, run{}, e.cni(t, "", "del", "spoof", ctr.Path))
+}
+
+// TestRepairNamesTheExecdPluginsItCannotAsk: REPAIR is no spec command, so a plugin of
+// another project (exec'd from CNI_PATH) is never run by `cni repair`: its line names
+// it, and the plugin sees nothing but the ADD.
+func TestRepairNamesTheExecdPluginsItCannotAsk(t *testing.T) {
+	e := newEnv(t)
+	rec, err := testns.BuildHelper("../../chain/testdata/recorder")
+	require.NoError(t, err)
+	if !testns.Prebuilt() {
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(rec)) })
+	}
+	require.NoError(t, os.Symlink(rec, filepath.Join(e.pluginDir, "recorder")))
+	records := filepath.Join(t.TempDir(), "records")
+	e.conf(t, "10-rec.conflist", `{"cniVersion":"1.1.0","name":"rec","plugins":[{"type":"loopback"},`+
+		`{"type":"recorder","recordFile":"`+records+`"}]}`)
+	ctr := testns.New(t)
+	r := e.cni(t, "", "add", "rec", ctr.Path)
+	require.Equal(t, 0, r.code, r.stderr)
+
+	r = e.cni(t, "", "repair")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `^ok rec cnitool-[0-9a-f]+ eth0 \(exec'd plugins not asked: recorder\)\n$`, r.stdout)
+	data, err := os.ReadFile(records)
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(string(data), "\n"), "the recorder ran once, for the ADD: %s", data)
+	assert.Equal(t, run{}, e.cni(t, "", "del", "rec", ctr.Path))
 }

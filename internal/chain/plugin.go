@@ -31,6 +31,7 @@ func Plugin(builtin func(pluginType string) *skel.Plugin) *skel.Plugin {
 		Check:    m.check,
 		GC:       m.gc,
 		Status:   m.status,
+		Repair:   m.repair,
 	}
 }
 
@@ -173,6 +174,25 @@ func (m *meta) status(req *skel.Request) error {
 	}
 	st := step{command: skel.CmdStatus, name: "status"}
 	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, st, nil, nil, nil))
+}
+
+// repair asks the children to repair the attachment with the runtime's prevResult (the
+// whole chain's cached result), reporting what they found missing as the chain's own.
+// Exec'd children cannot be asked (REPAIR is no spec command): stderr names them.
+func (m *meta) repair(req *skel.Request) error {
+	c, err := m.load(req)
+	if err != nil {
+		return err
+	}
+	rep := req.Repair()
+	got, err := c.runner.repairPlugins(req.Context(), c.net, c.net.Plugins, req.PrevResult, &c.att, rep == nil || rep.DryRun)
+	for _, what := range got.Missing {
+		rep.Found(what)
+	}
+	if len(got.Skipped) > 0 {
+		fmt.Fprintf(req.Stderr, "chain: repair: exec'd plugins cannot be asked to repair, skipped: %s\n", strings.Join(got.Skipped, ", "))
+	}
+	return childError(err)
 }
 
 // validAttachmentKeys returns the GC keys of the config as they were written, so that an

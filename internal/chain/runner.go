@@ -305,15 +305,20 @@ func (r *Runner) isOwnNetns(path string) bool {
 }
 
 // Status sends STATUS to each plugin in order (configs of 1.1.0 or later; older ones
-// have no STATUS and report nothing) and returns the first failure, whose code (50, 51,
-// ...) cnierror.Code reads.
+// have no STATUS) and returns the first failure, whose code (50, 51, ...) cnierror.Code
+// reads. When the plugins are ready, it then looks at the attachments the cache holds
+// for the network, whatever the config's version: code 51 names the host objects a
+// host firewall reload removed, until `cni repair` puts them back
+// (statusOfAttachments).
 func (r *Runner) Status(ctx context.Context, n *Network) error {
 	ctx, cancel := r.context(ctx)
 	defer cancel()
-	if !version.AtLeast(n.CNIVersion, "1.1.0") {
-		return nil
+	if version.AtLeast(n.CNIVersion, "1.1.0") {
+		if err := r.each(ctx, n, n.Plugins, step{command: skel.CmdStatus, name: "status"}, nil, nil, nil); err != nil {
+			return err
+		}
 	}
-	return r.each(ctx, n, n.Plugins, step{command: skel.CmdStatus, name: "status"}, nil, nil, nil)
+	return r.statusOfAttachments(ctx, n)
 }
 
 // addPlugins runs ADD through the plugins in order, the first one getting prev as its

@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,9 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,7 +79,8 @@ func TestInstallDaemonSetsDecodeStrictly(t *testing.T) {
 			spec := ds.Spec.Template.Spec
 			require.Len(t, spec.InitContainers, 1)
 			require.Len(t, spec.Containers, 1)
-			assert.Equal(t, []string{image.BinaryPath, "sleep"}, spec.Containers[0].Command, "the main container idles in the binary itself")
+			assert.Equal(t, []string{image.BinaryPath, "repair", "--watch"}, spec.Containers[0].Command[:3],
+				"the main container watches for firewall reloads in the binary itself")
 			assert.Equal(t, image.BinaryPath, spec.InitContainers[0].Command[0], "the image's binary")
 			hostPaths := map[string]string{}
 			for _, v := range spec.Volumes {
@@ -90,9 +88,10 @@ func TestInstallDaemonSetsDecodeStrictly(t *testing.T) {
 					hostPaths[v.Name] = v.HostPath.Path
 				}
 			}
-			want := []string{"/opt/cni/bin"}
+			// The repair watcher reads every profile's configs and the result cache,
+			// and listens on the system bus.
+			want := []string{"/opt/cni/bin", "/etc/cni/net.d", "/var/lib/cni", "/run/dbus"}
 			if p.config {
-				want = append(want, "/etc/cni/net.d")
 				require.Len(t, cms, 1)
 				assert.Equal(t, "kube-system", cms[0].Namespace)
 			} else {
@@ -294,34 +293,6 @@ func pluginNames(t *testing.T, bin string) []string {
 	out, err := exec.Command(bin, "--list").Output()
 	require.NoError(t, err)
 	return strings.Fields(string(out))
-}
-
-func TestMainContainerSleepsUntilSIGTERM(t *testing.T) {
-	requireRoot(t)
-	ds, cms := installDaemonSet(t, profiles[0].file)
-	spec := ds.Spec.Template.Spec
-	main := newContainer(t, spec.Containers[0], spec.Volumes, cms, t.TempDir())
-	cmd := main.Cmd()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		t.Fatalf("the main container exited by itself: %v\n%s", err, out.String())
-	case <-time.After(time.Second):
-	}
-
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM), "the kubelet stops the pod")
-
-	select {
-	case err := <-done:
-		assert.NoError(t, err, "exit status 0 on SIGTERM: %s", out.String())
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("cni sleep ignored SIGTERM")
-	}
 }
 
 func TestDhcpDaemonSetDecodesStrictly(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package packages builds the .deb and .rpm of cni with nfpm: /opt/cni/bin/cni, one
 // relative symlink per plugin of the registry (the names come from the binary's
-// --list), the systemd units found in deploy/systemd, the license and the changelog.
+// --list), the systemd units found in deploy/systemd (with the .wants links of those
+// that say X-StaticWantedBy=), the license and the changelog.
 // The same inputs give the same bytes: every timestamp is the given epoch.
 package packages
 
@@ -139,6 +140,18 @@ func Info(o Options, format string) (*nfpm.Info, error) {
 			Destination: filepath.Join(UnitDir, filepath.Base(u)),
 			FileInfo:    &files.ContentFileInfo{Mode: 0o644, MTime: o.MTime},
 		})
+		wanted, err := StaticWantedBy(u)
+		if err != nil {
+			return nil, err
+		}
+		for _, by := range wanted {
+			contents = append(contents, &files.Content{
+				Type:        files.TypeSymlink,
+				Source:      "../" + filepath.Base(u),
+				Destination: filepath.Join(UnitDir, by+".wants", filepath.Base(u)),
+				FileInfo:    &files.ContentFileInfo{Mode: 0o777, MTime: o.MTime},
+			})
+		}
 	}
 	contents = append(contents,
 		&files.Content{Source: o.License, Destination: "/usr/share/doc/cni/copyright", Packager: "deb",
@@ -212,6 +225,33 @@ func PluginNames(bin string) ([]string, error) {
 		return nil, fmt.Errorf("%s --list printed no plugin names", bin)
 	}
 	return names, nil
+}
+
+// StaticWantedBy reads the units a unit file names in its X-StaticWantedBy= lines
+// (systemd ignores X- keys): the package links the unit into each one's .wants
+// directory under UnitDir, enabling it with no maintainer script, as `systemctl enable`
+// would for WantedBy=. cni-repair.service is enabled so: a restart of nftables.service
+// or firewalld.service must run it on every node that has the package, not on those
+// whose operator thought of enabling it.
+func StaticWantedBy(unit string) ([]string, error) {
+	data, err := os.ReadFile(unit)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "X-StaticWantedBy=")
+		if !ok {
+			continue
+		}
+		for _, by := range strings.Fields(v) {
+			if !regexp.MustCompile(`^[A-Za-z0-9@_.:-]+\.(service|target|socket|path)$`).MatchString(by) {
+				return nil, fmt.Errorf("%s: X-StaticWantedBy: %q is no unit name", unit, by)
+			}
+			out = append(out, by)
+		}
+	}
+	return out, nil
 }
 
 // Units returns the systemd units (*.service, *.socket) of dir, none when dir does not

@@ -77,3 +77,26 @@ func NewAttachment(network, containerID, ifName string, ips []result.IPConfig) A
 	}
 	return att
 }
+
+// RepairMasquerade puts back the attachment's masquerade when the config masquerades
+// and Check finds it missing (a host firewall reload removed it), in the backend ADD
+// and CHECK choose (MasqOptions). found is told what is missing, prefixed with the
+// ipMasq key, and says whether to put it back (no in a dry run). Setup replaces
+// whatever part of the attachment's rules is left, so this is idempotent.
+func (c *Config) RepairMasquerade(ctx context.Context, att Attachment, found func(what string) bool) error {
+	if !c.Masquerading() {
+		return nil
+	}
+	opts, err := c.MasqOptions()
+	if err != nil {
+		return err
+	}
+	err = Check(ctx, att, opts)
+	if err == nil || !found("ipMasq: "+err.Error()) {
+		return nil
+	}
+	if err := Setup(ctx, att, opts); err != nil {
+		return fmt.Errorf("ipMasq: %w", err)
+	}
+	return nil
+}

@@ -84,17 +84,27 @@ func Detect() Backend { return detect() }
 
 // detect is Detect with options for its nf_tables connection (tests record through one).
 func detect(opts ...nftables.ConnOption) Backend {
-	if !IPTablesInstalled() {
-		return NFTables
+	if IPTablesInstalled() && hostRulesInIPTables(opts...) {
+		return IPTables
 	}
+	return NFTables
+}
+
+// HostRulesInIPTables is step 2 of the rule without its tools: whether the host keeps
+// its own rules in iptables. A process without the iptables tools (the DaemonSet's
+// container) learns from it that the plugins on the host chose iptables where it
+// would choose nftables.
+func HostRulesInIPTables() bool { return hostRulesInIPTables() }
+
+func hostRulesInIPTables(opts ...nftables.ConnOption) bool {
 	// /proc/thread-self, not /proc/net (the main thread's namespace): the plugin may run
 	// on a locked thread inside another namespace (in-process runner, tests).
-	if legacyTablesInUse("/proc/thread-self/net/ip_tables_names") || legacyTablesInUse("/proc/thread-self/net/ip6_tables_names") {
-		return IPTables
+	if LegacyTablesInUse() {
+		return true
 	}
 	conn, err := nftables.New(append([]nftables.ConnOption{nftables.AsLasting()}, opts...)...)
 	if err != nil {
-		return IPTables // no netlink to nf_tables
+		return true // no netlink to nf_tables
 	}
 	defer conn.CloseLasting()
 	// The tables' headers only: a node's chains, sets and rules are not in this answer.
@@ -103,13 +113,11 @@ func detect(opts ...nftables.ConnOption) Backend {
 	case isErrno(err, syscall.EPERM):
 		// Without CAP_NET_ADMIN nf_tables shows nothing; the unprivileged facts above
 		// found no iptables rules, so nothing says the host keeps its rules there.
-		return NFTables
+		return false
 	case err != nil:
-		return IPTables // no usable nf_tables in this kernel
-	case hostRulesInIPTablesNFT(conn, tables):
-		return IPTables
+		return true // no usable nf_tables in this kernel
 	}
-	return NFTables
+	return hostRulesInIPTablesNFT(conn, tables)
 }
 
 // IPTablesInstalled reports whether iptables (which lists and checks our chains) and
@@ -122,6 +130,12 @@ func IPTablesInstalled() bool {
 		}
 	}
 	return true
+}
+
+// LegacyTablesInUse reports whether the calling thread's network namespace has legacy
+// (x_tables) iptables tables, whose changes raise no netlink event.
+func LegacyTablesInUse() bool {
+	return legacyTablesInUse("/proc/thread-self/net/ip_tables_names") || legacyTablesInUse("/proc/thread-self/net/ip6_tables_names")
 }
 
 func legacyTablesInUse(path string) bool {

@@ -32,6 +32,7 @@ func Plugin() *skel.Plugin {
 		Del:      del,
 		Check:    check,
 		GC:       gc,
+		Repair:   repair,
 	}
 }
 

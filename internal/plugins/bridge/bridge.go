@@ -36,6 +36,7 @@ func Plugin() *skel.Plugin {
 		Check:    check,
 		GC:       gc,
 		Status:   status,
+		Repair:   repair,
 	}
 }
 

@@ -68,6 +68,7 @@ func Plugin() *skel.Plugin {
 		Del:      del,
 		Check:    check,
 		GC:       gc,
+		Repair:   repair,
 	}
 }
 
@@ -202,18 +203,7 @@ func add(req *skel.Request) (*result.Result, error) {
 	if err := bridgedTrafficIsFiltered(conf.IngressPolicy); err != nil {
 		return nil, err
 	}
-	ips := req.PrevResult.Addrs()
-	switch addBackend(req, conf, ips) {
-	case BackendFirewalld:
-		err = firewalldAdd(req, conf, ips, bridge)
-	case BackendNFTables:
-		err = steps.Begin(req.Context(), steps.Firewall).Done(nftAdd(conf, attachmentOf(req), ips, bridge))
-	default:
-		var undo rollback.Stack
-		err = iptAdd(req.Context(), conf, attachmentOf(req), ips, bridge, undo.Push)
-		undo.OnError(&err)
-	}
-	if err != nil {
+	if err := install(req, conf, bridge); err != nil {
 		return nil, err
 	}
 	return req.PrevResult.Clone(), nil
@@ -237,6 +227,22 @@ func addBackend(req *skel.Request, conf *Config, ips []netip.Addr) string {
 		}
 	}
 	return be
+}
+
+// install lets prevResult's addresses through in the backend the attachment is in, or
+// for a new one the chosen backend, undoing its own part on failure; run again, it
+// leaves the same rules (ADD, REPAIR).
+func install(req *skel.Request, conf *Config, bridge string) (err error) {
+	ips := req.PrevResult.Addrs()
+	switch addBackend(req, conf, ips) {
+	case BackendFirewalld:
+		return firewalldAdd(req, conf, ips, bridge)
+	case BackendNFTables:
+		return steps.Begin(req.Context(), steps.Firewall).Done(nftAdd(conf, attachmentOf(req), ips, bridge))
+	}
+	var undo rollback.Stack
+	defer undo.OnError(&err)
+	return iptAdd(req.Context(), conf, attachmentOf(req), ips, bridge, undo.Push)
 }
 
 // firewalldAdd binds the addresses to the zone and installs the ingress policy, in the
@@ -299,15 +305,27 @@ func check(req *skel.Request) error {
 		return err
 	}
 	ips := req.PrevResult.Addrs()
-	be := backend(req, conf)
-	if be == BackendFirewalld {
+	if backend(req, conf) == BackendFirewalld {
 		return checkFirewalld(req, conf, ips, bridge)
 	}
-	held, err := checkRules(req, conf, be, ips, bridge)
+	held, err := verify(req, conf, bridge)
 	if err != nil {
 		return err
 	}
 	return checkForwarding(held, ips)
+}
+
+// verify checks that prevResult's addresses are let through by the rules in the backend
+// that holds them (or as the reference left them), and returns that backend. Whether
+// the host's own firewall lets the traffic reach them is CHECK's further question,
+// which no repair of ours can answer.
+func verify(req *skel.Request, conf *Config, bridge string) (netfilter.Backend, error) {
+	ips := req.PrevResult.Addrs()
+	be := backend(req, conf)
+	if be == BackendFirewalld {
+		return "", checkFirewalld(req, conf, ips, bridge)
+	}
+	return checkRules(req, conf, be, ips, bridge)
 }
 
 // checkRules verifies the attachment's rules in the backend that holds them, which it

@@ -42,6 +42,7 @@ func New(builtin func(pluginType string) *skel.Plugin) *skel.Plugin {
 		Check:    f.check,
 		GC:       f.gc,
 		Status:   f.status,
+		Repair:   f.repair,
 	}
 }
 
@@ -146,22 +147,60 @@ func neverRuns(err error) bool {
 // check runs the delegate's CHECK with the stored config and the request's prevResult.
 // (The reference's CHECK does nothing.)
 func (f *flannel) check(req *skel.Request) error {
-	dataDir, err := loadDataDir(req)
+	deleg, err := f.stored(req)
 	if err != nil {
 		return err
 	}
+	return f.run(req, skel.CmdCheck, deleg, nil)
+}
+
+// stored is the delegate config ADD ran, with the request's version and prevResult.
+func (f *flannel) stored(req *skel.Request) (map[string]any, error) {
+	dataDir, err := loadDataDir(req)
+	if err != nil {
+		return nil, err
+	}
 	_, deleg, err := readStored(storedPath(dataDir, req.Args.ContainerID))
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("flannel: no delegate config for container %q: was it added?", req.Args.ContainerID)
+		return nil, fmt.Errorf("flannel: no delegate config for container %q: was it added?", req.Args.ContainerID)
 	}
 	if err != nil {
-		return fmt.Errorf("flannel: %w", err)
+		return nil, fmt.Errorf("flannel: %w", err)
 	}
 	deleg["cniVersion"] = req.Net.CNIVersion
 	if len(req.Net.RawPrevResult) > 0 {
 		deleg["prevResult"] = req.Net.RawPrevResult
 	}
-	return f.run(req, skel.CmdCheck, deleg, nil)
+	return deleg, nil
+}
+
+// repair asks a built-in delegate to repair with the stored config (its masquerade,
+// when flanneld does not masquerade itself); a delegate exec'd from CNI_PATH cannot be
+// asked, REPAIR being no spec command.
+func (f *flannel) repair(req *skel.Request) error {
+	deleg, err := f.stored(req)
+	if err != nil {
+		return err
+	}
+	typ, err := delegateType(deleg)
+	if err != nil {
+		return fmt.Errorf("flannel: %w", err)
+	}
+	p := f.builtin(typ)
+	if p == nil {
+		fmt.Fprintf(req.Stderr, "flannel: repair: delegate %s is exec'd, it cannot be asked to repair\n", typ)
+		return nil
+	}
+	data, err := json.Marshal(deleg)
+	if err != nil {
+		return fmt.Errorf("flannel: delegate config: %w", err)
+	}
+	rep := req.Repair()
+	missing, err := skel.InvokeRepair(ctxOf(req), p, f.args(req, skel.CmdRepair), data, req.Stderr, rep == nil || rep.DryRun)
+	for _, what := range missing {
+		rep.Found(typ + ": " + what)
+	}
+	return err
 }
 
 // status checks the subnet file and then asks the delegate. A subnet file that does not

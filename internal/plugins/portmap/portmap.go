@@ -42,6 +42,7 @@ func Plugin() *skel.Plugin {
 		Del:      del,
 		Check:    check,
 		GC:       gc,
+		Repair:   repair,
 	}
 }
 
@@ -249,6 +250,13 @@ func check(req *skel.Request) error {
 	if len(s.mappings) == 0 {
 		return nil
 	}
+	_, err = verify(req, s)
+	return err
+}
+
+// verify checks the attachment's mappings in the backend s chose, or as the reference
+// left them, and returns the families it checked.
+func verify(req *skel.Request, s *settings) ([]family, error) {
 	o := attachment{net: req.Net.Name, cid: req.Args.ContainerID}
 	fams := s.families(containerAddrs(req))
 	b := s.backend
@@ -256,9 +264,9 @@ func check(req *skel.Request) error {
 		b = held // where its ADD put it, whatever the rule picks now
 	}
 	if err := backendFor(b).check(req.Context(), o, s, fams); err != nil {
-		return checkAdopted(req.Context(), b, o, s, fams, err)
+		return fams, checkAdopted(req.Context(), b, o, s, fams, err)
 	}
-	return nil
+	return fams, nil
 }
 
 // gc removes the mappings of every attachment of this network whose container is not

@@ -39,6 +39,7 @@ func Plugin() *skel.Plugin {
 		Check:    check,
 		GC:       gc,
 		Status:   status,
+		Repair:   repair,
 	}
 }
 

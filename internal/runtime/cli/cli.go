@@ -75,6 +75,7 @@ func Commands() []Command {
 		{Name: "del", Summary: "NETWORK NETNS: DEL the network's chain from NETNS", Run: runChain("del")},
 		{Name: "gc", Summary: "NETWORK [NETNS]: DEL stale cached attachments, then GC the plugins", Run: runChain("gc")},
 		{Name: "status", Summary: "NETWORK [NETNS]: ask every plugin of the network for STATUS", Run: runChain("status")},
+		{Name: "repair", Summary: "[NETWORK...] [--watch]: put back the host rules of every cached attachment that a firewall reload removed", Run: runRepair},
 		{Name: "ls", Summary: "list the networks of the config dir and their plugin types", Run: runList},
 		{Name: "log", Summary: "[--pod NAME] [--errors] [-f] ...: read the invocation log (CNI_LOG_FILE)", Run: runLog},
 		{Name: "stats", Summary: "[--prometheus]: counts, p50/p90/p99 and errors per plugin and command from the log", Run: runStats},

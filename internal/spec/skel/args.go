@@ -88,7 +88,7 @@ func (a Args) Environ(command string) []string {
 // required lists, per command, the variables the reference skeleton insists on.
 func required(command string) []string {
 	switch command {
-	case CmdAdd, CmdCheck:
+	case CmdAdd, CmdCheck, CmdRepair:
 		return []string{"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"}
 	case CmdDel:
 		return []string{"CNI_CONTAINERID", "CNI_IFNAME", "CNI_PATH"}
@@ -101,7 +101,7 @@ func required(command string) []string {
 // validate checks the variables a command needs, reporting every missing one at once.
 func (a Args) validate() error {
 	switch a.Command {
-	case CmdAdd, CmdDel, CmdCheck, CmdGC, CmdStatus:
+	case CmdAdd, CmdDel, CmdCheck, CmdGC, CmdStatus, CmdRepair:
 	default:
 		return cnierror.Newf(cnierror.CodeInvalidEnv, "unknown CNI_COMMAND: %s", a.Command)
 	}

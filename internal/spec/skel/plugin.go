@@ -21,6 +21,10 @@ const (
 	CmdGC      = "GC"
 	CmdStatus  = "STATUS"
 	CmdVersion = "VERSION"
+
+	// CmdRepair is no spec command: the chain runner sends it in-process only (`cni
+	// repair`, `cni status`), never through CNI_COMMAND, which refuses it (Run).
+	CmdRepair = "REPAIR"
 )
 
 // Plugin is one built-in plugin: what it is called, what it speaks, and one callback per
@@ -36,6 +40,12 @@ type Plugin struct {
 	Check  func(*Request) error
 	GC     func(*Request) error
 	Status func(*Request) error
+	// Repair puts back the host-side objects of the attachment of PrevResult that a
+	// host firewall reload removed (rules, map elements, a redirect), touching nothing
+	// in the container, no IPAM and no link: each object found missing is reported to
+	// Request.Repair, which says whether to put it back (not in a dry run). Nil: the
+	// plugin keeps nothing on the host that a reload removes.
+	Repair func(*Request) error
 
 	// Subcommands are programs of the plugin's own, run as `<name> <subcommand> [args]`
 	// (the dhcp daemon). A runtime passes no arguments, so a call is never taken for one.
@@ -61,6 +71,9 @@ type Request struct {
 	ValidAttachments []Attachment
 	// Stderr is for logs; stdout belongs to the result.
 	Stderr io.Writer
+
+	// repair records what a REPAIR found missing (InvokeRepair).
+	repair *Repair
 }
 
 // Valid yields the container id and interface name of each attachment a GC must keep,

@@ -27,6 +27,9 @@ func Run(p *Plugin, env []string, stdin io.Reader, stdout, stderr io.Writer) int
 		return 0
 	case CmdVersion:
 		return writeJSON(stdout, stderr, p.VersionInfo())
+	case CmdRepair:
+		// In-process only: an exec'd plugin is never asked to repair (InvokeRepair).
+		return writeError(stdout, stderr, "", cnierror.Newf(cnierror.CodeInvalidEnv, "unknown CNI_COMMAND: %s", args.Command))
 	}
 	res, confVersion, err := invoke(context.Background(), p, args, stdin, nil, stderr)
 	if err != nil {
@@ -131,6 +134,9 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 		ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
 		ValidAttachments: conf.ValidAttachments, Stderr: stderr,
 	}
+	if args.Command == CmdRepair {
+		req.repair = repairOf(ctx)
+	}
 	res, err = call(p, req)
 	// The work the callback left running (link deletions) is part of the command: its
 	// errors are the command's, and the answer waits for it.
@@ -182,6 +188,8 @@ func call(p *Plugin, req *Request) (res *result.Result, err error) {
 		return nil, optional(p.GC, req)
 	case CmdStatus:
 		return nil, optional(p.Status, req)
+	case CmdRepair:
+		return nil, optional(p.Repair, req)
 	}
 	return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "unknown CNI_COMMAND: %s", req.Args.Command)
 }

@@ -73,8 +73,8 @@ func SilentBus(t testing.TB) string {
 
 // ServeOnBus connects to the bus at addr, exports methods (D-Bus name -> Go func, as
 // godbus's ExportMethodTable takes them) at path and iface, and takes name, failing the
-// test if someone else has it. The connection closes when the test ends.
-func ServeOnBus(t testing.TB, addr, name string, path dbus.ObjectPath, iface string, methods map[string]any) {
+// test if someone else has it. The connection, returned, closes when the test ends.
+func ServeOnBus(t testing.TB, addr, name string, path dbus.ObjectPath, iface string, methods map[string]any) *dbus.Conn {
 	t.Helper()
 	conn, err := dbus.Connect(addr)
 	require.NoError(t, err)
@@ -83,11 +83,13 @@ func ServeOnBus(t testing.TB, addr, name string, path dbus.ObjectPath, iface str
 	reply, err := conn.RequestName(name, dbus.NameFlagDoNotQueue)
 	require.NoError(t, err)
 	require.Equal(t, dbus.RequestNameReplyPrimaryOwner, reply, "RequestName %s", name)
+	return conn
 }
 
 // Firewalld plays firewalld's zone interface (addSource, removeSource, querySource,
 // getZoneOfSource) and records the calls it gets.
 type Firewalld struct {
+	conn    *dbus.Conn
 	mu      sync.Mutex
 	calls   []string
 	sources map[string]string // source -> zone
@@ -157,13 +159,23 @@ func (f *Firewalld) Bind(source, zone string) {
 	f.sources[source] = zone
 }
 
+// Reload does what `firewall-cmd --reload` does to the runtime state a plugin made:
+// every source bound at runtime is gone. Then firewalld's Reloaded signal goes out on
+// the bus, as firewalld sends it once a reload is done.
+func (f *Firewalld) Reload() error {
+	f.mu.Lock()
+	clear(f.sources)
+	f.mu.Unlock()
+	return f.conn.Emit(Path, Name+".Reloaded")
+}
+
 // Start serves a fake under firewalld's name, path and zone interface on the bus at
 // addr: a call anywhere else gets the bus's or godbus's own error, and arguments that
 // are not strings an InvalidArgs error.
 func Start(t testing.TB, addr string) *Firewalld {
 	t.Helper()
 	f := &Firewalld{sources: map[string]string{}}
-	ServeOnBus(t, addr, Name, Path, ZoneIface, map[string]any{
+	f.conn = ServeOnBus(t, addr, Name, Path, ZoneIface, map[string]any{
 		"addSource":       f.addSource,
 		"removeSource":    f.removeSource,
 		"querySource":     f.querySource,

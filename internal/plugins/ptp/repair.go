@@ -1,0 +1,25 @@
+package ptp
+
+import (
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/masq"
+	"github.com/cnikit/cni/internal/spec/skel"
+)
+
+// repair puts back what a host firewall reload removes of the attachment: its
+// masquerade. Nothing in the container, no IPAM, no link: those a reload leaves alone.
+func repair(req *skel.Request) error {
+	conf, err := load(req)
+	if err != nil {
+		return err
+	}
+	if req.PrevResult == nil {
+		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for REPAIR")
+	}
+	ips, err := link.IfaceIPs(req.PrevResult, req.Args.IfName)
+	if err != nil {
+		return err
+	}
+	return conf.RepairMasquerade(req.Context(), masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, ips), req.Repair().Found)
+}

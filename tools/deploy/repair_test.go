@@ -1,0 +1,138 @@
+package deploy_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cnikit/cni/tools/image"
+)
+
+// repairBound is the deadline for the DaemonSet's watcher to put a reload's damage
+// right: its quiet second and one pass.
+const repairBound = 10 * time.Second
+
+// newNetns starts a process in a network namespace of its own, killed when the test
+// ends, and returns the namespace's path.
+func newNetns(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("unshare", "--net", "sleep", "infinity")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	path := fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)
+	own, err := os.Readlink("/proc/self/ns/net")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		ns, err := os.Readlink(path)
+		return err == nil && ns != own // unshare has exec'd sleep in the new one
+	}, 5*time.Second, 10*time.Millisecond)
+	return path
+}
+
+// syncBuffer is a container's output, written by its process and read by the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestDaemonSetRepairsAFirewallReloadWithAPodUp is the shipped single-node profile on a
+// node of the test's own (a network namespace, a temp dir as its root): the init
+// container installs the binary and the config, a runtime (the binary, with the node's
+// /var/lib/cni) adds a pod with a port mapping, the main container `cni repair --watch`
+// runs as the manifest says (its mounts, no iptables tools), and `nft flush ruleset` on
+// the node takes the pod's masquerade and port mapping: CHECK fails, and passes again
+// within repairBound with no new ADD. SIGTERM then stops the container with status 0,
+// as the kubelet stops the pod.
+func TestDaemonSetRepairsAFirewallReloadWithAPodUp(t *testing.T) {
+	requireRoot(t)
+	ds, cms := installDaemonSet(t, "cni-single-node.yaml")
+	spec := ds.Spec.Template.Spec
+	root := t.TempDir()
+	node, pod := newNetns(t), newNetns(t)
+	run(t, newContainer(t, spec.InitContainers[0], spec.Volumes, cms, root))
+
+	// The runtime, as containerd runs the plugins on the node: /var/lib/cni is the node's.
+	runtime := func(cmd string) (string, error) {
+		c := corev1.Container{
+			Name: "runtime",
+			Command: []string{image.BinaryPath, cmd, "cni", pod, "--container-id", "pod-1",
+				"--conf-dir", "/host/etc/cni/net.d", "--cni-path", "/host/opt/cni/bin",
+				"--cap-args", `{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]}`},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "cni-bin", MountPath: "/host/opt/cni/bin"},
+				{Name: "cni-net-d", MountPath: "/host/etc/cni/net.d"},
+				{Name: "cni-cache", MountPath: "/var/lib/cni"},
+			},
+		}
+		return newContainer(t, c, spec.Volumes, cms, root).Run("nsenter", "--net="+node, "--")
+	}
+	out, err := runtime("add")
+	require.NoError(t, err, out)
+	t.Cleanup(func() {
+		out, err := runtime("del")
+		assert.NoError(t, err, out)
+	})
+	out, err = runtime("check")
+	require.NoError(t, err, out)
+
+	main := newContainer(t, spec.Containers[0], spec.Volumes, cms, root)
+	cmd := main.Cmd("nsenter", "--net="+node, "--")
+	var log syncBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	require.Eventually(t, func() bool { return strings.Contains(log.String(), "ok cni pod-1 eth0") }, repairBound, 50*time.Millisecond,
+		"the first pass finds the pod intact: %s", log.String())
+
+	flush, err := exec.Command("nsenter", "--net="+node, "--", "nft", "flush", "ruleset").CombinedOutput()
+	require.NoError(t, err, "%s", flush)
+	deadline := time.Now().Add(repairBound)
+	for {
+		out, err = runtime("check")
+		if err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "CHECK still fails %v after the flush: %s\nwatcher: %s", repairBound, out, log.String())
+		time.Sleep(100 * time.Millisecond)
+	}
+	assert.Contains(t, log.String(), "repaired cni pod-1 eth0: chain: bridge: ipMasq: ")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM), "the kubelet stops the pod")
+	select {
+	case err := <-done:
+		stopped = true
+		assert.NoError(t, err, "exit status 0 on SIGTERM: %s", log.String())
+	case <-time.After(repairBound):
+		t.Fatalf("cni repair --watch ignored SIGTERM: %s", log.String())
+	}
+}

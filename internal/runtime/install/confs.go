@@ -151,6 +151,11 @@ func (r *run) writeConfs(plan []confAction) error {
 			}
 		}
 	}
+	// Entered after the plugin directory (installBinaries): every run takes the two
+	// locks in one order, so that no two runs wait for each other.
+	if err := r.enter(r.ConfDir); err != nil {
+		return err
+	}
 	rec, err := readRecord(r.ConfDir)
 	if err != nil {
 		return err
@@ -192,6 +197,9 @@ func (r *run) writeConfs(plan []confAction) error {
 func (r *run) uninstallConfs() error {
 	if r.ConfDir == "" {
 		return nil
+	}
+	if err := r.enter(r.ConfDir); err != nil {
+		return err
 	}
 	rec, err := readRecord(r.ConfDir)
 	if err != nil || len(rec) == 0 {

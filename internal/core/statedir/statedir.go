@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -196,6 +197,14 @@ func TempName(prefix string) string {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// IsTempName tells whether name is one TempName(prefix) makes: prefix and exactly 16
+// lowercase hex digits. A caller that removes leftovers of its own interrupted writes
+// matches them with it, and so never takes a file someone else put beside them.
+func IsTempName(prefix, name string) bool {
+	rest, ok := strings.CutPrefix(name, prefix)
+	return ok && len(rest) == 16 && strings.Trim(rest, "0123456789abcdef") == ""
 }
 
 // WriteTemp writes data to a new temp file (see CreateTemp) and returns its name.
@@ -390,6 +399,16 @@ func (d *Dir) SetModTime(t time.Time) error {
 
 // Lock takes an exclusive flock on the directory itself; Unlock or Close releases it.
 func (d *Dir) Lock() error { return Flock(d.f, unix.LOCK_EX) }
+
+// TryLock takes the exclusive flock of Lock when no other holder has it, and reports
+// whether it did, without waiting.
+func (d *Dir) TryLock() (bool, error) {
+	err := Flock(d.f, unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return false, nil
+	}
+	return err == nil, err
+}
 
 // Unlock releases the lock taken by Lock.
 func (d *Dir) Unlock() error { return Flock(d.f, unix.LOCK_UN) }

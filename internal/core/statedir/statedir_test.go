@@ -164,6 +164,31 @@ func TestTempNamesHaveAFixedLength(t *testing.T) {
 	assert.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
 }
 
+func TestIsTempNameMatchesOnlyTempNames(t *testing.T) {
+	assert.True(t, IsTempName(".tmp-", TempName(".tmp-")))
+	for _, n := range []string{
+		".tmp-", ".tmp-0123456789abcde", ".tmp-0123456789abcdef0", ".tmp-0123456789ABCDEF",
+		".tmp-0123456789abcdeg", "x.tmp-0123456789abcdef", ".tmq-0123456789abcdef",
+	} {
+		assert.False(t, IsTempName(".tmp-", n), n)
+	}
+}
+
+func TestTryLockFailsWhileAnotherHolderHasTheLock(t *testing.T) {
+	tr := newTree(t)
+	other, err := Open(tr.dir)
+	require.NoError(t, err)
+	defer other.Close()
+	require.NoError(t, other.Lock())
+	ok, err := tr.d.TryLock()
+	require.NoError(t, err)
+	assert.False(t, ok, "the lock is held by another open description")
+	require.NoError(t, other.Unlock())
+	ok, err = tr.d.TryLock()
+	require.NoError(t, err)
+	assert.True(t, ok)
+}
+
 func TestRenameReplacesALinkItself(t *testing.T) {
 	tr := newTree(t)
 	require.NoError(t, os.Symlink(filepath.Join(tr.outside, "keep"), tr.path("target")))

@@ -415,9 +415,9 @@ func TestRedaction(t *testing.T) {
 		"UUID":                       "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
 	}, got)
 
-	red := RedactJSON(json.RawMessage(`{"bandwidth":{"ingressRate":1000},"creds":{"password":"p","user":"u"},
+	red := RedactJSON(json.RawMessage(`{"bandwidth":{"ingressRate":1000},"login":{"password":"p","user":"u"},
 		"io.kubernetes.cri.pod-annotations":{"note":"` + jwt + `","ok":"plain words"},"n":12345678901234567890}`))
-	assert.JSONEq(t, `{"bandwidth":{"ingressRate":1000},"creds":{"password":"[redacted]","user":"u"},
+	assert.JSONEq(t, `{"bandwidth":{"ingressRate":1000},"login":{"password":"[redacted]","user":"u"},
 		"io.kubernetes.cri.pod-annotations":{"note":"[redacted]","ok":"plain words"},"n":12345678901234567890}`, string(red))
 	assert.Nil(t, RedactJSON(json.RawMessage(`{bad`)))
 	assert.Equal(t, []string{"a", "b"}, Keys(json.RawMessage(`{"b":1,"a":{"secret":2}}`)))
@@ -426,6 +426,39 @@ func TestRedaction(t *testing.T) {
 	assert.Nil(t, Keys(json.RawMessage(`{"a":1} {}`)))
 	assert.Nil(t, Keys(json.RawMessage(`{"a":}`)))
 	assert.Empty(t, Keys(json.RawMessage(`{}`)))
+}
+
+func TestRedactionByKeyName(t *testing.T) {
+	redacted := []string{
+		"PASS", "DB_PASS", "PWD", "CREDS", "KEY", "SSH_KEY", "API_KEY", "aws-key", "TOKEN", "SECRET", "AUTH",
+		"PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "PRIVATE", "PRIVATE_KEY", "pass", "Pass", "db_pass",
+		"dbPass", "DBPass", "apiKey", "secretKey", "KEY2", "key.pem", "X-Auth-Token", "GITHUB_PAT_TOKEN", "ROOT_PW",
+		"clientSecret", "MY_CRED", "passphrase", "SESSION_ID", "KEYS",
+	}
+	kept := []string{
+		"K8S_POD_NAME", "K8S_POD_NAMESPACE", "K8S_POD_UID", "K8S_POD_INFRA_CONTAINER_ID", "IgnoreUnknown",
+		"IP", "MAC", "GATEWAY", "PLAIN", "ZONE", "MONKEY", "BYPASS", "KEYSPACE", "TURKEY_COUNT", "COMPASS", "HOSTNAME",
+		"PODNAME", "SPWDX",
+	}
+	for _, k := range redacted {
+		got := RedactCNIArgs(k + "=hunter2")
+		assert.Equal(t, Redacted, got[k], "%s names a credential", k)
+	}
+	for _, k := range kept {
+		got := RedactCNIArgs(k + "=plain-value")
+		assert.Equal(t, "plain-value", got[k], "%s is kept", k)
+	}
+	red := RedactJSON(json.RawMessage(`{"dbPass":"p","sshKey":"k","user":"u","portMappings":[{"hostPort":80}]}`))
+	assert.JSONEq(t, `{"dbPass":"[redacted]","sshKey":"[redacted]","user":"u","portMappings":[{"hostPort":80}]}`, string(red))
+}
+
+func TestKeyWordsSplitAtSeparatorsAndCase(t *testing.T) {
+	for k, want := range map[string][]string{
+		"DB_PASS": {"db", "pass"}, "dbPass": {"db", "pass"}, "DBPass": {"db", "pass"}, "ssh-key.pem": {"ssh", "key", "pem"},
+		"KEY2": {"key"}, "K8S_POD_NAME": {"k", "s", "pod", "name"}, "": nil, "__": nil, "apiKEY": {"api", "key"},
+	} {
+		assert.Equal(t, want, keyWords(k), k)
+	}
 }
 
 func FuzzRedactCNIArgs(f *testing.F) {

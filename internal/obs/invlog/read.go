@@ -67,6 +67,9 @@ type Reader struct {
 	Poll time.Duration
 	// Bad counts the lines that were no log entry (torn by a full disk, or foreign).
 	Bad int
+	// Foreign holds the rotated files left unread because another user made them or
+	// linked them (ErrForeign), each once with the reason.
+	Foreign []error
 }
 
 // Read calls fn with every entry and its line as written (valid only during the call),
@@ -194,8 +197,11 @@ func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo,
 	}
 	for _, name := range names {
 		f, oerr := openRead(name)
+		if errors.Is(oerr, ErrForeign) && !slices.ContainsFunc(r.Foreign, func(e error) bool { return e.Error() == oerr.Error() }) {
+			r.Foreign = append(r.Foreign, oerr)
+		}
 		if oerr != nil {
-			continue // rotated out meanwhile (an unlocked reader)
+			continue // rotated out meanwhile (an unlocked reader), or not this user's
 		}
 		fi, serr := f.Stat()
 		switch {
@@ -268,14 +274,16 @@ func (r *Reader) sleep(ctx context.Context) error {
 }
 
 // openRead opens a log file for reading without following a symlink in its last
-// element, as the writer does, and only a regular file: a FIFO at the path would
-// otherwise hold cni log until a writer came.
+// element, as the writer does, and only a regular file of one name owned by this user
+// or root: a FIFO at the path would otherwise hold cni log until a writer came.
 func openRead(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := regular(f); err != nil {
+	// A log file another user made is not this node's log (it may be forged to mislead
+	// whoever reads it); root's own log is, to a reader allowed to read it.
+	if _, err := ownFile(f, true); err != nil {
 		f.Close()
 		return nil, err
 	}

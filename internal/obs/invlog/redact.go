@@ -139,15 +139,54 @@ func redactValue(v any, secret bool) any {
 	return v
 }
 
-// secretKey reports whether a key's name says its value is a credential.
+// secretKey reports whether a key's name says its value is a credential: it holds one
+// of secretWords anywhere ("clientSecret", "X-Auth-Token", "PASSWORD"), or one of its
+// words (keyWords) is a short name of one ("PASS", "DB_PASS", "PWD", "CREDS", "KEY",
+// "ssh-key", "apiKey"), whatever the case. Short names are matched only as whole words,
+// so that "MONKEY" or "BYPASS" are not.
 func secretKey(k string) bool {
-	k = strings.ToLower(k)
-	for _, w := range []string{"token", "secret", "passw", "credential", "auth", "apikey", "api_key", "api-key", "private", "cookie", "session", "signature", "bearer"} {
-		if strings.Contains(k, w) {
+	lower := strings.ToLower(k)
+	for _, w := range secretWords {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	for _, w := range keyWords(k) {
+		if slices.Contains(secretNames, w) {
 			return true
 		}
 	}
 	return false
+}
+
+// secretWords name a credential wherever they appear in a key.
+var secretWords = []string{"token", "secret", "passw", "passphrase", "credential", "auth", "apikey", "privkey",
+	"private", "cookie", "session", "signature", "bearer"}
+
+// secretNames name a credential when they are a whole word of a key.
+var secretNames = []string{"pass", "pw", "pwd", "cred", "creds", "key", "keys", "pin", "otp", "jwt", "sig"}
+
+// keyWords splits a key into its lower-case words: at every character that is not a
+// letter, at a change from lower to upper case ("dbPass") and before the last capital
+// of a run of them that a lower-case letter follows ("DBPass": "db", "pass").
+func keyWords(k string) []string {
+	var words []string
+	start := -1
+	isLower := func(c byte) bool { return c >= 'a' && c <= 'z' }
+	isUpper := func(c byte) bool { return c >= 'A' && c <= 'Z' }
+	for i := 0; i <= len(k); i++ {
+		letter := i < len(k) && (isLower(k[i]) || isUpper(k[i]))
+		boundary := !letter || start >= 0 && isUpper(k[i]) &&
+			(isLower(k[i-1]) || i+1 < len(k) && isLower(k[i+1]) && isUpper(k[i-1]))
+		if boundary && start >= 0 {
+			words = append(words, strings.ToLower(k[start:i]))
+			start = -1
+		}
+		if letter && start < 0 {
+			start = i
+		}
+	}
+	return words
 }
 
 // tokenLike reports whether s looks like a credential: a JSON Web Token, or 20 or more

@@ -319,3 +319,83 @@ func waitCaught(t *testing.T, pid int, sig syscall.Signal) {
 	}
 	t.Fatalf("process %d never caught %v", pid, sig)
 }
+
+// killAtTempCreate runs `cni install --mode copy` into dir and kills it (SIGKILL, as an
+// OOM kill or a node reboot stops it) as soon as it has created its nth temporary
+// entry there (any hidden name). It returns how many temporary entries the killed run
+// left.
+func killAtTempCreate(t *testing.T, dir string, nth int) int {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	_, err = unix.InotifyAddWatch(fd, dir, unix.IN_CREATE)
+	require.NoError(t, err)
+	cmd := exec.Command(testns.Binary(t), "install", "--mode", "copy", "--dir", dir)
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	seen, buf := 0, make([]byte, 1<<16)
+	for seen < nth {
+		select {
+		case <-exited:
+			return countTemps(t, dir)
+		default:
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, 100); err != nil && !errors.Is(err, unix.EINTR) {
+			require.NoError(t, err)
+		}
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EAGAIN) {
+			continue
+		}
+		require.NoError(t, err)
+		for off := 0; off < n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := string(bytes.TrimRight(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)], "\x00"))
+			if strings.HasPrefix(name, ".") {
+				seen++
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+	}
+	require.NoError(t, cmd.Process.Kill())
+	<-exited
+	return countTemps(t, dir)
+}
+
+// countTemps counts the hidden entries of dir: in a plugin dir that only cni install
+// writes and that has no foreign file to keep, each is a temporary entry.
+func countTemps(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	for _, e := range pt.Entries(t, dir) {
+		if strings.HasPrefix(e, ".") {
+			n++
+		}
+	}
+	return n
+}
+
+// Installs killed at various points (the 6-12 MB copies of the binary each leaves
+// under a hidden name) never pile up: at most one entry of a killed run is left, and
+// the next run removes it before writing its own.
+func TestKilledInstallsLeaveNothingOnceTheNextRunIsDone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bin")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	killed, left := 0, 0
+	for round := 0; round < 20 && left < 3; round++ {
+		n := killAtTempCreate(t, dir, 1+round*3%len(pluginNames(t)))
+		assert.LessOrEqual(t, n, 1, "a run has one temporary entry at a time, and removed those of the runs before it")
+		left += n
+		killed++
+	}
+	require.NotZero(t, left, "premise: %d killed installs left a temporary entry", killed)
+
+	r := cniCmd(t, "install", "--mode", "copy", "--dir", dir)
+
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Zero(t, countTemps(t, dir), "the run after the killed ones removes what they left")
+	assert.Contains(t, r.stdout, "(left by an interrupted cni install)")
+}

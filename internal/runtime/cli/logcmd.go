@@ -71,6 +71,9 @@ func (f *logFilter) read(ctx context.Context, p Process, follow bool, fn func(*i
 	if r.Bad > 0 {
 		fmt.Fprintf(p.Stderr, "cni: %s: %d line(s) are no log entry (torn or foreign), skipped\n", f.file, r.Bad)
 	}
+	for _, ferr := range r.Foreign {
+		fmt.Fprintf(p.Stderr, "cni: skipped %v\n", ferr)
+	}
 	return r.Bad, err
 }
 

@@ -196,3 +196,26 @@ func (l lines) Write(p []byte) (int, error) {
 	l <- string(p)
 	return len(p), nil
 }
+
+// A log file another user made (in a shared directory such as /tmp) is not read as the
+// node's log, nor followed; a rotated file of theirs beside ours is skipped and named.
+func TestLogRefusesAFileAnotherUserMade(t *testing.T) {
+	file := sampleLog(t)
+	rotated, err := invlog.Rotated(file)
+	require.NoError(t, err)
+	require.NoError(t, os.Chown(rotated[0], 65534, 65534))
+
+	code, out, stderr := command(t, nil, "log", "--file", file, "--json")
+
+	assert.Zero(t, code)
+	assert.Contains(t, stderr, "cni: skipped open "+rotated[0]+": not this user's own: owned by uid 65534")
+	assert.NotEmpty(t, out, "our own files are read")
+
+	require.NoError(t, os.Chown(file, 65534, 65534))
+	for _, args := range [][]string{{"--file", file}, {"--file", file, "-f"}} {
+		code, out, stderr = command(t, nil, "log", args...)
+		assert.NotZero(t, code, "%v", args)
+		assert.NotContains(t, out, "bridge", "no line of theirs: %v", args)
+		assert.Contains(t, stderr, file+": not this user's own: owned by uid 65534", "%v", args)
+	}
+}

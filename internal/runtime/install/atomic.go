@@ -5,44 +5,32 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
+
+	"github.com/cnikit/cni/internal/core/statedir"
 )
 
-// maxTempTries bounds the retries when a random temporary name is taken. Short plugin
-// names leave few random characters ("ptp" gets two), so collisions are possible.
-const maxTempTries = 1000
+// maxTempTries bounds the retries when a random temporary name is taken.
+const maxTempTries = 100
 
-// tempChars are the characters of a temporary name after its leading dot.
-const tempChars = "abcdefghijklmnopqrstuvwxyz0123456789"
+// tempPrefix begins every temporary name cni install writes, followed by 16 random hex
+// digits (statedir.TempName): hidden, since runtimes skip dotfiles when they list plugins
+// or configs, and recognisable exactly, so that the next run can remove what a run
+// killed before its rename left behind (removeLeftovers) and nothing else. At 25
+// characters it is far below NAME_MAX whatever the final name is.
+const tempPrefix = ".cni-tmp-"
 
-// tempName returns a hidden name in dir for an entry that will be renamed to final. It
-// is never longer than final: a directory path that fits the final name always fits the
-// temporary one too, and runtimes skip dotfiles when they list plugins or configs.
-func tempName(final string) (string, error) {
-	if len(final) < 2 {
-		return "", fmt.Errorf("name %q is too short for a hidden temporary name of the same length", final)
-	}
-	b := make([]byte, len(final))
-	b[0] = '.'
-	for i := 1; i < len(b); i++ {
-		b[i] = tempChars[rand.IntN(len(tempChars))]
-	}
-	return string(b), nil
-}
+// isTempName tells whether n is a name createTemp makes.
+func isTempName(n string) bool { return statedir.IsTempName(tempPrefix, n) }
 
 // createTemp makes a new entry beside final with create, retrying on a taken name, and
 // returns its path.
 func createTemp(final string, create func(tmp string) error) (string, error) {
-	dir, base := filepath.Split(final)
+	dir := filepath.Dir(final)
 	for range maxTempTries {
-		name, err := tempName(base)
-		if err != nil {
-			return "", err
-		}
-		tmp := filepath.Join(dir, name)
-		err = create(tmp)
+		tmp := filepath.Join(dir, statedir.TempName(tempPrefix))
+		err := create(tmp)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cnikit/cni/internal/chain"
+	"github.com/cnikit/cni/internal/core/statedir"
 )
 
 // conf is one config file to install.
@@ -119,9 +120,13 @@ func (r *run) planConfs(confs []conf) ([]confAction, error) {
 	var errs []error
 	for _, c := range confs {
 		a := confAction{conf: c, target: filepath.Join(r.ConfDir, c.name), write: true}
-		old, err := os.ReadFile(a.target)
+		old, err := readEntry(a.target, maxConfSize)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+		case statedir.IsForeign(err) && !r.Force:
+			errs = append(errs, fmt.Errorf("refusing to replace %s: it is %s, not a config cni install wrote (use --force)", a.target, notRegular(err)))
+			continue
+		case statedir.IsForeign(err):
 		case err != nil:
 			errs = append(errs, fmt.Errorf("refusing to replace %s: %w", a.target, err))
 			continue
@@ -150,6 +155,11 @@ func (r *run) writeConfs(plan []confAction) error {
 				return err
 			}
 		}
+	}
+	// Entered after the plugin directory (installBinaries): every run takes the two
+	// locks in one order, so that no two runs wait for each other.
+	if err := r.enter(r.ConfDir); err != nil {
+		return err
 	}
 	rec, err := readRecord(r.ConfDir)
 	if err != nil {
@@ -193,6 +203,9 @@ func (r *run) uninstallConfs() error {
 	if r.ConfDir == "" {
 		return nil
 	}
+	if err := r.enter(r.ConfDir); err != nil {
+		return err
+	}
 	rec, err := readRecord(r.ConfDir)
 	if err != nil || len(rec) == 0 {
 		return err
@@ -206,9 +219,11 @@ func (r *run) uninstallConfs() error {
 			continue
 		}
 		p := filepath.Join(r.ConfDir, name)
-		data, err := os.ReadFile(p)
+		data, err := readEntry(p, maxConfSize)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+		case statedir.IsForeign(err):
+			r.note("keep %s (it is %s, not a config cni install wrote)", p, notRegular(err))
 		case err != nil:
 			return err
 		case rec.holds(name, data):

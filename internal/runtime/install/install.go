@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/cnikit/cni/internal/chain"
+	"github.com/cnikit/cni/internal/core/statedir"
 	"github.com/cnikit/cni/internal/spec/invoke"
 )
 
@@ -85,6 +86,8 @@ type run struct {
 	// given names the entries of KeptDir that this uninstall put back or removed (or
 	// would, under DryRun).
 	given map[string]bool
+	// locked holds the directories this run entered (enter), locked until release.
+	locked []*statedir.Dir
 }
 
 // say prints one action; under DryRun it says what would happen.
@@ -112,11 +115,15 @@ func Install(o Options) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
+	defer r.release()
 	confs, err := readConfs(r.Confs, r.OneExec, r.AllNames)
 	if err != nil {
 		return err
 	}
 	if err := r.checkChainPlugin(); err != nil {
+		return err
+	}
+	if err := r.enter(r.Dir); err != nil {
 		return err
 	}
 	if err := r.checkForeign(); err != nil {
@@ -248,6 +255,9 @@ func (r *run) installBinaries() error {
 				return err
 			}
 		}
+	}
+	if err := r.enter(r.Dir); err != nil {
+		return err
 	}
 	changed, err := r.installBinary()
 	if err != nil {

@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,29 +16,36 @@ import (
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
-func TestTempNameIsHiddenAndNoLongerThanFinal(t *testing.T) {
-	for _, final := range []string{"ab", "ptp", "cni", "host-local", strings.Repeat("x", 255)} {
-		name, err := tempName(final)
+func TestTempNamesAreHiddenAndRecognised(t *testing.T) {
+	dir := t.TempDir()
+	for _, final := range []string{"ab", "ptp", "cni", strings.Repeat("x", 255)} {
+		tmp, err := createTemp(filepath.Join(dir, final), func(string) error { return nil })
 		require.NoError(t, err)
-		assert.Len(t, name, len(final))
-		assert.True(t, strings.HasPrefix(name, "."), name)
+		assert.Equal(t, dir, filepath.Dir(tmp))
+		assert.True(t, isTempName(filepath.Base(tmp)), tmp)
+		assert.Less(t, len(filepath.Base(tmp)), 64, "far below NAME_MAX whatever the final name")
 	}
-	_, err := tempName("a")
-	assert.Error(t, err)
+	// A foreign dotfile, or the record and KeptDir, is never taken for one of ours.
+	for _, n := range []string{".ab", ".cni-install", KeptDir, ".cni-tmp-", ".cni-tmp-0123456789abcdeg", "cni-tmp-0123456789abcdef"} {
+		assert.False(t, isTempName(n), n)
+	}
 }
 
 func TestCreateTempRetriesTakenNames(t *testing.T) {
-	dir := t.TempDir()
-	final := filepath.Join(dir, "ab")
-	// Take all but one of the 36 names ".x" a two-letter final name can use.
-	for _, c := range tempChars[1:] {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "."+string(c)), nil, 0o644))
-	}
-	require.NoError(t, symlink("cni", final))
-	link, err := os.Readlink(final)
+	final := filepath.Join(t.TempDir(), "ab")
+	var tried []string
+	tmp, err := createTemp(final, func(tmp string) error {
+		tried = append(tried, tmp)
+		if len(tried) < 3 {
+			return fs.ErrExist
+		}
+		return nil
+	})
 	require.NoError(t, err)
-	assert.Equal(t, "cni", link)
-	assert.NoFileExists(t, filepath.Join(dir, "."+tempChars[:1]))
+	assert.Len(t, tried, 3)
+	assert.Equal(t, tried[2], tmp)
+	_, err = createTemp(final, func(string) error { return fs.ErrExist })
+	assert.ErrorContains(t, err, "no free temporary name")
 }
 
 func TestRecordRoundTrip(t *testing.T) {

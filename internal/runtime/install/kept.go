@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // KeptDir is the directory inside the plugin directory that holds, under their own
@@ -191,9 +190,9 @@ func (r *run) restoreOriginal(n string) error {
 }
 
 // removeKeptDir removes KeptDir once it holds no kept entry but those this run gave
-// back. Its hidden entries are temporary names left by a run interrupted while keeping
-// a file: nothing else writes there, and the file such a name holds is also at its own
-// name.
+// back. Its entries with a temporary name were left by a run interrupted while keeping
+// a file (enter removed them already but under DryRun): the file such a name holds is
+// also at its own name.
 func (r *run) removeKeptDir() error {
 	des, err := os.ReadDir(r.keptDir())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -205,7 +204,7 @@ func (r *run) removeKeptDir() error {
 	var left, temps []string
 	for _, de := range des {
 		switch n := de.Name(); {
-		case strings.HasPrefix(n, "."):
+		case isTempName(n):
 			temps = append(temps, n)
 		case !r.given[n]:
 			left = append(left, n)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,10 @@ import (
 	"strings"
 
 	"crypto/sha256"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/core/statedir"
 )
 
 // recordName is the file in the config directory that says which configs cni install
@@ -27,11 +32,50 @@ func digest(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// maxRecordSize bounds the record: a line per config cni install wrote, so a few
+// hundred bytes in practice.
+const maxRecordSize = 1 << 20
+
+// maxConfSize bounds a config in the config directory read to compare it with ours.
+const maxConfSize = 16 << 20
+
+// readEntry reads the regular file at p, at most limit bytes, as statedir does: a
+// symlink at p is not followed and a FIFO does not block, since the config directory
+// is a place others write too, and a FIFO planted under the record's name would hang
+// the installer for good. Such an entry is an error statedir.IsForeign recognises;
+// notRegular says what it is.
+func readEntry(p string, limit int64) ([]byte, error) {
+	d, err := statedir.Open(filepath.Dir(p))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.ReadFile(filepath.Base(p), limit)
+}
+
+// notRegular says what kind of entry readEntry refused, for a message.
+func notRegular(err error) string {
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return "a symlink"
+	case errors.Is(err, statedir.ErrTooLarge):
+		return "too large"
+	case errors.Is(err, unix.EISDIR):
+		return "a directory"
+	}
+	return "not a regular file (a FIFO, socket or device)"
+}
+
 // readRecord reads the record of dir; a missing one is empty.
 func readRecord(dir string) (record, error) {
-	data, err := os.ReadFile(filepath.Join(dir, recordName))
+	p := filepath.Join(dir, recordName)
+	data, err := readEntry(p, maxRecordSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return record{}, nil
+	}
+	if statedir.IsForeign(err) {
+		return nil, fmt.Errorf("refusing to read %s, the record of the configs cni install wrote: it is %s, "+
+			"which cni install never makes; move it away", p, notRegular(err))
 	}
 	if err != nil {
 		return nil, err
@@ -106,7 +150,7 @@ func (rec record) write(dir string) error {
 		}
 		return nil
 	}
-	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, rec.format()) {
+	if old, err := readEntry(p, maxRecordSize); err == nil && bytes.Equal(old, rec.format()) {
 		return nil
 	}
 	return writeFile(p, bytes.NewReader(rec.format()), 0o644)

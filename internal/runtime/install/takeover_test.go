@@ -172,7 +172,7 @@ func TestInterruptedTakeoverIsFinishedByTheNextRun(t *testing.T) {
 		require.NoError(t, os.Mkdir(keptDir, 0o755))
 		require.NoError(t, os.Link(filepath.Join(f.dir, "bridge"), f.kept("bridge")))
 		require.NoError(t, os.Symlink(it.FlannelTarget, f.kept("flannel")))
-		require.NoError(t, os.Link(filepath.Join(f.dir, "ptp"), filepath.Join(keptDir, ".tp")))
+		require.NoError(t, os.Link(filepath.Join(f.dir, "ptp"), filepath.Join(keptDir, ".cni-tmp-0123456789abcdef")))
 		return found
 	}
 	t.Run("install", func(t *testing.T) {

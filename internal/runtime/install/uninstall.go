@@ -19,6 +19,12 @@ func Uninstall(o Options) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
+	defer r.release()
+	// The plugin directory is entered before the config directory, as Install does, so
+	// that an install and an uninstall never wait for each other's second lock.
+	if err := r.enter(r.Dir); err != nil {
+		return err
+	}
 	if err := r.uninstallConfs(); err != nil {
 		return err
 	}

@@ -116,7 +116,9 @@ func versionFamily(v string) int {
 func parseNetConf(p *Plugin, command string, data []byte) (NetConf, *result.Result, error) {
 	var conf NetConf
 	if err := json.Unmarshal(data, &conf); err != nil {
-		return conf, nil, cnierror.Newf(cnierror.CodeDecode, "decoding network config: %v", err)
+		if err := netConfDecodeError(p, command, err); err != nil {
+			return conf, nil, err
+		}
 	}
 	v := version.OrDefault(conf.CNIVersion)
 	if _, _, _, err := version.Parse(v); err != nil {
@@ -137,6 +139,24 @@ func parseNetConf(p *Plugin, command string, data []byte) (NetConf, *result.Resu
 	conf.ValidAttachments = GCAttachments(conf.ValidAttachments, conf.LegacyAttachments)
 	prev, err := parsePrevResult(conf.RawPrevResult, v)
 	return conf, prev, err
+}
+
+// netConfDecodeError is the error of a config whose common keys do not decode. Bad
+// JSON is code 6 for every command. A key of the wrong type ("ipam": "x") is code 7
+// naming it, but for DEL, which goes on with the keys that did decode (encoding/json
+// fills every other field) and the mistyped one left empty: ADD refuses this very
+// config, so it made nothing that key would be needed to find (an empty ipam type
+// releases nothing), and the runtime would retry a failing DEL of the pod for ever.
+// DEL is best effort and must succeed when there is nothing to undo (spec: DEL).
+func netConfDecodeError(p *Plugin, command string, err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return cnierror.Newf(cnierror.CodeDecode, "decoding network config: %v", err)
+	}
+	if command == CmdDel {
+		return nil
+	}
+	return ConfigDecodeError(p.Name, err)
 }
 
 func minVersion(command string) string {

@@ -292,6 +292,44 @@ func TestDelAndGCOfAVersionThePluginDoesNotSupportSucceedDoingNothing(t *testing
 	}
 }
 
+// TestAMistypedCommonKeyIsCode7ButDelGoesOn: a key every config shares given the wrong
+// JSON type ("ipam": "x") was code 6 for every command, DEL included, which then failed
+// for ever although the ADD of that config had made nothing. ADD, CHECK, GC and STATUS
+// refuse it with code 7 naming the key; DEL runs with the key left empty (an empty ipam
+// type releases nothing) and the keys that decoded. Bad JSON stays code 6 for all.
+func TestAMistypedCommonKeyIsCode7ButDelGoesOn(t *testing.T) {
+	for _, tc := range []struct{ key, value, want string }{
+		{"ipam", `"x"`, "rec: ipam: must be an object, got a JSON string"},
+		{"ipam", `["host-local"]`, "rec: ipam: must be an object, got a JSON array"},
+		{"ipam", `{"type":7}`, "rec: ipam.type: must be a string, got a JSON number"},
+		{"dns", `"8.8.8.8"`, "rec: dns: must be an object, got a JSON string"},
+		{"capabilities", `["portMappings"]`, "rec: capabilities: must be an object, got a JSON array"},
+	} {
+		config := `{"cniVersion":"1.1.0","name":"net1","type":"rec","` + tc.key + `":` + tc.value + `}`
+		for _, cmd := range []string{"ADD", "CHECK", "GC", "STATUS"} {
+			t.Run(tc.key+tc.value+" "+cmd, func(t *testing.T) {
+				rec := &recorder{}
+				r := runPlugin(rec.plugin(), env(cmd), config)
+				assert.Equal(t, 1, r.code)
+				e := decodeError(t, r.stdout)
+				assert.Equal(t, cnierror.CodeInvalidConfig, e.Code, r.stdout)
+				assert.Equal(t, tc.want, e.Msg)
+				assert.Nil(t, rec.got, "the callback never runs")
+			})
+		}
+		t.Run(tc.key+tc.value+" DEL", func(t *testing.T) {
+			rec := &recorder{}
+			r := runPlugin(rec.plugin(), env("DEL"), config)
+			assert.Equal(t, 0, r.code, r.stdout)
+			require.NotNil(t, rec.got, "DEL runs")
+			assert.Equal(t, "net1", rec.got.Net.Name, "the keys that decoded are there")
+			assert.Empty(t, rec.got.Net.IPAM.Type)
+		})
+	}
+	r := runPlugin((&recorder{}).plugin(), env("DEL"), `{"cniVersion":"1.1.0","name":"net1","ipam":`)
+	assert.Equal(t, cnierror.CodeDecode, decodeError(t, r.stdout).Code, "bad JSON is code 6, DEL too")
+}
+
 func TestIncompatibleVersionDetailsListSupported(t *testing.T) {
 	r := runPlugin((&recorder{}).plugin("1.0.0", "1.1.0"), env("ADD"), `{"cniVersion":"0.3.1","name":"n"}`)
 	e := decodeError(t, r.stdout)

@@ -100,8 +100,12 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f
 		return nil, acquireError(id, fam.name(), args.IfName, d.opts.ResendTimeout, err)
 	}
 	if _, err := b.result(conf.Priority); err != nil {
+		// The server's answer is no lease a pod can use (lease.ErrUnusable: ff02::1,
+		// ::1, 127.0.0.1, ...): it is refused, said in the log, and given back.
+		d.counts.allocationFailures.Add(1)
+		d.log.Printf("%s: %s lease of %s refused: %v", id, fam.name(), b.addr(), err)
 		_ = fam.release(b)
-		return nil, err
+		return nil, cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: the %s server's lease on %s is refused: %v", id, fam.name(), args.IfName, err)
 	}
 	h, err := d.keep(args, conf, netns, f, fam, opts, b)
 	if err != nil {

@@ -82,10 +82,15 @@ func (b *Bound) Addr() (netip.Prefix, error) {
 // Result turns the lease into an IPAM result: the address, the first router as
 // gateway, routes (option 121 when present, which by RFC 3442 overrides both option 33
 // and the routers; otherwise option 33 and a default route via the router) each with
-// priority as its metric, and the DNS servers, domain and search list.
+// priority as its metric, and the DNS servers, domain and search list. An address no
+// pod may hold (Usable, or its subnet's network or broadcast address) is an error
+// wrapping ErrUnusable.
 func (b *Bound) Result(priority int) (*result.Result, error) {
 	addr, err := b.Addr()
 	if err != nil {
+		return nil, err
+	}
+	if err := usableInSubnet(addr); err != nil {
 		return nil, err
 	}
 	res := &result.Result{CNIVersion: "1.1.0"}

@@ -39,7 +39,9 @@ type Bound struct {
 }
 
 // check finds the leased address: the REPLY must carry no failing status, and an IA_NA
-// of IAID with an address whose valid lifetime has not run out.
+// of IAID with an address whose valid lifetime has not run out; of several, the first
+// a pod may hold (lease.Usable). One it may not hold is still the lease (Result refuses
+// it), so that it can be released.
 func (b *Bound) check() (*dhcpv6.OptIAAddress, error) {
 	if b.Reply.MessageType != dhcpv6.MessageTypeReply {
 		return nil, fmt.Errorf("server answered %s, not REPLY", b.Reply.MessageType)
@@ -54,13 +56,22 @@ func (b *Bound) check() (*dhcpv6.OptIAAddress, error) {
 		if err := statusErr(ia.Options.Status()); err != nil {
 			return nil, err
 		}
+		var unusable *dhcpv6.OptIAAddress
 		for _, a := range ia.Options.Addresses() {
 			if a.ValidLifetime > 0 && a.IPv6Addr.To16() != nil && a.IPv6Addr.To4() == nil {
 				if err := statusErr(a.Options.Status()); err != nil {
 					return nil, err
 				}
-				return a, nil
+				if addr, _ := netip.AddrFromSlice(a.IPv6Addr.To16()); lease.Usable(addr) == nil {
+					return a, nil
+				}
+				if unusable == nil {
+					unusable = a
+				}
 			}
+		}
+		if unusable != nil {
+			return unusable, nil
 		}
 		return nil, fmt.Errorf("%w: the REPLY's IA_NA has no address with a lifetime left", ErrRefused)
 	}
@@ -111,13 +122,17 @@ func (b *Bound) Times() lease.Times {
 	return lease.Times{Renew: b.At.Add(t1), Rebind: b.At.Add(t2), Expire: b.At.Add(valid)}
 }
 
-// Result is the lease as an IPAM result: the address alone (/128: DHCPv6 carries no
+// Result is the lease as an IPAM result (an address no pod may hold, lease.Usable, is
+// an error wrapping lease.ErrUnusable): the address alone (/128: DHCPv6 carries no
 // prefix length, and no routes or router; the on-link prefix and the default route come
 // from router advertisements or the config's routes) and the DNS servers and search
 // list.
 func (b *Bound) Result() (*result.Result, error) {
 	a, err := b.Addr()
 	if err != nil {
+		return nil, err
+	}
+	if err := lease.Usable(a); err != nil {
 		return nil, err
 	}
 	res := &result.Result{CNIVersion: "1.1.0", IPs: []result.IPConfig{{Address: netip.PrefixFrom(a, 128)}}}

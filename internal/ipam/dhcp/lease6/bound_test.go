@@ -2,6 +2,7 @@ package lease6
 
 import (
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -9,19 +10,29 @@ import (
 	"github.com/insomniacslk/dhcp/iana"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
 )
 
 // reply builds a REPLY with one IA_NA (IAID, t1, t2) holding addr, through the wire and
 // back as a kept lease is.
 func reply(t testing.TB, iaid [4]byte, t1, t2, preferred, valid time.Duration, extra ...dhcpv6.Option) *Bound {
 	t.Helper()
+	return replyOf(t, iaid, t1, t2, preferred, valid, []string{"fd00::5"}, extra...)
+}
+
+// replyOf is reply with the IA_NA holding addrs, in that order.
+func replyOf(t testing.TB, iaid [4]byte, t1, t2, preferred, valid time.Duration, addrs []string, extra ...dhcpv6.Option) *Bound {
+	t.Helper()
 	m, err := dhcpv6.NewMessage()
 	require.NoError(t, err)
 	m.MessageType = dhcpv6.MessageTypeReply
 	m.AddOption(dhcpv6.OptServerID(&dhcpv6.DUIDLL{HWType: iana.HWTypeEthernet, LinkLayerAddr: net.HardwareAddr{2, 0, 0, 0, 0, 1}}))
-	m.AddOption(&dhcpv6.OptIANA{IaId: iaid, T1: t1, T2: t2, Options: dhcpv6.IdentityOptions{Options: dhcpv6.Options{
-		&dhcpv6.OptIAAddress{IPv6Addr: net.ParseIP("fd00::5"), PreferredLifetime: preferred, ValidLifetime: valid},
-	}}})
+	var opts dhcpv6.Options
+	for _, a := range addrs {
+		opts = append(opts, &dhcpv6.OptIAAddress{IPv6Addr: net.ParseIP(a), PreferredLifetime: preferred, ValidLifetime: valid})
+	}
+	m.AddOption(&dhcpv6.OptIANA{IaId: iaid, T1: t1, T2: t2, Options: dhcpv6.IdentityOptions{Options: opts}})
 	for _, o := range extra {
 		m.AddOption(o)
 	}
@@ -58,6 +69,29 @@ func TestCheckRefusesWhatIsNotALease(t *testing.T) {
 	assert.ErrorIs(t, err, ErrRefused)
 	_, err = reply(t, IAID, 0, 0, time.Hour, time.Hour).check()
 	assert.NoError(t, err)
+}
+
+func TestResultRefusesAnAddressNoPodMayHold(t *testing.T) {
+	for addr, why := range map[string]string{
+		"ff02::1": "multicast", "ff0e::1": "multicast", "::1": "loopback", "::": "unspecified", "fe80::5": "link-local",
+	} {
+		b := replyOf(t, IAID, 0, 0, time.Hour, time.Hour, []string{addr})
+		got, err := b.Addr()
+		require.NoError(t, err, "%s is still the lease, to be released", addr)
+		assert.Equal(t, netip.MustParseAddr(addr), got)
+		_, err = b.Result()
+		assert.ErrorIs(t, err, lease.ErrUnusable, addr)
+		assert.ErrorContains(t, err, addr+" is ", addr)
+		assert.ErrorContains(t, err, why, addr)
+	}
+}
+
+func TestResultTakesTheFirstUsableAddressOfTheIA(t *testing.T) {
+	b := replyOf(t, IAID, 0, 0, time.Hour, time.Hour, []string{"ff02::1", "::1", "fd00::7"})
+	res, err := b.Result()
+	require.NoError(t, err)
+	require.Len(t, res.IPs, 1)
+	assert.Equal(t, "fd00::7/128", res.IPs[0].Address.String())
 }
 
 func TestDUIDIsStablePerAttachmentAndAUUID(t *testing.T) {

@@ -8,7 +8,10 @@
 //
 // Every handle and raw request of production code goes through here: Handle for a
 // netlink.Handle, Execute for a hand-built request (which asks for an ack or is a dump,
-// so that the kernel always answers it).
+// so that the kernel always answers it); TestEveryNetlinkHandleOfOursIsOpenedHere holds
+// the rest of the module to it. The package-level functions of vishvananda/netlink (a
+// socket per call, 60 s deadline) and google/nftables' connections (every message of a
+// batch acked, every read a dump) are answered or bounded without it.
 package nlconn
 
 import (

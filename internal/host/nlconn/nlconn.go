@@ -25,9 +25,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Timeout bounds each send and each receive on our netlink sockets. The kernel answers
-// in microseconds, in milliseconds when it waits for RCU or the rtnl lock on a busy
-// node; ten seconds without a byte is a request it will never answer.
+// Timeout bounds each send and each receive on our netlink sockets. The kernel does a
+// request's work inside the send (waiting for the rtnl lock of a busy node, or for RCU,
+// there), so a slow request is not cut short: its answer is queued when the send
+// returns. Ten seconds without a byte after that is a request the kernel will never
+// answer.
 const Timeout = 10 * time.Second
 
 // Handle opens a netlink handle bound to the namespace ns (netns.None() for the calling

@@ -9,7 +9,8 @@
 # Usage: scripts/test-kernel.sh [go package patterns...]   (default ./...)
 #
 # Inside the VM the tests see CNI_TEST_FULL_KERNEL=1, CNI_TEST_BINARY (the
-# prebuilt cmd/cni), CNI_TEST_HELPER_DIR (prebuilt main packages found
+# prebuilt cmd/cni), CNI_TEST_CRASHPOINT_BINARY (the same built with the
+# crashpoint tag), CNI_TEST_HELPER_DIR (prebuilt main packages found
 # below testdata/ directories) and CNI_TEST_REFERENCE_DIR (the reference
 # plugins of internal/testbed/reftest), since the VM has no Go toolchain.
 #
@@ -123,6 +124,8 @@ build_go() {
 	copy_reference "$out/opt/cni-test/reference" || failed=1
 	log "building $module/cmd/cni"
 	(cd "$repo" && CGO_ENABLED=0 go build -o "$out/opt/cni-test/bin/cni" ./cmd/cni) || failed=1
+	log "building $module/cmd/cni with the crashpoint tag"
+	(cd "$repo" && CGO_ENABLED=0 go build -tags crashpoint -o "$out/opt/cni-test/bin/cni-crashpoint" ./cmd/cni) || failed=1
 	log "building $module/cmd/nofirewall"
 	(cd "$repo" && CGO_ENABLED=0 go build -o "$out/opt/cni-test/bin/nofirewall" ./cmd/nofirewall) || failed=1
 	# The second pass, without firewall binaries: the built packages that
@@ -277,6 +280,7 @@ write_env() {
 	cat >"$root/etc/cni-test.env" <<-EOF
 		export CNI_TEST_FULL_KERNEL=1
 		export CNI_TEST_BINARY=/opt/cni-test/bin/cni
+		export CNI_TEST_CRASHPOINT_BINARY=/opt/cni-test/bin/cni-crashpoint
 		export CNI_TEST_HELPER_DIR=/opt/cni-test/helpers
 		export CNI_TEST_REFERENCE_DIR=/opt/cni-test/reference
 		CNI_TEST_MODULES='$modules'

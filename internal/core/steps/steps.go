@@ -33,6 +33,14 @@ const (
 	WaitPending = "wait background"
 )
 
+// LinkUp (setting a created link up: a veth's host end, a tap) and LinkRename (giving
+// a link made under a temporary name its own) are steps of their own so that the end of
+// LinkCreate is a crash point before them (crashpoint.go).
+const (
+	LinkUp     = "link up"
+	LinkRename = "link rename"
+)
+
 // Recorder collects the steps of one invocation. It is safe for concurrent use: steps
 // of the background work of a DEL end on other goroutines.
 type Recorder struct {
@@ -77,10 +85,11 @@ func (r *Recorder) Steps() []Step {
 }
 
 // Begin starts a step called name. On a nil recorder it returns nil, on which End and
-// Done do nothing.
+// Done do nothing (in a build with the crashpoint tag, a timer that records nothing but
+// whose end is a crash point: crashpoint.go).
 func (r *Recorder) Begin(name string) *Timer {
 	if r == nil {
-		return nil
+		return unrecorded(name)
 	}
 	t := &Timer{r: r, name: name, start: time.Now()}
 	if r.span.Valid() {
@@ -117,6 +126,15 @@ func (t *Timer) Done(err error) error {
 	if t == nil {
 		return err
 	}
+	if t.r != nil {
+		t.record(err)
+	}
+	stepEnded(t.name)
+	return err
+}
+
+// record appends the finished step to its recorder.
+func (t *Timer) record(err error) {
 	s := Step{Name: t.name, Start: t.start.Sub(t.r.start), Duration: time.Since(t.start), SpanID: t.span.SpanID}
 	if err != nil {
 		s.Err = err.Error()
@@ -124,7 +142,6 @@ func (t *Timer) Done(err error) error {
 	t.r.mu.Lock()
 	t.r.steps = append(t.r.steps, s)
 	t.r.mu.Unlock()
-	return err
 }
 
 // Context returns ctx with the step's span as the current one, so that a plugin

@@ -12,6 +12,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
 // Match selects entries by their original-direction destination port and protocol
@@ -62,7 +64,7 @@ func OpenCurrent() (*Table, error) {
 		return nil, fmt.Errorf("conntrack: current namespace: %w", err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_NETFILTER)
+	h, err := nlconn.Handle(ns, unix.NETLINK_NETFILTER)
 	if err != nil {
 		return nil, fmt.Errorf("conntrack: netlink: %w", err)
 	}

@@ -31,18 +31,20 @@ const maxTempNameTries = 3
 // A CNI_IFNAME already present in cont is a CNI error (code 4); a kernel without the link
 // kind gives code 11. Other kernel refusals are returned wrapped, for the plugin to name
 // the field they concern (EEXIST: a vlan id already used on the master, for instance).
-func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (_ netlink.Link, err error) {
-	defer cont.steps.Begin(steps.LinkCreate).End(&err)
-	ch := cont.Handle()
+func CreateChild(parent, cont *NS, l netlink.Link, ifName string) (netlink.Link, error) {
 	if err := cont.NameFree(ifName); err != nil {
 		return nil, err
 	}
+	step := cont.steps.Begin(steps.LinkCreate)
 	tmp, err := addChild(parent, cont, l, ifName)
-	if err != nil {
+	if err := step.Done(err); err != nil {
 		return nil, err
 	}
-	created, err := renameChild(ch, tmp, ifName)
-	if err != nil {
+	// A step of its own: its start is where an ADD killed leaves the link under its
+	// temporary name, which DEL must find too.
+	step = cont.steps.Begin(steps.LinkRename)
+	created, err := renameChild(cont.Handle(), tmp, ifName)
+	if err := step.Done(err); err != nil {
 		return nil, errors.Join(err, cont.Delete(tmp))
 	}
 	return created, nil

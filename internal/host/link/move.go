@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/host/ns"
 )
 
@@ -198,17 +199,15 @@ func upByName(n *NS, name string, up bool) error {
 // library's setters send one attribute per request; a move and a rename must travel
 // together for the kernel to do both under one lock.
 func setLink(n *NS, index int, attrs ...*nl.RtAttr) error {
-	return n.Do(func() error {
-		req := nl.NewNetlinkRequest(unix.RTM_SETLINK, unix.NLM_F_ACK)
-		msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
-		msg.Index = int32(index)
-		req.AddData(msg)
-		for _, a := range attrs {
-			req.AddData(a)
-		}
-		_, err := req.Execute(unix.NETLINK_ROUTE, 0)
-		return err
-	})
+	req := nl.NewNetlinkRequest(unix.RTM_SETLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(index)
+	req.AddData(msg)
+	for _, a := range attrs {
+		req.AddData(a)
+	}
+	_, err := nlconn.Execute(n.fd, req, unix.NETLINK_ROUTE, 0)
+	return err
 }
 
 func nsFd(n *NS) *nl.RtAttr {

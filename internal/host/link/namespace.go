@@ -6,9 +6,10 @@
 // DEL in the background of the process (DeleteInBackground), so that the kernel's waits
 // for the deletions of one DEL overlap.
 //
-// Netlink work goes through handles bound to a namespace (netlink.NewHandleAt), so the
-// calling thread rarely switches namespaces; only sysctls, which the kernel resolves
-// through the opening thread's namespace, run inside ns.DoHandle. An NS opens its handle
+// Netlink work goes through handles bound to a namespace (nlconn.Handle, whose every
+// request has a deadline), so the calling thread rarely switches namespaces; only
+// sysctls, which the kernel resolves through the opening thread's namespace, run
+// inside ns.DoHandle. An NS opens its handle
 // with its fd, so plugins open only the namespaces they use.
 package link
 
@@ -27,6 +28,7 @@ import (
 	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/host/ns"
 )
 
@@ -56,7 +58,7 @@ func Open(path string) (*NS, error) {
 // newNS binds a netlink handle to the namespace fd, which it takes over.
 func newNS(path string, fd netns.NsHandle) (*NS, error) {
 	n := &NS{Path: path, fd: fd}
-	h, err := netlink.NewHandleAt(fd, syscall.NETLINK_ROUTE)
+	h, err := nlconn.Handle(fd, syscall.NETLINK_ROUTE)
 	if err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("netns %s: netlink handle: %w", n.name(), err)

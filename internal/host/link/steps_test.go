@@ -43,6 +43,6 @@ func TestHelpersRecordTheirStepsForTheInvocationLog(t *testing.T) {
 	for _, s := range rec.Steps() {
 		names = append(names, s.Name)
 	}
-	assert.Equal(t, []string{steps.LinkCreate, steps.Addresses, steps.WaitDAD, steps.Routes, steps.WaitLinkUp,
+	assert.Equal(t, []string{steps.LinkCreate, steps.LinkUp, steps.Addresses, steps.WaitDAD, steps.Routes, steps.WaitLinkUp,
 		steps.LinkDelete}, names)
 }

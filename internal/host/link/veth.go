@@ -48,7 +48,21 @@ const maxNameTries = 10
 // A container interface name already taken fails the create (EEXIST), which is when
 // the container is asked whether the name is the one taken (ErrExists) or the host
 // end's random one (another is drawn): a name that is free costs no lookup.
-func CreateVeth(host, cont *NS, opts VethOptions) (_ *Veth, err error) {
+func CreateVeth(host, cont *NS, opts VethOptions) (*Veth, error) {
+	v, err := createVeth(host, cont, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err = setUp(host, v.Host, opts.ContainerUp, cont, v.Container); err != nil {
+		_ = cont.Delete(opts.IfName)
+		return nil, err
+	}
+	return v, nil
+}
+
+// createVeth makes the pair and looks both ends up: the step LinkCreate, whose end
+// leaves the host end down (the state an ADD killed there leaves, issue 36).
+func createVeth(host, cont *NS, opts VethOptions) (_ *Veth, err error) {
 	defer cont.steps.Begin(steps.LinkCreate).End(&err)
 	ch := cont.Handle()
 	if err := reservedIfName(opts.IfName); err != nil {
@@ -60,10 +74,6 @@ func CreateVeth(host, cont *NS, opts VethOptions) (_ *Veth, err error) {
 	}
 	v, err := lookupVeth(host, cont, hostName, opts.IfName)
 	if err != nil {
-		_ = cont.Delete(opts.IfName)
-		return nil, err
-	}
-	if err = setUp(host, v.Host, opts.ContainerUp, cont, v.Container); err != nil {
 		_ = cont.Delete(opts.IfName)
 		return nil, err
 	}
@@ -132,7 +142,9 @@ func lookupVeth(host, cont *NS, hostName, ifName string) (*Veth, error) {
 	return &Veth{Host: h, Container: c}, nil
 }
 
-func setUp(host *NS, hl netlink.Link, contUp bool, cont *NS, cl netlink.Link) error {
+// setUp sets the host end up, and the container end when contUp: the step LinkUp.
+func setUp(host *NS, hl netlink.Link, contUp bool, cont *NS, cl netlink.Link) (err error) {
+	defer cont.steps.Begin(steps.LinkUp).End(&err)
 	hh := host.Handle()
 	if err := hh.LinkSetUp(hl); err != nil {
 		return fmt.Errorf("host veth %q: set up: %w", hl.Attrs().Name, err)

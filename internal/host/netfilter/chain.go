@@ -8,7 +8,10 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
 // The plugins read nf_tables by name, never by family. google/nftables lists chains
@@ -63,7 +66,7 @@ func dumpRules(family nftables.TableFamily, table string, each func(chain string
 		req := nl.NewNetlinkRequest(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_GETRULE, unix.NLM_F_DUMP)
 		req.AddData(&nl.Nfgenmsg{NfgenFamily: uint8(family), Version: unix.NFNETLINK_V0})
 		req.AddData(nl.NewRtAttr(unix.NFTA_RULE_TABLE, cString(table)))
-		msgs, err := req.Execute(unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWRULE)
+		msgs, err := nlconn.Execute(netns.None(), req, unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWRULE)
 		switch {
 		case errors.Is(err, nl.ErrDumpInterrupted) && try < dumpInterruptedTries:
 			continue

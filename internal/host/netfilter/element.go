@@ -9,7 +9,10 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/userdata"
 	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
 // Element is one element of an nftables set or map, as the kernel holds it.
@@ -34,7 +37,7 @@ func GetElement(family nftables.TableFamily, table, set string, key []byte) (Ele
 	elem.AddRtAttr(unix.NLA_F_NESTED|unix.NFTA_SET_ELEM_KEY, nil).AddRtAttr(unix.NFTA_DATA_VALUE, key)
 	req.AddData(elements)
 
-	msgs, err := req.Execute(unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWSETELEM)
+	msgs, err := nlconn.Execute(netns.None(), req, unix.NETLINK_NETFILTER, unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWSETELEM)
 	if err != nil {
 		return Element{}, fmt.Errorf("nftables: get element of %s %s: %w", table, set, err)
 	}

@@ -59,25 +59,28 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 
 	var undo rollback.Stack
 	defer undo.OnError(&err)
-	defer steps.Begin(req.Context(), steps.Qdisc).End(&err)
+	// Each kernel change is a step of its own, so that a crash-point build stops
+	// between any two of them (internal/core/steps/crashpoint.go).
+	ctx := req.Context()
 	if shaping.Ingress.Enabled() {
-		if err := setRootTBF(h, veth, tbfFor(shaping.Ingress)); err != nil {
+		if err := steps.Begin(ctx, steps.Qdisc).Done(setRootTBF(h, veth, tbfFor(shaping.Ingress))); err != nil {
 			return nil, err
 		}
 		undo.Push("host veth root tbf", func() error { return delRootQdisc(h, veth) })
 	}
 	if shaping.Egress.Enabled() {
 		name := ifbName(req.Net.Name, req.Args.ContainerID)
+		step := steps.Begin(ctx, steps.LinkCreate)
 		ifb, err := createIfb(host, name, owner{req.Net.Name, req.Args.ContainerID, req.Args.IfName}, veth.Attrs().MTU)
-		if err != nil {
+		if err := step.Done(err); err != nil {
 			return nil, err
 		}
 		undo.Push("ifb "+name, func() error { return host.Delete(name) })
-		if err := setRootTBF(h, ifb, tbfFor(shaping.Egress)); err != nil {
+		if err := steps.Begin(ctx, steps.Qdisc).Done(setRootTBF(h, ifb, tbfFor(shaping.Egress))); err != nil {
 			return nil, err
 		}
 		// Pushed once the qdisc is ours: a failed add leaves another program's in place.
-		if err := redirectToIfb(h, veth, ifb); err != nil {
+		if err := steps.Begin(ctx, steps.Qdisc).Done(redirectToIfb(h, veth, ifb)); err != nil {
 			return nil, err
 		}
 		undo.Push("host veth ingress qdisc", func() error { return delIngress(h, veth) })

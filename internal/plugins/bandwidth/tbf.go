@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
 // ticksPerUsec is the kernel's packet-scheduler clock (/proc/net/psched), which tbf's
@@ -91,21 +92,23 @@ func rootTBF(n *link.NS, l netlink.Link) (tbfParams, error) {
 // rootQdisc returns the kind and the raw TCA_OPTIONS of the root qdisc of the link
 // with index ifindex in n. A link without a qdisc of its own has the kernel's default
 // (noqueue for a veth). The kernel answers a qdisc GET only to NLM_F_ECHO, and then
-// also announces the qdisc to tc monitors, as an unchanged RTM_NEWQDISC.
+// also announces the qdisc to tc monitors, as an unchanged RTM_NEWQDISC. It announces
+// nothing for its built-in noop qdisc (that of a link never set up: the host end of a
+// veth whose ADD was killed before it set it up), which is why the request also asks
+// for an ack (nlconn.Execute): without one, DEL waited for ever (issue 36). No answer
+// but the ack is that noop qdisc.
 func rootQdisc(n *link.NS, ifindex int) (kind string, opts []byte, err error) {
-	sock, err := nl.GetNetlinkSocketAt(netns.NsHandle(n.Fd()), netns.None(), unix.NETLINK_ROUTE)
-	if err != nil {
-		return "", nil, err
-	}
-	defer sock.Close()
-	req := nl.NewNetlinkRequest(unix.RTM_GETQDISC, unix.NLM_F_ECHO)
-	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: {Socket: sock}}
+	req := nl.NewNetlinkRequest(unix.RTM_GETQDISC, unix.NLM_F_ECHO|unix.NLM_F_ACK)
 	req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(ifindex), Parent: netlink.HANDLE_ROOT})
-	msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWQDISC)
+	msgs, err := nlconn.Execute(netns.NsHandle(n.Fd()), req, unix.NETLINK_ROUTE, unix.RTM_NEWQDISC)
 	if err != nil {
 		return "", nil, err
 	}
-	if len(msgs) != 1 {
+	switch len(msgs) {
+	case 0:
+		return "noop", nil, nil
+	case 1:
+	default:
 		return "", nil, fmt.Errorf("kernel answered %d messages", len(msgs))
 	}
 	tc := nl.DeserializeTcMsg(msgs[0])

@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/ns"
@@ -63,7 +64,7 @@ func add(req *skel.Request) (*result.Result, error) {
 		if lo.Attrs().Flags&net.FlagUp != 0 {
 			return nil
 		}
-		if err := h.LinkSetUp(lo); err != nil {
+		if err := steps.Begin(req.Context(), steps.LinkUp).Done(h.LinkSetUp(lo)); err != nil {
 			return fmt.Errorf("set lo up: %w", err)
 		}
 		// Setting lo up is what gives it 127.0.0.1 and ::1.

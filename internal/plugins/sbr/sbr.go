@@ -14,6 +14,7 @@ package sbr
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/rollback"
+	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/result"
@@ -91,14 +93,16 @@ func add(req *skel.Request) (*result.Result, error) {
 		return nil, err
 	}
 	defer unlock()
-	if err := configure(cont, req.Args.IfName, ips, p); err != nil {
+	if err := configure(req.Context(), cont, req.Args.IfName, ips, p); err != nil {
 		return nil, fmt.Errorf("sbr %s: %w", req.Args.IfName, err)
 	}
 	return req.PrevResult.Clone(), nil
 }
 
 // configure does ADD's work inside the locked namespace; a failure undoes every step.
-func configure(cont *link.NS, ifName string, ips []result.IPConfig, p *Plan) (err error) {
+// Each address's rule and routes, and each route moved out of main, is a step (Routes)
+// of its own, so that a crash-point build stops between any two (internal/core/steps).
+func configure(ctx context.Context, cont *link.NS, ifName string, ips []result.IPConfig, p *Plan) (err error) {
 	l, err := cont.ByName(ifName)
 	if err != nil {
 		return err
@@ -108,7 +112,7 @@ func configure(cont *link.NS, ifName string, ips []result.IPConfig, p *Plan) (er
 	defer undo.OnError(&err)
 	if p.Table != 0 {
 		for _, ip := range ips {
-			if err := addRule(h, &undo, ip.Address.Addr(), p.Table); err != nil {
+			if err := steps.Begin(ctx, steps.Routes).Done(addRule(h, &undo, ip.Address.Addr(), p.Table)); err != nil {
 				return err
 			}
 		}
@@ -126,7 +130,7 @@ func configure(cont *link.NS, ifName string, ips []result.IPConfig, p *Plan) (er
 	for _, ip := range ips {
 		table = nextFreeTable(used, table)
 		used[table] = true
-		if err := routeAddress(h, &undo, l, ip, p.gateway(ip), table, mainRoutes); err != nil {
+		if err := steps.Begin(ctx, steps.Routes).Done(routeAddress(h, &undo, l, ip, p.gateway(ip), table, mainRoutes)); err != nil {
 			return err
 		}
 	}
@@ -134,13 +138,13 @@ func configure(cont *link.NS, ifName string, ips []result.IPConfig, p *Plan) (er
 	// only those copied, so the other family's routes (fe80::/64) stay.
 	moved := servingAny(mainRoutes, ips)
 	for _, r := range moved {
-		if err := h.RouteDel(&r); err != nil {
+		if err := steps.Begin(ctx, steps.Routes).Done(h.RouteDel(&r)); err != nil {
 			return fmt.Errorf("move route %s out of main: %w", describe(r), err)
 		}
 		undo.Push("route "+describe(r)+" back into main", func() error { r.Flags = 0; return h.RouteAdd(&r) })
 	}
 	if p.AddSourceHints {
-		return addSourceHints(h, &undo, l, ips, moved)
+		return steps.Begin(ctx, steps.Routes).Done(addSourceHints(h, &undo, l, ips, moved))
 	}
 	return nil
 }

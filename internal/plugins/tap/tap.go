@@ -17,6 +17,7 @@ import (
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/rollback"
+	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/plugins/attachment"
@@ -70,17 +71,19 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	var undo rollback.Stack
 	defer undo.OnError(&err)
 
+	step := steps.Begin(req.Context(), steps.LinkCreate)
 	tmp, err := createTap(req, c, cont)
-	if err != nil {
+	if err := step.Done(err); err != nil {
 		return nil, err
 	}
 	name := tmp
 	undo.Push("tap", func() error { return cont.Delete(name) })
+	step = steps.Begin(req.Context(), steps.LinkUp)
 	renamed, err := setUp(cont, c, tmp, req.Args.IfName, br)
 	if renamed {
 		name = req.Args.IfName
 	}
-	if err != nil {
+	if err := step.Done(err); err != nil {
 		return nil, err
 	}
 

@@ -28,6 +28,8 @@ type node struct {
 	last *attachmenttest.Container
 	// prev is the prevResult secondInterface made last.
 	prev *result.Result
+	// cacheDir is the CLI's result cache, when a test gives it one.
+	cacheDir string
 }
 
 // pluginNames are the names the plugin dir links to the binary.

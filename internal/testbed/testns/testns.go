@@ -217,7 +217,13 @@ type heldBinary struct {
 // buildOnce builds into a temp dir that it removes at once: the binary lives on in an
 // anonymous memory file (memfd), which other processes exec through its /proc path
 // and which vanishes with the test process, so no test run leaves a build behind.
-var buildOnce = sync.OnceValues(func() (*heldBinary, error) {
+var buildOnce = sync.OnceValues(func() (*heldBinary, error) { return build() })
+
+// crashPointBuildOnce is buildOnce with the crashpoint tag (CrashPointBinary).
+var crashPointBuildOnce = sync.OnceValues(func() (*heldBinary, error) { return build("-tags", "crashpoint") })
+
+// build builds ./cmd/cni with the go build flags given, held in memory.
+func build(flags ...string) (*heldBinary, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return nil, err
@@ -228,14 +234,30 @@ var buildOnce = sync.OnceValues(func() (*heldBinary, error) {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "cni")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cni")
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, "./cmd/cni")...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%v: %s", err, out)
 	}
 	return holdInMemory(bin)
-})
+}
+
+// CrashPointBinary is Binary built with the crashpoint tag: a cni binary that kills
+// itself at the end of the step that $CNI_TEST_CRASHPOINT counts to
+// (internal/core/steps/crashpoint.go). $CNI_TEST_CRASHPOINT_BINARY names a prebuilt one
+// (the full-kernel VM has no Go toolchain).
+func CrashPointBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CNI_TEST_CRASHPOINT_BINARY"); p != "" {
+		return p
+	}
+	bin, err := crashPointBuildOnce()
+	if err != nil {
+		t.Fatalf("building cni with the crashpoint tag: %v", err)
+	}
+	return bin.path
+}
 
 // holdInMemory copies the file at path into a memfd and returns it opened read-only:
 // exec refuses a file that is open for writing ("text file busy"), so the writable
@@ -286,7 +308,12 @@ func moduleRoot() (string, error) {
 // cni binary, as /opt/cni/bin would; it returns the dir for CNI_PATH.
 func LinkPluginDir(t testing.TB, names ...string) string {
 	t.Helper()
-	bin := Binary(t)
+	return LinkBinaryDir(t, Binary(t), names...)
+}
+
+// LinkBinaryDir is LinkPluginDir for the binary bin (CrashPointBinary).
+func LinkBinaryDir(t testing.TB, bin string, names ...string) string {
+	t.Helper()
 	dir := t.TempDir()
 	for _, name := range names {
 		if err := os.Symlink(bin, filepath.Join(dir, name)); err != nil {

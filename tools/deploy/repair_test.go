@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,6 +41,20 @@ func newNetns(t *testing.T) string {
 	return path
 }
 
+// bindNetns mounts the network namespace at path on the file at path, as `ip netns add`
+// pins one, until the test ends.
+func bindNetns(t *testing.T, ns, path string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, nil, 0o444))
+	out, err := exec.Command("mount", "--bind", ns, path).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() {
+		out, err := exec.Command("umount", "--lazy", path).CombinedOutput()
+		assert.NoError(t, err, "%s", out)
+	})
+}
+
 // syncBuffer is a container's output, written by its process and read by the test.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -70,10 +86,19 @@ func TestDaemonSetRepairsAFirewallReloadWithAPodUp(t *testing.T) {
 	ds, cms := installDaemonSet(t, "cni-single-node.yaml")
 	spec := ds.Spec.Template.Spec
 	root := t.TempDir()
-	node, pod := newNetns(t), newNetns(t)
+	node := newNetns(t)
+	// The pod's netns where containerd and CRI-O keep one, on the node: the result cache
+	// names that path, so a container that repairs must see the node's /var/run/netns.
+	pod := "/var/run/netns/pod-1"
+	bindNetns(t, newNetns(t), filepath.Join(root, pod))
 	run(t, newContainer(t, spec.InitContainers[0], spec.Volumes, cms, root))
 
-	// The runtime, as containerd runs the plugins on the node: /var/lib/cni is the node's.
+	// The runtime, as containerd runs the plugins on the node: /var/lib/cni and
+	// /var/run/netns are the node's, whatever the manifest mounts.
+	runtimeVolumes := slices.DeleteFunc(slices.Clone(spec.Volumes), func(v corev1.Volume) bool { return v.Name == "netns" })
+	dirOrCreate := corev1.HostPathDirectoryOrCreate
+	runtimeVolumes = append(runtimeVolumes, corev1.Volume{Name: "netns", VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: "/var/run/netns", Type: &dirOrCreate}}})
 	runtime := func(cmd string) (string, error) {
 		c := corev1.Container{
 			Name: "runtime",
@@ -84,9 +109,10 @@ func TestDaemonSetRepairsAFirewallReloadWithAPodUp(t *testing.T) {
 				{Name: "cni-bin", MountPath: "/host/opt/cni/bin"},
 				{Name: "cni-net-d", MountPath: "/host/etc/cni/net.d"},
 				{Name: "cni-cache", MountPath: "/var/lib/cni"},
+				{Name: "netns", MountPath: "/var/run/netns"},
 			},
 		}
-		return newContainer(t, c, spec.Volumes, cms, root).Run("nsenter", "--net="+node, "--")
+		return newContainer(t, c, runtimeVolumes, cms, root).Run("nsenter", "--net="+node, "--")
 	}
 	out, err := runtime("add")
 	require.NoError(t, err, out)
@@ -134,5 +160,32 @@ func TestDaemonSetRepairsAFirewallReloadWithAPodUp(t *testing.T) {
 		assert.NoError(t, err, "exit status 0 on SIGTERM: %s", log.String())
 	case <-time.After(repairBound):
 		t.Fatalf("cni repair --watch ignored SIGTERM: %s", log.String())
+	}
+}
+
+// The test above runs the repair container as root with every capability, which this
+// harness cannot take away; what the kubelet grants it is read here. A repair writes
+// the node's rules (NET_ADMIN) and enters the pods' network namespaces, where bandwidth
+// finds a pod's host veth by its end in the pod (SYS_ADMIN, which setns needs); the
+// namespaces are the node's /var/run/netns, at the path the result cache names.
+func TestRepairContainerMayEnterThePodsNetns(t *testing.T) {
+	for _, p := range profiles {
+		t.Run(p.file, func(t *testing.T) {
+			ds, _ := installDaemonSet(t, p.file)
+			spec := ds.Spec.Template.Spec
+			require.True(t, spec.HostNetwork, "the node's rules are in the node's netns")
+			c := spec.Containers[0]
+			require.NotNil(t, c.SecurityContext)
+			require.NotNil(t, c.SecurityContext.Capabilities)
+			assert.Subset(t, c.SecurityContext.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"})
+			i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/var/run/netns" })
+			require.GreaterOrEqual(t, i, 0, "the pods' netns are not mounted")
+			m := c.VolumeMounts[i]
+			require.NotNil(t, m.MountPropagation, "a netns the runtime pins after the container started must show")
+			assert.Equal(t, corev1.MountPropagationHostToContainer, *m.MountPropagation)
+			v := spec.Volumes[slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })]
+			require.NotNil(t, v.HostPath)
+			assert.Equal(t, "/var/run/netns", v.HostPath.Path)
+		})
 	}
 }

@@ -121,14 +121,16 @@ func (ct *Container) Command() []string { return slices.Clone(ct.command) }
 
 // Cmd returns the command that runs the container, after prefix (e.g. nsenter into a
 // node's network namespace, for a hostNetwork pod): unshare gives it a private mount
-// namespace (nothing is mounted on the machine), the script binds the volumes and
+// namespace (nothing is mounted on the machine), the script binds the volumes (recursively) and
 // /proc, then chroot execs the container's command, which keeps the process's PID.
 func (ct *Container) Cmd(prefix ...string) *exec.Cmd {
 	var script strings.Builder
 	script.WriteString("set -e\n")
 	for _, m := range ct.mounts {
 		dst := filepath.Join(ct.rootfs, m.target)
-		fmt.Fprintf(&script, "mount --bind %q %q\n", m.source, dst)
+		// --rbind, as containerd binds a volume: what is mounted under the host path
+		// (a pod's netns under /var/run/netns) comes with it.
+		fmt.Fprintf(&script, "mount --rbind %q %q\n", m.source, dst)
 		if m.readOnly {
 			fmt.Fprintf(&script, "mount -o remount,bind,ro %q\n", dst)
 		}

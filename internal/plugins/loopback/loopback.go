@@ -124,7 +124,7 @@ func check(req *skel.Request) error {
 
 func netnsError(path string, err error) error {
 	if errors.Is(err, ns.ErrNotExist) {
-		return cnierror.Newf(cnierror.CodeUnknownContainer, "netns %q does not exist", path)
+		return link.MissingContainer(path)
 	}
 	return err
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/tracectx"
+	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -362,8 +363,28 @@ func runAttachment(ctx context.Context, p Process, r *chain.Runner, cmd string, 
 		}
 		return res.Print(p.Stdout)
 	case "check":
+		if err := requireCached(r, net, att); err != nil {
+			return err
+		}
 		return r.Check(ctx, net, att)
 	default:
 		return r.Del(ctx, net, att)
 	}
+}
+
+// requireCached refuses a CHECK of an attachment with nothing in the result cache: one
+// never added, or deleted since. libcni (and so the runner, for runtimes) sends such a
+// CHECK without prevResult, and the plugins' answers then speak of what they find
+// ("loopback interface is down"), never of the missing attachment a person asked about.
+func requireCached(r *chain.Runner, net *chain.Network, att chain.Attachment) error {
+	if net.DisableCheck || !version.AtLeast(net.CNIVersion, "0.4.0") {
+		return nil // the runner answers these without looking at the cache
+	}
+	prev, err := r.CachedResult(net, att)
+	if err != nil || prev != nil {
+		return err
+	}
+	return cnierror.Newf(cnierror.CodeUnknownContainer,
+		"no attachment of network %q for container %s, interface %s: nothing in the result cache (never added, or deleted since)",
+		net.Name, att.ContainerID, att.IfName)
 }

@@ -51,11 +51,17 @@ func (d *DNS) Result() result.DNS {
 }
 
 // LoadConfig decodes the request configuration into a plugin's own config type. A value
-// of the wrong type is an invalid config (code 7) whose message names the field.
+// of the wrong type is an invalid config (code 7) whose message names the field. A key
+// the type does not know is accepted, as runtimes add keys of their own; an ADD warns of
+// it on stderr and in the invocation log, naming the nearest key the type knows
+// (warnUnknownKeys), so that a mistyped key does not pass unseen.
 func LoadConfig[T any](req *Request) (*T, error) {
 	conf := new(T)
 	if err := json.Unmarshal(req.Config, conf); err != nil {
 		return nil, ConfigDecodeError(req.Net.Type, err)
+	}
+	if req.Args.Command == CmdAdd && !req.probe {
+		warnUnknownKeys(req, reflect.TypeFor[T]())
 	}
 	return conf, nil
 }

@@ -129,7 +129,7 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 	ctx = lg.ownWork(ctx, owned)
 	req := &Request{
 		ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
-		ValidAttachments: conf.ValidAttachments, Stderr: stderr,
+		ValidAttachments: conf.ValidAttachments, Stderr: stderr, plugin: p.Name,
 	}
 	res, err = call(p, req)
 	// The work the callback left running (link deletions) is part of the command: its

@@ -77,7 +77,7 @@ func Commands() []Command {
 		{Name: "gc", Summary: "NETWORK [NETNS]: DEL stale cached attachments, then GC the plugins", Run: runChain("gc")},
 		{Name: "status", Summary: "NETWORK [NETNS]: ask every plugin of the network for STATUS", Run: runChain("status")},
 		{Name: "ls", Summary: "list the networks of the config dir and their plugin types", Run: runList},
-		{Name: "log", Summary: "[--pod NAME] [--errors] [-f] ...: read the invocation log (CNI_LOG_FILE)", Run: runLog},
+		{Name: "log", Summary: "[--pod NAME] [--errors] [-f] ...: read the invocation log (--file, CNI_LOG_FILE, the conf dir's log objects)", Run: runLog},
 		{Name: "stats", Summary: "[--prometheus]: counts, p50/p90/p99 and errors per plugin and command from the log", Run: runStats},
 		{Name: "install", Summary: "--dir DIR [--conf FILE]...: install this binary and its plugin names, then configs", Run: runInstall},
 		{Name: "sleep", Summary: "block until SIGTERM or SIGINT, then exit 0 (a DaemonSet's idle main container)", Run: runSleep},

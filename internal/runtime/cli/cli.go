@@ -109,7 +109,7 @@ func (p Process) envOr(key, def string) string {
 // fail prints err for a command and returns the failure status; the CNI code, when
 // there is one, is named so scripts and humans see what the plugin reported.
 func (p Process) fail(cmd string, err error) int {
-	msg := err.Error()
+	msg := cnierror.WithPrivilegeHint(err).Error()
 	if code := cnierror.Code(err); code != 0 {
 		msg += fmt.Sprintf(" (CNI error code %d)", code)
 	}

@@ -54,7 +54,7 @@ func Invoke(ctx context.Context, p *Plugin, args Args, config []byte, stderr io.
 	}
 	res, _, err := invoke(ctx, p, args, nil, config, stderr)
 	if err != nil {
-		return nil, cnierror.From(err)
+		return nil, cnierror.From(cnierror.WithPrivilegeHint(err))
 	}
 	return res, nil
 }
@@ -239,7 +239,7 @@ func writeJSON(stdout, stderr io.Writer, v any) int {
 }
 
 func writeError(stdout, stderr io.Writer, confVersion string, err error) int {
-	ce := cnierror.From(err)
+	ce := cnierror.From(cnierror.WithPrivilegeHint(err))
 	if ce.CNIVersion == "" {
 		ce = &cnierror.Error{CNIVersion: confVersion, Code: ce.Code, Msg: ce.Msg, Details: ce.Details}
 	}

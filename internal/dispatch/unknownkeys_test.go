@@ -53,6 +53,10 @@ func TestOnlyUnknownKeysAreWarnedOf(t *testing.T) {
 		{"sbr", map[string]any{"table": 100, "prevResult": prev}, "tabel", "table"},
 		{"vrf", map[string]any{"vrfname": "blue", "prevResult": prev}, "vrfName2", "vrfname"},
 		{"bandwidth", map[string]any{"ingressRate": 1000000, "ingressBurst": 100000, "prevResult": prev}, "ingresRate", "ingressRate"},
+		{"loopback", nil, "mtu", ""},
+		{"flannel", map[string]any{"subnetFile": filepath.Join(dataDir, "subnet.env"), "dataDir": dataDir,
+			"delegate": map[string]any{"isDefaultGateway": true}}, "subnetfiel", "subnetFile"},
+		{"dhcp", map[string]any{"ipam": map[string]any{"type": "dhcp", "daemonSocketPath": filepath.Join(dataDir, "dhcp.sock")}}, "ipm", "ipam"},
 		{"host-local", map[string]any{"ipam": hostLocal}, "", ""},
 		{"host-local", map[string]any{"ipam": pt.Merged(hostLocal, map[string]any{"rangs": []any{}})}, "", ""},
 	}

@@ -55,6 +55,7 @@ func add(req *skel.Request) (*result.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	skel.WarnUnknownKeys[dhcpconf.NetConf](req)
 	var reply wire.Result
 	if err := call(req, conf.SocketPath, "DHCP.Allocate", &reply); err != nil {
 		return nil, cniError(err)

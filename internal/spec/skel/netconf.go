@@ -60,10 +60,17 @@ func LoadConfig[T any](req *Request) (*T, error) {
 	if err := json.Unmarshal(req.Config, conf); err != nil {
 		return nil, ConfigDecodeError(req.Net.Type, err)
 	}
+	WarnUnknownKeys[T](req)
+	return conf, nil
+}
+
+// WarnUnknownKeys is LoadConfig's warning of the keys config type T does not know, for
+// a plugin that decodes its config by other means (or has no keys of its own: T
+// struct{}). It warns on ADD only, where a key takes effect, and not for a Probe.
+func WarnUnknownKeys[T any](req *Request) {
 	if req.Args.Command == CmdAdd && !req.probe {
 		warnUnknownKeys(req, reflect.TypeFor[T]())
 	}
-	return conf, nil
 }
 
 // ConfigDecodeError is the invalid-config error (code 7) for err, what decoding plugin

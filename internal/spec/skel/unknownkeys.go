@@ -58,10 +58,10 @@ func walkObject(data []byte, t reflect.Type, path string, checkOwn bool, unknown
 	members(data, func(key, value []byte) {
 		ft, ok := lookup(fields, key)
 		switch {
-		case !ok && path == "" && specKey(key):
+		case !ok && (path == "" && specKey(key) || path == "ipam." && string(key) == "type"):
 		case !ok:
 			if checkOwn || path != "" {
-				unknown(path, key, func() []string { return knownKeys(t, path == "") })
+				unknown(path, key, func() []string { return knownKeys(t, path) })
 			}
 		case path == "" && runtimeOwned(key):
 			// What runtimes put there is theirs: capability args, CNI_ARGS-like args.
@@ -147,14 +147,17 @@ func jsonName(f reflect.StructField) (string, bool) {
 	return name, true
 }
 
-// knownKeys lists the keys struct t decodes, and, at the top level, the spec's.
-func knownKeys(t reflect.Type, top bool) []string {
+// knownKeys lists the keys struct t decodes at path, and the spec's there.
+func knownKeys(t reflect.Type, path string) []string {
 	var out []string
 	for _, f := range appendFields(nil, t) {
 		out = append(out, f.name)
 	}
-	if top {
+	switch path {
+	case "":
 		out = append(out, specKeys()...)
+	case "ipam.":
+		out = append(out, "type")
 	}
 	return out
 }

@@ -74,6 +74,12 @@ func TestUnknownKeysAreFoundAtEveryTypedLevel(t *testing.T) {
 	got = nil
 	walkObject(data, reflect.TypeFor[conf](), "", false, report)
 	assert.Equal(t, []string{"ipam.rangs~ranges", "ipam.ranges.gatewy~"}, got, "a delegate owns only what its type declares below the top")
+
+	got = nil
+	walkObject([]byte(`{"ipam":{"type":"dhcp","typo":1}}`), reflect.TypeFor[struct {
+		IPAM struct{} `json:"ipam"`
+	}](), "", false, report)
+	assert.Equal(t, []string{"ipam.typo~type"}, got, "ipam.type is the spec's, whoever decodes the rest")
 }
 
 func TestUnknownKeyWarningNamesPluginKeyAndSuggestion(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/host/link"
-	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -45,10 +44,8 @@ func ChildAttrs(master *Master, mtu int) netlink.LinkAttrs {
 // (link.CreateChild), addressed and reported by Finish; a failure undoes the link and
 // the IPAM reservation.
 func Add(req *skel.Request, c Child) (_ *result.Result, err error) {
-	// Checked before anything is made, as every main plugin does: a broken ipam
-	// section is the config's error, not a link made and taken down again.
-	if !c.FromPrevResult && req.Net.IPAM.Type != "" {
-		if err := ipam.Validate(req); err != nil {
+	if !c.FromPrevResult {
+		if err := CheckIPAM(req); err != nil {
 			return nil, err
 		}
 	}

@@ -245,9 +245,9 @@ func appendLogFiles(out []confLog, conf string, plugin []byte) []confLog {
 // error) goes on indented lines under it, wrapped at word boundaries.
 const (
 	logWidth     = 100
-	logRowFormat = "%-18s %-6s %-11s %-15s %-18s %7s  %s\n"
+	logRowFormat = "%-18s %-6s %-11s %-15s %-17s %6s  %s\n"
 	// resultColumn is where RESULT starts; the rest of the line is its own.
-	resultColumn  = 18 + 1 + 6 + 1 + 11 + 1 + 15 + 1 + 18 + 1 + 7 + 2
+	resultColumn  = 18 + 1 + 6 + 1 + 11 + 1 + 15 + 1 + 17 + 1 + 6 + 2
 	logTimeFormat = "01-02 15:04:05.000"
 )
 
@@ -259,15 +259,15 @@ func writeLogHeader(w io.Writer) error {
 
 // writeLogRow prints one entry as a table row, and its steps under it when asked.
 func writeLogRow(w io.Writer, e *invlog.Entry, withSteps bool) error {
-	who := podColumn(e.CNIArgs["K8S_POD_NAMESPACE"], e.CNIArgs["K8S_POD_NAME"], 18)
+	who := podColumn(e.CNIArgs["K8S_POD_NAMESPACE"], e.CNIArgs["K8S_POD_NAME"], 17)
 	if who == "" {
-		who = short(e.ContainerID, 18)
+		who = short(e.ContainerID, 17)
 	}
 	var b strings.Builder
 	summary, rest := outcome(e)
 	first, more := wrapWords(summary, logWidth-resultColumn, logWidth-4)
 	fmt.Fprintf(&b, logRowFormat, e.Time.Local().Format(logTimeFormat), e.Command, short(e.Plugin, 11),
-		short(e.Network, 15), who, fmt.Sprintf("%.1f", e.DurationMs), first)
+		short(e.Network, 15), who, millis(e.DurationMs), first)
 	writeIndented(&b, 4, more)
 	if rest != "" {
 		_, lines := wrapWords(rest, 0, logWidth-4)
@@ -284,6 +284,15 @@ func writeLogRow(w io.Writer, e *invlog.Entry, withSteps bool) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// millis is a duration for the MS column: tenths of a millisecond below a second, whole
+// milliseconds above (a 16-minute call still fits).
+func millis(ms float64) string {
+	if ms < 999.95 {
+		return fmt.Sprintf("%.1f", ms)
+	}
+	return fmt.Sprintf("%.0f", ms)
 }
 
 // outcome is a row's RESULT: the addresses of an ADD, or a failure's code; and for a

@@ -76,7 +76,7 @@ func TestLogFiltersByPodAndErrors(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 4, out)
 	assert.True(t, strings.HasPrefix(lines[0], "TIME "), "a header")
-	assert.Contains(t, lines[1], " ADD    bridge      k8s             prod/web-1            31.5  error 11")
+	assert.Contains(t, lines[1], " ADD    bridge      k8s             prod/web-1          31.5  error 11")
 	assert.Equal(t, "    in ipam after 27.0 ms: no IP addresses available in range set: 10.88.0.1-10.88.0.6", lines[2],
 		"the failing step, its duration and the message under the row")
 	assert.Contains(t, lines[3], " DEL ")
@@ -268,6 +268,7 @@ func TestLogTableFitsInAHundredColumns(t *testing.T) {
 	joined := strings.Join(strings.Fields(out), "")
 	assert.Contains(t, joined, strings.ReplaceAll("in wait background after 99999.9 ms: "+longMsg, " ", ""), "the message, whole")
 	assert.Contains(t, joined, "fd00:10:244:128:ffff:ffff:ffff:fffe/64", "every address")
-	assert.Contains(t, out, " n…/"+strings.Repeat("p", 14)+"… ", "of a pod too long for its column, the name's start is kept")
+	assert.Contains(t, out, " n…/"+strings.Repeat("p", 13)+"… ", "of a pod too long for its column, the name's start is kept")
+	assert.Contains(t, out, " ok 10.244.128.123/24\n", "an IPv4 result fits its row")
 	assert.Equal(t, 3+1, strings.Count(out, "\n")-strings.Count(out, "\n    "), "one row per entry (and the header)")
 }

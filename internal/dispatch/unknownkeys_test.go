@@ -2,12 +2,15 @@ package dispatch
 
 import (
 	"bytes"
+	"encoding/json"
+	"path"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/chain"
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
@@ -85,6 +88,34 @@ func TestOnlyUnknownKeysAreWarnedOf(t *testing.T) {
 				want += ` (did you mean "` + tc.near + `"?)`
 			}
 			assert.Equal(t, 1, bytes.Count(stderr.Bytes(), []byte(want+"; ignored\n")), "warned once: %s", stderr.String())
+		})
+	}
+}
+
+// TestTheShippedChainGetsNoWarning: each plugin of the standard chain the repository
+// ships, given what libcni adds to it (name, cniVersion, the capabilities' runtimeConfig,
+// prevResult), warns of no key: what operators install must not start with a warning.
+func TestTheShippedChainGetsNoWarning(t *testing.T) {
+	host := testns.NewWithLoopback(t)
+	missing := filepath.Join(t.TempDir(), "gone")
+	n, err := chain.Load(filepath.Join(repoRoot, path.Dir(standardConflist)), "std")
+	require.NoError(t, err)
+	prev := map[string]any{"cniVersion": n.CNIVersion, "interfaces": []any{map[string]any{"name": "eth0", "sandbox": missing}},
+		"ips": []any{map[string]any{"address": "10.88.0.2/16", "interface": 0}}}
+	runtime := map[string]any{"portMappings": []any{map[string]any{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}},
+		"bandwidth": map[string]any{"ingressRate": 1000000, "ingressBurst": 100000}}
+	for i, pc := range n.Plugins {
+		t.Run(pc.Type, func(t *testing.T) {
+			var keys map[string]any
+			require.NoError(t, json.Unmarshal(pc.Bytes, &keys))
+			injected := map[string]any{"name": n.Name, "cniVersion": n.CNIVersion, "runtimeConfig": runtime}
+			if i > 0 {
+				injected["prevResult"] = prev
+			}
+			var stderr bytes.Buffer
+			_, _ = pt.InvokeLogged(t, host, Lookup(pc.Type), pt.Call{Command: "ADD", ContainerID: "std-1", Netns: missing, IfName: "eth0",
+				Config: pt.Config(t, keys, injected)}, &stderr)
+			assert.NotContains(t, stderr.String(), "unknown config key")
 		})
 	}
 }

@@ -51,21 +51,43 @@ func Release(req *skel.Request) func() error {
 
 func discard(_ *result.Result, err error) error { return err }
 
-// Type is one built-in IPAM type: its name, and the function that makes its plugin
-// (whose Name is that name), so that a lookup makes only the plugin it finds.
+// Type is one built-in IPAM type: its name, the function that makes its plugin (whose
+// Name is that name), so that a lookup makes only the plugin it finds, and the check of
+// its config that ADD makes without reserving anything (Validate).
 type Type struct {
-	Name   string
-	Plugin func() *skel.Plugin
+	Name     string
+	Plugin   func() *skel.Plugin
+	Validate func(*skel.Request) error
 }
 
 // Types are the built-in IPAM types, one line each: the one table that main plugins'
 // in-process delegation (Builtin) and the binary's registry both read.
 func Types() []Type {
 	return []Type{
-		{"host-local", hostlocal.Plugin},
-		{"static", static.Plugin},
-		{"dhcp", dhcp.Plugin},
+		{"host-local", hostlocal.Plugin, hostlocal.Validate},
+		{"static", static.Plugin, static.Validate},
+		{"dhcp", dhcp.Plugin, dhcp.Validate},
 	}
+}
+
+// Validate checks, for an ADD, what of the ipam section can be checked without
+// reserving anything: a type is named, a built-in type's config is valid (host-local's
+// ranges parse, static's addresses), any other type is a binary on CNI_PATH. A main
+// plugin calls it before it makes anything, so that a broken ipam section leaves
+// nothing behind, not even what a rollback would not remove (a bridge it created, which
+// other containers may come to share).
+func Validate(req *skel.Request) error {
+	typ := req.Net.IPAM.Type
+	if typ == "" {
+		return cnierror.New(cnierror.CodeInvalidConfig, "ipam.type: missing IPAM plugin type")
+	}
+	for _, t := range Types() {
+		if t.Name == typ {
+			return t.Validate(req.Probe())
+		}
+	}
+	_, err := invoke.FindInPath(typ, req.Args.Path)
+	return err
 }
 
 // Builtin returns the in-process plugin for an IPAM type, or nil.

@@ -48,8 +48,9 @@ type Recorder struct {
 	// span is the invocation's own span; each step gets a child when it is valid.
 	span tracectx.Span
 
-	mu    sync.Mutex
-	steps []Step
+	mu       sync.Mutex
+	steps    []Step
+	warnings []string
 }
 
 // Step is one finished step.
@@ -82,6 +83,24 @@ func (r *Recorder) Steps() []Step {
 	r.mu.Unlock()
 	slices.SortStableFunc(out, func(a, b Step) int { return int(a.Start - b.Start) })
 	return out
+}
+
+// Warn records a warning the invocation gave (on stderr too) for its line: a config
+// key no plugin reads, say. On a nil recorder it does nothing.
+func (r *Recorder) Warn(msg string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.warnings = append(r.warnings, msg)
+	r.mu.Unlock()
+}
+
+// Warnings returns the warnings recorded, in the order given.
+func (r *Recorder) Warnings() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.warnings)
 }
 
 // Begin starts a step called name. On a nil recorder it returns nil, on which End and

@@ -45,5 +45,5 @@ func TestContainerIPsFallBackToTheKernelsGlobalAddresses(t *testing.T) {
 	_, err = link.ContainerIPs(contNS.Path, "eth9", prev)
 	assert.ErrorContains(t, err, `link "eth9"`)
 	_, err = link.ContainerIPs(t.TempDir()+"/gone", "eth0", prev)
-	assert.Equal(t, cnierror.CodeInvalidNetNS, cnierror.Code(err), "%v", err)
+	assert.Equal(t, cnierror.CodeUnknownContainer, cnierror.Code(err), "%v", err)
 }

@@ -68,8 +68,8 @@ func newNS(path string, fd netns.NsHandle) (*NS, error) {
 }
 
 // OpenPair opens the container's namespace at path and the caller's own (the host's)
-// for an ADD or CHECK. A container namespace that does not exist is the spec's "invalid
-// netns" error; the caller closes both. What is done through them (links created and
+// for an ADD or CHECK. A container namespace that does not exist is MissingContainer's
+// error; the caller closes both. What is done through them (links created and
 // moved, addresses, routes, waits) is recorded as steps of ctx's invocation.
 func OpenPair(ctx context.Context, path string) (host, cont *NS, err error) {
 	cont, err = OpenContainer(ctx, path)
@@ -86,17 +86,25 @@ func OpenPair(ctx context.Context, path string) (host, cont *NS, err error) {
 }
 
 // OpenContainer opens the container's namespace at path for an ADD or CHECK, where a
-// namespace that does not exist is the spec's "invalid netns" error (code 8). What is
-// done through it is recorded as steps of ctx's invocation.
+// namespace that does not exist is MissingContainer's error. What is done through it is
+// recorded as steps of ctx's invocation.
 func OpenContainer(ctx context.Context, path string) (*NS, error) {
 	n, err := Open(path)
 	if errors.Is(err, ns.ErrNotExist) {
-		return nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", path)
+		return nil, MissingContainer(path)
 	}
 	if n != nil {
 		n.steps = steps.Of(ctx)
 	}
 	return n, err
+}
+
+// MissingContainer is the one error of every plugin whose ADD or CHECK finds no
+// namespace at CNI_NETNS: the spec's code 3, "container unknown or does not exist"
+// (code 8 is the reference library's, for a CNI_NETNS that is the plugin's own
+// namespace, which skel refuses before any plugin runs).
+func MissingContainer(path string) *cnierror.Error {
+	return cnierror.Newf(cnierror.CodeUnknownContainer, "CNI_NETNS: netns %q does not exist: the container is unknown or gone", path)
 }
 
 // OpenIfPresent opens the namespace at path for DEL: nil, and no error, when path is

@@ -43,11 +43,19 @@ func Plugin() *skel.Plugin {
 	}
 }
 
+// Validate checks an ADD's config as ADD reads it, without asking the daemon: for a
+// main plugin to call before it makes anything (ipam.Validate).
+func Validate(req *skel.Request) error {
+	_, err := dhcpconf.Parse(req.Config, req.Args.CNIArgs)
+	return err
+}
+
 func add(req *skel.Request) (*result.Result, error) {
 	conf, err := dhcpconf.Parse(req.Config, req.Args.CNIArgs)
 	if err != nil {
 		return nil, err
 	}
+	skel.WarnUnknownKeys[dhcpconf.NetConf](req)
 	var reply wire.Result
 	if err := call(req, conf.SocketPath, "DHCP.Allocate", &reply); err != nil {
 		return nil, cniError(err)

@@ -83,6 +83,22 @@ func TestRestartedDaemonActsOnlyWhereTheLeaseWasBound(t *testing.T) {
 	}
 }
 
+// TestAllocateInAMissingNetnsIsUnknownContainer: a netns that does not exist is code 3,
+// as in every plugin (TestMissingNetnsIsOneCodeForEveryPlugin), not 8, the code of the
+// daemon's own namespace; nothing is kept.
+func TestAllocateInAMissingNetnsIsUnknownContainer(t *testing.T) {
+	w := newWorld(t, dhcptest.Options{}, "-resendtimeout", "2s")
+	missing := filepath.Join(t.TempDir(), "gone")
+	args := &wire.CmdArgs{ContainerID: "gone", Netns: missing, IfName: "eth0", StdinData: ipamOnlyConf(t, w.daemon.Socket)}
+	err := wire.Call(context.Background(), w.daemon.Socket, "DHCP.Allocate", args, &wire.Result{})
+	var se wire.ServerError
+	require.ErrorAs(t, err, &se)
+	ce := se.Err()
+	assert.Equal(t, cnierror.CodeUnknownContainer, cnierror.Code(ce), "%v", ce)
+	assert.Contains(t, ce.Error(), missing)
+	assert.Empty(t, w.heldFiles())
+}
+
 // TestAllocateNamingTheDaemonsOwnNetnsIsRefused: the daemon never runs DHCP in its own
 // namespace, whoever asks (the reference plugin checks only its own namespace, and a
 // plugin may run elsewhere than the daemon): code 8, at once, and nothing kept.

@@ -85,6 +85,13 @@ func loadConfig(req *skel.Request, withRequests bool) (*config, error) {
 	return c, nil
 }
 
+// Validate checks an ADD's config as ADD reads it, reserving nothing: for a main
+// plugin to call before it makes anything (ipam.Validate).
+func Validate(req *skel.Request) error {
+	_, err := loadConfig(req, true)
+	return err
+}
+
 // location is where a network's reservations live: all that DEL and GC read from the
 // config, so that a config ADD would refuse (bad ranges, changed ranges) can still
 // release what an earlier ADD took.

@@ -86,6 +86,13 @@ func hasIP(ips []result.IPConfig, want result.IPConfig) bool {
 	return false
 }
 
+// Validate checks an ADD's config as ADD reads it: for a main plugin to call before it
+// makes anything (ipam.Validate).
+func Validate(req *skel.Request) error {
+	_, err := loadConfig(req)
+	return err
+}
+
 // loadConfig reads ipam.addresses, then appends CNI_ARGS IP= (comma list) and applies
 // GATEWAY= to every address whose subnet holds it; args.cni.ips and then
 // runtimeConfig.ips replace the list, as the reference orders them.

@@ -54,6 +54,7 @@ func (e *Entry) Line() ([]byte, error) {
 	}
 	b = appendList(b, "argsKeys", e.ArgsKeys)
 	b = appendList(b, "runtimeConfigKeys", e.RuntimeConfigKeys)
+	b = appendList(b, "warnings", e.Warnings)
 	var err error
 	if b, err = appendRaw(b, "args", e.Args); err != nil {
 		return nil, err

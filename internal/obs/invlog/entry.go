@@ -38,6 +38,9 @@ type Entry struct {
 	CNIArgs           map[string]string `json:"cniArgs,omitempty"`
 	ArgsKeys          []string          `json:"argsKeys,omitempty"`
 	RuntimeConfigKeys []string          `json:"runtimeConfigKeys,omitempty"`
+	// Warnings are what the invocation warned of on stderr (a config key no plugin
+	// reads) without failing.
+	Warnings []string `json:"warnings,omitempty"`
 	// Debug level only.
 	Args          json.RawMessage `json:"args,omitempty"`
 	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
@@ -123,6 +126,7 @@ func (c *Config) Entry(inv Invocation, end time.Time) Entry {
 		ContainerID: inv.ContainerID, Netns: inv.Netns, IfName: inv.IfName, CNIVersion: inv.CNIVersion,
 		DurationMs: ms(end.Sub(start)), Steps: []Step{}, Version: build.Version,
 		CNIArgs: RedactCNIArgs(inv.CNIArgs), ArgsKeys: Keys(inv.Args), RuntimeConfigKeys: Keys(inv.RuntimeConfig),
+		Warnings: inv.Steps.Warnings(),
 	}
 	for _, s := range inv.Steps.Steps() {
 		st := Step{Name: s.Name, DurationMs: ms(s.Duration), StartMs: ms(s.Start), Error: s.Err}

@@ -20,6 +20,16 @@ import (
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
+// CheckIPAM checks the config's ipam section as far as it can be checked without
+// reserving anything (ipam.Validate), when it names a type: the first step of an ADD
+// that will call AddIPAM, so that a broken section is refused before anything is made.
+func CheckIPAM(req *skel.Request) error {
+	if req.Net.IPAM.Type == "" {
+		return nil
+	}
+	return ipam.Validate(req)
+}
+
 // AddIPAM runs the IPAM ADD when the config names an IPAM type and pushes the release of
 // its reservation onto undo. A config without one ("ipam": {}) gives nil: the link alone.
 // A result without addresses is refused, as nothing could be configured from it.

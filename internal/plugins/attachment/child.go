@@ -44,6 +44,11 @@ func ChildAttrs(master *Master, mtu int) netlink.LinkAttrs {
 // (link.CreateChild), addressed and reported by Finish; a failure undoes the link and
 // the IPAM reservation.
 func Add(req *skel.Request, c Child) (_ *result.Result, err error) {
+	if !c.FromPrevResult {
+		if err := CheckIPAM(req); err != nil {
+			return nil, err
+		}
+	}
 	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err

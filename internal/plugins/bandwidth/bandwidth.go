@@ -17,7 +17,6 @@ import (
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
-	"github.com/cnikit/cni/internal/host/ns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -241,11 +240,8 @@ func load(req *skel.Request) (Shaping, []Clamp, error) {
 // prevResult need not: the reference refuses a result that does not list it as a host
 // interface (Cilium's, an IPAM-only one), ours shapes the veth all the same.
 func hostVeth(req *skel.Request) (*link.NS, netlink.Link, error) {
-	cont, err := link.Open(req.Args.Netns)
+	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
-		if errors.Is(err, ns.ErrNotExist) {
-			return nil, nil, cnierror.Newf(cnierror.CodeInvalidNetNS, "netns %q does not exist", req.Args.Netns)
-		}
 		return nil, nil, err
 	}
 	defer cont.Close()

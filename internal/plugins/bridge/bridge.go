@@ -60,6 +60,13 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The bridge outlives a failed ADD (it may have been there before, or be shared by
+	// then), so the ipam section is checked before it is made.
+	if conf.hasIPAM {
+		if err := ipam.Validate(req); err != nil {
+			return nil, err
+		}
+	}
 	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err

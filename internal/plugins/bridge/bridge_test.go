@@ -248,3 +248,34 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 	assert.Empty(t, w.reservations())
 	assert.Equal(t, []string{"lo"}, w.hostLinks(), "no bridge made for a refused config")
 }
+
+// TestBrokenIPAMSectionMakesNoBridge: an ipam section ADD cannot use is code 7 naming
+// its field, found before the bridge is made: a bridge, unlike the veth, outlives a
+// failed ADD (it may be shared by then), so the check must come first.
+func TestBrokenIPAMSectionMakesNoBridge(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	cases := []struct {
+		name  string
+		ipam  map[string]any
+		field string
+	}{
+		{"subnet out of range", map[string]any{"type": "host-local", "dataDir": w.dataDir,
+			"ranges": []any{[]any{map[string]any{"subnet": "10.0.0.0/33"}}}}, "ipam.ranges[0]"},
+		{"no ranges", map[string]any{"type": "host-local", "dataDir": w.dataDir, "ranges": []any{}}, "ipam.ranges"},
+		{"bad static address", map[string]any{"type": "static",
+			"addresses": []any{map[string]any{"address": "10.0.0.300/24"}}}, "ipam.addresses[0]"},
+		{"type on no path", map[string]any{"type": "no-such-ipam"}, "no-such-ipam"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := testns.New(t)
+			_, err := w.invoke("ADD", "bad-ipam", ns.Path, "eth0", w.conf(map[string]any{"ipam": tc.ipam}))
+			require.Error(t, err)
+			assert.Equal(t, cnierror.CodeInvalidConfig, code(err), "%v", err)
+			assert.Contains(t, err.Error(), tc.field)
+			assert.Equal(t, []string{"lo"}, pt.Links(t, ns), "no container interface")
+		})
+	}
+	assert.Equal(t, []string{"lo"}, w.hostLinks(), "no bridge made for a refused ipam section")
+}

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
@@ -65,4 +66,40 @@ func TestLibcniChainLoopbackBridgeHostLocal(t *testing.T) {
 	assert.NoError(t, run.DelErr)
 	assert.NoError(t, run.Del2Err, "DEL twice")
 	assert.Empty(t, w.reservations())
+}
+
+// TestMistypedKeyIsWarnedOfAndAccepted: a key bridge does not know ("isGatway") is
+// accepted, as runtimes add keys of their own, but the ADD says so once on stderr,
+// naming the key it most likely meant, and in its invocation log line; stdout holds the
+// result alone and the exit status is 0.
+func TestMistypedKeyIsWarnedOfAndAccepted(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	dir := testns.LinkPluginDir(t, "bridge", "host-local")
+	logFile := filepath.Join(t.TempDir(), "cni.log")
+	conf := w.conf(map[string]any{"isGatway": true})
+	ctr := testns.NewWithLoopback(t)
+	o := pt.Exec(t, w.host, pt.Call{Bin: filepath.Join(dir, "bridge"), Command: "ADD", ContainerID: "typo-1", Netns: ctr.Path,
+		IfName: "eth0", Config: conf, Env: []string{"CNI_LOG_FILE=" + logFile}})
+	require.Equal(t, 0, o.Exit, "%s", o)
+	const warning = `bridge: unknown config key "isGatway" (did you mean "isGateway"?); ignored`
+	assert.Equal(t, warning+"\n", o.Stderr)
+	var res types100.Result
+	require.NoError(t, json.Unmarshal([]byte(o.Stdout), &res), "stdout is the result alone")
+	assert.Len(t, res.IPs, 1)
+
+	lines := pt.Records[struct {
+		Plugin   string   `json:"plugin"`
+		Warnings []string `json:"warnings"`
+	}](t, logFile)
+	require.NotEmpty(t, lines)
+	var warned []string
+	for _, l := range lines {
+		if l.Plugin == "bridge" {
+			warned = append(warned, l.Warnings...)
+		} else {
+			assert.Empty(t, l.Warnings, "%s warns of nothing: the key is bridge's", l.Plugin)
+		}
+	}
+	assert.Equal(t, []string{warning}, warned)
 }

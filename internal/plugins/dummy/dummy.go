@@ -36,6 +36,9 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err := load(req); err != nil {
 		return nil, err
 	}
+	if err := attachment.CheckIPAM(req); err != nil {
+		return nil, err
+	}
 	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err

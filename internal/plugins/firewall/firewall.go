@@ -135,7 +135,7 @@ func bridgeName(req *skel.Request, conf *Config) (string, error) {
 		return name, err
 	}
 	name, err = hostInterface(req.Args.Netns, req.Args.IfName)
-	if cnierror.Code(err) == cnierror.CodeInvalidNetNS {
+	if cnierror.Code(err) == cnierror.CodeUnknownContainer {
 		return "", err
 	}
 	if err != nil {

@@ -38,6 +38,7 @@ func load(req *skel.Request) (*Config, error) {
 	if err := dec.Decode(c); err != nil {
 		return nil, skel.ConfigDecodeError("flannel", err)
 	}
+	skel.WarnUnknownKeys[Config](req)
 	if err := checkPath("subnetFile", c.SubnetFile); err != nil {
 		return nil, err
 	}

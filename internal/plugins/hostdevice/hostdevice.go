@@ -58,6 +58,9 @@ func (p plugin) add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := attachment.CheckIPAM(req); err != nil {
+		return nil, err
+	}
 	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
 	if err != nil {
 		return nil, err

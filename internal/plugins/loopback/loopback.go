@@ -50,6 +50,7 @@ func inContainer(path string, fn func(h *netlink.Handle, lo netlink.Link) error)
 // is touched, so a refused ADD leaves lo as it was (the reference sets lo up first and
 // leaves it up).
 func add(req *skel.Request) (*result.Result, error) {
+	skel.WarnUnknownKeys[struct{}](req) // no keys of its own: any beyond the spec's is unknown
 	var addrs []netlink.Addr
 	err := inContainer(req.Args.Netns, func(h *netlink.Handle, lo netlink.Link) error {
 		var err error
@@ -125,7 +126,7 @@ func check(req *skel.Request) error {
 
 func netnsError(path string, err error) error {
 	if errors.Is(err, ns.ErrNotExist) {
-		return cnierror.Newf(cnierror.CodeUnknownContainer, "netns %q does not exist", path)
+		return link.MissingContainer(path)
 	}
 	return err
 }

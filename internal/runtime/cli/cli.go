@@ -24,6 +24,7 @@ import (
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/tracectx"
+	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -77,7 +78,7 @@ func Commands() []Command {
 		{Name: "status", Summary: "NETWORK [NETNS]: ask every plugin of the network for STATUS", Run: runChain("status")},
 		{Name: "repair", Summary: "[NETWORK...] [--watch]: put back the host rules of every cached attachment that a firewall reload removed", Run: runRepair},
 		{Name: "ls", Summary: "list the networks of the config dir and their plugin types", Run: runList},
-		{Name: "log", Summary: "[--pod NAME] [--errors] [-f] ...: read the invocation log (CNI_LOG_FILE)", Run: runLog},
+		{Name: "log", Summary: "[--pod NAME] [--errors] [-f] ...: read the invocation log (--file, CNI_LOG_FILE, the conf dir's log objects)", Run: runLog},
 		{Name: "stats", Summary: "[--prometheus]: counts, p50/p90/p99 and errors per plugin and command from the log", Run: runStats},
 		{Name: "install", Summary: "--dir DIR [--conf FILE]...: install this binary and its plugin names, then configs", Run: runInstall},
 		{Name: "sleep", Summary: "block until SIGTERM or SIGINT, then exit 0 (a DaemonSet's idle main container)", Run: runSleep},
@@ -109,7 +110,7 @@ func (p Process) envOr(key, def string) string {
 // fail prints err for a command and returns the failure status; the CNI code, when
 // there is one, is named so scripts and humans see what the plugin reported.
 func (p Process) fail(cmd string, err error) int {
-	msg := err.Error()
+	msg := cnierror.WithPrivilegeHint(err).Error()
 	if code := cnierror.Code(err); code != 0 {
 		msg += fmt.Sprintf(" (CNI error code %d)", code)
 	}
@@ -363,8 +364,28 @@ func runAttachment(ctx context.Context, p Process, r *chain.Runner, cmd string, 
 		}
 		return res.Print(p.Stdout)
 	case "check":
+		if err := requireCached(r, net, att); err != nil {
+			return err
+		}
 		return r.Check(ctx, net, att)
 	default:
 		return r.Del(ctx, net, att)
 	}
+}
+
+// requireCached refuses a CHECK of an attachment with nothing in the result cache: one
+// never added, or deleted since. libcni (and so the runner, for runtimes) sends such a
+// CHECK without prevResult, and the plugins' answers then speak of what they find
+// ("loopback interface is down"), never of the missing attachment a person asked about.
+func requireCached(r *chain.Runner, net *chain.Network, att chain.Attachment) error {
+	if net.DisableCheck || !version.AtLeast(net.CNIVersion, "0.4.0") {
+		return nil // the runner answers these without looking at the cache
+	}
+	prev, err := r.CachedResult(net, att)
+	if err != nil || prev != nil {
+		return err
+	}
+	return cnierror.Newf(cnierror.CodeUnknownContainer,
+		"no attachment of network %q for container %s, interface %s: nothing in the result cache (never added, or deleted since)",
+		net.Name, att.ContainerID, att.IfName)
 }

@@ -113,8 +113,25 @@ func TestAddCheckDelThroughTheBinary(t *testing.T) {
 
 	r = e.cni(t, "", "check", "lo", ctr.Path)
 	assert.Equal(t, 1, r.code, "CHECK after DEL fails")
-	assert.Contains(t, r.stderr, "loopback interface is down")
+	assert.Equal(t, `cni check: no attachment of network "lo" for container `+cli.ContainerID(ctr.Path)+
+		", interface eth0: nothing in the result cache (never added, or deleted since) (CNI error code 3)\n", r.stderr)
 	assert.Equal(t, run{}, e.cni(t, "", "del", "lo", ctr.Path), "a second DEL succeeds")
+}
+
+// TestCheckOfWhatWasNeverAddedSaysThereIsNoAttachment: `cni check` of an attachment
+// nothing added names the attachment it did not find, rather than passing a CHECK
+// without prevResult to the plugins, whose answer spoke of what they found in the
+// container ("loopback interface is down"); the container's namespace is not touched.
+func TestCheckOfWhatWasNeverAddedSaysThereIsNoAttachment(t *testing.T) {
+	e := newEnv(t)
+	e.conf(t, "10-lo.conflist", `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`)
+	ctr := testns.New(t)
+	r := e.cni(t, "", "check", "--ifname", "net1", "--container-id", "never-added", "lo", ctr.Path)
+	assert.Equal(t, 1, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Equal(t, `cni check: no attachment of network "lo" for container never-added, interface net1: `+
+		"nothing in the result cache (never added, or deleted since) (CNI error code 3)\n", r.stderr)
+	assert.False(t, loUp(t, ctr), "the container is left as it was")
 }
 
 // A node with flannel's manifest and ours holds two configs of cbr0: the runtime uses

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,17 +74,19 @@ func TestLogFiltersByPodAndErrors(t *testing.T) {
 	code, out, stderr := command(t, env, "log", "--pod", "web-1")
 	require.Zero(t, code, stderr)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 3, out)
+	require.Len(t, lines, 4, out)
 	assert.True(t, strings.HasPrefix(lines[0], "TIME "), "a header")
-	assert.Contains(t, lines[1], "ADD     bridge      k8s              bbbb2222     prod/web-1                   31.5  error 11: no IP addresses available")
-	assert.Contains(t, lines[1], "(in ipam, 27.0 ms)", "the failing step and its duration")
-	assert.Contains(t, lines[2], "DEL ")
+	assert.Contains(t, lines[1], " ADD    bridge      k8s             prod/web-1          31.5  error 11")
+	assert.Equal(t, "    in ipam after 27.0 ms: no IP addresses available in range set: 10.88.0.1-10.88.0.6", lines[2],
+		"the failing step, its duration and the message under the row")
+	assert.Contains(t, lines[3], " DEL ")
 
 	_, out, _ = command(t, env, "log", "--errors", "--steps")
 	lines = strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 4, out)
-	assert.Contains(t, lines[2], "    link create           4.00 ms  at +0.50 ms")
-	assert.Contains(t, lines[3], "    ipam                 27.00 ms  at +4.50 ms  failed: no IP addresses")
+	require.Len(t, lines, 6, out)
+	assert.Equal(t, "    link create           4.00 ms  at +0.50 ms", lines[3])
+	assert.Equal(t, "    ipam                 27.00 ms  at +4.50 ms", lines[4])
+	assert.Equal(t, "        failed: no IP addresses available in range set: 10.88.0.1-10.88.0.6", lines[5])
 
 	for args, want := range map[string]int{
 		"--container aaaa": 1, "--plugin host-local": 1, "--command del": 1, "--network k8s": 4, "--network other": 0,
@@ -126,17 +130,22 @@ func TestLogOTLPWritesOneRequestPerTracedLine(t *testing.T) {
 	assert.Contains(t, stderr, "TRACEPARENT")
 }
 
-func TestLogNeedsAFile(t *testing.T) {
-	code, _, stderr := command(t, nil, "log")
-	assert.Equal(t, cli.ExitUsage, code)
-	assert.Contains(t, stderr, "CNI_LOG_FILE")
-	code, _, _ = command(t, nil, "stats", "--file", "/x", "extra")
-	assert.Equal(t, cli.ExitUsage, code)
+func TestLogSaysWhereTheFileItReadsCameFrom(t *testing.T) {
+	noConfs := []string{"NETCONFPATH=" + t.TempDir()}
+	if _, err := os.Lstat(cli.DefaultLogFile); os.IsNotExist(err) {
+		code, _, stderr := command(t, noConfs, "log")
+		assert.Zero(t, code, stderr)
+		assert.Contains(t, stderr, cli.DefaultLogFile+" (the default: no --file, CNI_LOG_FILE or log object in ")
+	}
 	missing := filepath.Join(t.TempDir(), "none")
+	_, _, stderr := command(t, append(noConfs, invlog.EnvFile+"="+missing), "stats")
+	assert.Contains(t, stderr, missing+" (CNI_LOG_FILE): no log there yet")
+	code, _, _ := command(t, nil, "stats", "--file", "/x", "extra")
+	assert.Equal(t, cli.ExitUsage, code)
 	code, out, stderr := command(t, nil, "log", "--file", missing, "--json")
 	assert.Zero(t, code, "a log not written yet has no lines")
 	assert.Empty(t, out)
-	assert.Contains(t, stderr, missing+": no log there yet", "a mistyped path is not taken for a quiet node")
+	assert.Contains(t, stderr, missing+" (--file): no log there yet", "a mistyped path is not taken for a quiet node")
 	code, _, stderr = command(t, nil, "stats", "--file", missing)
 	assert.Zero(t, code)
 	assert.Contains(t, stderr, "no log there yet")
@@ -218,4 +227,71 @@ func TestLogRefusesAFileAnotherUserMade(t *testing.T) {
 		assert.NotContains(t, out, "bridge", "no line of theirs: %v", args)
 		assert.Contains(t, stderr, file+": not this user's own: owned by uid 65534", "%v", args)
 	}
+}
+
+// TestLogFindsTheFileTheConfDirsLogObjectNames: with no --file and no CNI_LOG_FILE in the
+// operator's shell (the runtime's environment is not the shell's), cni log and stats
+// read the file the log objects of the conf dir's configs name, a chain plugin's
+// children included; configs naming two files are a usage error naming both.
+func TestLogFindsTheFileTheConfDirsLogObjectNames(t *testing.T) {
+	file := sampleLog(t)
+	confDir := t.TempDir()
+	conflist := `{"cniVersion":"1.0.0","name":"k8s","plugins":[{"type":"chain","plugins":[` +
+		`{"type":"bridge","log":{"file":%q}},{"type":"portmap","log":{"file":%q,"level":"debug"}}]}]}`
+	require.NoError(t, os.WriteFile(filepath.Join(confDir, "10-k8s.conflist"), fmt.Appendf(nil, conflist, file, file), 0o644))
+	_, want, _ := command(t, nil, "log", "--file", file, "--json")
+	require.NotEmpty(t, want)
+
+	code, out, stderr := command(t, []string{"NETCONFPATH=" + confDir}, "log", "--json")
+	assert.Zero(t, code, stderr)
+	assert.Equal(t, want, out)
+	code, out, stderr = command(t, nil, "stats", "--conf-dir", confDir)
+	assert.Zero(t, code, stderr)
+	assert.Contains(t, out, "bridge       ADD           2       1")
+
+	other := filepath.Join(t.TempDir(), "other.log")
+	require.NoError(t, os.WriteFile(filepath.Join(confDir, "20-lo.conflist"),
+		fmt.Appendf(nil, `{"cniVersion":"1.0.0","name":"lo","plugins":[{"type":"loopback","log":{"file":%q}}]}`, other), 0o644))
+	code, _, stderr = command(t, nil, "log", "--conf-dir", confDir)
+	assert.Equal(t, cli.ExitUsage, code)
+	assert.Contains(t, stderr, "log to 2 files, give one with --file: "+file+" ("+filepath.Join(confDir, "10-k8s.conflist")+"), "+other)
+}
+
+// TestLogTableFitsInAHundredColumns: the widest entries a node writes (the longest
+// plugin and command names, Calico's network name, a 64-digit container id, a pod of the
+// longest namespace and name Kubernetes allows, a dual-stack result, a long error in a
+// failed step) print no line over 100 columns; what does not fit a row goes on indented
+// lines under it, whole.
+func TestLogTableFitsInAHundredColumns(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cni.log")
+	c := invlog.Config{File: file}
+	longMsg := "failed to allocate for range 0: no IP addresses available in range set: 10.244.128.10-10.244.128.11; " +
+		"/var/lib/cni/networks/k8s-pod-network/a-path-that-is-one-word-longer-than-any-line-of-the-table-can-hold-so-it-is-cut-" +
+		strings.Repeat("x", 60)
+	pod := map[string]string{"K8S_POD_NAME": strings.Repeat("p", 253), "K8S_POD_NAMESPACE": strings.Repeat("n", 63)}
+	at := time.Date(2026, 12, 31, 23, 59, 59, 999e6, time.UTC)
+	for _, e := range []invlog.Entry{
+		{Command: "STATUS", Plugin: "host-device", Network: "k8s-pod-network", ContainerID: strings.Repeat("f", 64), DurationMs: 30000.1},
+		{Command: "ADD", Plugin: "dhcp-daemon", Network: strings.Repeat("n", 64), ContainerID: strings.Repeat("a", 64), DurationMs: 12.3, CNIArgs: pod,
+			Result: &invlog.Result{IPs: []invlog.IP{{Address: "10.244.128.123/24"}, {Address: "fd00:10:244:128:ffff:ffff:ffff:fffe/64"}}}},
+		{Command: "CHECK", Plugin: "bandwidth", Network: "k8s-pod-network", ContainerID: strings.Repeat("b", 64), DurationMs: 99999.9, CNIArgs: pod,
+			Steps: []invlog.Step{{Name: "wait background", DurationMs: 99999.9, StartMs: 99999.9, Error: longMsg}},
+			Error: &invlog.Error{Code: 999, Msg: longMsg}},
+	} {
+		e.Time, e.Version = at, "test"
+		line, err := e.Line()
+		require.NoError(t, err)
+		require.NoError(t, c.Append(line))
+	}
+	code, out, stderr := command(t, nil, "log", "--file", file, "--steps")
+	require.Zero(t, code, stderr)
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		assert.LessOrEqual(t, utf8.RuneCountInString(l), 100, "%q", l)
+	}
+	joined := strings.Join(strings.Fields(out), "")
+	assert.Contains(t, joined, strings.ReplaceAll("in wait background after 99999.9 ms: "+longMsg, " ", ""), "the message, whole")
+	assert.Contains(t, joined, "fd00:10:244:128:ffff:ffff:ffff:fffe/64", "every address")
+	assert.Contains(t, out, " n…/"+strings.Repeat("p", 13)+"… ", "of a pod too long for its column, the name's start is kept")
+	assert.Contains(t, out, " ok 10.244.128.123/24\n", "an IPv4 result fits its row")
+	assert.Equal(t, 3+1, strings.Count(out, "\n")-strings.Count(out, "\n    "), "one row per entry (and the header)")
 }

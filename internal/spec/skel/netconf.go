@@ -51,13 +51,26 @@ func (d *DNS) Result() result.DNS {
 }
 
 // LoadConfig decodes the request configuration into a plugin's own config type. A value
-// of the wrong type is an invalid config (code 7) whose message names the field.
+// of the wrong type is an invalid config (code 7) whose message names the field. A key
+// the type does not know is accepted, as runtimes add keys of their own; an ADD warns of
+// it on stderr and in the invocation log, naming the nearest key the type knows
+// (warnUnknownKeys), so that a mistyped key does not pass unseen.
 func LoadConfig[T any](req *Request) (*T, error) {
 	conf := new(T)
 	if err := json.Unmarshal(req.Config, conf); err != nil {
 		return nil, ConfigDecodeError(req.Net.Type, err)
 	}
+	WarnUnknownKeys[T](req)
 	return conf, nil
+}
+
+// WarnUnknownKeys is LoadConfig's warning of the keys config type T does not know, for
+// a plugin that decodes its config by other means (or has no keys of its own: T
+// struct{}). It warns on ADD only, where a key takes effect, and not for a Probe.
+func WarnUnknownKeys[T any](req *Request) {
+	if req.Args.Command == CmdAdd && !req.probe {
+		warnUnknownKeys(req, reflect.TypeFor[T]())
+	}
 }
 
 // ConfigDecodeError is the invalid-config error (code 7) for err, what decoding plugin

@@ -74,6 +74,10 @@ type Request struct {
 
 	// repair records what a REPAIR found missing (InvokeRepair).
 	repair *Repair
+	// plugin is the name of the plugin the request is for ("" when not built by skel);
+	// probe marks a copy for checking a config without acting on it (Probe).
+	plugin string
+	probe  bool
 }
 
 // Valid yields the container id and interface name of each attachment a GC must keep,
@@ -120,6 +124,15 @@ func (r *Request) Context() context.Context {
 func (r *Request) WithContext(ctx context.Context) *Request {
 	c := *r
 	c.ctx = ctx
+	return &c
+}
+
+// Probe returns a copy of r for checking its config before acting on it, as a main
+// plugin checks its delegate's (ipam.Validate): LoadConfig warns of nothing for it, so
+// the operator hears of a key once, from the load that acts on it.
+func (r *Request) Probe() *Request {
+	c := *r
+	c.probe = true
 	return &c
 }
 

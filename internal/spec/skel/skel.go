@@ -57,7 +57,7 @@ func Invoke(ctx context.Context, p *Plugin, args Args, config []byte, stderr io.
 	}
 	res, _, err := invoke(ctx, p, args, nil, config, stderr)
 	if err != nil {
-		return nil, cnierror.From(err)
+		return nil, cnierror.From(cnierror.WithPrivilegeHint(err))
 	}
 	return res, nil
 }
@@ -132,7 +132,7 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 	ctx = lg.ownWork(ctx, owned)
 	req := &Request{
 		ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
-		ValidAttachments: conf.ValidAttachments, Stderr: stderr,
+		ValidAttachments: conf.ValidAttachments, Stderr: stderr, plugin: p.Name,
 	}
 	if args.Command == CmdRepair {
 		req.repair = repairOf(ctx)
@@ -247,7 +247,7 @@ func writeJSON(stdout, stderr io.Writer, v any) int {
 }
 
 func writeError(stdout, stderr io.Writer, confVersion string, err error) int {
-	ce := cnierror.From(err)
+	ce := cnierror.From(cnierror.WithPrivilegeHint(err))
 	if ce.CNIVersion == "" {
 		ce = &cnierror.Error{CNIVersion: confVersion, Code: ce.Code, Msg: ce.Msg, Details: ce.Details}
 	}

@@ -399,7 +399,9 @@ func acquireError(id, fam, ifName string, limit time.Duration, err error) error 
 		return cnierror.Newf(cnierror.CodeInvalidNetNS, "dhcp %s: %v; refusing to act on it", id, err)
 	}
 	if errors.Is(err, linkid.ErrGone) {
-		return cnierror.Newf(cnierror.CodeInvalidNetNS, "dhcp %s: %v", id, err)
+		// The netns or its interface is not there: the container is, in the spec's
+		// words, unknown or gone (code 3), as every plugin says of a missing netns.
+		return cnierror.Newf(cnierror.CodeUnknownContainer, "dhcp %s: %v", id, err)
 	}
 	return cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: no lease from a %s server on %s within %s: %v", id, fam, ifName, limit, err)
 }

@@ -68,6 +68,7 @@ func (s Suite) Run(t *testing.T) {
 		"FailedAddLeavesNoLinkAndNoReservation":             s.FailedAddLeavesNoLinkAndNoReservation,
 		"BadInputIsRefusedNamingTheFieldAndLeavesNothing":   s.BadInputIsRefusedNamingTheFieldAndLeavesNothing,
 		"ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing": s.ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing,
+		"BrokenIPAMSectionIsRefusedBeforeTheLink":           s.BrokenIPAMSectionIsRefusedBeforeTheLink,
 		"LibcniAddCheckDelDel":                              s.LibcniAddCheckDelDel,
 	}
 	if len(s.Needs) > 0 {
@@ -228,6 +229,24 @@ func (s Suite) ExecdBadInputGivesTheCodeAndFieldAndLeavesNothing(t *testing.T) {
 			plugintest.AssertFailed(t, o, b.code(), b.Field)
 			e.AssertNothingLeft(t, c)
 		})
+	}
+}
+
+// BrokenIPAMSectionIsRefusedBeforeTheLink: an ipam section IPAM would refuse is code 7
+// naming its field before the link is made (attachment.CheckIPAM), on any kernel: on
+// one without the link type, the refusal is the config's, not "try again later".
+func (s Suite) BrokenIPAMSectionIsRefusedBeforeTheLink(t *testing.T) {
+	e := s.AnyKernel(t)
+	for name, ipam := range map[string]map[string]any{
+		"ipam.ranges[0]": {"type": "host-local", "ranges": []any{[]any{map[string]any{"subnet": "10.0.0.0/33"}}}},
+		"ipam.ranges":    {"type": "host-local", "ranges": []any{}},
+	} {
+		c := e.NewContainer()
+		_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, s.Config(e, map[string]any{"ipam": ipam}))
+		require.Error(t, err)
+		assert.Equal(t, cnierror.CodeInvalidConfig, plugintest.Code(err), "%v", err)
+		assert.Contains(t, err.Error(), name)
+		e.AssertNothingLeft(t, c)
 	}
 }
 

@@ -130,7 +130,13 @@ func (p *pod) works() error {
 
 func (p *pod) requireWorks(t *testing.T) {
 	t.Helper()
-	require.NoError(t, p.works())
+	// A first SYN lost on a loaded machine is retransmitted after a second, past works'
+	// own timeout: a few tries before calling the pod broken.
+	err := p.works()
+	for try := 0; err != nil && try < 3; try++ {
+		err = p.works()
+	}
+	require.NoError(t, err)
 	r := p.cni(t, "check")
 	require.Equal(t, run{}, r, "CHECK passes")
 	r = p.e.cni(t, "", "status", "std")

@@ -1,0 +1,110 @@
+//go:build crio
+
+package crioe2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/tools/crinode"
+)
+
+// portmapMarks are what a portmap plugin, ours or the reference's, leaves in the
+// firewall when it maps a port: our nftables table, the reference's nftables table, the
+// reference's iptables chains.
+var portmapMarks = []string{"cni_portmap", "cni_hostport", "CNI-HOSTPORT", "CNI-DN-"}
+
+// TestPodsCheckedAfterAddWithHostPortsMappedByCRIO: on each side, pods with host ports,
+// bandwidth annotations and none come up through CRI-O, which CHECKs every pod right
+// after its ADD (a false CHECK failure would fail RunPodSandbox); CRI-O maps the host
+// ports itself while portmap is in the list (it gets no portMappings: no second
+// mapping of ours), the pods reach each other and are reached through their host
+// ports, and after Stop+Remove nothing is left.
+func TestPodsCheckedAfterAddWithHostPortsMappedByCRIO(t *testing.T) {
+	for _, side := range sides {
+		t.Run(side.name, func(t *testing.T) {
+			n := startCRIO(t, side, crioList, nil)
+			peer, base := withPeer(t, n)
+
+			pods := []*pod{newPod("web", 8080, ""), newPod("bw-1m", 8081, "1M"), newPod("bw-15m", 8082, "15M"), newPod("plain", 0, "")}
+			for _, p := range pods {
+				p.run(t, n)
+				assert.Contains(t, n.Log(), fmt.Sprintf("Checking pod crio_%s for CNI network std", p.Name),
+					"CRI-O CHECKs %s after its ADD", p.Name)
+			}
+			hostports, err := n.Run("nft", "list", "table", "ip", "crio-hostports")
+			require.NoError(t, err)
+			up, err := n.State()
+			require.NoError(t, err)
+			for _, p := range pods {
+				if len(p.Ports) == 0 {
+					continue
+				}
+				p.reach(t, peer)
+				assert.Contains(t, hostports, fmt.Sprintf("tcp . %d ", p.Ports[0].HostPort), "CRI-O maps %s's host port", p.Name)
+			}
+			for _, mark := range portmapMarks {
+				assert.NotContains(t, up.Rules, mark, "portmap maps nothing: CRI-O gave it no portMappings")
+			}
+			// Pod to pod over the bridge: plain reaches web's server.
+			plain, err := n.CRI.Status(pods[3].id)
+			require.NoError(t, err)
+			ns, err := n.PodNetNS(plain)
+			require.NoError(t, err)
+			got, err := crinode.DialTCP(ns, pods[0].ip(t, n)+":80", 5*time.Second)
+			require.NoError(t, err, "plain reaches web")
+			assert.Equal(t, "web\n", got)
+			// What requireNothingLeft looks for is there while the pods are up.
+			assert.Len(t, up.Netns, len(pods), "netns files")
+			assert.Len(t, up.Reservations, len(pods), "IP reservations")
+			assert.Len(t, up.Cache, len(pods), "cache entries: CRI-O runs no loopback network")
+			assert.Len(t, up.Qdiscs, 2*3, "per shaped pod: a tbf and an ingress qdisc on its veth, a tbf on its ifb")
+
+			for _, p := range pods {
+				p.stopAndRemove(t, n)
+			}
+			requireNothingLeft(t, n, base)
+		})
+	}
+}
+
+// withPeer gives the node a peer namespace on its network and takes its baseline: the
+// state after one pod with a host port and a bandwidth limit has come and gone.
+func withPeer(t *testing.T, n *crinode.Node) (*crinode.Peer, crinode.State) {
+	t.Helper()
+	peer, err := n.NewPeer()
+	require.NoError(t, err)
+	t.Cleanup(peer.Close)
+	warm := newPod("warm-up", 7000, "10M")
+	warm.run(t, n)
+	warm.stopAndRemove(t, n)
+	s, err := n.State()
+	require.NoError(t, err)
+	assert.Empty(t, s.Qdiscs)
+	assert.Empty(t, s.Reservations)
+	assert.Empty(t, s.Cache)
+	assert.Empty(t, s.Netns)
+	return peer, s
+}
+
+// requireNothingLeft compares the node's state with the baseline.
+func requireNothingLeft(t *testing.T, n *crinode.Node, base crinode.State) {
+	t.Helper()
+	s, err := n.State()
+	require.NoError(t, err)
+	assert.Equal(t, base.Links, s.Links, "links")
+	assert.Empty(t, s.Qdiscs, "qdiscs")
+	assert.Equal(t, base.Rules, s.Rules, "firewall rules")
+	assert.Empty(t, s.Reservations, "IP reservations")
+	assert.Empty(t, s.Cache, "libcni cache entries")
+	assert.Empty(t, s.Netns, "netns files")
+	ids, err := n.CRI.Pods()
+	require.NoError(t, err)
+	assert.Empty(t, ids, "sandboxes")
+	assert.False(t, strings.Contains(n.Log(), "level=error"), "CRI-O logged no error")
+}

@@ -130,6 +130,19 @@ test-e2e: deps-e2e bin/linux-$(HOSTARCH)/cni
 	$(TOOLS) vet -tags e2e ./e2e/ ./crinode/
 	$(TOOLS_TEST) test -tags e2e -count=1 -timeout 15m ./e2e/
 
+# The lab's outside programs, built at pinned versions from the Go module proxy; none
+# is linked into cni. flanneld: the version tools/flanneld/go.mod pins (its own module,
+# with a stand-in for a cloud SDK the proxy does not serve; cgo for its UDP backend).
+# The reference plugins: REF_VERSION, the release internal/testbed/reftest holds us to.
+# The reference flannel plugin: flannel-io/cni-plugin is not served, so the one it was
+# forked from, containernetworking/plugins' meta/flannel of REF_FLANNEL_VERSION.
+REF_VERSION         := v1.9.1
+REF_FLANNEL_VERSION := v0.9.1
+REF_DIR             := bin/reference/plugins-$(REF_VERSION)
+REF_FLANNEL         := bin/reference/flannel-$(REF_FLANNEL_VERSION)/flannel
+# In bin/flanneld's recipe, which runs it from tools/flanneld.
+FLANNEL_VERSION      = $$($(GO) list -m -f '{{.Version}}' github.com/flannel-io/flannel)
+
 # The CRI-O end-to-end suite (tools/crioe2e, build tag crio): CRI-O, built by make at the
 # version tools/crio/go.mod pins, with Debian's conmon and runc, runs pods through the
 # same CRI client on our plugins and on the reference's, inside namespaces the tests
@@ -159,19 +172,6 @@ bin/pinns: tools/crio/go.mod tools/crio/go.sum
 .PHONY: bin/crio-load bin/crio-runc
 bin/crio-load bin/crio-runc:
 	cd tools/crio && CGO_ENABLED=0 $(GO) build -trimpath -tags '$(CRIO_TAGS)' -o ../../$@ ./cmd/$(@F)
-
-# The lab's outside programs, built at pinned versions from the Go module proxy; none
-# is linked into cni. flanneld: the version tools/flanneld/go.mod pins (its own module,
-# with a stand-in for a cloud SDK the proxy does not serve; cgo for its UDP backend).
-# The reference plugins: REF_VERSION, the release internal/testbed/reftest holds us to.
-# The reference flannel plugin: flannel-io/cni-plugin is not served, so the one it was
-# forked from, containernetworking/plugins' meta/flannel of REF_FLANNEL_VERSION.
-REF_VERSION         := v1.9.1
-REF_FLANNEL_VERSION := v0.9.1
-REF_DIR             := bin/reference/plugins-$(REF_VERSION)
-REF_FLANNEL         := bin/reference/flannel-$(REF_FLANNEL_VERSION)/flannel
-# In bin/flanneld's recipe, which runs it from tools/flanneld.
-FLANNEL_VERSION      = $$($(GO) list -m -f '{{.Version}}' github.com/flannel-io/flannel)
 
 # The cluster lab (tools/cluster, build tag cluster): three nodes on one machine, each
 # containerd and a real flanneld (vxlan) over a real etcd in namespaces of their own,

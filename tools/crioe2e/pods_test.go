@@ -59,6 +59,17 @@ func TestPodsCheckedAfterAddWithHostPortsMappedByCRIO(t *testing.T) {
 			got, err := crinode.DialTCP(ns, pods[0].ip(t, n)+":80", 5*time.Second)
 			require.NoError(t, err, "plain reaches web")
 			assert.Equal(t, "web\n", got)
+			// CRI-O asks for a burst of MaxUint32*8-1 bits (kubelet's MaxUint32 bytes in
+			// bits), more than a tbf at 1 Mbit/s holds: ours clamps it and says so on
+			// stderr, which CRI-O logs.
+			if side.flag != "" {
+				assert.Contains(t, n.Log(), "runtimeConfig.bandwidth.ingressBurst: 34359738359 bits clamped to 274877896 bits")
+			}
+			qdiscs, err := n.Qdiscs()
+			require.NoError(t, err)
+			for _, rate := range []string{"1Mbit", "15Mbit"} {
+				assert.Equal(t, 2, strings.Count(qdiscs, "rate "+rate+" "), "shaped at %s (a tbf on the veth, one on the ifb):\n%s", rate, qdiscs)
+			}
 			// What requireNothingLeft looks for is there while the pods are up.
 			assert.Len(t, up.Netns, len(pods), "netns files")
 			assert.Len(t, up.Reservations, len(pods), "IP reservations")

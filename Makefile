@@ -216,9 +216,10 @@ fuzz:
 # ONLY=a,b picks sections, QUICK=1 runs fewer iterations. See docs/performance.md.
 # Its containerd section runs bin/cri-bench (tools/cmd/cri-bench: a CRI client, whose
 # gRPC stays out of the main module) with bin/pause, the sandbox image's program; its
+# crio section the same with CRI-O (bin/crio and its helpers, as make test-crio); its
 # cluster section bin/cluster-bench (tools/cmd/cluster-bench: the lab of make
 # test-cluster) with bin/flanneld.
-bench: build bin/cri-bench bin/cluster-bench bin/pause bin/flanneld
+bench: build bin/cri-bench bin/cluster-bench bin/pause bin/flanneld bin/crio bin/pinns bin/crio-load bin/crio-runc
 	$(GO) run ./cmd/cnibench -bin $(BIN) $(if $(REF),-ref $(REF)) $(if $(BASE),-base $(BASE)) $(if $(ONLY),-only $(ONLY)) $(if $(QUICK),-quick)
 
 .PHONY: bin/cri-bench bin/cluster-bench bin/pause

@@ -84,6 +84,16 @@ func Start(o Options) (_ *Node, err error) {
 	if o.Pause, err = filepath.Abs(o.Pause); err != nil {
 		return nil, err
 	}
+	if o.CRIO != nil {
+		// The node's programs run through nsenter, from the node's root: absolute paths.
+		c := *o.CRIO
+		for _, p := range []*string{&c.Bin, &c.Pinns, &c.Load, &c.Runc} {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return nil, err
+			}
+		}
+		o.CRIO = &c
+	}
 	n := &Node{o: o}
 	defer func() {
 		if err != nil {

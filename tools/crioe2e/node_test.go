@@ -24,9 +24,8 @@ func TestMain(m *testing.M) {
 	os.Exit(crinode.RunTests(m, func(p, a string) { pause, pauseArchive = p, a }))
 }
 
-// crioList is the standard chain at cniVersion 1.1.0: CRI-O's libcni passes GC to the
-// plugins only from 1.1.0 on (at 1.0.0 it only drops cache entries).
-var crioList = strings.Replace(crinode.StandardList, `"cniVersion":"1.0.0"`, `"cniVersion":"1.1.0"`, 1)
+// crioList is the standard chain at cniVersion 1.1.0, as CRI-O takes it.
+var crioList = crinode.StandardList11
 
 // plugins is one set of plugins a node runs the standard chain with: ours in one of
 // cni install's layouts, or the reference's.

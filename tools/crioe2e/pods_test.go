@@ -20,6 +20,11 @@ import (
 // reference's iptables chains.
 var portmapMarks = []string{"cni_portmap", "cni_hostport", "CNI-HOSTPORT", "CNI-DN-"}
 
+// checked is what CRI-O logs once CheckNetworkList has returned, only where the list's
+// version has CHECK (ocicni; below 0.4.0 it logs another line); an error there would
+// fail RunPodSandbox.
+const checked = `msg="Checking CNI network std (config version=1.1.0)"`
+
 // TestPodsCheckedAfterAddWithHostPortsMappedByCRIO: on each side, pods with host ports,
 // bandwidth annotations and none come up through CRI-O, which CHECKs every pod right
 // after its ADD (a false CHECK failure would fail RunPodSandbox); CRI-O maps the host
@@ -34,9 +39,9 @@ func TestPodsCheckedAfterAddWithHostPortsMappedByCRIO(t *testing.T) {
 
 			pods := []*pod{newPod("web", 8080, ""), newPod("bw-1m", 8081, "1M"), newPod("bw-15m", 8082, "15M"), newPod("plain", 0, "")}
 			for _, p := range pods {
+				checks := strings.Count(n.Log(), checked)
 				p.run(t, n)
-				assert.Contains(t, n.Log(), fmt.Sprintf("Checking pod crio_%s for CNI network std", p.Name),
-					"CRI-O CHECKs %s after its ADD", p.Name)
+				assert.Equal(t, checks+1, strings.Count(n.Log(), checked), "CRI-O CHECKed %s after its ADD", p.Name)
 			}
 			hostports, err := n.Run("nft", "list", "table", "ip", "crio-hostports")
 			require.NoError(t, err)

@@ -34,7 +34,7 @@ TOOLS_TEST := cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin $(GO)
 
 FUZZTIME  ?= 3s
 
-.PHONY: build test test-tools test-e2e test-cluster test-nofirewall fuzz vet fmt-check lint bench install demo clean test-kernel image packages deps-demo deps-test deps-e2e deps-cluster
+.PHONY: build test test-tools test-e2e test-crio test-cluster test-nofirewall fuzz vet fmt-check lint bench install demo clean test-kernel image packages deps-demo deps-test deps-e2e deps-crio deps-cluster
 
 build: $(BIN)
 
@@ -80,7 +80,8 @@ STATICCHECK := $(CURDIR)/bin/lint/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 DEADCODE    := $(CURDIR)/bin/lint/deadcode-$(DEADCODE_VERSION)/deadcode
 lint: $(STATICCHECK) $(DEADCODE)
 	$(STATICCHECK) ./...
-	cd tools && $(STATICCHECK) -tags e2e,cluster ./...
+	cd tools && $(STATICCHECK) -tags e2e,crio,cluster ./...
+	cd tools/crio && $(STATICCHECK) -tags '$(CRIO_TAGS)' ./cmd/...
 	$(DEADCODE) -test ./... >bin/lint/deadcode-test.txt
 	$(DEADCODE) ./... >bin/lint/deadcode.txt
 	@out=$$(cat bin/lint/deadcode-test.txt; grep -Ev '^internal/testbed/|test/[^/]+\.go:' bin/lint/deadcode.txt); \
@@ -94,7 +95,7 @@ $(DEADCODE):
 
 # What the demo and the tests need, first: scripts/deps.sh installs what is missing as
 # root on Debian, and elsewhere names all of it and stops.
-deps-demo deps-test deps-e2e deps-cluster:
+deps-demo deps-test deps-e2e deps-crio deps-cluster:
 	scripts/deps.sh $(@:deps-%=%)
 
 # The whole suite: vet, gofmt, the linters, then every package under the race detector, as root
@@ -142,6 +143,36 @@ REF_FLANNEL         := bin/reference/flannel-$(REF_FLANNEL_VERSION)/flannel
 # In bin/flanneld's recipe, which runs it from tools/flanneld.
 FLANNEL_VERSION      = $$($(GO) list -m -f '{{.Version}}' github.com/flannel-io/flannel)
 
+# The CRI-O end-to-end suite (tools/crioe2e, build tag crio): CRI-O, built by make at the
+# version tools/crio/go.mod pins, with Debian's conmon and runc, runs pods through the
+# same CRI client on our plugins and on the reference's, inside namespaces the tests
+# own; what CRI-O does that containerd never does (CHECK after ADD, its own host
+# ports, GC at start, ...) is tested there. See docs/crio.md.
+test-crio: deps-crio bin/linux-$(HOSTARCH)/cni bin/crio bin/pinns bin/crio-load bin/crio-runc $(REF_DIR)/bridge
+	$(TOOLS) vet -tags crio ./crioe2e/ ./crinode/
+	cd tools && CNI_TEST_ARCH_BINS=$(CURDIR)/bin CNI_CRIO=$(CURDIR)/bin/crio CNI_CRIO_PINNS=$(CURDIR)/bin/pinns \
+		CNI_CRIO_LOAD=$(CURDIR)/bin/crio-load CNI_CRIO_RUNC=$(CURDIR)/bin/crio-runc CNI_CRIO_REFERENCE=$(CURDIR)/$(REF_DIR) \
+		$(GO) test -tags crio -count=1 -v -timeout 20m ./crioe2e/
+
+# CRI-O from tools/crio (its own module, no replace directives): the build tags leave out
+# the btrfs driver and gpgme (no C library beyond libc). pinns is its C helper, from the
+# same module's source. crio-load writes the pause image into CRI-O's store; crio-runc
+# is runc with containerd's restrict_oom_score_adj (see its doc).
+CRIO_TAGS    := containers_image_openpgp exclude_graphdriver_btrfs
+CRIO_SRC      = $$($(GO) list -m -f '{{.Dir}}' github.com/cri-o/cri-o)
+bin/crio: tools/crio/go.mod tools/crio/go.sum
+	cd tools/crio && CGO_ENABLED=0 $(GO) build -trimpath -tags '$(CRIO_TAGS)' -ldflags '-s -w' \
+		-o ../../bin/crio github.com/cri-o/cri-o/cmd/crio
+
+bin/pinns: tools/crio/go.mod tools/crio/go.sum
+	cd tools/crio && $(GO) mod download github.com/cri-o/cri-o && \
+		gcc -std=c99 -O2 -Wall -static -o ../../bin/pinns $(CRIO_SRC)/pinns/src/*.c
+
+# Always rebuilt, as bin/cni: cheap with Go's build cache, and never stale.
+.PHONY: bin/crio-load bin/crio-runc
+bin/crio-load bin/crio-runc:
+	cd tools/crio && CGO_ENABLED=0 $(GO) build -trimpath -tags '$(CRIO_TAGS)' -o ../../$@ ./cmd/$(@F)
+
 # The cluster lab (tools/cluster, build tag cluster): three nodes on one machine, each
 # containerd and a real flanneld (vxlan) over a real etcd in namespaces of their own,
 # laid out as kubeadm leaves a node; the reference plugins as flannel's manifest
@@ -185,9 +216,10 @@ fuzz:
 # ONLY=a,b picks sections, QUICK=1 runs fewer iterations. See docs/performance.md.
 # Its containerd section runs bin/cri-bench (tools/cmd/cri-bench: a CRI client, whose
 # gRPC stays out of the main module) with bin/pause, the sandbox image's program; its
+# crio section the same with CRI-O (bin/crio and its helpers, as make test-crio); its
 # cluster section bin/cluster-bench (tools/cmd/cluster-bench: the lab of make
 # test-cluster) with bin/flanneld.
-bench: build bin/cri-bench bin/cluster-bench bin/pause bin/flanneld
+bench: build bin/cri-bench bin/cluster-bench bin/pause bin/flanneld bin/crio bin/pinns bin/crio-load bin/crio-runc
 	$(GO) run ./cmd/cnibench -bin $(BIN) $(if $(REF),-ref $(REF)) $(if $(BASE),-base $(BASE)) $(if $(ONLY),-only $(ONLY)) $(if $(QUICK),-quick)
 
 .PHONY: bin/cri-bench bin/cluster-bench bin/pause

@@ -8,7 +8,9 @@
 #   kernel  make test-kernel: the host's side (qemu, the VM's busybox and tools)
 #   e2e     make test-e2e: containerd and runc, with iproute2, iptables and nftables
 #   cluster make test-cluster: e2e's, etcd (server and etcdctl), ping
-#   ci      everything .ci/run runs: test, kernel, e2e and cluster
+#   crio    make test-crio: conmon and runc for CRI-O (built from source by make), gcc for
+#           its pinns helper, with iproute2, iptables and nftables
+#   ci      everything .ci/run runs: test, kernel, e2e, cluster and crio
 #
 # As root on Debian (apt-get and dpkg-query on PATH), it installs what is missing, saying
 # what, before anything else runs. Elsewhere, or not as root, it names every missing
@@ -46,11 +48,16 @@ packages() {
 		packages e2e
 		printf '%s\n' "etcd-server etcd" "etcd-client etcdctl" "iputils-ping ping"
 		;;
+	crio)
+		# CRI-O 1.34's runtime spec is too new for Debian 12's crun: runc runs it.
+		printf '%s\n' "conmon conmon" "runc runc" "gcc gcc" "libc6-dev gcc" "iproute2 ip" "iptables iptables-save" "nftables nft"
+		;;
 	ci)
 		packages test
 		packages kernel
 		packages e2e
 		packages cluster
+		packages crio
 		;;
 	*)
 		return 1
@@ -98,7 +105,7 @@ main() {
 	[ ${#groups[@]} -gt 0 ] || groups=(test)
 	for group in "${groups[@]}"; do
 		if ! packages "$group" >/dev/null; then
-			log "unknown group \"$group\" (demo, test, kernel, e2e, cluster, ci)"
+			log "unknown group \"$group\" (demo, test, kernel, e2e, cluster, crio, ci)"
 			exit 2
 		fi
 	done

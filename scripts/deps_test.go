@@ -202,12 +202,12 @@ func TestDepsRefusesAnUnknownGroup(t *testing.T) {
 }
 
 // TestDepsComesFirstInMakeDemoTestAndCI: the one list is used by make demo, make test,
-// make test-e2e, make test-cluster, make test-kernel and .ci/run, before anything else
+// make test-e2e, make test-crio, make test-cluster, make test-kernel and .ci/run, before anything else
 // they do.
 func TestDepsComesFirstInMakeDemoTestAndCI(t *testing.T) {
 	skipInVM(t)
 	for target, want := range map[string]string{"demo": "scripts/deps.sh demo", "test": "scripts/deps.sh test",
-		"test-e2e": "scripts/deps.sh e2e", "test-cluster": "scripts/deps.sh cluster"} {
+		"test-e2e": "scripts/deps.sh e2e", "test-crio": "scripts/deps.sh crio", "test-cluster": "scripts/deps.sh cluster"} {
 		cmd := exec.Command("make", "-n", "--no-print-directory", target)
 		cmd.Dir = ".."
 		out, _ := cmd.Output() // -n still runs $(MAKE) lines; their failures do not matter here

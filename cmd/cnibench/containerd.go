@@ -23,6 +23,18 @@ func (b *bench) containerd() error {
 	return b.runTool("containerd", "cri-bench", args)
 }
 
+// crio is the crio section: the containerd section's pods and arms through CRI-O's CRI
+// (CRI-O's RunPodSandbox includes the CHECK it runs after every ADD), its list at
+// cniVersion 1.1.0. cri-bench -crio runs make's CRI-O builds from beside the cni
+// binary (bin/crio, bin/pinns, bin/crio-load, bin/crio-runc).
+func (b *bench) crio() error {
+	args := []string{"-cni", b.bin, "-n", strconv.Itoa(b.iterations(30)), "-crio", b.binDir}
+	if b.ref != "" {
+		args = append(args, "-ref", b.ref)
+	}
+	return b.runTool("crio", "cri-bench", args)
+}
+
 // cluster is the cluster section: pods per second across a lab of three nodes (etcd,
 // flanneld, containerd) through the CRI, ours as the flannel profile's DaemonSet
 // installs it, -base the same way, and the reference plugins as flannel's manifest

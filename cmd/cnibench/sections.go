@@ -18,6 +18,7 @@ func (b *bench) sections() []section {
 		{"parallel", b.parallel},
 		{"flannel", b.flannel},
 		{"containerd", b.containerd},
+		{"crio", b.crio},
 		{"cluster", b.cluster},
 		{"invlog", b.invlog},
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // StandardList is the standard chain as a node's conflist: bridge with host-local,
@@ -14,6 +15,11 @@ const StandardList = `{"cniVersion":"1.0.0","name":"std","plugins":[
    "ipam":{"type":"host-local","ranges":[[{"subnet":"10.88.0.0/16"}]],"routes":[{"dst":"0.0.0.0/0"}]}},
   {"type":"portmap","capabilities":{"portMappings":true}},
   {"type":"bandwidth","capabilities":{"bandwidth":true}}]}`
+
+// StandardList11 is StandardList at cniVersion 1.1.0, as a CRI-O node takes it: CRI-O's
+// libcni passes GC and STATUS to the plugins only from 1.1.0 on (at 1.0.0 its GC only
+// drops cache entries).
+var StandardList11 = strings.Replace(StandardList, `"cniVersion":"1.0.0"`, `"cniVersion":"1.1.0"`, 1)
 
 // Install puts the cni binary and its plugin names into dir/bin with cni install, and
 // list into the network config as cni install writes it with flag: --conf (as it is,

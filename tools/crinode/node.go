@@ -44,6 +44,9 @@ type Options struct {
 	// Prepare runs once the node's namespaces exist and before containerd starts: what
 	// a node does at boot before its runtime (its network link, its network daemon).
 	Prepare func(*Node) error
+	// CRIO, when set, runs CRI-O instead of containerd: the same CRI, another driver
+	// of the CNI plugins (see crio.go).
+	CRIO *CRIO
 	// KeepRoot keeps containerd's root (its images, its sandboxes' metadata) across a
 	// Close and a Start on the same Dir, as a node's disk keeps /var/lib/containerd
 	// across a reboot; by default it is a tmpfs that goes with the node. Its state (the
@@ -63,6 +66,8 @@ type Node struct {
 	init       int       // that init's PID, as the machine sees it
 	ctrd       *exec.Cmd // nsenter running containerd
 	ctrdLog    *os.File
+	// crioRunc is the runc that CRIO.Runc runs.
+	crioRunc string
 	// CRI talks to the node's CRI plugin.
 	CRI *Client
 }
@@ -78,6 +83,16 @@ func Start(o Options) (_ *Node, err error) {
 	}
 	if o.Pause, err = filepath.Abs(o.Pause); err != nil {
 		return nil, err
+	}
+	if o.CRIO != nil {
+		// The node's programs run through nsenter, from the node's root: absolute paths.
+		c := *o.CRIO
+		for _, p := range []*string{&c.Bin, &c.Pinns, &c.Load, &c.Runc} {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return nil, err
+			}
+		}
+		o.CRIO = &c
 	}
 	n := &Node{o: o}
 	defer func() {
@@ -96,8 +111,17 @@ func Start(o Options) (_ *Node, err error) {
 			return nil, err
 		}
 	}
+	if o.CRIO != nil {
+		// CRI-O needs its sandbox image in its store before it starts: it would pull it.
+		if err := n.loadCRIOImage(); err != nil {
+			return nil, err
+		}
+	}
 	if err := n.startContainerd(); err != nil {
 		return nil, err
+	}
+	if o.CRIO != nil {
+		return n, nil
 	}
 	if out, err := exec.Command("ctr", "--address", n.socket(), "-n", "k8s.io", "images", "import", o.PauseArchive).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("ctr images import: %w\n%s", err, out)
@@ -105,7 +129,20 @@ func Start(o Options) (_ *Node, err error) {
 	return n, nil
 }
 
-func (n *Node) socket() string { return filepath.Join(n.o.Dir, "containerd.sock") }
+func (n *Node) socket() string {
+	if n.o.CRIO != nil {
+		return filepath.Join(n.o.Dir, "crio.sock")
+	}
+	return filepath.Join(n.o.Dir, "containerd.sock")
+}
+
+// logPath is the runtime's log, which also holds what the CNI plugins write on stderr.
+func (n *Node) logPath() string {
+	if n.o.CRIO != nil {
+		return filepath.Join(n.o.Dir, "crio.log")
+	}
+	return filepath.Join(n.o.Dir, "containerd.log")
+}
 
 // confDir is the CRI's conf_dir.
 func (n *Node) confDir() string {
@@ -127,6 +164,9 @@ func (n *Node) writeConfig() error {
 		if err := os.WriteFile(filepath.Join(confDir, "10-net.conflist"), n.o.ConfList, 0o644); err != nil {
 			return err
 		}
+	}
+	if n.o.CRIO != nil {
+		return n.writeCRIOConfig()
 	}
 	conf := fmt.Sprintf(`version = 2
 root = %q
@@ -164,9 +204,9 @@ mount -t proc proc /proc
 mount -t tmpfs -o mode=755 tmpfs /run
 mount -t tmpfs -o mode=755 tmpfs /var/lib
 %smount -t tmpfs -o mode=711 tmpfs %q
-%sip link set lo up
+%s%sip link set lo up
 exec %q
-`, root, filepath.Join(n.o.Dir, "state"), n.bindScript(), n.o.Pause)
+`, root, filepath.Join(n.o.Dir, "state"), n.crioMounts(), n.bindScript(), n.o.Pause)
 	n.holder = exec.Command("unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "sh", "-c", script)
 	n.holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
@@ -227,21 +267,27 @@ func exe(pid int) string {
 	return p
 }
 
-// startContainerd runs containerd in the node's namespaces and waits for its CRI.
+// startContainerd runs the node's runtime (containerd, or CRI-O with Options.CRIO) in
+// the node's namespaces and waits for its CRI.
 func (n *Node) startContainerd() error {
 	if n.ctrdLog == nil {
-		log, err := os.OpenFile(filepath.Join(n.o.Dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		log, err := os.OpenFile(n.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return err
 		}
 		n.ctrdLog = log
 	}
-	n.ctrd = exec.Command("nsenter", "--target", strconv.Itoa(n.init), "--mount", "--pid", "--net", "--",
-		"containerd", "--config", filepath.Join(n.o.Dir, "config.toml"))
+	argv := []string{"--target", strconv.Itoa(n.init), "--mount", "--pid", "--net", "--"}
+	if n.o.CRIO != nil {
+		n.ctrd = exec.Command("nsenter", append(argv, n.crioArgs()...)...)
+		n.ctrd.Env = append(os.Environ(), n.crioEnv()...)
+	} else {
+		n.ctrd = exec.Command("nsenter", append(argv, "containerd", "--config", filepath.Join(n.o.Dir, "config.toml"))...)
+	}
 	n.ctrd.Stdout, n.ctrd.Stderr = n.ctrdLog, n.ctrdLog
 	n.ctrd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := n.ctrd.Start(); err != nil {
-		return fmt.Errorf("containerd: %w", err)
+		return fmt.Errorf("%s: %w", n.ctrd.Args[len(argv)+1], err)
 	}
 	exited := make(chan struct{})
 	go func() { n.ctrd.Wait(); close(exited) }()
@@ -297,9 +343,9 @@ func (n *Node) stopContainerd() error {
 	return nil
 }
 
-// Log is containerd's log, where it also writes what the CNI plugins say on stderr.
+// Log is the runtime's log, where it also writes what the CNI plugins say on stderr.
 func (n *Node) Log() string {
-	data, _ := os.ReadFile(filepath.Join(n.o.Dir, "containerd.log"))
+	data, _ := os.ReadFile(n.logPath())
 	return string(data)
 }
 

@@ -1,5 +1,5 @@
-// Command cri-bench is make bench's containerd section: it starts one containerd node
-// per arm (package crinode) and times, as kubelet sees them, RunPodSandbox and
+// Command cri-bench is make bench's containerd section, and with -crio its crio
+// section: it starts one containerd (or CRI-O) node per arm (package crinode) and times, as kubelet sees them, RunPodSandbox and
 // StopPodSandbox + RemovePodSandbox of a plain pod: host network (no CNI at all), the
 // reference plugins' standard list (-ref), ours as the same four plugins, and ours as
 // one chain plugin. The arms alternate pod by pod, so that the machine's drifting load
@@ -9,7 +9,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -28,8 +27,29 @@ func main() {
 	ref := flag.String("ref", "", "a directory of reference plugins (loopback, bridge, host-local, portmap, bandwidth)")
 	pause := flag.String("pause", "bin/pause", "the pause binary (tools/cmd/pause, static)")
 	n := flag.Int("n", 30, "pods per arm")
+	crio := flag.String("crio", "", "run CRI-O instead of containerd: the directory of make's crio, pinns, crio-load and crio-runc")
 	flag.Parse()
-	benchout.Main("cri-bench", func() ([]figure, error) { return run(*cni, *ref, *pause, *n) })
+	rt := runtimeOf(*crio)
+	benchout.Main("cri-bench", func() ([]figure, error) { return run(rt, *cni, *ref, *pause, *n) })
+}
+
+// nodeRuntime is the CRI runtime every arm's node runs, and the list it takes.
+type nodeRuntime struct {
+	name string
+	// crio is set for CRI-O.
+	crio *crinode.CRIO
+	// list is the standard chain at the cniVersion the runtime wants: containerd 1.6
+	// refuses 1.1.0; CRI-O passes GC and STATUS only from 1.1.0 on.
+	list string
+}
+
+func runtimeOf(crioDir string) nodeRuntime {
+	if crioDir == "" {
+		return nodeRuntime{name: "containerd", list: crinode.StandardList}
+	}
+	return nodeRuntime{name: "CRI-O", list: crinode.StandardList11,
+		crio: &crinode.CRIO{Bin: filepath.Join(crioDir, "crio"), Pinns: filepath.Join(crioDir, "pinns"),
+			Load: filepath.Join(crioDir, "crio-load"), Runc: filepath.Join(crioDir, "crio-runc")}}
 }
 
 // arm is one way of running pods, on a node of its own.
@@ -40,16 +60,16 @@ type arm struct {
 	up, down []time.Duration
 }
 
-func run(cni, ref, pause string, n int) ([]figure, error) {
+func run(rt nodeRuntime, cni, ref, pause string, n int) ([]figure, error) {
 	if os.Geteuid() != 0 {
-		return nil, errors.New("must run as root: it runs containerd in namespaces of its own")
+		return nil, fmt.Errorf("must run as root: it runs %s in namespaces of its own", rt.name)
 	}
 	dir, err := os.MkdirTemp("", "cri-bench-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	arms, err := startArms(dir, cni, ref, pause)
+	arms, err := startArms(rt, dir, cni, ref, pause)
 	for _, a := range arms {
 		defer a.node.Close()
 	}
@@ -57,20 +77,20 @@ func run(cni, ref, pause string, n int) ([]figure, error) {
 		return nil, err
 	}
 	// Two rounds unrecorded: the first pod makes the bridge and the firewall chains.
-	if err := measure(arms, 2); err != nil {
+	if err := measure(rt, arms, 2); err != nil {
 		return nil, err
 	}
 	for _, a := range arms {
 		a.up, a.down = nil, nil
 	}
-	if err := measure(arms, n); err != nil {
+	if err := measure(rt, arms, n); err != nil {
 		return nil, err
 	}
 	return figures(arms), nil
 }
 
 // startArms starts the nodes: host network first, the reference's if ref is set.
-func startArms(dir, cni, ref, pause string) ([]*arm, error) {
+func startArms(rt nodeRuntime, dir, cni, ref, pause string) ([]*arm, error) {
 	abs, err := filepath.Abs(pause)
 	if err != nil {
 		return nil, err
@@ -85,13 +105,13 @@ func startArms(dir, cni, ref, pause string) ([]*arm, error) {
 		install func(d string) (string, []byte, error)
 	}
 	ours := func(flag string) func(string) (string, []byte, error) {
-		return func(d string) (string, []byte, error) { return crinode.Install(cni, d, flag, crinode.StandardList) }
+		return func(d string) (string, []byte, error) { return crinode.Install(cni, d, flag, rt.list) }
 	}
 	specs := []spec{{label: "host network (no CNI)", hostNet: true, install: ours("--one-exec")}}
 	if ref != "" {
 		specs = append(specs, spec{label: "reference, 4 plugins", install: func(d string) (string, []byte, error) {
 			bin, err := crinode.InstallReference(ref, d)
-			return bin, []byte(crinode.StandardList), err
+			return bin, []byte(rt.list), err
 		}})
 	}
 	specs = append(specs, spec{label: "ours, 4 plugins", install: ours("--conf")},
@@ -103,7 +123,7 @@ func startArms(dir, cni, ref, pause string) ([]*arm, error) {
 		if err != nil {
 			return arms, fmt.Errorf("%s: %w", s.label, err)
 		}
-		node, err := crinode.Start(crinode.Options{Dir: filepath.Join(d, "node"), BinDir: bin, ConfList: conf, Pause: abs, PauseArchive: archive})
+		node, err := crinode.Start(crinode.Options{Dir: filepath.Join(d, "node"), BinDir: bin, ConfList: conf, Pause: abs, PauseArchive: archive, CRIO: rt.crio})
 		if err != nil {
 			return arms, fmt.Errorf("%s: %w", s.label, err)
 		}
@@ -128,7 +148,7 @@ func waitNetwork(n *crinode.Node) error {
 
 // measure runs rounds pods per arm: in each round every arm runs its pod, in
 // alternating order, then every arm stops and removes it.
-func measure(arms []*arm, rounds int) error {
+func measure(rt nodeRuntime, arms []*arm, rounds int) error {
 	for i := range rounds {
 		order := slices.Clone(arms)
 		if i%2 == 1 {
@@ -155,7 +175,7 @@ func measure(arms []*arm, rounds int) error {
 			}
 			a.down = append(a.down, time.Since(start))
 		}
-		fmt.Fprintf(os.Stderr, "\r  containerd: round %d/%d", i+1, rounds)
+		fmt.Fprintf(os.Stderr, "\r  %s: round %d/%d", rt.name, i+1, rounds)
 	}
 	fmt.Fprintln(os.Stderr)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,9 +47,25 @@ func Firewall(t testing.TB, n *testns.NS) string {
 	if !testns.FirewallBinariesHidden() {
 		save, err := n.Exec(t, "iptables-save")
 		require.NoError(t, err, save)
-		out += save
+		out += comparableSave(save)
 	}
 	return out
+}
+
+// counters are the packet and byte counts iptables-save gives each built-in chain.
+var counters = regexp.MustCompile(`\[[0-9]+:[0-9]+\]`)
+
+// comparableSave is iptables-save's output without what changes with no change of the
+// rules: its "Generated on"/"Completed on" comment lines, whose clock moves on, and the
+// chains' counters, which traffic moves.
+func comparableSave(save string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(save, "\n") {
+		if !strings.HasPrefix(line, "#") {
+			b.WriteString(counters.ReplaceAllString(line, "[0:0]"))
+		}
+	}
+	return b.String()
 }
 
 // Dump writes the ruleset of the calling thread's network namespace as text.

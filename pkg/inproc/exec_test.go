@@ -169,3 +169,26 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestExecDoesNotStartAPluginOnceTheCallerGaveUp: with the caller's context already
+// done, libcni with our Exec fails and the plugin does nothing, as an exec'd plugin
+// would never start: lo stays down.
+func TestExecDoesNotStartAPluginOnceTheCallerGaveUp(t *testing.T) {
+	testns.RequireRoot(t)
+	host, ctr := testns.New(t), testns.New(t)
+	c := newClient(t, host, &inproc.Exec{}, t.TempDir(), t.TempDir(), `{"cniVersion":"1.1.0","name":"lo","plugins":[{"type":"loopback"}]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var err error
+	host.Run(t, func() error {
+		_, err = c.cni.AddNetworkList(ctx, c.list, &libcni.RuntimeConf{ContainerID: "c1", NetNS: ctr.Path, IfName: "eth0"})
+		return nil
+	})
+	var te *types.Error
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, uint(999), te.Code)
+	assert.Contains(t, te.Msg, "loopback: ADD not started: context canceled")
+	out, err := ctr.Exec(t, "ip", "-br", "link", "show", "lo")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "DOWN")
+}

@@ -135,6 +135,13 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 	if err := checkNetnsIsNotOwn(args); err != nil {
 		return nil, conf.CNIVersion, err
 	}
+	// A caller that gave up before the plugin started gets what an exec'd plugin gives
+	// it then (a process never started): a failure, with nothing done. In-process, this
+	// is where a cancelled chain stops: the next plugin, or the next delegate, whose
+	// failure makes its caller undo what it did (with UndoContext).
+	if err := ctx.Err(); err != nil {
+		return nil, conf.CNIVersion, cnierror.Newf(cnierror.CodeInternal, "%s: %s not started: %v", p.Name, args.Command, err)
+	}
 	ctx, wait, owned := background.Own(ctx)
 	ctx = lg.ownWork(ctx, owned)
 	req := &Request{

@@ -21,10 +21,13 @@ func moduleRoot(t testing.TB) string {
 	return root
 }
 
-// requireGo skips a test that needs the Go toolchain where there is none (the
-// full-kernel VM runs prebuilt test binaries).
+// requireGo skips a test that needs the Go toolchain and the source where there are
+// none (the full-kernel VM runs prebuilt test binaries).
 func requireGo(t testing.TB) string {
 	t.Helper()
+	if testns.Prebuilt() {
+		t.Skip("needs the source and the go tool, which prebuilt test binaries (make test-kernel) have not")
+	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("needs the go toolchain:", err)

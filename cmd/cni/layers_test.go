@@ -36,6 +36,9 @@ var entries = []entry{
 	{"internal/dispatch", 7},
 	{"cmd", 8},
 	{"scripts", 8},
+	// The public packages, for programs outside the module: a sibling of cmd, so the
+	// cni binary never links them (pkg/inproc adds nothing to it).
+	{"pkg", 8},
 	// Test-only: above everything it tests; see testOnly.
 	{"internal/testbed", 9},
 }

@@ -8,12 +8,14 @@ import (
 	"os"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/dispatch"
 	"github.com/cnikit/cni/internal/testbed/testns"
+	"github.com/cnikit/cni/pkg/inproc"
 )
 
 // standardChain is the chain Kubernetes runtimes ship: loopback, bridge with host-local
@@ -130,6 +132,9 @@ type arrangement struct {
 	// inProcess is our runner with every plugin in-process, instead of libcni; only
 	// for ours (the code of another build is not in this program).
 	inProcess bool
+	// embed is libcni with pkg/inproc's Exec plugged in: every plugin in-process, as a
+	// runtime that embeds us runs them; only for ours, as inProcess.
+	embed bool
 	// backend forces masquerade's and portmap's rule backend; "" is each plugin's
 	// default.
 	backend string
@@ -148,6 +153,8 @@ func (a arrangement) describe() string {
 		return "floor: the kernel objects alone"
 	case a.inProcess:
 		how = "in-process runner"
+	case a.embed:
+		how = "libcni with inproc.Exec"
 	case a.oneChain:
 		how = "one chain exec via libcni"
 	}
@@ -217,7 +224,11 @@ func (b *bench) newScenario(a arrangement) (s *scenario, err error) {
 		if err != nil {
 			return nil, err
 		}
-		s.drv = &libcniDriver{cni: libcni.NewCNIConfigWithCacheDir([]string{s.pluginDir}, s.tmp+"/cache", s.clock), list: list}
+		var exec invoke.Exec = s.clock
+		if a.embed {
+			exec = &inproc.Exec{}
+		}
+		s.drv = &libcniDriver{cni: libcni.NewCNIConfigWithCacheDir([]string{s.pluginDir}, s.tmp+"/cache", exec), list: list}
 	}
 	err = s.host.Do(func() error {
 		lo, err := netlink.LinkByName("lo")

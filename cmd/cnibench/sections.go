@@ -16,6 +16,7 @@ func (b *bench) sections() []section {
 		{"scale", b.scale},
 		{"node", b.node},
 		{"parallel", b.parallel},
+		{"embed", b.embed},
 		{"flannel", b.flannel},
 		{"containerd", b.containerd},
 		{"crio", b.crio},

@@ -20,6 +20,13 @@ import (
 // Run is the exec'd entry point: it reads the invocation from env and stdin, writes a
 // result or an error to stdout, and returns the exit status.
 func Run(p *Plugin, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return RunContext(context.Background(), p, env, stdin, stdout, stderr)
+}
+
+// RunContext is Run under ctx: what a host process that runs plugins in-process as if it
+// exec'd them (pkg/inproc, an invoke.Exec for libcni) calls, so that its caller's
+// cancellation reaches the plugin and the bytes it answers with are an exec'd plugin's.
+func RunContext(ctx context.Context, p *Plugin, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	args := ArgsFromEnv(env)
 	switch args.Command {
 	case "":
@@ -31,7 +38,7 @@ func Run(p *Plugin, env []string, stdin io.Reader, stdout, stderr io.Writer) int
 		// In-process only: an exec'd plugin is never asked to repair (InvokeRepair).
 		return writeError(stdout, stderr, "", cnierror.Newf(cnierror.CodeInvalidEnv, "unknown CNI_COMMAND: %s", args.Command))
 	}
-	res, confVersion, err := invoke(context.Background(), p, args, stdin, nil, stderr)
+	res, confVersion, err := invoke(ctx, p, args, stdin, nil, stderr)
 	if err != nil {
 		return writeError(stdout, stderr, confVersion, err)
 	}
@@ -127,6 +134,13 @@ func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []b
 	}
 	if err := checkNetnsIsNotOwn(args); err != nil {
 		return nil, conf.CNIVersion, err
+	}
+	// A caller that gave up before the plugin started gets what an exec'd plugin gives
+	// it then (a process never started): a failure, with nothing done. In-process, this
+	// is where a cancelled chain stops: the next plugin, or the next delegate, whose
+	// failure makes its caller undo what it did (with UndoContext).
+	if err := ctx.Err(); err != nil {
+		return nil, conf.CNIVersion, cnierror.Newf(cnierror.CodeInternal, "%s: %s not started: %v", p.Name, args.Command, err)
 	}
 	ctx, wait, owned := background.Own(ctx)
 	ctx = lg.ownWork(ctx, owned)

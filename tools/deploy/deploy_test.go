@@ -89,8 +89,8 @@ func TestInstallDaemonSetsDecodeStrictly(t *testing.T) {
 				}
 			}
 			// The repair watcher reads every profile's configs and the result cache,
-			// and listens on the system bus.
-			want := []string{"/opt/cni/bin", "/etc/cni/net.d", "/var/lib/cni", "/run/dbus"}
+			// listens on the system bus and enters the pods' netns.
+			want := []string{"/opt/cni/bin", "/etc/cni/net.d", "/var/lib/cni", "/run/dbus", "/var/run/netns"}
 			if p.config {
 				require.Len(t, cms, 1)
 				assert.Equal(t, "kube-system", cms[0].Namespace)

@@ -260,13 +260,19 @@ func verify(req *skel.Request, s *settings) ([]family, error) {
 	o := attachment{net: req.Net.Name, cid: req.Args.ContainerID}
 	fams := s.families(containerAddrs(req))
 	b := s.backend
-	if held, ok := recordedBackend(o.hash()); ok {
-		b = held // where its ADD put it, whatever the rule picks now
+	err := backendFor(b).check(req.Context(), o, s, fams)
+	if err == nil {
+		return fams, nil
 	}
-	if err := backendFor(b).check(req.Context(), o, s, fams); err != nil {
-		return fams, checkAdopted(req.Context(), b, o, s, fams, err)
+	// Where its ADD put it, whatever the rule picks now; asked only here, so that a
+	// CHECK of an intact attachment costs no lookup more.
+	if held, ok := recordedBackend(o.hash()); ok && held != b {
+		b = held
+		if err = backendFor(b).check(req.Context(), o, s, fams); err == nil {
+			return fams, nil
+		}
 	}
-	return fams, nil
+	return fams, checkAdopted(req.Context(), b, o, s, fams, err)
 }
 
 // gc removes the mappings of every attachment of this network whose container is not

@@ -16,47 +16,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cnikit/cni/tools/internal/cnibuild"
+	"github.com/cnikit/cni/tools/internal/critest"
 )
 
 func TestMain(m *testing.M) { cnibuild.Main(m) }
 
-// runtimeService is a CRI runtime that knows the sandboxes ids, or answers every list
-// with err: what containerd's ListPodSandbox gives the caller.
-type runtimeService struct {
-	runtimeapi.UnimplementedRuntimeServiceServer
-	ids []string
-	err error
-}
-
-func (s *runtimeService) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	resp := &runtimeapi.ListPodSandboxResponse{}
-	for i, id := range s.ids {
-		state := runtimeapi.PodSandboxState_SANDBOX_READY
-		if i%2 == 1 {
-			state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-		}
-		resp.Items = append(resp.Items, &runtimeapi.PodSandbox{Id: id, State: state})
-	}
-	return resp, nil
-}
-
-// serveCRI serves s on a unix socket of the test's and returns its path.
-func serveCRI(t *testing.T, s *runtimeService) string {
+// serveCRI serves a runtime that knows the sandboxes ids, or fails every list with
+// err, on a unix socket of the test's, and returns its path.
+func serveCRI(t *testing.T, ids []string, err error) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "cri.sock")
-	l, err := net.Listen("unix", sock)
-	require.NoError(t, err)
-	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, s)
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
+	r := &critest.Runtime{}
+	r.Set(ids, err)
+	critest.Serve(t, r, sock)
 	return sock
 }
 
@@ -154,7 +128,7 @@ func TestRoundCollectsWhatNoListedSandboxHolds(t *testing.T) {
 	n.add(t, "gone")                  // its sandbox removed while its DEL failed
 	n.addUncached(t, "gone-add")      // its ADD failed half-way, its teardown too
 	n.addUncached(t, "live-uncached") // its cache entry lost in a crash (containerd #12923)
-	n.o.Socket = serveCRI(t, &runtimeService{ids: []string{"live-ready", "live-notready", "live-uncached"}})
+	n.o.Socket = serveCRI(t, []string{"live-ready", "live-notready", "live-uncached"}, nil)
 
 	require.NoError(t, Round(context.Background(), n.o))
 
@@ -166,7 +140,7 @@ func TestRoundCollectsWhatNoListedSandboxHolds(t *testing.T) {
 func TestRoundCollectsNothingWhenTheRuntimeCannotBeAsked(t *testing.T) {
 	for name, socket := range map[string]func(t *testing.T) string{
 		"no socket":    func(t *testing.T) string { return filepath.Join(t.TempDir(), "missing.sock") },
-		"list fails":   func(t *testing.T) string { return serveCRI(t, &runtimeService{err: errors.New("store not loaded")}) },
+		"list fails":   func(t *testing.T) string { return serveCRI(t, nil, errors.New("store not loaded")) },
 		"nobody there": deadSocket,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -201,7 +175,7 @@ func TestRoundHonoursDisableGC(t *testing.T) {
 	n := newNode(t, true)
 	n.add(t, "gone")
 	n.addUncached(t, "gone-add")
-	n.o.Socket = serveCRI(t, &runtimeService{})
+	n.o.Socket = serveCRI(t, nil, nil)
 
 	require.NoError(t, Round(context.Background(), n.o))
 
@@ -214,7 +188,7 @@ func TestRoundSkipsWhileAPodNetnsIsYoung(t *testing.T) {
 	n := newNode(t, false)
 	n.add(t, "gone")
 	n.addUncached(t, "in-add") // an ADD in flight: the runtime lists its sandbox only after
-	n.o.Socket = serveCRI(t, &runtimeService{})
+	n.o.Socket = serveCRI(t, nil, nil)
 	require.NoError(t, os.MkdirAll(n.o.NetnsDir, 0o755))
 	old := filepath.Join(n.o.NetnsDir, "cni-old")
 	require.NoError(t, os.WriteFile(old, nil, 0o644))

@@ -78,9 +78,11 @@ func TestInstallDaemonSetsDecodeStrictly(t *testing.T) {
 			checkNodeDaemonSet(t, ds)
 			spec := ds.Spec.Template.Spec
 			require.Len(t, spec.InitContainers, 1)
-			require.Len(t, spec.Containers, 1)
+			require.Len(t, spec.Containers, 2)
 			assert.Equal(t, []string{image.BinaryPath, "repair", "--watch"}, spec.Containers[0].Command[:3],
 				"the main container watches for firewall reloads in the binary itself")
+			assert.Equal(t, []string{image.GCCallerPath, "-every"}, spec.Containers[1].Command[:2],
+				"the gc container runs the image's GC caller in a loop")
 			assert.Equal(t, image.BinaryPath, spec.InitContainers[0].Command[0], "the image's binary")
 			hostPaths := map[string]string{}
 			for _, v := range spec.Volumes {
@@ -89,8 +91,9 @@ func TestInstallDaemonSetsDecodeStrictly(t *testing.T) {
 				}
 			}
 			// The repair watcher reads every profile's configs and the result cache,
-			// and listens on the system bus.
-			want := []string{"/opt/cni/bin", "/etc/cni/net.d", "/var/lib/cni", "/run/dbus"}
+			// listens on the system bus and enters the pods' netns; the GC caller asks
+			// containerd's CRI socket.
+			want := []string{"/opt/cni/bin", "/etc/cni/net.d", "/var/lib/cni", "/run/dbus", "/var/run/netns", "/run/containerd"}
 			if p.config {
 				require.Len(t, cms, 1)
 				assert.Equal(t, "kube-system", cms[0].Namespace)
@@ -197,8 +200,11 @@ func newContainer(t *testing.T, c corev1.Container, vols []corev1.Volume, cms []
 	t.Helper()
 	bin, err := cnibuild.Binary("amd64")
 	require.NoError(t, err)
+	gcCaller, err := cnibuild.GCCaller("amd64")
+	require.NoError(t, err)
 	ct, err := manifest.NewContainer(c, vols, manifest.Layout{
 		Binary: bin, ImagePath: image.BinaryPath, ConfigMaps: cms,
+		Files:    map[string]string{image.GCCallerPath: gcCaller},
 		HostPath: func(p string) (string, error) { return filepath.Join(hostRoot, p), nil },
 	})
 	require.NoError(t, err)

@@ -106,14 +106,14 @@ fetch_kernel() {
 # kernel_tests writes "dir pattern" lines to $1: for each package directory,
 # the -test.run pattern of its top-level tests that skip on this machine's
 # kernel for lack of a feature. It runs the packages of the given patterns
-# whose test binaries link kernelfeature here, with CNI_TEST_KERNEL_SKIPS
+# whose test binaries link kernelfeature (and its own) here, with CNI_TEST_KERNEL_SKIPS
 # set; it fails when that run fails (its notes may then be incomplete).
 kernel_tests() {
 	local out=$1 notes pkgs
 	shift
 	notes=$(mktemp -d "${TMPDIR:-/tmp}/cni-kernel-skips.XXXXXX")
 	pkgs=$(cd "$repo" && go list -e -test -f '{{if .ForTest}}{{.ForTest}}{{range .Deps}} {{.}}{{end}}{{end}}' "$@" |
-		awk -v kf="$(go list -m)/internal/testbed/kernelfeature" '{ for (i = 2; i <= NF; i++) if ($i == kf) { print $1; break } }' | sort -u)
+		awk -v kf="$(go list -m)/internal/testbed/kernelfeature" '{ for (i = 1; i <= NF; i++) if ($i == kf) { print $1; break } }' | sort -u)
 	: >"$out"
 	if [[ -z "$pkgs" ]]; then
 		rm -rf "$notes"

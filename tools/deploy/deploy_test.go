@@ -282,9 +282,10 @@ func TestInitContainerInstallsIntoTheHostRoot(t *testing.T) {
 					"the config is written after every binary is in place and answers")
 			}
 			// The runtime's view: the network loads and every plugin type is installed.
+			// cni picks 1.1.0 of cniVersions (containerd 1.6 reads cniVersion, 1.0.0).
 			ls, err := exec.Command(bin, "ls", "--conf-dir", confDir).CombinedOutput()
 			require.NoError(t, err, "%s", ls)
-			assert.Regexp(t, `(?m)^\S+\s+1\.0\.0\s+chain\(\S+,portmap,bandwidth\)\s`, string(ls))
+			assert.Regexp(t, `(?m)^\S+\s+1\.1\.0\s+chain\(\S+,portmap,bandwidth\)\s`, string(ls))
 
 			// A pod restart runs the init container again: nothing changes.
 			again := run(t, init)

@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,11 +75,11 @@ func TestGCContainerSeesTheNodeAsTheRuntimeDoes(t *testing.T) {
 }
 
 // TestDaemonSetCollectsALeakedAttachment is the shipped single-node profile on a node
-// of the test's own: the init container installs, the runtime adds two pods, then
-// forgets one (its sandbox and netns removed while its DEL failed), and the gc
-// container runs as the manifest says against a CRI socket that lists the other pod
-// only: the forgotten pod's reservation, port mapping and cache entry go, the live
-// pod's stay (CHECK passes). The round runs at once only with -settle 0s, as on a node
+// of the test's own: the init container installs, the runtime adds three pods, then
+// forgets two (their sandboxes and netns removed, one while its DEL failed, one whose
+// result was never cached), and the gc container runs as the manifest says against a
+// CRI socket that lists the third pod only: the forgotten pods' reservations, port
+// mappings and cache entry go, the live pod's stay (CHECK passes). The round runs at once only with -settle 0s, as on a node
 // whose pods are older than the settle time.
 func TestDaemonSetCollectsALeakedAttachment(t *testing.T) {
 	requireRoot(t)
@@ -100,16 +101,24 @@ func TestDaemonSetCollectsALeakedAttachment(t *testing.T) {
 		out, err := rt("del", live, "pod-live", ports("8080"))
 		assert.NoError(t, err, out)
 	})
-	gone := filepath.Join(root, "/var/run/netns/pod-gone")
-	require.NoError(t, os.WriteFile(gone, nil, 0o444))
-	mnt, err := exec.Command("mount", "--bind", newNetns(t), gone).CombinedOutput()
-	require.NoError(t, err, "%s", mnt)
-	out, err = rt("add", "/var/run/netns/pod-gone", "pod-gone", ports("8081"))
-	require.NoError(t, err, out)
-	// The runtime removes the sandbox and its netns; its DEL never succeeded.
-	mnt, err = exec.Command("umount", gone).CombinedOutput()
-	require.NoError(t, err, "%s", mnt)
-	require.NoError(t, os.Remove(gone))
+	// A pod the runtime forgot, its netns gone: once with its cache entry (its DEL
+	// failed), once without (the runtime crashed before caching its ADD's result).
+	forget := func(id, port string, cached bool) {
+		netns := filepath.Join(root, "/var/run/netns", id)
+		require.NoError(t, os.WriteFile(netns, nil, 0o444))
+		mnt, err := exec.Command("mount", "--bind", newNetns(t), netns).CombinedOutput()
+		require.NoError(t, err, "%s", mnt)
+		out, err := rt("add", "/var/run/netns/"+id, id, ports(port))
+		require.NoError(t, err, out)
+		mnt, err = exec.Command("umount", netns).CombinedOutput()
+		require.NoError(t, err, "%s", mnt)
+		require.NoError(t, os.Remove(netns))
+		if !cached {
+			require.NoError(t, os.Remove(filepath.Join(root, "var/lib/cni/results", "cni-"+id+"-eth0")))
+		}
+	}
+	forget("pod-gone", "8081", true)
+	forget("pod-uncached", "8082", false)
 	reserved := func() []string {
 		files, err := filepath.Glob(filepath.Join(root, "var/lib/cni/networks/cni/10.88.*"))
 		require.NoError(t, err)
@@ -136,7 +145,7 @@ func TestDaemonSetCollectsALeakedAttachment(t *testing.T) {
 		require.NoError(t, err, "%s", out)
 		return string(out)
 	}
-	require.ElementsMatch(t, []string{"pod-live", "pod-gone"}, reserved())
+	require.ElementsMatch(t, []string{"pod-live", "pod-gone", "pod-uncached"}, reserved())
 	require.ElementsMatch(t, []string{"cni-pod-live-eth0", "cni-pod-gone-eth0"}, cached())
 	require.Contains(t, rules(), "8081", "the forgotten pod's port mapping")
 
@@ -166,6 +175,7 @@ func TestDaemonSetCollectsALeakedAttachment(t *testing.T) {
 	assert.Equal(t, []string{"pod-live"}, reserved())
 	assert.Equal(t, []string{"cni-pod-live-eth0"}, cached())
 	assert.NotContains(t, rules(), "8081")
+	assert.NotContains(t, rules(), "8082", "plugins' GC (the config offers 1.1.0) removes what no cache entry names")
 	assert.Contains(t, rules(), "8080")
 	out, err = rt("check", live, "pod-live", ports("8080"))
 	assert.NoError(t, err, out)
@@ -177,5 +187,29 @@ func TestDaemonSetCollectsALeakedAttachment(t *testing.T) {
 		assert.NoError(t, err, "exit status 0 on SIGTERM: %s", log.String())
 	case <-time.After(gcBound):
 		t.Fatalf("the gc loop ignored SIGTERM: %s", log.String())
+	}
+}
+
+// The profiles' configs offer 1.1.0 beside the 1.0.0 containerd 1.6 reads: cni gc sends
+// GC to the plugins of a 1.1.0 network only, and that is what collects a reservation
+// with no cache entry.
+func TestProfilesConfigsOfferTheVersionPluginsGCNeeds(t *testing.T) {
+	for _, p := range profiles {
+		if !p.config {
+			continue
+		}
+		t.Run(p.file, func(t *testing.T) {
+			_, cms := installDaemonSet(t, p.file)
+			require.Len(t, cms, 1)
+			for _, data := range cms[0].Data {
+				var list struct {
+					CNIVersion  string   `json:"cniVersion"`
+					CNIVersions []string `json:"cniVersions"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(data), &list))
+				assert.Equal(t, "1.0.0", list.CNIVersion, "containerd 1.6 knows no 1.1.0")
+				assert.Contains(t, list.CNIVersions, "1.1.0")
+			}
+		})
 	}
 }

@@ -124,9 +124,7 @@ kernel_tests() {
 		rm -rf "$notes"
 		return 1
 	fi
-	cat "$notes"/skips-* 2>/dev/null | sort -u | awk -F '\t' '
-		{ if (!($1 in p)) { order[n++] = $1; p[$1] = $2 } else p[$1] = p[$1] "|" $2 }
-		END { for (i = 0; i < n; i++) print order[i], "^(" p[order[i]] ")$" }' >"$out"
+	cat "$notes"/skips-* 2>/dev/null | sort -u | awk -F '\t' -f "$support/patterns.awk" >"$out"
 	rm -rf "$notes"
 }
 

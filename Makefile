@@ -26,6 +26,10 @@ ARCHES    := amd64 arm64
 ARCH_BINS := $(foreach a,$(ARCHES),bin/linux-$(a)/cni)
 # The same as the tools' -bin flag, relative to tools/: amd64=../bin/linux-amd64/cni,...
 ARCH_BIN_FLAG := $(subst $(space),$(comma),$(foreach a,$(ARCHES),$(a)=../bin/linux-$(a)/cni))
+# The GC caller of CRI nodes (tools/cmd/cni-gc-cri), shipped beside cni: built from the
+# tools' module, so that gRPC never reaches the cni binary.
+GC_BINS := $(foreach a,$(ARCHES),bin/linux-$(a)/cni-gc-cri)
+GC_BIN_FLAG := $(subst $(space),$(comma),$(foreach a,$(ARCHES),$(a)=../bin/linux-$(a)/cni-gc-cri))
 # The build tools (go-containerregistry, nfpm) live in their own module, never linked into cni.
 TOOLS     := cd tools && $(GO)
 # Their tests, given the binaries make builds for the image and the packages
@@ -47,19 +51,24 @@ $(BIN):
 $(ARCH_BINS): bin/linux-%/cni:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/cni
 
+.PHONY: $(GC_BINS)
+$(GC_BINS): bin/linux-%/cni-gc-cri:
+	cd tools && CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '-s -w -buildid=' -o ../$@ ./cmd/cni-gc-cri
+
 # bin/cni-image.tar: the node image for every architecture in one OCI archive, built
 # without a container daemon (podman load, docker load, skopeo, ctr import take it).
-image: $(ARCH_BINS)
+image: $(ARCH_BINS) $(GC_BINS)
 	$(TOOLS) run ./cmd/cni-image -o ../bin/cni-image.tar -version '$(VERSION)' -revision '$(COMMIT)' \
 		-source '$(SOURCE_URL)' -name '$(IMAGE)' -tag '$(IMAGE_TAG)' -epoch '$(SOURCE_DATE_EPOCH)' \
-		-bin '$(ARCH_BIN_FLAG)'
+		-bin '$(ARCH_BIN_FLAG)' -gc-bin '$(GC_BIN_FLAG)'
 
 # bin/cni_*.deb and bin/cni-*.rpm for every architecture: /opt/cni/bin/cni, one symlink
-# per plugin of the registry (bin/cni --list), the systemd units of deploy/systemd.
-packages: $(BIN) $(ARCH_BINS)
+# per plugin of the registry (bin/cni --list), /usr/libexec/cni/cni-gc-cri, the systemd
+# units of deploy/systemd.
+packages: $(BIN) $(ARCH_BINS) $(GC_BINS)
 	$(TOOLS) run ./cmd/cni-packages -o ../bin -version '$(VERSION)' -homepage '$(SOURCE_URL)' \
 		-list ../$(BIN) -units ../deploy/systemd -license ../LICENSE -changelog ../packaging/changelog.yml \
-		-epoch '$(SOURCE_DATE_EPOCH)' -bin '$(ARCH_BIN_FLAG)'
+		-epoch '$(SOURCE_DATE_EPOCH)' -bin '$(ARCH_BIN_FLAG)' -gc-bin '$(GC_BIN_FLAG)'
 
 vet:
 	$(GO) vet ./...
@@ -121,7 +130,7 @@ test-nofirewall:
 # The build tools' module: the image, the packages and the Kubernetes manifests, tested
 # with the binaries make image and make packages ship (go test in tools/ alone builds
 # its own).
-test-tools: $(ARCH_BINS)
+test-tools: $(ARCH_BINS) $(GC_BINS)
 	$(TOOLS) vet ./...
 	$(TOOLS_TEST) test -count=1 -timeout 15m ./...
 
@@ -129,7 +138,7 @@ test-tools: $(ARCH_BINS)
 # run pods through their CRI, as kubelet does, on our plugins, inside namespaces the tests
 # own. Needs root, containerd, runc, iproute2, iptables, nftables.
 HOSTARCH  := $(shell $(GO) env GOARCH 2>/dev/null || echo amd64)
-test-e2e: deps-e2e bin/linux-$(HOSTARCH)/cni
+test-e2e: deps-e2e bin/linux-$(HOSTARCH)/cni bin/linux-$(HOSTARCH)/cni-gc-cri
 	$(TOOLS) vet -tags e2e ./e2e/ ./crinode/
 	$(TOOLS_TEST) test -tags e2e -count=1 -timeout 15m ./e2e/
 

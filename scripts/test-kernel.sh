@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Run the repository's Go tests inside a qemu VM that boots a Debian
-# distribution kernel, so tests needing vlan, ipvlan, vrf, dummy, bond or
-# bridge vlan_filtering run for real (with CNI_TEST_FULL_KERNEL=1 a missing
-# feature fails instead of skipping). The packages of
-# scripts/nofirewall-packages then run a second time under cmd/nofirewall,
-# with the firewall binaries hidden (as make test-nofirewall does).
+# Run the repository's Go tests that this machine's kernel cannot run inside a
+# qemu VM that boots a Debian distribution kernel, so tests needing vlan,
+# ipvlan, vrf, dummy, bond or bridge vlan_filtering run for real (with
+# CNI_TEST_FULL_KERNEL=1 a missing feature fails instead of skipping). Those
+# tests only: the rest ran here already (make test). Which they are is asked
+# of the tests themselves: the packages whose test binaries link
+# internal/testbed/kernelfeature (no other test can ask for a feature) run
+# here first with CNI_TEST_KERNEL_SKIPS set, where kernelfeature.Require notes
+# every test it skips; the VM runs those top-level tests, so a new test that
+# needs a feature goes there with no list to keep. The packages of
+# scripts/nofirewall-packages among them then run a second time under
+# cmd/nofirewall, with the firewall binaries hidden (as make
+# test-nofirewall does).
 #
 # Usage: scripts/test-kernel.sh [go package patterns...]   (default ./...)
 #
@@ -22,6 +29,8 @@
 #   CNI_KERNEL_VM_MEMORY     VM memory (default 4G: the initramfs holds every package's test binary and unpacks into half of it); CNI_KERNEL_VM_CPUS (default 2)
 #   CNI_KERNEL_TEST_JOBS     test packages run side by side (default: the vCPUs);
 #                            1 streams output live instead of per package
+#   CNI_KERNEL_ALL_TESTS=1   every test of every package in the VM, as before
+#                            (also what happens when the run here fails)
 #
 # Exit status: 0 only if every package built and passed in the VM; non-zero
 # when a test failed, a build failed, or the VM never printed its result
@@ -94,26 +103,58 @@ fetch_kernel() {
 	printf '%s\n' "$dir"
 }
 
-# build_go compiles every package that has tests into a static test binary
-# and the product binary, and writes the VM's run list: "importpath dir binary".
-build_go() {
-	local out=$1
+# kernel_tests writes "dir pattern" lines to $1: for each package directory,
+# the -test.run pattern of its top-level tests that skip on this machine's
+# kernel for lack of a feature. It runs the packages of the given patterns
+# whose test binaries link kernelfeature (and its own) here, with CNI_TEST_KERNEL_SKIPS
+# set; it fails when that run fails (its notes may then be incomplete).
+kernel_tests() {
+	local out=$1 notes pkgs
 	shift
-	local module pkgs pkg dir rel bin failed=0
+	notes=$(mktemp -d "${TMPDIR:-/tmp}/cni-kernel-skips.XXXXXX")
+	pkgs=$(cd "$repo" && go list -e -test -f '{{if .ForTest}}{{.ForTest}}{{range .Deps}} {{.}}{{end}}{{end}}' "$@" |
+		awk -v kf="$(go list -m)/internal/testbed/kernelfeature" '{ for (i = 1; i <= NF; i++) if ($i == kf) { print $1; break } }' | sort -u)
+	: >"$out"
+	if [[ -z "$pkgs" ]]; then
+		rm -rf "$notes"
+		return 0
+	fi
+	log "finding the tests that skip on this kernel: go test $(wc -w <<<"$pkgs") package(s) here"
+	if ! (cd "$repo" && CNI_TEST_KERNEL_SKIPS="$notes" go test -count=1 -timeout 30m $pkgs >&2); then
+		rm -rf "$notes"
+		return 1
+	fi
+	cat "$notes"/skips-* 2>/dev/null | sort -u | awk -F '\t' -f "$support/patterns.awk" >"$out"
+	rm -rf "$notes"
+}
+
+# build_go compiles the test binaries the VM runs and the product binary,
+# and writes the VM's run list: "importpath dir binary [pattern]". With a
+# pattern file ($2, from kernel_tests) only its packages are built, each run
+# with its pattern; with none ("") every package with tests, every test.
+build_go() {
+	local out=$1 patterns=$2
+	shift 2
+	local module pkgs pkg dir rel bin pattern failed=0
 	mkdir -p "$out/tests" "$out/opt/cni-test/bin"
 	module=$(cd "$repo" && go list -m)
 	pkgs=$(cd "$repo" && go list -e -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "$@")
 	: >"$out/tests/list"
 	while read -r pkg dir; do
 		[[ -n "$pkg" ]] || continue
+		pattern=""
+		if [[ -n "$patterns" ]]; then
+			pattern=$(awk -v d="$dir" '$1 == d { print $2 }' "$patterns")
+			[[ -n "$pattern" ]] || continue
+		fi
 		rel=${dir#"$repo"}
 		rel=${rel#/}
 		rel=${rel:-.}
 		bin="${rel//\//_}"
 		bin="${bin/#./root}.test"
-		log "building $pkg"
+		log "building $pkg${pattern:+ (-test.run $pattern)}"
 		if (cd "$repo" && CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$out/tests/$bin" "$pkg"); then
-			printf '%s %s %s\n' "$pkg" "$rel" "$bin" >>"$out/tests/list"
+			printf '%s %s %s %s\n' "$pkg" "$rel" "$bin" "$pattern" >>"$out/tests/list"
 		else
 			log "BUILD FAIL $pkg"
 			failed=1
@@ -315,7 +356,17 @@ main() {
 	trap cleanup EXIT
 	mkdir -p "$work/root"
 
-	build_go "$work/root" "${@:-./...}" || build_status=1
+	local patterns="$work/kernel-tests"
+	if [[ "${CNI_KERNEL_ALL_TESTS:-}" == 1 ]]; then
+		patterns=""
+	elif ! kernel_tests "$patterns" "${@:-./...}"; then
+		log "the run here failed: every test of every package goes to the VM"
+		patterns=""
+	elif [[ ! -s "$patterns" ]]; then
+		log "no test skips on this kernel for lack of a feature: nothing for the VM"
+		exit 0
+	fi
+	build_go "$work/root" "$patterns" "${@:-./...}" || build_status=1
 	make_root "$work/root" "$kdir"
 	copy_sources "$work/root"
 	write_env "$work/root"

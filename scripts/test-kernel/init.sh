@@ -1,7 +1,8 @@
 #!/usr/bin/busybox sh
 # /init of the test-kernel VM (see scripts/test-kernel.sh): set up a minimal
 # root, load the network modules, run every test binary listed in
-# /tests/list, print a per-package summary and the result marker the host
+# /tests/list (with its -test.run pattern, the tests that skip on the host's
+# kernel, when the list gives one), print a per-package summary and the result marker the host
 # parses, then power off. It runs under busybox sh inside the initramfs.
 
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -44,7 +45,7 @@ echo "test-kernel: iptables: $(iptables --version 2>&1); nft: $(nft --version 2>
 # ($PASS = nofirewall) the binary runs under nofirewall, the firewall binaries
 # hidden, and its verdict is recorded apart.
 run_package() {
-	pkg=$1 dir=$2 bin=$3
+	pkg=$1 dir=$2 bin=$3 pattern=$4
 	wrap="" key=$bin name=$pkg
 	if [ "$PASS" = nofirewall ]; then
 		wrap="/opt/cni-test/bin/nofirewall --" key=$bin.nofirewall name="$pkg (no firewall binaries)"
@@ -52,11 +53,11 @@ run_package() {
 	log=/tmp/results/$key.log
 	start=$(date +%s)
 	if [ "$CNI_TEST_JOBS" -gt 1 ]; then
-		(cd "/src/$dir" && $wrap "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" $CNI_TEST_ARGS) > "$log" 2>&1
+		(cd "/src/$dir" && $wrap "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" ${pattern:+-test.run="$pattern"} $CNI_TEST_ARGS) > "$log" 2>&1
 		rc=$?
 	else
 		echo "=== PACKAGE $name"
-		(cd "/src/$dir" && $wrap "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" $CNI_TEST_ARGS)
+		(cd "/src/$dir" && $wrap "/tests/$bin" -test.count=1 -test.v -test.timeout="$CNI_TEST_TIMEOUT" ${pattern:+-test.run="$pattern"} $CNI_TEST_ARGS)
 		rc=$?
 	fi
 	took=$(($(date +%s) - start))
@@ -80,9 +81,9 @@ run_package() {
 # go test ./..., packages run side by side, each on its own.
 lane() {
 	i=0
-	while read -r pkg dir bin; do
+	while read -r pkg dir bin pattern; do
 		[ -n "$pkg" ] || continue
-		[ $((i % CNI_TEST_JOBS)) -eq "$1" ] && run_package "$pkg" "$dir" "$bin"
+		[ $((i % CNI_TEST_JOBS)) -eq "$1" ] && run_package "$pkg" "$dir" "$bin" "$pattern"
 		i=$((i + 1))
 	done < "$2"
 }
@@ -107,7 +108,7 @@ status=0
 passed=0
 failed=0
 echo "=== SUMMARY (full kernel $(uname -r))"
-while read -r pkg dir bin; do
+while read -r pkg dir bin pattern; do
 	[ -n "$pkg" ] || continue
 	if [ -f "/tmp/results/$bin.verdict" ]; then
 		verdict=$(cat "/tmp/results/$bin.verdict")
@@ -120,7 +121,7 @@ while read -r pkg dir bin; do
 	*) failed=$((failed + 1)) status=1 ;;
 	esac
 done < /tests/list
-while read -r pkg dir bin; do
+while read -r pkg dir bin pattern; do
 	[ -n "$pkg" ] || continue
 	if [ -f "/tmp/results/$bin.nofirewall.verdict" ]; then
 		verdict=$(cat "/tmp/results/$bin.nofirewall.verdict")

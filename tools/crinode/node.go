@@ -144,6 +144,15 @@ func (n *Node) logPath() string {
 	return filepath.Join(n.o.Dir, "containerd.log")
 }
 
+// Socket is the path of containerd's socket (its CRI), as the machine and the node see it.
+func (n *Node) Socket() string { return n.socket() }
+
+// NetConfDir is the CRI's CNI conf_dir, as the node sees it.
+func (n *Node) NetConfDir() string { return n.confDir() }
+
+// BinDir is the CRI's CNI bin_dir, as the node sees it.
+func (n *Node) BinDir() string { return n.o.BinDir }
+
 // confDir is the CRI's conf_dir.
 func (n *Node) confDir() string {
 	if n.o.ConfDir != "" {
@@ -318,6 +327,27 @@ func (n *Node) Restart() error {
 	if err := n.stopContainerd(); err != nil {
 		return err
 	}
+	return n.startContainerd()
+}
+
+// Crash kills containerd (SIGKILL: whatever RPC it was serving ends there, as in a
+// crash or an OOM kill) and starts it again on the same root and state, as systemd
+// restarts it.
+func (n *Node) Crash() error {
+	if n.ctrd == nil || n.ctrd.Process == nil {
+		return errors.New("containerd is not running")
+	}
+	pid := onlyChild(n.ctrd.Process.Pid)
+	if pid == 0 {
+		return errors.New("containerd's process not found under nsenter")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill containerd: %w", err)
+	}
+	for syscall.Kill(pid, 0) == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.ctrd = nil
 	return n.startContainerd()
 }
 

@@ -78,9 +78,11 @@ func TestInstallDaemonSetsDecodeStrictly(t *testing.T) {
 			checkNodeDaemonSet(t, ds)
 			spec := ds.Spec.Template.Spec
 			require.Len(t, spec.InitContainers, 1)
-			require.Len(t, spec.Containers, 1)
+			require.Len(t, spec.Containers, 2)
 			assert.Equal(t, []string{image.BinaryPath, "repair", "--watch"}, spec.Containers[0].Command[:3],
 				"the main container watches for firewall reloads in the binary itself")
+			assert.Equal(t, []string{image.GCCallerPath, "-every"}, spec.Containers[1].Command[:2],
+				"the gc container runs the image's GC caller in a loop")
 			assert.Equal(t, image.BinaryPath, spec.InitContainers[0].Command[0], "the image's binary")
 			hostPaths := map[string]string{}
 			for _, v := range spec.Volumes {
@@ -89,8 +91,9 @@ func TestInstallDaemonSetsDecodeStrictly(t *testing.T) {
 				}
 			}
 			// The repair watcher reads every profile's configs and the result cache,
-			// listens on the system bus and enters the pods' netns.
-			want := []string{"/opt/cni/bin", "/etc/cni/net.d", "/var/lib/cni", "/run/dbus", "/var/run/netns"}
+			// listens on the system bus and enters the pods' netns; the GC caller asks
+			// containerd's CRI socket.
+			want := []string{"/opt/cni/bin", "/etc/cni/net.d", "/var/lib/cni", "/run/dbus", "/var/run/netns", "/run/containerd"}
 			if p.config {
 				require.Len(t, cms, 1)
 				assert.Equal(t, "kube-system", cms[0].Namespace)
@@ -197,8 +200,11 @@ func newContainer(t *testing.T, c corev1.Container, vols []corev1.Volume, cms []
 	t.Helper()
 	bin, err := cnibuild.Binary("amd64")
 	require.NoError(t, err)
+	gcCaller, err := cnibuild.GCCaller("amd64")
+	require.NoError(t, err)
 	ct, err := manifest.NewContainer(c, vols, manifest.Layout{
 		Binary: bin, ImagePath: image.BinaryPath, ConfigMaps: cms,
+		Files:    map[string]string{image.GCCallerPath: gcCaller},
 		HostPath: func(p string) (string, error) { return filepath.Join(hostRoot, p), nil },
 	})
 	require.NoError(t, err)
@@ -276,9 +282,10 @@ func TestInitContainerInstallsIntoTheHostRoot(t *testing.T) {
 					"the config is written after every binary is in place and answers")
 			}
 			// The runtime's view: the network loads and every plugin type is installed.
+			// cni picks 1.1.0 of cniVersions (containerd 1.6 reads cniVersion, 1.0.0).
 			ls, err := exec.Command(bin, "ls", "--conf-dir", confDir).CombinedOutput()
 			require.NoError(t, err, "%s", ls)
-			assert.Regexp(t, `(?m)^\S+\s+1\.0\.0\s+chain\(\S+,portmap,bandwidth\)\s`, string(ls))
+			assert.Regexp(t, `(?m)^\S+\s+1\.1\.0\s+chain\(\S+,portmap,bandwidth\)\s`, string(ls))
 
 			// A pod restart runs the init container again: nothing changes.
 			again := run(t, init)

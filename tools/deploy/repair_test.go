@@ -93,26 +93,9 @@ func TestDaemonSetRepairsAFirewallReloadWithAPodUp(t *testing.T) {
 	bindNetns(t, newNetns(t), filepath.Join(root, pod))
 	run(t, newContainer(t, spec.InitContainers[0], spec.Volumes, cms, root))
 
-	// The runtime, as containerd runs the plugins on the node: /var/lib/cni and
-	// /var/run/netns are the node's, whatever the manifest mounts.
-	runtimeVolumes := slices.DeleteFunc(slices.Clone(spec.Volumes), func(v corev1.Volume) bool { return v.Name == "netns" })
-	dirOrCreate := corev1.HostPathDirectoryOrCreate
-	runtimeVolumes = append(runtimeVolumes, corev1.Volume{Name: "netns", VolumeSource: corev1.VolumeSource{
-		HostPath: &corev1.HostPathVolumeSource{Path: "/var/run/netns", Type: &dirOrCreate}}})
+	rt := nodeRuntime(t, spec, cms, root, node)
 	runtime := func(cmd string) (string, error) {
-		c := corev1.Container{
-			Name: "runtime",
-			Command: []string{image.BinaryPath, cmd, "cni", pod, "--container-id", "pod-1",
-				"--conf-dir", "/host/etc/cni/net.d", "--cni-path", "/host/opt/cni/bin",
-				"--cap-args", `{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]}`},
-			VolumeMounts: []corev1.VolumeMount{
-				{Name: "cni-bin", MountPath: "/host/opt/cni/bin"},
-				{Name: "cni-net-d", MountPath: "/host/etc/cni/net.d"},
-				{Name: "cni-cache", MountPath: "/var/lib/cni"},
-				{Name: "netns", MountPath: "/var/run/netns"},
-			},
-		}
-		return newContainer(t, c, runtimeVolumes, cms, root).Run("nsenter", "--net="+node, "--")
+		return rt(cmd, pod, "pod-1", `{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]}`)
 	}
 	out, err := runtime("add")
 	require.NoError(t, err, out)
@@ -160,6 +143,31 @@ func TestDaemonSetRepairsAFirewallReloadWithAPodUp(t *testing.T) {
 		assert.NoError(t, err, "exit status 0 on SIGTERM: %s", log.String())
 	case <-time.After(repairBound):
 		t.Fatalf("cni repair --watch ignored SIGTERM: %s", log.String())
+	}
+}
+
+// nodeRuntime runs the plugins on the node as containerd does: `cni add|check|del` of
+// the image's binary in the node's netns, on the node's /var/lib/cni and
+// /var/run/netns, whatever the manifest mounts; capArgs are the runtime's capability
+// arguments of the pod.
+func nodeRuntime(t *testing.T, spec corev1.PodSpec, cms []corev1.ConfigMap, root, node string) func(cmd, netns, id, capArgs string) (string, error) {
+	runtimeVolumes := slices.DeleteFunc(slices.Clone(spec.Volumes), func(v corev1.Volume) bool { return v.Name == "netns" })
+	dirOrCreate := corev1.HostPathDirectoryOrCreate
+	runtimeVolumes = append(runtimeVolumes, corev1.Volume{Name: "netns", VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: "/var/run/netns", Type: &dirOrCreate}}})
+	return func(cmd, netns, id, capArgs string) (string, error) {
+		c := corev1.Container{
+			Name: "runtime",
+			Command: []string{image.BinaryPath, cmd, "cni", netns, "--container-id", id,
+				"--conf-dir", "/host/etc/cni/net.d", "--cni-path", "/host/opt/cni/bin", "--cap-args", capArgs},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "cni-bin", MountPath: "/host/opt/cni/bin"},
+				{Name: "cni-net-d", MountPath: "/host/etc/cni/net.d"},
+				{Name: "cni-cache", MountPath: "/var/lib/cni"},
+				{Name: "netns", MountPath: "/var/run/netns"},
+			},
+		}
+		return newContainer(t, c, runtimeVolumes, cms, root).Run("nsenter", "--net="+node, "--")
 	}
 }
 

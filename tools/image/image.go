@@ -1,5 +1,6 @@
 // Package image builds the cni node image without a container daemon: one layer
-// holding the static binary (plus /tmp, nothing else: no CA bundle, no users), the
+// holding the static binary and the GC caller of CRI nodes, cni-gc-cri, a program of
+// the build tools' module (plus /tmp, nothing else: no CA bundle, no users), the
 // binary as entrypoint, OCI labels naming version and source, for linux/amd64 and
 // linux/arm64 in one OCI index. WriteArchive writes it as one tar that is at the same
 // time an OCI image layout (podman load, skopeo, ctr import) and a docker save archive
@@ -26,15 +27,22 @@ import (
 // BinaryPath is where the binary lives in the image; the DaemonSet runs it by this path.
 const BinaryPath = "/cni"
 
+// GCCallerPath is where the GC caller of CRI nodes (tools/cmd/cni-gc-cri) lives in the
+// image; the DaemonSet's gc container runs it by this path.
+const GCCallerPath = "/cni-gc-cri"
+
 // Options are the inputs of one build.
 type Options struct {
 	// Binaries maps a GOARCH (amd64, arm64) to the static linux binary built for it.
 	Binaries map[string]string
-	Version  string    // org.opencontainers.image.version, and the tag
-	Revision string    // the source commit
-	Source   string    // the source repository URL
-	Created  time.Time // SOURCE_DATE_EPOCH: every timestamp in the image
-	Name     string    // the repository the archive names, e.g. docker.io/cnikit/cni
+	// GCCallers maps a GOARCH to cni-gc-cri built for it: every architecture of
+	// Binaries needs one.
+	GCCallers map[string]string
+	Version   string    // org.opencontainers.image.version, and the tag
+	Revision  string    // the source commit
+	Source    string    // the source repository URL
+	Created   time.Time // SOURCE_DATE_EPOCH: every timestamp in the image
+	Name      string    // the repository the archive names, e.g. docker.io/cnikit/cni
 	// Tag is the tag the archive names the image by; empty: Version. make image gives
 	// the release the manifests of deploy/kubernetes name, so that a build of any
 	// commit applies as they stand (its version label still says which build it is).
@@ -119,7 +127,14 @@ func archImage(o Options, arch string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layerTar, err := rootfs(bin, o.Created)
+	if o.GCCallers[arch] == "" {
+		return nil, fmt.Errorf("no GC caller (cni-gc-cri) for %s", arch)
+	}
+	gcCaller, err := os.ReadFile(o.GCCallers[arch])
+	if err != nil {
+		return nil, err
+	}
+	layerTar, err := rootfs(bin, gcCaller, o.Created)
 	if err != nil {
 		return nil, err
 	}
@@ -145,8 +160,8 @@ func archImage(o Options, arch string) (v1.Image, error) {
 	cf.Config = Config(o)
 	cf.History = []v1.History{{
 		Created:   cf.Created,
-		CreatedBy: "cni tools/image: " + BinaryPath + " and /tmp",
-		Comment:   "the static cni binary, nothing else",
+		CreatedBy: "cni tools/image: " + BinaryPath + ", " + GCCallerPath + " and /tmp",
+		Comment:   "the static cni binary and its GC caller, nothing else",
 	}}
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
@@ -155,8 +170,9 @@ func archImage(o Options, arch string) (v1.Image, error) {
 	return mutate.Annotations(img, o.Labels()).(v1.Image), nil
 }
 
-// rootfs is the layer: /cni and /tmp, root-owned, with fixed times, in name order.
-func rootfs(bin []byte, mtime time.Time) ([]byte, error) {
+// rootfs is the layer: /cni, /cni-gc-cri and /tmp, root-owned, with fixed times, in
+// name order.
+func rootfs(bin, gcCaller []byte, mtime time.Time) ([]byte, error) {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
 	entries := []struct {
@@ -164,6 +180,7 @@ func rootfs(bin []byte, mtime time.Time) ([]byte, error) {
 		data []byte
 	}{
 		{tar.Header{Typeflag: tar.TypeReg, Name: BinaryPath[1:], Mode: 0o755, Size: int64(len(bin))}, bin},
+		{tar.Header{Typeflag: tar.TypeReg, Name: GCCallerPath[1:], Mode: 0o755, Size: int64(len(gcCaller))}, gcCaller},
 		{tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777}, nil},
 	}
 	for _, e := range entries {

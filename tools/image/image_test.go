@@ -35,17 +35,21 @@ func TestMain(m *testing.M) { cnibuild.Main(m) }
 func options(t *testing.T) image.Options {
 	t.Helper()
 	o := image.Options{
-		Binaries: map[string]string{},
-		Version:  "v1.2.3-test",
-		Revision: "abc1234",
-		Source:   "https://example.com/cni",
-		Created:  time.Unix(1767225600, 0).UTC(),
-		Name:     "docker.io/cnikit/cni",
+		Binaries:  map[string]string{},
+		GCCallers: map[string]string{},
+		Version:   "v1.2.3-test",
+		Revision:  "abc1234",
+		Source:    "https://example.com/cni",
+		Created:   time.Unix(1767225600, 0).UTC(),
+		Name:      "docker.io/cnikit/cni",
 	}
 	for _, arch := range []string{"amd64", "arm64"} {
 		bin, err := cnibuild.Binary(arch)
 		require.NoError(t, err)
 		o.Binaries[arch] = bin
+		gc, err := cnibuild.GCCaller(arch)
+		require.NoError(t, err)
+		o.GCCallers[arch] = gc
 	}
 	return o
 }
@@ -214,7 +218,7 @@ func TestAmd64LayerBinaryAnswersVersion(t *testing.T) {
 	for _, h := range hdrs {
 		names = append(names, fmt.Sprintf("%s %o %d:%d", h.Name, h.Mode, h.Uid, h.Gid))
 	}
-	assert.Equal(t, []string{"cni 755 0:0", "tmp/ 1777 0:0"}, names, "the binary and /tmp, nothing else")
+	assert.Equal(t, []string{"cni 755 0:0", "cni-gc-cri 755 0:0", "tmp/ 1777 0:0"}, names, "the binary, its GC caller and /tmp, nothing else")
 
 	root := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(root, "cni"), layer["cni"], 0o755))
@@ -225,6 +229,11 @@ func TestAmd64LayerBinaryAnswersVersion(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `"supportedVersions"`)
 	assert.Contains(t, string(out), `"1.1.0"`)
+
+	require.NoError(t, os.WriteFile(filepath.Join(root, "cni-gc-cri"), layer["cni-gc-cri"], 0o755))
+	out, err = exec.Command(filepath.Join(root, "cni-gc-cri"), "-help").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "-socket", "the GC caller, which the DaemonSet's gc container runs")
 }
 
 func TestArm64LayerHoldsAnArm64Binary(t *testing.T) {
@@ -359,6 +368,9 @@ func TestContainerfileDescribesTheSameImage(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "scratch", got["FROM"])
+	whole, err := os.ReadFile(f.Name())
+	require.NoError(t, err)
+	assert.Contains(t, string(whole), "-o /out"+image.GCCallerPath+" ./cmd/cni-gc-cri", "the build stage builds the GC caller")
 	assert.Equal(t, mustJSON(t, want.Entrypoint), got["ENTRYPOINT"])
 	assert.Equal(t, mustJSON(t, want.Cmd), got["CMD"])
 	assert.Equal(t, want.User, got["USER"])

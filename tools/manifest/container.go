@@ -32,6 +32,9 @@ type mount struct {
 type Layout struct {
 	// Binary is the image's program, put at ImagePath in the container's root.
 	Binary, ImagePath string
+	// Files are the image's other programs: their path in the image to the file of the
+	// machine that holds it.
+	Files map[string]string
 	// HostPath maps a hostPath volume's path to the directory of the machine that
 	// plays it (a test's host root, a lab node's disk).
 	HostPath func(path string) (string, error)
@@ -51,14 +54,28 @@ func NewContainer(c corev1.Container, vols []corev1.Volume, l Layout) (_ *Contai
 	if ct.rootfs, err = ct.tempDir("cni-container-"); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(l.Binary)
-	if err != nil {
-		return nil, err
+	files := map[string]string{l.ImagePath: l.Binary}
+	for imagePath, src := range l.Files {
+		files[imagePath] = src
 	}
-	if err := os.WriteFile(filepath.Join(ct.rootfs, l.ImagePath), data, 0o755); err != nil {
-		return nil, err
+	for imagePath, src := range files {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(ct.rootfs, imagePath), data, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.Mkdir(filepath.Join(ct.rootfs, "proc"), 0o555); err != nil {
+		return nil, err
+	}
+	// Every runtime gives a container /dev/null (Go's os/exec opens it for a child's
+	// stdin): the machine's is bound on this file.
+	if err := os.Mkdir(filepath.Join(ct.rootfs, "dev"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(ct.rootfs, "dev", "null"), nil, 0o666); err != nil {
 		return nil, err
 	}
 	for _, m := range c.VolumeMounts {
@@ -121,8 +138,8 @@ func (ct *Container) Command() []string { return slices.Clone(ct.command) }
 
 // Cmd returns the command that runs the container, after prefix (e.g. nsenter into a
 // node's network namespace, for a hostNetwork pod): unshare gives it a private mount
-// namespace (nothing is mounted on the machine), the script binds the volumes (recursively) and
-// /proc, then chroot execs the container's command, which keeps the process's PID.
+// namespace (nothing is mounted on the machine), the script binds the volumes (recursively),
+// /proc and /dev/null, then chroot execs the container's command, which keeps the process's PID.
 func (ct *Container) Cmd(prefix ...string) *exec.Cmd {
 	var script strings.Builder
 	script.WriteString("set -e\n")
@@ -136,6 +153,7 @@ func (ct *Container) Cmd(prefix ...string) *exec.Cmd {
 		}
 	}
 	fmt.Fprintf(&script, "mount -t proc proc %q\n", filepath.Join(ct.rootfs, "proc"))
+	fmt.Fprintf(&script, "mount --bind /dev/null %q\n", filepath.Join(ct.rootfs, "dev", "null"))
 	fmt.Fprintf(&script, "exec chroot %q \"$@\"\n", ct.rootfs)
 	argv := append(slices.Clone(prefix), "unshare", "--mount", "--propagation", "private", "sh", "-c", script.String(), "sh")
 	cmd := exec.Command(argv[0], append(argv[1:], ct.command...)...)

@@ -1,6 +1,7 @@
 // Package packages builds the .deb and .rpm of cni with nfpm: /opt/cni/bin/cni, one
 // relative symlink per plugin of the registry (the names come from the binary's
-// --list), the systemd units found in deploy/systemd (with the .wants links of those
+// --list), the GC caller of CRI nodes (cni-gc-cri, a program of the build tools'
+// module), the systemd units found in deploy/systemd (with the .wants links of those
 // that say X-StaticWantedBy=), the license and the changelog.
 // The same inputs give the same bytes: every timestamp is the given epoch.
 package packages
@@ -25,6 +26,10 @@ import (
 // PluginDir is where the packages put the binary and its plugin names.
 const PluginDir = "/opt/cni/bin"
 
+// GCCallerPath is where the packages put cni-gc-cri, which cni-gc.service runs: not in
+// PluginDir, where it would be taken for a plugin.
+const GCCallerPath = "/usr/libexec/cni/cni-gc-cri"
+
 // UnitDir is where systemd finds packaged units on Debian and on RPM distributions.
 const UnitDir = "/usr/lib/systemd/system"
 
@@ -43,6 +48,7 @@ const ReferenceVersion = "1.9.1"
 // Options are the inputs of one package.
 type Options struct {
 	Binary    string    // the static binary for Arch
+	GCCaller  string    // the static cni-gc-cri for Arch; needed when Units hold cni-gc.service
 	Names     []string  // plugin names, from the registry (cni --list)
 	Arch      string    // GOARCH
 	Version   string    // the build version (git describe)
@@ -134,7 +140,17 @@ func Info(o Options, format string) (*nfpm.Info, error) {
 			FileInfo:    &files.ContentFileInfo{Mode: 0o777, MTime: o.MTime},
 		})
 	}
+	if o.GCCaller != "" {
+		contents = append(contents, &files.Content{
+			Source:      o.GCCaller,
+			Destination: GCCallerPath,
+			FileInfo:    &files.ContentFileInfo{Mode: 0o755, MTime: o.MTime},
+		})
+	}
 	for _, u := range slices.Sorted(slices.Values(o.Units)) {
+		if filepath.Base(u) == "cni-gc.service" && o.GCCaller == "" {
+			return nil, fmt.Errorf("%s runs %s: the GC caller binary is needed", u, GCCallerPath)
+		}
 		contents = append(contents, &files.Content{
 			Source:      u,
 			Destination: filepath.Join(UnitDir, filepath.Base(u)),
@@ -254,11 +270,11 @@ func StaticWantedBy(unit string) ([]string, error) {
 	return out, nil
 }
 
-// Units returns the systemd units (*.service, *.socket) of dir, none when dir does not
-// exist: the packages pick up the dhcp daemon's units once they are there.
+// Units returns the systemd units (*.service, *.socket, *.timer) of dir, none when dir
+// does not exist: the packages pick up the dhcp daemon's units once they are there.
 func Units(dir string) ([]string, error) {
 	var out []string
-	for _, pattern := range []string{"*.service", "*.socket"} {
+	for _, pattern := range []string{"*.service", "*.socket", "*.timer"} {
 		m, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
 			return nil, err

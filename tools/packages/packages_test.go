@@ -26,6 +26,8 @@ func options(t *testing.T) packages.Options {
 	require.NoError(t, err)
 	names, err := packages.PluginNames(bin)
 	require.NoError(t, err)
+	gcCaller, err := cnibuild.GCCaller("amd64")
+	require.NoError(t, err)
 	units := t.TempDir()
 	for _, u := range []string{"cni-dhcp.service", "cni-dhcp.socket", "README"} {
 		require.NoError(t, os.WriteFile(filepath.Join(units, u), []byte("[Unit]\nDescription=test "+u+"\n"), 0o644))
@@ -34,7 +36,7 @@ func options(t *testing.T) packages.Options {
 	require.NoError(t, err)
 	root := cnibuild.Root()
 	return packages.Options{
-		Binary: bin, Names: names, Arch: "amd64", Version: "v1.2.3-4-gabcdef0",
+		Binary: bin, GCCaller: gcCaller, Names: names, Arch: "amd64", Version: "v1.2.3-4-gabcdef0",
 		Homepage: "https://example.com/cni", Units: unitFiles,
 		License: filepath.Join(root, "LICENSE"), Changelog: filepath.Join(root, "packaging", "changelog.yml"),
 		MTime: time.Unix(1767225600, 0).UTC(),

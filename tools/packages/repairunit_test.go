@@ -38,7 +38,8 @@ func TestTheRepairUnitRunsAfterEveryFirewallReload(t *testing.T) {
 
 // TestTheDebEnablesTheRepairUnitWithoutAScript builds the .deb from deploy/systemd: both
 // repair units are shipped, cni-repair.service is linked into each firewall unit's
-// .wants directory (enabled with no maintainer script), and nothing else is.
+// .wants directory (enabled with no maintainer script), and nothing else is but the GC
+// timer, into timers.target's.
 func TestTheDebEnablesTheRepairUnitWithoutAScript(t *testing.T) {
 	o := options(t)
 	units, err := packages.Units(filepath.Join(cnibuild.Root(), "deploy", "systemd"))
@@ -54,7 +55,7 @@ func TestTheDebEnablesTheRepairUnitWithoutAScript(t *testing.T) {
 	for _, m := range regexp.MustCompile(`\./usr/lib/systemd/system/(\S+\.wants/\S+) -> (\S+)`).FindAllStringSubmatch(contents, -1) {
 		links = append(links, m[1]+" -> "+m[2])
 	}
-	var want []string
+	want := []string{"timers.target.wants/cni-gc.timer -> ../cni-gc.timer"}
 	for _, by := range firewallUnits {
 		want = append(want, by+".wants/cni-repair.service -> ../cni-repair.service")
 	}

@@ -2,6 +2,8 @@ package kernelfeature
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -149,11 +151,31 @@ func TestRequireVerdict(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &verdictRecorder{TB: t}
-			decide(rec, VLAN, tt.ok, tt.err, tt.fullKernel)
+			decide(rec, VLAN, tt.ok, tt.err, tt.fullKernel, "")
 			assert.Equal(t, tt.wantSkipped, rec.skipped, "skipped")
 			assert.Equal(t, tt.wantFailed, rec.failed, "failed")
 		})
 	}
+}
+
+// A skip for a missing feature is noted with the package's directory and the top-level
+// test, which make test-kernel then runs in its VM; nothing else is noted.
+func TestRequireNotesEverySkipForTheVM(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "skips")
+	t.Run("sub", func(t *testing.T) {
+		decide(&verdictRecorder{TB: t}, VLAN, false, nil, false, dir)
+		decide(&verdictRecorder{TB: t}, VRF, true, nil, false, dir)
+		decide(&verdictRecorder{TB: t}, Bond, false, errors.New("boom"), false, dir)
+		decide(&verdictRecorder{TB: t}, Bond, false, nil, true, dir)
+	})
+	cwd, err := os.Getwd()
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(dir, "skips-*"))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "one file per test process")
+	data, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	assert.Equal(t, cwd+"\tTestRequireNotesEverySkipForTheVM\n", string(data))
 }
 
 func TestFeatureNamesAreReadable(t *testing.T) {

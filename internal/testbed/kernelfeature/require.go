@@ -3,6 +3,8 @@ package kernelfeature
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -10,6 +12,12 @@ import (
 // FullKernelEnv is the environment variable the full-kernel VM run sets; with
 // it a missing feature is a test failure rather than a skip.
 const FullKernelEnv = "CNI_TEST_FULL_KERNEL"
+
+// SkipLogEnv names a directory where Require notes every test it skips for a
+// missing feature: make test-kernel runs the packages that can ask for one on the
+// machine first, with it set, and then only the tests noted there in its VM, so
+// that a new test that needs a feature runs there with no list to keep.
+const SkipLogEnv = "CNI_TEST_KERNEL_SKIPS"
 
 // memo holds one probe per feature, each run at most once per process: probing
 // costs a namespace and a few netlink round trips, and the kernel's answer
@@ -40,12 +48,12 @@ func Has(feature Feature) (bool, error) {
 func Require(t testing.TB, feature Feature) {
 	t.Helper()
 	ok, err := Has(feature)
-	decide(t, feature, ok, err, os.Getenv(FullKernelEnv) == "1")
+	decide(t, feature, ok, err, os.Getenv(FullKernelEnv) == "1", os.Getenv(SkipLogEnv))
 }
 
 // decide is Require's verdict, apart from the probe so it can be tested with
-// any probe outcome.
-func decide(t testing.TB, feature Feature, ok bool, err error, fullKernel bool) {
+// any probe outcome. A skip is noted in skipLog first, when it names a directory.
+func decide(t testing.TB, feature Feature, ok bool, err error, fullKernel bool, skipLog string) {
 	t.Helper()
 	switch {
 	case err != nil:
@@ -54,6 +62,35 @@ func decide(t testing.TB, feature Feature, ok bool, err error, fullKernel bool) 
 	case fullKernel:
 		t.Fatalf("kernel lacks %s, but %s=1 promises a kernel that has it", feature, FullKernelEnv)
 	default:
+		noteSkip(t, skipLog)
 		t.Skipf("kernel lacks %s: run `make test-kernel` to test this in a VM with a full kernel", feature)
+	}
+}
+
+// noteSkip appends "<package dir>\t<top-level test>" to this process's file in dir (go
+// test runs a package's tests in its directory): the VM runs the whole top-level test.
+// A note that cannot be written fails the test, as the VM would miss the test.
+func noteSkip(t testing.TB, dir string) {
+	t.Helper()
+	if dir == "" {
+		return
+	}
+	cwd, err := os.Getwd()
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	var f *os.File
+	if err == nil {
+		f, err = os.OpenFile(filepath.Join(dir, fmt.Sprintf("skips-%d", os.Getpid())), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	}
+	if err == nil {
+		top, _, _ := strings.Cut(t.Name(), "/")
+		_, err = fmt.Fprintf(f, "%s\t%s\n", cwd, top)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatalf("kernelfeature: noting the skip in %s=%s: %v", SkipLogEnv, dir, err)
 	}
 }

@@ -24,6 +24,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("cni-image", flag.ContinueOnError)
 	var o image.Options
 	bins := fs.String("bin", "", buildflags.BinaryUsage)
+	gcBins := fs.String("gc-bin", "", "the GC caller cni-gc-cri per architecture, as -bin names cni's")
 	fs.StringVar(&o.Version, "version", "dev", "image version (label, and the tag unless -tag is set)")
 	fs.StringVar(&o.Tag, "tag", "", "the tag the archive names the image by (default: -version)")
 	fs.StringVar(&o.Revision, "revision", "unknown", "source commit")
@@ -38,9 +39,16 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	o.Binaries = map[string]string{}
+	gcCallers, err := buildflags.Binaries(*gcBins)
+	if err != nil {
+		return fmt.Errorf("-gc-bin: %w", err)
+	}
+	o.Binaries, o.GCCallers = map[string]string{}, map[string]string{}
 	for _, b := range binaries {
 		o.Binaries[b.Arch] = b.Path
+	}
+	for _, b := range gcCallers {
+		o.GCCallers[b.Arch] = b.Path
 	}
 	if o.Created, err = buildflags.Epoch(*epoch); err != nil {
 		return err

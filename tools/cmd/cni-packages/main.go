@@ -21,6 +21,7 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("cni-packages", flag.ContinueOnError)
 	bins := fs.String("bin", "", buildflags.BinaryUsage)
+	gcBins := fs.String("gc-bin", "", "the GC caller cni-gc-cri per architecture, as -bin names cni's")
 	lister := fs.String("list", "bin/cni", "a cni binary that runs here: its --list names the plugins")
 	version := fs.String("version", "dev", "build version (git describe)")
 	homepage := fs.String("homepage", "", "source repository URL")
@@ -48,9 +49,13 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	gcCallers, err := buildflags.Binaries(*gcBins)
+	if err != nil {
+		return fmt.Errorf("-gc-bin: %w", err)
+	}
 	for _, b := range binaries {
 		o := packages.Options{
-			Binary: b.Path, Names: names, Arch: b.Arch, Version: *version, Homepage: *homepage,
+			Binary: b.Path, GCCaller: buildflags.For(gcCallers, b.Arch), Names: names, Arch: b.Arch, Version: *version, Homepage: *homepage,
 			Units: unitFiles, License: *license, Changelog: *changelog, MTime: mtime,
 		}
 		for _, format := range []string{"deb", "rpm"} {

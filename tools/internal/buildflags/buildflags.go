@@ -46,3 +46,13 @@ func Epoch(s string) (time.Time, error) {
 	}
 	return time.Unix(secs, 0).UTC(), nil
 }
+
+// For is the path bins name for arch, "" when they name none.
+func For(bins []Binary, arch string) string {
+	for _, b := range bins {
+		if b.Arch == arch {
+			return b.Path
+		}
+	}
+	return ""
+}

@@ -31,3 +31,10 @@ func TestEpochIsSecondsSince1970InUTC(t *testing.T) {
 	_, err = Epoch("yesterday")
 	assert.ErrorContains(t, err, "-epoch")
 }
+
+func TestForIsThePathOfTheArchOrNothing(t *testing.T) {
+	bins, err := Binaries("amd64=a/cni-gc-cri,arm64=b/cni-gc-cri")
+	require.NoError(t, err)
+	assert.Equal(t, "b/cni-gc-cri", For(bins, "arm64"))
+	assert.Empty(t, For(bins, "riscv64"))
+}

@@ -38,18 +38,28 @@ const PrebuiltEnv = "CNI_TEST_ARCH_BINS"
 
 // Binary returns a static linux build of ./cmd/cni for arch: the prebuilt one of
 // $CNI_TEST_ARCH_BINS, or one made once per process.
-func Binary(arch string) (string, error) {
+func Binary(arch string) (string, error) { return program("cni", arch, Build) }
+
+// GCCaller returns a static linux build of the tools' ./cmd/cni-gc-cri for arch, the
+// GC caller the packages and the image ship beside cni: the prebuilt one of
+// $CNI_TEST_ARCH_BINS, or one made once per process.
+func GCCaller(arch string) (string, error) { return program("cni-gc-cri", arch, BuildGCCaller) }
+
+// program returns the build of name for arch, made by build once per process unless
+// $CNI_TEST_ARCH_BINS holds it.
+func program(name, arch string, build func(arch, out string) error) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
-	if p, ok := built[arch]; ok {
+	key := name + "/" + arch
+	if p, ok := built[key]; ok {
 		return p, nil
 	}
 	if d := os.Getenv(PrebuiltEnv); d != "" {
-		p := filepath.Join(d, "linux-"+arch, "cni")
+		p := filepath.Join(d, "linux-"+arch, name)
 		if _, err := os.Stat(p); err != nil {
 			return "", fmt.Errorf("%s=%s: %w", PrebuiltEnv, d, err)
 		}
-		built[arch] = p
+		built[key] = p
 		return p, nil
 	}
 	if dir == "" {
@@ -59,12 +69,17 @@ func Binary(arch string) (string, error) {
 		}
 		dir = d
 	}
-	out := filepath.Join(dir, arch, "cni")
-	if err := Build(arch, out); err != nil {
+	out := filepath.Join(dir, arch, name)
+	if err := build(arch, out); err != nil {
 		return "", err
 	}
-	built[arch] = out
+	built[key] = out
 	return out, nil
+}
+
+// BuildGCCaller builds the tools' ./cmd/cni-gc-cri for arch into out, as make does.
+func BuildGCCaller(arch, out string) error {
+	return goBuild(filepath.Join(Root(), "tools"), "./cmd/cni-gc-cri", arch, out, Flags)
 }
 
 // Build builds ./cmd/cni for arch into out.
@@ -77,12 +92,17 @@ func BuildVersion(arch, out, version string) error {
 }
 
 func build(arch, out string, flags []string) error {
+	return goBuild(Root(), "./cmd/cni", arch, out, flags)
+}
+
+// goBuild builds the package pkg of the module in dir, static, for linux/arch.
+func goBuild(dir, pkg, arch, out string, flags []string) error {
 	args := append([]string{"build"}, flags...)
-	cmd := exec.Command("go", append(args, "-o", out, "./cmd/cni")...)
-	cmd.Dir = Root()
+	cmd := exec.Command("go", append(args, "-o", out, pkg)...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=-buildvcs=false")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/cni for %s: %w\n%s", arch, err, b)
+		return fmt.Errorf("go build %s for %s: %w\n%s", pkg, arch, err, b)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cnikit/cni/tools/cluster"
 	"github.com/cnikit/cni/tools/crinode"
+	"github.com/cnikit/cni/tools/crinode/podtest"
 )
 
 // pod is one pod of the lab: its sandbox, where it runs, and a server on its port 80
@@ -38,14 +39,7 @@ type pod struct {
 // newPod describes a pod as kubelet sends it: a hostPort (0: none) to its port 80 and,
 // when bandwidth is set, both bandwidth annotations.
 func newPod(name string, hostPort int32, bandwidth string) *pod {
-	p := &pod{Pod: crinode.Pod{Name: name, Namespace: labPodsNamespace, UID: "uid-" + name}}
-	if hostPort > 0 {
-		p.Ports = []crinode.Port{{HostPort: hostPort, ContainerPort: 80}}
-	}
-	if bandwidth != "" {
-		p.Annotations = map[string]string{"kubernetes.io/ingress-bandwidth": bandwidth, "kubernetes.io/egress-bandwidth": bandwidth}
-	}
-	return p
+	return &pod{Pod: podtest.Spec(labPodsNamespace, name, hostPort, bandwidth)}
 }
 
 // run is RunPodSandbox on n, then the pod's address and its server.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/tools/crinode"
+	"github.com/cnikit/cni/tools/crinode/podtest"
 )
 
 // oneAddressList is the standard chain on a /30: the gateway takes 10.88.0.1, so every
@@ -34,10 +35,10 @@ func TestDELThatFailsOnce(t *testing.T) {
 			peer, base := withPeer(t, n)
 
 			first := newPod("first", 8110, "1M")
-			first.run(t, n)
-			require.Equal(t, "10.88.0.2", first.ip(t, n))
+			first.Run(t, n)
+			require.Equal(t, "10.88.0.2", first.IP(t, n))
 			hidden := hidePlugin(t, o)
-			stopErr, removeErr := n.CRI.StopPod(first.id), n.CRI.RemovePod(first.id)
+			stopErr, removeErr := n.CRI.StopPod(first.ID), n.CRI.RemovePod(first.ID)
 			require.Error(t, errors.Join(stopErr, removeErr), "CRI-O reports the failed DEL")
 			require.NoError(t, os.Rename(hidden+".hidden", hidden))
 			s, err := n.State()
@@ -46,23 +47,23 @@ func TestDELThatFailsOnce(t *testing.T) {
 
 			// kubelet's next attempt: its StopPodSandbox runs the DEL again, which must
 			// free the address.
-			require.NoError(t, n.CRI.StopPod(first.id))
+			require.NoError(t, n.CRI.StopPod(first.ID))
 			s, err = n.State()
 			require.NoError(t, err)
 			assert.Empty(t, s.Reservations, "the retried DEL frees the address")
 			// CRI-O v1.34.0's own bookkeeping fails every later RemovePodSandbox after a
 			// failed one ("failed to delete container ... from index: no such id"): the
 			// sandbox stays listed, its network gone. That is CRI-O's, not the plugins'.
-			if err := n.CRI.RemovePod(first.id); err != nil {
+			if err := n.CRI.RemovePod(first.ID); err != nil {
 				require.ErrorContains(t, err, "from index: no such id")
 			}
 			next := newPod("next", 8111, "1M")
-			next.run(t, n)
-			assert.Equal(t, "10.88.0.2", next.ip(t, n), "the next pod on the address")
-			next.reach(t, peer)
-			next.stopAndRemove(t, n)
+			next.Run(t, n)
+			assert.Equal(t, "10.88.0.2", next.IP(t, n), "the next pod on the address")
+			next.Reach(t, peer)
+			next.StopAndRemove(t, n)
 			// CRI-O logged the failed DEL as an error: its own, not the plugins'.
-			requireNothingLeftQuiet(t, n, base, first.id)
+			podtest.RequireNothingLeft(t, n, base, first.ID)
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/tools/crinode"
+	"github.com/cnikit/cni/tools/crinode/podtest"
 )
 
 // TestGCAtCRIORestartWithPodsUp: CRI-O restarts with pods up and calls GC with the
@@ -21,9 +22,9 @@ func TestGCAtCRIORestartWithPodsUp(t *testing.T) {
 		t.Run(side.name, func(t *testing.T) {
 			n := startCRIO(t, side, crioList, nil)
 			peer, base := withPeer(t, n)
-			pods := []*pod{newPod("before-1", 8090, "1M"), newPod("before-2", 8091, "")}
+			pods := []*podtest.Pod{newPod("before-1", 8090, "1M"), newPod("before-2", 8091, "")}
 			for _, p := range pods {
-				p.run(t, n)
+				p.Run(t, n)
 			}
 			before, err := n.State()
 			require.NoError(t, err)
@@ -35,18 +36,7 @@ func TestGCAtCRIORestartWithPodsUp(t *testing.T) {
 			after, err := n.State()
 			require.NoError(t, err)
 			assert.Equal(t, before, after, "GC at CRI-O's start keeps what the restored pods hold")
-			for _, p := range pods {
-				st, err := n.CRI.Status(p.id)
-				require.NoError(t, err)
-				assert.True(t, st.Ready, "%s survives the restart", p.Name)
-				p.reach(t, peer)
-			}
-			next := newPod("after", 8092, "15M")
-			next.run(t, n)
-			next.reach(t, peer)
-			for _, p := range append(pods, next) {
-				p.stopAndRemove(t, n)
-			}
+			podtest.AfterRestart(t, n, peer, podNamespace, pods)
 			requireNothingLeft(t, n, base)
 		})
 	}
@@ -82,14 +72,14 @@ func testGCWithPodsGone(t *testing.T, side plugins, dropCache bool) {
 	first, err := crinode.Start(o)
 	require.NoError(t, err)
 	waitNetworkReady(t, first)
-	pods := []*pod{newPod("gone-1", 8093, "1M"), newPod("gone-2", 0, "")}
+	pods := []*podtest.Pod{newPod("gone-1", 8093, "1M"), newPod("gone-2", 0, "")}
 	for _, p := range pods {
 		id, err := first.CRI.RunPod(p.Pod)
 		if err != nil {
 			t.Logf("CRI-O's log:\n%s", first.LogTail())
 		}
 		require.NoError(t, err)
-		p.id = id
+		p.ID = id
 	}
 	up, err := first.State()
 	require.NoError(t, err)
@@ -114,8 +104,8 @@ func testGCWithPodsGone(t *testing.T, side plugins, dropCache bool) {
 
 	// The node works on: a pod comes and goes and leaves nothing.
 	p := newPod("back", 8094, "")
-	p.run(t, n)
-	p.stopAndRemove(t, n)
+	p.Run(t, n)
+	p.StopAndRemove(t, n)
 	s, err = n.State()
 	require.NoError(t, err)
 	assert.Empty(t, s.Reservations)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/tools/crinode"
+	"github.com/cnikit/cni/tools/crinode/podtest"
 	"github.com/cnikit/cni/tools/internal/cnibuild"
 )
 
@@ -41,9 +42,9 @@ func TestCNIInstallUnderCRIOsWatch(t *testing.T) {
 		Pause: pause, PauseArchive: pauseArchive, CRIO: crioPrograms(t)})
 	peer, base := withPeer(t, n)
 
-	before := []*pod{newPod("old-1", 8100, "1M"), newPod("old-2", 8101, "")}
+	before := []*podtest.Pod{newPod("old-1", 8100, "1M"), newPod("old-2", 8101, "")}
 	for _, p := range before {
-		p.run(t, n)
+		p.Run(t, n)
 	}
 
 	// Ask for the runtime's status all along, as kubelet does (CRI-O asks the
@@ -76,9 +77,9 @@ func TestCNIInstallUnderCRIOsWatch(t *testing.T) {
 		// A pod on the new layout, once CRI-O has reloaded (RunPodSandbox waits for a
 		// ready network; a pod on a half-written layout fails).
 		p := newPod("during"+flag, 8102, "15M")
-		p.run(t, n)
-		p.reach(t, peer)
-		p.stopAndRemove(t, n)
+		p.Run(t, n)
+		p.Reach(t, peer)
+		p.StopAndRemove(t, n)
 	}
 	reinstall("--one-exec")
 	reinstall("--conf")
@@ -91,12 +92,12 @@ func TestCNIInstallUnderCRIOsWatch(t *testing.T) {
 	mu.Unlock()
 	assert.Contains(t, n.Log(), "CNI monitoring event", "CRI-O saw the installs")
 	for _, p := range before {
-		p.reach(t, peer)
-		p.stopAndRemove(t, n)
+		p.Reach(t, peer)
+		p.StopAndRemove(t, n)
 	}
 	after := newPod("new", 8103, "1M")
-	after.run(t, n)
-	after.reach(t, peer)
-	after.stopAndRemove(t, n)
+	after.Run(t, n)
+	after.Reach(t, peer)
+	after.StopAndRemove(t, n)
 	requireNothingLeft(t, n, base)
 }

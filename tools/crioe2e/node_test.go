@@ -3,18 +3,16 @@
 package crioe2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/tools/crinode"
+	"github.com/cnikit/cni/tools/crinode/podtest"
 	"github.com/cnikit/cni/tools/internal/cnibuild"
 )
 
@@ -120,67 +118,10 @@ func waitNetworkReady(t *testing.T, n *crinode.Node) {
 		"CRI-O loads the network config")
 }
 
-// pod is one pod of a test with what the test expects of it.
-type pod struct {
-	crinode.Pod
-	id string
-}
+// podNamespace is the Kubernetes namespace of the suite's pods.
+const podNamespace = "crio"
 
-func newPod(name string, hostPort int32, bandwidth string) *pod {
-	p := &pod{Pod: crinode.Pod{Name: name, Namespace: "crio", UID: "uid-" + name}}
-	if hostPort > 0 {
-		p.Ports = []crinode.Port{{HostPort: hostPort, ContainerPort: 80}}
-	}
-	if bandwidth != "" {
-		p.Annotations = map[string]string{"kubernetes.io/ingress-bandwidth": bandwidth, "kubernetes.io/egress-bandwidth": bandwidth}
-	}
-	return p
-}
-
-// run is RunPodSandbox (CRI-O's ADD, then its CHECK), then a check that the pod is
-// ready with an address of the network, and a server on its port 80 that answers with
-// the pod's name.
-func (p *pod) run(t *testing.T, n *crinode.Node) {
-	t.Helper()
-	id, err := n.CRI.RunPod(p.Pod)
-	require.NoError(t, err)
-	p.id = id
-	p.serve(t, n)
-}
-
-func (p *pod) serve(t *testing.T, n *crinode.Node) {
-	t.Helper()
-	st, err := n.CRI.Status(p.id)
-	require.NoError(t, err)
-	require.True(t, st.Ready, "%s is ready", p.Name)
-	assert.True(t, strings.HasPrefix(st.IP, "10.88."), "%s: address %q from the network's range", p.Name, st.IP)
-	ns, err := n.PodNetNS(st)
-	require.NoError(t, err)
-	l, err := crinode.Serve(ns, ":80", p.Name)
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-}
-
-// ip is the pod's address as CRI-O reports it.
-func (p *pod) ip(t *testing.T, n *crinode.Node) string {
-	t.Helper()
-	st, err := n.CRI.Status(p.id)
-	require.NoError(t, err)
-	return st.IP
-}
-
-// reach connects from the peer to the pod's host port on the node's address.
-func (p *pod) reach(t *testing.T, peer *crinode.Peer) {
-	t.Helper()
-	addr := fmt.Sprintf("%s:%d", peer.NodeAddr, p.Ports[0].HostPort)
-	got, err := crinode.DialTCP(peer.NetNS(), addr, 5*time.Second)
-	require.NoError(t, err, "%s through host port %s", p.Name, addr)
-	assert.Equal(t, p.Name+"\n", got)
-}
-
-// stopAndRemove is StopPodSandbox, then RemovePodSandbox, as kubelet deletes a pod.
-func (p *pod) stopAndRemove(t *testing.T, n *crinode.Node) {
-	t.Helper()
-	require.NoError(t, n.CRI.StopPod(p.id))
-	require.NoError(t, n.CRI.RemovePod(p.id))
+// newPod is one pod of the suite, not yet run.
+func newPod(name string, hostPort int32, bandwidth string) *podtest.Pod {
+	return podtest.New(podNamespace, name, hostPort, bandwidth)
 }

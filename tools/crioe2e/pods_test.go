@@ -4,7 +4,6 @@ package crioe2e
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/tools/crinode"
+	"github.com/cnikit/cni/tools/crinode/podtest"
 )
 
 // portmapMarks are what a portmap plugin, ours or the reference's, leaves in the
@@ -37,10 +37,10 @@ func TestPodsCheckedAfterAddWithHostPortsMappedByCRIO(t *testing.T) {
 			n := startCRIO(t, side, crioList, nil)
 			peer, base := withPeer(t, n)
 
-			pods := []*pod{newPod("web", 8080, ""), newPod("bw-1m", 8081, "1M"), newPod("bw-15m", 8082, "15M"), newPod("plain", 0, "")}
+			pods := []*podtest.Pod{newPod("web", 8080, ""), newPod("bw-1m", 8081, "1M"), newPod("bw-15m", 8082, "15M"), newPod("plain", 0, "")}
 			for _, p := range pods {
 				checks := strings.Count(n.Log(), checked)
-				p.run(t, n)
+				p.Run(t, n)
 				assert.Equal(t, checks+1, strings.Count(n.Log(), checked), "CRI-O CHECKed %s after its ADD", p.Name)
 			}
 			hostports, err := n.Run("nft", "list", "table", "ip", "crio-hostports")
@@ -51,18 +51,18 @@ func TestPodsCheckedAfterAddWithHostPortsMappedByCRIO(t *testing.T) {
 				if len(p.Ports) == 0 {
 					continue
 				}
-				p.reach(t, peer)
+				p.Reach(t, peer)
 				assert.Contains(t, hostports, fmt.Sprintf("tcp . %d ", p.Ports[0].HostPort), "CRI-O maps %s's host port", p.Name)
 			}
 			for _, mark := range portmapMarks {
 				assert.NotContains(t, up.Rules, mark, "portmap maps nothing: CRI-O gave it no portMappings")
 			}
 			// Pod to pod over the bridge: plain reaches web's server.
-			plain, err := n.CRI.Status(pods[3].id)
+			plain, err := n.CRI.Status(pods[3].ID)
 			require.NoError(t, err)
 			ns, err := n.PodNetNS(plain)
 			require.NoError(t, err)
-			got, err := crinode.DialTCP(ns, pods[0].ip(t, n)+":80", 5*time.Second)
+			got, err := crinode.DialTCP(ns, pods[0].IP(t, n)+":80", 5*time.Second)
 			require.NoError(t, err, "plain reaches web")
 			assert.Equal(t, "web\n", got)
 			// CRI-O asks for a burst of MaxUint32*8-1 bits (kubelet's MaxUint32 bytes in
@@ -83,7 +83,7 @@ func TestPodsCheckedAfterAddWithHostPortsMappedByCRIO(t *testing.T) {
 			assert.Len(t, up.Qdiscs, 2*3, "per shaped pod: a tbf and an ingress qdisc on its veth, a tbf on its ifb")
 
 			for _, p := range pods {
-				p.stopAndRemove(t, n)
+				p.StopAndRemove(t, n)
 			}
 			requireNothingLeft(t, n, base)
 		})
@@ -94,43 +94,13 @@ func TestPodsCheckedAfterAddWithHostPortsMappedByCRIO(t *testing.T) {
 // state after one pod with a host port and a bandwidth limit has come and gone.
 func withPeer(t *testing.T, n *crinode.Node) (*crinode.Peer, crinode.State) {
 	t.Helper()
-	peer, err := n.NewPeer()
-	require.NoError(t, err)
-	t.Cleanup(peer.Close)
-	warm := newPod("warm-up", 7000, "10M")
-	warm.run(t, n)
-	warm.stopAndRemove(t, n)
-	s, err := n.State()
-	require.NoError(t, err)
-	assert.Empty(t, s.Qdiscs)
-	assert.Empty(t, s.Reservations)
-	assert.Empty(t, s.Cache)
-	assert.Empty(t, s.Netns)
-	return peer, s
+	return podtest.WithPeer(t, n, podNamespace)
 }
 
 // requireNothingLeft compares the node's state with the baseline, and checks that
 // CRI-O logged no error.
 func requireNothingLeft(t *testing.T, n *crinode.Node, base crinode.State) {
 	t.Helper()
-	requireNothingLeftQuiet(t, n, base)
+	podtest.RequireNothingLeft(t, n, base)
 	assert.False(t, strings.Contains(n.Log(), "level=error"), "CRI-O logged no error")
-}
-
-// requireNothingLeftQuiet compares the node's state with the baseline; CRI-O may
-// still list the sandboxes named in stuck.
-func requireNothingLeftQuiet(t *testing.T, n *crinode.Node, base crinode.State, stuck ...string) {
-	t.Helper()
-	s, err := n.State()
-	require.NoError(t, err)
-	assert.Equal(t, base.Links, s.Links, "links")
-	assert.Empty(t, s.Qdiscs, "qdiscs")
-	assert.Equal(t, base.Rules, s.Rules, "firewall rules")
-	assert.Empty(t, s.Reservations, "IP reservations")
-	assert.Empty(t, s.Cache, "libcni cache entries")
-	assert.Empty(t, s.Netns, "netns files")
-	ids, err := n.CRI.Pods()
-	require.NoError(t, err)
-	ids = slices.DeleteFunc(ids, func(id string) bool { return slices.Contains(stuck, id) })
-	assert.Empty(t, ids, "sandboxes")
 }

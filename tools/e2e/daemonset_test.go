@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/tools/crinode/podtest"
+
 	"github.com/cnikit/cni/tools/internal/cnibuild"
 	"github.com/cnikit/cni/tools/manifest"
 )
@@ -40,14 +42,14 @@ func TestDaemonSetConfigUnderContainerd(t *testing.T) {
 	require.Contains(t, list, `"type": "chain"`, "the DaemonSet ships the chain plugin")
 	n, peer, base := withPeer(t, startNodeWith(t, "--conf", list))
 
-	pods := []*pod{newPod("ds-web", 8080, ""), newPod("ds-bw-1m", 8081, "1M")}
+	pods := []*podtest.Pod{newPod("ds-web", 8080, ""), newPod("ds-bw-1m", 8081, "1M")}
 	for _, p := range pods {
-		p.run(t, n)
+		p.Run(t, n)
 	}
 	qdiscs, err := n.Qdiscs()
 	require.NoError(t, err)
 	for _, p := range pods {
-		p.reach(t, peer)
+		p.Reach(t, peer)
 	}
 	// A tbf on the host veth (the pod's ingress) and one on the ifb (its egress).
 	assert.Equal(t, 2, strings.Count(qdiscs, "tbf "), "only the annotated pod is shaped:\n%s", qdiscs)
@@ -56,7 +58,7 @@ func TestDaemonSetConfigUnderContainerd(t *testing.T) {
 	// 274877896 bits, 275 s of rate, as the node's own tc prints it.
 	assert.Equal(t, 2, strings.Count(qdiscs, "rate 1Mbit burst 34359737b "), "the clamped burst:\n%s", qdiscs)
 	for _, p := range pods {
-		p.stopAndRemove(t, n)
+		p.StopAndRemove(t, n)
 	}
-	requireNothingLeft(t, n, base)
+	podtest.RequireNothingLeft(t, n, base)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/tools/crinode"
+	"github.com/cnikit/cni/tools/crinode/podtest"
 	"github.com/cnikit/cni/tools/internal/cnibuild"
 )
 
@@ -95,9 +96,9 @@ func stdEntries(cache []string) []string {
 // the node is as before.
 func TestGCCallerCollectsWhatContainerdForgot(t *testing.T) {
 	n, peer, base := withPeer(t, startNodeWith(t, "--conf", gcList))
-	pods := []*pod{newPod("gc-live-a", 8080, ""), newPod("gc-live-b", 8081, "")}
+	pods := []*podtest.Pod{newPod("gc-live-a", 8080, ""), newPod("gc-live-b", 8081, "")}
 	for _, p := range pods {
-		p.run(t, n)
+		p.Run(t, n)
 	}
 	crashed := crashInADD(t, n, pods)
 	forgetAttachment(t, n, "forgotten-0123456789abcdef", 8082)
@@ -126,24 +127,24 @@ func TestGCCallerCollectsWhatContainerdForgot(t *testing.T) {
 		stdEntries(after.Cache), "the forgotten attachment's cache entry goes, the live pods' stay")
 	assert.NotContains(t, after.Rules, "8082", "the forgotten attachment's port mapping goes")
 	for _, p := range pods {
-		st, err := n.CRI.Status(p.id)
+		st, err := n.CRI.Status(p.ID)
 		require.NoError(t, err)
 		assert.True(t, st.Ready, p.Name)
-		p.reach(t, peer)
+		p.Reach(t, peer)
 	}
 
 	// containerd DELs the crashed pod when kubelet removes it, then the live ones go.
 	require.NoError(t, n.CRI.StopPod(crashed))
 	require.NoError(t, n.CRI.RemovePod(crashed))
 	for _, p := range pods {
-		p.stopAndRemove(t, n)
+		p.StopAndRemove(t, n)
 	}
-	requireNothingLeft(t, n, base)
+	podtest.RequireNothingLeft(t, n, base)
 }
 
 // crashInADD runs a pod whose ADD holds in a chained plugin, kills containerd there
 // and restarts it, and returns the sandbox id the restarted containerd lists for it.
-func crashInADD(t *testing.T, n *crinode.Node, live []*pod) string {
+func crashInADD(t *testing.T, n *crinode.Node, live []*podtest.Pod) string {
 	t.Helper()
 	marks := t.TempDir()
 	held, release := filepath.Join(marks, "held"), filepath.Join(marks, "release")
@@ -165,7 +166,7 @@ func crashInADD(t *testing.T, n *crinode.Node, live []*pod) string {
 	ids, err := n.CRI.Pods()
 	require.NoError(t, err)
 	ids = slices.DeleteFunc(ids, func(id string) bool {
-		return slices.ContainsFunc(live, func(p *pod) bool { return p.id == id })
+		return slices.ContainsFunc(live, func(p *podtest.Pod) bool { return p.ID == id })
 	})
 	require.Len(t, ids, 1, "the restarted containerd lists the crashed pod's sandbox")
 	return ids[0]

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -155,19 +154,8 @@ func TestDaemonSetCollectsALeakedAttachment(t *testing.T) {
 	critest.Serve(t, cri, filepath.Join(root, "run/containerd/containerd.sock"))
 	c := spec.Containers[slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == "gc" })]
 	c.Command = append(slices.Clone(c.Command), "-settle", "0s", "-timeout", "5s")
-	cmd := newContainer(t, c, spec.Volumes, cms, root).Cmd("nsenter", "--net="+node, "--")
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
+	gc := start(t, newContainer(t, c, spec.Volumes, cms, root).Cmd("nsenter", "--net="+node, "--"))
+	log := &gc.log
 	if !assert.Eventually(t, func() bool { return strings.Contains(log.String(), "network cni: collected") }, gcBound, 50*time.Millisecond) {
 		t.Fatalf("no round collected: %s", log.String())
 	}
@@ -180,14 +168,7 @@ func TestDaemonSetCollectsALeakedAttachment(t *testing.T) {
 	out, err = rt("check", live, "pod-live", ports("8080"))
 	assert.NoError(t, err, out)
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM), "the kubelet stops the pod")
-	select {
-	case err := <-done:
-		stopped = true
-		assert.NoError(t, err, "exit status 0 on SIGTERM: %s", log.String())
-	case <-time.After(gcBound):
-		t.Fatalf("the gc loop ignored SIGTERM: %s", log.String())
-	}
+	gc.requireStopsOnSIGTERM(t, gcBound)
 }
 
 // The profiles' configs offer 1.1.0 beside the 1.0.0 containerd 1.6 reads: cni gc sends

@@ -73,6 +73,44 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// running is a container's process as the kubelet keeps it: started, its output
+// gathered, killed when the test ends unless the test stopped it.
+type running struct {
+	cmd  *exec.Cmd
+	log  syncBuffer
+	done chan error
+}
+
+// start starts cmd, a container's command (manifest.Container.Cmd).
+func start(t *testing.T, cmd *exec.Cmd) *running {
+	t.Helper()
+	r := &running{cmd: cmd, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = &r.log, &r.log
+	require.NoError(t, cmd.Start())
+	go func() { r.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if r.done != nil {
+			_ = cmd.Process.Kill()
+			<-r.done
+		}
+	})
+	return r
+}
+
+// requireStopsOnSIGTERM stops the container as the kubelet stops a pod, and requires
+// it to exit with status 0 within bound.
+func (r *running) requireStopsOnSIGTERM(t *testing.T, bound time.Duration) {
+	t.Helper()
+	require.NoError(t, r.cmd.Process.Signal(syscall.SIGTERM), "the kubelet stops the pod")
+	select {
+	case err := <-r.done:
+		r.done = nil
+		assert.NoError(t, err, "exit status 0 on SIGTERM: %s", r.log.String())
+	case <-time.After(bound):
+		t.Fatalf("%v ignored SIGTERM: %s", r.cmd.Args, r.log.String())
+	}
+}
+
 // TestDaemonSetRepairsAFirewallReloadWithAPodUp is the shipped single-node profile on a
 // node of the test's own (a network namespace, a temp dir as its root): the init
 // container installs the binary and the config, a runtime (the binary, with the node's
@@ -107,19 +145,8 @@ func TestDaemonSetRepairsAFirewallReloadWithAPodUp(t *testing.T) {
 	require.NoError(t, err, out)
 
 	main := newContainer(t, spec.Containers[0], spec.Volumes, cms, root)
-	cmd := main.Cmd("nsenter", "--net="+node, "--")
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
+	watcher := start(t, main.Cmd("nsenter", "--net="+node, "--"))
+	log := &watcher.log
 	require.Eventually(t, func() bool { return strings.Contains(log.String(), "ok cni pod-1 eth0") }, repairBound, 50*time.Millisecond,
 		"the first pass finds the pod intact: %s", log.String())
 
@@ -136,14 +163,7 @@ func TestDaemonSetRepairsAFirewallReloadWithAPodUp(t *testing.T) {
 	}
 	assert.Contains(t, log.String(), "repaired cni pod-1 eth0: chain: bridge: ipMasq: ")
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM), "the kubelet stops the pod")
-	select {
-	case err := <-done:
-		stopped = true
-		assert.NoError(t, err, "exit status 0 on SIGTERM: %s", log.String())
-	case <-time.After(repairBound):
-		t.Fatalf("cni repair --watch ignored SIGTERM: %s", log.String())
-	}
+	watcher.requireStopsOnSIGTERM(t, repairBound)
 }
 
 // nodeRuntime runs the plugins on the node as containerd does: `cni add|check|del` of

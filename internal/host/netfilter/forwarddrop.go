@@ -54,7 +54,7 @@ func ForwardDrop(v4, v6 bool, own Backend) (string, error) {
 		}
 		if c != nil && c.Hooknum != nil && *c.Hooknum == *nftables.ChainHookForward &&
 			c.Policy != nil && *c.Policy == nftables.ChainPolicyDrop {
-			return fmt.Sprintf("chain %s of table %s %s (hook forward) drops by policy", name, familyName(t.Family), t.Name), nil
+			return fmt.Sprintf("chain %s of table %s %s (hook forward) drops by policy", name, FamilyName(t.Family), t.Name), nil
 		}
 	}
 	return "", nil
@@ -76,8 +76,9 @@ func forwardChainName(t *nftables.Table, v4, v6 bool, own Backend) (string, bool
 	return "", false
 }
 
-// familyName is a table family as nft names it.
-func familyName(f nftables.TableFamily) string {
+// FamilyName is a table family as nft names it ("ip", "ip6", "inet", "bridge", "arp",
+// "netdev"), for messages and listings.
+func FamilyName(f nftables.TableFamily) string {
 	switch f {
 	case nftables.TableFamilyIPv4:
 		return "ip"
@@ -85,6 +86,12 @@ func familyName(f nftables.TableFamily) string {
 		return "ip6"
 	case nftables.TableFamilyINet:
 		return "inet"
+	case nftables.TableFamilyBridge:
+		return "bridge"
+	case nftables.TableFamilyARP:
+		return "arp"
+	case nftables.TableFamilyNetdev:
+		return "netdev"
 	}
-	return fmt.Sprint(f)
+	return fmt.Sprint(int(f))
 }

@@ -85,7 +85,7 @@ func Dump() (string, error) {
 	}
 	var b strings.Builder
 	for _, t := range tables {
-		fmt.Fprintf(&b, "table %s %s\n", familyName(t.Family), t.Name)
+		fmt.Fprintf(&b, "table %s %s\n", netfilter.FamilyName(t.Family), t.Name)
 		if err := writeSets(&b, c, t); err != nil {
 			return "", err
 		}
@@ -99,24 +99,6 @@ func Dump() (string, error) {
 		}
 	}
 	return b.String(), nil
-}
-
-func familyName(f nftables.TableFamily) string {
-	switch f {
-	case nftables.TableFamilyIPv4:
-		return "ip"
-	case nftables.TableFamilyIPv6:
-		return "ip6"
-	case nftables.TableFamilyINet:
-		return "inet"
-	case nftables.TableFamilyBridge:
-		return "bridge"
-	case nftables.TableFamilyARP:
-		return "arp"
-	case nftables.TableFamilyNetdev:
-		return "netdev"
-	}
-	return strconv.Itoa(int(f))
 }
 
 func writeSets(b *strings.Builder, c *nftables.Conn, t *nftables.Table) error {

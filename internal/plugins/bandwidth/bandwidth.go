@@ -140,6 +140,18 @@ func unshape(req *skel.Request, host *link.NS) error {
 // before the node moved to ours is as the runtime asked, to the reference's lights,
 // and must not fail CHECK for it.
 func check(req *skel.Request) error {
+	return inspect(req, func(part string, err error, _ func() error) error {
+		return fmt.Errorf("%s: %w", part, err)
+	})
+}
+
+// inspect walks what ADD made for the attachment's limits, as CHECK sees it: the host
+// veth's root tbf (ingress), then the ifb's root tbf and the host veth's redirect to the
+// ifb (egress). For each part the kernel does not show as ADD left it, missing gets the
+// part ("ingress", "egress"), what is wrong, and put, which makes that part again as ADD
+// does (nil for the ifb itself: a link, which only ADD makes); inspect stops at the
+// first error missing returns. CHECK and REPAIR are this one walk.
+func inspect(req *skel.Request, missing func(part string, err error, put func() error) error) error {
 	shaping, clamps, err := load(req)
 	if err != nil {
 		return err
@@ -158,20 +170,25 @@ func check(req *skel.Request) error {
 	h := host.Handle()
 	if shaping.Ingress.Enabled() {
 		if err := checkRootTBF(host, veth, tbfsFor(shaping.Ingress, clamps)...); err != nil {
-			return fmt.Errorf("ingress: %w", err)
+			if err := missing("ingress", err, func() error { return setRootTBF(h, veth, tbfFor(shaping.Ingress)) }); err != nil {
+				return err
+			}
 		}
 	}
-	if shaping.Egress.Enabled() {
-		ifb, err := host.ByName(ifbName(req.Net.Name, req.Args.ContainerID))
-		if err != nil {
-			return fmt.Errorf("egress: %w", err)
+	if !shaping.Egress.Enabled() {
+		return nil
+	}
+	ifb, err := host.ByName(ifbName(req.Net.Name, req.Args.ContainerID))
+	if err != nil {
+		return missing("egress", err, nil)
+	}
+	if err := checkRootTBF(host, ifb, tbfsFor(shaping.Egress, clamps)...); err != nil {
+		if err := missing("egress", err, func() error { return setRootTBF(h, ifb, tbfFor(shaping.Egress)) }); err != nil {
+			return err
 		}
-		if err := checkRootTBF(host, ifb, tbfsFor(shaping.Egress, clamps)...); err != nil {
-			return fmt.Errorf("egress: %w", err)
-		}
-		if err := checkRedirect(h, veth, ifb); err != nil {
-			return fmt.Errorf("egress: %w", err)
-		}
+	}
+	if err := checkRedirect(h, veth, ifb); err != nil {
+		return missing("egress", err, func() error { return redirectToIfb(h, veth, ifb) })
 	}
 	return nil
 }

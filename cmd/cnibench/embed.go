@@ -48,20 +48,9 @@ func (b *bench) embedParallel(embed, ref arrangement) error {
 	if b.ref != "" && ref.build.has(chainPlugins...) {
 		arrs = append(arrs, ref)
 	}
-	rounds := 2
-	if b.quick {
-		rounds = 1
-	}
-	perStream := max(b.iterations(160)/streams, 3)
-	runs := map[arrangement]*parallelRun{}
-	for r := range rounds {
-		for _, arr := range rotated(arrs, r) {
-			run, err := b.runParallel(arr, streams, perStream)
-			if err != nil {
-				return fmt.Errorf("%d streams, %s [%s]: %w", streams, arr.describe(), arr.build.label, err)
-			}
-			runs[arr] = runs[arr].merge(run)
-		}
+	runs, err := b.parallelRounds(arrs, streams)
+	if err != nil {
+		return err
 	}
 	for _, arr := range arrs {
 		b.recordFor(arr.build, "embed", fmt.Sprintf("32 streams, %s, pods/s", arr.describe()), runs[arr].rate(), "pods/s", fmt.Sprintf("%d pods", runs[arr].pods))

@@ -24,21 +24,10 @@ func (b *bench) parallel() error {
 			arrs = append(arrs, arrangement{build: bd, oneChain: true})
 		}
 	}
-	rounds := 2
-	if b.quick {
-		rounds = 1
-	}
 	for _, streams := range []int{1, 8, 32} {
-		perStream := max(b.iterations(160)/streams, 3)
-		runs := map[arrangement]*parallelRun{}
-		for r := range rounds {
-			for _, arr := range rotated(arrs, r) {
-				run, err := b.runParallel(arr, streams, perStream)
-				if err != nil {
-					return fmt.Errorf("%d streams, %s [%s]: %w", streams, arr.describe(), arr.build.label, err)
-				}
-				runs[arr] = runs[arr].merge(run)
-			}
+		runs, err := b.parallelRounds(arrs, streams)
+		if err != nil {
+			return err
 		}
 		for _, arr := range arrs {
 			run := runs[arr]
@@ -201,4 +190,26 @@ func (b *bench) runParallel(arr arrangement, streams, perStream int) (*parallelR
 		return nil, fmt.Errorf("left behind after the run:\n%s", diff)
 	}
 	return run, nil
+}
+
+// parallelRounds runs streams concurrent streams of pod ADD+DEL for each arrangement,
+// the arrangements taking turns in two rounds (one with -quick), and merges each
+// arrangement's rounds.
+func (b *bench) parallelRounds(arrs []arrangement, streams int) (map[arrangement]*parallelRun, error) {
+	rounds := 2
+	if b.quick {
+		rounds = 1
+	}
+	perStream := max(b.iterations(160)/streams, 3)
+	runs := map[arrangement]*parallelRun{}
+	for r := range rounds {
+		for _, arr := range rotated(arrs, r) {
+			run, err := b.runParallel(arr, streams, perStream)
+			if err != nil {
+				return nil, fmt.Errorf("%d streams, %s [%s]: %w", streams, arr.describe(), arr.build.label, err)
+			}
+			runs[arr] = runs[arr].merge(run)
+		}
+	}
+	return runs, nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cnikit/cni/tools/internal/cnibuild"
 	"github.com/cnikit/cni/tools/packages"
 )
 
@@ -30,12 +29,7 @@ func TestTheGCTimerRunsTheShippedCaller(t *testing.T) {
 // the caller is there, executable, and is the program (it answers -help), and a
 // package without it is refused, since its unit would run nothing.
 func TestTheDebShipsTheGCCallerThatRuns(t *testing.T) {
-	o := options(t)
-	units, err := packages.Units(filepath.Join(cnibuild.Root(), "deploy", "systemd"))
-	require.NoError(t, err)
-	o.Units = units
-	deb, err := packages.Write(o, "deb", t.TempDir())
-	require.NoError(t, err)
+	deb, o := shippedDeb(t)
 	root := t.TempDir()
 	tool(t, "dpkg-deb", "-x", deb, root)
 	caller := filepath.Join(root, packages.GCCallerPath)

@@ -41,12 +41,7 @@ func TestTheRepairUnitRunsAfterEveryFirewallReload(t *testing.T) {
 // .wants directory (enabled with no maintainer script), and nothing else is but the GC
 // timer, into timers.target's.
 func TestTheDebEnablesTheRepairUnitWithoutAScript(t *testing.T) {
-	o := options(t)
-	units, err := packages.Units(filepath.Join(cnibuild.Root(), "deploy", "systemd"))
-	require.NoError(t, err)
-	o.Units = units
-	deb, err := packages.Write(o, "deb", t.TempDir())
-	require.NoError(t, err)
+	deb, _ := shippedDeb(t)
 	contents := tool(t, "dpkg-deb", "-c", deb)
 	for _, u := range []string{"cni-repair.service", "cni-repair-watch.service", "cni-dhcp.service", "cni-dhcp.socket"} {
 		assert.Contains(t, contents, " ./usr/lib/systemd/system/"+u+"\n")
@@ -84,4 +79,17 @@ func readUnit(t *testing.T, name string) map[string][]string {
 		}
 	}
 	return out
+}
+
+// shippedDeb builds the .deb with the units of deploy/systemd, as make packages does,
+// and returns it with the options it was built from.
+func shippedDeb(t *testing.T) (string, packages.Options) {
+	t.Helper()
+	o := options(t)
+	units, err := packages.Units(filepath.Join(cnibuild.Root(), "deploy", "systemd"))
+	require.NoError(t, err)
+	o.Units = units
+	deb, err := packages.Write(o, "deb", t.TempDir())
+	require.NoError(t, err)
+	return deb, o
 }

@@ -105,6 +105,27 @@ func (r *run) note(format string, a ...any) {
 
 func (r *run) target() string { return filepath.Join(r.Dir, Binary) }
 
+// makeDir creates dir, and its parents, unless it is there.
+func (r *run) makeDir(dir string) error {
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	r.say("create directory %s", dir)
+	if r.DryRun {
+		return nil
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+// remove removes the file at p.
+func (r *run) remove(p string) error {
+	r.say("remove %s", p)
+	if r.DryRun {
+		return nil
+	}
+	return os.Remove(p)
+}
+
 // Install puts Source at Dir/cni, one entry per name beside it, verifies that each
 // answers VERSION, then writes the configs. A foreign entry at one of ReferenceNames
 // (at any name under Force) is kept in KeptDir before ours replaces it. Nothing changes
@@ -248,13 +269,8 @@ func describe(p string, fi fs.FileInfo) string {
 // installBinaries puts the binary and every entry in place, flushes the directory and
 // asks each entry for VERSION.
 func (r *run) installBinaries() error {
-	if _, err := os.Stat(r.Dir); errors.Is(err, fs.ErrNotExist) {
-		r.say("create directory %s", r.Dir)
-		if !r.DryRun {
-			if err := os.MkdirAll(r.Dir, 0o755); err != nil {
-				return err
-			}
-		}
+	if err := r.makeDir(r.Dir); err != nil {
+		return err
 	}
 	if err := r.enter(r.Dir); err != nil {
 		return err

@@ -247,15 +247,14 @@ func (r *run) uninstallConf(rec record, name string) error {
 	data, err := readEntry(p, maxConfSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil
 	case statedir.IsForeign(err):
 		r.note("keep %s (it is %s, not a config cni install wrote)", p, notRegular(err))
-		return nil
 	case err != nil:
 		return err
 	case rec.holds(name, data):
 		return r.remove(p)
+	default:
+		r.note("keep %s (changed since cni install wrote it)", p)
 	}
-	r.note("keep %s (changed since cni install wrote it)", p)
 	return nil
 }

@@ -405,11 +405,8 @@ func (r *run) installEntry(n string, binaryChanged bool) error {
 
 // upToDate tells whether p already is what the mode would create.
 func (r *run) upToDate(p string, binaryChanged bool) (bool, error) {
-	fi, err := os.Lstat(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
+	fi, err := lstat(p)
+	if fi == nil {
 		return false, err
 	}
 	switch r.Mode {

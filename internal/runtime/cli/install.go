@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -27,40 +28,49 @@ func (c *confFlag) Set(s string) error {
 	return nil
 }
 
-// runInstall installs this binary and its plugin names into a plugin directory, taking
-// over the reference plugins' names (their files kept for --uninstall), then the given
-// configs into the config directory (see internal/runtime/install).
+// runInstall installs this binary (or --binary) and its plugin names into a plugin
+// directory, taking over the reference plugins' names (their files kept for
+// --uninstall), then the given configs into the config directory (see
+// internal/runtime/install).
 func runInstall(p Process, args []string) int {
 	fs := newFlagSet(p, "install", "[flags]")
-	dir := fs.String("dir", DefaultPluginPath, "plugin directory")
+	o := install.Options{AllNames: p.Plugins, Out: p.Stdout}
+	fs.StringVar(&o.Dir, "dir", DefaultPluginPath, "plugin directory")
+	fs.StringVar(&o.Source, "binary", selfExe, "the cni binary to install: this one, or another build (see --list-file)")
 	mode := fs.String("mode", string(install.Symlink), "how plugin names refer to cni: symlink (relative), hardlink or copy")
-	var confs confFlag
-	fs.Var(&confs, "conf", "network config to write into --conf-dir after the binaries (repeatable)")
-	var oneExec confFlag
-	fs.Var(&oneExec, "one-exec", "network config list to write into --conf-dir as one chain plugin holding its plugins, "+
+	fs.Var((*confFlag)(&o.Confs), "conf", "network config to write into --conf-dir after the binaries (repeatable)")
+	fs.Var((*confFlag)(&o.OneExec), "one-exec", "network config list to write into --conf-dir as one chain plugin holding its plugins, "+
 		"so that the runtime starts one process per pod (repeatable; every plugin must be built in)")
-	confDir := fs.String("conf-dir", chain.DefaultConfDir, "network config directory")
+	fs.StringVar(&o.ConfDir, "conf-dir", chain.DefaultConfDir, "network config directory (empty: leave the configs alone)")
 	only := fs.String("only", "", "handle only these plugin names (comma-separated)")
 	skip := fs.String("skip", "", "leave these plugin names alone (comma-separated)")
+	listFile := fs.String("list-file", "", "plugin names, one per line (# comments), instead of this binary's: "+
+		"for a --binary that cannot run here (another architecture's); implies --no-verify")
+	destdir := fs.String("destdir", "", "staging root (a package's or image's) prefixed once to --dir and --conf-dir; "+
+		"a symlink to cni by the path without it counts as ours")
 	uninstall := fs.Bool("uninstall", false, "remove the configs and entries cni installed, put back the files it replaced, "+
 		"then remove cni; foreign files stay")
-	dryRun := fs.Bool("dry-run", false, "print what would be done, change nothing")
-	force := fs.Bool("force", false, "replace files not installed by cni at any plugin name, not only the reference plugins' "+
+	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would be done, change nothing")
+	fs.BoolVar(&o.Force, "force", false, "replace files not installed by cni at any plugin name, not only the reference plugins' "+
 		"(kept in DIR/"+install.KeptDir+" for --uninstall all the same), and configs cni install did not write")
+	fs.BoolVar(&o.NoVerify, "no-verify", false, "do not ask each installed name for CNI_COMMAND=VERSION")
 	if code, ok := parseNoArgs(p, fs, args); !ok {
 		return code
 	}
-	m, err := install.ParseMode(*mode)
-	if err != nil {
+	var err error
+	if o.Mode, err = install.ParseMode(*mode); err != nil {
 		return p.usageError(fs, "%v", err)
 	}
-	names, err := selectNames(p, p.Plugins, *only, *skip)
-	if err != nil {
+	if o.AllNames, err = listedNames(o.AllNames, *listFile); err != nil {
+		return p.fail("install", err)
+	}
+	if o.Names, err = selectNames(p, o.AllNames, *only, *skip); err != nil {
 		return p.usageError(fs, "%v", err)
 	}
-	o := install.Options{
-		Dir: *dir, Source: selfExe, Names: names, AllNames: p.Plugins, Mode: m,
-		Confs: confs, OneExec: oneExec, ConfDir: *confDir, DryRun: *dryRun, Force: *force, Out: p.Stdout,
+	o.NoVerify = o.NoVerify || *listFile != ""
+	o.Dir, o.FinalDir = install.Staged(*destdir, o.Dir)
+	if o.ConfDir != "" {
+		o.ConfDir, _ = install.Staged(*destdir, o.ConfDir)
 	}
 	run := install.Install
 	if *uninstall {
@@ -70,6 +80,22 @@ func runInstall(p Process, args []string) int {
 		return p.fail("install", err)
 	}
 	return ExitOK
+}
+
+// listedNames are the names of listFile, when given, else those of the registry.
+func listedNames(registry []string, listFile string) ([]string, error) {
+	if listFile == "" {
+		return registry, nil
+	}
+	data, err := os.ReadFile(listFile)
+	if err != nil {
+		return nil, fmt.Errorf("--list-file: %w", err)
+	}
+	names, err := install.ParseNames(data)
+	if err != nil {
+		return nil, fmt.Errorf("--list-file %s: %w", listFile, err)
+	}
+	return names, nil
 }
 
 // selectNames applies --only and --skip to the registry's names. An unknown name in

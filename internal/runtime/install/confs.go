@@ -148,44 +148,21 @@ func (r *run) writeConfs(plan []confAction) error {
 	if len(plan) == 0 {
 		return nil
 	}
-	if _, err := os.Stat(r.ConfDir); errors.Is(err, fs.ErrNotExist) {
-		r.say("create directory %s", r.ConfDir)
-		if !r.DryRun {
-			if err := os.MkdirAll(r.ConfDir, 0o755); err != nil {
-				return err
-			}
-		}
+	if err := r.makeDir(r.ConfDir); err != nil {
+		return err
 	}
 	// Entered after the plugin directory (installBinaries): every run takes the two
 	// locks in one order, so that no two runs wait for each other.
 	if err := r.enter(r.ConfDir); err != nil {
 		return err
 	}
-	rec, err := readRecord(r.ConfDir)
+	final, err := r.recordBoth(plan)
 	if err != nil {
 		return err
 	}
-	final := rec.clone()
 	for _, a := range plan {
-		rec.add(a.name, a.data)
-		final.set(a.name, a.data)
-	}
-	if !r.DryRun {
-		if err := rec.write(r.ConfDir); err != nil {
+		if err := r.writeConf(a); err != nil {
 			return err
-		}
-	}
-	for _, a := range plan {
-		if !a.write {
-			r.note("unchanged %s", a.target)
-			continue
-		}
-		r.say("write %s (from %s)", a.target, a.src)
-		if r.DryRun {
-			continue
-		}
-		if err := writeFile(a.target, bytes.NewReader(a.data), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", a.target, err)
 		}
 	}
 	if r.DryRun {
@@ -195,6 +172,40 @@ func (r *run) writeConfs(plan []confAction) error {
 		return err
 	}
 	return final.write(r.ConfDir)
+}
+
+// recordBoth writes the record with the old and the new content of every planned
+// config (not under DryRun), and returns the record with only the new content.
+func (r *run) recordBoth(plan []confAction) (record, error) {
+	rec, err := readRecord(r.ConfDir)
+	if err != nil {
+		return nil, err
+	}
+	final := rec.clone()
+	for _, a := range plan {
+		rec.add(a.name, a.data)
+		final.set(a.name, a.data)
+	}
+	if r.DryRun {
+		return final, nil
+	}
+	return final, rec.write(r.ConfDir)
+}
+
+// writeConf writes one planned config unless it holds its content already.
+func (r *run) writeConf(a confAction) error {
+	if !a.write {
+		r.note("unchanged %s", a.target)
+		return nil
+	}
+	r.say("write %s (from %s)", a.target, a.src)
+	if r.DryRun {
+		return nil
+	}
+	if err := writeFile(a.target, bytes.NewReader(a.data), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", a.target, err)
+	}
+	return nil
 }
 
 // uninstallConfs removes the configs recorded as ours (only those named by Confs, when
@@ -218,23 +229,8 @@ func (r *run) uninstallConfs() error {
 		if len(only) > 0 && !only[name] {
 			continue
 		}
-		p := filepath.Join(r.ConfDir, name)
-		data, err := readEntry(p, maxConfSize)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case statedir.IsForeign(err):
-			r.note("keep %s (it is %s, not a config cni install wrote)", p, notRegular(err))
-		case err != nil:
+		if err := r.uninstallConf(rec, name); err != nil {
 			return err
-		case rec.holds(name, data):
-			r.say("remove %s", p)
-			if !r.DryRun {
-				if err := os.Remove(p); err != nil {
-					return err
-				}
-			}
-		default:
-			r.note("keep %s (changed since cni install wrote it)", p)
 		}
 		delete(rec, name)
 	}
@@ -242,4 +238,23 @@ func (r *run) uninstallConfs() error {
 		return nil
 	}
 	return rec.write(r.ConfDir)
+}
+
+// uninstallConf removes the config name of rec when its content is still what cni
+// wrote.
+func (r *run) uninstallConf(rec record, name string) error {
+	p := filepath.Join(r.ConfDir, name)
+	data, err := readEntry(p, maxConfSize)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case statedir.IsForeign(err):
+		r.note("keep %s (it is %s, not a config cni install wrote)", p, notRegular(err))
+	case err != nil:
+		return err
+	case rec.holds(name, data):
+		return r.remove(p)
+	default:
+		r.note("keep %s (changed since cni install wrote it)", p)
+	}
+	return nil
 }

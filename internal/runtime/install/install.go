@@ -1,9 +1,9 @@
 // Package install puts the running cni binary into a CNI plugin directory, gives every
 // plugin of the registry its own name there, and then writes network configurations
 // into the config directory: what a shell-less image (a DaemonSet's init container)
-// needs to install itself on a node. scripts/install-symlinks.sh does the same for
-// image builders with a shell; a shared test (scripts/install_test.go) keeps the trees
-// the two produce identical.
+// needs to install itself on a node. scripts/install-symlinks.sh (make install) is a
+// wrapper of `cni install`, which also installs another build (Source) into a staging
+// root (Staged), with names from a list (ParseNames) for a build that cannot run here.
 //
 // Runtimes exec plugins at any moment and CRI-O uses a config as soon as it appears, so
 // every entry is written under a hidden temporary name in its own directory, flushed
@@ -58,7 +58,10 @@ func ParseMode(s string) (Mode, error) {
 
 // Options is one install or uninstall run.
 type Options struct {
-	Dir      string   // the plugin directory, e.g. /opt/cni/bin
+	Dir string // the plugin directory, e.g. /opt/cni/bin
+	// FinalDir is Dir as the runtime will see it, when Dir is under a staging root
+	// (Staged): an absolute symlink to FinalDir/cni is ours too. Empty means Dir.
+	FinalDir string
 	Source   string   // the executable to install, e.g. /proc/self/exe
 	Names    []string // the plugin names to handle (after --only and --skip)
 	AllNames []string // every plugin name; uninstall keeps cni while unselected ones use it
@@ -70,6 +73,9 @@ type Options struct {
 	OneExec []string
 	ConfDir string
 	DryRun  bool // say what would be done, change nothing
+	// NoVerify skips asking each installed name for VERSION: for a Source that cannot
+	// run here (a build for another architecture).
+	NoVerify bool
 	// Force replaces a foreign entry at any name, not only at ReferenceNames (kept in
 	// KeptDir all the same), and a config cni install did not write.
 	Force bool
@@ -105,6 +111,27 @@ func (r *run) note(format string, a ...any) {
 
 func (r *run) target() string { return filepath.Join(r.Dir, Binary) }
 
+// makeDir creates dir, and its parents, unless it is there.
+func (r *run) makeDir(dir string) error {
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	r.say("create directory %s", dir)
+	if r.DryRun {
+		return nil
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+// remove removes the file at p.
+func (r *run) remove(p string) error {
+	r.say("remove %s", p)
+	if r.DryRun {
+		return nil
+	}
+	return os.Remove(p)
+}
+
 // Install puts Source at Dir/cni, one entry per name beside it, verifies that each
 // answers VERSION, then writes the configs. A foreign entry at one of ReferenceNames
 // (at any name under Force) is kept in KeptDir before ours replaces it. Nothing changes
@@ -114,6 +141,9 @@ func Install(o Options) error {
 	r := &run{Options: o}
 	if err := r.validate(); err != nil {
 		return err
+	}
+	if fi, err := os.Stat(r.Source); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("binary %s not found", r.Source)
 	}
 	defer r.release()
 	confs, err := readConfs(r.Confs, r.OneExec, r.AllNames)
@@ -184,6 +214,40 @@ func ValidName(n string) error {
 	return nil
 }
 
+// ParseNames reads a list of plugin names, one a line or separated by blanks, as
+// `cni --list` prints them; blank lines and #-comments are allowed, a repeated name
+// counts once.
+func ParseNames(data []byte) ([]string, error) {
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		for _, n := range strings.Fields(line) {
+			if err := ValidName(n); err != nil {
+				return nil, err
+			}
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no plugin names found")
+	}
+	return out, nil
+}
+
+// Staged splits dir into the path to write to, under destdir (the staging root of a
+// package or an image), and the path the runtime will see. A dir under destdir already
+// is not prefixed twice: `make install DESTDIR=x` both exports DESTDIR and may pass
+// --dir x/opt/cni/bin.
+func Staged(destdir, dir string) (write, final string) {
+	destdir = strings.TrimSuffix(destdir, "/")
+	if rest, ok := strings.CutPrefix(dir, destdir+"/"); ok && destdir != "" {
+		return dir, "/" + rest
+	}
+	return destdir + dir, dir
+}
+
 func (r *run) summary() {
 	switch {
 	case r.changes == 0:
@@ -248,13 +312,8 @@ func describe(p string, fi fs.FileInfo) string {
 // installBinaries puts the binary and every entry in place, flushes the directory and
 // asks each entry for VERSION.
 func (r *run) installBinaries() error {
-	if _, err := os.Stat(r.Dir); errors.Is(err, fs.ErrNotExist) {
-		r.say("create directory %s", r.Dir)
-		if !r.DryRun {
-			if err := os.MkdirAll(r.Dir, 0o755); err != nil {
-				return err
-			}
-		}
+	if err := r.makeDir(r.Dir); err != nil {
+		return err
 	}
 	if err := r.enter(r.Dir); err != nil {
 		return err
@@ -273,6 +332,10 @@ func (r *run) installBinaries() error {
 	}
 	if err := syncDir(r.Dir); err != nil {
 		return err
+	}
+	if r.NoVerify {
+		r.note("skipped verification")
+		return nil
 	}
 	return r.verify()
 }
@@ -342,11 +405,8 @@ func (r *run) installEntry(n string, binaryChanged bool) error {
 
 // upToDate tells whether p already is what the mode would create.
 func (r *run) upToDate(p string, binaryChanged bool) (bool, error) {
-	fi, err := os.Lstat(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
+	fi, err := lstat(p)
+	if fi == nil {
 		return false, err
 	}
 	switch r.Mode {

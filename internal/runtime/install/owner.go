@@ -40,7 +40,7 @@ func (r *run) isOurs(p string) (bool, error) {
 
 // buildLine is the line of build information that Go writes into every binary built
 // from cni's main package (`go version -m` prints it): no other project's plugin holds
-// it. scripts/install-symlinks.sh looks for the same line.
+// it.
 const buildLine = "path\tgithub.com/cnikit/cni/cmd/cni\n"
 
 // isBuildOfCni tells whether the regular file at p is a build of cni, of any version,
@@ -79,7 +79,7 @@ func holds(r io.Reader, needle []byte) (bool, error) {
 }
 
 // pointsAtBinary tells whether p is a symlink whose target is Dir/cni, relative or
-// absolute.
+// absolute, or FinalDir/cni.
 func (r *run) pointsAtBinary(p string) bool {
 	target, err := os.Readlink(p)
 	if err != nil {
@@ -88,7 +88,8 @@ func (r *run) pointsAtBinary(p string) bool {
 	if !filepath.IsAbs(target) {
 		target = filepath.Join(r.Dir, target)
 	}
-	return filepath.Clean(target) == filepath.Clean(r.target())
+	target = filepath.Clean(target)
+	return target == filepath.Clean(r.target()) || r.FinalDir != "" && target == filepath.Join(r.FinalDir, Binary)
 }
 
 // sameInode tells whether fi and the file at ref are one inode.

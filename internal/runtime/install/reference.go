@@ -8,8 +8,7 @@ import "slices"
 // which flannel-io/cni-plugin provides and flannel's own manifest copies to
 // /opt/cni/bin/flannel. A foreign entry at one of these names is taken over by
 // Install, kept in KeptDir, and put back by Uninstall; a foreign entry at any other
-// name is refused unless Force is set. scripts/install-symlinks.sh holds the same list
-// (scripts/install_test.go compares the two).
+// name is refused unless Force is set.
 func ReferenceNames() []string {
 	return []string{
 		// containernetworking/plugins v1.9.x, plugins/main

@@ -77,11 +77,7 @@ func (r *run) removeEntry(p string) error {
 		r.note("keep %s (not installed by cni)", p)
 		return nil
 	}
-	r.say("remove %s", p)
-	if r.DryRun {
-		return nil
-	}
-	return os.Remove(p)
+	return r.remove(p)
 }
 
 // removeBinary removes Dir/cni unless entries of ours are left: symlinks to it would
@@ -99,11 +95,7 @@ func (r *run) removeBinary() error {
 		r.note("keep %s (still used by: %v)", r.target(), users)
 		return nil
 	}
-	r.say("remove %s", r.target())
-	if r.DryRun {
-		return nil
-	}
-	return os.Remove(r.target())
+	return r.remove(r.target())
 }
 
 // users lists the entries of ours that this run leaves in place: unselected plugin

@@ -1,8 +1,8 @@
-// Package installtest is what the tests of cni install, of its command and of
-// scripts/install-symlinks.sh share to show that a node with the reference plugins is
-// taken over and given back as it was: a plugin directory planted like a kubeadm node's
-// (the kubernetes-cni package's files and flannel's symlink), and a listing of a
-// directory precise enough to tell "exactly as found".
+// Package installtest is what the tests of cni install and of its command share to
+// show that a node with the reference plugins is taken over and given back as it was:
+// a plugin directory planted like a kubeadm node's (the kubernetes-cni package's files
+// and flannel's symlink), and a listing of a directory precise enough to tell "exactly
+// as found".
 package installtest
 
 import (

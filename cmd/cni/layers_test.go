@@ -49,18 +49,32 @@ var entries = []entry{
 // tests read.
 var testTools = []string{"cmd/cnibench", "cmd/nofirewall"}
 
-// family is an entry whose packages are members of a kind (a plugin, an IPAM type) that
-// stay out of each other: what two members share lives in one of the shared packages, so
-// that a member can be read, changed or removed without knowing the others. The entry's
-// own package (internal/ipam: the delegation) is no member and may use them all.
+// family is an entry whose members (the plugins, the IPAM types) stay out of each other:
+// what two members share lives in a package that is no member (plugins/attachment,
+// ipam/ipamconf), so that a member can be read, changed or removed without knowing the
+// others. The members are the packages of the entry that lister imports: the registry
+// lists the plugins, the IPAM delegation the built-in types; the lister itself is none.
 type family struct {
-	dir    string
-	shared []string
+	dir, lister string
 }
 
 var families = []family{
-	{"internal/plugins", []string{"attachment"}},
-	{"internal/ipam", []string{"ipamconf"}},
+	{"internal/plugins", "internal/dispatch"},
+	{"internal/ipam", "internal/ipam"},
+}
+
+// members returns the family members of graph: each package a family's lister imports
+// from the family's entry.
+func members(graph map[string][]string) []string {
+	var out []string
+	for _, f := range families {
+		for _, imp := range graph[f.lister] {
+			if strings.HasPrefix(imp, f.dir+"/") {
+				out = append(out, imp)
+			}
+		}
+	}
+	return out
 }
 
 // knownEdges are edges against the layers found when tests were first checked (issue 39),
@@ -106,21 +120,14 @@ func entryOf(node string) (entry, bool) {
 	return entry{}, false
 }
 
-// memberOf returns the family member a graph node belongs to ("internal/plugins/bridge"
-// for internal/plugins/bridge/... and its tests), or "" for a package that is no member:
-// outside every family, the family's own package, or one of its shared packages.
-func memberOf(node string) string {
+// memberOf returns the member a graph node belongs to (internal/plugins/bridge for
+// internal/plugins/bridge/... and its tests), or "" for a node of no member.
+func memberOf(node string, members []string) string {
 	pkg := packageOf(node)
-	for _, f := range families {
-		rest, ok := strings.CutPrefix(pkg, f.dir+"/")
-		if !ok {
-			continue
+	for _, m := range members {
+		if pkg == m || strings.HasPrefix(pkg, m+"/") {
+			return m
 		}
-		name, _, _ := strings.Cut(rest, "/")
-		if slices.Contains(f.shared, name) {
-			return ""
-		}
-		return f.dir + "/" + name
 	}
 	return ""
 }
@@ -131,6 +138,7 @@ func memberOf(node string) string {
 // (x_test) as nodes of their own.
 func layerViolations(graph map[string][]string) []string {
 	var bad []string
+	members := members(graph)
 	for node, imports := range graph {
 		from, ok := entryOf(node)
 		if !ok {
@@ -150,8 +158,9 @@ func layerViolations(graph map[string][]string) []string {
 				bad = append(bad, fmt.Sprintf("%s imports %s: %s (layer %d) must not import %s (layer %d), a layer above it", node, imp, from.dir, from.layer, to.dir, to.layer))
 			case to.layer == from.layer && to.dir != from.dir:
 				bad = append(bad, fmt.Sprintf("%s imports %s: %s and %s are siblings of layer %d and stay out of each other", node, imp, from.dir, to.dir, from.layer))
-			case memberOf(node) != "" && memberOf(imp) != "" && memberOf(node) != memberOf(imp):
-				bad = append(bad, fmt.Sprintf("%s imports %s: %s and %s are members of %s and stay out of each other (what they share goes in a shared package)", node, imp, memberOf(node), memberOf(imp), to.dir))
+			case memberOf(node, members) != "" && memberOf(imp, members) != "" && memberOf(node, members) != memberOf(imp, members):
+				bad = append(bad, fmt.Sprintf("%s imports %s: %s and %s are members of %s and stay out of each other (what they share goes in a package that is no member)",
+					node, imp, memberOf(node, members), memberOf(imp, members), to.dir))
 			}
 		}
 	}
@@ -237,10 +246,12 @@ func TestLayerViolationsNameTheEdge(t *testing.T) {
 		inPackageTests("internal/plugins/tap"): {"internal/plugins/attachment/attachmenttest", "internal/plugins/macvlan"},
 		"internal/chain_test":                  {"internal/chain", "internal/dispatch", "internal/testbed/chaintest"},
 		"internal/plugins/vrf_test":            {"internal/chain", "internal/plugins/bridge"},
-		// families: members stay out of each other; shared packages and the entry's own
-		// package do not count as members
+		// families: members (what the registry and the delegation list) stay out of each
+		// other; shared packages and the lister are no members
+		"internal/dispatch":              {"internal/plugins/bridge", "internal/plugins/macvlan", "internal/plugins/vlan", "internal/plugins/tap", "internal/ipam"},
 		"internal/plugins/macvlan":       {"internal/plugins/attachment", "internal/plugins/vlan/config"},
-		"internal/ipam":                  {"internal/ipam/hostlocal", "internal/ipam/dhcp"},
+		"internal/plugins/attachment":    {"internal/plugins/onelink"},
+		"internal/ipam":                  {"internal/ipam/hostlocal", "internal/ipam/dhcp", "internal/ipam/static"},
 		"internal/ipam/dhcp/daemon":      {"internal/ipam/dhcp/lease", "internal/ipam/ipamconf", "internal/ipam/static"},
 		inPackageTests("internal/spare"): nil,
 	}
@@ -248,12 +259,12 @@ func TestLayerViolationsNameTheEdge(t *testing.T) {
 		"internal/host/link imports internal/spec/skel: internal/host (layer 2) must not import internal/spec (layer 3), a layer above it",
 		"internal/host/masq imports internal/obs/invlog: internal/host and internal/obs are siblings of layer 2 and stay out of each other",
 		"internal/host/ns (in-package tests) imports internal/spec/skel: internal/host (layer 2) must not import internal/spec (layer 3), a layer above it",
-		"internal/ipam/dhcp/daemon imports internal/ipam/static: internal/ipam/dhcp and internal/ipam/static are members of internal/ipam and stay out of each other (what they share goes in a shared package)",
+		"internal/ipam/dhcp/daemon imports internal/ipam/static: internal/ipam/dhcp and internal/ipam/static are members of internal/ipam and stay out of each other (what they share goes in a package that is no member)",
 		"internal/ipam/hostlocal imports internal/spec/skel/skeltest: only tests, test helpers and cmd/cnibench, cmd/nofirewall may use a test-only package",
 		"internal/ipam/hostlocal imports internal/testbed/testns: only tests, test helpers and cmd/cnibench, cmd/nofirewall may use a test-only package",
 		"internal/plugins/bridge imports internal/chain: internal/plugins and internal/chain are siblings of layer 5 and stay out of each other",
-		"internal/plugins/macvlan imports internal/plugins/vlan/config: internal/plugins/macvlan and internal/plugins/vlan are members of internal/plugins and stay out of each other (what they share goes in a shared package)",
-		"internal/plugins/tap (in-package tests) imports internal/plugins/macvlan: internal/plugins/tap and internal/plugins/macvlan are members of internal/plugins and stay out of each other (what they share goes in a shared package)",
+		"internal/plugins/macvlan imports internal/plugins/vlan/config: internal/plugins/macvlan and internal/plugins/vlan are members of internal/plugins and stay out of each other (what they share goes in a package that is no member)",
+		"internal/plugins/tap (in-package tests) imports internal/plugins/macvlan: internal/plugins/tap and internal/plugins/macvlan are members of internal/plugins and stay out of each other (what they share goes in a package that is no member)",
 		"internal/spare (in-package tests) is in no layer: put it under one of the entries of cmd/cni/layers_test.go (docs/architecture.md)",
 		"internal/spare is in no layer: put it under one of the entries of cmd/cni/layers_test.go (docs/architecture.md)",
 	}, layerViolations(graph))

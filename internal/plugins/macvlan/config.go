@@ -10,6 +10,7 @@ import (
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/plugins/attachment"
+	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -45,23 +46,10 @@ var modeNames = [...]string{
 
 // parseMode returns the kernel's mode for a config's mode name.
 func parseMode(name string) (netlink.MacvlanMode, bool) {
-	if name == "" {
-		return netlink.MACVLAN_MODE_BRIDGE, true
-	}
-	for m, n := range modeNames {
-		if n == name {
-			return netlink.MacvlanMode(m), true
-		}
-	}
-	return 0, false
+	return onelink.ParseMode(modeNames[:], name, netlink.MACVLAN_MODE_BRIDGE)
 }
 
-func modeName(m netlink.MacvlanMode) string {
-	if int(m) < len(modeNames) && modeNames[m] != "" {
-		return modeNames[m]
-	}
-	return "unknown"
-}
+func modeName(m netlink.MacvlanMode) string { return onelink.ModeName(modeNames[:], m) }
 
 // load parses and validates the config without looking at the system: the master and
 // its MTU are resolved by ADD and CHECK only. The MAC comes from the config, CNI_ARGS MAC

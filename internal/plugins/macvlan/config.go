@@ -8,7 +8,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/spec/skel"
@@ -70,21 +69,10 @@ func load(req *skel.Request) (*Config, error) {
 	if err := attachment.ValidateMTU(c.MTU); err != nil {
 		return nil, err
 	}
-	if err := c.resolveMAC(req.Args.CNIArgs); err != nil {
+	if c.mac, err = onelink.ContainerMAC(req.Args.CNIArgs, c.MAC, c.RuntimeConfig.MAC, "MAC", "IP", "GATEWAY"); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-func (c *Config) resolveMAC(cniArgs string) error {
-	args, err := skel.ParseCNIArgs(cniArgs, "MAC", "IP", "GATEWAY")
-	if err != nil {
-		return err
-	}
-	c.mac, err = link.ContainerMAC(link.MACSource{Field: "mac", Value: c.MAC},
-		link.MACSource{Field: "CNI_ARGS MAC", Value: args["MAC"]},
-		link.MACSource{Field: "runtimeConfig.mac", Value: c.RuntimeConfig.MAC})
-	return err
 }
 
 // child is the macvlan to create on the master.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/plugins/onelink"
@@ -26,6 +27,16 @@ func Plugin() *skel.Plugin {
 		Load: func(req *skel.Request) (struct{}, error) { return struct{}{}, load(req) },
 		Link: onelink.InContainer[struct{}]{Create: create, Verify: verify},
 	})
+}
+
+// load checks the config: dummy has no keys of its own, but an interface without
+// addresses would carry nothing, so IPAM is required, as in the reference.
+func load(req *skel.Request) error {
+	skel.WarnUnknownKeys[struct{}](req) // no keys of its own: any beyond the spec's is unknown
+	if req.Net.IPAM.Type == "" {
+		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: type is required: dummy configures the addresses IPAM gives")
+	}
+	return nil
 }
 
 // create makes the dummy: it has no parent, so it is made inside the container itself.

@@ -1,18 +1,17 @@
-// Package onelink builds the plugins that give a container one link of its own
-// (macvlan, ipvlan, vlan, dummy, tap) from what each of them alone knows, so that the
-// steps they share are written once. ADD loads the config, checks the IPAM section
-// before anything is made, creates the link, asks IPAM for addresses, configures them
-// and reports the interface, undoing every step when a later one fails. DEL releases
-// the addresses and deletes the link without reading the member's config, so it
-// succeeds whatever became of the config or the master. CHECK loads the config and
-// verifies the link, its MAC, addresses and routes. GC and STATUS ask IPAM. The steps
-// themselves are the attachment package's; this package is the skeleton that orders
-// them.
+// Package onelink is the skeleton of the plugins that give a container one link of its
+// own (macvlan, ipvlan, vlan, dummy, tap): it orders the steps they share, which are the
+// attachment package's, around what each member alone knows. ADD loads the config,
+// checks the IPAM section before anything is made, creates the link, asks IPAM for
+// addresses, configures them and reports the interface, undoing every step when a later
+// one fails. DEL releases the addresses and deletes the link without reading the
+// member's config, so it succeeds whatever became of the config or the master. CHECK
+// loads the config and verifies the link, its MAC, addresses and routes. GC and STATUS
+// ask IPAM.
 //
-// A new member is a package holding a Config type with its own keys, a load function
-// that parses and validates it (skel.LoadConfig, then the member's rules; it must not
-// look at the system: CHECK and STATUS run it too), a Verify function for CHECK (is the
-// link of the member's type, with the member's settings?) and a Plugin function:
+// A new member is a package with a Config type of its own keys, a load function that
+// parses and validates it (skel.LoadConfig, then the member's rules; it must not look at
+// the system: CHECK and STATUS run it too), a verify function for CHECK (is the link of
+// the member's type, with the member's settings?), and a Plugin function:
 //
 //	func Plugin() *skel.Plugin {
 //		return onelink.Plugin(onelink.Member[*Config]{
@@ -22,13 +21,12 @@
 //		})
 //	}
 //
-// Link says how the link is made. A child of a master (macvlan, ipvlan, vlan) is
-// OnMaster: the member describes it as an attachment.Child (its kind, master, MTU, and
-// the netlink.Link to create on the master) and the skeleton finds the master, creates
-// the link straight inside the container and, for CHECK, verifies the master too. A link
-// made inside the container itself (dummy, tap) is InContainer: the member's Create
-// makes CNI_IFNAME in the container and pushes its removal onto the undo stack. dummy is
-// the smallest member to copy; tap the largest.
+// A child of a master (macvlan, ipvlan, vlan) is OnMaster: the member describes it as an
+// attachment.Child (kind, master, MTU, the netlink.Link to create) and the skeleton finds
+// the master, creates the link straight inside the container and, for CHECK, verifies
+// the master too. A link without a master (dummy, tap) is InContainer: the member's
+// Create makes CNI_IFNAME in the container and pushes its removal onto the undo stack.
+// dummy is the smallest member to copy.
 package onelink
 
 import (

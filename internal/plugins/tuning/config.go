@@ -1,6 +1,7 @@
 package tuning
 
 import (
+	"maps"
 	"net"
 	"sort"
 	"strings"
@@ -65,9 +66,7 @@ func plan(req *skel.Request) (*Plan, error) {
 	}
 	s := conf.Settings
 	s.SysCtl = make(map[string]string, len(conf.SysCtl))
-	for k, v := range conf.SysCtl {
-		s.SysCtl[k] = v
-	}
+	maps.Copy(s.SysCtl, conf.SysCtl)
 	cniArgs, err := skel.ParseCNIArgs(req.Args.CNIArgs, "MAC")
 	if err != nil {
 		return nil, err
@@ -79,9 +78,7 @@ func plan(req *skel.Request) (*Plan, error) {
 		s.Mac = &mac
 	}
 	if a := conf.Args.CNI; a != nil {
-		for k, v := range a.SysCtl {
-			s.SysCtl[k] = v
-		}
+		maps.Copy(s.SysCtl, a.SysCtl)
 		override(&s.Mac, a.Mac)
 		override(&s.Promisc, a.Promisc)
 		override(&s.Mtu, a.Mtu)

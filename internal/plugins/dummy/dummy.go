@@ -12,7 +12,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/spec/skel"
@@ -40,12 +39,11 @@ func load(req *skel.Request) error {
 }
 
 // create makes the dummy: it has no parent, so it is made inside the container itself.
-func create(req *skel.Request, _ struct{}, cont *link.NS, undo *rollback.Stack) error {
+func create(req *skel.Request, _ struct{}, cont *link.NS) (func() error, error) {
 	if _, err := link.CreateChild(cont, cont, &netlink.Dummy{}, req.Args.IfName); err != nil {
-		return fmt.Errorf("dummy: %w", err)
+		return nil, fmt.Errorf("dummy: %w", err)
 	}
-	undo.Push("dummy", func() error { return cont.Delete(req.Args.IfName) })
-	return nil
+	return func() error { return cont.Delete(req.Args.IfName) }, nil
 }
 
 func verify(_ struct{}, _ *link.NS, l netlink.Link) error {

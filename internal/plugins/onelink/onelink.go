@@ -25,7 +25,7 @@
 // attachment.Child (kind, master, MTU, the netlink.Link to create) and the skeleton finds
 // the master, creates the link straight inside the container and, for CHECK, verifies
 // the master too. A link without a master (dummy, tap) is InContainer: the member's
-// Create makes CNI_IFNAME in the container and pushes its removal onto the undo stack.
+// Create makes CNI_IFNAME in the container and returns how to remove it.
 // dummy is the smallest member to copy.
 package onelink
 
@@ -55,7 +55,7 @@ type Member[C any] struct {
 
 // Link is how a member's link is made for ADD and verified for CHECK.
 type Link[C any] interface {
-	add(req *skel.Request, conf C) (*result.Result, error)
+	add(req *skel.Request, conf C, name string) (*result.Result, error)
 	check(req *skel.Request, conf C) error
 }
 
@@ -68,7 +68,7 @@ func Plugin[C any](m Member[C]) *skel.Plugin {
 			if err != nil {
 				return nil, err
 			}
-			return m.Link.add(req, conf)
+			return m.Link.add(req, conf, m.Name)
 		},
 		Del: attachment.Del,
 		Check: func(req *skel.Request) error {
@@ -101,7 +101,7 @@ type OnMaster[C any] struct {
 	Verify func(C, netlink.Link) error
 }
 
-func (o OnMaster[C]) add(req *skel.Request, conf C) (*result.Result, error) {
+func (o OnMaster[C]) add(req *skel.Request, conf C, _ string) (*result.Result, error) {
 	c := o.Child(conf)
 	if o.Chained != nil {
 		if err := o.Chained(req, conf, &c); err != nil {
@@ -117,15 +117,15 @@ func (o OnMaster[C]) check(req *skel.Request, conf C) error {
 
 // InContainer is a link without a master, made inside the container itself.
 type InContainer[C any] struct {
-	// Create makes the link CNI_IFNAME in cont and pushes its removal onto undo, which
-	// runs when a later step of ADD fails.
-	Create func(req *skel.Request, conf C, cont *link.NS, undo *rollback.Stack) error
+	// Create makes the link CNI_IFNAME in cont and returns how to remove it, which runs
+	// when a later step of ADD fails; also with an error, once the link exists.
+	Create func(req *skel.Request, conf C, cont *link.NS) (remove func() error, err error)
 	// Verify is CHECK's test of the link's type and the member's settings; cont is the
 	// container's namespace, where the link lives.
 	Verify func(conf C, cont *link.NS, l netlink.Link) error
 }
 
-func (in InContainer[C]) add(req *skel.Request, conf C) (_ *result.Result, err error) {
+func (in InContainer[C]) add(req *skel.Request, conf C, name string) (_ *result.Result, err error) {
 	if err := attachment.CheckIPAM(req); err != nil {
 		return nil, err
 	}
@@ -137,7 +137,11 @@ func (in InContainer[C]) add(req *skel.Request, conf C) (_ *result.Result, err e
 
 	var undo rollback.Stack
 	defer undo.OnError(&err)
-	if err := in.Create(req, conf, cont, &undo); err != nil {
+	remove, err := in.Create(req, conf, cont)
+	if remove != nil {
+		undo.Push(name, remove)
+	}
+	if err != nil {
 		return nil, err
 	}
 	addrs, err := attachment.AddIPAM(req, &undo)

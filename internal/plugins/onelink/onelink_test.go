@@ -11,7 +11,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/plugins/attachment"
 	at "github.com/cnikit/cni/internal/plugins/attachment/attachmenttest"
@@ -20,10 +19,12 @@ import (
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 )
 
-// conf is the test members' config: wrong makes Verify fail, invalid makes Load fail.
+// conf is the test members' config: wrong makes Verify fail, invalid makes Load fail,
+// failCreate makes Create fail after it made the link.
 type conf struct {
-	Wrong   bool `json:"wrong"`
-	Invalid bool `json:"invalid"`
+	Wrong      bool `json:"wrong"`
+	Invalid    bool `json:"invalid"`
+	FailCreate bool `json:"failCreate"`
 }
 
 // loads counts the calls of load, to see which commands read the member's config.
@@ -47,12 +48,15 @@ func bridgeMember(loads *atomic.Int32) func() *skel.Plugin {
 	return func() *skel.Plugin {
 		return onelink.Plugin(onelink.Member[conf]{Name: "inbridge", About: "test", Load: load(loads),
 			Link: onelink.InContainer[conf]{
-				Create: func(req *skel.Request, _ conf, cont *link.NS, undo *rollback.Stack) error {
+				Create: func(req *skel.Request, c conf, cont *link.NS) (func() error, error) {
 					if _, err := link.CreateChild(cont, cont, &netlink.Bridge{}, req.Args.IfName); err != nil {
-						return err
+						return nil, err
 					}
-					undo.Push("bridge", func() error { return cont.Delete(req.Args.IfName) })
-					return nil
+					remove := func() error { return cont.Delete(req.Args.IfName) }
+					if c.FailCreate {
+						return remove, errors.New("set up: failed")
+					}
+					return remove, nil
 				},
 				Verify: func(c conf, cont *link.NS, l netlink.Link) error {
 					if _, err := cont.ByName(l.Attrs().Name); err != nil || c.Wrong {
@@ -96,6 +100,16 @@ func TestInContainerFailedAddUndoesTheLinkAndTheReservation(t *testing.T) {
 	c := e.NewContainer()
 	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"ipam": ipam}))
 	require.ErrorContains(t, err, "192.0.2.1")
+	e.AssertNothingLeft(t, c)
+}
+
+func TestInContainerCreateFailingAfterTheLinkRemovesIt(t *testing.T) {
+	t.Parallel()
+	var loads atomic.Int32
+	e := at.New(t, bridgeMember(&loads)())
+	c := e.NewContainer()
+	_, err := e.Invoke(skel.CmdAdd, c.ID, c.NS.Path, e.Config(map[string]any{"failCreate": true}))
+	require.ErrorContains(t, err, "set up: failed")
 	e.AssertNothingLeft(t, c)
 }
 

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/plugins/attachment"
@@ -44,32 +43,31 @@ const selfExe = "/proc/self/exe"
 const nameTries = 3
 
 // create makes the tap CNI_IFNAME in the container, enslaved to the configured bridge
-// there, and pushes its deletion, by its name of the moment, onto undo.
-func create(req *skel.Request, c *Config, cont *link.NS, undo *rollback.Stack) error {
+// there. Once the tap exists, it returns how to delete it by its name of the moment.
+func create(req *skel.Request, c *Config, cont *link.NS) (remove func() error, err error) {
 	var br netlink.Link
 	if c.Bridge != "" {
-		var err error
 		if br, err = findBridge(cont, c.Bridge); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := cont.NameFree(req.Args.IfName); err != nil {
-		return err
+		return nil, err
 	}
 
 	step := steps.Begin(req.Context(), steps.LinkCreate)
 	tmp, err := createTap(req, c, cont)
 	if err := step.Done(err); err != nil {
-		return err
+		return nil, err
 	}
 	name := tmp
-	undo.Push("tap", func() error { return cont.Delete(name) })
+	remove = func() error { return cont.Delete(name) }
 	step = steps.Begin(req.Context(), steps.LinkUp)
 	renamed, err := setUp(cont, c, tmp, req.Args.IfName, br)
 	if renamed {
 		name = req.Args.IfName
 	}
-	return step.Done(err)
+	return remove, step.Done(err)
 }
 
 // findBridge returns the bridge called name inside the container.

@@ -30,12 +30,12 @@ func Plugin() *skel.Plugin {
 
 // chained completes the child for ADD: without IPAM, it takes the prevResult's
 // addresses, and without a configured master, the prevResult's single interface.
-func chained(req *skel.Request, conf *Config, c *attachment.Child) (err error) {
+func chained(req *skel.Request, conf *Config, c attachment.Child) (_ attachment.Child, err error) {
 	if c.FromPrevResult, err = addressesFromPrev(req); err != nil {
-		return err
+		return c, err
 	}
 	c.Master, err = conf.masterName(req.PrevResult)
-	return err
+	return c, err
 }
 
 // verify checks that the container interface is an ipvlan in the configured mode; the

@@ -96,7 +96,7 @@ type OnMaster[C any] struct {
 	Child func(C) attachment.Child
 	// Chained, when set, completes the child for ADD from the request: a chained ipvlan
 	// takes its master and addresses from the prevResult. CHECK does not run it.
-	Chained func(*skel.Request, C, *attachment.Child) error
+	Chained func(*skel.Request, C, attachment.Child) (attachment.Child, error)
 	// Verify is CHECK's test of the link's type and the member's settings.
 	Verify func(C, netlink.Link) error
 }
@@ -104,7 +104,8 @@ type OnMaster[C any] struct {
 func (o OnMaster[C]) add(req *skel.Request, conf C, _ string) (*result.Result, error) {
 	c := o.Child(conf)
 	if o.Chained != nil {
-		if err := o.Chained(req, conf, &c); err != nil {
+		var err error
+		if c, err = o.Chained(req, conf, c); err != nil {
 			return nil, err
 		}
 	}

@@ -139,10 +139,10 @@ func TestOnMasterCompletesTheChildForAddOnly(t *testing.T) {
 					return &netlink.Macvlan{LinkAttrs: attachment.ChildAttrs(m, 0), Mode: netlink.MACVLAN_MODE_BRIDGE}
 				}}
 			},
-			Chained: func(_ *skel.Request, _ conf, c *attachment.Child) error {
+			Chained: func(_ *skel.Request, _ conf, c attachment.Child) (attachment.Child, error) {
 				chained.Add(1)
 				c.Master = at.Master
-				return nil
+				return c, nil
 			},
 			Verify: func(c conf, l netlink.Link) error {
 				if c.Wrong {

@@ -26,7 +26,7 @@
 // the master, creates the link straight inside the container and, for CHECK, verifies
 // the master too. A link without a master (dummy, tap) is InContainer: the member's
 // Create makes CNI_IFNAME in the container and returns how to remove it.
-// dummy is the smallest member to copy.
+// ExamplePlugin is a whole member that compiles; dummy is the smallest real one to copy.
 package onelink
 
 import (

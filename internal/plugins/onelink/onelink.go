@@ -27,6 +27,7 @@
 // the master too. A link without a master (dummy, tap) is InContainer: the member's
 // Create makes CNI_IFNAME in the container and returns how to remove it.
 // ExamplePlugin is a whole member that compiles; dummy is the smallest real one to copy.
+// A member's tests run attachmenttest.Suite: what every one-link plugin does alike.
 package onelink
 
 import (

@@ -14,6 +14,14 @@ import (
 // DefaultDataDir is where the original values are kept between ADD and DEL.
 const DefaultDataDir = "/run/cni/tuning"
 
+// dataDir is where the backups are kept: the configured dataDir, else DefaultDataDir.
+func dataDir(configured string) string {
+	if configured == "" {
+		return DefaultDataDir
+	}
+	return configured
+}
+
 // Config is the plugin's part of the network config.
 type Config struct {
 	DataDir string `json:"dataDir,omitempty"`
@@ -85,10 +93,7 @@ func plan(req *skel.Request) (*Plan, error) {
 		override(&s.Allmulti, a.Allmulti)
 		override(&s.TxQLen, a.TxQLen)
 	}
-	p := &Plan{DataDir: conf.DataDir, Promisc: s.Promisc, Allmulti: s.Allmulti, TxQLen: s.TxQLen}
-	if p.DataDir == "" {
-		p.DataDir = DefaultDataDir
-	}
+	p := &Plan{DataDir: dataDir(conf.DataDir), Promisc: s.Promisc, Allmulti: s.Allmulti, TxQLen: s.TxQLen}
 	if err := p.setLinkValues(s); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/plugins/attachment"
+	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -28,23 +29,10 @@ var modeNames = [...]string{netlink.IPVLAN_MODE_L2: "l2", netlink.IPVLAN_MODE_L3
 
 // parseMode returns the kernel's mode for a config's mode name.
 func parseMode(name string) (netlink.IPVlanMode, bool) {
-	if name == "" {
-		return netlink.IPVLAN_MODE_L2, true
-	}
-	for m, n := range modeNames {
-		if n == name {
-			return netlink.IPVlanMode(m), true
-		}
-	}
-	return 0, false
+	return onelink.ParseMode(modeNames[:], name, netlink.IPVLAN_MODE_L2)
 }
 
-func modeName(m netlink.IPVlanMode) string {
-	if int(m) < len(modeNames) {
-		return modeNames[m]
-	}
-	return "unknown"
-}
+func modeName(m netlink.IPVlanMode) string { return onelink.ModeName(modeNames[:], m) }
 
 // load parses and validates the config without looking at the system: the master and
 // its MTU are resolved by ADD and CHECK only.

@@ -13,64 +13,41 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/plugins/attachment"
-	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Plugin returns the ipvlan plugin's registry entry.
 func Plugin() *skel.Plugin {
-	return &skel.Plugin{
-		Name:     "ipvlan",
-		About:    "gives containers an ipvlan interface (l2, l3 or l3s) on a host interface",
-		Versions: version.All(),
-		Add:      add,
-		Del:      attachment.Del,
-		Check:    check,
-		GC:       attachment.GC,
-		Status:   status,
-	}
-}
-
-func add(req *skel.Request) (*result.Result, error) {
-	conf, err := load(req)
-	if err != nil {
-		return nil, err
-	}
-	c := conf.child()
-	if c.FromPrevResult, err = addressesFromPrev(req); err != nil {
-		return nil, err
-	}
-	if c.Master, err = conf.masterName(req.PrevResult); err != nil {
-		return nil, err
-	}
-	return attachment.Add(req, c)
-}
-
-// check verifies the container interface is an ipvlan in the configured mode on a
-// master that still exists (the configured one, when the config names it), with the
-// reported addresses and routes.
-func check(req *skel.Request) error {
-	conf, err := load(req)
-	if err != nil {
-		return err
-	}
-	return attachment.CheckChild(req, conf.child(), func(l netlink.Link) error {
-		iv, ok := l.(*netlink.IPVlan)
-		if !ok {
-			return fmt.Errorf("is a %s, not an ipvlan", l.Type())
-		}
-		if iv.Mode != conf.mode {
-			return fmt.Errorf("ipvlan mode %s, config says %s", modeName(iv.Mode), modeName(conf.mode))
-		}
-		return nil
+	return onelink.Plugin(onelink.Member[*Config]{
+		Name:  "ipvlan",
+		About: "gives containers an ipvlan interface (l2, l3 or l3s) on a host interface",
+		Load:  load,
+		Link:  onelink.OnMaster[*Config]{Child: (*Config).child, Chained: chained, Verify: verify},
 	})
 }
 
-func status(req *skel.Request) error {
-	if _, err := load(req); err != nil {
-		return err
+// chained completes the child for ADD: without IPAM, it takes the prevResult's
+// addresses, and without a configured master, the prevResult's single interface.
+func chained(req *skel.Request, conf *Config, c attachment.Child) (_ attachment.Child, err error) {
+	if c.FromPrevResult, err = addressesFromPrev(req); err != nil {
+		return c, err
 	}
-	return attachment.Status(req)
+	c.Master, err = conf.masterName(req.PrevResult)
+	return c, err
+}
+
+// verify checks that the container interface is an ipvlan in the configured mode; the
+// skeleton checks that its master still exists (the configured one, when the config
+// names it), and its addresses and routes.
+func verify(conf *Config, l netlink.Link) error {
+	iv, ok := l.(*netlink.IPVlan)
+	if !ok {
+		return fmt.Errorf("is a %s, not an ipvlan", l.Type())
+	}
+	if iv.Mode != conf.mode {
+		return fmt.Errorf("ipvlan mode %s, config says %s", modeName(iv.Mode), modeName(conf.mode))
+	}
+	return nil
 }

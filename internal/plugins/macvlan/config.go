@@ -8,8 +8,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/plugins/attachment"
+	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -45,23 +45,10 @@ var modeNames = [...]string{
 
 // parseMode returns the kernel's mode for a config's mode name.
 func parseMode(name string) (netlink.MacvlanMode, bool) {
-	if name == "" {
-		return netlink.MACVLAN_MODE_BRIDGE, true
-	}
-	for m, n := range modeNames {
-		if n == name {
-			return netlink.MacvlanMode(m), true
-		}
-	}
-	return 0, false
+	return onelink.ParseMode(modeNames[:], name, netlink.MACVLAN_MODE_BRIDGE)
 }
 
-func modeName(m netlink.MacvlanMode) string {
-	if int(m) < len(modeNames) && modeNames[m] != "" {
-		return modeNames[m]
-	}
-	return "unknown"
-}
+func modeName(m netlink.MacvlanMode) string { return onelink.ModeName(modeNames[:], m) }
 
 // load parses and validates the config without looking at the system: the master and
 // its MTU are resolved by ADD and CHECK only. The MAC comes from the config, CNI_ARGS MAC
@@ -82,21 +69,10 @@ func load(req *skel.Request) (*Config, error) {
 	if err := attachment.ValidateMTU(c.MTU); err != nil {
 		return nil, err
 	}
-	if err := c.resolveMAC(req.Args.CNIArgs); err != nil {
+	if c.mac, err = onelink.ContainerMAC(req.Args.CNIArgs, c.MAC, c.RuntimeConfig.MAC, "MAC", "IP", "GATEWAY"); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-func (c *Config) resolveMAC(cniArgs string) error {
-	args, err := skel.ParseCNIArgs(cniArgs, "MAC", "IP", "GATEWAY")
-	if err != nil {
-		return err
-	}
-	c.mac, err = link.ContainerMAC(link.MACSource{Field: "mac", Value: c.MAC},
-		link.MACSource{Field: "CNI_ARGS MAC", Value: args["MAC"]},
-		link.MACSource{Field: "runtimeConfig.mac", Value: c.RuntimeConfig.MAC})
-	return err
 }
 
 // child is the macvlan to create on the master.

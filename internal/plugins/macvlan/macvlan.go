@@ -13,56 +13,29 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/core/version"
-	"github.com/cnikit/cni/internal/plugins/attachment"
-	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Plugin returns the macvlan plugin's registry entry.
 func Plugin() *skel.Plugin {
-	return &skel.Plugin{
-		Name:     "macvlan",
-		About:    "gives containers a macvlan interface of their own on a host interface",
-		Versions: version.All(),
-		Add:      add,
-		Del:      attachment.Del,
-		Check:    check,
-		GC:       attachment.GC,
-		Status:   status,
-	}
-}
-
-func add(req *skel.Request) (*result.Result, error) {
-	conf, err := load(req)
-	if err != nil {
-		return nil, err
-	}
-	return attachment.Add(req, conf.child())
-}
-
-// check verifies the container interface is a macvlan in the configured mode on the
-// configured master, with the reported MAC, addresses and routes.
-func check(req *skel.Request) error {
-	conf, err := load(req)
-	if err != nil {
-		return err
-	}
-	return attachment.CheckChild(req, conf.child(), func(l netlink.Link) error {
-		mv, ok := l.(*netlink.Macvlan)
-		if !ok {
-			return fmt.Errorf("is a %s, not a macvlan", l.Type())
-		}
-		if mv.Mode != conf.mode {
-			return fmt.Errorf("macvlan mode %s, config says %s", modeName(mv.Mode), modeName(conf.mode))
-		}
-		return nil
+	return onelink.Plugin(onelink.Member[*Config]{
+		Name:  "macvlan",
+		About: "gives containers a macvlan interface of their own on a host interface",
+		Load:  load,
+		Link:  onelink.OnMaster[*Config]{Child: (*Config).child, Verify: verify},
 	})
 }
 
-func status(req *skel.Request) error {
-	if _, err := load(req); err != nil {
-		return err
+// verify checks that the container interface is a macvlan in the configured mode; the
+// skeleton checks its master, MAC, addresses and routes.
+func verify(conf *Config, l netlink.Link) error {
+	mv, ok := l.(*netlink.Macvlan)
+	if !ok {
+		return fmt.Errorf("is a %s, not a macvlan", l.Type())
 	}
-	return attachment.Status(req)
+	if mv.Mode != conf.mode {
+		return fmt.Errorf("macvlan mode %s, config says %s", modeName(mv.Mode), modeName(conf.mode))
+	}
+	return nil
 }

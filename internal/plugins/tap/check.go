@@ -6,28 +6,12 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/host/link"
-	"github.com/cnikit/cni/internal/plugins/attachment"
-	"github.com/cnikit/cni/internal/spec/skel"
 )
 
-// check verifies what ADD built against the config and prevResult: the IPAM reservation,
-// a tap called CNI_IFNAME in the container with the MAC, MTU, queue mode, owner, group
-// and bridge asked for, and its addresses and routes.
-func check(req *skel.Request) error {
-	c, err := load(req)
-	if err != nil {
-		return err
-	}
-	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
-	if err != nil {
-		return err
-	}
-	defer cont.Close()
-	return attachment.Check(req, cont, func(l netlink.Link) error { return verifyTap(cont, c, l) })
-}
-
-// verifyTap checks the link against the config.
-func verifyTap(cont *link.NS, c *Config, l netlink.Link) error {
+// verifyTap is CHECK's test of the link called CNI_IFNAME in the container: a tap with
+// the MAC, MTU, queue mode, owner, group and bridge asked for; the skeleton checks the
+// IPAM reservation and the addresses and routes.
+func verifyTap(c *Config, cont *link.NS, l netlink.Link) error {
 	name := l.Attrs().Name
 	t, ok := l.(*netlink.Tuntap)
 	if !ok || t.Mode != netlink.TUNTAP_MODE_TAP {

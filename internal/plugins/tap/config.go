@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -56,7 +56,8 @@ func load(req *skel.Request) (*Config, error) {
 	if err := validContext(c.SelinuxContext); err != nil {
 		return nil, err
 	}
-	return c, c.resolveMAC(req.Args.CNIArgs)
+	c.mac, err = onelink.ContainerMAC(req.Args.CNIArgs, c.MAC, c.RuntimeConfig.MAC, "MAC")
+	return c, err
 }
 
 // validContext accepts "user:role:type[:level]" in printable ASCII: the value is
@@ -74,15 +75,4 @@ func validContext(s string) error {
 		}
 	}
 	return nil
-}
-
-func (c *Config) resolveMAC(cniArgs string) error {
-	args, err := skel.ParseCNIArgs(cniArgs, "MAC")
-	if err != nil {
-		return err
-	}
-	c.mac, err = link.ContainerMAC(link.MACSource{Field: "mac", Value: c.MAC},
-		link.MACSource{Field: "CNI_ARGS MAC", Value: args["MAC"]},
-		link.MACSource{Field: "runtimeConfig.mac", Value: c.RuntimeConfig.MAC})
-	return err
 }

@@ -16,29 +16,24 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/core/steps"
-	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/plugins/attachment"
-	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
-// Plugin returns the tap plugin's registry entry.
+// Plugin returns the tap plugin's registry entry: a member of the onelink skeleton whose
+// link is made inside the container. Its STATUS reads no config: IPAM's alone.
 func Plugin() *skel.Plugin {
-	return &skel.Plugin{
-		Name:     "tap",
-		About:    "creates a tap device in the container for a VM to attach to",
-		Versions: version.All(),
-		Add:      add,
-		// DEL reads no config beyond the IPAM type, so a config that no longer
-		// validates still cleans up; GC and STATUS are IPAM's.
-		Del:    attachment.Del,
-		Check:  check,
-		GC:     attachment.GC,
-		Status: attachment.Status,
-	}
+	p := onelink.Plugin(onelink.Member[*Config]{
+		Name:  "tap",
+		About: "creates a tap device in the container for a VM to attach to",
+		Load:  load,
+		Link:  onelink.InContainer[*Config]{Create: create, Verify: verifyTap},
+	})
+	p.Status = attachment.Status
+	return p
 }
 
 // selfExe is the running binary, exec'd as the tap creator under an SELinux label.
@@ -47,20 +42,9 @@ const selfExe = "/proc/self/exe"
 // nameTries bounds the temporary names tried: one clash among 2^32 is already unlikely.
 const nameTries = 3
 
-func add(req *skel.Request) (_ *result.Result, err error) {
-	c, err := load(req)
-	if err != nil {
-		return nil, err
-	}
-	if err := attachment.CheckIPAM(req); err != nil {
-		return nil, err
-	}
-	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
-	if err != nil {
-		return nil, err
-	}
-	defer cont.Close()
-
+// create makes the tap CNI_IFNAME in the container, enslaved to the configured bridge
+// there. Once the tap exists, it returns how to delete it by its name of the moment.
+func create(req *skel.Request, c *Config, cont *link.NS) (remove func() error, err error) {
 	var br netlink.Link
 	if c.Bridge != "" {
 		if br, err = findBridge(cont, c.Bridge); err != nil {
@@ -71,30 +55,19 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		return nil, err
 	}
 
-	var undo rollback.Stack
-	defer undo.OnError(&err)
-
 	step := steps.Begin(req.Context(), steps.LinkCreate)
 	tmp, err := createTap(req, c, cont)
 	if err := step.Done(err); err != nil {
 		return nil, err
 	}
 	name := tmp
-	undo.Push("tap", func() error { return cont.Delete(name) })
+	remove = func() error { return cont.Delete(name) }
 	step = steps.Begin(req.Context(), steps.LinkUp)
 	renamed, err := setUp(cont, c, tmp, req.Args.IfName, br)
 	if renamed {
 		name = req.Args.IfName
 	}
-	if err := step.Done(err); err != nil {
-		return nil, err
-	}
-
-	addrs, err := attachment.AddIPAM(req, &undo)
-	if err != nil {
-		return nil, err
-	}
-	return attachment.Finish(req, cont, addrs, attachment.Options{})
+	return remove, step.Done(err)
 }
 
 // findBridge returns the bridge called name inside the container.

@@ -1,6 +1,7 @@
 package tuning
 
 import (
+	"maps"
 	"net"
 	"sort"
 	"strings"
@@ -12,6 +13,14 @@ import (
 
 // DefaultDataDir is where the original values are kept between ADD and DEL.
 const DefaultDataDir = "/run/cni/tuning"
+
+// dataDir is where the backups are kept: the configured dataDir, else DefaultDataDir.
+func dataDir(configured string) string {
+	if configured == "" {
+		return DefaultDataDir
+	}
+	return configured
+}
 
 // Config is the plugin's part of the network config.
 type Config struct {
@@ -65,9 +74,7 @@ func plan(req *skel.Request) (*Plan, error) {
 	}
 	s := conf.Settings
 	s.SysCtl = make(map[string]string, len(conf.SysCtl))
-	for k, v := range conf.SysCtl {
-		s.SysCtl[k] = v
-	}
+	maps.Copy(s.SysCtl, conf.SysCtl)
 	cniArgs, err := skel.ParseCNIArgs(req.Args.CNIArgs, "MAC")
 	if err != nil {
 		return nil, err
@@ -79,19 +86,14 @@ func plan(req *skel.Request) (*Plan, error) {
 		s.Mac = &mac
 	}
 	if a := conf.Args.CNI; a != nil {
-		for k, v := range a.SysCtl {
-			s.SysCtl[k] = v
-		}
+		maps.Copy(s.SysCtl, a.SysCtl)
 		override(&s.Mac, a.Mac)
 		override(&s.Promisc, a.Promisc)
 		override(&s.Mtu, a.Mtu)
 		override(&s.Allmulti, a.Allmulti)
 		override(&s.TxQLen, a.TxQLen)
 	}
-	p := &Plan{DataDir: conf.DataDir, Promisc: s.Promisc, Allmulti: s.Allmulti, TxQLen: s.TxQLen}
-	if p.DataDir == "" {
-		p.DataDir = DefaultDataDir
-	}
+	p := &Plan{DataDir: dataDir(conf.DataDir), Promisc: s.Promisc, Allmulti: s.Allmulti, TxQLen: s.TxQLen}
 	if err := p.setLinkValues(s); err != nil {
 		return nil, err
 	}

@@ -74,11 +74,7 @@ func setLink(h *netlink.Handle, name string, s linkState) error {
 		}
 	}
 	if s.Promisc != nil {
-		set := h.SetPromiscOff
-		if *s.Promisc {
-			set = h.SetPromiscOn
-		}
-		if err := set(l); err != nil {
+		if err := setFlag(l, *s.Promisc, h.SetPromiscOn, h.SetPromiscOff); err != nil {
 			return fmt.Errorf("promisc: set %t on %q: %w", *s.Promisc, name, err)
 		}
 	}
@@ -88,11 +84,7 @@ func setLink(h *netlink.Handle, name string, s linkState) error {
 		}
 	}
 	if s.Allmulti != nil {
-		set := h.LinkSetAllmulticastOff
-		if *s.Allmulti {
-			set = h.LinkSetAllmulticastOn
-		}
-		if err := set(l); err != nil {
+		if err := setFlag(l, *s.Allmulti, h.LinkSetAllmulticastOn, h.LinkSetAllmulticastOff); err != nil {
 			return fmt.Errorf("allmulti: set %t on %q: %w", *s.Allmulti, name, err)
 		}
 	}
@@ -102,6 +94,14 @@ func setLink(h *netlink.Handle, name string, s linkState) error {
 		}
 	}
 	return nil
+}
+
+// setFlag turns a link flag (promisc, allmulti) on or off with the setter want picks.
+func setFlag(l netlink.Link, want bool, on, off func(netlink.Link) error) error {
+	if want {
+		return on(l)
+	}
+	return off(l)
 }
 
 // setMac changes the address in place; a device that refuses while up (EBUSY) is taken

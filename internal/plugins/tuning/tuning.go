@@ -177,11 +177,7 @@ func (t tuner) del(req *skel.Request) error {
 		fmt.Fprintf(req.Stderr, "tuning: nothing to restore: %v\n", err)
 		return nil
 	}
-	dataDir := conf.DataDir
-	if dataDir == "" {
-		dataDir = DefaultDataDir
-	}
-	store, err := openBackups(dataDir, req.Stderr)
+	store, err := openBackups(dataDir(conf.DataDir), req.Stderr)
 	if err != nil {
 		return err
 	}

@@ -12,58 +12,31 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/core/version"
-	"github.com/cnikit/cni/internal/plugins/attachment"
-	"github.com/cnikit/cni/internal/result"
+	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // Plugin returns the vlan plugin's registry entry.
 func Plugin() *skel.Plugin {
-	return &skel.Plugin{
-		Name:     "vlan",
-		About:    "gives containers an 802.1Q VLAN interface on a host interface",
-		Versions: version.All(),
-		Add:      add,
-		Del:      attachment.Del,
-		Check:    check,
-		GC:       attachment.GC,
-		Status:   status,
-	}
-}
-
-func add(req *skel.Request) (*result.Result, error) {
-	conf, err := load(req)
-	if err != nil {
-		return nil, err
-	}
-	return attachment.Add(req, conf.child())
-}
-
-// check verifies the container interface is a VLAN with the configured id (and MTU, when
-// set) on the configured master, with the reported MAC, addresses and routes.
-func check(req *skel.Request) error {
-	conf, err := load(req)
-	if err != nil {
-		return err
-	}
-	return attachment.CheckChild(req, conf.child(), func(l netlink.Link) error {
-		v, ok := l.(*netlink.Vlan)
-		switch {
-		case !ok:
-			return fmt.Errorf("is a %s, not a vlan", l.Type())
-		case v.VlanId != conf.VLANID:
-			return fmt.Errorf("vlan id %d, config says %d", v.VlanId, conf.VLANID)
-		case conf.MTU != 0 && v.MTU != conf.MTU:
-			return fmt.Errorf("mtu %d, config says %d", v.MTU, conf.MTU)
-		}
-		return nil
+	return onelink.Plugin(onelink.Member[*Config]{
+		Name:  "vlan",
+		About: "gives containers an 802.1Q VLAN interface on a host interface",
+		Load:  load,
+		Link:  onelink.OnMaster[*Config]{Child: (*Config).child, Verify: verify},
 	})
 }
 
-func status(req *skel.Request) error {
-	if _, err := load(req); err != nil {
-		return err
+// verify checks that the container interface is a VLAN with the configured id (and
+// MTU, when set); the skeleton checks its master, MAC, addresses and routes.
+func verify(conf *Config, l netlink.Link) error {
+	v, ok := l.(*netlink.Vlan)
+	switch {
+	case !ok:
+		return fmt.Errorf("is a %s, not a vlan", l.Type())
+	case v.VlanId != conf.VLANID:
+		return fmt.Errorf("vlan id %d, config says %d", v.VlanId, conf.VLANID)
+	case conf.MTU != 0 && v.MTU != conf.MTU:
+		return fmt.Errorf("mtu %d, config says %d", v.MTU, conf.MTU)
 	}
-	return attachment.Status(req)
+	return nil
 }

@@ -1,6 +1,6 @@
-// Package ipamconf holds the config pieces the built-in IPAM types share: the JSON
-// shape of ipam.routes, turned into the result model with errors that name the
-// offending field (ipam.dns is skel.DNS).
+// Package ipamconf holds the config pieces the built-in IPAM types share: ipam.routes
+// (result.WireRoute) turned into the result model with errors that name the offending
+// field (ipam.dns is skel.DNS, result.WireDNS).
 package ipamconf
 
 import (
@@ -11,16 +11,8 @@ import (
 	"github.com/cnikit/cni/internal/result"
 )
 
-// Route is one entry of ipam.routes, with the 1.1.0 extensions.
-type Route struct {
-	Dst      string `json:"dst"`
-	GW       string `json:"gw,omitempty"`
-	MTU      int    `json:"mtu,omitempty"`
-	AdvMSS   int    `json:"advmss,omitempty"`
-	Priority int    `json:"priority,omitempty"`
-	Table    *int   `json:"table,omitempty"`
-	Scope    *int   `json:"scope,omitempty"`
-}
+// Route is one entry of ipam.routes, with the 1.1.0 extensions: the route of a result.
+type Route = result.WireRoute
 
 // Args is the config's "args" object as the IPAM types read it: the runtime's requested
 // addresses under args.cni.ips (CONVENTIONS.md).

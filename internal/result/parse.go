@@ -189,22 +189,24 @@ func fromWireRoute(w WireRoute) (Route, error) {
 	return Route{Dst: dst, GW: gw, MTU: w.MTU, AdvMSS: w.AdvMSS, Priority: w.Priority, Table: w.Table, Scope: w.Scope}, nil
 }
 
-// parsePrefix reads a CIDR keeping its host bits. The reference library would accept a
-// missing address and later print it as "<nil>", which nothing can read back, so a
-// missing one is an error here. An IPv4-mapped IPv6 address is read as IPv4, as Go's
-// net package (and so the reference) treats it.
+// parsePrefix reads a CIDR keeping its host bits (and Unmaps it). The reference library
+// would accept a missing address and later print it as "<nil>", which nothing can read
+// back, so a missing one is an error here.
 func parsePrefix(s string) (netip.Prefix, error) {
 	if s == "" {
 		return netip.Prefix{}, fmt.Errorf("missing CIDR")
 	}
 	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
+	return Unmap(p), err
+}
+
+// Unmap turns an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/120) into its IPv4 form, as
+// Go's net package (and so the reference) reads one: results and configs alike.
+func Unmap(p netip.Prefix) netip.Prefix {
 	if a := p.Addr(); a.Is4In6() {
-		return netip.PrefixFrom(a.Unmap(), max(p.Bits()-96, 0)), nil
+		return netip.PrefixFrom(a.Unmap(), max(p.Bits()-96, 0))
 	}
-	return p, nil
+	return p
 }
 
 // parseAddr reads an optional address: "" is no address, like the reference's net.IP.

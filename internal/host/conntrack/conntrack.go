@@ -54,7 +54,7 @@ func Delete(v6 bool, matches []Match) (uint, error) {
 // can run on any goroutine: whatever the namespace of the thread they land on, they
 // reach the one the table was opened in.
 type Table struct {
-	h *nlconn.Handle
+	h nlconn.Handle
 }
 
 // OpenCurrent opens the table of the calling thread's network namespace.

@@ -39,7 +39,7 @@ type NS struct {
 	// Path is the namespace's path as given ("" for the caller's own namespace).
 	Path string
 	fd   netns.NsHandle
-	h    *nlconn.Handle
+	h    nlconn.Handle
 	// steps records the work done through this NS for the invocation log: the
 	// recorder of the context it was opened for, nil when the log is off.
 	steps *steps.Recorder
@@ -161,7 +161,7 @@ func Current() (*NS, error) {
 }
 
 // Handle returns the netlink handle bound to the namespace.
-func (n *NS) Handle() *nlconn.Handle { return n.h }
+func (n *NS) Handle() *nlconn.Handle { return &n.h }
 
 // Fd is the namespace's file descriptor, for attributes such as a veth peer's
 // IFLA_NET_NS_FD. It stays valid until Close.
@@ -175,9 +175,9 @@ func (n *NS) Close() {
 	if n == nil {
 		return
 	}
-	if n.h != nil {
+	if n.h.Handle != nil {
 		n.h.Close()
-		n.h = nil
+		n.h.Handle = nil
 	}
 	if n.fd.IsOpen() {
 		n.fd.Close()

@@ -34,21 +34,23 @@ import (
 const Timeout = 10 * time.Second
 
 // Open opens a netlink handle bound to the namespace ns (netns.None() for the calling
-// thread's), with a socket for each of families, every one with the deadline.
-func Open(ns netns.NsHandle, families ...int) (*Handle, error) {
+// thread's), with a socket for each of families, every one with the deadline. The
+// Handle is a value (one pointer), so that wrapping the netlink handle costs no
+// allocation: keep it in a variable or a field and pass its address.
+func Open(ns netns.NsHandle, families ...int) (Handle, error) {
 	return open(ns, Timeout, families...)
 }
 
-func open(ns netns.NsHandle, timeout time.Duration, families ...int) (*Handle, error) {
+func open(ns netns.NsHandle, timeout time.Duration, families ...int) (Handle, error) {
 	h, err := netlink.NewHandleAt(ns, families...)
 	if err != nil {
-		return nil, err
+		return Handle{}, err
 	}
 	if err := h.SetSocketTimeout(timeout); err != nil {
 		h.Close()
-		return nil, fmt.Errorf("netlink handle: deadline: %w", err)
+		return Handle{}, fmt.Errorf("netlink handle: deadline: %w", err)
 	}
-	return &Handle{h}, nil
+	return Handle{h}, nil
 }
 
 // Execute sends req on a socket of protocol proto opened in the namespace ns

@@ -47,7 +47,7 @@ func (r *Result) Print(w io.Writer) error {
 
 func (r *Result) toWire02() (*wireResult02, error) {
 	s := split(r, false)
-	w := &wireResult02{CNIVersion: r.CNIVersion, DNS: toWireDNS0(r.DNS)}
+	w := &wireResult02{CNIVersion: r.CNIVersion, DNS: WireDNS(r.DNS)}
 	var err error
 	if w.IP4, err = toWireIP02(s.ip4, s.routes4); err != nil {
 		return nil, fmt.Errorf("ip4: %w", err)
@@ -58,54 +58,45 @@ func (r *Result) toWire02() (*wireResult02, error) {
 	return w, nil
 }
 
-func toWireIP02(ip *IPConfig, routes []Route) (*wireIP02, error) {
+func toWireIP02(ip *IPConfig, routes []Route) (w *wireIP02, err error) {
 	if ip == nil {
 		return nil, nil
 	}
-	addr, err := formatPrefix(ip.Address)
+	addr, err := formatPrefix("ip", ip.Address)
 	if err != nil {
-		return nil, fmt.Errorf("ip: %w", err)
+		return nil, err
 	}
-	w := &wireIP02{IP: addr, Gateway: formatAddr(ip.Gateway)}
-	for i, rt := range routes {
-		wr, err := toWireRoute(rt)
-		if err != nil {
-			return nil, fmt.Errorf("routes[%d]: %w", i, err)
-		}
-		w.Routes = append(w.Routes, wr)
+	w = &wireIP02{IP: addr, Gateway: formatAddr(ip.Gateway)}
+	if w.Routes, err = each("routes", routes, toWireRoute); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
 
-func (r *Result) toWire04() (*wireResult04, error) {
-	w := &wireResult04{CNIVersion: r.CNIVersion, DNS: toWireDNS0(r.DNS)}
+func (r *Result) toWire04() (w *wireResult04, err error) {
+	w = &wireResult04{CNIVersion: r.CNIVersion, DNS: WireDNS(r.DNS)}
 	for _, i := range r.Interfaces {
 		w.Interfaces = append(w.Interfaces, wireIface04{Name: i.Name, Mac: i.Mac, Sandbox: i.Sandbox})
 	}
-	for i, ip := range r.IPs {
-		addr, err := formatPrefix(ip.Address)
-		if err != nil {
-			return nil, fmt.Errorf("ips[%d]: address: %w", i, err)
-		}
+	if w.IPs, err = each("ips", r.IPs, func(ip IPConfig) (wireIP04, error) {
+		addr, err := formatPrefix("address", ip.Address)
 		// The reference recomputes "version" from the address family when it converts.
 		v := "6"
 		if ip.Address.Addr().Is4() {
 			v = "4"
 		}
-		w.IPs = append(w.IPs, wireIP04{Version: v, Interface: ip.Interface, Address: addr, Gateway: formatAddr(ip.Gateway)})
+		return wireIP04{Version: v, Interface: ip.Interface, Address: addr, Gateway: formatAddr(ip.Gateway)}, err
+	}); err != nil {
+		return nil, err
 	}
-	for i, rt := range r.Routes {
-		wr, err := toWireRoute(rt)
-		if err != nil {
-			return nil, fmt.Errorf("routes[%d]: %w", i, err)
-		}
-		w.Routes = append(w.Routes, wr)
+	if w.Routes, err = each("routes", r.Routes, toWireRoute); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
 
-func (r *Result) toWire1() (*wireResult1, error) {
-	w := &wireResult1{CNIVersion: r.CNIVersion}
+func (r *Result) toWire1() (w *wireResult1, err error) {
+	w = &wireResult1{CNIVersion: r.CNIVersion}
 	if !r.DNS.IsEmpty() {
 		w.DNS = &wireDNS1{Domain: r.DNS.Domain, Nameservers: r.DNS.Nameservers, Options: r.DNS.Options, Search: r.DNS.Search}
 	}
@@ -114,44 +105,33 @@ func (r *Result) toWire1() (*wireResult1, error) {
 			Mac: i.Mac, MTU: i.MTU, Name: i.Name, PciID: i.PciID, Sandbox: i.Sandbox, SocketPath: i.SocketPath,
 		})
 	}
-	for i, ip := range r.IPs {
-		addr, err := formatPrefix(ip.Address)
-		if err != nil {
-			return nil, fmt.Errorf("ips[%d]: address: %w", i, err)
-		}
-		w.IPs = append(w.IPs, wireIP1{Address: addr, Gateway: formatAddr(ip.Gateway), Interface: ip.Interface})
+	if w.IPs, err = each("ips", r.IPs, func(ip IPConfig) (wireIP1, error) {
+		addr, err := formatPrefix("address", ip.Address)
+		return wireIP1{Address: addr, Gateway: formatAddr(ip.Gateway), Interface: ip.Interface}, err
+	}); err != nil {
+		return nil, err
 	}
-	for i, rt := range r.Routes {
+	if w.Routes, err = each("routes", r.Routes, func(rt Route) (wireRoute1, error) {
 		wr, err := toWireRoute(rt)
-		if err != nil {
-			return nil, fmt.Errorf("routes[%d]: %w", i, err)
-		}
-		w.Routes = append(w.Routes, wireRoute1{
-			AdvMSS: wr.AdvMSS, Dst: wr.Dst, GW: wr.GW, MTU: wr.MTU, Priority: wr.Priority, Scope: wr.Scope, Table: wr.Table,
-		})
+		return wr.sorted(), err
+	}); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
 
-func toWireRoute(rt Route) (wireRoute, error) {
-	dst, err := formatPrefix(rt.Dst)
-	if err != nil {
-		return wireRoute{}, fmt.Errorf("dst: %w", err)
-	}
-	return wireRoute{
+func toWireRoute(rt Route) (WireRoute, error) {
+	dst, err := formatPrefix("dst", rt.Dst)
+	return WireRoute{
 		Dst: dst, GW: formatAddr(rt.GW), MTU: rt.MTU, AdvMSS: rt.AdvMSS, Priority: rt.Priority, Table: rt.Table, Scope: rt.Scope,
-	}, nil
+	}, err
 }
 
-func toWireDNS0(d DNS) wireDNS0 {
-	return wireDNS0(d)
-}
-
-// formatPrefix refuses an unset prefix: the reference would print "<nil>", which no
-// reader accepts.
-func formatPrefix(p netip.Prefix) (string, error) {
+// formatPrefix refuses an unset prefix (field names it in the error): the reference
+// would print "<nil>", which no reader accepts.
+func formatPrefix(field string, p netip.Prefix) (string, error) {
 	if !p.IsValid() {
-		return "", fmt.Errorf("CIDR is not set")
+		return "", fmt.Errorf("%s: CIDR is not set", field)
 	}
 	return p.String(), nil
 }

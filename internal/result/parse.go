@@ -84,7 +84,7 @@ func decodeShape(sh shape, data []byte) (*Result, error) {
 // fromWire02 lists ip4 before ip6 and their routes in the same order, as the reference
 // 0.2.0 -> 0.4.0 converter does.
 func fromWire02(w *wireResult02) (*Result, error) {
-	r := &Result{DNS: fromWireDNS0(w.DNS)}
+	r := &Result{DNS: DNS(w.DNS)}
 	for _, f := range []struct {
 		name string
 		ip   *wireIP02
@@ -114,30 +114,24 @@ func fromWire02(w *wireResult02) (*Result, error) {
 
 // fromWire04 ignores each ip's "version": the model derives it from the address, so a
 // 0.4.0 entry whose "version" contradicts its address is read by its address.
-func fromWire04(w *wireResult04) (*Result, error) {
-	r := &Result{DNS: fromWireDNS0(w.DNS)}
+func fromWire04(w *wireResult04) (r *Result, err error) {
+	r = &Result{DNS: DNS(w.DNS)}
 	for _, wi := range w.Interfaces {
 		r.Interfaces = append(r.Interfaces, Interface{Name: wi.Name, Mac: wi.Mac, Sandbox: wi.Sandbox})
 	}
-	for i, wip := range w.IPs {
-		ip, err := fromWireIP(wip.Interface, wip.Address, wip.Gateway)
-		if err != nil {
-			return nil, fmt.Errorf("ips[%d]: %w", i, err)
-		}
-		r.IPs = append(r.IPs, ip)
+	if r.IPs, err = each("ips", w.IPs, func(ip wireIP04) (IPConfig, error) {
+		return fromWireIP(ip.Interface, ip.Address, ip.Gateway)
+	}); err != nil {
+		return nil, err
 	}
-	for i, wr := range w.Routes {
-		rt, err := fromWireRoute(wr)
-		if err != nil {
-			return nil, fmt.Errorf("routes[%d]: %w", i, err)
-		}
-		r.Routes = append(r.Routes, rt)
+	if r.Routes, err = each("routes", w.Routes, fromWireRoute); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
 
-func fromWire1(w *wireResult1) (*Result, error) {
-	r := &Result{}
+func fromWire1(w *wireResult1) (r *Result, err error) {
+	r = &Result{}
 	if w.DNS != nil {
 		r.DNS = DNS{Nameservers: w.DNS.Nameservers, Domain: w.DNS.Domain, Search: w.DNS.Search, Options: w.DNS.Options}
 	}
@@ -146,23 +140,29 @@ func fromWire1(w *wireResult1) (*Result, error) {
 			Name: wi.Name, Mac: wi.Mac, MTU: wi.MTU, Sandbox: wi.Sandbox, SocketPath: wi.SocketPath, PciID: wi.PciID,
 		})
 	}
-	for i, wip := range w.IPs {
-		ip, err := fromWireIP(wip.Interface, wip.Address, wip.Gateway)
-		if err != nil {
-			return nil, fmt.Errorf("ips[%d]: %w", i, err)
-		}
-		r.IPs = append(r.IPs, ip)
+	if r.IPs, err = each("ips", w.IPs, func(ip wireIP1) (IPConfig, error) {
+		return fromWireIP(ip.Interface, ip.Address, ip.Gateway)
+	}); err != nil {
+		return nil, err
 	}
-	for i, wr := range w.Routes {
-		rt, err := fromWireRoute(wireRoute{
-			Dst: wr.Dst, GW: wr.GW, MTU: wr.MTU, AdvMSS: wr.AdvMSS, Priority: wr.Priority, Table: wr.Table, Scope: wr.Scope,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("routes[%d]: %w", i, err)
-		}
-		r.Routes = append(r.Routes, rt)
+	if r.Routes, err = each("routes", w.Routes, func(rt wireRoute1) (Route, error) { return fromWireRoute(rt.unsorted()) }); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// each converts every element of in with conv; a failure names the element as
+// field[i]. It returns nil for no elements, as appending one by one did.
+func each[In, Out any](field string, in []In, conv func(In) (Out, error)) ([]Out, error) {
+	var out []Out
+	for i, x := range in {
+		y, err := conv(x)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", field, i, err)
+		}
+		out = append(out, y)
+	}
+	return out, nil
 }
 
 func fromWireIP(iface *int, address, gateway string) (IPConfig, error) {
@@ -177,7 +177,7 @@ func fromWireIP(iface *int, address, gateway string) (IPConfig, error) {
 	return IPConfig{Interface: iface, Address: addr, Gateway: gw}, nil
 }
 
-func fromWireRoute(w wireRoute) (Route, error) {
+func fromWireRoute(w WireRoute) (Route, error) {
 	dst, err := parsePrefix(w.Dst)
 	if err != nil {
 		return Route{}, fmt.Errorf("dst: %w", err)
@@ -189,26 +189,24 @@ func fromWireRoute(w wireRoute) (Route, error) {
 	return Route{Dst: dst, GW: gw, MTU: w.MTU, AdvMSS: w.AdvMSS, Priority: w.Priority, Table: w.Table, Scope: w.Scope}, nil
 }
 
-func fromWireDNS0(w wireDNS0) DNS {
-	return DNS(w)
-}
-
-// parsePrefix reads a CIDR keeping its host bits. The reference library would accept a
-// missing address and later print it as "<nil>", which nothing can read back, so a
-// missing one is an error here. An IPv4-mapped IPv6 address is read as IPv4, as Go's
-// net package (and so the reference) treats it.
+// parsePrefix reads a CIDR keeping its host bits (and Unmaps it). The reference library
+// would accept a missing address and later print it as "<nil>", which nothing can read
+// back, so a missing one is an error here.
 func parsePrefix(s string) (netip.Prefix, error) {
 	if s == "" {
 		return netip.Prefix{}, fmt.Errorf("missing CIDR")
 	}
 	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
+	return Unmap(p), err
+}
+
+// Unmap turns an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/120) into its IPv4 form, as
+// Go's net package (and so the reference) reads one: results and configs alike.
+func Unmap(p netip.Prefix) netip.Prefix {
 	if a := p.Addr(); a.Is4In6() {
-		return netip.PrefixFrom(a.Unmap(), max(p.Bits()-96, 0)), nil
+		return netip.PrefixFrom(a.Unmap(), max(p.Bits()-96, 0))
 	}
-	return p, nil
+	return p
 }
 
 // parseAddr reads an optional address: "" is no address, like the reference's net.IP.

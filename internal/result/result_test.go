@@ -396,3 +396,16 @@ func TestEncodeDerivesIPVersionFromTheAddress(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `{"cniVersion":"0.2.0","ip4":{"ip":"10.0.0.2/8"},"ip6":{"ip":"fd00::2/64"},"dns":{}}`, encode(t, down))
 }
+
+func TestUnmapReadsAnIPv4MappedPrefixAsIPv4AndLeavesOthersAlone(t *testing.T) {
+	for in, want := range map[string]string{
+		"::ffff:10.0.0.0/120": "10.0.0.0/24",
+		"::ffff:10.0.0.5/128": "10.0.0.5/32",
+		"::ffff:0.0.0.0/64":   "0.0.0.0/0", // fewer bits than the mapping prefix: all of IPv4
+		"10.1.2.3/16":         "10.1.2.3/16",
+		"fd00::1/64":          "fd00::1/64",
+	} {
+		assert.Equal(t, want, Unmap(netip.MustParsePrefix(in)).String(), in)
+	}
+	assert.False(t, Unmap(netip.Prefix{}).IsValid(), "an unset prefix stays unset")
+}

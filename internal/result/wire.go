@@ -31,21 +31,21 @@ type wireResult02 struct {
 	CNIVersion string    `json:"cniVersion"`
 	IP4        *wireIP02 `json:"ip4,omitempty"`
 	IP6        *wireIP02 `json:"ip6,omitempty"`
-	DNS        wireDNS0  `json:"dns"`
+	DNS        WireDNS   `json:"dns"`
 }
 
 type wireIP02 struct {
 	IP      string      `json:"ip"`
 	Gateway string      `json:"gateway,omitempty"`
-	Routes  []wireRoute `json:"routes,omitempty"`
+	Routes  []WireRoute `json:"routes,omitempty"`
 }
 
 type wireResult04 struct {
 	CNIVersion string        `json:"cniVersion"`
 	Interfaces []wireIface04 `json:"interfaces,omitempty"`
 	IPs        []wireIP04    `json:"ips,omitempty"`
-	Routes     []wireRoute   `json:"routes,omitempty"`
-	DNS        wireDNS0      `json:"dns"`
+	Routes     []WireRoute   `json:"routes,omitempty"`
+	DNS        WireDNS       `json:"dns"`
 }
 
 type wireIface04 struct {
@@ -61,9 +61,12 @@ type wireIP04 struct {
 	Gateway   string `json:"gateway,omitempty"`
 }
 
-// wireRoute is the route of every 0.x version: the reference library shares one route
-// type across versions, so even 0.2.0 carries the 1.1.0 route fields.
-type wireRoute struct {
+// WireRoute is a route as JSON carries it everywhere but in a 1.x result: in every 0.x
+// result (the reference library shares one route type across versions, so even 0.2.0
+// carries the 1.1.0 route fields), in a config's ipam.routes, in the routes flannel
+// hands its delegate, and in the invocation log. Its fields are in the reference's
+// order, which the 0.x encoders write.
+type WireRoute struct {
 	Dst      string `json:"dst"`
 	GW       string `json:"gw,omitempty"`
 	MTU      int    `json:"mtu,omitempty"`
@@ -73,11 +76,21 @@ type wireRoute struct {
 	Scope    *int   `json:"scope,omitempty"`
 }
 
-type wireDNS0 struct {
+// WireDNS is the "dns" object of a 0.x result and of a network config, in the
+// reference's field order.
+type WireDNS struct {
 	Nameservers []string `json:"nameservers,omitempty"`
 	Domain      string   `json:"domain,omitempty"`
 	Search      []string `json:"search,omitempty"`
 	Options     []string `json:"options,omitempty"`
+}
+
+// Result returns d in the result model; a nil d (a config without "dns") is no DNS.
+func (d *WireDNS) Result() DNS {
+	if d == nil {
+		return DNS{}
+	}
+	return DNS(*d)
 }
 
 type wireResult1 struct {
@@ -103,6 +116,7 @@ type wireIP1 struct {
 	Interface *int   `json:"interface,omitempty"`
 }
 
+// wireRoute1 is WireRoute in the alphabetical order a 1.x result is written in.
 type wireRoute1 struct {
 	AdvMSS   int    `json:"advmss,omitempty"`
 	Dst      string `json:"dst"`
@@ -118,4 +132,12 @@ type wireDNS1 struct {
 	Nameservers []string `json:"nameservers,omitempty"`
 	Options     []string `json:"options,omitempty"`
 	Search      []string `json:"search,omitempty"`
+}
+
+func (w WireRoute) sorted() wireRoute1 {
+	return wireRoute1{AdvMSS: w.AdvMSS, Dst: w.Dst, GW: w.GW, MTU: w.MTU, Priority: w.Priority, Scope: w.Scope, Table: w.Table}
+}
+
+func (w wireRoute1) unsorted() WireRoute {
+	return WireRoute{Dst: w.Dst, GW: w.GW, MTU: w.MTU, AdvMSS: w.AdvMSS, Priority: w.Priority, Table: w.Table, Scope: w.Scope}
 }

@@ -54,7 +54,7 @@ func Delete(v6 bool, matches []Match) (uint, error) {
 // can run on any goroutine: whatever the namespace of the thread they land on, they
 // reach the one the table was opened in.
 type Table struct {
-	h *netlink.Handle
+	h nlconn.Handle
 }
 
 // OpenCurrent opens the table of the calling thread's network namespace.
@@ -64,7 +64,7 @@ func OpenCurrent() (*Table, error) {
 		return nil, fmt.Errorf("conntrack: current namespace: %w", err)
 	}
 	defer ns.Close()
-	h, err := nlconn.Handle(ns, unix.NETLINK_NETFILTER)
+	h, err := nlconn.Open(ns, unix.NETLINK_NETFILTER)
 	if err != nil {
 		return nil, fmt.Errorf("conntrack: netlink: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/ifname"
 	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
 // maxTempNameTries bounds the retries when a random temporary name is taken.
@@ -127,7 +128,7 @@ func nameTaken(parent, cont *NS, name string) bool {
 	return false
 }
 
-func renameChild(h *netlink.Handle, tmp, ifName string) (netlink.Link, error) {
+func renameChild(h *nlconn.Handle, tmp, ifName string) (netlink.Link, error) {
 	l, err := h.LinkByName(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("new link %q: %w", tmp, err)

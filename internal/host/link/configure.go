@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/result"
 )
@@ -43,7 +44,7 @@ func IfaceIPs(res *result.Result, ifName string) ([]result.IPConfig, error) {
 
 // iface is what ConfigureIface and VerifyIface work on: res's IPs for ifName, the
 // namespace's handle and the link.
-func (n *NS) iface(ifName string, res *result.Result) ([]result.IPConfig, *netlink.Handle, netlink.Link, error) {
+func (n *NS) iface(ifName string, res *result.Result) ([]result.IPConfig, *nlconn.Handle, netlink.Link, error) {
 	ips, err := IfaceIPs(res, ifName)
 	if err != nil {
 		return nil, nil, nil, err
@@ -83,7 +84,7 @@ func ConfigureLink(cont *NS, l netlink.Link, res *result.Result) error {
 }
 
 // configure is ConfigureIface's work on the link l, called ifName, with its ips.
-func configure(cont *NS, h *netlink.Handle, l netlink.Link, ifName string, ips []result.IPConfig, res *result.Result) error {
+func configure(cont *NS, h *nlconn.Handle, l netlink.Link, ifName string, ips []result.IPConfig, res *result.Result) error {
 	step := cont.steps.Begin(steps.Addresses)
 	if err := step.Done(addAddrs(cont, h, l, ifName, ips)); err != nil {
 		return err
@@ -108,7 +109,7 @@ func configure(cont *NS, h *netlink.Handle, l netlink.Link, ifName string, ips [
 }
 
 // addAddrs puts ips on l (enabling IPv6 first when one is IPv6) and sets l up.
-func addAddrs(cont *NS, h *netlink.Handle, l netlink.Link, ifName string, ips []result.IPConfig) error {
+func addAddrs(cont *NS, h *nlconn.Handle, l netlink.Link, ifName string, ips []result.IPConfig) error {
 	if hasV6(ips) {
 		if err := cont.Do(func() error { return enableIPv6(ifName) }); err != nil {
 			return err
@@ -139,11 +140,11 @@ func enableIPv6(ifName string) error {
 // operationally up. A link without carrier (a macvlan or host device on an unplugged
 // NIC) runs no DAD until it gets one, so its addresses stay tentative: that is no
 // failure, as in the reference since v1.9.0 (its #1207).
-func WaitDAD(h *netlink.Handle, l netlink.Link) error {
+func WaitDAD(h *nlconn.Handle, l netlink.Link) error {
 	name := l.Attrs().Name
 	deadline := time.Now().Add(dadCap)
 	for {
-		addrs, err := RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_V6) })
+		addrs, err := h.AddrList(l, netlink.FAMILY_V6)
 		if err != nil {
 			return fmt.Errorf("%s: list addresses: %w", name, err)
 		}
@@ -175,7 +176,7 @@ func WaitDAD(h *netlink.Handle, l netlink.Link) error {
 
 // addRoute adds r through l. A route to a destination that already exists gets the new
 // next hop appended (for IPv6 the kernel merges it into a multipath route).
-func addRoute(h *netlink.Handle, l netlink.Link, r result.Route, gw4, gw6 netip.Addr) error {
+func addRoute(h *nlconn.Handle, l netlink.Link, r result.Route, gw4, gw6 netip.Addr) error {
 	nr := Route(l.Attrs().Index, r, gw4, gw6)
 	err := h.RouteAdd(nr)
 	if errors.Is(err, syscall.EEXIST) && nr.Gw != nil {

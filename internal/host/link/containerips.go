@@ -41,7 +41,7 @@ func (n *NS) GlobalAddrs(name string) ([]result.IPConfig, error) {
 	}
 	var out []result.IPConfig
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		addrs, err := RetryDump(func() ([]netlink.Addr, error) { return n.h.AddrList(l, family) })
+		addrs, err := n.h.AddrList(l, family)
 		if err != nil {
 			return nil, fmt.Errorf("addresses of %q: %w", name, err)
 		}

@@ -17,9 +17,7 @@ var ErrNoDefaultRoute = errors.New("no default route")
 func (n *NS) DefaultRouteLink() (netlink.Link, error) {
 	h := n.Handle()
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		routes, err := RetryDump(func() ([]netlink.Route, error) {
-			return h.RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
-		})
+		routes, err := h.RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
 		if err != nil {
 			return nil, fmt.Errorf("netns %s: list routes: %w", n.name(), err)
 		}

@@ -7,7 +7,7 @@
 // for the deletions of one DEL overlap.
 //
 // Netlink work goes through handles bound to a namespace (nlconn.Handle, whose every
-// request has a deadline), so the calling thread rarely switches namespaces; only
+// request has a deadline and whose dumps retry an interrupted answer), so the calling thread rarely switches namespaces; only
 // sysctls, which the kernel resolves through the opening thread's namespace, run
 // inside ns.DoHandle. An NS opens its handle
 // with its fd, so plugins open only the namespaces they use.
@@ -39,7 +39,7 @@ type NS struct {
 	// Path is the namespace's path as given ("" for the caller's own namespace).
 	Path string
 	fd   netns.NsHandle
-	h    *netlink.Handle
+	h    nlconn.Handle
 	// steps records the work done through this NS for the invocation log: the
 	// recorder of the context it was opened for, nil when the log is off.
 	steps *steps.Recorder
@@ -58,7 +58,7 @@ func Open(path string) (*NS, error) {
 // newNS binds a netlink handle to the namespace fd, which it takes over.
 func newNS(path string, fd netns.NsHandle) (*NS, error) {
 	n := &NS{Path: path, fd: fd}
-	h, err := nlconn.Handle(fd, syscall.NETLINK_ROUTE)
+	h, err := nlconn.Open(fd, syscall.NETLINK_ROUTE)
 	if err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("netns %s: netlink handle: %w", n.name(), err)
@@ -161,7 +161,7 @@ func Current() (*NS, error) {
 }
 
 // Handle returns the netlink handle bound to the namespace.
-func (n *NS) Handle() *netlink.Handle { return n.h }
+func (n *NS) Handle() *nlconn.Handle { return &n.h }
 
 // Fd is the namespace's file descriptor, for attributes such as a veth peer's
 // IFLA_NET_NS_FD. It stays valid until Close.
@@ -175,9 +175,9 @@ func (n *NS) Close() {
 	if n == nil {
 		return
 	}
-	if n.h != nil {
+	if n.h.Handle != nil {
 		n.h.Close()
-		n.h = nil
+		n.h.Handle = nil
 	}
 	if n.fd.IsOpen() {
 		n.fd.Close()
@@ -233,29 +233,6 @@ func (n *NS) Delete(name string) (err error) {
 	}
 	return nil
 }
-
-// RetryDump runs a netlink dump again when the kernel flags it as interrupted by a
-// concurrent change (NLM_F_DUMP_INTR), as the partial answer may miss entries. Every
-// dump a plugin reads goes through it: on a busy host, interruptions are routine. After
-// dumpTries interrupted answers the last one is used as it is, as the reference's
-// netlinksafe does: a node whose links or routes never stop changing must not fail
-// every ADD with "interrupted system call" (upstream #1121).
-func RetryDump[T any](dump func() ([]T, error)) ([]T, error) {
-	var (
-		out []T
-		err error
-	)
-	for range dumpTries {
-		out, err = dump()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return out, err
-		}
-	}
-	return out, nil
-}
-
-// dumpTries bounds RetryDump, as the reference's five.
-const dumpTries = 5
 
 // Lock takes an exclusive flock on the namespace file itself and returns its release.
 // Plugins that pick a free id inside a namespace (a routing table) hold it from the

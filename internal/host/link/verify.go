@@ -7,6 +7,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/result"
 )
 
@@ -30,8 +31,8 @@ func VerifyIface(cont *NS, ifName string, res *result.Result) error {
 	return nil
 }
 
-func verifyAddrs(h *netlink.Handle, l netlink.Link, ips []result.IPConfig) error {
-	addrs, err := RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
+func verifyAddrs(h *nlconn.Handle, l netlink.Link, ips []result.IPConfig) error {
+	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("%s: list addresses: %w", l.Attrs().Name, err)
 	}
@@ -49,7 +50,7 @@ func verifyAddrs(h *netlink.Handle, l netlink.Link, ips []result.IPConfig) error
 	return nil
 }
 
-func verifyRoute(h *netlink.Handle, want *netlink.Route) error {
+func verifyRoute(h *nlconn.Handle, want *netlink.Route) error {
 	family := netlink.FAMILY_V4
 	if want.Dst.IP.To4() == nil {
 		family = netlink.FAMILY_V6
@@ -58,7 +59,7 @@ func verifyRoute(h *netlink.Handle, want *netlink.Route) error {
 	if want.Table == 0 {
 		filter.Table = 254 // main
 	}
-	routes, err := RetryDump(func() ([]netlink.Route, error) { return h.RouteListFiltered(family, filter, mask) })
+	routes, err := h.RouteListFiltered(family, filter, mask)
 	if err != nil {
 		return fmt.Errorf("list routes: %w", err)
 	}

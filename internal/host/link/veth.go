@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/steps"
+	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
 // ErrExists reports that the container interface name is already taken in the
@@ -82,7 +83,7 @@ func createVeth(host, cont *NS, opts VethOptions) (_ *Veth, err error) {
 
 // addVeth sends the create request, retrying with a fresh random host name when the
 // chosen one is taken. It returns the host end's name.
-func addVeth(ch *netlink.Handle, host *NS, opts VethOptions) (string, error) {
+func addVeth(ch *nlconn.Handle, host *NS, opts VethOptions) (string, error) {
 	for try := range maxNameTries {
 		name := opts.HostName
 		if name == "" {
@@ -117,7 +118,7 @@ func addVeth(ch *netlink.Handle, host *NS, opts VethOptions) (string, error) {
 
 // nameFree reports whether the container end's name is free in the container: a
 // failed create asks it, to tell its own name taken from the host end's.
-func nameFree(ch *netlink.Handle, ifName string) error {
+func nameFree(ch *nlconn.Handle, ifName string) error {
 	l, err := ch.LinkByName(ifName)
 	switch {
 	case err == nil && isLoopback(l):

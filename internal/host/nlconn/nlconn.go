@@ -6,10 +6,11 @@
 // functions have 60 s. The deadline costs nothing per request: the library's sockets are
 // non-blocking and wait in Go's poller, which takes the deadline without a syscall.
 //
-// Every handle and raw request of production code goes through here: Handle for a
-// netlink.Handle, Execute for a hand-built request (which asks for an ack or is a dump,
-// so that the kernel always answers it); TestEveryNetlinkHandleOfOursIsOpenedHere holds
-// the rest of the module to it. The package-level functions of vishvananda/netlink (a
+// Every handle and raw request of production code goes through here: Open for a
+// Handle, Execute for a hand-built request (which asks for an ack or is a dump, so that
+// the kernel always answers it); TestEveryNetlinkHandleOfOursIsOpenedHere holds the
+// rest of the module to it. A Handle's dumps retry an interrupted answer (dump.go), so
+// no call site can forget to. The package-level functions of vishvananda/netlink (a
 // socket per call, 60 s deadline) and google/nftables' connections (every message of a
 // batch acked, every read a dump) are answered or bounded without it.
 package nlconn
@@ -32,22 +33,24 @@ import (
 // answer.
 const Timeout = 10 * time.Second
 
-// Handle opens a netlink handle bound to the namespace ns (netns.None() for the calling
-// thread's), with a socket for each of families, every one with the deadline.
-func Handle(ns netns.NsHandle, families ...int) (*netlink.Handle, error) {
-	return handle(ns, Timeout, families...)
+// Open opens a netlink handle bound to the namespace ns (netns.None() for the calling
+// thread's), with a socket for each of families, every one with the deadline. The
+// Handle is a value (one pointer), so that wrapping the netlink handle costs no
+// allocation: keep it in a variable or a field and pass its address.
+func Open(ns netns.NsHandle, families ...int) (Handle, error) {
+	return open(ns, Timeout, families...)
 }
 
-func handle(ns netns.NsHandle, timeout time.Duration, families ...int) (*netlink.Handle, error) {
+func open(ns netns.NsHandle, timeout time.Duration, families ...int) (Handle, error) {
 	h, err := netlink.NewHandleAt(ns, families...)
 	if err != nil {
-		return nil, err
+		return Handle{}, err
 	}
 	if err := h.SetSocketTimeout(timeout); err != nil {
 		h.Close()
-		return nil, fmt.Errorf("netlink handle: deadline: %w", err)
+		return Handle{}, fmt.Errorf("netlink handle: deadline: %w", err)
 	}
-	return h, nil
+	return Handle{h}, nil
 }
 
 // Execute sends req on a socket of protocol proto opened in the namespace ns

@@ -23,10 +23,10 @@ import (
 func TestHandleGivesEverySocketTheDeadline(t *testing.T) {
 	t.Parallel()
 	testns.RequireRoot(t)
-	h, err := Handle(nsOf(t, testns.New(t)), unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER)
+	h, err := Open(nsOf(t, testns.New(t)), unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER)
 	require.NoError(t, err)
 	defer h.Close()
-	sockets := reflect.ValueOf(h).Elem().FieldByName("sockets")
+	sockets := reflect.ValueOf(h.Handle).Elem().FieldByName("sockets")
 	sockets = reflect.NewAt(sockets.Type(), unsafe.Pointer(sockets.UnsafeAddr())).Elem()
 	require.Equal(t, 2, sockets.Len())
 	for it := sockets.MapRange(); it.Next(); {

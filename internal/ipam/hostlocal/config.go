@@ -209,7 +209,7 @@ func parseRange(field string, p rangeJSON) (ipRange, error) {
 	if err != nil {
 		return ipRange{}, bad("subnet", "invalid CIDR %q", p.Subnet)
 	}
-	sub = ipamconf.Unmap(sub)
+	sub = result.Unmap(sub)
 	if sub.Bits() > sub.Addr().BitLen()-2 {
 		return ipRange{}, bad("subnet", "network %s too small to allocate from", sub)
 	}

@@ -1,6 +1,6 @@
-// Package ipamconf holds the config pieces the built-in IPAM types share: the JSON
-// shape of ipam.routes, turned into the result model with errors that name the
-// offending field (ipam.dns is skel.DNS).
+// Package ipamconf holds the config pieces the built-in IPAM types share: ipam.routes
+// (result.WireRoute) turned into the result model with errors that name the offending
+// field (ipam.dns is skel.DNS, result.WireDNS).
 package ipamconf
 
 import (
@@ -11,16 +11,8 @@ import (
 	"github.com/cnikit/cni/internal/result"
 )
 
-// Route is one entry of ipam.routes, with the 1.1.0 extensions.
-type Route struct {
-	Dst      string `json:"dst"`
-	GW       string `json:"gw,omitempty"`
-	MTU      int    `json:"mtu,omitempty"`
-	AdvMSS   int    `json:"advmss,omitempty"`
-	Priority int    `json:"priority,omitempty"`
-	Table    *int   `json:"table,omitempty"`
-	Scope    *int   `json:"scope,omitempty"`
-}
+// Route is one entry of ipam.routes, with the 1.1.0 extensions: the route of a result.
+type Route = result.WireRoute
 
 // Args is the config's "args" object as the IPAM types read it: the runtime's requested
 // addresses under args.cni.ips (CONVENTIONS.md).
@@ -39,7 +31,7 @@ func Routes(field string, in []Route) ([]result.Route, error) {
 		if err != nil {
 			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s[%d].dst: invalid CIDR %q", field, i, r.Dst)
 		}
-		rt := result.Route{Dst: Unmap(dst), MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope}
+		rt := result.Route{Dst: result.Unmap(dst), MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope}
 		if r.GW != "" {
 			gw, err := ParseAddr(fmt.Sprintf("%s[%d].gw", field, i), r.GW)
 			if err != nil {
@@ -52,26 +44,13 @@ func Routes(field string, in []Route) ([]result.Route, error) {
 	return out, nil
 }
 
-// Unmap turns an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/120) into its IPv4 form,
-// as the reference canonicalises addresses to 4 bytes.
-func Unmap(p netip.Prefix) netip.Prefix {
-	if !p.Addr().Is4In6() {
-		return p
-	}
-	bits := p.Bits() - 96
-	if bits < 0 {
-		bits = 0
-	}
-	return netip.PrefixFrom(p.Addr().Unmap(), bits)
-}
-
 // ParseCIDR parses an address with its prefix length, keeping the host bits.
 func ParseCIDR(field, s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
 		return netip.Prefix{}, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid CIDR %q", field, s)
 	}
-	return Unmap(p), nil
+	return result.Unmap(p), nil
 }
 
 // ParseAddr parses a plain address. A zone (fe80::1%eth0) is refused: a result cannot

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/result"
 )
 
 // viaEncodingJSON is what Line must equal.
@@ -28,7 +30,7 @@ func TestLineIsWhatEncodingJSONWrites(t *testing.T) {
 			Steps: []Step{{Name: "ipam", DurationMs: 0.0000001, StartMs: 1e21, SpanID: "ab", Error: "é日本"}, {Name: "x", DurationMs: 1234567}},
 			Result: &Result{Interfaces: []Interface{{Name: "eth0", Mac: "m", Sandbox: "s"}, {Name: "lo"}},
 				IPs:    []IP{{Address: "10.0.0.2/24", Gateway: "10.0.0.1", Interface: &one}, {Address: "::1/128", Interface: &zero}},
-				Routes: []Route{{Dst: "0.0.0.0/0", GW: "10.0.0.1"}, {Dst: "::/0"}}},
+				Routes: []result.WireRoute{{Dst: "0.0.0.0/0", GW: "10.0.0.1"}, {Dst: "::/0"}}},
 			Error:   &Error{Code: 11, Msg: "busy", Details: "later"},
 			TraceID: "t", SpanID: "s", ParentSpanID: "p", CNIArgs: map[string]string{"b": "2", "a": "1", "K": "\u2029"},
 			ArgsKeys: []string{"x", "y"}, RuntimeConfigKeys: []string{"portMappings"},

@@ -58,9 +58,9 @@ type Step struct {
 
 // Result is what an ADD returned: its interfaces and addresses (and routes at debug).
 type Result struct {
-	Interfaces []Interface `json:"interfaces,omitempty"`
-	IPs        []IP        `json:"ips,omitempty"`
-	Routes     []Route     `json:"routes,omitempty"`
+	Interfaces []Interface        `json:"interfaces,omitempty"`
+	IPs        []IP               `json:"ips,omitempty"`
+	Routes     []result.WireRoute `json:"routes,omitempty"` // only dst and gw
 }
 
 // Interface is one interface of a result.
@@ -75,12 +75,6 @@ type IP struct {
 	Address   string `json:"address"`
 	Gateway   string `json:"gateway,omitempty"`
 	Interface *int   `json:"interface,omitempty"`
-}
-
-// Route is one route of a result.
-type Route struct {
-	Dst string `json:"dst"`
-	GW  string `json:"gw,omitempty"`
 }
 
 // Error is the CNI error an invocation failed with.
@@ -167,7 +161,7 @@ func resultOf(r *result.Result, routes bool) *Result {
 	}
 	if routes {
 		for _, rt := range r.Routes {
-			e := Route{Dst: rt.Dst.String()}
+			e := result.WireRoute{Dst: rt.Dst.String()}
 			if rt.GW.IsValid() {
 				e.GW = rt.GW.String()
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/result"
 	pt "github.com/cnikit/cni/internal/testbed/plugintest"
 	"github.com/cnikit/cni/internal/testbed/testns"
@@ -198,7 +199,7 @@ func TestCheckFailsAfterAQdiscWasChangedByHand(t *testing.T) {
 			p, err := rootTBF(linkNS(t, host), l)
 			require.NoError(t, err)
 			p.Rate *= 2
-			require.NoError(t, setRootTBF(hh, l, p))
+			require.NoError(t, setRootTBF(&nlconn.Handle{Handle: hh}, l, p))
 
 			_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, c)
 			require.Error(t, err)
@@ -215,7 +216,7 @@ func TestCheckFailsWhenTheRedirectIsGone(t *testing.T) {
 	require.NoError(t, err)
 	hh := host.Handle(t)
 	veth := hostLink(t, host, a.hostVeth)
-	require.NoError(t, delIngress(hh, veth))
+	require.NoError(t, delIngress(&nlconn.Handle{Handle: hh}, veth))
 	_, err = invoke(t, host, "CHECK", a.cid, a.cont.Path, c)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "redirect")
@@ -442,5 +443,5 @@ func assertUnshaped(t *testing.T, host *testns.NS, name string) {
 	kind, _, err := rootQdisc(linkNS(t, host), veth.Attrs().Index)
 	require.NoError(t, err)
 	assert.NotEqual(t, "tbf", kind, "no tbf on %s", name)
-	assert.False(t, redirects(host.Handle(t), veth), "no redirect on %s", name)
+	assert.False(t, redirects(&nlconn.Handle{Handle: host.Handle(t)}, veth), "no redirect on %s", name)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
 // ifbName is the reference's name for an attachment's ifb: "bwp" and the first 12 hex
@@ -131,7 +132,7 @@ func createIfb(host *link.NS, name string, o owner, mtu int) (netlink.Link, erro
 
 // deleteStaleIfb deletes the link that holds the ifb's name when replaceable says ADD
 // may; one gone meanwhile is deleted already.
-func deleteStaleIfb(h *netlink.Handle, name string, o owner) error {
+func deleteStaleIfb(h *nlconn.Handle, name string, o owner) error {
 	old, err := h.LinkByName(name)
 	if link.IsNotFound(err) {
 		return nil
@@ -177,7 +178,7 @@ func deleteIfb(ctx context.Context, host *link.NS, name string, o owner) error {
 // interface (our earlier version's) is kept for any valid interface of its container.
 func staleIfbs(host *link.NS, network string, keep map[string]map[string]bool) ([]string, error) {
 	h := host.Handle()
-	links, err := link.RetryDump(h.LinkList)
+	links, err := h.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}

@@ -48,7 +48,7 @@ func (p tbfParams) String() string {
 }
 
 // setRootTBF installs (or replaces) a root tbf with handle 1: on the link.
-func setRootTBF(h *netlink.Handle, l netlink.Link, p tbfParams) error {
+func setRootTBF(h *nlconn.Handle, l netlink.Link, p tbfParams) error {
 	q := &netlink.Tbf{
 		QdiscAttrs: netlink.QdiscAttrs{
 			LinkIndex: l.Attrs().Index,
@@ -67,7 +67,7 @@ func setRootTBF(h *netlink.Handle, l netlink.Link, p tbfParams) error {
 
 // delRootQdisc removes whatever root qdisc the link has; the kernel puts its default
 // back. A link or qdisc that is already gone is fine.
-func delRootQdisc(h *netlink.Handle, l netlink.Link) error {
+func delRootQdisc(h *nlconn.Handle, l netlink.Link) error {
 	q := &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{
 		LinkIndex: l.Attrs().Index, Parent: netlink.HANDLE_ROOT, Handle: netlink.MakeHandle(1, 0),
 	}, QdiscType: "tbf"}
@@ -173,7 +173,7 @@ func checkRootTBF(n *link.NS, l netlink.Link, wants ...tbfParams) error {
 // the kernel then refuses the new one, and ADD fails saying whose place it is. The
 // filters are read only when the kernel refuses (EEXIST), so a veth without an
 // ingress qdisc, every first ADD's, costs no dump.
-func redirectToIfb(h *netlink.Handle, veth, ifb netlink.Link) error {
+func redirectToIfb(h *nlconn.Handle, veth, ifb netlink.Link) error {
 	ingress := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
 		LinkIndex: veth.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_INGRESS,
 	}}
@@ -206,7 +206,7 @@ func redirectToIfb(h *netlink.Handle, veth, ifb netlink.Link) error {
 
 // ingressHolder names the kind of qdisc another program has at the link's ingress, for
 // the error of a failed add ("" when none is found).
-func ingressHolder(h *netlink.Handle, l netlink.Link) string {
+func ingressHolder(h *nlconn.Handle, l netlink.Link) string {
 	qs, err := h.QdiscList(l) // a dump of the namespace's qdiscs, on this failure only
 	if err != nil {
 		return ""
@@ -220,7 +220,7 @@ func ingressHolder(h *netlink.Handle, l netlink.Link) string {
 }
 
 // delIngress removes the ingress qdisc and with it the redirect filter.
-func delIngress(h *netlink.Handle, veth netlink.Link) error {
+func delIngress(h *nlconn.Handle, veth netlink.Link) error {
 	q := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
 		LinkIndex: veth.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_INGRESS,
 	}}
@@ -231,8 +231,8 @@ func delIngress(h *netlink.Handle, veth netlink.Link) error {
 // mirred action (what redirectToIfb adds), also when its ifb is gone (the kernel then
 // reports the action without a target). The filters of that one link are listed, not
 // the namespace's qdiscs.
-func redirects(h *netlink.Handle, veth netlink.Link) bool {
-	filters, err := link.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(veth, netlink.MakeHandle(0xffff, 0)) })
+func redirects(h *nlconn.Handle, veth netlink.Link) bool {
+	filters, err := h.FilterList(veth, netlink.MakeHandle(0xffff, 0))
 	if err != nil {
 		return false
 	}
@@ -251,8 +251,8 @@ func redirects(h *netlink.Handle, veth netlink.Link) bool {
 }
 
 // checkRedirect verifies that the host veth's ingress qdisc redirects to the ifb.
-func checkRedirect(h *netlink.Handle, veth, ifb netlink.Link) error {
-	filters, err := link.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(veth, netlink.MakeHandle(0xffff, 0)) })
+func checkRedirect(h *nlconn.Handle, veth, ifb netlink.Link) error {
+	filters, err := h.FilterList(veth, netlink.MakeHandle(0xffff, 0))
 	if err != nil {
 		return fmt.Errorf("%s: list ingress filters: %w", veth.Attrs().Name, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/result"
 )
@@ -57,7 +58,7 @@ func ensureBridge(host *link.NS, conf *Config) (netlink.Link, error) {
 
 // createBridge creates the bridge, or finds that a concurrent ADD just did, and looks
 // it up.
-func createBridge(h *netlink.Handle, conf *Config) (netlink.Link, error) {
+func createBridge(h *nlconn.Handle, conf *Config) (netlink.Link, error) {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name, attrs.MTU = conf.Bridge, conf.MTU
 	br := &netlink.Bridge{LinkAttrs: attrs}
@@ -99,7 +100,7 @@ func plugPort(host *link.NS, br, port netlink.Link, conf *Config) (net.HardwareA
 // bridge's default VLAN 1 is dropped from the port unless preserve is set; a trunk
 // without vlan gets VLAN 1 back as its native (untagged PVID) VLAN, as the reference
 // has done since v1.8.0 "for backward compatibility" (its #1180).
-func setPortVLANs(h *netlink.Handle, port netlink.Link, vlan int, trunk []VLANRange, preserve bool) error {
+func setPortVLANs(h *nlconn.Handle, port netlink.Link, vlan int, trunk []VLANRange, preserve bool) error {
 	if vlan == 0 && len(trunk) == 0 {
 		return nil
 	}
@@ -266,7 +267,7 @@ func setupGateways(host *link.NS, conf *Config, br netlink.Link, gws []netip.Pre
 // and go and makes neighbours' caches flap; once assigned it stays, so the value
 // returned is the bridge's for the rest of the ADD. A portless bridge has no MAC (all
 // zeros) and is left alone (nil is returned).
-func pinMAC(h *netlink.Handle, name string) (net.HardwareAddr, error) {
+func pinMAC(h *nlconn.Handle, name string) (net.HardwareAddr, error) {
 	br, err := h.LinkByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("bridge %q: %w", name, err)
@@ -307,12 +308,12 @@ func ensureVLANGateway(host *link.NS, br netlink.Link, conf *Config) (netlink.Li
 
 // ensureAddr puts gw on l. Another IPv4 address, or an overlapping IPv6 one, is replaced
 // with forceAddress and is an error otherwise; distinct IPv6 subnets may coexist.
-func ensureAddr(h *netlink.Handle, l netlink.Link, gw netip.Prefix, force bool) error {
+func ensureAddr(h *nlconn.Handle, l netlink.Link, gw netip.Prefix, force bool) error {
 	family := netlink.FAMILY_V4
 	if gw.Addr().Is6() {
 		family = netlink.FAMILY_V6
 	}
-	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, family) })
+	addrs, err := h.AddrList(l, family)
 	if err != nil {
 		return fmt.Errorf("%q: list addresses: %w", l.Attrs().Name, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -87,26 +88,15 @@ func (c *Config) checkDelegate() error {
 	return nil
 }
 
-// route is a route of the delegate's ipam.routes, written as the reference library
-// writes its Route type.
-type route struct {
-	Dst      string `json:"dst"`
-	GW       string `json:"gw,omitempty"`
-	MTU      int    `json:"mtu,omitempty"`
-	AdvMSS   int    `json:"advmss,omitempty"`
-	Priority int    `json:"priority,omitempty"`
-	Table    *int   `json:"table,omitempty"`
-	Scope    *int   `json:"scope,omitempty"`
-}
-
-// ipamRoutes returns the config's ipam.routes, validated.
-func (c *Config) ipamRoutes() ([]route, error) {
+// ipamRoutes returns the config's ipam.routes, validated, to be written into the
+// delegate's as the reference library writes its Route type.
+func (c *Config) ipamRoutes() ([]result.WireRoute, error) {
 	raw, ok := c.IPAM["routes"]
 	if !ok {
-		return []route{}, nil
+		return []result.WireRoute{}, nil
 	}
 	b, _ := json.Marshal(raw)
-	var routes []route
+	var routes []result.WireRoute
 	if err := json.Unmarshal(b, &routes); err != nil {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.routes: %v", err)
 	}
@@ -125,7 +115,7 @@ func (c *Config) ipamRoutes() ([]route, error) {
 		}
 	}
 	if routes == nil {
-		routes = []route{}
+		routes = []result.WireRoute{}
 	}
 	return routes, nil
 }
@@ -169,7 +159,7 @@ func delegateConfig(c *Config, net skel.NetConf, env *SubnetEnv) (map[string]any
 	return d, nil
 }
 
-func delegateIPAM(conf map[string]any, env *SubnetEnv, routes []route) map[string]any {
+func delegateIPAM(conf map[string]any, env *SubnetEnv, routes []result.WireRoute) map[string]any {
 	ipam := maps.Clone(conf)
 	if ipam == nil {
 		ipam = map[string]any{}
@@ -183,7 +173,7 @@ func delegateIPAM(conf map[string]any, env *SubnetEnv, routes []route) map[strin
 	}
 	ipam["ranges"] = ranges
 	for _, nw := range append(append([]netip.Prefix{}, env.Networks...), env.IPv6Networks...) {
-		routes = append(routes, route{Dst: nw.String()})
+		routes = append(routes, result.WireRoute{Dst: nw.String()})
 	}
 	ipam["routes"] = routes
 	return ipam

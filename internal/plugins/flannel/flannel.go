@@ -52,15 +52,7 @@ type flannel struct {
 
 // add builds the delegate config, stores it, and runs the delegate's ADD.
 func (f *flannel) add(req *skel.Request) (res *result.Result, err error) {
-	c, err := load(req)
-	if err != nil {
-		return nil, err
-	}
-	env, err := LoadSubnetEnv(c.SubnetFile)
-	if err != nil {
-		return nil, err
-	}
-	deleg, err := delegateConfig(c, req.Net, env)
+	c, deleg, err := current(req)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +198,7 @@ func (f *flannel) repair(req *skel.Request) error {
 // status checks the subnet file and then asks the delegate. A subnet file that does not
 // exist yet means the plugin cannot serve ADD: code 50.
 func (f *flannel) status(req *skel.Request) error {
-	deleg, err := f.current(req)
+	_, deleg, err := current(req)
 	if cnierror.Code(err) == cnierror.CodeTryAgainLater {
 		return cnierror.New(cnierror.CodeNotAvailable, cnierror.From(err).Msg)
 	}
@@ -228,7 +220,7 @@ func (f *flannel) gc(req *skel.Request) error {
 	if err != nil {
 		return fmt.Errorf("flannel: %w", err)
 	}
-	deleg, err := f.current(req)
+	_, deleg, err := current(req)
 	if err != nil {
 		deleg = anyOf(stored)
 		if deleg == nil {
@@ -249,17 +241,19 @@ func (f *flannel) gc(req *skel.Request) error {
 	return errors.Join(errs...)
 }
 
-// current is the delegate config ADD would build now.
-func (f *flannel) current(req *skel.Request) (map[string]any, error) {
+// current loads the config and builds the delegate config ADD would build now, from
+// the subnet file as it is now.
+func current(req *skel.Request) (*Config, map[string]any, error) {
 	c, err := load(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	env, err := LoadSubnetEnv(c.SubnetFile)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return delegateConfig(c, req.Net, env)
+	deleg, err := delegateConfig(c, req.Net, env)
+	return c, deleg, err
 }
 
 func anyOf(stored map[string]map[string]any) map[string]any {

@@ -56,7 +56,7 @@ func sharesMAC(linkType string) bool {
 // device itself is the one match that does not.
 func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
 	h := host.Handle()
-	links, err := link.RetryDump(h.LinkList)
+	links, err := h.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list host links: %w", err)
 	}
@@ -271,7 +271,7 @@ func restore(host *link.NS, l netlink.Link, st *saved) error {
 // link that proves to be the device counts (isDevice).
 func returned(host *link.NS, st *saved) (netlink.Link, error) {
 	h := host.Handle()
-	links, err := link.RetryDump(h.LinkList)
+	links, err := h.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list host links: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/host/ns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
@@ -32,7 +33,7 @@ func Plugin() *skel.Plugin {
 
 // inContainer runs fn with a netlink handle bound to the container's namespace: one
 // socket serves every request of the command, and no thread enters the namespace.
-func inContainer(path string, fn func(h *netlink.Handle, lo netlink.Link) error) error {
+func inContainer(path string, fn func(h *nlconn.Handle, lo netlink.Link) error) error {
 	n, err := link.Open(path)
 	if err != nil {
 		return err
@@ -52,7 +53,7 @@ func inContainer(path string, fn func(h *netlink.Handle, lo netlink.Link) error)
 func add(req *skel.Request) (*result.Result, error) {
 	skel.WarnUnknownKeys[struct{}](req) // no keys of its own: any beyond the spec's is unknown
 	var addrs []netlink.Addr
-	err := inContainer(req.Args.Netns, func(h *netlink.Handle, lo netlink.Link) error {
+	err := inContainer(req.Args.Netns, func(h *nlconn.Handle, lo netlink.Link) error {
 		var err error
 		if addrs, err = addrsOf(h, lo); err != nil {
 			return err
@@ -92,8 +93,8 @@ func add(req *skel.Request) (*result.Result, error) {
 }
 
 // addrsOf lists lo's addresses of both families.
-func addrsOf(h *netlink.Handle, lo netlink.Link) ([]netlink.Addr, error) {
-	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(lo, netlink.FAMILY_ALL) })
+func addrsOf(h *nlconn.Handle, lo netlink.Link) ([]netlink.Addr, error) {
+	addrs, err := h.AddrList(lo, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("list lo addresses: %w", err)
 	}
@@ -105,7 +106,7 @@ func del(req *skel.Request) error {
 	if req.Args.Netns == "" {
 		return nil
 	}
-	err := inContainer(req.Args.Netns, func(h *netlink.Handle, lo netlink.Link) error {
+	err := inContainer(req.Args.Netns, func(h *nlconn.Handle, lo netlink.Link) error {
 		return h.LinkSetDown(lo)
 	})
 	if errors.Is(err, ns.ErrNotExist) {
@@ -116,7 +117,7 @@ func del(req *skel.Request) error {
 
 // check verifies that lo is up.
 func check(req *skel.Request) error {
-	return netnsError(req.Args.Netns, inContainer(req.Args.Netns, func(_ *netlink.Handle, lo netlink.Link) error {
+	return netnsError(req.Args.Netns, inContainer(req.Args.Netns, func(_ *nlconn.Handle, lo netlink.Link) error {
 		if lo.Attrs().Flags&net.FlagUp == 0 {
 			return fmt.Errorf("loopback interface is down")
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/masq"
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
@@ -90,15 +91,13 @@ func verifyPtpRoutes(cont *link.NS, ifName string, ips []result.IPConfig) error 
 	return nil
 }
 
-func hasRoute(h *netlink.Handle, want *netlink.Route) bool {
+func hasRoute(h *nlconn.Handle, want *netlink.Route) bool {
 	family := netlink.FAMILY_V4
 	if want.Dst.IP.To4() == nil {
 		family = netlink.FAMILY_V6
 	}
-	routes, err := link.RetryDump(func() ([]netlink.Route, error) {
-		return h.RouteListFiltered(family, &netlink.Route{Dst: want.Dst, LinkIndex: want.LinkIndex},
-			netlink.RT_FILTER_DST|netlink.RT_FILTER_OIF)
-	})
+	routes, err := h.RouteListFiltered(family, &netlink.Route{Dst: want.Dst, LinkIndex: want.LinkIndex},
+		netlink.RT_FILTER_DST|netlink.RT_FILTER_OIF)
 	if err != nil {
 		return false
 	}
@@ -113,7 +112,7 @@ func hasRoute(h *netlink.Handle, want *netlink.Route) bool {
 // verifyHost checks the gateway addresses and the host routes on the host veth.
 func verifyHost(host *link.NS, hl netlink.Link, ips []result.IPConfig) error {
 	h := host.Handle()
-	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(hl, netlink.FAMILY_ALL) })
+	addrs, err := h.AddrList(hl, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("host veth %s: list addresses: %w", hl.Attrs().Name, err)
 	}

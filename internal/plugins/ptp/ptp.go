@@ -229,7 +229,7 @@ func del(req *skel.Request) error {
 // lingers (link.DeleteVeth).
 func routesToPrevAddresses(host *link.NS, l netlink.Link, prev *result.Result) bool {
 	h := host.Handle()
-	routes, err := link.RetryDump(func() ([]netlink.Route, error) { return h.RouteList(l, netlink.FAMILY_ALL) })
+	routes, err := h.RouteList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return false
 	}

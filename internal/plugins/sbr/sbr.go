@@ -30,6 +30,7 @@ import (
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -122,7 +123,7 @@ func configure(ctx context.Context, cont *link.NS, ifName string, ips []result.I
 	if err != nil {
 		return err
 	}
-	mainRoutes, err := link.RetryDump(func() ([]netlink.Route, error) { return h.RouteList(l, netlink.FAMILY_ALL) })
+	mainRoutes, err := h.RouteList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("list routes: %w", err)
 	}
@@ -151,7 +152,7 @@ func configure(ctx context.Context, cont *link.NS, ifName string, ips []result.I
 
 // routeAddress gives one address its table: the rule, the address's routes and a
 // default route via gw.
-func routeAddress(h *netlink.Handle, undo *rollback.Stack, l netlink.Link, ip result.IPConfig, gw netip.Addr, table int, mainRoutes []netlink.Route) error {
+func routeAddress(h *nlconn.Handle, undo *rollback.Stack, l netlink.Link, ip result.IPConfig, gw netip.Addr, table int, mainRoutes []netlink.Route) error {
 	addr := ip.Address.Addr()
 	if err := addRule(h, undo, addr, table); err != nil {
 		return err
@@ -240,7 +241,7 @@ func servingAny(routes []netlink.Route, ips []result.IPConfig) []netlink.Route {
 // addSourceHints puts each address's subnet routes back into main with the address as
 // preferred source, so unbound sockets reaching that subnet pick the address (and so
 // its rule).
-func addSourceHints(h *netlink.Handle, undo *rollback.Stack, l netlink.Link, ips []result.IPConfig, moved []netlink.Route) error {
+func addSourceHints(h *nlconn.Handle, undo *rollback.Stack, l netlink.Link, ips []result.IPConfig, moved []netlink.Route) error {
 	for _, ip := range ips {
 		addr := ip.Address.Addr()
 		for _, r := range moved {
@@ -258,7 +259,7 @@ func addSourceHints(h *netlink.Handle, undo *rollback.Stack, l netlink.Link, ips
 	return nil
 }
 
-func addRule(h *netlink.Handle, undo *rollback.Stack, addr netip.Addr, table int) error {
+func addRule(h *nlconn.Handle, undo *rollback.Stack, addr netip.Addr, table int) error {
 	rule := hostRule(addr, table)
 	if err := h.RuleAdd(rule); err != nil {
 		return fmt.Errorf("add rule from %s lookup %d: %w", addr, table, err)
@@ -275,7 +276,7 @@ func hostRule(addr netip.Addr, table int) *netlink.Rule {
 	return rule
 }
 
-func replaceRoute(h *netlink.Handle, undo *rollback.Stack, r *netlink.Route) error {
+func replaceRoute(h *nlconn.Handle, undo *rollback.Stack, r *netlink.Route) error {
 	if err := h.RouteReplace(r); err != nil {
 		return fmt.Errorf("add route %s to table %d: %w", describe(*r), r.Table, err)
 	}
@@ -326,7 +327,7 @@ func tidy(cont *link.NS, req *skel.Request, table int) error {
 			return err
 		}
 	}
-	rules, err := link.RetryDump(func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) })
+	rules, err := h.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("list rules: %w", err)
 	}
@@ -357,7 +358,7 @@ func tidy(cont *link.NS, req *skel.Request, table int) error {
 // when the main plugin's result (prev) routes that family by default, or there is no
 // result to tell. Best effort, each failure said on stderr: the rules are gone once DEL
 // returns, so a retried DEL could not find these tables again.
-func putBack(h *netlink.Handle, l netlink.Link, tables map[int]bool, prev *result.Result, stderr io.Writer) {
+func putBack(h *nlconn.Handle, l netlink.Link, tables map[int]bool, prev *result.Result, stderr io.Writer) {
 	note := func(err error) {
 		if stderr != nil {
 			fmt.Fprintf(stderr, "sbr: %s: %v\n", l.Attrs().Name, err)
@@ -409,8 +410,8 @@ func ours(r netlink.Rule, addrs map[netip.Addr]bool, table int) bool {
 	return !reservedTable(int64(r.Table))
 }
 
-func addAddrs(h *netlink.Handle, l netlink.Link, into map[netip.Addr]bool) error {
-	have, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
+func addAddrs(h *nlconn.Handle, l netlink.Link, into map[netip.Addr]bool) error {
+	have, err := h.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("list addresses: %w", err)
 	}
@@ -423,7 +424,7 @@ func addAddrs(h *netlink.Handle, l netlink.Link, into map[netip.Addr]bool) error
 }
 
 // flushTables deletes l's routes in the given tables, which the plugin chose and so owns.
-func flushTables(h *netlink.Handle, l netlink.Link, tables map[int]bool) error {
+func flushTables(h *nlconn.Handle, l netlink.Link, tables map[int]bool) error {
 	var errs []error
 	for t := range tables {
 		routes, err := tableRoutes(h, l, t, netlink.FAMILY_ALL)
@@ -457,7 +458,7 @@ func check(req *skel.Request) error {
 		return fmt.Errorf("sbr: %w", err)
 	}
 	h := cont.Handle()
-	rules, err := link.RetryDump(func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) })
+	rules, err := h.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("sbr: list rules: %w", err)
 	}
@@ -488,7 +489,7 @@ func findRule(rules []netlink.Rule, addr netip.Addr, table int) *netlink.Rule {
 }
 
 // verifyTable checks table for ip's subnet route and its default route via gw.
-func verifyTable(h *netlink.Handle, l netlink.Link, table int, ip result.IPConfig, gw netip.Addr) error {
+func verifyTable(h *nlconn.Handle, l netlink.Link, table int, ip result.IPConfig, gw netip.Addr) error {
 	routes, err := tableRoutes(h, l, table, familyOf(ip.Address.Addr()))
 	if err != nil {
 		return err

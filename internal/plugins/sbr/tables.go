@@ -9,7 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
 // firstTable is where the search for a free table starts, as in the reference.
@@ -19,14 +19,12 @@ const firstTable = 100
 const errNoSuchRoute = syscall.ESRCH
 
 // usedTables returns every table a rule points at or a route is in.
-func usedTables(h *netlink.Handle) (map[int]bool, error) {
-	rules, err := link.RetryDump(func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) })
+func usedTables(h *nlconn.Handle) (map[int]bool, error) {
+	rules, err := h.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("list rules: %w", err)
 	}
-	routes, err := link.RetryDump(func() ([]netlink.Route, error) {
-		return h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	})
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return nil, fmt.Errorf("list routes: %w", err)
 	}
@@ -50,11 +48,9 @@ func nextFreeTable(used map[int]bool, from int) int {
 }
 
 // tableRoutes lists l's routes of family in table.
-func tableRoutes(h *netlink.Handle, l netlink.Link, table, family int) ([]netlink.Route, error) {
+func tableRoutes(h *nlconn.Handle, l netlink.Link, table, family int) ([]netlink.Route, error) {
 	filter := &netlink.Route{Table: table, LinkIndex: l.Attrs().Index}
-	routes, err := link.RetryDump(func() ([]netlink.Route, error) {
-		return h.RouteListFiltered(family, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
-	})
+	routes, err := h.RouteListFiltered(family, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
 	if err != nil {
 		return nil, fmt.Errorf("list routes of table %d: %w", table, err)
 	}

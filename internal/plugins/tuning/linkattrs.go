@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
 // linkAttrs is the part of a netlink link tuning reads.
@@ -63,7 +65,7 @@ func current(l linkAttrs, mac, mtu, promisc, allmulti, txqlen bool) *Backup {
 }
 
 // setLink applies s to the interface called name, in the reference's order.
-func setLink(h *netlink.Handle, name string, s linkState) error {
+func setLink(h *nlconn.Handle, name string, s linkState) error {
 	l, err := h.LinkByName(name)
 	if err != nil {
 		return fmt.Errorf("interface %q: %w", name, err)
@@ -106,7 +108,7 @@ func setFlag(l netlink.Link, want bool, on, off func(netlink.Link) error) error 
 
 // setMac changes the address in place; a device that refuses while up (EBUSY) is taken
 // down for the change and brought back up only if it was up.
-func setMac(h *netlink.Handle, l netlink.Link, mac net.HardwareAddr) error {
+func setMac(h *nlconn.Handle, l netlink.Link, mac net.HardwareAddr) error {
 	err := h.LinkSetHardwareAddr(l, mac)
 	if !errors.Is(err, syscall.EBUSY) {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -131,7 +132,7 @@ func ensure(cont *link.NS, undo *rollback.Stack, p *Plan) (*netlink.Vrf, error) 
 
 // find returns the VRF called name, nil when there is no link of that name, and an
 // invalid-config error when that link is no VRF.
-func find(h *netlink.Handle, name string) (*netlink.Vrf, error) {
+func find(h *nlconn.Handle, name string) (*netlink.Vrf, error) {
 	l, err := h.LinkByName(name)
 	if link.IsNotFound(err) {
 		return nil, nil
@@ -148,9 +149,9 @@ func find(h *netlink.Handle, name string) (*netlink.Vrf, error) {
 
 // freeTable picks the first table from 1 up that no VRF, rule or route uses. (The
 // reference looks at VRFs only, and could hand out a table sbr filled.)
-func freeTable(h *netlink.Handle) (uint32, error) {
+func freeTable(h *nlconn.Handle) (uint32, error) {
 	used := map[uint32]bool{}
-	links, err := link.RetryDump(h.LinkList)
+	links, err := h.LinkList()
 	if err != nil {
 		return 0, fmt.Errorf("list links: %w", err)
 	}
@@ -159,16 +160,14 @@ func freeTable(h *netlink.Handle) (uint32, error) {
 			used[v.Table] = true
 		}
 	}
-	rules, err := link.RetryDump(func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) })
+	rules, err := h.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
 		return 0, fmt.Errorf("list rules: %w", err)
 	}
 	for _, r := range rules {
 		used[uint32(r.Table)] = true
 	}
-	routes, err := link.RetryDump(func() ([]netlink.Route, error) {
-		return h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	})
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return 0, fmt.Errorf("list routes: %w", err)
 	}
@@ -185,13 +184,13 @@ func freeTable(h *netlink.Handle) (uint32, error) {
 
 // enslave makes l a member of vrf and puts back what the kernel drops on the way: the
 // IPv6 addresses and the gateway routes, which go into the VRF's table.
-func enslave(h *netlink.Handle, undo *rollback.Stack, l netlink.Link, vrf *netlink.Vrf) error {
+func enslave(h *nlconn.Handle, undo *rollback.Stack, l netlink.Link, vrf *netlink.Vrf) error {
 	name := l.Attrs().Name
-	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_V6) })
+	addrs, err := h.AddrList(l, netlink.FAMILY_V6)
 	if err != nil {
 		return fmt.Errorf("%s: list addresses: %w", name, err)
 	}
-	routes, err := link.RetryDump(func() ([]netlink.Route, error) { return h.RouteList(l, netlink.FAMILY_ALL) })
+	routes, err := h.RouteList(l, netlink.FAMILY_ALL)
 	if err != nil {
 		return fmt.Errorf("%s: list routes: %w", name, err)
 	}
@@ -216,8 +215,8 @@ func enslave(h *netlink.Handle, undo *rollback.Stack, l netlink.Link, vrf *netli
 
 // restoreAddrs re-adds the IPv6 addresses l had before enslaving and lost; they already
 // passed duplicate address detection, so they skip it.
-func restoreAddrs(h *netlink.Handle, l netlink.Link, before []netlink.Addr) error {
-	after, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_V6) })
+func restoreAddrs(h *nlconn.Handle, l netlink.Link, before []netlink.Addr) error {
+	after, err := h.AddrList(l, netlink.FAMILY_V6)
 	if err != nil {
 		return fmt.Errorf("%s: list addresses: %w", l.Attrs().Name, err)
 	}
@@ -301,8 +300,8 @@ func leave(cont *link.NS, ifName, name string) error {
 	return errors.Join(errs...)
 }
 
-func membersOf(h *netlink.Handle, vrf *netlink.Vrf) ([]string, error) {
-	links, err := link.RetryDump(h.LinkList)
+func membersOf(h *nlconn.Handle, vrf *netlink.Vrf) ([]string, error) {
+	links, err := h.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
@@ -350,7 +349,7 @@ func check(req *skel.Request) error {
 	return nil
 }
 
-func linkName(h *netlink.Handle, index int) string {
+func linkName(h *nlconn.Handle, index int) string {
 	l, err := h.LinkByIndex(index)
 	if err != nil {
 		return fmt.Sprintf("index %d", index)

@@ -34,21 +34,8 @@ type IPAM struct {
 	Type string `json:"type,omitempty"`
 }
 
-// DNS is the config's "dns" object.
-type DNS struct {
-	Nameservers []string `json:"nameservers,omitempty"`
-	Domain      string   `json:"domain,omitempty"`
-	Search      []string `json:"search,omitempty"`
-	Options     []string `json:"options,omitempty"`
-}
-
-// Result returns d in the result model.
-func (d *DNS) Result() result.DNS {
-	if d == nil {
-		return result.DNS{}
-	}
-	return result.DNS{Nameservers: d.Nameservers, Domain: d.Domain, Search: d.Search, Options: d.Options}
-}
+// DNS is the config's "dns" object, the same JSON as a 0.x result's.
+type DNS = result.WireDNS
 
 // LoadConfig decodes the request configuration into a plugin's own config type. A value
 // of the wrong type is an invalid config (code 7) whose message names the field. A key

@@ -13,18 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
-// LinkList lists the links in n, the dump retried when a concurrent change interrupts
-// it (link.RetryDump): links still come and go after a DEL (the kernel removes a gone
-// container's veth peer when it frees the namespace, in its time), and a bare LinkList
-// then fails now and then with "dump interrupted".
+// LinkList lists the links in n through an nlconn.Handle, whose dumps retry when a
+// concurrent change interrupts them: links still come and go after a DEL (the kernel
+// removes a gone container's veth peer when it frees the namespace, in its time), and a
+// bare LinkList then fails now and then with "dump interrupted".
 func LinkList(t testing.TB, n *testns.NS) []netlink.Link {
 	t.Helper()
-	h := n.Handle(t)
-	links, err := link.RetryDump(h.LinkList)
+	links, err := (&nlconn.Handle{Handle: n.Handle(t)}).LinkList()
 	require.NoError(t, err)
 	return links
 }
@@ -71,8 +70,7 @@ func AddrsIn(t testing.TB, n *testns.NS, name string) []string {
 	t.Helper()
 	l := LinkIn(t, n, name)
 	require.NotNil(t, l, "%s exists", name)
-	h := n.Handle(t)
-	addrs, err := link.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
+	addrs, err := (&nlconn.Handle{Handle: n.Handle(t)}).AddrList(l, netlink.FAMILY_ALL)
 	require.NoError(t, err)
 	var out []string
 	for _, a := range addrs {

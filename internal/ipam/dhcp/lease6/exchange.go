@@ -27,8 +27,10 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv6/nclient6"
 	"github.com/insomniacslk/dhcp/iana"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
@@ -271,9 +273,14 @@ func listen(l netlink.Link) (net.PacketConn, error) {
 // is done with it.
 func waitLinkLocal(l netlink.Link) (net.IP, error) {
 	name := l.Attrs().Name
+	h, err := nlconn.Open(netns.None(), unix.NETLINK_ROUTE) // in the namespace of the calling thread
+	if err != nil {
+		return nil, fmt.Errorf("%s: list addresses: %w", name, err)
+	}
+	defer h.Close()
 	deadline := time.Now().Add(linkLocalWait)
 	for {
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V6)
+		addrs, err := h.AddrList(l, netlink.FAMILY_V6)
 		if err != nil {
 			return nil, fmt.Errorf("%s: list addresses: %w", name, err)
 		}

@@ -9,7 +9,7 @@ import (
 
 // FromResult puts an IPAM result in the wire shape.
 func FromResult(r *result.Result) *Result {
-	out := &Result{CNIVersion: r.CNIVersion, DNS: DNS(r.DNS)}
+	out := &Result{CNIVersion: r.CNIVersion, DNS: r.DNS}
 	for _, ip := range r.IPs {
 		out.IPs = append(out.IPs, IPConfig{Interface: ip.Interface, Address: ipNet(ip.Address), Gateway: netIP(ip.Gateway)})
 	}
@@ -23,7 +23,7 @@ func FromResult(r *result.Result) *Result {
 // ToResult reads a wire result back; entries whose addresses do not parse are dropped
 // (the reference daemon never sends such).
 func (w *Result) ToResult() *result.Result {
-	out := &result.Result{CNIVersion: w.CNIVersion, DNS: result.DNS(w.DNS)}
+	out := &result.Result{CNIVersion: w.CNIVersion, DNS: w.DNS}
 	for _, ip := range w.IPs {
 		p, ok := prefix(ip.Address)
 		if !ok {

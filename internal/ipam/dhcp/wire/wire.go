@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/result"
 )
 
 // RPCPath is net/rpc's DefaultRPCPath, the only path the daemon answers.
@@ -62,7 +63,7 @@ type Result struct {
 	CNIVersion string
 	IPs        []IPConfig
 	Routes     []Route
-	DNS        DNS
+	DNS        result.DNS // gob matches fields by name: these are the reference's types.DNS
 }
 
 // IPConfig mirrors the reference's IPConfig.
@@ -81,14 +82,6 @@ type Route struct {
 	Priority int
 	Table    *int
 	Scope    *int
-}
-
-// DNS mirrors the reference's types.DNS.
-type DNS struct {
-	Nameservers []string
-	Domain      string
-	Search      []string
-	Options     []string
 }
 
 // Empty is the reply of methods that return nothing (the reference's *struct{}).

@@ -140,6 +140,22 @@ func parseNoArgs(p Process, fs *flag.FlagSet, args []string) (code int, ok bool)
 	return 0, true
 }
 
+// parseArgs parses the flags and wants from min to max positional arguments, named by
+// usage; not ok, code is the exit status of a help request or a usage error.
+func parseArgs(p Process, fs *flag.FlagSet, args []string, usage string, min, max int) (pos []string, code int, ok bool) {
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, ExitOK, false
+	}
+	if err != nil {
+		return nil, ExitUsage, false
+	}
+	if len(pos) < min || len(pos) > max {
+		return nil, p.usageError(fs, "want %s, got %d argument(s)", usage, len(pos)), false
+	}
+	return pos, 0, true
+}
+
 // parse parses flags that may come before, between or after the positional arguments
 // ("--" ends the flags) and returns the positional ones.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -293,9 +309,9 @@ func newFlagSet(p Process, name, usage string) *flag.FlagSet {
 // runChain returns the runner of add, check, del, gc or status.
 func runChain(cmd string) func(Process, []string) int {
 	return func(p Process, args []string) int {
-		usage := "NETWORK NETNS [flags]"
+		usage, need := "NETWORK NETNS [flags]", 2
 		if cmd == "gc" || cmd == "status" {
-			usage = "NETWORK [NETNS] [flags]"
+			usage, need = "NETWORK [NETNS] [flags]", 1
 		}
 		fs := newFlagSet(p, cmd, usage)
 		var c common
@@ -308,47 +324,39 @@ func runChain(cmd string) func(Process, []string) int {
 		case "add", "check", "del":
 			a.register(fs, p)
 		}
-		pos, err := parse(fs, args)
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		if err != nil {
-			return ExitUsage
-		}
-		need := 2
-		if cmd == "gc" || cmd == "status" {
-			need = 1
-		}
-		if len(pos) < need || len(pos) > 2 {
-			return p.usageError(fs, "want %s, got %d argument(s)", usage, len(pos))
+		pos, code, ok := parseArgs(p, fs, args, usage, need, 2)
+		if !ok {
+			return code
 		}
 		net, err := chain.Load(c.confDir, pos[0])
-		if err != nil {
-			return p.fail(cmd, err)
-		}
-		for _, f := range net.Shadowed {
-			fmt.Fprintf(p.Stderr, "cni %s: warning: %s also defines network %q; %s comes first and is used, as runtimes use it\n",
-				cmd, f, net.Name, net.File)
-		}
-		r := c.runner(p)
-		ctx := c.traced(context.Background(), p, cmd)
-		switch cmd {
-		case "gc":
-			var gc *chain.GCArgs
-			if valid.set {
-				gc = &chain.GCArgs{ValidAttachments: valid.list}
+		if err == nil {
+			for _, f := range net.Shadowed {
+				fmt.Fprintf(p.Stderr, "cni %s: warning: %s also defines network %q; %s comes first and is used, as runtimes use it\n",
+					cmd, f, net.Name, net.File)
 			}
-			err = r.GC(ctx, net, gc)
-		case "status":
-			err = r.Status(ctx, net)
-		default:
-			err = runAttachment(ctx, p, r, cmd, net, &a, pos[1])
+			err = runOnNetwork(c.traced(context.Background(), p, cmd), p, c.runner(p), cmd, net, &a, &valid, pos)
 		}
 		if err != nil {
 			return p.fail(cmd, err)
 		}
 		return ExitOK
 	}
+}
+
+// runOnNetwork runs cmd of the chain commands on net: gc and status on the network,
+// the others on the attachment of pos[1].
+func runOnNetwork(ctx context.Context, p Process, r *chain.Runner, cmd string, net *chain.Network, a *attachmentFlags, valid *validFlag, pos []string) error {
+	switch cmd {
+	case "gc":
+		var gc *chain.GCArgs
+		if valid.set {
+			gc = &chain.GCArgs{ValidAttachments: valid.list}
+		}
+		return r.GC(ctx, net, gc)
+	case "status":
+		return r.Status(ctx, net)
+	}
+	return runAttachment(ctx, p, r, cmd, net, a, pos[1])
 }
 
 func runAttachment(ctx context.Context, p Process, r *chain.Runner, cmd string, net *chain.Network, a *attachmentFlags, netns string) error {

@@ -171,11 +171,17 @@ func validID(s string) bool {
 
 // ValidateContainerID applies the spec's container id rule.
 func ValidateContainerID(id string) error {
-	if id == "" {
-		return cnierror.New(cnierror.CodeInvalidEnv, "missing containerID")
+	return checkID(cnierror.CodeInvalidEnv, id, "missing containerID", "invalid characters in containerID %q")
+}
+
+// checkID applies validID to s, an id or name of the spec: the error has code and says
+// missing, or invalid (a format for s).
+func checkID(code uint, s, missing, invalid string) error {
+	if s == "" {
+		return cnierror.New(code, missing)
 	}
-	if !validID(id) {
-		return cnierror.Newf(cnierror.CodeInvalidEnv, "invalid characters in containerID %q", id)
+	if !validID(s) {
+		return cnierror.Newf(code, invalid, s)
 	}
 	return nil
 }
@@ -216,13 +222,7 @@ func ValidateIfNameField(field, name string) error {
 
 // ValidateNetworkName applies the spec's network name rule (code 7).
 func ValidateNetworkName(name string) error {
-	if name == "" {
-		return cnierror.New(cnierror.CodeInvalidConfig, "missing network name")
-	}
-	if !validID(name) {
-		return cnierror.Newf(cnierror.CodeInvalidConfig, "invalid characters found in network name %q", name)
-	}
-	return nil
+	return checkID(cnierror.CodeInvalidConfig, name, "missing network name", "invalid characters found in network name %q")
 }
 
 // ParseCNIArgs parses CNI_ARGS ("K=V;K2=V2") into a map. Keys outside known are an error

@@ -74,7 +74,7 @@ func beginLog(ctx context.Context, cfg *invlog.Config, args Args) *logged {
 	return l
 }
 
-// configure applies the config's own "log" object (readLogObject) over what the
+// configure applies the config's own "log" object (readConfig) over what the
 // invocation inherited, starting the log if that turns it on, and sets the context the
 // plugin runs under: carrying the recorder, the invocation's span and the configuration
 // its in-process delegates inherit. A refused object changes nothing.

@@ -96,7 +96,7 @@ type invocation struct {
 	data   []byte
 	conf   NetConf
 	prev   *result.Result
-	// The log's configuration inherited (openLog) and the config's own (readLogObject).
+	// The log's configuration inherited (openLog) and the config's own (readConfig).
 	inheritedLog, ownLog *invlog.Config
 	logRefused           bool
 }
@@ -160,11 +160,20 @@ func (in *invocation) prepare(stdin io.Reader) (done bool, err error) {
 	return false, nil
 }
 
-// readConfig parses the config, its prevResult and its "log" object. A DEL or GC whose
-// config no ADD can have run (cnierror.CannotHaveMade) is done, with nothing to do.
+// readConfig parses the config, its prevResult and its "log" object, which the log
+// takes up (logged.configure) unless it is refused: a bad one fails the command unless
+// that is lenient, and is then ignored with a warning. A DEL or GC whose config no ADD
+// can have run (cnierror.CannotHaveMade) is done, with nothing to do.
 func (in *invocation) readConfig() (done bool, err error) {
 	in.conf, in.prev, err = parseNetConf(in.p, in.args.Command, in.data)
-	logErr := in.readLogObject()
+	var logErr error
+	if len(in.conf.Log) > 0 {
+		if in.ownLog, logErr = invlog.ParseConfig(in.conf.Log); logErr != nil && lenient(in.args.Command) {
+			fmt.Fprintf(in.stderr, "%s: ignoring the log object: %v\n", in.p.Name, logErr)
+			logErr = nil
+		}
+		in.logRefused = logErr != nil
+	}
 	if cnierror.CannotHaveMade(in.args.Command, err) {
 		fmt.Fprintf(in.stderr, "%s: %s: nothing to do, no ADD with this config can have run: %v\n", in.p.Name, in.args.Command, err)
 		return true, nil
@@ -173,25 +182,6 @@ func (in *invocation) readConfig() (done bool, err error) {
 		err = logErr
 	}
 	return false, err
-}
-
-// readLogObject parses the config's "log" object (internal/obs/invlog). A bad one is
-// refused, failing the command, unless the command is lenient: then it is ignored with
-// a warning.
-func (in *invocation) readLogObject() error {
-	if len(in.conf.Log) == 0 {
-		return nil
-	}
-	own, err := invlog.ParseConfig(in.conf.Log)
-	if err != nil && !lenient(in.args.Command) {
-		in.logRefused = true
-		return err
-	}
-	if err != nil {
-		fmt.Fprintf(in.stderr, "%s: ignoring the log object: %v\n", in.p.Name, err)
-	}
-	in.ownLog = own
-	return nil
 }
 
 // call runs the callback under a Pending of the invocation's own (unless its caller's

@@ -149,13 +149,16 @@ func Parse(traceparent, tracestate, baggage string) (Span, bool) {
 	if !ok {
 		return Span{}, false
 	}
-	s.State = passedOn(tracestate, maxTracestate)
-	s.Baggage = passedOn(baggage, maxBaggage)
+	if len(tracestate) <= maxTracestate && printable(tracestate) {
+		s.State = strings.TrimSpace(tracestate)
+	}
+	if len(baggage) <= maxBaggage && printable(baggage) {
+		s.Baggage = strings.TrimSpace(baggage)
+	}
 	return s, true
 }
 
-// parseTraceparent reads the four fields version-trace-parent-flags of tp, whose
-// version 00 has nothing after them.
+// parseTraceparent reads the four fields of tp; version 00 has nothing after them.
 func parseTraceparent(tp string) (s Span, ok bool) {
 	if len(tp) < 55 || (len(tp) > 55 && tp[55] != '-') || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
 		return Span{}, false
@@ -169,15 +172,6 @@ func parseTraceparent(tp string) (s Span, ok bool) {
 	}
 	s.Flags, ok = hexByte(tp[53:55])
 	return s, ok && s.Valid()
-}
-
-// passedOn is a tracestate or baggage as handed on unread: "" when longer than max or
-// holding control characters.
-func passedOn(v string, max int) string {
-	if len(v) > max || !printable(v) {
-		return ""
-	}
-	return strings.TrimSpace(v)
 }
 
 // FromEnv parses the carriers found in env (the last of each name wins, as a process

@@ -127,30 +127,23 @@ func (p Process) usageError(fs *flag.FlagSet, format string, a ...any) int {
 // parseNoArgs parses flags of a command that takes no positional argument; ok false
 // means return code (help shown, a bad flag, or an argument).
 func parseNoArgs(p Process, fs *flag.FlagSet, args []string) (code int, ok bool) {
-	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK, false
-	}
-	if err != nil {
-		return ExitUsage, false
-	}
-	if len(pos) > 0 {
-		return p.usageError(fs, "unexpected argument %q", pos[0]), false
-	}
-	return 0, true
+	_, code, ok = parseArgs(p, fs, args, "", 0, 0)
+	return code, ok
 }
 
 // parseArgs parses the flags and wants from min to max positional arguments, named by
-// usage; not ok, code is the exit status of a help request or a usage error.
+// usage ("": none, and an argument is unexpected); not ok, code is the exit status of a
+// help request or a usage error.
 func parseArgs(p Process, fs *flag.FlagSet, args []string, usage string, min, max int) (pos []string, code int, ok bool) {
 	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		return nil, ExitOK, false
-	}
-	if err != nil {
+	case err != nil:
 		return nil, ExitUsage, false
-	}
-	if len(pos) < min || len(pos) > max {
+	case usage == "" && len(pos) > 0:
+		return nil, p.usageError(fs, "unexpected argument %q", pos[0]), false
+	case len(pos) < min || len(pos) > max:
 		return nil, p.usageError(fs, "want %s, got %d argument(s)", usage, len(pos)), false
 	}
 	return pos, 0, true

@@ -322,34 +322,32 @@ func runChain(cmd string) func(Process, []string) int {
 			return code
 		}
 		net, err := chain.Load(c.confDir, pos[0])
-		if err == nil {
-			for _, f := range net.Shadowed {
-				fmt.Fprintf(p.Stderr, "cni %s: warning: %s also defines network %q; %s comes first and is used, as runtimes use it\n",
-					cmd, f, net.Name, net.File)
+		if err != nil {
+			return p.fail(cmd, err)
+		}
+		for _, f := range net.Shadowed {
+			fmt.Fprintf(p.Stderr, "cni %s: warning: %s also defines network %q; %s comes first and is used, as runtimes use it\n",
+				cmd, f, net.Name, net.File)
+		}
+		r := c.runner(p)
+		ctx := c.traced(context.Background(), p, cmd)
+		switch cmd {
+		case "gc":
+			var gc *chain.GCArgs
+			if valid.set {
+				gc = &chain.GCArgs{ValidAttachments: valid.list}
 			}
-			err = runOnNetwork(c.traced(context.Background(), p, cmd), p, c.runner(p), cmd, net, &a, &valid, pos)
+			err = r.GC(ctx, net, gc)
+		case "status":
+			err = r.Status(ctx, net)
+		default:
+			err = runAttachment(ctx, p, r, cmd, net, &a, pos[1])
 		}
 		if err != nil {
 			return p.fail(cmd, err)
 		}
 		return ExitOK
 	}
-}
-
-// runOnNetwork runs cmd of the chain commands on net: gc and status on the network,
-// the others on the attachment of pos[1].
-func runOnNetwork(ctx context.Context, p Process, r *chain.Runner, cmd string, net *chain.Network, a *attachmentFlags, valid *validFlag, pos []string) error {
-	switch cmd {
-	case "gc":
-		var gc *chain.GCArgs
-		if valid.set {
-			gc = &chain.GCArgs{ValidAttachments: valid.list}
-		}
-		return r.GC(ctx, net, gc)
-	case "status":
-		return r.Status(ctx, net)
-	}
-	return runAttachment(ctx, p, r, cmd, net, a, pos[1])
 }
 
 func runAttachment(ctx context.Context, p Process, r *chain.Runner, cmd string, net *chain.Network, a *attachmentFlags, netns string) error {

@@ -33,8 +33,7 @@ type logKey struct{}
 
 // openLog starts the invocation's log with the configuration it inherits, which it
 // keeps for configure: its caller's (an in-process delegate or chain child of a plugin
-// that logs), else the one of CNI_LOG_FILE and CNI_LOG_LEVEL. A bad one is an error for
-// the command unless it is lenient (then a warning).
+// that logs), else the one of CNI_LOG_FILE and CNI_LOG_LEVEL.
 func openLog(in *invocation) (*logged, error) {
 	var err error
 	c, ok := in.ctx.Value(logKey{}).(*invlog.Config)
@@ -42,19 +41,20 @@ func openLog(in *invocation) (*logged, error) {
 		c, err = invlog.FromEnv(in.args.LogFile, in.args.LogLevel)
 	}
 	in.inheritedLog = c
-	if err != nil && !lenient(in.args.Command) {
-		return beginLog(in.ctx, c, in.args), err
-	}
-	if err != nil {
-		fmt.Fprintf(in.stderr, "%s: ignoring the invocation log's environment: %v\n", in.p.Name, err)
-	}
-	return beginLog(in.ctx, c, in.args), nil
+	return beginLog(in.ctx, c, in.args), in.tolerate(err, "the invocation log's environment")
 }
 
-// lenient says whether a command goes on when the log is misconfigured: DEL and GC,
-// which clean up and need nothing of the config beyond the attachment (the problem is
-// still reported on stderr). ADD, CHECK and STATUS fail, so the operator sees the typo.
-func lenient(command string) bool { return command == CmdDel || command == CmdGC }
+// tolerate is what a misconfigured log (err) does to the command: DEL and GC, which
+// clean up and need nothing of the config beyond the attachment, go on (the problem is
+// reported on stderr as what is ignored); ADD, CHECK and STATUS fail, so the operator
+// sees the typo.
+func (in *invocation) tolerate(err error, what string) error {
+	if err != nil && (in.args.Command == CmdDel || in.args.Command == CmdGC) {
+		fmt.Fprintf(in.stderr, "%s: ignoring %s: %v\n", in.p.Name, what, err)
+		return nil
+	}
+	return err
+}
 
 // beginLog starts the log of an invocation when cfg turns it on; nil otherwise.
 func beginLog(ctx context.Context, cfg *invlog.Config, args Args) *logged {

@@ -161,17 +161,14 @@ func (in *invocation) prepare(stdin io.Reader) (done bool, err error) {
 }
 
 // readConfig parses the config, its prevResult and its "log" object, which the log
-// takes up (logged.configure) unless it is refused: a bad one fails the command unless
-// that is lenient, and is then ignored with a warning. A DEL or GC whose config no ADD
-// can have run (cnierror.CannotHaveMade) is done, with nothing to do.
+// takes up (logged.configure) unless it is refused (tolerate). A DEL or GC whose config
+// no ADD can have run (cnierror.CannotHaveMade) is done, with nothing to do.
 func (in *invocation) readConfig() (done bool, err error) {
 	in.conf, in.prev, err = parseNetConf(in.p, in.args.Command, in.data)
 	var logErr error
 	if len(in.conf.Log) > 0 {
-		if in.ownLog, logErr = invlog.ParseConfig(in.conf.Log); logErr != nil && lenient(in.args.Command) {
-			fmt.Fprintf(in.stderr, "%s: ignoring the log object: %v\n", in.p.Name, logErr)
-			logErr = nil
-		}
+		in.ownLog, logErr = invlog.ParseConfig(in.conf.Log)
+		logErr = in.tolerate(logErr, "the log object")
 		in.logRefused = logErr != nil
 	}
 	if cnierror.CannotHaveMade(in.args.Command, err) {

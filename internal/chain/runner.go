@@ -298,7 +298,7 @@ func (r *Runner) gcCache(ctx context.Context, n *Network, args *GCArgs) []error 
 // one plugins run in (exec'd ones inherit it), unless CNI_NETNS_OVERRIDE says to act
 // there anyway.
 func (r *Runner) isOwnNetns(path string) bool {
-	if r.procEnv().netnsOverride {
+	if r.procEnv().NetnsOverride {
 		return false
 	}
 	return ns.IsCurrent(path)

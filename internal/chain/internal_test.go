@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/spec/skel"
 )
 
 // TestReadParsedNamesTheFileOfEveryFailure holds the one reader of LoadFile, the
@@ -36,4 +38,15 @@ func TestReadParsedNamesTheFileOfEveryFailure(t *testing.T) {
 	require.ErrorAs(t, err, &invalid)
 	assert.Equal(t, missing, invalid.File)
 	assert.True(t, errors.Is(err, os.ErrNotExist), "%v", err)
+}
+
+// TestPluginArgsAreTheOperationsWithTheAttachments holds the one builder of a plugin's
+// CNI_* inputs, for the in-process, exec'd and repair invocations alike.
+func TestPluginArgsAreTheOperationsWithTheAttachments(t *testing.T) {
+	r := &Runner{PluginPath: []string{"/opt/cni/bin"}, Env: []string{"CNI_NETNS_OVERRIDE=1", "CNI_LOG_FILE=/l", "CNI_LOG_LEVEL=debug", "CNI_COMMAND=GC", "X=y"}}
+	att := Attachment{ContainerID: "c1", Netns: "/n", IfName: "eth0", Args: [][2]string{{"K", "V"}, {"K2", "V2"}}}
+	assert.Equal(t, skel.Args{
+		Command: "DEL", ContainerID: "c1", Netns: "/n", IfName: "eth0", CNIArgs: "K=V;K2=V2", Path: []string{"/opt/cni/bin"},
+		NetnsOverride: true, Env: r.Env, LogFile: "/l", LogLevel: "debug",
+	}, pluginArgs(r.procEnv(), "DEL", &att))
 }

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -49,4 +50,13 @@ func TestPluginArgsAreTheOperationsWithTheAttachments(t *testing.T) {
 		Command: "DEL", ContainerID: "c1", Netns: "/n", IfName: "eth0", CNIArgs: "K=V;K2=V2", Path: []string{"/opt/cni/bin"},
 		NetnsOverride: true, Env: r.Env, LogFile: "/l", LogLevel: "debug",
 	}, pluginArgs(r.procEnv(), "DEL", &att))
+}
+
+// TestDecodeNumbersKeepsLargeIntegersExact holds the one decoder of plugin configs,
+// capability args and the canonical re-encoding: no float64 on the way.
+func TestDecodeNumbersKeepsLargeIntegersExact(t *testing.T) {
+	var v map[string]any
+	require.NoError(t, decodeNumbers([]byte(`{"burst":9223372036854775807,"rate":1.5}`), &v))
+	assert.Equal(t, map[string]any{"burst": json.Number("9223372036854775807"), "rate": json.Number("1.5")}, v)
+	assert.Error(t, decodeNumbers([]byte(`{"burst":`), &v))
 }

@@ -26,7 +26,6 @@ type logged struct {
 	// creator's Pending (a chain child's DEL, a delegate): the line is written once
 	// own's work is done (handOff), so that it holds that work's steps.
 	creators, own *background.Pending
-	handedOff     bool
 }
 
 type logKey struct{}
@@ -115,10 +114,9 @@ func (l *logged) ownWork(ctx context.Context, owned bool) context.Context {
 	return background.WithPending(ctx, l.own)
 }
 
-// waitWork waits for the work the callback left running and returns err joined with
-// that work's errors. With the log on, the wait is a step when there is work to wait
-// for, and an invocation whose creator waits for its work (ownWork) hands its line off
-// to that work.
+// waitWork waits for the work the callback left running, returning err joined with its
+// errors. With the log on, the wait is a step, and an invocation whose creator waits
+// for its work (ownWork) hands its line off to that work.
 func (l *logged) waitWork(in *invocation, ctx context.Context, owned bool, wait func() error, res *result.Result, err error) error {
 	var waiting *steps.Timer
 	if l != nil && owned && background.PendingOf(ctx).Busy() {
@@ -133,11 +131,9 @@ func (l *logged) waitWork(in *invocation, ctx context.Context, owned bool, wait 
 	return err
 }
 
-// handOff writes the line as part of the invocation's work that its creator waits for:
-// once the invocation's own share is done, with its error, which the creator gets as
-// before.
+// handOff writes the line as part of the work the creator waits for, once the
+// invocation's own share is done, with its error, which the creator gets as before.
 func (l *logged) handOff(name string, args Args, res *result.Result, err error, stderr io.Writer) {
-	l.handedOff = true
 	l.creators.Go(func() error {
 		werr := l.own.Wait()
 		l.write(name, args, res, errors.Join(err, werr), stderr)
@@ -145,9 +141,9 @@ func (l *logged) handOff(name string, args Args, res *result.Result, err error, 
 	})
 }
 
-// finish writes the invocation's line unless handOff took it over.
+// finish writes the invocation's line unless handOff took it over (own work: ownWork).
 func (l *logged) finish(in *invocation, res *result.Result, err error) {
-	if l == nil || l.handedOff {
+	if l == nil || l.own != nil {
 		return
 	}
 	l.write(in.p.Name, in.args, res, err, in.stderr)

@@ -1,6 +1,7 @@
 package skel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,13 +107,7 @@ type invocation struct {
 // them: it opens before, takes up the config's "log" object after prepare, waits with
 // call, and writes its line at the end. The config's version is returned for errors.
 func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []byte, stderr io.Writer) (res *result.Result, confVersion string, err error) {
-	in := invocation{ctx: ctx, p: p, args: args, stderr: stderr, data: data}
-	if in.stderr == nil {
-		in.stderr = io.Discard
-	}
-	if in.ctx == nil {
-		in.ctx = context.Background()
-	}
+	in := invocation{ctx: cmp.Or(ctx, context.Background()), p: p, args: args, stderr: cmp.Or(stderr, io.Discard), data: data}
 	lg, err := openLog(&in)
 	defer func() { lg.finish(&in, res, err) }()
 	if err != nil {
@@ -165,12 +160,10 @@ func (in *invocation) prepare(stdin io.Reader) (done bool, err error) {
 // no ADD can have run (cnierror.CannotHaveMade) is done, with nothing to do.
 func (in *invocation) readConfig() (done bool, err error) {
 	in.conf, in.prev, err = parseNetConf(in.p, in.args.Command, in.data)
-	var logErr error
-	if len(in.conf.Log) > 0 {
-		in.ownLog, logErr = invlog.ParseConfig(in.conf.Log)
-		logErr = in.tolerate(logErr, "the log object")
-		in.logRefused = logErr != nil
-	}
+	var logErr error // nil without a "log" object
+	in.ownLog, logErr = invlog.ParseConfig(in.conf.Log)
+	logErr = in.tolerate(logErr, "the log object")
+	in.logRefused = logErr != nil
 	if cnierror.CannotHaveMade(in.args.Command, err) {
 		fmt.Fprintf(in.stderr, "%s: %s: nothing to do, no ADD with this config can have run: %v\n", in.p.Name, in.args.Command, err)
 		return true, nil
@@ -181,10 +174,9 @@ func (in *invocation) readConfig() (done bool, err error) {
 	return false, err
 }
 
-// call runs the callback under a Pending of the invocation's own (unless its caller's
-// context brought one, whose creator waits) and then waits for the work the callback
-// left running (link deletions): that work is part of the command, its errors are the
-// command's, and the answer waits for it. The log, when on, takes part in both.
+// call runs the callback under a Pending of its own (unless the context brought its
+// creator's) and waits for the work the callback left running (link deletions), which
+// is part of the command: its errors are the command's. The log takes part in both.
 func (in *invocation) call(lg *logged) (*result.Result, error) {
 	ctx, wait, owned := background.Own(in.ctx)
 	ctx = lg.ownWork(ctx, owned)
@@ -199,9 +191,8 @@ func (in *invocation) call(lg *logged) (*result.Result, error) {
 	return res, lg.waitWork(in, ctx, owned, wait, res, err)
 }
 
-// answer is what the invocation returns for the call's outcome: a panic turned into the
-// spec's internal error, nothing for every command but ADD, ADD's result in the config's
-// version.
+// answer is what the invocation returns for the call's outcome: a panic as the spec's
+// internal error, nothing but for ADD, ADD's result in the config's version.
 func (in *invocation) answer(res *result.Result, err error) (*result.Result, error) {
 	if err != nil {
 		return nil, reportPanic(in.p.Name, in.stderr, err)

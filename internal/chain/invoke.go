@@ -20,20 +20,20 @@ func (r *Runner) Invoke(ctx context.Context, pluginType, command string, conf []
 	return r.invoke(r.traced(ctx), r.procEnv(), pluginType, command, conf, att)
 }
 
-// procEnv is what every plugin of one operation gets from the runner's environment,
-// read once per operation instead of once per plugin.
-type procEnv struct {
-	env []string
-	// netnsOverride is CNI_NETNS_OVERRIDE as an exec'd plugin reads it from env;
-	// logFile and logLevel are CNI_LOG_FILE and CNI_LOG_LEVEL (the invocation log).
-	netnsOverride     bool
-	logFile, logLevel string
-}
-
-func (r *Runner) procEnv() procEnv {
+// procEnv is what every plugin of one operation gets from the runner: the plugin path,
+// the environment exec'd plugins inherit and what it says of CNI_NETNS_OVERRIDE,
+// CNI_LOG_FILE and CNI_LOG_LEVEL, read once per operation instead of once per plugin.
+// pluginArgs completes it for one plugin.
+func (r *Runner) procEnv() skel.Args {
 	env := r.environ()
 	a := skel.ArgsFromEnv(env)
-	return procEnv{env: env, netnsOverride: a.NetnsOverride, logFile: a.LogFile, logLevel: a.LogLevel}
+	return skel.Args{Path: r.PluginPath, Env: env, NetnsOverride: a.NetnsOverride, LogFile: a.LogFile, LogLevel: a.LogLevel}
+}
+
+// pluginArgs are a plugin's CNI_* inputs for command on att: pe with the attachment's.
+func pluginArgs(pe skel.Args, command string, att *Attachment) skel.Args {
+	pe.Command, pe.ContainerID, pe.Netns, pe.IfName, pe.CNIArgs = command, att.ContainerID, att.Netns, att.IfName, att.cniArgs()
+	return pe
 }
 
 // traced is ctx with a current span, as a runtime with a tracer would run an operation:
@@ -45,12 +45,8 @@ func (r *Runner) traced(ctx context.Context) context.Context {
 }
 
 // invoke is Invoke with the environment already read.
-func (r *Runner) invoke(ctx context.Context, pe procEnv, pluginType, command string, conf []byte, att Attachment) (*result.Result, error) {
-	args := skel.Args{
-		Command: command, ContainerID: att.ContainerID, Netns: att.Netns, IfName: att.IfName,
-		CNIArgs: att.cniArgs(), Path: r.PluginPath, Env: pe.env, NetnsOverride: pe.netnsOverride,
-		LogFile: pe.logFile, LogLevel: pe.logLevel,
-	}
+func (r *Runner) invoke(ctx context.Context, pe skel.Args, pluginType, command string, conf []byte, att Attachment) (*result.Result, error) {
+	args := pluginArgs(pe, command, &att)
 	if p := r.builtin(pluginType); p != nil {
 		return skel.Invoke(ctx, p, args, conf, r.Stderr)
 	}

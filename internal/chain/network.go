@@ -233,13 +233,9 @@ func readBool(raw map[string]json.RawMessage, key string) (bool, error) {
 // LoadFile reads a .conflist file and, unless loadOnlyInlinedPlugins is set, appends the
 // drop-in plugins of <dir>/<name>/*.conf.
 func LoadFile(path string) (*Network, error) {
-	data, err := readConfig(path)
+	_, n, err := readParsed(path, parseList)
 	if err != nil {
 		return nil, err
-	}
-	n, err := parseList(data)
-	if err != nil {
-		return nil, &InvalidError{File: path, Err: err}
 	}
 	n.File = path
 	if !n.LoadOnlyInlinedPlugins {
@@ -262,13 +258,9 @@ func loadDropins(dir string) ([]PluginConf, error) {
 	}
 	var out []PluginConf
 	for _, f := range files {
-		data, err := readConfig(f)
+		_, pc, err := readParsed(f, ParsePlugin)
 		if err != nil {
 			return nil, err
-		}
-		pc, err := ParsePlugin(data)
-		if err != nil {
-			return nil, &InvalidError{File: f, Err: err}
 		}
 		out = append(out, pc)
 	}
@@ -278,12 +270,9 @@ func loadDropins(dir string) ([]PluginConf, error) {
 // legacyFile reads a single-plugin .conf/.json file (deprecated, still loaded by libcni)
 // and returns its network name and plugin.
 func legacyFile(path string) (name string, pc PluginConf, err error) {
-	data, err := readConfig(path)
+	data, pc, err := readParsed(path, ParsePlugin)
 	if err != nil {
 		return "", PluginConf{}, err
-	}
-	if pc, err = ParsePlugin(data); err != nil {
-		return "", PluginConf{}, &InvalidError{File: path, Err: err}
 	}
 	var head struct {
 		Name string `json:"name"`
@@ -445,6 +434,16 @@ func configFiles(dir string, exts ...string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// readParsed reads a configuration file and parses it, naming the file in a parse error.
+func readParsed[T any](path string, parse func([]byte) (T, error)) (data []byte, v T, err error) {
+	if data, err = readConfig(path); err == nil {
+		if v, err = parse(data); err != nil {
+			err = &InvalidError{File: path, Err: err}
+		}
+	}
+	return data, v, err
 }
 
 // readConfig reads a configuration file of at most MaxFileSize bytes.

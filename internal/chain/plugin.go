@@ -1,7 +1,6 @@
 package chain
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,10 +75,8 @@ func capabilityArgs(raw json.RawMessage) (map[string]any, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // large integers reach the children exact
 	var caps map[string]any
-	if err := dec.Decode(&caps); err != nil {
+	if err := decodeNumbers(raw, &caps); err != nil {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "chain: runtimeConfig: must be an object: %v", err)
 	}
 	return caps, nil

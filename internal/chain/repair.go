@@ -70,12 +70,8 @@ func (r *Runner) repairPlugins(ctx context.Context, n *Network, plugins []Plugin
 		conf, err := pluginConfig(n, pc, prev, att, nil)
 		var missing []string
 		if err == nil {
-			args := skel.Args{
-				ContainerID: att.ContainerID, Netns: att.Netns, IfName: att.IfName, CNIArgs: att.cniArgs(),
-				Path: r.PluginPath, Env: pe.env, NetnsOverride: pe.netnsOverride, LogFile: pe.logFile, LogLevel: pe.logLevel,
-			}
 			// No Pending in ctx: the invocation waits for its plugin's work itself.
-			missing, err = skel.InvokeRepair(background.WithPending(ctx, nil), p, args, conf, r.Stderr, dryRun)
+			missing, err = skel.InvokeRepair(background.WithPending(ctx, nil), p, pluginArgs(pe, "", att), conf, r.Stderr, dryRun)
 		}
 		for _, m := range missing {
 			// One line: an operator reads one line per attachment.

@@ -298,7 +298,7 @@ func (r *Runner) gcCache(ctx context.Context, n *Network, args *GCArgs) []error 
 // one plugins run in (exec'd ones inherit it), unless CNI_NETNS_OVERRIDE says to act
 // there anyway.
 func (r *Runner) isOwnNetns(path string) bool {
-	if r.procEnv().netnsOverride {
+	if r.procEnv().NetnsOverride {
 		return false
 	}
 	return ns.IsCurrent(path)
@@ -430,11 +430,8 @@ func reversed(plugins []PluginConf) []PluginConf {
 // runtimeConfig made of exactly those (replacing any static one). Keys come out sorted,
 // as libcni's re-encoding leaves them.
 func pluginConfig(n *Network, pc PluginConf, prev *result.Result, att *Attachment, extra map[string]any) ([]byte, error) {
-	// UseNumber keeps large integers exact; libcni's float64 round trip would not.
-	dec := json.NewDecoder(bytes.NewReader(pc.Bytes))
-	dec.UseNumber()
 	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil {
+	if err := decodeNumbers(pc.Bytes, &obj); err != nil {
 		return nil, fmt.Errorf("plugin config: %w", err)
 	}
 	obj["name"] = n.Name
@@ -469,13 +466,19 @@ func canonical(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
 	var generic any
-	if err := dec.Decode(&generic); err != nil {
+	if err := decodeNumbers(data, &generic); err != nil {
 		return nil, err
 	}
 	return json.Marshal(generic)
+}
+
+// decodeNumbers decodes data into v with numbers as json.Number: large integers stay
+// exact, where libcni's float64 round trip would not keep them.
+func decodeNumbers(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return dec.Decode(v)
 }
 
 func (r *Runner) logf(format string, a ...any) {

@@ -117,9 +117,9 @@ func runCommand(p Process, args []string) int {
 	if plugin := Lookup(args[0]); plugin != nil {
 		return runPlugin(p, plugin, args[1:])
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(p, args[1:])
+	for _, c := range cli.Commands() {
+		if c.Name == args[0] {
+			return c.Run(p.cli(), args[1:])
 		}
 	}
 	if hasCNICommand(p.Env) {
@@ -130,24 +130,10 @@ func runCommand(p Process, args []string) int {
 	return 2
 }
 
-// command is one of the binary's own subcommands (the runtime side).
-type command struct {
-	name    string
-	summary string
-	run     func(p Process, args []string) int
-}
-
-// commands is the table of runtime-side subcommands (internal/runtime/cli), each running with
-// this binary's registry so that built-in plugin types run in-process.
-func commands() []command {
-	cmds := cli.Commands()
-	out := make([]command, len(cmds))
-	for i, c := range cmds {
-		out[i] = command{name: c.Name, summary: c.Summary, run: func(p Process, args []string) int {
-			return c.Run(cli.Process{Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup, Plugins: names()}, args)
-		}}
-	}
-	return out
+// cli is p for the runtime-side subcommands (internal/runtime/cli), with this binary's
+// registry so that built-in plugin types run in-process.
+func (p Process) cli() cli.Process {
+	return cli.Process{Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup, Plugins: names()}
 }
 
 func names() []string {
@@ -187,8 +173,8 @@ Usage:
   cni version            print build version, commit, Go version and CNI versions
   cni help               print this help
 `)
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  cni %-18s  %s\n", c.name, c.summary)
+	for _, c := range cli.Commands() {
+		fmt.Fprintf(w, "  cni %-18s  %s\n", c.Name, c.Summary)
 	}
 	fmt.Fprintln(w, "\nPlugins:")
 	for _, p := range Registry() {

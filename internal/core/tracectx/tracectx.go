@@ -144,23 +144,11 @@ func putUint64(b []byte, v uint64) {
 // ok false (never an error: a plugin must not fail on a runtime's malformed header),
 // and a tracestate or baggage that is too long or holds control characters is dropped.
 // Versions after 00 are read by their first four fields, as W3C asks.
-func Parse(traceparent, tracestate, baggage string) (s Span, ok bool) {
-	tp := strings.TrimSpace(traceparent)
-	if len(tp) < 55 || (len(tp) > 55 && tp[55] != '-') {
+func Parse(traceparent, tracestate, baggage string) (Span, bool) {
+	s, ok := parseTraceparent(strings.TrimSpace(traceparent))
+	if !ok {
 		return Span{}, false
 	}
-	ver, ok1 := hexByte(tp[0:2])
-	if !ok1 || ver == 0xff || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || (ver == 0 && len(tp) != 55) {
-		return Span{}, false
-	}
-	if !decodeLowerHex(s.TraceID[:], tp[3:35]) || !decodeLowerHex(s.SpanID[:], tp[36:52]) {
-		return Span{}, false
-	}
-	flags, ok2 := hexByte(tp[53:55])
-	if !ok2 || !s.Valid() {
-		return Span{}, false
-	}
-	s.Flags = flags
 	if len(tracestate) <= maxTracestate && printable(tracestate) {
 		s.State = strings.TrimSpace(tracestate)
 	}
@@ -168,6 +156,22 @@ func Parse(traceparent, tracestate, baggage string) (s Span, ok bool) {
 		s.Baggage = strings.TrimSpace(baggage)
 	}
 	return s, true
+}
+
+// parseTraceparent reads the four fields of tp; version 00 has nothing after them.
+func parseTraceparent(tp string) (s Span, ok bool) {
+	if len(tp) < 55 || (len(tp) > 55 && tp[55] != '-') || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return Span{}, false
+	}
+	ver, ok := hexByte(tp[0:2])
+	if !ok || ver == 0xff || (ver == 0 && len(tp) != 55) {
+		return Span{}, false
+	}
+	if !decodeLowerHex(s.TraceID[:], tp[3:35]) || !decodeLowerHex(s.SpanID[:], tp[36:52]) {
+		return Span{}, false
+	}
+	s.Flags, ok = hexByte(tp[53:55])
+	return s, ok && s.Valid()
 }
 
 // FromEnv parses the carriers found in env (the last of each name wins, as a process

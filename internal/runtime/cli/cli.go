@@ -127,17 +127,26 @@ func (p Process) usageError(fs *flag.FlagSet, format string, a ...any) int {
 // parseNoArgs parses flags of a command that takes no positional argument; ok false
 // means return code (help shown, a bad flag, or an argument).
 func parseNoArgs(p Process, fs *flag.FlagSet, args []string) (code int, ok bool) {
+	_, code, ok = parseArgs(p, fs, args, "", 0, 0)
+	return code, ok
+}
+
+// parseArgs parses the flags and wants from min to max positional arguments, named by
+// usage ("": none, and an argument is unexpected); not ok, code is the exit status of a
+// help request or a usage error.
+func parseArgs(p Process, fs *flag.FlagSet, args []string, usage string, min, max int) (pos []string, code int, ok bool) {
 	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK, false
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, ExitOK, false
+	case err != nil:
+		return nil, ExitUsage, false
+	case usage == "" && len(pos) > 0:
+		return nil, p.usageError(fs, "unexpected argument %q", pos[0]), false
+	case len(pos) < min || len(pos) > max:
+		return nil, p.usageError(fs, "want %s, got %d argument(s)", usage, len(pos)), false
 	}
-	if err != nil {
-		return ExitUsage, false
-	}
-	if len(pos) > 0 {
-		return p.usageError(fs, "unexpected argument %q", pos[0]), false
-	}
-	return 0, true
+	return pos, 0, true
 }
 
 // parse parses flags that may come before, between or after the positional arguments
@@ -293,9 +302,9 @@ func newFlagSet(p Process, name, usage string) *flag.FlagSet {
 // runChain returns the runner of add, check, del, gc or status.
 func runChain(cmd string) func(Process, []string) int {
 	return func(p Process, args []string) int {
-		usage := "NETWORK NETNS [flags]"
+		usage, need := "NETWORK NETNS [flags]", 2
 		if cmd == "gc" || cmd == "status" {
-			usage = "NETWORK [NETNS] [flags]"
+			usage, need = "NETWORK [NETNS] [flags]", 1
 		}
 		fs := newFlagSet(p, cmd, usage)
 		var c common
@@ -308,19 +317,9 @@ func runChain(cmd string) func(Process, []string) int {
 		case "add", "check", "del":
 			a.register(fs, p)
 		}
-		pos, err := parse(fs, args)
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		if err != nil {
-			return ExitUsage
-		}
-		need := 2
-		if cmd == "gc" || cmd == "status" {
-			need = 1
-		}
-		if len(pos) < need || len(pos) > 2 {
-			return p.usageError(fs, "want %s, got %d argument(s)", usage, len(pos))
+		pos, code, ok := parseArgs(p, fs, args, usage, need, 2)
+		if !ok {
+			return code
 		}
 		net, err := chain.Load(c.confDir, pos[0])
 		if err != nil {

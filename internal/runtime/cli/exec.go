@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,15 +23,9 @@ func runExec(p Process, args []string) int {
 	containerID := fs.String("container-id", "", "container id (default: cnitool's, derived from --netns)")
 	cniArgs := fs.String("cni-args", p.envOr("CNI_ARGS", ""), "CNI_ARGS as K=V;K2=V2")
 	confFile := fs.String("conf", "-", "plugin config file, - for stdin (not read for VERSION)")
-	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
-	}
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) != 2 {
-		return p.usageError(fs, "want %s, got %d argument(s)", usage, len(pos))
+	pos, code, ok := parseArgs(p, fs, args, usage, 2, 2)
+	if !ok {
+		return code
 	}
 	plugin, command := pos[0], strings.ToUpper(pos[1])
 	r := c.runner(p)

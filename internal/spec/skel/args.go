@@ -85,17 +85,26 @@ func (a Args) Environ(command string) []string {
 	return out
 }
 
-// required lists, per command, the variables the reference skeleton insists on.
-func required(command string) []string {
-	switch command {
-	case CmdAdd, CmdCheck, CmdRepair:
-		return []string{"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"}
-	case CmdDel:
-		return []string{"CNI_CONTAINERID", "CNI_IFNAME", "CNI_PATH"}
-	case CmdGC, CmdStatus:
-		return []string{"CNI_PATH"}
+// missing lists the variables the reference skeleton insists on that are empty:
+// CNI_PATH always, CNI_CONTAINERID and CNI_IFNAME but for GC and STATUS, CNI_NETNS for
+// ADD, CHECK and REPAIR.
+func (a Args) missing() []string {
+	attachment := a.Command != CmdGC && a.Command != CmdStatus
+	var out []string
+	for _, v := range [...]struct {
+		name, value string
+		required    bool
+	}{
+		{"CNI_CONTAINERID", a.ContainerID, attachment},
+		{"CNI_NETNS", a.Netns, attachment && a.Command != CmdDel},
+		{"CNI_IFNAME", a.IfName, attachment},
+		{"CNI_PATH", strings.Join(a.Path, ":"), true},
+	} {
+		if v.required && v.value == "" {
+			out = append(out, v.name)
+		}
 	}
-	return nil
+	return out
 }
 
 // validate checks the variables a command needs, reporting every missing one at once.
@@ -105,13 +114,7 @@ func (a Args) validate() error {
 	default:
 		return cnierror.Newf(cnierror.CodeInvalidEnv, "unknown CNI_COMMAND: %s", a.Command)
 	}
-	var missing []string
-	for _, name := range required(a.Command) {
-		if a.value(name) == "" {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := a.missing(); len(missing) > 0 {
 		return cnierror.Newf(cnierror.CodeInvalidEnv, "required env variables [%s] missing", strings.Join(missing, ","))
 	}
 	if a.nothingToDelete() != nil {
@@ -139,20 +142,6 @@ func (a Args) nothingToDelete() error {
 	return Attachable(a.ContainerID, a.IfName)
 }
 
-func (a Args) value(name string) string {
-	switch name {
-	case "CNI_CONTAINERID":
-		return a.ContainerID
-	case "CNI_NETNS":
-		return a.Netns
-	case "CNI_IFNAME":
-		return a.IfName
-	case "CNI_PATH":
-		return strings.Join(a.Path, ":")
-	}
-	return ""
-}
-
 // validID applies the spec's ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$ by hand: a package-level
 // regexp would be compiled at start-up of every plugin exec.
 func validID(s string) bool {
@@ -171,11 +160,17 @@ func validID(s string) bool {
 
 // ValidateContainerID applies the spec's container id rule.
 func ValidateContainerID(id string) error {
-	if id == "" {
-		return cnierror.New(cnierror.CodeInvalidEnv, "missing containerID")
+	return checkID(cnierror.CodeInvalidEnv, id, "missing containerID", "invalid characters in containerID %q")
+}
+
+// checkID applies validID to s, an id or name of the spec: the error has code and says
+// missing, or invalid (a format for s).
+func checkID(code uint, s, missing, invalid string) error {
+	if s == "" {
+		return cnierror.New(code, missing)
 	}
-	if !validID(id) {
-		return cnierror.Newf(cnierror.CodeInvalidEnv, "invalid characters in containerID %q", id)
+	if !validID(s) {
+		return cnierror.Newf(code, invalid, s)
 	}
 	return nil
 }
@@ -216,13 +211,7 @@ func ValidateIfNameField(field, name string) error {
 
 // ValidateNetworkName applies the spec's network name rule (code 7).
 func ValidateNetworkName(name string) error {
-	if name == "" {
-		return cnierror.New(cnierror.CodeInvalidConfig, "missing network name")
-	}
-	if !validID(name) {
-		return cnierror.Newf(cnierror.CodeInvalidConfig, "invalid characters found in network name %q", name)
-	}
-	return nil
+	return checkID(cnierror.CodeInvalidConfig, name, "missing network name", "invalid characters found in network name %q")
 }
 
 // ParseCNIArgs parses CNI_ARGS ("K=V;K2=V2") into a map. Keys outside known are an error

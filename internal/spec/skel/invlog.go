@@ -26,25 +26,34 @@ type logged struct {
 	// creator's Pending (a chain child's DEL, a delegate): the line is written once
 	// own's work is done (handOff), so that it holds that work's steps.
 	creators, own *background.Pending
-	handedOff     bool
 }
 
 type logKey struct{}
 
-// inheritedLog is the log configuration an invocation gets when its config has no "log"
-// object: its caller's (an in-process delegate or chain child of a plugin that logs),
-// else the one of CNI_LOG_FILE and CNI_LOG_LEVEL.
-func inheritedLog(ctx context.Context, args Args) (*invlog.Config, error) {
-	if c, ok := ctx.Value(logKey{}).(*invlog.Config); ok {
-		return c, nil
+// openLog starts the invocation's log with the configuration it inherits, which it
+// keeps for configure: its caller's (an in-process delegate or chain child of a plugin
+// that logs), else the one of CNI_LOG_FILE and CNI_LOG_LEVEL.
+func openLog(in *invocation) (*logged, error) {
+	var err error
+	c, ok := in.ctx.Value(logKey{}).(*invlog.Config)
+	if !ok {
+		c, err = invlog.FromEnv(in.args.LogFile, in.args.LogLevel)
 	}
-	return invlog.FromEnv(args.LogFile, args.LogLevel)
+	in.inheritedLog = c
+	return beginLog(in.ctx, c, in.args), in.tolerate(err, "the invocation log's environment")
 }
 
-// lenient says whether a command goes on when the log is misconfigured: DEL and GC,
-// which clean up and need nothing of the config beyond the attachment (the problem is
-// still reported on stderr). ADD, CHECK and STATUS fail, so the operator sees the typo.
-func lenient(command string) bool { return command == CmdDel || command == CmdGC }
+// tolerate is what a misconfigured log (err) does to the command: DEL and GC, which
+// clean up and need nothing of the config beyond the attachment, go on (the problem is
+// reported on stderr as what is ignored); ADD, CHECK and STATUS fail, so the operator
+// sees the typo.
+func (in *invocation) tolerate(err error, what string) error {
+	if err != nil && (in.args.Command == CmdDel || in.args.Command == CmdGC) {
+		fmt.Fprintf(in.stderr, "%s: ignoring %s: %v\n", in.p.Name, what, err)
+		return nil
+	}
+	return err
+}
 
 // beginLog starts the log of an invocation when cfg turns it on; nil otherwise.
 func beginLog(ctx context.Context, cfg *invlog.Config, args Args) *logged {
@@ -64,40 +73,35 @@ func beginLog(ctx context.Context, cfg *invlog.Config, args Args) *logged {
 	return l
 }
 
-// configure applies the config's own "log" object over what the invocation inherited,
-// starting the log if that turns it on, and returns the log and the context the plugin
-// runs under: carrying the recorder, the invocation's span and the configuration its
-// in-process delegates inherit. A bad "log" object is an error for the command unless
-// it is lenient.
-func (l *logged) configure(ctx context.Context, inherited *invlog.Config, conf NetConf, args Args, stderr io.Writer, name string) (*logged, context.Context, error) {
-	if len(conf.Log) > 0 {
-		own, err := invlog.ParseConfig(conf.Log)
-		if err != nil && !lenient(args.Command) {
-			return l, ctx, err
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: ignoring the log object: %v\n", name, err)
-		}
-		if cfg := invlog.Resolve(own, inherited); cfg.On() && (l == nil || *cfg != *l.cfg) {
+// configure applies the config's own "log" object (readConfig) over what the
+// invocation inherited, starting the log if that turns it on, and sets the context the
+// plugin runs under: carrying the recorder, the invocation's span and the configuration
+// its in-process delegates inherit. A refused object changes nothing.
+func (l *logged) configure(in *invocation) *logged {
+	if in.logRefused {
+		return l
+	}
+	if in.ownLog != nil {
+		if cfg := invlog.Resolve(in.ownLog, in.inheritedLog); cfg.On() && (l == nil || *cfg != *l.cfg) {
 			if l == nil {
-				l = beginLog(ctx, cfg, args)
+				l = beginLog(in.ctx, cfg, in.args)
 			} else {
 				l.cfg = cfg
 			}
 		}
 	}
 	if l == nil {
-		if steps.Of(ctx) != nil {
-			ctx = steps.With(ctx, nil) // not the caller's steps: they are its own
+		if steps.Of(in.ctx) != nil {
+			in.ctx = steps.With(in.ctx, nil) // not the caller's steps: they are its own
 		}
-		return nil, ctx, nil
+		return nil
 	}
-	l.net = conf
-	ctx = context.WithValue(steps.With(ctx, l.rec), logKey{}, l.cfg)
+	l.net = in.conf
+	in.ctx = context.WithValue(steps.With(in.ctx, l.rec), logKey{}, l.cfg)
 	if span := l.rec.Span(); span.Valid() {
-		ctx = tracectx.With(ctx, span)
+		in.ctx = tracectx.With(in.ctx, span)
 	}
-	return l, ctx, nil
+	return l
 }
 
 // ownWork gives a logged invocation whose background work joins its creator's Pending
@@ -110,14 +114,26 @@ func (l *logged) ownWork(ctx context.Context, owned bool) context.Context {
 	return background.WithPending(ctx, l.own)
 }
 
-// handOff writes the line, for an invocation whose creator waits for its background
-// work, as part of that work: once the invocation's own share is done, with its error,
-// which the creator gets as before.
-func (l *logged) handOff(name string, args Args, res *result.Result, err error, stderr io.Writer) {
-	if l == nil || l.own == nil {
-		return
+// waitWork waits for the work the callback left running, returning err joined with its
+// errors. With the log on, the wait is a step, and an invocation whose creator waits
+// for its work (ownWork) hands its line off to that work.
+func (l *logged) waitWork(in *invocation, ctx context.Context, owned bool, wait func() error, res *result.Result, err error) error {
+	var waiting *steps.Timer
+	if l != nil && owned && background.PendingOf(ctx).Busy() {
+		waiting = l.rec.Begin(steps.WaitPending)
 	}
-	l.handedOff = true
+	if werr := waiting.Done(wait()); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	if l != nil && l.own != nil {
+		l.handOff(in.p.Name, in.args, res, err, in.stderr)
+	}
+	return err
+}
+
+// handOff writes the line as part of the work the creator waits for, once the
+// invocation's own share is done, with its error, which the creator gets as before.
+func (l *logged) handOff(name string, args Args, res *result.Result, err error, stderr io.Writer) {
 	l.creators.Go(func() error {
 		werr := l.own.Wait()
 		l.write(name, args, res, errors.Join(err, werr), stderr)
@@ -125,20 +141,12 @@ func (l *logged) handOff(name string, args Args, res *result.Result, err error, 
 	})
 }
 
-// begin starts a step of the invocation itself (nil when the log is off).
-func (l *logged) begin(name string) *steps.Timer {
-	if l == nil {
-		return nil
-	}
-	return l.rec.Begin(name)
-}
-
-// finish writes the invocation's line unless handOff took it over.
-func (l *logged) finish(name string, args Args, res *result.Result, err error, stderr io.Writer) {
-	if l == nil || l.handedOff {
+// finish writes the invocation's line unless handOff took it over (own work: ownWork).
+func (l *logged) finish(in *invocation, res *result.Result, err error) {
+	if l == nil || l.own != nil {
 		return
 	}
-	l.write(name, args, res, err, stderr)
+	l.write(in.p.Name, in.args, res, err, in.stderr)
 }
 
 // write writes the line. A failure to log is reported on stderr and never fails the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -239,15 +240,17 @@ func TestLogOffCostsNoAllocation(t *testing.T) {
 	ctx := context.Background()
 	args := ArgsFromEnv(env("ADD"))
 	conf := NetConf{Name: "n", CNIVersion: "1.0.0"}
+	p := &Plugin{Name: "p"}
+	wait := func() error { return nil }
 	allocs := testing.AllocsPerRun(1000, func() {
-		inherited, err := inheritedLog(ctx, args)
+		in := invocation{ctx: ctx, p: p, args: args, stderr: io.Discard, conf: conf}
+		lg, err := openLog(&in)
 		if err != nil {
 			panic(err)
 		}
-		lg := beginLog(ctx, inherited, args)
-		lg, _, err = lg.configure(ctx, inherited, conf, args, nil, "p")
-		lg.begin(steps.WaitPending).Done(err)
-		lg.finish("p", args, nil, err, nil)
+		lg = lg.configure(&in)
+		err = lg.waitWork(&in, in.ctx, true, wait, nil, err)
+		lg.finish(&in, nil, err)
 	})
 	assert.Zero(t, allocs)
 }

@@ -6,15 +6,9 @@ import "encoding/json"
 // without decoding or allocating (but for a key with escapes). data was decoded already,
 // so it is valid JSON; anything else (not an object) yields nothing.
 func members(data []byte, fn func(key, value []byte)) {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return
-	}
-	i++
-	for {
-		i = skipSpace(data, i)
-		if i >= len(data) || data[i] != '"' {
-			return
+	entries(data, '{', func(i int) int {
+		if data[i] != '"' {
+			return -1
 		}
 		end := endOfString(data, i)
 		key := data[i+1 : end-1]
@@ -24,40 +18,45 @@ func members(data []byte, fn func(key, value []byte)) {
 				key = []byte(s)
 			}
 		}
-		i = skipSpace(data, end)
-		if i >= len(data) || data[i] != ':' {
-			return
+		if i = skipSpace(data, end); i >= len(data) || data[i] != ':' {
+			return -1
 		}
 		i = skipSpace(data, i+1)
-		vend := endOfValue(data, i)
-		fn(key, data[i:vend])
-		i = skipSpace(data, vend)
-		if i >= len(data) || data[i] != ',' {
-			return
-		}
-		i++
-	}
+		end = endOfValue(data, i)
+		fn(key, data[i:end])
+		return end
+	})
 }
 
 // elements calls fn with each raw value of the JSON array data.
 func elements(data []byte, fn func(value []byte)) {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '[' {
-		return
-	}
-	i++
-	for {
-		i = skipSpace(data, i)
-		if i >= len(data) || data[i] == ']' {
-			return
+	entries(data, '[', func(i int) int {
+		if data[i] == ']' {
+			return -1
 		}
 		end := endOfValue(data, i)
 		fn(data[i:end])
-		i = skipSpace(data, end)
-		if i >= len(data) || data[i] != ',' {
+		return end
+	})
+}
+
+// entries walks the object or array data holds (open is '{' or '['): it calls entry
+// with the index of each entry, which returns the index after it, or -1 to stop.
+func entries(data []byte, open byte, entry func(i int) int) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != open {
+		return
+	}
+	for i++; ; i++ {
+		if i = skipSpace(data, i); i >= len(data) {
 			return
 		}
-		i++
+		if i = entry(i); i < 0 {
+			return
+		}
+		if i = skipSpace(data, i); i >= len(data) || data[i] != ',' {
+			return
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package skel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,9 +12,9 @@ import (
 	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/panics"
-	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/ns"
+	"github.com/cnikit/cni/internal/obs/invlog"
 	"github.com/cnikit/cni/internal/result"
 )
 
@@ -87,125 +88,155 @@ func (p *Plugin) about() string {
 	return p.Name + ": " + p.About
 }
 
-// invoke runs the pipeline shared by Run and Invoke: the environment's checks, the
-// config (read from stdin when it is given), the callback, the wait for the work it
-// left running, and the invocation log's line when the log is on. It also returns the
-// config's version so that errors can carry it.
+// invocation is one command on its way through invoke: what prepare read and checked.
+type invocation struct {
+	ctx    context.Context
+	p      *Plugin
+	args   Args
+	stderr io.Writer
+	data   []byte
+	conf   NetConf
+	prev   *result.Result
+	// The log's configuration inherited (openLog) and the config's own (readConfig).
+	inheritedLog, ownLog *invlog.Config
+	logRefused           bool
+}
+
+// invoke runs one invocation for Run and Invoke alike, as the spec tells it: prepare,
+// call (the callback and the work it left running), answer. The invocation log wraps
+// them: it opens before, takes up the config's "log" object after prepare, waits with
+// call, and writes its line at the end. The config's version is returned for errors.
 func invoke(ctx context.Context, p *Plugin, args Args, stdin io.Reader, data []byte, stderr io.Writer) (res *result.Result, confVersion string, err error) {
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	inherited, logErr := inheritedLog(ctx, args)
-	lg := beginLog(ctx, inherited, args)
-	defer func() { lg.finish(p.Name, args, res, err, stderr) }()
-	if logErr != nil {
-		if !lenient(args.Command) {
-			return nil, "", logErr
-		}
-		fmt.Fprintf(stderr, "%s: ignoring the invocation log's environment: %v\n", p.Name, logErr)
-	}
-	if err := args.validate(); err != nil {
+	in := invocation{ctx: cmp.Or(ctx, context.Background()), p: p, args: args, stderr: cmp.Or(stderr, io.Discard), data: data}
+	lg, err := openLog(&in)
+	defer func() { lg.finish(&in, res, err) }()
+	if err != nil {
 		return nil, "", err
 	}
+	done, err := in.prepare(stdin)
+	lg = lg.configure(&in)
+	if done || err != nil {
+		return nil, in.conf.CNIVersion, err
+	}
+	res, err = in.call(lg)
+	res, err = in.answer(res, err)
+	return res, in.conf.CNIVersion, err
+}
+
+// prepare reads and checks everything before the plugin runs: the environment, stdin,
+// a DEL with nothing to delete, the config, the netns, a caller that gave up. done
+// reports an exit with nothing to do, a success.
+func (in *invocation) prepare(stdin io.Reader) (done bool, err error) {
+	if err := in.args.validate(); err != nil {
+		return false, err
+	}
 	if stdin != nil {
-		if data, err = io.ReadAll(stdin); err != nil {
-			return nil, "", cnierror.Newf(cnierror.CodeIO, "reading from stdin: %v", err)
+		if in.data, err = io.ReadAll(stdin); err != nil {
+			return false, cnierror.Newf(cnierror.CodeIO, "reading from stdin: %v", err)
 		}
 	}
-	if why := args.nothingToDelete(); why != nil {
-		fmt.Fprintf(stderr, "%s: DEL: nothing to delete, no ADD can have made this attachment: %v\n", p.Name, why)
-		return nil, "", nil
+	if why := in.args.nothingToDelete(); why != nil {
+		fmt.Fprintf(in.stderr, "%s: DEL: nothing to delete, no ADD can have made this attachment: %v\n", in.p.Name, why)
+		return true, nil
 	}
-	conf, prev, err := parseNetConf(p, args.Command, data)
-	var confErr error
-	lg, ctx, confErr = lg.configure(ctx, inherited, conf, args, stderr, p.Name)
-	if cnierror.CannotHaveMade(args.Command, err) {
-		fmt.Fprintf(stderr, "%s: %s: nothing to do, no ADD with this config can have run: %v\n", p.Name, args.Command, err)
-		return nil, conf.CNIVersion, nil
+	if done, err := in.readConfig(); done || err != nil {
+		return done, err
 	}
-	if err == nil {
-		err = confErr
-	}
-	if err != nil {
-		return nil, conf.CNIVersion, err
-	}
-	if err := checkNetnsIsNotOwn(args); err != nil {
-		return nil, conf.CNIVersion, err
+	if err := checkNetnsIsNotOwn(in.args); err != nil {
+		return false, err
 	}
 	// A caller that gave up before the plugin started gets what an exec'd plugin gives
 	// it then (a process never started): a failure, with nothing done. In-process, this
 	// is where a cancelled chain stops: the next plugin, or the next delegate, whose
 	// failure makes its caller undo what it did (with UndoContext).
-	if err := ctx.Err(); err != nil {
-		return nil, conf.CNIVersion, cnierror.Newf(cnierror.CodeInternal, "%s: %s not started: %v", p.Name, args.Command, err)
+	if err := in.ctx.Err(); err != nil {
+		return false, cnierror.Newf(cnierror.CodeInternal, "%s: %s not started: %v", in.p.Name, in.args.Command, err)
 	}
-	ctx, wait, owned := background.Own(ctx)
+	return false, nil
+}
+
+// readConfig parses the config, its prevResult and its "log" object, which the log
+// takes up (logged.configure) unless it is refused (tolerate). A DEL or GC whose config
+// no ADD can have run (cnierror.CannotHaveMade) is done, with nothing to do.
+func (in *invocation) readConfig() (done bool, err error) {
+	in.conf, in.prev, err = parseNetConf(in.p, in.args.Command, in.data)
+	var logErr error // nil without a "log" object
+	in.ownLog, logErr = invlog.ParseConfig(in.conf.Log)
+	logErr = in.tolerate(logErr, "the log object")
+	in.logRefused = logErr != nil
+	if cnierror.CannotHaveMade(in.args.Command, err) {
+		fmt.Fprintf(in.stderr, "%s: %s: nothing to do, no ADD with this config can have run: %v\n", in.p.Name, in.args.Command, err)
+		return true, nil
+	}
+	if err == nil {
+		err = logErr
+	}
+	return false, err
+}
+
+// call runs the callback under a Pending of its own (unless the context brought its
+// creator's) and waits for the work the callback left running (link deletions), which
+// is part of the command: its errors are the command's. The log takes part in both.
+func (in *invocation) call(lg *logged) (*result.Result, error) {
+	ctx, wait, owned := background.Own(in.ctx)
 	ctx = lg.ownWork(ctx, owned)
 	req := &Request{
-		ctx: ctx, Args: args, Config: data, Net: conf, PrevResult: prev,
-		ValidAttachments: conf.ValidAttachments, Stderr: stderr, plugin: p.Name,
+		ctx: ctx, Args: in.args, Config: in.data, Net: in.conf, PrevResult: in.prev,
+		ValidAttachments: in.conf.ValidAttachments, Stderr: in.stderr, plugin: in.p.Name,
 	}
-	if args.Command == CmdRepair {
+	if in.args.Command == CmdRepair {
 		req.repair = repairOf(ctx)
 	}
-	res, err = call(p, req)
-	// The work the callback left running (link deletions) is part of the command: its
-	// errors are the command's, and the answer waits for it.
-	var waiting *steps.Timer
-	if owned && background.PendingOf(ctx).Busy() {
-		waiting = lg.begin(steps.WaitPending)
-	}
-	if werr := waiting.Done(wait()); werr != nil {
-		err = errors.Join(err, werr)
-	}
-	lg.handOff(p.Name, args, res, err, stderr)
+	res, err := callback(in.p, req)
+	return res, lg.waitWork(in, ctx, owned, wait, res, err)
+}
+
+// answer is what the invocation returns for the call's outcome: a panic as the spec's
+// internal error, nothing but for ADD, ADD's result in the config's version.
+func (in *invocation) answer(res *result.Result, err error) (*result.Result, error) {
 	if err != nil {
-		return nil, conf.CNIVersion, reportPanic(p.Name, stderr, err)
+		return nil, reportPanic(in.p.Name, in.stderr, err)
 	}
-	if args.Command != CmdAdd {
-		return nil, conf.CNIVersion, nil
+	if in.args.Command != CmdAdd {
+		return nil, nil
 	}
 	if res == nil {
-		return nil, conf.CNIVersion, cnierror.Newf(cnierror.CodeInternal, "%s: ADD returned no result", p.Name)
+		return nil, cnierror.Newf(cnierror.CodeInternal, "%s: ADD returned no result", in.p.Name)
 	}
-	v := version.OrDefault(conf.CNIVersion)
+	v := version.OrDefault(in.conf.CNIVersion)
 	if res.CNIVersion == "" {
 		res.CNIVersion = v
 	}
-	out, err := res.Convert(v)
-	return out, conf.CNIVersion, err
+	return res.Convert(v)
 }
 
-// call runs the callback for the command. A panic of the callback's own goroutine is
-// recovered here as a *panics.Error; those of goroutines it started (namespace work,
-// Pending work) arrive as one in its error or the Pending's. reportPanic turns them into
-// the spec's internal error.
-func call(p *Plugin, req *Request) (res *result.Result, err error) {
+// callback runs the plugin's callback for the command. A panic of the callback's own
+// goroutine is recovered here as a *panics.Error; those of goroutines it started
+// (namespace work, Pending work) arrive as one in its error or the Pending's. answer
+// turns them into the spec's internal error (reportPanic).
+func callback(p *Plugin, req *Request) (res *result.Result, err error) {
 	defer panics.Recover(&err)
 	switch req.Args.Command {
 	case CmdAdd:
-		if p.Add == nil {
-			return nil, cnierror.Newf(cnierror.CodeInternal, "%s does not implement ADD", p.Name)
+		if p.Add != nil {
+			return p.Add(req)
 		}
-		return p.Add(req)
+	case CmdCheck:
+		if p.Check != nil {
+			return nil, p.Check(req)
+		}
 	case CmdDel:
 		return nil, optional(p.Del, req)
-	case CmdCheck:
-		if p.Check == nil {
-			return nil, cnierror.Newf(cnierror.CodeInternal, "%s does not implement CHECK", p.Name)
-		}
-		return nil, p.Check(req)
 	case CmdGC:
 		return nil, optional(p.GC, req)
 	case CmdStatus:
 		return nil, optional(p.Status, req)
 	case CmdRepair:
 		return nil, optional(p.Repair, req)
+	default:
+		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "unknown CNI_COMMAND: %s", req.Args.Command)
 	}
-	return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "unknown CNI_COMMAND: %s", req.Args.Command)
+	return nil, cnierror.Newf(cnierror.CodeInternal, "%s does not implement %s", p.Name, req.Args.Command)
 }
 
 // reportPanic turns a panic anywhere in err into a CNI error (code 999) with its stack

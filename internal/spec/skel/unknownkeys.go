@@ -147,30 +147,26 @@ func jsonName(f reflect.StructField) (string, bool) {
 	return name, true
 }
 
-// knownKeys lists the keys struct t decodes at path, and the spec's there.
+// knownKeys lists the keys struct t decodes at path, and the spec's there: at the top
+// level NetConf's, the keys the spec, libcni and the runtimes put in every plugin's
+// config, whatever its type, which no plugin warns of.
 func knownKeys(t reflect.Type, path string) []string {
-	var out []string
-	for _, f := range appendFields(nil, t) {
-		out = append(out, f.name)
-	}
+	fields := appendFields(nil, t)
 	switch path {
 	case "":
-		out = append(out, specKeys()...)
+		fields = appendFields(fields, reflect.TypeFor[NetConf]())
 	case "ipam.":
-		out = append(out, "type")
+		fields = append(fields, field{name: "type"})
+	}
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.name
 	}
 	return out
 }
 
-// specKeys are the keys the spec, libcni and the runtimes put in every plugin's config,
-// whatever its type (NetConf's, TestSpecKeysAreNetConfsKeys holds them equal), which no
-// plugin warns of.
-func specKeys() []string {
-	return []string{"cniVersion", "name", "type", "capabilities", "ipam", "dns", "prevResult",
-		"runtimeConfig", "args", "log", "cni.dev/valid-attachments", "cni.dev/attachments"}
-}
-
-// specKey reports whether key is one of specKeys, without allocating.
+// specKey reports whether key is one of NetConf's, without allocating
+// (TestSpecKeysAreNetConfsKeys holds the two lists equal).
 func specKey(key []byte) bool {
 	switch string(key) {
 	case "cniVersion", "name", "type", "capabilities", "ipam", "dns", "prevResult",

@@ -224,19 +224,25 @@ func openExisting(req *skel.Request, dataDir, network string) (*store, error) {
 	return st, nil
 }
 
-// del releases the attachment's addresses; reservations written with the container id
-// only are released when the attachment has none of its own, as the reference does.
-// It reads no more config than where the state is, so a config ADD would refuse can
-// still release what an earlier ADD took. A network without state, a second DEL and
-// an attachment holding nothing in a read-only directory succeed.
-func del(req *skel.Request) error {
+// openForRelease opens the network's store for DEL and GC. They read no more config
+// than where the state is, so a config ADD would refuse can still release what an
+// earlier ADD took; st is nil when there is nothing to release.
+func openForRelease(req *skel.Request) (*store, error) {
 	loc, err := loadLocation(req)
 	if err != nil {
 		// ADD reads ipam.dataDir the same way: it reserved nothing with this config.
 		fmt.Fprintf(req.Stderr, "host-local: nothing to release: %v\n", err)
-		return nil
+		return nil, nil
 	}
-	st, err := openExisting(req, loc.DataDir, loc.Network)
+	return openExisting(req, loc.DataDir, loc.Network)
+}
+
+// del releases the attachment's addresses; reservations written with the container id
+// only are released when the attachment has none of its own, as the reference does.
+// A network without state, a second DEL and an attachment holding nothing in a
+// read-only directory succeed.
+func del(req *skel.Request) error {
+	st, err := openForRelease(req)
 	if st == nil || err != nil {
 		return err
 	}
@@ -309,13 +315,7 @@ func check(req *skel.Request) error {
 // that name no attachment at all (garbage content, links, FIFOs, empty directories;
 // a directory with content is reported and left). Leftover temp files go too.
 func gc(req *skel.Request) error {
-	loc, err := loadLocation(req)
-	if err != nil {
-		// ADD reads ipam.dataDir the same way: it reserved nothing with this config.
-		fmt.Fprintf(req.Stderr, "host-local: nothing to release: %v\n", err)
-		return nil
-	}
-	st, err := openExisting(req, loc.DataDir, loc.Network)
+	st, err := openForRelease(req)
 	if st == nil || err != nil {
 		return err
 	}

@@ -54,8 +54,6 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/result"
@@ -116,9 +114,7 @@ func add(req *skel.Request) (res *result.Result, err error) {
 func allocate(st *store, conf *config, att attachment, held []netip.Addr) (ips []result.IPConfig, err error) {
 	defer func() {
 		if err != nil {
-			for _, ip := range ips {
-				st.release(ip.Address.Addr(), att)
-			}
+			st.release(addrsOf(ips), indexChange{}) // reserved just now, not yet indexed
 			ips = nil
 			st.seal()
 		}
@@ -264,21 +260,13 @@ func del(req *skel.Request) error {
 
 // releaseAll removes att's reservations and its index entry.
 func releaseAll(st *store, att attachment) (int, error) {
-	var errs []error
-	n := 0
 	held, entry := st.lookup(att)
-	for _, a := range held {
-		ok, err := st.release(a, att)
-		if err != nil {
-			errs = append(errs, err)
-		} else if ok {
-			n++
-		}
+	var ch indexChange
+	if entry {
+		ch.entries = []attachment{att}
 	}
-	if len(errs) == 0 && entry {
-		errs = append(errs, st.putEntry(att, nil))
-	}
-	return n, errors.Join(errs...)
+	n, err, indexErr := st.release(held, ch)
+	return n, errors.Join(err, indexErr)
 }
 
 // check succeeds when the attachment (or, for old reservations, its container) holds
@@ -320,72 +308,33 @@ func gc(req *skel.Request) error {
 		return err
 	}
 	defer st.close()
-	valid := map[attachment]bool{}
-	validIDs := map[string]bool{}
-	for _, a := range req.ValidAttachments {
-		valid[attachment{ID: a.ContainerID, IfName: a.IfName}] = true
-		validIDs[a.ContainerID] = true
-	}
-	isValid := func(o attachment) bool { return valid[o] || (o.IfName == "" && validIDs[o.ID]) }
-	recs, indexed, dropped, fromIndex, err := st.indexedWalk(isValid)
-	if err == nil && !fromIndex {
-		recs, err = st.walk()
-	}
+	keep := validAttachments(req.ValidAttachments)
+	l, err := st.list(keep)
 	if err != nil {
 		return fmt.Errorf("host-local: %w", err)
 	}
-	kept := recs[:0:0]
-	var released []netip.Addr
-	touched := map[attachment]bool{}
-	for _, att := range dropped {
-		touched[att] = true
-	}
-	for _, r := range recs {
-		if r.Valid && isValid(r.Owner) {
-			kept = append(kept, r)
-			continue
-		}
-		if att, ok := indexed[r.Addr]; ok {
-			touched[att] = true
-		}
-		if r.Valid {
-			touched[r.Owner] = true
-		}
-		released = append(released, r.Addr)
-	}
-	// The reservations go and the index entries are rewritten at the same time: they are
-	// two directories, and a crash at any point leaves both unsealed (every change moves
-	// a directory's mtime off the stamp), so the next operation rebuilds from the files.
-	if len(released) > 0 {
-		st.current = false
-	}
-	updated := make(chan error, 1)
-	if fromIndex {
-		go func() { updated <- st.updateEntries(touched, kept) }()
-	}
-	removed := make([]error, len(released))
-	inParallel(len(released), func(i int) { removed[i] = st.dir.Remove(released[i].String()) })
-	var errs []error
-	for i, err := range removed {
-		switch {
-		case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST):
-			fmt.Fprintf(req.Stderr, "host-local: gc: leaving %s, a directory that is not ours\n", st.path(released[i]))
-		case err != nil:
-			errs = append(errs, err)
-		}
-	}
-	if !fromIndex {
-		updated <- st.rebuild(kept)
-	}
-	if err := <-updated; err != nil {
-		fmt.Fprintf(req.Stderr, "host-local: gc: %v\n", err) // left unsealed: the next operation rebuilds
+	_, err, indexErr := st.release(l.split(keep))
+	if indexErr != nil {
+		fmt.Fprintf(req.Stderr, "host-local: gc: %v\n", indexErr) // left unsealed: the next operation rebuilds
 	} else {
 		st.seal()
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return fmt.Errorf("host-local: gc: %w", err)
 	}
 	return nil
+}
+
+// validAttachments is GC's test of a reservation's owner: a valid attachment, or for
+// an id-only reservation, a container with a valid attachment.
+func validAttachments(list []skel.Attachment) func(attachment) bool {
+	valid := map[attachment]bool{}
+	validIDs := map[string]bool{}
+	for _, a := range list {
+		valid[attachment{ID: a.ContainerID, IfName: a.IfName}] = true
+		validIDs[a.ContainerID] = true
+	}
+	return func(o attachment) bool { return valid[o] || (o.IfName == "" && validIDs[o.ID]) }
 }
 
 // status reports code 50 when ADD cannot succeed: the data directory is unusable, or a

@@ -160,10 +160,11 @@ func (s *store) fresh() bool {
 // differs from it. The network directory is stamped first: a crash between the two
 // leaves them different, and the next operation rebuilds. A filesystem that cannot
 // store the stamp exactly never looks sealed, so every operation there falls back to
-// the walk; so does a directory we may not stamp, and an index we could not write.
+// the walk; so does a directory we may not stamp, an index we could not write, and one
+// that a failed release left behind (see release).
 func (s *store) seal() {
 	s.dropStaged() // removing it changes the directory, so it must happen first
-	if s.current || s.indexBroken || s.idx == nil {
+	if s.current || s.indexBroken || s.unsealed || s.idx == nil {
 		return
 	}
 	ns := rand.Int64N(1000)*1_000_000 + stampMark
@@ -301,33 +302,79 @@ func (s *store) refresh() error {
 	return nil
 }
 
-// indexedWalk is walk for GC with a fresh index: the owners of the addresses the index
-// lists come from its records, one readlink per attachment, instead of reading every
-// reservation file (at 60,000 reservations the reads were most of a GC's time). Only
-// the reservations of attachments that keep reports false, and those the index does
-// not list, are read from disk, so whatever GC releases is what its file says; a
-// reservation rewritten in place behind the index's back, which the seal cannot see,
-// can only be kept, never released in error. ok is false when the index is not fresh:
-// the caller walks.
-//
-// An entry whose name says its attachment is one keep refuses is not read either: no
-// kept entry lists its addresses, so their files are read, and dropped lists it for
-// the caller to remove with what it releases.
-func (s *store) indexedWalk(keep func(attachment) bool) (recs []record, indexed map[netip.Addr]attachment, dropped []attachment, ok bool, err error) {
+// updateEntries sets the index entries of atts to the addresses kept lists for them,
+// a few at a time; an entry left with none is removed. The index is open: the entries
+// were found in it.
+func (s *store) updateEntries(atts []attachment, kept []record) error {
+	if len(atts) == 0 {
+		return nil
+	}
+	left := make(map[attachment][]netip.Addr, len(atts))
+	for _, att := range atts {
+		left[att] = nil
+	}
+	for _, r := range kept {
+		if as, ok := left[r.Owner]; ok && r.Valid {
+			left[r.Owner] = append(as, r.Addr)
+		}
+	}
+	errs := make([]error, len(atts))
+	inParallel(len(atts), func(i int) {
+		addrs := left[atts[i]]
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		errs[i] = s.writeEntry(atts[i], addrs)
+	})
+	return errors.Join(errs...)
+}
+
+// listing is every reservation of the network with its owner, as GC needs it, from
+// whichever source answered: a fresh index or the directory walk.
+type listing struct {
+	recs []record
+	// indexed is the attachment whose index entry lists each address; nil when the
+	// walk answered.
+	indexed map[netip.Addr]attachment
+	// dropped are the entries named for an attachment keep refuses, which were not read.
+	dropped []attachment
+}
+
+// list lists the reservations for GC, which keeps those of the attachments keep
+// accepts. With a fresh index the owners of the addresses it lists come from its
+// records, one readlink per attachment, instead of reading every reservation file (at
+// 60,000 reservations the reads were most of a GC's time). Only the reservations of
+// attachments that keep refuses, and those the index does not list, are read from disk,
+// so whatever GC releases is what its file says; a reservation rewritten in place behind
+// the index's back, which the seal cannot see, can only be kept, never released in
+// error. An index that is not fresh is not read: the directory is walked.
+func (s *store) list(keep func(attachment) bool) (listing, error) {
 	if !s.fresh() {
-		return nil, nil, nil, false, nil
+		recs, err := s.walk()
+		return listing{recs: recs}, err
 	}
 	s.current = true
 	addrs, err := s.scan()
 	if err != nil {
-		return nil, nil, nil, true, fmt.Errorf("read data dir: %w", err)
+		return listing{}, fmt.Errorf("read data dir: %w", err)
 	}
+	var l listing
+	if l.indexed, l.dropped, err = s.readIndex(keep); err != nil {
+		return listing{}, err
+	}
+	l.recs = s.readOwners(addrs, l.indexed, keep)
+	return l, nil
+}
+
+// readIndex reads the index's records, a few at a time, into the attachment each
+// address is listed for. An entry whose name says its attachment is one keep refuses is
+// not read: no kept entry lists its addresses, so their files are read, and it is
+// returned in dropped, to be removed with what GC releases.
+func (s *store) readIndex(keep func(attachment) bool) (map[netip.Addr]attachment, []attachment, error) {
 	entries, err := s.idx.Entries()
 	if err != nil {
-		return nil, nil, nil, true, fmt.Errorf("index: %w", err)
+		return nil, nil, fmt.Errorf("index: %w", err)
 	}
-	links := make([]string, len(entries))
 	var toRead []int
+	var dropped []attachment
 	for i, e := range entries {
 		if e.Type() != fs.ModeSymlink {
 			continue
@@ -338,11 +385,12 @@ func (s *store) indexedWalk(keep func(attachment) bool) (recs []record, indexed 
 		}
 		toRead = append(toRead, i)
 	}
+	links := make([]string, len(entries))
 	inParallel(len(toRead), func(j int) {
 		i := toRead[j]
 		links[i], _ = s.idx.Readlink(entries[i].Name()) // an unreadable entry lists nothing
 	})
-	indexed = map[netip.Addr]attachment{}
+	indexed := map[netip.Addr]attachment{}
 	for i, e := range entries {
 		if att, as, ok := parseEntry(links[i]); ok && entryName(att) == e.Name() {
 			for _, a := range as {
@@ -350,64 +398,62 @@ func (s *store) indexedWalk(keep func(attachment) bool) (recs []record, indexed 
 			}
 		}
 	}
-	type read struct {
-		data []byte
-		err  error
-	}
-	reads := make([]*read, len(addrs))
+	return indexed, dropped, nil
+}
+
+// readOwners makes the records of addrs: the owner the index lists where keep accepts
+// it, else what the reservation file says, the files read a few at a time.
+func (s *store) readOwners(addrs []netip.Addr, indexed map[netip.Addr]attachment, keep func(attachment) bool) []record {
+	data := make([][]byte, len(addrs))
+	errs := make([]error, len(addrs))
 	var unread []int
 	for i, a := range addrs {
 		if att, ok := indexed[a]; !ok || !keep(att) {
-			reads[i] = &read{}
 			unread = append(unread, i)
 		}
 	}
 	inParallel(len(unread), func(j int) {
-		r := reads[unread[j]]
-		r.data, r.err = s.dir.ReadFile(addrs[unread[j]].String(), maxReservation)
+		i := unread[j]
+		data[i], errs[i] = s.dir.ReadFile(addrs[i].String(), maxReservation)
 	})
-	recs = make([]record, 0, len(addrs))
+	recs := make([]record, 0, len(addrs))
 	for i, a := range addrs {
-		if reads[i] == nil {
-			recs = append(recs, record{Addr: a, Owner: indexed[a], Valid: true})
-			continue
+		if att, ok := indexed[a]; ok && keep(att) {
+			recs = append(recs, record{Addr: a, Owner: att, Valid: true})
+		} else if r, ok := s.recordOf(a, data[i], errs[i]); ok {
+			recs = append(recs, r)
 		}
-		owner, valid, err := s.reservationFrom(a, reads[i].data, reads[i].err)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			fmt.Fprintf(s.log, "host-local: %v; the address stays taken until GC\n", err)
-		}
-		recs = append(recs, record{Addr: a, Owner: owner, Valid: valid})
 	}
-	return recs, indexed, dropped, true, nil
+	return recs
 }
 
-// updateEntries rewrites the index entries of the given attachments from kept, after a
-// GC that used indexedWalk released some of their addresses: the rest of the index is
-// still right, so it is not rebuilt. The index is open (indexedWalk found it fresh), and
-// the entries are written a few at a time, as GC removes reservations.
-func (s *store) updateEntries(touched map[attachment]bool, kept []record) error {
-	if len(touched) == 0 {
-		return nil
+// split sorts the listing by keep into the addresses to release and the index change
+// that goes with them: from the index, the entries of the attachments that lose an
+// address, or that keep refuses, are rewritten; after a walk the index is rebuilt.
+func (l *listing) split(keep func(attachment) bool) ([]netip.Addr, indexChange) {
+	ch := indexChange{rebuild: l.indexed == nil}
+	touched := map[attachment]bool{}
+	for _, att := range l.dropped {
+		touched[att] = true
 	}
-	s.current = false
-	left := map[attachment][]netip.Addr{}
-	for _, r := range kept {
-		if r.Valid && touched[r.Owner] {
-			left[r.Owner] = append(left[r.Owner], r.Addr)
+	var released []netip.Addr
+	for _, r := range l.recs {
+		if r.Valid && keep(r.Owner) {
+			ch.kept = append(ch.kept, r)
+			continue
+		}
+		if att, ok := l.indexed[r.Addr]; ok {
+			touched[att] = true
+		}
+		if r.Valid {
+			touched[r.Owner] = true
+		}
+		released = append(released, r.Addr)
+	}
+	if !ch.rebuild {
+		for att := range touched {
+			ch.entries = append(ch.entries, att)
 		}
 	}
-	atts := make([]attachment, 0, len(touched))
-	for att := range touched {
-		atts = append(atts, att)
-	}
-	errs := make([]error, len(atts))
-	inParallel(len(atts), func(i int) {
-		addrs := left[atts[i]]
-		slices.SortFunc(addrs, netip.Addr.Compare)
-		errs[i] = s.writeEntry(atts[i], addrs)
-	})
-	return errors.Join(errs...)
+	return released, ch
 }

@@ -354,7 +354,7 @@ func status(req *skel.Request) error {
 		return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: data dir %s unusable: %v", conf.DataDir, err)
 	}
 	st.dir.Remove(probe)
-	taken, err := st.reservedAddrs()
+	taken, err := st.scan(false)
 	if err != nil {
 		return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: data dir %s unusable: %v", conf.DataDir, err)
 	}

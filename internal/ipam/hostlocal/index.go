@@ -352,7 +352,7 @@ func (s *store) list(keep func(attachment) bool) (listing, error) {
 		return listing{recs: recs}, err
 	}
 	s.current = true
-	addrs, err := s.scan()
+	addrs, err := s.scan(true)
 	if err != nil {
 		return listing{}, fmt.Errorf("read data dir: %w", err)
 	}

@@ -318,10 +318,10 @@ type record struct {
 	Valid bool
 }
 
-// scan lists the addresses that have an entry in the directory, without reading them,
-// and removes the temp files a crashed operation left behind: the lock is held, so
-// none of them is being written.
-func (s *store) scan() ([]netip.Addr, error) {
+// scan lists the addresses that have an entry in the directory, without reading them.
+// With tidy it removes the temp files a crashed operation left behind: the lock is
+// held, so none of them is being written.
+func (s *store) scan(tidy bool) ([]netip.Addr, error) {
 	names, err := s.dir.Names()
 	if err != nil {
 		return nil, err
@@ -330,26 +330,11 @@ func (s *store) scan() ([]netip.Addr, error) {
 	for _, n := range names {
 		if a, ok := addrName(n); ok {
 			out = append(out, a)
-		} else if strings.HasPrefix(n, tempPrefix) && n != s.staged {
+		} else if tidy && strings.HasPrefix(n, tempPrefix) && n != s.staged {
 			s.current = false
 			if err := s.dir.Remove(n); err != nil {
 				fmt.Fprintf(s.log, "host-local: %v\n", err)
 			}
-		}
-	}
-	return out, nil
-}
-
-// reservedAddrs lists the addresses that have an entry in the directory.
-func (s *store) reservedAddrs() ([]netip.Addr, error) {
-	names, err := s.dir.Names()
-	if err != nil {
-		return nil, err
-	}
-	var out []netip.Addr
-	for _, n := range names {
-		if a, ok := addrName(n); ok {
-			out = append(out, a)
 		}
 	}
 	return out, nil
@@ -372,7 +357,7 @@ func addrName(name string) (netip.Addr, bool) {
 // cannot be read) is reported and kept as taken until GC; only a directory that cannot
 // be listed fails the walk.
 func (s *store) walk() ([]record, error) {
-	addrs, err := s.scan()
+	addrs, err := s.scan(true)
 	if err != nil {
 		return nil, fmt.Errorf("read data dir: %w", err)
 	}

@@ -82,9 +82,9 @@ func TestReleaseRemovesTheFilesAndTheIndexFollows(t *testing.T) {
 // of the attachments keep refuses, garbage included.
 func TestListAnswersAlikeFromTheIndexAndTheWalk(t *testing.T) {
 	n := newNetwork(t, obj{"subnet": "10.1.0.0/24"})
-	n.mustAdd("keep", "eth0") // .2
-	n.mustAdd("gone", "eth0") // .3
-	n.mustAdd("keep", "eth1") // .4
+	n.mustAdd("keep", "eth0")        // .2
+	n.mustAdd("gone", "eth0")        // .3
+	n.mustAdd("keep", "eth1")        // .4
 	n.writeReference("10.1.0.9", "") // names no attachment
 	keep := func(att attachment) bool { return att.ID == "keep" }
 	split := func(fresh bool) ([]netip.Addr, indexChange) {

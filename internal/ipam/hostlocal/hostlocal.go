@@ -309,11 +309,11 @@ func gc(req *skel.Request) error {
 	}
 	defer st.close()
 	keep := validAttachments(req.ValidAttachments)
-	l, err := st.list(keep)
+	released, ch, err := st.stale(keep)
 	if err != nil {
 		return fmt.Errorf("host-local: %w", err)
 	}
-	_, err, indexErr := st.release(l.split(keep))
+	_, err, indexErr := st.release(released, ch)
 	if indexErr != nil {
 		fmt.Fprintf(req.Stderr, "host-local: gc: %v\n", indexErr) // left unsealed: the next operation rebuilds
 	} else {

@@ -327,41 +327,32 @@ func (s *store) updateEntries(atts []attachment, kept []record) error {
 	return errors.Join(errs...)
 }
 
-// listing is every reservation of the network with its owner, as GC needs it, from
-// whichever source answered: a fresh index or the directory walk.
-type listing struct {
-	recs []record
-	// indexed is the attachment whose index entry lists each address; nil when the
-	// walk answered.
-	indexed map[netip.Addr]attachment
-	// dropped are the entries named for an attachment keep refuses, which were not read.
-	dropped []attachment
-}
-
-// list lists the reservations for GC, which keeps those of the attachments keep
-// accepts. With a fresh index the owners of the addresses it lists come from its
-// records, one readlink per attachment, instead of reading every reservation file (at
-// 60,000 reservations the reads were most of a GC's time). Only the reservations of
-// attachments that keep refuses, and those the index does not list, are read from disk,
-// so whatever GC releases is what its file says; a reservation rewritten in place behind
-// the index's back, which the seal cannot see, can only be kept, never released in
-// error. An index that is not fresh is not read: the directory is walked.
-func (s *store) list(keep func(attachment) bool) (listing, error) {
+// stale lists the reservations GC releases, those whose owner keep refuses (or that
+// name none), and the index change that goes with them, whichever source answered: a
+// fresh index or the directory walk. From the index, the owners of the addresses it
+// lists come from its records, one readlink per attachment, instead of reading every
+// reservation file (at 60,000 reservations the reads were most of a GC's time). Only the
+// reservations of attachments that keep refuses, and those the index does not list, are
+// read from disk, so whatever GC releases is what its file says; a reservation rewritten
+// in place behind the index's back, which the seal cannot see, can only be kept, never
+// released in error.
+func (s *store) stale(keep func(attachment) bool) ([]netip.Addr, indexChange, error) {
 	if !s.fresh() {
 		recs, err := s.walk()
-		return listing{recs: recs}, err
+		released, ch := split(recs, keep, nil, nil)
+		return released, ch, err
 	}
 	s.current = true
 	addrs, err := s.scan(true)
 	if err != nil {
-		return listing{}, fmt.Errorf("read data dir: %w", err)
+		return nil, indexChange{}, fmt.Errorf("read data dir: %w", err)
 	}
-	var l listing
-	if l.indexed, l.dropped, err = s.readIndex(keep); err != nil {
-		return listing{}, err
+	indexed, dropped, err := s.readIndex(keep)
+	if err != nil {
+		return nil, indexChange{}, err
 	}
-	l.recs = s.readOwners(addrs, l.indexed, keep)
-	return l, nil
+	released, ch := split(s.readOwners(addrs, indexed, keep), keep, indexed, dropped)
+	return released, ch, nil
 }
 
 // readIndex reads the index's records, a few at a time, into the attachment each
@@ -427,22 +418,23 @@ func (s *store) readOwners(addrs []netip.Addr, indexed map[netip.Addr]attachment
 	return recs
 }
 
-// split sorts the listing by keep into the addresses to release and the index change
-// that goes with them: from the index, the entries of the attachments that lose an
-// address, or that keep refuses, are rewritten; after a walk the index is rebuilt.
-func (l *listing) split(keep func(attachment) bool) ([]netip.Addr, indexChange) {
-	ch := indexChange{rebuild: l.indexed == nil}
+// split sorts recs by keep into the addresses to release and the index change that
+// goes with them: with the index's word (indexed), the entries of the attachments that
+// lose an address, or that keep refuses (dropped), are rewritten; after a walk the index
+// is rebuilt.
+func split(recs []record, keep func(attachment) bool, indexed map[netip.Addr]attachment, dropped []attachment) ([]netip.Addr, indexChange) {
+	ch := indexChange{rebuild: indexed == nil}
 	touched := map[attachment]bool{}
-	for _, att := range l.dropped {
+	for _, att := range dropped {
 		touched[att] = true
 	}
 	var released []netip.Addr
-	for _, r := range l.recs {
+	for _, r := range recs {
 		if r.Valid && keep(r.Owner) {
 			ch.kept = append(ch.kept, r)
 			continue
 		}
-		if att, ok := l.indexed[r.Addr]; ok {
+		if att, ok := indexed[r.Addr]; ok {
 			touched[att] = true
 		}
 		if r.Valid {

@@ -224,13 +224,13 @@ func openExisting(req *skel.Request, dataDir, network string) (*store, error) {
 // than where the state is, so a config ADD would refuse can still release what an
 // earlier ADD took; st is nil when there is nothing to release.
 func openForRelease(req *skel.Request) (*store, error) {
-	loc, err := loadLocation(req)
+	dataDir, err := loadDataDir(req)
 	if err != nil {
 		// ADD reads ipam.dataDir the same way: it reserved nothing with this config.
 		fmt.Fprintf(req.Stderr, "host-local: nothing to release: %v\n", err)
 		return nil, nil
 	}
-	return openExisting(req, loc.DataDir, loc.Network)
+	return openExisting(req, dataDir, req.Net.Name)
 }
 
 // del releases the attachment's addresses; reservations written with the container id

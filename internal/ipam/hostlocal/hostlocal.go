@@ -263,7 +263,7 @@ func releaseAll(st *store, att attachment) (int, error) {
 	held, entry := st.lookup(att)
 	var ch indexChange
 	if entry {
-		ch.entries = []attachment{att}
+		ch.entries = map[attachment]bool{att: true}
 	}
 	n, err, indexErr := st.release(held, ch)
 	return n, errors.Join(err, indexErr)

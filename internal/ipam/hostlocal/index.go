@@ -302,21 +302,19 @@ func (s *store) refresh() error {
 	return nil
 }
 
-// updateEntries sets the index entries of atts to the addresses kept lists for them,
-// a few at a time; an entry left with none is removed. The index is open: the entries
-// were found in it.
-func (s *store) updateEntries(atts []attachment, kept []record) error {
-	if len(atts) == 0 {
-		return nil
-	}
-	left := make(map[attachment][]netip.Addr, len(atts))
-	for _, att := range atts {
-		left[att] = nil
-	}
+// updateEntries sets the index entries of the touched attachments to the addresses
+// kept lists for them, a few at a time; an entry left with none is removed. The index
+// is open: the entries were found in it.
+func (s *store) updateEntries(touched map[attachment]bool, kept []record) error {
+	left := map[attachment][]netip.Addr{}
 	for _, r := range kept {
-		if as, ok := left[r.Owner]; ok && r.Valid {
-			left[r.Owner] = append(as, r.Addr)
+		if r.Valid && touched[r.Owner] {
+			left[r.Owner] = append(left[r.Owner], r.Addr)
 		}
+	}
+	atts := make([]attachment, 0, len(touched))
+	for att := range touched {
+		atts = append(atts, att)
 	}
 	errs := make([]error, len(atts))
 	inParallel(len(atts), func(i int) {
@@ -423,10 +421,9 @@ func (s *store) readOwners(addrs []netip.Addr, indexed map[netip.Addr]attachment
 // lose an address, or that keep refuses (dropped), are rewritten; after a walk the index
 // is rebuilt.
 func split(recs []record, keep func(attachment) bool, indexed map[netip.Addr]attachment, dropped []attachment) ([]netip.Addr, indexChange) {
-	ch := indexChange{rebuild: indexed == nil}
-	touched := map[attachment]bool{}
+	ch := indexChange{rebuild: indexed == nil, entries: map[attachment]bool{}}
 	for _, att := range dropped {
-		touched[att] = true
+		ch.entries[att] = true
 	}
 	var released []netip.Addr
 	for _, r := range recs {
@@ -435,17 +432,12 @@ func split(recs []record, keep func(attachment) bool, indexed map[netip.Addr]att
 			continue
 		}
 		if att, ok := indexed[r.Addr]; ok {
-			touched[att] = true
+			ch.entries[att] = true
 		}
 		if r.Valid {
-			touched[r.Owner] = true
+			ch.entries[r.Owner] = true
 		}
 		released = append(released, r.Addr)
-	}
-	if !ch.rebuild {
-		for att := range touched {
-			ch.entries = append(ch.entries, att)
-		}
 	}
 	return released, ch
 }

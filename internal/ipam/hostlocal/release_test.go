@@ -50,7 +50,10 @@ func TestReleaseRemovesTheFilesAndTheIndexFollows(t *testing.T) {
 				}
 				ch := indexChange{rebuild: rebuild, kept: keptRecs}
 				if !rebuild {
-					ch.entries = gone
+					ch.entries = map[attachment]bool{}
+					for _, att := range gone {
+						ch.entries[att] = true
+					}
 				}
 				released, err, indexErr := st.release(addrs, ch)
 				require.NoError(t, err)
@@ -107,7 +110,7 @@ func TestStaleAnswersAlikeFromTheIndexAndTheWalk(t *testing.T) {
 		assert.ElementsMatch(t, []string{"10.1.0.2 keep/eth0", "10.1.0.4 keep/eth1"}, kept)
 		assert.Equal(t, !fresh, ch.rebuild, "a walk rebuilds the index")
 		if fresh {
-			assert.Equal(t, []attachment{{ID: "gone", IfName: "eth0"}}, ch.entries, "only gone's entry is rewritten")
+			assert.Equal(t, map[attachment]bool{{ID: "gone", IfName: "eth0"}: true}, ch.entries, "only gone's entry is rewritten")
 		}
 	}
 }

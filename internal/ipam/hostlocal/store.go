@@ -379,7 +379,7 @@ type indexChange struct {
 	rebuild bool
 	// entries are set to the addresses kept lists for them; an entry left with none is
 	// removed. The rest of the index is still right.
-	entries []attachment
+	entries map[attachment]bool
 	kept    []record
 }
 

@@ -130,7 +130,7 @@ func parseRangeSets(raw *netJSON) ([]rangeSet, error) {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam.ranges: no IP ranges specified")
 	}
 	sets := make([]rangeSet, len(in))
-	var v4, v6 int
+	v4 := 0
 	for i, l := range in {
 		s, err := parseRangeSet(l)
 		if err != nil {
@@ -139,11 +139,9 @@ func parseRangeSets(raw *netJSON) ([]rangeSet, error) {
 		sets[i] = s
 		if s[0].Start.Is4() {
 			v4++
-		} else {
-			v6++
 		}
 	}
-	if (v4 > 1 || v6 > 1) && !version.AtLeast(version.OrDefault(raw.CNIVersion), "0.3.0") {
+	if (v4 > 1 || len(sets)-v4 > 1) && !version.AtLeast(version.OrDefault(raw.CNIVersion), "0.3.0") {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
 			"ipam.ranges: CNI version %s does not support more than 1 address per family", raw.CNIVersion)
 	}

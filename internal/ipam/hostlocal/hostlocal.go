@@ -308,7 +308,12 @@ func gc(req *skel.Request) error {
 		return err
 	}
 	defer st.close()
-	keep := validAttachments(req.ValidAttachments)
+	valid, validIDs := map[attachment]bool{}, map[string]bool{}
+	for _, a := range req.ValidAttachments {
+		valid[attachment{ID: a.ContainerID, IfName: a.IfName}] = true
+		validIDs[a.ContainerID] = true
+	}
+	keep := func(o attachment) bool { return valid[o] || (o.IfName == "" && validIDs[o.ID]) }
 	released, ch, err := st.stale(keep)
 	if err != nil {
 		return fmt.Errorf("host-local: %w", err)
@@ -323,18 +328,6 @@ func gc(req *skel.Request) error {
 		return fmt.Errorf("host-local: gc: %w", err)
 	}
 	return nil
-}
-
-// validAttachments is GC's test of a reservation's owner: a valid attachment, or for
-// an id-only reservation, a container with a valid attachment.
-func validAttachments(list []skel.Attachment) func(attachment) bool {
-	valid := map[attachment]bool{}
-	validIDs := map[string]bool{}
-	for _, a := range list {
-		valid[attachment{ID: a.ContainerID, IfName: a.IfName}] = true
-		validIDs[a.ContainerID] = true
-	}
-	return func(o attachment) bool { return valid[o] || (o.IfName == "" && validIDs[o.ID]) }
 }
 
 // status reports code 50 when ADD cannot succeed: the data directory is unusable, or a

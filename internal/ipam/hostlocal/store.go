@@ -372,13 +372,11 @@ func (s *store) walk() ([]record, error) {
 	return out, nil
 }
 
-// indexChange is how the index follows a release.
+// indexChange is how the index follows a release: after a walk (the index was not
+// fresh) it is rebuilt from kept; else only the entries of the given attachments are set
+// to the addresses kept lists for them, an entry left with none removed.
 type indexChange struct {
-	// rebuild makes the whole index again from kept: the directory walk answered, so
-	// the index was not fresh.
 	rebuild bool
-	// entries are set to the addresses kept lists for them; an entry left with none is
-	// removed. The rest of the index is still right.
 	entries map[attachment]bool
 	kept    []record
 }

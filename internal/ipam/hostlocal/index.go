@@ -357,13 +357,12 @@ func (s *store) stale(keep func(attachment) bool) ([]netip.Addr, indexChange, er
 // address is listed for. An entry whose name says its attachment is one keep refuses is
 // not read: no kept entry lists its addresses, so their files are read, and it is
 // returned in dropped, to be removed with what GC releases.
-func (s *store) readIndex(keep func(attachment) bool) (map[netip.Addr]attachment, []attachment, error) {
+func (s *store) readIndex(keep func(attachment) bool) (indexed map[netip.Addr]attachment, dropped []attachment, err error) {
 	entries, err := s.idx.Entries()
 	if err != nil {
 		return nil, nil, fmt.Errorf("index: %w", err)
 	}
 	var toRead []int
-	var dropped []attachment
 	for i, e := range entries {
 		if e.Type() != fs.ModeSymlink {
 			continue
@@ -379,7 +378,7 @@ func (s *store) readIndex(keep func(attachment) bool) (map[netip.Addr]attachment
 		i := toRead[j]
 		links[i], _ = s.idx.Readlink(entries[i].Name()) // an unreadable entry lists nothing
 	})
-	indexed := map[netip.Addr]attachment{}
+	indexed = map[netip.Addr]attachment{}
 	for i, e := range entries {
 		if att, as, ok := parseEntry(links[i]); ok && entryName(att) == e.Name() {
 			for _, a := range as {

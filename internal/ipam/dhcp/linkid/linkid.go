@@ -146,8 +146,7 @@ func (w ID) matches(got ID) error {
 	return nil
 }
 
-// proven says the namespace is proven by its cookie and the link by its index, so a
-// later plugin of the chain, such as tuning, may have set the MAC after the lease.
+// proven: cookie and ifindex prove the link, whose MAC a later plugin (tuning) may set.
 func (w ID) proven(got ID) bool { return w.Cookie != 0 && got.Cookie == w.Cookie && w.IfIndex != 0 }
 
 func sameMAC(a, b string) bool {

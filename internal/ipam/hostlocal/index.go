@@ -203,14 +203,12 @@ func (s *store) lookup(att attachment) (held []netip.Addr, entry bool) {
 	return held, true
 }
 
-// putEntry records att's addresses; none removes the entry. While the index is broken
-// there is nothing to update: it stays unsealed and the next operation rebuilds it.
+// putEntry records att's addresses after an ADD (a release changes entries through
+// indexChange). While the index is broken there is nothing to update: it stays
+// unsealed and the next operation rebuilds it.
 func (s *store) putEntry(att attachment, addrs []netip.Addr) error {
 	s.current = false
 	if s.indexBroken {
-		return nil
-	}
-	if len(addrs) == 0 && s.idx == nil {
 		return nil
 	}
 	if err := s.openIndex(true); err != nil {

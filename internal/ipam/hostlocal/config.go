@@ -1,6 +1,7 @@
 package hostlocal
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -67,10 +68,8 @@ func loadConfig(req *skel.Request, withRequests bool) (*config, error) {
 	if raw.IPAM == nil {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam: IPAM config missing 'ipam' key")
 	}
-	c := &config{Network: raw.Name, Version: raw.CNIVersion, DataDir: raw.IPAM.DataDir, ResolvConf: raw.IPAM.ResolvConf}
-	if c.DataDir == "" {
-		c.DataDir = defaultDataDir
-	}
+	c := &config{Network: raw.Name, Version: raw.CNIVersion, DataDir: cmp.Or(raw.IPAM.DataDir, defaultDataDir),
+		ResolvConf: raw.IPAM.ResolvConf}
 	if c.Routes, err = ipamconf.Routes("ipam.routes", raw.IPAM.Routes); err != nil {
 		return nil, err
 	}
@@ -92,28 +91,19 @@ func Validate(req *skel.Request) error {
 	return err
 }
 
-// location is where a network's reservations live: all that DEL and GC read from the
-// config, so that a config ADD would refuse (bad ranges, changed ranges) can still
-// release what an earlier ADD took.
-type location struct {
-	Network string
-	DataDir string
-}
-
-func loadLocation(req *skel.Request) (location, error) {
+// loadDataDir reads where the network's reservations live (<dataDir>/<name>): all that
+// DEL and GC read from the config, so that a config ADD would refuse (bad ranges,
+// changed ranges) can still release what an earlier ADD took.
+func loadDataDir(req *skel.Request) (string, error) {
 	raw, err := skel.LoadConfig[struct {
 		IPAM struct {
 			DataDir string `json:"dataDir"`
 		} `json:"ipam"`
 	}](req)
 	if err != nil {
-		return location{}, err
+		return "", err
 	}
-	loc := location{Network: req.Net.Name, DataDir: raw.IPAM.DataDir}
-	if loc.DataDir == "" {
-		loc.DataDir = defaultDataDir
-	}
-	return loc, nil
+	return cmp.Or(raw.IPAM.DataDir, defaultDataDir), nil
 }
 
 // labelled keeps the field path of a range set for error messages.
@@ -140,7 +130,7 @@ func parseRangeSets(raw *netJSON) ([]rangeSet, error) {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam.ranges: no IP ranges specified")
 	}
 	sets := make([]rangeSet, len(in))
-	var v4, v6 int
+	v4 := 0
 	for i, l := range in {
 		s, err := parseRangeSet(l)
 		if err != nil {
@@ -149,11 +139,9 @@ func parseRangeSets(raw *netJSON) ([]rangeSet, error) {
 		sets[i] = s
 		if s[0].Start.Is4() {
 			v4++
-		} else {
-			v6++
 		}
 	}
-	if (v4 > 1 || v6 > 1) && !version.AtLeast(version.OrDefault(raw.CNIVersion), "0.3.0") {
+	if (v4 > 1 || len(sets)-v4 > 1) && !version.AtLeast(version.OrDefault(raw.CNIVersion), "0.3.0") {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
 			"ipam.ranges: CNI version %s does not support more than 1 address per family", raw.CNIVersion)
 	}

@@ -54,8 +54,6 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/result"
@@ -116,9 +114,7 @@ func add(req *skel.Request) (res *result.Result, err error) {
 func allocate(st *store, conf *config, att attachment, held []netip.Addr) (ips []result.IPConfig, err error) {
 	defer func() {
 		if err != nil {
-			for _, ip := range ips {
-				st.release(ip.Address.Addr(), att)
-			}
+			st.release(addrsOf(ips), indexChange{}) // reserved just now, not yet indexed
 			ips = nil
 			st.seal()
 		}
@@ -224,19 +220,25 @@ func openExisting(req *skel.Request, dataDir, network string) (*store, error) {
 	return st, nil
 }
 
-// del releases the attachment's addresses; reservations written with the container id
-// only are released when the attachment has none of its own, as the reference does.
-// It reads no more config than where the state is, so a config ADD would refuse can
-// still release what an earlier ADD took. A network without state, a second DEL and
-// an attachment holding nothing in a read-only directory succeed.
-func del(req *skel.Request) error {
-	loc, err := loadLocation(req)
+// openForRelease opens the network's store for DEL and GC. They read no more config
+// than where the state is, so a config ADD would refuse can still release what an
+// earlier ADD took; st is nil when there is nothing to release.
+func openForRelease(req *skel.Request) (*store, error) {
+	dataDir, err := loadDataDir(req)
 	if err != nil {
 		// ADD reads ipam.dataDir the same way: it reserved nothing with this config.
 		fmt.Fprintf(req.Stderr, "host-local: nothing to release: %v\n", err)
-		return nil
+		return nil, nil
 	}
-	st, err := openExisting(req, loc.DataDir, loc.Network)
+	return openExisting(req, dataDir, req.Net.Name)
+}
+
+// del releases the attachment's addresses; reservations written with the container id
+// only are released when the attachment has none of its own, as the reference does.
+// A network without state, a second DEL and an attachment holding nothing in a
+// read-only directory succeed.
+func del(req *skel.Request) error {
+	st, err := openForRelease(req)
 	if st == nil || err != nil {
 		return err
 	}
@@ -258,21 +260,13 @@ func del(req *skel.Request) error {
 
 // releaseAll removes att's reservations and its index entry.
 func releaseAll(st *store, att attachment) (int, error) {
-	var errs []error
-	n := 0
 	held, entry := st.lookup(att)
-	for _, a := range held {
-		ok, err := st.release(a, att)
-		if err != nil {
-			errs = append(errs, err)
-		} else if ok {
-			n++
-		}
+	var ch indexChange
+	if entry {
+		ch.entries = map[attachment]bool{att: true}
 	}
-	if len(errs) == 0 && entry {
-		errs = append(errs, st.putEntry(att, nil))
-	}
-	return n, errors.Join(errs...)
+	n, err, indexErr := st.release(held, ch)
+	return n, errors.Join(err, indexErr)
 }
 
 // check succeeds when the attachment (or, for old reservations, its container) holds
@@ -309,80 +303,28 @@ func check(req *skel.Request) error {
 // that name no attachment at all (garbage content, links, FIFOs, empty directories;
 // a directory with content is reported and left). Leftover temp files go too.
 func gc(req *skel.Request) error {
-	loc, err := loadLocation(req)
-	if err != nil {
-		// ADD reads ipam.dataDir the same way: it reserved nothing with this config.
-		fmt.Fprintf(req.Stderr, "host-local: nothing to release: %v\n", err)
-		return nil
-	}
-	st, err := openExisting(req, loc.DataDir, loc.Network)
+	st, err := openForRelease(req)
 	if st == nil || err != nil {
 		return err
 	}
 	defer st.close()
-	valid := map[attachment]bool{}
-	validIDs := map[string]bool{}
+	valid, validIDs := map[attachment]bool{}, map[string]bool{}
 	for _, a := range req.ValidAttachments {
 		valid[attachment{ID: a.ContainerID, IfName: a.IfName}] = true
 		validIDs[a.ContainerID] = true
 	}
-	isValid := func(o attachment) bool { return valid[o] || (o.IfName == "" && validIDs[o.ID]) }
-	recs, indexed, dropped, fromIndex, err := st.indexedWalk(isValid)
-	if err == nil && !fromIndex {
-		recs, err = st.walk()
-	}
+	keep := func(o attachment) bool { return valid[o] || (o.IfName == "" && validIDs[o.ID]) }
+	released, ch, err := st.stale(keep)
 	if err != nil {
 		return fmt.Errorf("host-local: %w", err)
 	}
-	kept := recs[:0:0]
-	var released []netip.Addr
-	touched := map[attachment]bool{}
-	for _, att := range dropped {
-		touched[att] = true
-	}
-	for _, r := range recs {
-		if r.Valid && isValid(r.Owner) {
-			kept = append(kept, r)
-			continue
-		}
-		if att, ok := indexed[r.Addr]; ok {
-			touched[att] = true
-		}
-		if r.Valid {
-			touched[r.Owner] = true
-		}
-		released = append(released, r.Addr)
-	}
-	// The reservations go and the index entries are rewritten at the same time: they are
-	// two directories, and a crash at any point leaves both unsealed (every change moves
-	// a directory's mtime off the stamp), so the next operation rebuilds from the files.
-	if len(released) > 0 {
-		st.current = false
-	}
-	updated := make(chan error, 1)
-	if fromIndex {
-		go func() { updated <- st.updateEntries(touched, kept) }()
-	}
-	removed := make([]error, len(released))
-	inParallel(len(released), func(i int) { removed[i] = st.dir.Remove(released[i].String()) })
-	var errs []error
-	for i, err := range removed {
-		switch {
-		case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST):
-			fmt.Fprintf(req.Stderr, "host-local: gc: leaving %s, a directory that is not ours\n", st.path(released[i]))
-		case err != nil:
-			errs = append(errs, err)
-		}
-	}
-	if !fromIndex {
-		updated <- st.rebuild(kept)
-	}
-	if err := <-updated; err != nil {
-		fmt.Fprintf(req.Stderr, "host-local: gc: %v\n", err) // left unsealed: the next operation rebuilds
+	_, err, indexErr := st.release(released, ch)
+	if indexErr != nil {
+		fmt.Fprintf(req.Stderr, "host-local: gc: %v\n", indexErr) // left unsealed: the next operation rebuilds
 	} else {
 		st.seal()
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return fmt.Errorf("host-local: gc: %w", err)
 	}
 	return nil
@@ -405,7 +347,7 @@ func status(req *skel.Request) error {
 		return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: data dir %s unusable: %v", conf.DataDir, err)
 	}
 	st.dir.Remove(probe)
-	taken, err := st.reservedAddrs()
+	taken, err := st.scan(false)
 	if err != nil {
 		return cnierror.Newf(cnierror.CodeNotAvailable, "host-local: data dir %s unusable: %v", conf.DataDir, err)
 	}

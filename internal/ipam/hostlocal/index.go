@@ -160,10 +160,11 @@ func (s *store) fresh() bool {
 // differs from it. The network directory is stamped first: a crash between the two
 // leaves them different, and the next operation rebuilds. A filesystem that cannot
 // store the stamp exactly never looks sealed, so every operation there falls back to
-// the walk; so does a directory we may not stamp, and an index we could not write.
+// the walk; so does a directory we may not stamp, an index we could not write, and one
+// that a failed release left behind (see release).
 func (s *store) seal() {
 	s.dropStaged() // removing it changes the directory, so it must happen first
-	if s.current || s.indexBroken || s.idx == nil {
+	if s.current || s.indexBroken || s.unsealed || s.idx == nil {
 		return
 	}
 	ns := rand.Int64N(1000)*1_000_000 + stampMark
@@ -202,14 +203,12 @@ func (s *store) lookup(att attachment) (held []netip.Addr, entry bool) {
 	return held, true
 }
 
-// putEntry records att's addresses; none removes the entry. While the index is broken
-// there is nothing to update: it stays unsealed and the next operation rebuilds it.
+// putEntry records att's addresses after an ADD (a release changes entries through
+// indexChange). While the index is broken there is nothing to update: it stays
+// unsealed and the next operation rebuilds it.
 func (s *store) putEntry(att attachment, addrs []netip.Addr) error {
 	s.current = false
 	if s.indexBroken {
-		return nil
-	}
-	if len(addrs) == 0 && s.idx == nil {
 		return nil
 	}
 	if err := s.openIndex(true); err != nil {
@@ -301,98 +300,10 @@ func (s *store) refresh() error {
 	return nil
 }
 
-// indexedWalk is walk for GC with a fresh index: the owners of the addresses the index
-// lists come from its records, one readlink per attachment, instead of reading every
-// reservation file (at 60,000 reservations the reads were most of a GC's time). Only
-// the reservations of attachments that keep reports false, and those the index does
-// not list, are read from disk, so whatever GC releases is what its file says; a
-// reservation rewritten in place behind the index's back, which the seal cannot see,
-// can only be kept, never released in error. ok is false when the index is not fresh:
-// the caller walks.
-//
-// An entry whose name says its attachment is one keep refuses is not read either: no
-// kept entry lists its addresses, so their files are read, and dropped lists it for
-// the caller to remove with what it releases.
-func (s *store) indexedWalk(keep func(attachment) bool) (recs []record, indexed map[netip.Addr]attachment, dropped []attachment, ok bool, err error) {
-	if !s.fresh() {
-		return nil, nil, nil, false, nil
-	}
-	s.current = true
-	addrs, err := s.scan()
-	if err != nil {
-		return nil, nil, nil, true, fmt.Errorf("read data dir: %w", err)
-	}
-	entries, err := s.idx.Entries()
-	if err != nil {
-		return nil, nil, nil, true, fmt.Errorf("index: %w", err)
-	}
-	links := make([]string, len(entries))
-	var toRead []int
-	for i, e := range entries {
-		if e.Type() != fs.ModeSymlink {
-			continue
-		}
-		if att, ok := entryAttachment(e.Name()); ok && !keep(att) {
-			dropped = append(dropped, att)
-			continue
-		}
-		toRead = append(toRead, i)
-	}
-	inParallel(len(toRead), func(j int) {
-		i := toRead[j]
-		links[i], _ = s.idx.Readlink(entries[i].Name()) // an unreadable entry lists nothing
-	})
-	indexed = map[netip.Addr]attachment{}
-	for i, e := range entries {
-		if att, as, ok := parseEntry(links[i]); ok && entryName(att) == e.Name() {
-			for _, a := range as {
-				indexed[a] = att
-			}
-		}
-	}
-	type read struct {
-		data []byte
-		err  error
-	}
-	reads := make([]*read, len(addrs))
-	var unread []int
-	for i, a := range addrs {
-		if att, ok := indexed[a]; !ok || !keep(att) {
-			reads[i] = &read{}
-			unread = append(unread, i)
-		}
-	}
-	inParallel(len(unread), func(j int) {
-		r := reads[unread[j]]
-		r.data, r.err = s.dir.ReadFile(addrs[unread[j]].String(), maxReservation)
-	})
-	recs = make([]record, 0, len(addrs))
-	for i, a := range addrs {
-		if reads[i] == nil {
-			recs = append(recs, record{Addr: a, Owner: indexed[a], Valid: true})
-			continue
-		}
-		owner, valid, err := s.reservationFrom(a, reads[i].data, reads[i].err)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			fmt.Fprintf(s.log, "host-local: %v; the address stays taken until GC\n", err)
-		}
-		recs = append(recs, record{Addr: a, Owner: owner, Valid: valid})
-	}
-	return recs, indexed, dropped, true, nil
-}
-
-// updateEntries rewrites the index entries of the given attachments from kept, after a
-// GC that used indexedWalk released some of their addresses: the rest of the index is
-// still right, so it is not rebuilt. The index is open (indexedWalk found it fresh), and
-// the entries are written a few at a time, as GC removes reservations.
+// updateEntries sets the index entries of the touched attachments to the addresses
+// kept lists for them, a few at a time; an entry left with none is removed. The index
+// is open: the entries were found in it.
 func (s *store) updateEntries(touched map[attachment]bool, kept []record) error {
-	if len(touched) == 0 {
-		return nil
-	}
-	s.current = false
 	left := map[attachment][]netip.Addr{}
 	for _, r := range kept {
 		if r.Valid && touched[r.Owner] {
@@ -410,4 +321,120 @@ func (s *store) updateEntries(touched map[attachment]bool, kept []record) error 
 		errs[i] = s.writeEntry(atts[i], addrs)
 	})
 	return errors.Join(errs...)
+}
+
+// stale lists the reservations GC releases, those whose owner keep refuses (or that
+// name none), and the index change that goes with them, whichever source answered: a
+// fresh index or the directory walk. From the index, the owners of the addresses it
+// lists come from its records, one readlink per attachment, instead of reading every
+// reservation file (at 60,000 reservations the reads were most of a GC's time). Only the
+// reservations of attachments that keep refuses, and those the index does not list, are
+// read from disk, so whatever GC releases is what its file says; a reservation rewritten
+// in place behind the index's back, which the seal cannot see, can only be kept, never
+// released in error.
+func (s *store) stale(keep func(attachment) bool) ([]netip.Addr, indexChange, error) {
+	if !s.fresh() {
+		recs, err := s.walk()
+		released, ch := split(recs, keep, nil, nil)
+		return released, ch, err
+	}
+	s.current = true
+	addrs, err := s.scan(true)
+	if err != nil {
+		return nil, indexChange{}, fmt.Errorf("read data dir: %w", err)
+	}
+	indexed, dropped, err := s.readIndex(keep)
+	if err != nil {
+		return nil, indexChange{}, err
+	}
+	released, ch := split(s.readOwners(addrs, indexed, keep), keep, indexed, dropped)
+	return released, ch, nil
+}
+
+// readIndex reads the index's records, a few at a time, into the attachment each
+// address is listed for. An entry whose name says its attachment is one keep refuses is
+// not read: no kept entry lists its addresses, so their files are read, and it is
+// returned in dropped, to be removed with what GC releases.
+func (s *store) readIndex(keep func(attachment) bool) (indexed map[netip.Addr]attachment, dropped []attachment, err error) {
+	entries, err := s.idx.Entries()
+	if err != nil {
+		return nil, nil, fmt.Errorf("index: %w", err)
+	}
+	var toRead []int
+	for i, e := range entries {
+		if e.Type() != fs.ModeSymlink {
+			continue
+		}
+		if att, ok := entryAttachment(e.Name()); ok && !keep(att) {
+			dropped = append(dropped, att)
+			continue
+		}
+		toRead = append(toRead, i)
+	}
+	links := make([]string, len(entries))
+	inParallel(len(toRead), func(j int) {
+		i := toRead[j]
+		links[i], _ = s.idx.Readlink(entries[i].Name()) // an unreadable entry lists nothing
+	})
+	indexed = map[netip.Addr]attachment{}
+	for i, e := range entries {
+		if att, as, ok := parseEntry(links[i]); ok && entryName(att) == e.Name() {
+			for _, a := range as {
+				indexed[a] = att
+			}
+		}
+	}
+	return indexed, dropped, nil
+}
+
+// readOwners makes the records of addrs: the owner the index lists where keep accepts
+// it, else what the reservation file says, the files read a few at a time.
+func (s *store) readOwners(addrs []netip.Addr, indexed map[netip.Addr]attachment, keep func(attachment) bool) []record {
+	data := make([][]byte, len(addrs))
+	errs := make([]error, len(addrs))
+	var unread []int
+	for i, a := range addrs {
+		if att, ok := indexed[a]; !ok || !keep(att) {
+			unread = append(unread, i)
+		}
+	}
+	inParallel(len(unread), func(j int) {
+		i := unread[j]
+		data[i], errs[i] = s.dir.ReadFile(addrs[i].String(), maxReservation)
+	})
+	recs := make([]record, 0, len(addrs))
+	for i, a := range addrs {
+		if att, ok := indexed[a]; ok && keep(att) {
+			recs = append(recs, record{Addr: a, Owner: att, Valid: true})
+		} else if r, ok := s.recordOf(a, data[i], errs[i]); ok {
+			recs = append(recs, r)
+		}
+	}
+	return recs
+}
+
+// split sorts recs by keep into the addresses to release and the index change that
+// goes with them: with the index's word (indexed), the entries of the attachments that
+// lose an address, or that keep refuses (dropped), are rewritten; after a walk the index
+// is rebuilt.
+func split(recs []record, keep func(attachment) bool, indexed map[netip.Addr]attachment, dropped []attachment) ([]netip.Addr, indexChange) {
+	ch := indexChange{rebuild: indexed == nil, entries: map[attachment]bool{}}
+	for _, att := range dropped {
+		ch.entries[att] = true
+	}
+	var released []netip.Addr
+	for _, r := range recs {
+		if r.Valid && keep(r.Owner) {
+			ch.kept = append(ch.kept, r)
+			continue
+		}
+		if att, ok := indexed[r.Addr]; ok {
+			ch.entries[att] = true
+		}
+		if r.Valid {
+			ch.entries[r.Owner] = true
+		}
+		released = append(released, r.Addr)
+	}
+	return released, ch
 }

@@ -88,6 +88,9 @@ type store struct {
 	// are answered from it instead.
 	walked      []record
 	indexBroken bool
+	// unsealed is set when a release could not remove every file: the index may no
+	// longer list one that is still there, so this operation must not seal it.
+	unsealed bool
 }
 
 // openStore opens and locks <dataDir>/<network>. With create unset a missing
@@ -227,24 +230,23 @@ func (s *store) reserveExclusive(a netip.Addr, att attachment) (bool, error) {
 	return true, nil
 }
 
-// readReservation reads the file named after a. A name that is not a regular file
-// (a link, a FIFO, a directory) or cannot be read is an error; missing is ErrNotExist.
-func (s *store) readReservation(a netip.Addr) (attachment, bool, error) {
-	data, err := s.dir.ReadFile(a.String(), maxReservation)
-	return s.reservationFrom(a, data, err)
-}
-
-// reservationFrom is readReservation's answer from the file's read.
-func (s *store) reservationFrom(a netip.Addr, data []byte, err error) (attachment, bool, error) {
+// recordOf is the record of a's reservation from its file's read; false when the file
+// has gone. An entry that is not a regular file or cannot be read is reported, and so is
+// content that names no attachment: either keeps the address taken until GC.
+func (s *store) recordOf(a netip.Addr, data []byte, err error) (record, bool) {
+	if errors.Is(err, fs.ErrNotExist) {
+		return record{}, false
+	}
 	if err != nil {
-		return attachment{}, false, err
+		fmt.Fprintf(s.log, "host-local: %v; the address stays taken until GC\n", err)
+		return record{Addr: a}, true
 	}
 	owner, ok := parseReservation(data)
 	if !ok {
 		fmt.Fprintf(s.log, "host-local: reservation file %s has unexpected content %q; the address stays taken until GC\n",
 			s.path(a), data)
 	}
-	return owner, ok, nil
+	return record{Addr: a, Owner: owner, Valid: ok}, true
 }
 
 // owner reads who holds address a; ok is false when the file is missing, foreign or
@@ -255,18 +257,6 @@ func (s *store) owner(a netip.Addr) (attachment, bool) {
 		return attachment{}, false
 	}
 	return parseReservation(data)
-}
-
-// release removes a's reservation if att holds it; true when a file was removed.
-func (s *store) release(a netip.Addr, att attachment) (bool, error) {
-	if got, ok := s.owner(a); !ok || got != att {
-		return false, nil
-	}
-	s.current = false
-	if err := s.dir.Remove(a.String()); err != nil {
-		return false, fmt.Errorf("release %s: %w", a, err)
-	}
-	return true, nil
 }
 
 // lastReserved returns the address last handed out from range set n, if readable.
@@ -328,10 +318,10 @@ type record struct {
 	Valid bool
 }
 
-// scan lists the addresses that have an entry in the directory, without reading them,
-// and removes the temp files a crashed operation left behind: the lock is held, so
-// none of them is being written.
-func (s *store) scan() ([]netip.Addr, error) {
+// scan lists the addresses that have an entry in the directory, without reading them.
+// With tidy it removes the temp files a crashed operation left behind: the lock is
+// held, so none of them is being written.
+func (s *store) scan(tidy bool) ([]netip.Addr, error) {
 	names, err := s.dir.Names()
 	if err != nil {
 		return nil, err
@@ -340,26 +330,11 @@ func (s *store) scan() ([]netip.Addr, error) {
 	for _, n := range names {
 		if a, ok := addrName(n); ok {
 			out = append(out, a)
-		} else if strings.HasPrefix(n, tempPrefix) && n != s.staged {
+		} else if tidy && strings.HasPrefix(n, tempPrefix) && n != s.staged {
 			s.current = false
 			if err := s.dir.Remove(n); err != nil {
 				fmt.Fprintf(s.log, "host-local: %v\n", err)
 			}
-		}
-	}
-	return out, nil
-}
-
-// reservedAddrs lists the addresses that have an entry in the directory.
-func (s *store) reservedAddrs() ([]netip.Addr, error) {
-	names, err := s.dir.Names()
-	if err != nil {
-		return nil, err
-	}
-	var out []netip.Addr
-	for _, n := range names {
-		if a, ok := addrName(n); ok {
-			out = append(out, a)
 		}
 	}
 	return out, nil
@@ -382,21 +357,83 @@ func addrName(name string) (netip.Addr, bool) {
 // cannot be read) is reported and kept as taken until GC; only a directory that cannot
 // be listed fails the walk.
 func (s *store) walk() ([]record, error) {
-	addrs, err := s.scan()
+	addrs, err := s.scan(true)
 	if err != nil {
 		return nil, fmt.Errorf("read data dir: %w", err)
 	}
 	out := make([]record, 0, len(addrs))
 	for _, a := range addrs {
-		owner, ok, err := s.readReservation(a)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+		data, err := s.dir.ReadFile(a.String(), maxReservation)
+		if r, ok := s.recordOf(a, data, err); ok {
+			out = append(out, r)
 		}
-		if err != nil {
-			fmt.Fprintf(s.log, "host-local: %v; the address stays taken until GC\n", err)
-		}
-		out = append(out, record{Addr: a, Owner: owner, Valid: ok})
 	}
 	s.walked = out
 	return out, nil
+}
+
+// indexChange is how the index follows a release: after a walk (the index was not
+// fresh) it is rebuilt from kept; else only the entries of the given attachments are set
+// to the addresses kept lists for them, an entry left with none removed.
+type indexChange struct {
+	rebuild bool
+	entries map[attachment]bool
+	kept    []record
+}
+
+// manyFiles is where release starts removing files a few at a time while the index
+// follows: for DEL's one address per family goroutines cost more than they overlap.
+const manyFiles = 16
+
+// release is how DEL, GC and a failed ADD give addresses back: it removes the files of
+// addrs, which the caller found to be ones to remove, and makes the index follow; n is
+// how many went. A directory under an address's name that is not ours is reported and
+// left. err is the failed removals, after which the index is left unsealed (see seal),
+// so the next operation rebuilds it from the files; indexErr is the index's failure.
+func (s *store) release(addrs []netip.Addr, ch indexChange) (n int, err, indexErr error) {
+	if len(addrs) == 0 && len(ch.entries) == 0 && !ch.rebuild {
+		return 0, nil, nil
+	}
+	s.current = false
+	removed := make([]error, len(addrs))
+	if len(addrs) < manyFiles {
+		for i, a := range addrs {
+			removed[i] = s.dir.Remove(a.String())
+		}
+		indexErr = s.follow(ch)
+	} else {
+		indexErr = s.removeMany(addrs, removed, ch)
+	}
+	var errs []error
+	for i, err := range removed {
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST):
+			fmt.Fprintf(s.log, "host-local: gc: leaving %s, a directory that is not ours\n", s.path(addrs[i]))
+		default:
+			errs = append(errs, fmt.Errorf("release %s: %w", addrs[i], err))
+		}
+	}
+	if len(errs) > 0 {
+		s.unsealed = true
+	}
+	return n, errors.Join(errs...), indexErr
+}
+
+// removeMany removes the files a few at a time while the index follows. They are two
+// directories, and a crash at any point leaves both unsealed (every change moves a
+// directory's mtime off the stamp), so the next operation rebuilds from the files.
+func (s *store) removeMany(addrs []netip.Addr, removed []error, ch indexChange) error {
+	followed := make(chan error, 1)
+	go func() { followed <- s.follow(ch) }()
+	inParallel(len(addrs), func(i int) { removed[i] = s.dir.Remove(addrs[i].String()) })
+	return <-followed
+}
+
+func (s *store) follow(ch indexChange) error {
+	if ch.rebuild {
+		return s.rebuild(ch.kept)
+	}
+	return s.updateEntries(ch.entries, ch.kept)
 }

@@ -93,9 +93,7 @@ func Validate(req *skel.Request) error {
 	return err
 }
 
-// loadConfig reads ipam.addresses, then appends CNI_ARGS IP= (comma list) and applies
-// GATEWAY= to every address whose subnet holds it; args.cni.ips and then
-// runtimeConfig.ips replace the list, as the reference orders them.
+// loadConfig reads the addresses (see addresses), routes and DNS of the config.
 func loadConfig(req *skel.Request) (*config, error) {
 	raw, err := skel.LoadConfig[netJSON](req)
 	if err != nil {
@@ -108,40 +106,45 @@ func loadConfig(req *skel.Request) (*config, error) {
 	if c.Routes, err = ipamconf.Routes("ipam.routes", raw.IPAM.Routes); err != nil {
 		return nil, err
 	}
-	for i, a := range raw.IPAM.Addresses {
-		field := ipamconf.Field("ipam.addresses", i)
-		ip, err := parseAddress(field, a)
-		if err != nil {
-			return nil, err
-		}
-		c.IPs = append(c.IPs, ip)
-	}
-	if err := applyCNIArgs(c, req.Args.CNIArgs); err != nil {
+	if err := c.addresses(raw, req.Args.CNIArgs); err != nil {
 		return nil, err
 	}
-	if raw.Args != nil && raw.Args.CNI != nil && len(raw.Args.CNI.IPs) > 0 {
-		if c.IPs, err = parseCIDRs("args.cni.ips", raw.Args.CNI.IPs); err != nil {
-			return nil, err
-		}
-	}
-	if len(raw.RuntimeConfig.IPs) > 0 {
-		if c.IPs, err = parseCIDRs("runtimeConfig.ips", raw.RuntimeConfig.IPs); err != nil {
-			return nil, err
-		}
-	}
-	var v4, v6 int
+	v4 := 0
 	for _, ip := range c.IPs {
 		if ip.Address.Addr().Is4() {
 			v4++
-		} else {
-			v6++
 		}
 	}
-	if (v4 > 1 || v6 > 1) && !version.AtLeast(version.OrDefault(raw.CNIVersion), "0.3.0") {
+	if (v4 > 1 || len(c.IPs)-v4 > 1) && !version.AtLeast(version.OrDefault(raw.CNIVersion), "0.3.0") {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
 			"ipam.addresses: CNI version %s does not support more than 1 address per family", raw.CNIVersion)
 	}
 	return c, nil
+}
+
+// addresses reads ipam.addresses, then appends CNI_ARGS IP= (comma list) and applies
+// GATEWAY= to every address whose subnet holds it; args.cni.ips and then
+// runtimeConfig.ips replace the list, as the reference orders them.
+func (c *config) addresses(raw *netJSON, cniArgs string) (err error) {
+	for i, a := range raw.IPAM.Addresses {
+		ip, err := parseAddress(ipamconf.Field("ipam.addresses", i), a)
+		if err != nil {
+			return err
+		}
+		c.IPs = append(c.IPs, ip)
+	}
+	if err := applyCNIArgs(c, cniArgs); err != nil {
+		return err
+	}
+	if raw.Args != nil && raw.Args.CNI != nil && len(raw.Args.CNI.IPs) > 0 {
+		if c.IPs, err = parseCIDRs("args.cni.ips", raw.Args.CNI.IPs); err != nil {
+			return err
+		}
+	}
+	if len(raw.RuntimeConfig.IPs) > 0 {
+		c.IPs, err = parseCIDRs("runtimeConfig.ips", raw.RuntimeConfig.IPs)
+	}
+	return err
 }
 
 func parseAddress(field string, a addressJSON) (result.IPConfig, error) {

@@ -126,9 +126,8 @@ func (t Target) Enter(want *ID, fn func(netlink.Link) error) (ID, error) {
 }
 
 // matches says whether got is the interface w was recorded as. A MAC that changed is
-// accepted only where the namespace is proven by its cookie and the link by its index (a
-// later plugin of the chain, such as tuning, may set the MAC after the lease was taken);
-// a record that predates the identity is held to its MAC alone.
+// accepted only where the link is proven otherwise (see proven); a record that predates
+// the identity is held to its MAC alone.
 func (w ID) matches(got ID) error {
 	switch {
 	case w.BootID != "" && w.BootID != got.BootID:
@@ -141,11 +140,14 @@ func (w ID) matches(got ID) error {
 		return fmt.Errorf("is another link (ifindex %d, recorded %d)", got.IfIndex, w.IfIndex)
 	case w.HWAddr == "":
 		return errors.New("has no recorded MAC to prove it")
-	case !sameMAC(w.HWAddr, got.HWAddr) && !(w.Cookie != 0 && got.Cookie == w.Cookie && w.IfIndex != 0):
+	case !sameMAC(w.HWAddr, got.HWAddr) && !w.proven(got):
 		return fmt.Errorf("is another link (MAC %s, recorded %s)", got.HWAddr, w.HWAddr)
 	}
 	return nil
 }
+
+// proven: cookie and ifindex prove the link, whose MAC a later plugin (tuning) may set.
+func (w ID) proven(got ID) bool { return w.Cookie != 0 && got.Cookie == w.Cookie && w.IfIndex != 0 }
 
 func sameMAC(a, b string) bool {
 	ma, err1 := net.ParseMAC(a)

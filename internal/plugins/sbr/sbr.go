@@ -30,6 +30,7 @@ import (
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/plugins/lockedns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -83,18 +84,10 @@ func add(req *skel.Request) (*result.Result, error) {
 	if len(ips) == 0 {
 		return req.PrevResult.Clone(), nil
 	}
-	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
-	if err != nil {
+	if err := lockedns.Run(req, func(cont *link.NS) error {
+		return wrap(req, configure(req.Context(), cont, req.Args.IfName, ips, p))
+	}); err != nil {
 		return nil, err
-	}
-	defer cont.Close()
-	unlock, err := cont.Lock()
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := configure(req.Context(), cont, req.Args.IfName, ips, p); err != nil {
-		return nil, fmt.Errorf("sbr %s: %w", req.Args.IfName, err)
 	}
 	return req.PrevResult.Clone(), nil
 }
@@ -292,17 +285,12 @@ func del(req *skel.Request) error {
 		fmt.Fprintf(req.Stderr, "sbr: nothing to delete, ADD refuses this config: %v\n", err)
 		return nil
 	}
-	cont, err := link.OpenIfPresent(req.Args.Netns)
-	if cont == nil {
-		return err
-	}
-	defer cont.Close()
-	unlock, err := cont.Lock()
+	return lockedns.RunIfPresent(req, func(cont *link.NS) error { return wrap(req, tidy(cont, req, table)) })
+}
+
+// wrap names the interface in an error of the work inside the namespace.
+func wrap(req *skel.Request, err error) error {
 	if err != nil {
-		return err
-	}
-	defer unlock()
-	if err := tidy(cont, req, table); err != nil {
 		return fmt.Errorf("sbr %s: %w", req.Args.IfName, err)
 	}
 	return nil

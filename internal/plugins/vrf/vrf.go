@@ -23,6 +23,7 @@ import (
 	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/plugins/lockedns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -50,18 +51,10 @@ func add(req *skel.Request) (*result.Result, error) {
 	if req.PrevResult == nil {
 		return nil, errNotChained
 	}
-	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
-	if err != nil {
+	if err := lockedns.Run(req, func(cont *link.NS) error {
+		return wrap(p.Name, join(cont, req.Args.IfName, p))
+	}); err != nil {
 		return nil, err
-	}
-	defer cont.Close()
-	unlock, err := cont.Lock()
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := join(cont, req.Args.IfName, p); err != nil {
-		return nil, fmt.Errorf("vrf %q: %w", p.Name, err)
 	}
 	return req.PrevResult.Clone(), nil
 }
@@ -250,17 +243,12 @@ func del(req *skel.Request) error {
 		fmt.Fprintf(req.Stderr, "vrf: nothing to delete, ADD refuses this config: %v\n", err)
 		return nil
 	}
-	cont, err := link.OpenIfPresent(req.Args.Netns)
-	if cont == nil {
-		return err
-	}
-	defer cont.Close()
-	unlock, err := cont.Lock()
+	return lockedns.RunIfPresent(req, func(cont *link.NS) error { return wrap(name, leave(cont, req.Args.IfName, name)) })
+}
+
+// wrap names the VRF in an error of the work inside the namespace.
+func wrap(name string, err error) error {
 	if err != nil {
-		return err
-	}
-	defer unlock()
-	if err := leave(cont, req.Args.IfName, name); err != nil {
 		return fmt.Errorf("vrf %q: %w", name, err)
 	}
 	return nil

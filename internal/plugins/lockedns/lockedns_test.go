@@ -1,0 +1,74 @@
+package lockedns_test
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/plugins/lockedns"
+	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/testns"
+)
+
+func request(netns string) *skel.Request { return &skel.Request{Args: skel.Args{Netns: netns}} }
+
+// While change runs, another open of the namespace waits for the lock; it gets it once
+// Run (ADD, CHECK) or RunIfPresent (DEL) returned, and change's error is theirs.
+func TestChangeRunsUnderTheNamespaceLock(t *testing.T) {
+	testns.RequireRoot(t)
+	for name, run := range map[string]func(*skel.Request, func(*link.NS) error) error{
+		"Run": lockedns.Run, "RunIfPresent": lockedns.RunIfPresent,
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := testns.New(t)
+			other, err := link.Open(n.Path)
+			require.NoError(t, err)
+			defer other.Close()
+
+			got := make(chan struct{})
+			boom := errors.New("boom")
+			err = run(request(n.Path), func(cont *link.NS) error {
+				go func() {
+					if unlock, err := other.Lock(); err == nil {
+						unlock()
+					}
+					close(got)
+				}()
+				select {
+				case <-got:
+					t.Error("another open of the namespace got its lock while change ran")
+				case <-time.After(200 * time.Millisecond):
+				}
+				return boom
+			})
+			require.ErrorIs(t, err, boom)
+			select {
+			case <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the lock was not released on return")
+			}
+		})
+	}
+}
+
+// ADD into a namespace that is not there is the spec's code 3; DEL has nothing to do.
+func TestMissingNamespace(t *testing.T) {
+	gone := filepath.Join(t.TempDir(), "gone")
+	called := false
+	change := func(*link.NS) error { called = true; return nil }
+
+	err := lockedns.Run(request(gone), change)
+	var cerr *cnierror.Error
+	require.ErrorAs(t, err, &cerr)
+	assert.Equal(t, cnierror.CodeUnknownContainer, cerr.Code)
+
+	assert.NoError(t, lockedns.RunIfPresent(request(gone), change))
+	assert.NoError(t, lockedns.RunIfPresent(request(""), change))
+	assert.False(t, called, "change ran without a namespace")
+}

@@ -66,8 +66,8 @@ func Finish(req *skel.Request, cont *link.NS, addrs *result.Result, opts Options
 	if err != nil {
 		return nil, err
 	}
-	res := Report(req, result.Interface{Name: ifName, Mac: l.Attrs().HardwareAddr.String(),
-		MTU: l.Attrs().MTU, Sandbox: req.Args.Netns}, addrs)
+	res := Report(req, addrs, result.Interface{Name: ifName, Mac: l.Attrs().HardwareAddr.String(),
+		MTU: l.Attrs().MTU, Sandbox: req.Args.Netns})
 	if len(res.IPs) == 0 {
 		h := cont.Handle()
 		if err := h.LinkSetUp(l); err != nil {
@@ -86,12 +86,15 @@ func Finish(req *skel.Request, cont *link.NS, addrs *result.Result, opts Options
 	return res, nil
 }
 
-// Report is the ADD result for one interface: iface, addrs's addresses (addrs may be
-// nil) all pointing at it, addrs's routes, and the config's dns, else the one addrs
-// carries.
-func Report(req *skel.Request, iface result.Interface, addrs *result.Result) *result.Result {
+// Report is the ADD result for ifaces, the last of them the container's interface:
+// addrs's addresses (addrs may be nil) all pointing at that one, addrs's routes, and the
+// dns (DNS).
+func Report(req *skel.Request, addrs *result.Result, ifaces ...result.Interface) *result.Result {
 	res := &result.Result{CNIVersion: req.Net.CNIVersion}
-	idx := res.AddInterface(iface)
+	var idx int
+	for _, iface := range ifaces {
+		idx = res.AddInterface(iface)
+	}
 	if addrs != nil {
 		for _, ip := range addrs.IPs {
 			ip.Interface = &idx
@@ -99,10 +102,16 @@ func Report(req *skel.Request, iface result.Interface, addrs *result.Result) *re
 		}
 		res.Routes, res.DNS = addrs.Routes, addrs.DNS
 	}
-	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
-		res.DNS = req.Net.DNS.Result()
-	}
+	res.DNS = DNS(req, res.DNS)
 	return res
+}
+
+// DNS is the result's dns: the config's when it sets any, else fromIPAM.
+func DNS(req *skel.Request, fromIPAM result.DNS) result.DNS {
+	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
+		return req.Net.DNS.Result()
+	}
+	return fromIPAM
 }
 
 // setNotify turns on gratuitous ARP and unsolicited neighbour advertisements for ifName.

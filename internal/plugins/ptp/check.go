@@ -11,6 +11,7 @@ import (
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/masq"
 	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -34,12 +35,12 @@ func check(req *skel.Request) error {
 	if err := ipam.Check(req); err != nil {
 		return err
 	}
-	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
+	ns, err := attachment.Open(req, false)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer ns.Close()
+	host, cont := ns.Host, ns.Cont
 
 	ifName := req.Args.IfName
 	hl, err := link.HostPeer(host, cont, ifName)

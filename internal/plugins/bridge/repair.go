@@ -6,6 +6,7 @@ import (
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/masq"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -39,17 +40,16 @@ func repairSpoofCheck(req *skel.Request, key spoofKey) error {
 	if err == nil || !req.Repair().Found("macspoofchk: "+err.Error()) {
 		return nil
 	}
-	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
+	ns, err := attachment.Open(req, false)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	defer cont.Close()
-	cl, err := cont.ByName(req.Args.IfName)
+	defer ns.Close()
+	cl, err := ns.Cont.ByName(req.Args.IfName)
 	if err != nil {
 		return fmt.Errorf("macspoofchk: container interface: %w", err)
 	}
-	peer, err := link.HostPeer(host, cont, req.Args.IfName)
+	peer, err := link.HostPeer(ns.Host, ns.Cont, req.Args.IfName)
 	if err != nil {
 		return fmt.Errorf("macspoofchk: %w", err)
 	}

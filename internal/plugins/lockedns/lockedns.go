@@ -1,11 +1,13 @@
 // Package lockedns runs a chained plugin's change of the container's namespace (sbr's
 // routing tables, vrf's VRFs) with the namespace's lock held (link.NS.Lock), so that two
 // ADDs or DELs into one namespace cannot interleave: an id chosen as free stays free
-// until it is in use. A new plugin of that kind writes its ADD's and DEL's work as a
-// function of the open namespace and hands it to Run or RunIfPresent.
+// until it is in use. A new plugin of that kind writes its ADD's and DEL's work as
+// functions of the open namespace and hands them to Run and Del.
 package lockedns
 
 import (
+	"fmt"
+
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -20,14 +22,20 @@ func Run(req *skel.Request, change func(cont *link.NS) error) error {
 	return locked(cont, change)
 }
 
-// RunIfPresent is Run for a DEL: a namespace that is gone (link.OpenIfPresent) is
-// nothing left to do.
-func RunIfPresent(req *skel.Request, change func(cont *link.NS) error) error {
+// Del is such a plugin's DEL, named plugin in what it says on stderr: key reads from the
+// config what DEL needs, and a config ADD refuses leaves nothing to delete; so does a
+// namespace that is gone (link.OpenIfPresent). Otherwise remove runs under the lock.
+func Del[K any](req *skel.Request, plugin string, key func(*skel.Request) (K, error), remove func(*link.NS, K) error) error {
+	k, err := key(req)
+	if err != nil {
+		fmt.Fprintf(req.Stderr, "%s: nothing to delete, ADD refuses this config: %v\n", plugin, err)
+		return nil
+	}
 	cont, err := link.OpenIfPresent(req.Args.Netns)
 	if cont == nil {
 		return err
 	}
-	return locked(cont, change)
+	return locked(cont, func(cont *link.NS) error { return remove(cont, k) })
 }
 
 // locked runs change with cont's lock held, then releases the lock and closes cont.

@@ -1,6 +1,7 @@
 package lockedns_test
 
 import (
+	"bytes"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -18,13 +19,22 @@ import (
 
 func request(netns string) *skel.Request { return &skel.Request{Args: skel.Args{Netns: netns}} }
 
+// del is Del with a key that is always there.
+func del(req *skel.Request, remove func(*link.NS) error) error {
+	key := func(*skel.Request) (int, error) { return 7, nil }
+	return lockedns.Del(req, "test", key, func(cont *link.NS, k int) error {
+		if k != 7 {
+			return errors.New("Del did not hand the key on")
+		}
+		return remove(cont)
+	})
+}
+
 // While change runs, another open of the namespace waits for the lock; it gets it once
-// Run (ADD, CHECK) or RunIfPresent (DEL) returned, and change's error is theirs.
+// Run (ADD) or Del returned, and change's error is theirs.
 func TestChangeRunsUnderTheNamespaceLock(t *testing.T) {
 	testns.RequireRoot(t)
-	for name, run := range map[string]func(*skel.Request, func(*link.NS) error) error{
-		"Run": lockedns.Run, "RunIfPresent": lockedns.RunIfPresent,
-	} {
+	for name, run := range map[string]func(*skel.Request, func(*link.NS) error) error{"Run": lockedns.Run, "Del": del} {
 		t.Run(name, func(t *testing.T) {
 			n := testns.New(t)
 			other, err := link.Open(n.Path)
@@ -57,8 +67,9 @@ func TestChangeRunsUnderTheNamespaceLock(t *testing.T) {
 	}
 }
 
-// ADD into a namespace that is not there is the spec's code 3; DEL has nothing to do.
-func TestMissingNamespace(t *testing.T) {
+// ADD into a namespace that is not there is the spec's code 3; DEL has nothing to do,
+// nor with a config ADD refuses, which it says on stderr.
+func TestMissingNamespaceOrKey(t *testing.T) {
 	gone := filepath.Join(t.TempDir(), "gone")
 	called := false
 	change := func(*link.NS) error { called = true; return nil }
@@ -68,7 +79,14 @@ func TestMissingNamespace(t *testing.T) {
 	require.ErrorAs(t, err, &cerr)
 	assert.Equal(t, cnierror.CodeUnknownContainer, cerr.Code)
 
-	assert.NoError(t, lockedns.RunIfPresent(request(gone), change))
-	assert.NoError(t, lockedns.RunIfPresent(request(""), change))
-	assert.False(t, called, "change ran without a namespace")
+	assert.NoError(t, del(request(gone), change))
+	assert.NoError(t, del(request(""), change))
+
+	var stderr bytes.Buffer
+	req := request(gone)
+	req.Stderr = &stderr
+	refused := func(*skel.Request) (string, error) { return "", errors.New("bad name") }
+	assert.NoError(t, lockedns.Del(req, "test", refused, func(*link.NS, string) error { called = true; return nil }))
+	assert.Equal(t, "test: nothing to delete, ADD refuses this config: bad name\n", stderr.String())
+	assert.False(t, called, "change ran without a namespace or key")
 }

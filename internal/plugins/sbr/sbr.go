@@ -280,12 +280,7 @@ func replaceRoute(h *netlink.Handle, undo *rollback.Stack, r *netlink.Route) err
 // those it still has) and, for tables the plugin chose, the interface's routes in them,
 // which go back into main (see putBack). There is nothing to do without the namespace.
 func del(req *skel.Request) error {
-	table, err := tableForDel(req)
-	if err != nil {
-		fmt.Fprintf(req.Stderr, "sbr: nothing to delete, ADD refuses this config: %v\n", err)
-		return nil
-	}
-	return lockedns.RunIfPresent(req, func(cont *link.NS) error { return wrap(req, tidy(cont, req, table)) })
+	return lockedns.Del(req, "sbr", tableForDel, func(cont *link.NS, table int) error { return wrap(req, tidy(cont, req, table)) })
 }
 
 // wrap names the interface in an error of the work inside the namespace.

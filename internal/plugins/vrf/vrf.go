@@ -238,12 +238,9 @@ func hasAddr(addrs []netlink.Addr, a netlink.Addr) bool {
 // del takes the interface out of the VRF and deletes the VRF when that left it empty.
 // A namespace, VRF or interface that is gone is nothing left to do.
 func del(req *skel.Request) error {
-	name, err := nameForDel(req)
-	if err != nil {
-		fmt.Fprintf(req.Stderr, "vrf: nothing to delete, ADD refuses this config: %v\n", err)
-		return nil
-	}
-	return lockedns.RunIfPresent(req, func(cont *link.NS) error { return wrap(name, leave(cont, req.Args.IfName, name)) })
+	return lockedns.Del(req, "vrf", nameForDel, func(cont *link.NS, name string) error {
+		return wrap(name, leave(cont, req.Args.IfName, name))
+	})
 }
 
 // wrap names the VRF in an error of the work inside the namespace.

@@ -357,6 +357,20 @@ func putBack(h *netlink.Handle, l netlink.Link, tables map[int]bool, prev *resul
 			}
 		}
 	}
+	moved := toMove(h, l, tables, prev, note)
+	// Routes through a gateway need the subnet route that reaches it first.
+	slices.SortStableFunc(moved, func(a, b netlink.Route) int { return cmp.Compare(len(a.Gw), len(b.Gw)) })
+	for _, r := range moved {
+		r.Table, r.Flags = unix.RT_TABLE_MAIN, 0
+		if err := h.RouteAdd(&r); err != nil && !errors.Is(err, unix.EEXIST) {
+			note(fmt.Errorf("put route %s back into main: %w", describe(r), err))
+		}
+	}
+}
+
+// toMove are the interface's routes in tables that go back into main: not ours, and a
+// default route only as putBack says.
+func toMove(h *netlink.Handle, l netlink.Link, tables map[int]bool, prev *result.Result, note func(error)) []netlink.Route {
 	var moved []netlink.Route
 	for t := range tables {
 		routes, err := tableRoutes(h, l, t, netlink.FAMILY_ALL)
@@ -369,14 +383,7 @@ func putBack(h *netlink.Handle, l netlink.Link, tables map[int]bool, prev *resul
 			}
 		}
 	}
-	// Routes through a gateway need the subnet route that reaches it first.
-	slices.SortStableFunc(moved, func(a, b netlink.Route) int { return cmp.Compare(len(a.Gw), len(b.Gw)) })
-	for _, r := range moved {
-		r.Table, r.Flags = unix.RT_TABLE_MAIN, 0
-		if err := h.RouteAdd(&r); err != nil && !errors.Is(err, unix.EEXIST) {
-			note(fmt.Errorf("put route %s back into main: %w", describe(r), err))
-		}
-	}
+	return moved
 }
 
 // ours says whether rule r is one this plugin made for one of addrs: from a single

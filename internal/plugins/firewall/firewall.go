@@ -188,15 +188,22 @@ func attachmentOf(req *skel.Request) attachment {
 	return attachment{network: req.Net.Name, containerID: req.Args.ContainerID}
 }
 
-func add(req *skel.Request) (*result.Result, error) {
+// loadChained is the head of ADD, CHECK and REPAIR: the config, the prevResult they
+// work from (the plugin is chained) and the bridge the ingress policy is keyed on.
+func loadChained(req *skel.Request) (*Config, string, error) {
 	conf, err := loadConfig(req)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if req.PrevResult == nil {
-		return nil, errNotChained
+		return nil, "", errNotChained
 	}
 	bridge, err := bridgeName(req, conf)
+	return conf, bridge, err
+}
+
+func add(req *skel.Request) (*result.Result, error) {
+	conf, bridge, err := loadChained(req)
 	if err != nil {
 		return nil, err
 	}
@@ -293,14 +300,7 @@ func del(req *skel.Request) error {
 }
 
 func check(req *skel.Request) error {
-	conf, err := loadConfig(req)
-	if err != nil {
-		return err
-	}
-	if req.PrevResult == nil {
-		return errNotChained
-	}
-	bridge, err := bridgeName(req, conf)
+	conf, bridge, err := loadChained(req)
 	if err != nil {
 		return err
 	}

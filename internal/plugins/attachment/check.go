@@ -56,8 +56,14 @@ func CheckHead(req *skel.Request) error {
 			return err
 		}
 	}
+	return RequirePrev(req, "CHECK")
+}
+
+// RequirePrev refuses a CHECK or REPAIR (cmd) without the prevResult it works from:
+// code 7.
+func RequirePrev(req *skel.Request, cmd string) error {
 	if req.PrevResult == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
+		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for "+cmd)
 	}
 	return nil
 }

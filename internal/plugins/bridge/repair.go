@@ -3,7 +3,6 @@ package bridge
 import (
 	"fmt"
 
-	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/masq"
 	"github.com/cnikit/cni/internal/plugins/attachment"
@@ -18,8 +17,8 @@ func repair(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	if req.PrevResult == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for REPAIR")
+	if err := attachment.RequirePrev(req, "REPAIR"); err != nil {
+		return err
 	}
 	if conf.MacSpoofChk {
 		if err := repairSpoofCheck(req, spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}); err != nil {

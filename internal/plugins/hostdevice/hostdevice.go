@@ -236,8 +236,8 @@ func (p plugin) check(req *skel.Request) error {
 	}
 	if c.dpdk {
 		// load found the function still bound to its userspace driver: only IPAM to ask.
-		if req.PrevResult == nil {
-			return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
+		if err := attachment.RequirePrev(req, "CHECK"); err != nil {
+			return err
 		}
 		if req.Net.IPAM.Type == "" {
 			return nil

@@ -7,7 +7,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/masq"
 	"github.com/cnikit/cni/internal/ipam"
@@ -25,8 +24,8 @@ func check(req *skel.Request) error {
 		return err
 	}
 	prev := req.PrevResult
-	if prev == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
+	if err := attachment.RequirePrev(req, "CHECK"); err != nil {
+		return err
 	}
 	masqOpts, err := conf.MasqOptions()
 	if err != nil {

@@ -1,9 +1,9 @@
 package ptp
 
 import (
-	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/masq"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -14,8 +14,8 @@ func repair(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	if req.PrevResult == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for REPAIR")
+	if err := attachment.RequirePrev(req, "REPAIR"); err != nil {
+		return err
 	}
 	ips, err := link.IfaceIPs(req.PrevResult, req.Args.IfName)
 	if err != nil {

@@ -101,3 +101,11 @@ func Masquerade(req *skel.Request, network string, ips []result.IPConfig, opts m
 	})
 	return nil
 }
+
+// CheckMasquerade verifies for CHECK the masquerade Masquerade set up.
+func CheckMasquerade(req *skel.Request, network string, ips []result.IPConfig, opts masq.Options) error {
+	if err := masq.Check(req.Context(), masq.NewAttachment(network, req.Args.ContainerID, req.Args.IfName, ips), opts); err != nil {
+		return fmt.Errorf("ipMasq: %w", err)
+	}
+	return nil
+}

@@ -199,12 +199,8 @@ func isPortOfPrevBridge(host *link.NS, l netlink.Link, prev *result.Result) bool
 	if err != nil || br.Type() != "bridge" {
 		return false
 	}
-	for _, i := range prev.Interfaces {
-		if i.Sandbox == "" && i.Name == br.Attrs().Name {
-			return true
-		}
-	}
-	return false
+	_, ok := hostInterface(prev, br.Attrs().Name)
+	return ok
 }
 
 // gc needs nothing from the config beyond the network's name and IPAM type.

@@ -7,7 +7,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/host/link"
-	"github.com/cnikit/cni/internal/host/masq"
 	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
@@ -62,16 +61,13 @@ func checkRules(req *skel.Request, conf *Config) error {
 		return err
 	}
 	ips, _ := link.IfaceIPs(req.PrevResult, req.Args.IfName)
-	if err := masq.Check(req.Context(), masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, ips), opts); err != nil {
-		return fmt.Errorf("ipMasq: %w", err)
-	}
-	return nil
+	return attachment.CheckMasquerade(req, conf.Name, ips, opts)
 }
 
-// findInterface returns the prevResult interface called name, if any.
-func findInterface(prev *result.Result, name string, inSandbox bool) (result.Interface, bool) {
+// hostInterface returns the prevResult interface called name outside any sandbox.
+func hostInterface(prev *result.Result, name string) (result.Interface, bool) {
 	for _, i := range prev.Interfaces {
-		if i.Name == name && (i.Sandbox != "") == inSandbox {
+		if i.Name == name && i.Sandbox == "" {
 			return i, true
 		}
 	}
@@ -86,7 +82,7 @@ func checkBridge(host *link.NS, conf *Config, prev *result.Result) (netlink.Link
 	if _, ok := l.(*netlink.Bridge); !ok {
 		return nil, fmt.Errorf("bridge %q: is a %s, not a bridge", conf.Bridge, l.Type())
 	}
-	if want, ok := findInterface(prev, conf.Bridge, false); ok && want.Mac != "" &&
+	if want, ok := hostInterface(prev, conf.Bridge); ok && want.Mac != "" &&
 		!attachment.SameMAC(want.Mac, l.Attrs().HardwareAddr) {
 		return nil, fmt.Errorf("bridge %q: MAC %s, prevResult says %s", conf.Bridge, l.Attrs().HardwareAddr, want.Mac)
 	}
@@ -107,12 +103,10 @@ func checkVeth(ns attachment.Pair, req *skel.Request, br netlink.Link, prev *res
 	if peer.Attrs().MasterIndex != br.Attrs().Index {
 		return fmt.Errorf("host veth %q: not a port of bridge %q", peer.Attrs().Name, br.Attrs().Name)
 	}
-	for _, i := range prev.Interfaces {
-		if i.Sandbox == "" && i.Name == peer.Attrs().Name {
-			return nil
-		}
+	if _, ok := hostInterface(prev, peer.Attrs().Name); !ok {
+		return errors.New("host veth " + peer.Attrs().Name + ": not in prevResult")
 	}
-	return errors.New("host veth " + peer.Attrs().Name + ": not in prevResult")
+	return nil
 }
 
 // isVeth is the bridge's test of the container interface's kind.

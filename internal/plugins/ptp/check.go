@@ -8,7 +8,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/host/link"
-	"github.com/cnikit/cni/internal/host/masq"
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
@@ -64,9 +63,7 @@ func check(req *skel.Request) error {
 		return err
 	}
 	if conf.Masquerading() {
-		if err := masq.Check(req.Context(), masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, ips), masqOpts); err != nil {
-			return fmt.Errorf("ipMasq: %w", err)
-		}
+		return attachment.CheckMasquerade(req, conf.Name, ips, masqOpts)
 	}
 	return nil
 }

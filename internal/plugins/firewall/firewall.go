@@ -304,21 +304,17 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	ips := req.PrevResult.Addrs()
-	if backend(req, conf) == BackendFirewalld {
-		return checkFirewalld(req, conf, ips, bridge)
-	}
 	held, err := verify(req, conf, bridge)
-	if err != nil {
+	if err != nil || held == "" {
 		return err
 	}
-	return checkForwarding(held, ips)
+	return checkForwarding(held, req.PrevResult.Addrs())
 }
 
 // verify checks that prevResult's addresses are let through by the rules in the backend
-// that holds them (or as the reference left them), and returns that backend. Whether
-// the host's own firewall lets the traffic reach them is CHECK's further question,
-// which no repair of ours can answer.
+// that holds them (or as the reference left them), and returns that backend ("" for
+// firewalld). Whether the host's own firewall lets the traffic reach them is CHECK's
+// further question, which no repair of ours can answer (firewalld's zones answer it).
 func verify(req *skel.Request, conf *Config, bridge string) (netfilter.Backend, error) {
 	ips := req.PrevResult.Addrs()
 	be := backend(req, conf)

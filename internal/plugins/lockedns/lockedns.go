@@ -2,24 +2,29 @@
 // routing tables, vrf's VRFs) with the namespace's lock held (link.NS.Lock), so that two
 // ADDs or DELs into one namespace cannot interleave: an id chosen as free stays free
 // until it is in use. A new plugin of that kind writes its ADD's and DEL's work as
-// functions of the open namespace and hands them to Run and Del.
+// functions of the open namespace and hands them to Add and Del.
 package lockedns
 
 import (
 	"fmt"
 
 	"github.com/cnikit/cni/internal/host/link"
+	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
-// Run opens the container's namespace CNI_NETNS (a missing one is code 3, as every
-// ADD and CHECK has it: link.OpenContainer) and runs change in it under its lock.
-func Run(req *skel.Request, change func(cont *link.NS) error) error {
+// Add is such a plugin's ADD once its config is checked: it opens the container's
+// namespace CNI_NETNS (a missing one is code 3: link.OpenContainer), runs change in it
+// under its lock, and passes the prevResult on.
+func Add(req *skel.Request, change func(cont *link.NS) error) (*result.Result, error) {
 	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return locked(cont, change)
+	if err := locked(cont, change); err != nil {
+		return nil, err
+	}
+	return req.PrevResult.Clone(), nil
 }
 
 // Del is such a plugin's DEL, named plugin in what it says on stderr: key reads from the

@@ -3,7 +3,9 @@ package lockedns_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -13,11 +15,22 @@ import (
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/plugins/lockedns"
+	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 func request(netns string) *skel.Request { return &skel.Request{Args: skel.Args{Netns: netns}} }
+
+// add is Add, checking that a success passes the prevResult on as a copy.
+func add(req *skel.Request, change func(*link.NS) error) error {
+	req.PrevResult = &result.Result{CNIVersion: "1.1.0", Interfaces: []result.Interface{{Name: "eth0"}}}
+	res, err := lockedns.Add(req, change)
+	if err == nil && (res == req.PrevResult || !reflect.DeepEqual(res, req.PrevResult)) {
+		return fmt.Errorf("Add passed on %+v, not a copy of the prevResult", res)
+	}
+	return err
+}
 
 // del is Del with a key that is always there.
 func del(req *skel.Request, remove func(*link.NS) error) error {
@@ -31,10 +44,10 @@ func del(req *skel.Request, remove func(*link.NS) error) error {
 }
 
 // While change runs, another open of the namespace waits for the lock; it gets it once
-// Run (ADD) or Del returned, and change's error is theirs.
+// Add or Del returned, and change's error is theirs.
 func TestChangeRunsUnderTheNamespaceLock(t *testing.T) {
 	testns.RequireRoot(t)
-	for name, run := range map[string]func(*skel.Request, func(*link.NS) error) error{"Run": lockedns.Run, "Del": del} {
+	for name, run := range map[string]func(*skel.Request, func(*link.NS) error) error{"Add": add, "Del": del} {
 		t.Run(name, func(t *testing.T) {
 			n := testns.New(t)
 			other, err := link.Open(n.Path)
@@ -74,7 +87,7 @@ func TestMissingNamespaceOrKey(t *testing.T) {
 	called := false
 	change := func(*link.NS) error { called = true; return nil }
 
-	err := lockedns.Run(request(gone), change)
+	err := add(request(gone), change)
 	var cerr *cnierror.Error
 	require.ErrorAs(t, err, &cerr)
 	assert.Equal(t, cnierror.CodeUnknownContainer, cerr.Code)
@@ -89,4 +102,13 @@ func TestMissingNamespaceOrKey(t *testing.T) {
 	assert.NoError(t, lockedns.Del(req, "test", refused, func(*link.NS, string) error { called = true; return nil }))
 	assert.Equal(t, "test: nothing to delete, ADD refuses this config: bad name\n", stderr.String())
 	assert.False(t, called, "change ran without a namespace or key")
+}
+
+// A change that succeeds passes the prevResult on (add checks it is a copy).
+func TestAddPassesThePrevResultOn(t *testing.T) {
+	testns.RequireRoot(t)
+	n := testns.New(t)
+	ran := false
+	require.NoError(t, add(request(n.Path), func(*link.NS) error { ran = true; return nil }))
+	assert.True(t, ran)
 }

@@ -84,12 +84,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	if len(ips) == 0 {
 		return req.PrevResult.Clone(), nil
 	}
-	if err := lockedns.Run(req, func(cont *link.NS) error {
+	return lockedns.Add(req, func(cont *link.NS) error {
 		return wrap(req, configure(req.Context(), cont, req.Args.IfName, ips, p))
-	}); err != nil {
-		return nil, err
-	}
-	return req.PrevResult.Clone(), nil
+	})
 }
 
 // configure does ADD's work inside the locked namespace; a failure undoes every step.

@@ -51,12 +51,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	if req.PrevResult == nil {
 		return nil, errNotChained
 	}
-	if err := lockedns.Run(req, func(cont *link.NS) error {
+	return lockedns.Add(req, func(cont *link.NS) error {
 		return wrap(p.Name, join(cont, req.Args.IfName, p))
-	}); err != nil {
-		return nil, err
-	}
-	return req.PrevResult.Clone(), nil
+	})
 }
 
 // join does ADD's work inside the locked namespace. A failure undoes the VRF it made

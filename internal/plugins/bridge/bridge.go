@@ -75,11 +75,8 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &result.Result{CNIVersion: req.Net.CNIVersion}
-	res.AddInterface(result.Interface{Name: br.Attrs().Name})
 	hostEnd, contEnd := attachment.VethEnds(req, veth)
-	res.AddInterface(hostEnd)
-	res.AddInterface(contEnd)
+	res := attachment.Report(req, nil, result.Interface{Name: br.Attrs().Name}, hostEnd, contEnd)
 
 	if conf.hasIPAM {
 		err = addIPs(req, conf, ns, br, veth.Container, res, &undo, masqOpts)

@@ -136,14 +136,17 @@ func setNotify(cont *link.NS, ifName string) error {
 // gone and a link that is gone are success, and the reservation is released whatever
 // happens to the link.
 func Del(req *skel.Request) error {
-	var errs []error
-	// IPAM first, as the reference does: a dhcp lease is released through the interface.
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.Del(req))
-	}
 	// The kernel's wait for the deletion overlaps the rest of the process's DEL work.
-	errs = append(errs, link.DeleteChildInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
-	return errors.Join(errs...)
+	return errors.Join(DelIPAM(req), link.DeleteChildInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
+}
+
+// DelIPAM is the first step of a DEL: the IPAM DEL, when the config names an IPAM type,
+// before the link goes, as the reference does (a dhcp lease is released through it).
+func DelIPAM(req *skel.Request) error {
+	if req.Net.IPAM.Type == "" {
+		return nil
+	}
+	return ipam.Del(req)
 }
 
 // GC asks IPAM, when the config names an IPAM type, to release what the valid

@@ -8,7 +8,6 @@ import (
 	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/masq"
-	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -77,16 +76,11 @@ func VethEnds(req *skel.Request, veth *link.Veth) (hostEnd, contEnd result.Inter
 		result.Interface{Name: req.Args.IfName, Mac: c.HardwareAddr.String(), MTU: c.MTU, Sandbox: req.Args.Netns}
 }
 
-// DelVeth is the head of a veth plugin's DEL, best effort: IPAM first, when the config
-// names a type (dhcp releases through the interface), then link.DeleteVeth (ours proves
-// a host end the prevResult names is the attachment's). The kernel's deletion, which the
-// process awaits before answering, overlaps the rule teardown the caller appends.
+// DelVeth is the head of a veth plugin's DEL, best effort: DelIPAM, then link.DeleteVeth
+// (ours proves a host end the prevResult names is the attachment's). The kernel's
+// deletion, which the process awaits, overlaps the rule teardown the caller appends.
 func DelVeth(req *skel.Request, ours link.HostEndTest) []error {
-	var errs []error
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.Del(req))
-	}
-	return append(errs, link.DeleteVeth(req.Context(), req.Args.Netns, req.Args.IfName, req.PrevResult, ours))
+	return []error{DelIPAM(req), link.DeleteVeth(req.Context(), req.Args.Netns, req.Args.IfName, req.PrevResult, ours)}
 }
 
 // Masquerade sets up the masquerade of the attachment's addresses ips on network (ipMasq)

@@ -1,6 +1,8 @@
 package attachment_test
 
 import (
+	"bytes"
+	"errors"
 	"net/netip"
 	"path/filepath"
 	"testing"
@@ -80,12 +82,10 @@ func TestDelVethDeletesTheVethOnce(t *testing.T) {
 		var undo rollback.Stack
 		_, err = ns.AddVeth(link.VethOptions{IfName: "eth0"}, "veth", &undo)
 		require.NoError(t, err)
-		errs := attachment.DelVeth(req, nil)
-		require.Len(t, errs, 1, "no IPAM type: the veth's deletion alone")
-		require.NoError(t, errs[0])
+		require.NoError(t, errors.Join(attachment.DelVeth(req, nil)...), "no IPAM type: the veth's deletion alone")
 		_, err = ns.Cont.ByName("eth0")
 		assert.True(t, link.IsNotFound(err), "container end after DelVeth: %v", err)
-		assert.NoError(t, attachment.DelVeth(req, nil)[0])
+		assert.NoError(t, errors.Join(attachment.DelVeth(req, nil)...))
 		return nil
 	})
 }
@@ -122,4 +122,16 @@ func TestCheckHeadRequiresPrevResult(t *testing.T) {
 	assert.Equal(t, cnierror.CodeInvalidConfig, code(t, attachment.CheckHead(req)))
 	req.PrevResult = &result.Result{}
 	assert.NoError(t, attachment.CheckHead(req))
+}
+
+// DelIPAM asks IPAM only when the config names a type (one that cannot run says so on
+// stderr, and succeeds).
+func TestDelIPAMOnlyWithAType(t *testing.T) {
+	var stderr bytes.Buffer
+	req := &skel.Request{Args: skel.Args{Path: []string{t.TempDir()}}, Stderr: &stderr}
+	assert.NoError(t, attachment.DelIPAM(req))
+	assert.Empty(t, stderr.String())
+	req.Net.IPAM.Type = "no-such-ipam"
+	assert.NoError(t, attachment.DelIPAM(req))
+	assert.Contains(t, stderr.String(), "ipam no-such-ipam: DEL")
 }

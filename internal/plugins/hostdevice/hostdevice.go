@@ -138,12 +138,7 @@ func (p plugin) attach(req *skel.Request, c *conf, s *store, host, cont *link.NS
 }
 
 func (p plugin) del(req *skel.Request) error {
-	var errs []error
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.Del(req))
-	}
-	errs = append(errs, p.giveBack(req, loadForDel(req)))
-	return errors.Join(errs...)
+	return errors.Join(attachment.DelIPAM(req), p.giveBack(req, loadForDel(req)))
 }
 
 // giveBack returns the attachment's device to the host and drops its state. The state

@@ -59,6 +59,16 @@ func CheckHead(req *skel.Request) error {
 	return RequirePrev(req, "CHECK")
 }
 
+// LoadPrev is the head of a CHECK or REPAIR (cmd): the plugin's config, read by load,
+// and the prevResult it works from (RequirePrev).
+func LoadPrev[C any](req *skel.Request, cmd string, load func(*skel.Request) (*C, error)) (*C, error) {
+	c, err := load(req)
+	if err == nil {
+		err = RequirePrev(req, cmd)
+	}
+	return c, err
+}
+
 // RequirePrev refuses a CHECK or REPAIR (cmd) without the prevResult it works from:
 // code 7.
 func RequirePrev(req *skel.Request, cmd string) error {

@@ -135,3 +135,24 @@ func TestDelIPAMOnlyWithAType(t *testing.T) {
 	assert.NoError(t, attachment.DelIPAM(req))
 	assert.Contains(t, stderr.String(), "ipam no-such-ipam: DEL")
 }
+
+// LoadPrev gives load's error first, then the missing prevResult's (code 7, naming the
+// command), else the config.
+func TestLoadPrev(t *testing.T) {
+	type conf struct{ n int }
+	bad := errors.New("bad config")
+	load := func(*skel.Request) (*conf, error) { return &conf{n: 1}, nil }
+	refuse := func(*skel.Request) (*conf, error) { return nil, bad }
+
+	req := &skel.Request{}
+	_, err := attachment.LoadPrev(req, "REPAIR", refuse)
+	assert.ErrorIs(t, err, bad)
+	_, err = attachment.LoadPrev(req, "REPAIR", load)
+	assert.Equal(t, cnierror.CodeInvalidConfig, code(t, err))
+	assert.ErrorContains(t, err, "prevResult: required for REPAIR")
+
+	req.PrevResult = &result.Result{}
+	c, err := attachment.LoadPrev(req, "CHECK", load)
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.n)
+}

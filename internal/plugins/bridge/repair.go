@@ -13,11 +13,8 @@ import (
 // check and its masquerade. Nothing in the container is changed (the spoof check reads
 // the container interface's MAC), no IPAM, no link: a reload leaves those alone.
 func repair(req *skel.Request) error {
-	conf, err := load(req)
+	conf, err := attachment.LoadPrev(req, "REPAIR", load)
 	if err != nil {
-		return err
-	}
-	if err := attachment.RequirePrev(req, "REPAIR"); err != nil {
 		return err
 	}
 	if conf.MacSpoofChk {

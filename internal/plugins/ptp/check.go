@@ -18,14 +18,11 @@ import (
 // and its host peer, the container's addresses and routes (the ptp pair per address
 // included), the host side, and the masquerade.
 func check(req *skel.Request) error {
-	conf, err := load(req)
+	conf, err := attachment.LoadPrev(req, "CHECK", load)
 	if err != nil {
 		return err
 	}
 	prev := req.PrevResult
-	if err := attachment.RequirePrev(req, "CHECK"); err != nil {
-		return err
-	}
 	masqOpts, err := conf.MasqOptions()
 	if err != nil {
 		return err

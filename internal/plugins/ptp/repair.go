@@ -10,11 +10,8 @@ import (
 // repair puts back what a host firewall reload removes of the attachment: its
 // masquerade. Nothing in the container, no IPAM, no link: those a reload leaves alone.
 func repair(req *skel.Request) error {
-	conf, err := load(req)
+	conf, err := attachment.LoadPrev(req, "REPAIR", load)
 	if err != nil {
-		return err
-	}
-	if err := attachment.RequirePrev(req, "REPAIR"); err != nil {
 		return err
 	}
 	ips, err := link.IfaceIPs(req.PrevResult, req.Args.IfName)

@@ -29,8 +29,8 @@ import (
 //	hostEnd, contEnd := attachment.VethEnds(req, veth)
 //	res := attachment.Report(req, addrs, hostEnd, contEnd) // then its own work, from res
 //
-// Its CHECK opens the pair after CheckHead; its DEL needs none: DelVeth, then the
-// removal of its own rules.
+// Its CHECK and REPAIR open the pair after LoadPrev or CheckHead; its DEL needs none:
+// DelVeth, then the removal of its own rules.
 type Pair struct {
 	Host, Cont *link.NS
 }

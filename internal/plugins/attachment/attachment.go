@@ -23,7 +23,7 @@ import (
 // CheckIPAM checks the config's ipam section as far as it can be checked without
 // reserving anything (ipam.Validate), when it names a type: the first step of an ADD
 // that will call AddIPAM, so that a broken section is refused before anything is made.
-func CheckIPAM(req *skel.Request) error { return withIPAM(req, ipam.Validate) }
+func CheckIPAM(req *skel.Request) error { return IfIPAM(req, ipam.Validate) }
 
 // AddIPAM runs the IPAM ADD when the config names an IPAM type and pushes the release of
 // its reservation onto undo. A config without one ("ipam": {}) gives nil: the link alone.
@@ -137,18 +137,18 @@ func Del(req *skel.Request) error {
 
 // DelIPAM is the first step of a DEL: the IPAM DEL, when the config names an IPAM type,
 // before the link goes, as the reference does (a dhcp lease is released through it).
-func DelIPAM(req *skel.Request) error { return withIPAM(req, ipam.Del) }
+func DelIPAM(req *skel.Request) error { return IfIPAM(req, ipam.Del) }
 
 // GC asks IPAM, when the config names an IPAM type, to release what the valid
 // attachments do not hold; the link itself went with its container.
-func GC(req *skel.Request) error { return withIPAM(req, ipam.GC) }
+func GC(req *skel.Request) error { return IfIPAM(req, ipam.GC) }
 
 // Status asks IPAM, when the config names an IPAM type, whether it can serve an ADD.
-func Status(req *skel.Request) error { return withIPAM(req, ipam.Status) }
+func Status(req *skel.Request) error { return IfIPAM(req, ipam.Status) }
 
-// withIPAM runs op when the config names an IPAM type; without one ("ipam": {}) there
-// is nothing for IPAM to do.
-func withIPAM(req *skel.Request, op func(*skel.Request) error) error {
+// IfIPAM runs op (ipam.Check, ...) when the config names an IPAM type; without one
+// ("ipam": {}) there is nothing for IPAM to do.
+func IfIPAM(req *skel.Request, op func(*skel.Request) error) error {
 	if req.Net.IPAM.Type == "" {
 		return nil
 	}

@@ -51,7 +51,7 @@ func ContainerLink(req *skel.Request, cont *link.NS, kind func(netlink.Link) err
 // CheckHead is the head of a CHECK of this family: IPAM agrees, when the config names an
 // IPAM type, and the prevResult to verify against is there (code 7 without it).
 func CheckHead(req *skel.Request) error {
-	if err := withIPAM(req, ipam.Check); err != nil {
+	if err := IfIPAM(req, ipam.Check); err != nil {
 		return err
 	}
 	return RequirePrev(req, "CHECK")

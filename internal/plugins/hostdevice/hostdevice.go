@@ -234,10 +234,7 @@ func (p plugin) check(req *skel.Request) error {
 		if err := attachment.RequirePrev(req, "CHECK"); err != nil {
 			return err
 		}
-		if req.Net.IPAM.Type == "" {
-			return nil
-		}
-		return ipam.Check(req)
+		return attachment.IfIPAM(req, ipam.Check)
 	}
 	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {

@@ -35,10 +35,9 @@ func check(req *skel.Request) error {
 		return err
 	}
 	defer ns.Close()
-	host, cont := ns.Host, ns.Cont
 
 	ifName := req.Args.IfName
-	hl, err := link.HostPeer(host, cont, ifName)
+	hl, err := link.HostPeer(ns.Host, ns.Cont, ifName)
 	if err != nil {
 		return err
 	}
@@ -46,17 +45,17 @@ func check(req *skel.Request) error {
 		return fmt.Errorf("host veth: prevResult names %q, the peer of %s is %q",
 			prev.Interfaces[ifHost].Name, ifName, hl.Attrs().Name)
 	}
-	if err := link.VerifyIface(cont, ifName, prev); err != nil {
+	if err := link.VerifyIface(ns.Cont, ifName, prev); err != nil {
 		return err
 	}
 	ips, err := link.IfaceIPs(prev, ifName)
 	if err != nil {
 		return err
 	}
-	if err := verifyPtpRoutes(cont, ifName, ips); err != nil {
+	if err := verifyPtpRoutes(ns.Cont, ifName, ips); err != nil {
 		return err
 	}
-	if err := verifyHost(host, hl, ips); err != nil {
+	if err := verifyHost(ns.Host, hl, ips); err != nil {
 		return err
 	}
 	if conf.Masquerading() {

@@ -2,8 +2,10 @@
 // (macvlan, ipvlan, vlan, dummy) do alike: make a child link of a master straight inside
 // the container (Add, CheckChild: the plugins differ only in the link they describe),
 // address it from IPAM or bring it up bare, report it as the result's interface, verify
-// it again for CHECK, and remove it on DEL. DEL looks at nothing but the config's IPAM type and the container's
-// netns, never at the master, so it succeeds whatever became of the master.
+// it again for CHECK, and remove it on DEL. DEL looks at nothing but the config's IPAM
+// type and the container's netns, never at the master, so it succeeds whatever became of
+// the master. The plugins that join the container to the host through a veth pair or a
+// moved device (bridge, ptp, host-device) start from Pair, the head they share.
 package attachment
 
 import (

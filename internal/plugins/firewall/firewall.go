@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 
@@ -77,18 +78,11 @@ var errNotChained = cnierror.New(cnierror.CodeInvalidConfig, "prevResult: firewa
 // systemBus is the bus address the invocation's environment names.
 func systemBus(req *skel.Request) string {
 	for _, kv := range req.Args.Env {
-		if v, ok := cutEnv(kv, "DBUS_SYSTEM_BUS_ADDRESS"); ok && v != "" {
+		if v, ok := strings.CutPrefix(kv, "DBUS_SYSTEM_BUS_ADDRESS="); ok && v != "" {
 			return v
 		}
 	}
 	return DefaultSystemBus
-}
-
-func cutEnv(kv, key string) (string, bool) {
-	if len(kv) > len(key) && kv[:len(key)] == key && kv[len(key)] == '=' {
-		return kv[len(key)+1:], true
-	}
-	return "", false
 }
 
 // backend resolves the backend: iptables where its tools are installed (else nftables,

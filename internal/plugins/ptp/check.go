@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 
@@ -111,10 +112,7 @@ func verifyHost(host *link.NS, hl netlink.Link, ips []result.IPConfig) error {
 		return fmt.Errorf("host veth %s: list addresses: %w", hl.Attrs().Name, err)
 	}
 	for _, ip := range ips {
-		found := false
-		for _, a := range addrs {
-			found = found || a.IP.Equal(net.IP(ip.Gateway.AsSlice()))
-		}
+		found := slices.ContainsFunc(addrs, func(a netlink.Addr) bool { return a.IP.Equal(net.IP(ip.Gateway.AsSlice())) })
 		if ip.Gateway.IsValid() && !found {
 			return fmt.Errorf("host veth %s: gateway address %s missing", hl.Attrs().Name, ip.Gateway)
 		}

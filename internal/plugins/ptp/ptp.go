@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -208,10 +209,8 @@ func routesToPrevAddresses(host *link.NS, l netlink.Link, prev *result.Result) b
 		if !ok || !dst.IsSingleIP() {
 			continue
 		}
-		for _, ip := range prev.IPs {
-			if ip.Address.Addr() == dst.Addr() {
-				return true
-			}
+		if slices.ContainsFunc(prev.IPs, func(ip result.IPConfig) bool { return ip.Address.Addr() == dst.Addr() }) {
+			return true
 		}
 	}
 	return false
@@ -230,10 +229,5 @@ func status(req *skel.Request) error {
 }
 
 func hasFamily(res *result.Result, v6 bool) bool {
-	for _, ip := range res.IPs {
-		if ip.Address.Addr().Is6() == v6 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(res.IPs, func(ip result.IPConfig) bool { return ip.Address.Addr().Is6() == v6 })
 }

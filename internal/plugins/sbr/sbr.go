@@ -171,15 +171,9 @@ func isDefault(r netlink.Route) bool {
 // prevRoutesByDefault reports whether prev (nil: unknown, so yes) has a default route of
 // the family.
 func prevRoutesByDefault(prev *result.Result, fam int) bool {
-	if prev == nil {
-		return true
-	}
-	for _, r := range prev.Routes {
-		if r.Dst.Bits() == 0 && familyOf(r.Dst.Addr()) == fam {
-			return true
-		}
-	}
-	return false
+	return prev == nil || slices.ContainsFunc(prev.Routes, func(r result.Route) bool {
+		return r.Dst.Bits() == 0 && familyOf(r.Dst.Addr()) == fam
+	})
 }
 
 // protoSBR marks the routes the plugin adds itself (a table's default route that main
@@ -192,12 +186,9 @@ const protoSBR netlink.RouteProtocol = 83
 // movesDefault reports whether main already routes ip's family by default via gw through
 // the interface: that route moves into ip's table as it is, and serves as its default.
 func movesDefault(mainRoutes []netlink.Route, ip result.IPConfig, gw netip.Addr) bool {
-	for _, r := range mainRoutes {
-		if isDefault(r) && addrOf(r.Gw) == gw && belongsTo(r, ip.Address) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(mainRoutes, func(r netlink.Route) bool {
+		return isDefault(r) && addrOf(r.Gw) == gw && belongsTo(r, ip.Address)
+	})
 }
 
 // belongsTo says whether a main-table route of the interface serves the address: its
@@ -217,11 +208,8 @@ func belongsTo(r netlink.Route, ip netip.Prefix) bool {
 func servingAny(routes []netlink.Route, ips []result.IPConfig) []netlink.Route {
 	var out []netlink.Route
 	for _, r := range routes {
-		for _, ip := range ips {
-			if belongsTo(r, ip.Address) {
-				out = append(out, r)
-				break
-			}
+		if slices.ContainsFunc(ips, func(ip result.IPConfig) bool { return belongsTo(r, ip.Address) }) {
+			out = append(out, r)
 		}
 	}
 	return out

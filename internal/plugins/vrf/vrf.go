@@ -14,6 +14,7 @@ package vrf
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -224,12 +225,7 @@ func restoreAddrs(h *netlink.Handle, l netlink.Link, before []netlink.Addr) erro
 }
 
 func hasAddr(addrs []netlink.Addr, a netlink.Addr) bool {
-	for _, b := range addrs {
-		if b.IPNet.String() == a.IPNet.String() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(addrs, func(b netlink.Addr) bool { return b.IPNet.String() == a.IPNet.String() })
 }
 
 // del takes the interface out of the VRF and deletes the VRF when that left it empty.

@@ -96,12 +96,7 @@ func hasRoute(h *netlink.Handle, want *netlink.Route) bool {
 	if err != nil {
 		return false
 	}
-	for _, r := range routes {
-		if r.Gw.Equal(want.Gw) || r.Gw == nil && want.Gw == nil {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(routes, func(r netlink.Route) bool { return r.Gw.Equal(want.Gw) || r.Gw == nil && want.Gw == nil })
 }
 
 // verifyHost checks the gateway addresses and the host routes on the host veth.

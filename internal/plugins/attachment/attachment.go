@@ -2,8 +2,10 @@
 // (macvlan, ipvlan, vlan, dummy) do alike: make a child link of a master straight inside
 // the container (Add, CheckChild: the plugins differ only in the link they describe),
 // address it from IPAM or bring it up bare, report it as the result's interface, verify
-// it again for CHECK, and remove it on DEL. DEL looks at nothing but the config's IPAM type and the container's
-// netns, never at the master, so it succeeds whatever became of the master.
+// it again for CHECK, and remove it on DEL. DEL looks at nothing but the config's IPAM
+// type and the container's netns, never at the master, so it succeeds whatever became of
+// the master. The plugins that join the container to the host through a veth pair or a
+// moved device (bridge, ptp, host-device) start from Pair, the head they share.
 package attachment
 
 import (
@@ -23,12 +25,7 @@ import (
 // CheckIPAM checks the config's ipam section as far as it can be checked without
 // reserving anything (ipam.Validate), when it names a type: the first step of an ADD
 // that will call AddIPAM, so that a broken section is refused before anything is made.
-func CheckIPAM(req *skel.Request) error {
-	if req.Net.IPAM.Type == "" {
-		return nil
-	}
-	return ipam.Validate(req)
-}
+func CheckIPAM(req *skel.Request) error { return IfIPAM(req, ipam.Validate) }
 
 // AddIPAM runs the IPAM ADD when the config names an IPAM type and pushes the release of
 // its reservation onto undo. A config without one ("ipam": {}) gives nil: the link alone.
@@ -66,8 +63,8 @@ func Finish(req *skel.Request, cont *link.NS, addrs *result.Result, opts Options
 	if err != nil {
 		return nil, err
 	}
-	res := Report(req, result.Interface{Name: ifName, Mac: l.Attrs().HardwareAddr.String(),
-		MTU: l.Attrs().MTU, Sandbox: req.Args.Netns}, addrs)
+	res := Report(req, addrs, result.Interface{Name: ifName, Mac: l.Attrs().HardwareAddr.String(),
+		MTU: l.Attrs().MTU, Sandbox: req.Args.Netns})
 	if len(res.IPs) == 0 {
 		h := cont.Handle()
 		if err := h.LinkSetUp(l); err != nil {
@@ -86,12 +83,15 @@ func Finish(req *skel.Request, cont *link.NS, addrs *result.Result, opts Options
 	return res, nil
 }
 
-// Report is the ADD result for one interface: iface, addrs's addresses (addrs may be
-// nil) all pointing at it, addrs's routes, and the config's dns, else the one addrs
-// carries.
-func Report(req *skel.Request, iface result.Interface, addrs *result.Result) *result.Result {
+// Report is the ADD result for ifaces, the last of them the container's interface:
+// addrs's addresses (addrs may be nil) all pointing at that one, addrs's routes, and the
+// dns (DNS).
+func Report(req *skel.Request, addrs *result.Result, ifaces ...result.Interface) *result.Result {
 	res := &result.Result{CNIVersion: req.Net.CNIVersion}
-	idx := res.AddInterface(iface)
+	var idx int
+	for _, iface := range ifaces {
+		idx = res.AddInterface(iface)
+	}
 	if addrs != nil {
 		for _, ip := range addrs.IPs {
 			ip.Interface = &idx
@@ -99,10 +99,16 @@ func Report(req *skel.Request, iface result.Interface, addrs *result.Result) *re
 		}
 		res.Routes, res.DNS = addrs.Routes, addrs.DNS
 	}
-	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
-		res.DNS = req.Net.DNS.Result()
-	}
+	res.DNS = DNS(req, res.DNS)
 	return res
+}
+
+// DNS is the result's dns: the config's when it sets any, else fromIPAM.
+func DNS(req *skel.Request, fromIPAM result.DNS) result.DNS {
+	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
+		return req.Net.DNS.Result()
+	}
+	return fromIPAM
 }
 
 // setNotify turns on gratuitous ARP and unsolicited neighbour advertisements for ifName.
@@ -127,29 +133,26 @@ func setNotify(cont *link.NS, ifName string) error {
 // gone and a link that is gone are success, and the reservation is released whatever
 // happens to the link.
 func Del(req *skel.Request) error {
-	var errs []error
-	// IPAM first, as the reference does: a dhcp lease is released through the interface.
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.Del(req))
-	}
 	// The kernel's wait for the deletion overlaps the rest of the process's DEL work.
-	errs = append(errs, link.DeleteChildInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
-	return errors.Join(errs...)
+	return errors.Join(DelIPAM(req), link.DeleteChildInBackground(req.Context(), req.Args.Netns, req.Args.IfName))
 }
+
+// DelIPAM is the first step of a DEL: the IPAM DEL, when the config names an IPAM type,
+// before the link goes, as the reference does (a dhcp lease is released through it).
+func DelIPAM(req *skel.Request) error { return IfIPAM(req, ipam.Del) }
 
 // GC asks IPAM, when the config names an IPAM type, to release what the valid
 // attachments do not hold; the link itself went with its container.
-func GC(req *skel.Request) error {
-	if req.Net.IPAM.Type == "" {
-		return nil
-	}
-	return ipam.GC(req)
-}
+func GC(req *skel.Request) error { return IfIPAM(req, ipam.GC) }
 
 // Status asks IPAM, when the config names an IPAM type, whether it can serve an ADD.
-func Status(req *skel.Request) error {
+func Status(req *skel.Request) error { return IfIPAM(req, ipam.Status) }
+
+// IfIPAM runs op (ipam.Check, ...) when the config names an IPAM type; without one
+// ("ipam": {}) there is nothing for IPAM to do.
+func IfIPAM(req *skel.Request, op func(*skel.Request) error) error {
 	if req.Net.IPAM.Type == "" {
 		return nil
 	}
-	return ipam.Status(req)
+	return op(req)
 }

@@ -44,19 +44,14 @@ func ChildAttrs(master *Master, mtu int) netlink.LinkAttrs {
 // (link.CreateChild), addressed and reported by Finish; a failure undoes the link and
 // the IPAM reservation.
 func Add(req *skel.Request, c Child) (_ *result.Result, err error) {
-	if !c.FromPrevResult {
-		if err := CheckIPAM(req); err != nil {
-			return nil, err
-		}
-	}
-	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
+	ns, err := Open(req, !c.FromPrevResult)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer ns.Close()
+	cont := ns.Cont
 
-	master, err := FindMaster(MasterNS(host, cont, c.InContainer), c.Master)
+	master, err := FindMaster(MasterNS(ns.Host, cont, c.InContainer), c.Master)
 	if err != nil {
 		return nil, err
 	}
@@ -88,16 +83,15 @@ func Add(req *skel.Request, c Child) (_ *result.Result, err error) {
 // CheckChild is the CHECK of such a plugin: Check, with kind (the plugin's test of its
 // link's type and settings) and the master the link hangs off.
 func CheckChild(req *skel.Request, c Child, kind func(netlink.Link) error) error {
-	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
+	ns, err := Open(req, false)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	defer cont.Close()
-	return Check(req, cont, func(l netlink.Link) error {
+	defer ns.Close()
+	return Check(req, ns.Cont, func(l netlink.Link) error {
 		if err := kind(l); err != nil {
 			return err
 		}
-		return CheckParent(MasterNS(host, cont, c.InContainer), l, c.Master)
+		return CheckParent(MasterNS(ns.Host, ns.Cont, c.InContainer), l, c.Master)
 	})
 }

@@ -38,20 +38,13 @@ func Plugin() *skel.Plugin {
 // add shapes the attachment and returns prevResult with the ifb (if any) appended.
 // With no limit configured it passes prevResult through and touches nothing.
 func add(req *skel.Request) (_ *result.Result, err error) {
-	shaping, _, err := load(req)
+	shaping, _, host, veth, err := shaped(req)
 	if err != nil {
 		return nil, err
-	}
-	if req.PrevResult == nil {
-		return nil, errNotChained
 	}
 	res := req.PrevResult.Clone()
-	if shaping.IsZero() {
+	if host == nil {
 		return res, nil
-	}
-	host, veth, err := hostVeth(req)
-	if err != nil {
-		return nil, err
 	}
 	defer host.Close()
 	h := host.Handle()
@@ -152,18 +145,8 @@ func check(req *skel.Request) error {
 // does (nil for the ifb itself: a link, which only ADD makes); inspect stops at the
 // first error missing returns. CHECK and REPAIR are this one walk.
 func inspect(req *skel.Request, missing func(part string, err error, put func() error) error) error {
-	shaping, clamps, err := load(req)
-	if err != nil {
-		return err
-	}
-	if req.PrevResult == nil {
-		return errNotChained
-	}
-	if shaping.IsZero() {
-		return nil
-	}
-	host, veth, err := hostVeth(req)
-	if err != nil {
+	shaping, clamps, host, veth, err := shaped(req)
+	if err != nil || host == nil {
 		return err
 	}
 	defer host.Close()
@@ -250,6 +233,22 @@ func load(req *skel.Request) (Shaping, []Clamp, error) {
 		}
 	}
 	return shaping, clamps, nil
+}
+
+// shaped is the head of ADD, CHECK and REPAIR: the limits (and the bursts load clamped)
+// of a chained call and, when there are any, the host end of the container's veth in
+// host, for the caller to close; host is nil when there is nothing to shape.
+func shaped(req *skel.Request) (shaping Shaping, clamps []Clamp, host *link.NS, veth netlink.Link, err error) {
+	if shaping, clamps, err = load(req); err != nil {
+		return shaping, clamps, nil, nil, err
+	}
+	if req.PrevResult == nil {
+		return shaping, clamps, nil, nil, errNotChained
+	}
+	if !shaping.IsZero() {
+		host, veth, err = hostVeth(req)
+	}
+	return shaping, clamps, host, veth, err
 }
 
 // hostVeth opens the plugin's own namespace and finds the host end of the container

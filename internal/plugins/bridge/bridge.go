@@ -11,16 +11,16 @@ package bridge
 import (
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/masq"
-	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -62,136 +62,121 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	}
 	// The bridge outlives a failed ADD (it may have been there before, or be shared by
 	// then), so the ipam section is checked before it is made.
-	if conf.hasIPAM {
-		if err := ipam.Validate(req); err != nil {
-			return nil, err
-		}
-	}
-	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
+	ns, err := attachment.Open(req, conf.hasIPAM)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer ns.Close()
 
 	var undo rollback.Stack
 	defer undo.OnError(&err)
 
-	br, err := ensureBridge(host, conf)
+	br, veth, brMAC, err := plug(req, conf, ns, &undo)
 	if err != nil {
 		return nil, err
 	}
-	veth, err := link.CreateVeth(host, cont, link.VethOptions{IfName: req.Args.IfName, MTU: conf.MTU, MAC: conf.mac})
+	hostEnd, contEnd := attachment.VethEnds(req, veth)
+	res := attachment.Report(req, nil, result.Interface{Name: br.Attrs().Name}, hostEnd, contEnd)
+
+	if conf.hasIPAM {
+		err = addIPs(req, conf, ns, br, veth.Container, res, &undo, masqOpts)
+	} else {
+		err = setupL2(ns.Cont, req.Args.IfName, conf)
+	}
 	if err != nil {
-		if errors.Is(err, link.ErrExists) {
-			return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", err)
-		}
 		return nil, err
 	}
-	undo.Push("container veth", func() error { return cont.Delete(req.Args.IfName) })
-	brMAC, err := plugPort(host, br, veth.Host, conf)
-	if err != nil {
+	if err := finish(req, conf, ns.Host, veth.Host, brMAC, res); err != nil {
 		return nil, err
 	}
-	key := spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}
+	return res, nil
+}
+
+// plug connects the container to the bridge: the bridge ensured, the veth made with its
+// host end a port of the bridge, and the MAC spoof check when the config asks for it.
+// brMAC is the MAC plugPort pinned on the bridge (nil: none).
+func plug(req *skel.Request, conf *Config, ns attachment.Pair, undo *rollback.Stack) (
+	br netlink.Link, veth *link.Veth, brMAC net.HardwareAddr, err error) {
+	if br, err = ensureBridge(ns.Host, conf); err != nil {
+		return nil, nil, nil, err
+	}
+	veth, err = ns.AddVeth(link.VethOptions{IfName: req.Args.IfName, MTU: conf.MTU, MAC: conf.mac}, "container veth", undo)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if brMAC, err = plugPort(ns.Host, br, veth.Host, conf); err != nil {
+		return nil, nil, nil, err
+	}
 	if conf.MacSpoofChk {
+		key := spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}
 		if err := setupSpoofCheck(key, veth.Host.Attrs().Name, veth.Container.Attrs().HardwareAddr); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		undo.Push("mac spoof check", func() error { return teardownSpoofCheck(key) })
 	}
+	return br, veth, brMAC, nil
+}
 
-	res := &result.Result{CNIVersion: req.Net.CNIVersion}
-	res.AddInterface(result.Interface{Name: br.Attrs().Name})
-	res.AddInterface(result.Interface{Name: veth.Host.Attrs().Name, Mac: veth.Host.Attrs().HardwareAddr.String(),
-		MTU: veth.Host.Attrs().MTU})
-	res.AddInterface(result.Interface{Name: req.Args.IfName, Mac: veth.Container.Attrs().HardwareAddr.String(),
-		MTU: veth.Container.Attrs().MTU, Sandbox: req.Args.Netns})
-
-	if conf.hasIPAM {
-		if err := addIPs(req, conf, host, cont, br, veth.Container, res, &undo, masqOpts); err != nil {
-			return nil, err
-		}
-	} else if err := setupL2(cont, req.Args.IfName, conf); err != nil {
-		return nil, err
-	}
-
+// finish waits for the host veth to carry traffic and completes the result with the
+// bridge's MAC and the dns.
+func finish(req *skel.Request, conf *Config, host *link.NS, hostVeth netlink.Link, brMAC net.HardwareAddr, res *result.Result) error {
 	if !conf.DisableContainerInterface {
-		if _, err := link.WaitOperUp(host, veth.Host.Attrs().Name, operUpWait); err != nil {
-			return nil, fmt.Errorf("bridge port in error state: %w", err)
+		if _, err := link.WaitOperUp(host, hostVeth.Attrs().Name, operUpWait); err != nil {
+			return fmt.Errorf("bridge port in error state: %w", err)
 		}
 	}
 	// The bridge's MAC can have changed while our port joined: report it as pinMAC left
 	// it, which it keeps.
 	if brMAC == nil {
-		if br, err = host.ByName(conf.Bridge); err != nil {
-			return nil, err
+		br, err := host.ByName(conf.Bridge)
+		if err != nil {
+			return err
 		}
 		brMAC = br.Attrs().HardwareAddr
 	}
 	res.Interfaces[ifBridge].Mac = brMAC.String()
-	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
-		res.DNS = req.Net.DNS.Result()
-	}
-	return res, nil
+	res.DNS = attachment.DNS(req, res.DNS)
+	return nil
 }
 
 // addIPs runs IPAM and puts its addresses on the container interface eth, the gateways
 // on the bridge, and the masquerade rules in place.
-func addIPs(req *skel.Request, conf *Config, host, cont *link.NS, br, eth netlink.Link, res *result.Result,
+func addIPs(req *skel.Request, conf *Config, ns attachment.Pair, br, eth netlink.Link, res *result.Result,
 	undo *rollback.Stack, masqOpts masq.Options) error {
-	ipamRes, err := ipam.Add(req)
+	ipamRes, err := attachment.AddIPAM(req, undo)
 	if err != nil {
 		return err
-	}
-	undo.Push("ipam", ipam.Release(req))
-	if len(ipamRes.IPs) == 0 {
-		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: returned no IP configuration")
 	}
 	gws, err := assignGateways(conf, ipamRes)
 	if err != nil {
 		return err
 	}
 	res.IPs, res.Routes, res.DNS = ipamRes.IPs, ipamRes.Routes, ipamRes.DNS
-	if err := prepareContainer(cont, req.Args.IfName, conf.EnableDAD); err != nil {
+	if err := prepareContainer(ns.Cont, req.Args.IfName, conf.EnableDAD); err != nil {
 		return err
 	}
-	if err := link.ConfigureLink(cont, eth, res); err != nil {
+	if err := link.ConfigureLink(ns.Cont, eth, res); err != nil {
 		return err
 	}
 	if conf.IsGateway {
-		if err := setupGateways(host, conf, br, gws, res); err != nil {
+		if err := setupGateways(ns.Host, conf, br, gws, res); err != nil {
 			return err
 		}
 	}
 	if conf.Masquerading() {
-		att := masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, res.IPs)
-		if err := masq.Setup(req.Context(), att, masqOpts); err != nil {
-			return fmt.Errorf("ipMasq: %w", err)
-		}
-		undo.Push("ipMasq", func() error {
-			return masq.Teardown(req.UndoContext(), conf.Name, req.Args.ContainerID, req.Args.IfName)
-		})
+		return attachment.Masquerade(req, conf.Name, res.IPs, masqOpts, undo)
 	}
 	return nil
 }
 
 // del undoes what ADD did. It reads no more of the config than its teardown steps
 // depend on (see loadForDel), so a config ADD refused, or one changed since, does not
-// keep the runtime's DEL of the chain from finishing.
+// keep the runtime's DEL of the chain from finishing. Best effort, as DEL must be: one
+// failing step does not keep the others' state; the rules go while the kernel deletes
+// the veth.
 func del(req *skel.Request) error {
 	conf := loadForDel(req)
-	// Best effort, as DEL must be: one failing step does not keep the others' state.
-	// IPAM first, as in the reference: an IPAM plugin such as dhcp releases its lease
-	// through the interface. The rules go while the kernel deletes the veth.
-	var errs []error
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.Del(req))
-	}
-	// The process waits for the veth's deletion before answering (see
-	// link.NS.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
-	// other plugins' DEL.
-	errs = append(errs, link.DeleteVeth(req.Context(), req.Args.Netns, req.Args.IfName, req.PrevResult, isPortOfPrevBridge))
+	errs := attachment.DelVeth(req, isPortOfPrevBridge)
 	if conf.MacSpoofChk {
 		errs = append(errs, teardownSpoofCheck(spoofKey{req.Net.Name, req.Args.ContainerID, req.Args.IfName}))
 	}
@@ -211,32 +196,19 @@ func isPortOfPrevBridge(host *link.NS, l netlink.Link, prev *result.Result) bool
 	if err != nil || br.Type() != "bridge" {
 		return false
 	}
-	for _, i := range prev.Interfaces {
-		if i.Sandbox == "" && i.Name == br.Attrs().Name {
-			return true
-		}
-	}
-	return false
+	_, ok := hostInterface(prev, br.Attrs().Name)
+	return ok
 }
 
 // gc needs nothing from the config beyond the network's name and IPAM type.
 func gc(req *skel.Request) error {
-	errs := []error{
-		masq.GC(req.Context(), req.Net.Name, req.Valid()),
-		gcSpoofChecks(req.Net.Name, req.ValidAttachments),
-	}
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.GC(req))
-	}
-	return errors.Join(errs...)
+	return errors.Join(masq.GC(req.Context(), req.Net.Name, req.Valid()),
+		gcSpoofChecks(req.Net.Name, req.ValidAttachments), attachment.GC(req))
 }
 
 func status(req *skel.Request) error {
 	if _, err := load(req); err != nil {
 		return err
 	}
-	if req.Net.IPAM.Type == "" {
-		return nil
-	}
-	return ipam.Status(req)
+	return attachment.Status(req)
 }

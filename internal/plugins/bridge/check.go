@@ -3,14 +3,11 @@ package bridge
 import (
 	"errors"
 	"fmt"
-	"net"
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
-	"github.com/cnikit/cni/internal/host/masq"
-	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -23,56 +20,54 @@ func check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	if conf.hasIPAM {
-		if err := ipam.Check(req); err != nil {
-			return err
-		}
+	if err := attachment.CheckHead(req); err != nil {
+		return err
 	}
 	prev := req.PrevResult
-	if prev == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
-	}
-	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
+	ns, err := attachment.Open(req, false)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer ns.Close()
 
-	br, err := checkBridge(host, conf, prev)
+	br, err := checkBridge(ns.Host, conf, prev)
 	if err != nil {
 		return err
 	}
-	if err := checkVeth(host, cont, req, br, prev); err != nil {
+	if err := checkVeth(ns, req, br, prev); err != nil {
 		return err
 	}
 	if conf.hasIPAM {
-		if err := link.VerifyIface(cont, req.Args.IfName, prev); err != nil {
+		if err := link.VerifyIface(ns.Cont, req.Args.IfName, prev); err != nil {
 			return err
 		}
 	}
+	return checkRules(req, conf)
+}
+
+// checkRules verifies the MAC spoof check and the masquerade, where the config asks for
+// them.
+func checkRules(req *skel.Request, conf *Config) error {
 	if conf.MacSpoofChk {
 		if err := checkSpoofCheck(spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}); err != nil {
 			return err
 		}
 	}
-	if conf.Masquerading() && conf.hasIPAM {
-		opts, err := conf.MasqOptions()
-		if err != nil {
-			return err
-		}
-		ips, _ := link.IfaceIPs(prev, req.Args.IfName)
-		if err := masq.Check(req.Context(), masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, ips), opts); err != nil {
-			return fmt.Errorf("ipMasq: %w", err)
-		}
+	if !conf.Masquerading() || !conf.hasIPAM {
+		return nil
 	}
-	return nil
+	opts, err := conf.MasqOptions()
+	if err != nil {
+		return err
+	}
+	ips, _ := link.IfaceIPs(req.PrevResult, req.Args.IfName)
+	return attachment.CheckMasquerade(req, conf.Name, ips, opts)
 }
 
-// findInterface returns the prevResult interface called name, if any.
-func findInterface(prev *result.Result, name string, inSandbox bool) (result.Interface, bool) {
+// hostInterface returns the prevResult interface called name outside any sandbox.
+func hostInterface(prev *result.Result, name string) (result.Interface, bool) {
 	for _, i := range prev.Interfaces {
-		if i.Name == name && (i.Sandbox != "") == inSandbox {
+		if i.Name == name && i.Sandbox == "" {
 			return i, true
 		}
 	}
@@ -87,8 +82,8 @@ func checkBridge(host *link.NS, conf *Config, prev *result.Result) (netlink.Link
 	if _, ok := l.(*netlink.Bridge); !ok {
 		return nil, fmt.Errorf("bridge %q: is a %s, not a bridge", conf.Bridge, l.Type())
 	}
-	if want, ok := findInterface(prev, conf.Bridge, false); ok && want.Mac != "" &&
-		!macEqual(want.Mac, l.Attrs().HardwareAddr) {
+	if want, ok := hostInterface(prev, conf.Bridge); ok && want.Mac != "" &&
+		!attachment.SameMAC(want.Mac, l.Attrs().HardwareAddr) {
 		return nil, fmt.Errorf("bridge %q: MAC %s, prevResult says %s", conf.Bridge, l.Attrs().HardwareAddr, want.Mac)
 	}
 	if conf.PromiscMode != (l.Attrs().Promisc != 0) {
@@ -97,38 +92,27 @@ func checkBridge(host *link.NS, conf *Config, prev *result.Result) (netlink.Link
 	return l, nil
 }
 
-func checkVeth(host, cont *link.NS, req *skel.Request, br netlink.Link, prev *result.Result) error {
-	ifName := req.Args.IfName
-	want, ok := findInterface(prev, ifName, true)
-	if !ok {
-		return fmt.Errorf("prevResult: no container interface %q", ifName)
+func checkVeth(ns attachment.Pair, req *skel.Request, br netlink.Link, prev *result.Result) error {
+	if _, err := attachment.ContainerLink(req, ns.Cont, isVeth); err != nil {
+		return err
 	}
-	cl, err := cont.ByName(ifName)
-	if err != nil {
-		return fmt.Errorf("container interface: %w", err)
-	}
-	if _, ok := cl.(*netlink.Veth); !ok {
-		return fmt.Errorf("container interface %q: is a %s, not a veth", ifName, cl.Type())
-	}
-	if want.Mac != "" && !macEqual(want.Mac, cl.Attrs().HardwareAddr) {
-		return fmt.Errorf("container interface %q: MAC %s, prevResult says %s", ifName, cl.Attrs().HardwareAddr, want.Mac)
-	}
-	peer, err := link.HostPeer(host, cont, ifName)
+	peer, err := link.HostPeer(ns.Host, ns.Cont, req.Args.IfName)
 	if err != nil {
 		return err
 	}
 	if peer.Attrs().MasterIndex != br.Attrs().Index {
 		return fmt.Errorf("host veth %q: not a port of bridge %q", peer.Attrs().Name, br.Attrs().Name)
 	}
-	for _, i := range prev.Interfaces {
-		if i.Sandbox == "" && i.Name == peer.Attrs().Name {
-			return nil
-		}
+	if _, ok := hostInterface(prev, peer.Attrs().Name); !ok {
+		return errors.New("host veth " + peer.Attrs().Name + ": not in prevResult")
 	}
-	return errors.New("host veth " + peer.Attrs().Name + ": not in prevResult")
+	return nil
 }
 
-func macEqual(s string, hw net.HardwareAddr) bool {
-	want, err := net.ParseMAC(s)
-	return err == nil && want.String() == hw.String()
+// isVeth is the bridge's test of the container interface's kind.
+func isVeth(l netlink.Link) error {
+	if _, ok := l.(*netlink.Veth); !ok {
+		return fmt.Errorf("is a %s, not a veth", l.Type())
+	}
+	return nil
 }

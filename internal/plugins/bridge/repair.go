@@ -3,9 +3,9 @@ package bridge
 import (
 	"fmt"
 
-	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/masq"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -13,12 +13,9 @@ import (
 // check and its masquerade. Nothing in the container is changed (the spoof check reads
 // the container interface's MAC), no IPAM, no link: a reload leaves those alone.
 func repair(req *skel.Request) error {
-	conf, err := load(req)
+	conf, err := attachment.LoadPrev(req, "REPAIR", load)
 	if err != nil {
 		return err
-	}
-	if req.PrevResult == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for REPAIR")
 	}
 	if conf.MacSpoofChk {
 		if err := repairSpoofCheck(req, spoofKey{conf.Name, req.Args.ContainerID, req.Args.IfName}); err != nil {
@@ -39,17 +36,16 @@ func repairSpoofCheck(req *skel.Request, key spoofKey) error {
 	if err == nil || !req.Repair().Found("macspoofchk: "+err.Error()) {
 		return nil
 	}
-	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
+	ns, err := attachment.Open(req, false)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	defer cont.Close()
-	cl, err := cont.ByName(req.Args.IfName)
+	defer ns.Close()
+	cl, err := ns.Cont.ByName(req.Args.IfName)
 	if err != nil {
 		return fmt.Errorf("macspoofchk: container interface: %w", err)
 	}
-	peer, err := link.HostPeer(host, cont, req.Args.IfName)
+	peer, err := link.HostPeer(ns.Host, ns.Cont, req.Args.IfName)
 	if err != nil {
 		return fmt.Errorf("macspoofchk: %w", err)
 	}

@@ -125,12 +125,9 @@ func checkAddresses(has func(iptables.Rule) bool, att attachment, fam iptables.F
 // holdsAny tells whether CNI-FORWARD holds (has tells) any rule, ours or the
 // reference's, of the attachment's addresses of family fam.
 func holdsAny(has func(iptables.Rule) bool, att attachment, fam iptables.Family, ips []netip.Addr) bool {
-	for _, ip := range ips {
-		if familyOf(ip) == fam && (slices.ContainsFunc(ipRules(att, fam, []netip.Addr{ip}), has) || slices.ContainsFunc(referenceRules(ip), has)) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ips, func(ip netip.Addr) bool {
+		return familyOf(ip) == fam && (slices.ContainsFunc(ipRules(att, fam, []netip.Addr{ip}), has) || slices.ContainsFunc(referenceRules(ip), has))
+	})
 }
 
 func holdsAll(has func(iptables.Rule) bool, rules []iptables.Rule) bool {

@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 
@@ -77,18 +78,11 @@ var errNotChained = cnierror.New(cnierror.CodeInvalidConfig, "prevResult: firewa
 // systemBus is the bus address the invocation's environment names.
 func systemBus(req *skel.Request) string {
 	for _, kv := range req.Args.Env {
-		if v, ok := cutEnv(kv, "DBUS_SYSTEM_BUS_ADDRESS"); ok && v != "" {
+		if v, ok := strings.CutPrefix(kv, "DBUS_SYSTEM_BUS_ADDRESS="); ok && v != "" {
 			return v
 		}
 	}
 	return DefaultSystemBus
-}
-
-func cutEnv(kv, key string) (string, bool) {
-	if len(kv) > len(key) && kv[:len(key)] == key && kv[len(key)] == '=' {
-		return kv[len(key)+1:], true
-	}
-	return "", false
 }
 
 // backend resolves the backend: iptables where its tools are installed (else nftables,
@@ -188,15 +182,22 @@ func attachmentOf(req *skel.Request) attachment {
 	return attachment{network: req.Net.Name, containerID: req.Args.ContainerID}
 }
 
-func add(req *skel.Request) (*result.Result, error) {
+// loadChained is the head of ADD, CHECK and REPAIR: the config, the prevResult they
+// work from (the plugin is chained) and the bridge the ingress policy is keyed on.
+func loadChained(req *skel.Request) (*Config, string, error) {
 	conf, err := loadConfig(req)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if req.PrevResult == nil {
-		return nil, errNotChained
+		return nil, "", errNotChained
 	}
 	bridge, err := bridgeName(req, conf)
+	return conf, bridge, err
+}
+
+func add(req *skel.Request) (*result.Result, error) {
+	conf, bridge, err := loadChained(req)
 	if err != nil {
 		return nil, err
 	}
@@ -293,32 +294,21 @@ func del(req *skel.Request) error {
 }
 
 func check(req *skel.Request) error {
-	conf, err := loadConfig(req)
+	conf, bridge, err := loadChained(req)
 	if err != nil {
 		return err
-	}
-	if req.PrevResult == nil {
-		return errNotChained
-	}
-	bridge, err := bridgeName(req, conf)
-	if err != nil {
-		return err
-	}
-	ips := req.PrevResult.Addrs()
-	if backend(req, conf) == BackendFirewalld {
-		return checkFirewalld(req, conf, ips, bridge)
 	}
 	held, err := verify(req, conf, bridge)
-	if err != nil {
+	if err != nil || held == "" {
 		return err
 	}
-	return checkForwarding(held, ips)
+	return checkForwarding(held, req.PrevResult.Addrs())
 }
 
 // verify checks that prevResult's addresses are let through by the rules in the backend
-// that holds them (or as the reference left them), and returns that backend. Whether
-// the host's own firewall lets the traffic reach them is CHECK's further question,
-// which no repair of ours can answer.
+// that holds them (or as the reference left them), and returns that backend ("" for
+// firewalld). Whether the host's own firewall lets the traffic reach them is CHECK's
+// further question, which no repair of ours can answer (firewalld's zones answer it).
 func verify(req *skel.Request, conf *Config, bridge string) (netfilter.Backend, error) {
 	ips := req.PrevResult.Addrs()
 	be := backend(req, conf)

@@ -224,14 +224,19 @@ func nftCheck(conf *Config, att attachment, ips []netip.Addr, bridge string) err
 	if len(ips) == 0 {
 		return nil
 	}
+	return nftRead(func(c *nftables.Conn, l *nftLayout) error {
+		return errors.Join(l.checkBase(c, conf), l.checkAttachment(att, ips), l.checkPolicy(c, conf.IngressPolicy, bridge))
+	})
+}
+
+// nftRead runs a CHECK's read on a fresh connection and layout.
+func nftRead(read func(c *nftables.Conn, l *nftLayout) error) error {
 	c, err := nftConn()
 	if err != nil {
 		return err
 	}
 	defer c.CloseLasting()
-	l := newNFTLayout()
-	err = errors.Join(l.checkBase(c, conf), l.checkAttachment(att, ips), l.checkPolicy(c, conf.IngressPolicy, bridge))
-	if err != nil {
+	if err := read(c, newNFTLayout()); err != nil {
 		return fmt.Errorf("firewall check: nftables: %w", err)
 	}
 	return nil
@@ -295,15 +300,7 @@ func (l *nftLayout) holds(att attachment, ips []netip.Addr) bool {
 // nftCheckIsolation verifies the ingress policy's elements only, for the firewalld
 // backend.
 func nftCheckIsolation(conf *Config, bridge string) error {
-	c, err := nftConn()
-	if err != nil {
-		return err
-	}
-	defer c.CloseLasting()
-	if err := newNFTLayout().checkPolicy(c, conf.IngressPolicy, bridge); err != nil {
-		return fmt.Errorf("firewall check: nftables: %w", err)
-	}
-	return nil
+	return nftRead(func(c *nftables.Conn, l *nftLayout) error { return l.checkPolicy(c, conf.IngressPolicy, bridge) })
 }
 
 func (l *nftLayout) checkPolicy(c *nftables.Conn, policy, bridge string) error {

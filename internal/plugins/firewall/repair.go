@@ -8,14 +8,7 @@ import (
 // after `nft flush ruleset` (rules) or a firewalld reload (its runtime sources), in the
 // backend ADD and CHECK choose. ADD's install leaves the same rules when run again.
 func repair(req *skel.Request) error {
-	conf, err := loadConfig(req)
-	if err != nil {
-		return err
-	}
-	if req.PrevResult == nil {
-		return errNotChained
-	}
-	bridge, err := bridgeName(req, conf)
+	conf, bridge, err := loadChained(req)
 	if err != nil {
 		return err
 	}

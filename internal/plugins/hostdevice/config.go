@@ -123,20 +123,16 @@ func (c *Config) dataDir() (string, error) {
 // selector checks that exactly one selector is set and that it is well formed.
 func (c *Config) selector(sys sysfs) (selector, error) {
 	var set []selector
-	if c.Device != "" {
-		set = append(set, selector{kind: byName, field: "device", value: c.Device})
-	}
-	if c.HWAddr != "" {
-		set = append(set, selector{kind: byMAC, field: "hwaddr", value: c.HWAddr})
-	}
-	if c.KernelPath != "" {
-		set = append(set, selector{kind: byKernelPath, field: "kernelpath", value: c.KernelPath})
-	}
-	if c.PCIBusID != "" {
-		set = append(set, selector{kind: byPCI, field: "pciBusID", value: c.PCIBusID})
-	}
-	if id := c.RuntimeConfig.DeviceID; id != "" {
-		set = append(set, selector{kind: byPCI, field: "runtimeConfig.deviceID", value: id})
+	for _, s := range [...]selector{
+		{kind: byName, field: "device", value: c.Device},
+		{kind: byMAC, field: "hwaddr", value: c.HWAddr},
+		{kind: byKernelPath, field: "kernelpath", value: c.KernelPath},
+		{kind: byPCI, field: "pciBusID", value: c.PCIBusID},
+		{kind: byPCI, field: "runtimeConfig.deviceID", value: c.RuntimeConfig.DeviceID},
+	} {
+		if s.value != "" {
+			set = append(set, s)
+		}
 	}
 	switch len(set) {
 	case 0:

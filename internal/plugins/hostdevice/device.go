@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -162,15 +163,7 @@ func (st *saved) isDevice(l netlink.Link, returned bool) bool {
 // the host under a taken name: "dev" and a number.
 func isKernelDevName(name string) bool {
 	digits := strings.TrimPrefix(name, "dev")
-	if digits == name || digits == "" {
-		return false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	return digits != name && digits != "" && strings.TrimLeft(digits, "0123456789") == ""
 }
 
 // parseMAC returns the address s spells, nil when it spells none.
@@ -185,12 +178,7 @@ func parseMAC(s string) net.HardwareAddr {
 // hasAddr reports whether mac is set: the kernel reports an all-zero permanent address
 // for devices that have none.
 func hasAddr(mac net.HardwareAddr) bool {
-	for _, b := range mac {
-		if b != 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(mac, func(b byte) bool { return b != 0 })
 }
 
 // moveIn takes the host device into the container as ifName, its host name in the

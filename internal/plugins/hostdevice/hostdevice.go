@@ -58,15 +58,11 @@ func (p plugin) add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := attachment.CheckIPAM(req); err != nil {
-		return nil, err
-	}
-	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
+	ns, err := attachment.Open(req, true)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer ns.Close()
 	var s *store
 	if !c.dpdk {
 		if s, err = openStore(c.dataDir, true); err != nil {
@@ -85,16 +81,16 @@ func (p plugin) add(req *skel.Request) (_ *result.Result, err error) {
 		if err != nil {
 			return nil, err
 		}
-		return attachment.Report(req, result.Interface{Name: req.Args.IfName, Sandbox: req.Args.Netns, PciID: c.sel.value}, addrs), nil
+		return attachment.Report(req, addrs, result.Interface{Name: req.Args.IfName, Sandbox: req.Args.Netns, PciID: c.sel.value}), nil
 	}
-	if err := p.attach(req, c, s, host, cont, &undo); err != nil {
+	if err := p.attach(req, c, s, ns.Host, ns.Cont, &undo); err != nil {
 		return nil, err
 	}
 	addrs, err := attachment.AddIPAM(req, &undo)
 	if err != nil {
 		return nil, err
 	}
-	return attachment.Finish(req, cont, addrs, attachment.Options{})
+	return attachment.Finish(req, ns.Cont, addrs, attachment.Options{})
 }
 
 // attach records the device's state, moves it into the container and sets it up.
@@ -142,12 +138,7 @@ func (p plugin) attach(req *skel.Request, c *conf, s *store, host, cont *link.NS
 }
 
 func (p plugin) del(req *skel.Request) error {
-	var errs []error
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.Del(req))
-	}
-	errs = append(errs, p.giveBack(req, loadForDel(req)))
-	return errors.Join(errs...)
+	return errors.Join(attachment.DelIPAM(req), p.giveBack(req, loadForDel(req)))
 }
 
 // giveBack returns the attachment's device to the host and drops its state. The state
@@ -240,13 +231,10 @@ func (p plugin) check(req *skel.Request) error {
 	}
 	if c.dpdk {
 		// load found the function still bound to its userspace driver: only IPAM to ask.
-		if req.PrevResult == nil {
-			return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
+		if err := attachment.RequirePrev(req, "CHECK"); err != nil {
+			return err
 		}
-		if req.Net.IPAM.Type == "" {
-			return nil
-		}
-		return ipam.Check(req)
+		return attachment.IfIPAM(req, ipam.Check)
 	}
 	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {
@@ -272,11 +260,7 @@ func verifyDevice(c *conf, l netlink.Link) error {
 // gc forgets the state of attachments no longer in use, bringing home any of their
 // devices the kernel returned to the host, and asks IPAM to release their addresses.
 func (p plugin) gc(req *skel.Request) error {
-	errs := []error{p.gcStates(req, loadForDel(req))}
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.GC(req))
-	}
-	return errors.Join(errs...)
+	return errors.Join(p.gcStates(req, loadForDel(req)), attachment.GC(req))
 }
 
 func (p plugin) gcStates(req *skel.Request, dataDir string) error {
@@ -319,10 +303,7 @@ func (p plugin) status(req *skel.Request) error {
 	if _, err := loadDataDir(req); err != nil {
 		return err
 	}
-	if req.Net.IPAM.Type == "" {
-		return nil
-	}
-	return ipam.Status(req)
+	return attachment.Status(req)
 }
 
 // note writes a line for the runtime's log.

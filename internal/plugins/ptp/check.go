@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/host/link"
-	"github.com/cnikit/cni/internal/host/masq"
 	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -20,14 +20,11 @@ import (
 // and its host peer, the container's addresses and routes (the ptp pair per address
 // included), the host side, and the masquerade.
 func check(req *skel.Request) error {
-	conf, err := load(req)
+	conf, err := attachment.LoadPrev(req, "CHECK", load)
 	if err != nil {
 		return err
 	}
 	prev := req.PrevResult
-	if prev == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: required for CHECK")
-	}
 	masqOpts, err := conf.MasqOptions()
 	if err != nil {
 		return err
@@ -35,15 +32,14 @@ func check(req *skel.Request) error {
 	if err := ipam.Check(req); err != nil {
 		return err
 	}
-	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
+	ns, err := attachment.Open(req, false)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer ns.Close()
 
 	ifName := req.Args.IfName
-	hl, err := link.HostPeer(host, cont, ifName)
+	hl, err := link.HostPeer(ns.Host, ns.Cont, ifName)
 	if err != nil {
 		return err
 	}
@@ -51,23 +47,21 @@ func check(req *skel.Request) error {
 		return fmt.Errorf("host veth: prevResult names %q, the peer of %s is %q",
 			prev.Interfaces[ifHost].Name, ifName, hl.Attrs().Name)
 	}
-	if err := link.VerifyIface(cont, ifName, prev); err != nil {
+	if err := link.VerifyIface(ns.Cont, ifName, prev); err != nil {
 		return err
 	}
 	ips, err := link.IfaceIPs(prev, ifName)
 	if err != nil {
 		return err
 	}
-	if err := verifyPtpRoutes(cont, ifName, ips); err != nil {
+	if err := verifyPtpRoutes(ns.Cont, ifName, ips); err != nil {
 		return err
 	}
-	if err := verifyHost(host, hl, ips); err != nil {
+	if err := verifyHost(ns.Host, hl, ips); err != nil {
 		return err
 	}
 	if conf.Masquerading() {
-		if err := masq.Check(req.Context(), masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, ips), masqOpts); err != nil {
-			return fmt.Errorf("ipMasq: %w", err)
-		}
+		return attachment.CheckMasquerade(req, conf.Name, ips, masqOpts)
 	}
 	return nil
 }
@@ -101,12 +95,7 @@ func hasRoute(h *nlconn.Handle, want *netlink.Route) bool {
 	if err != nil {
 		return false
 	}
-	for _, r := range routes {
-		if r.Gw.Equal(want.Gw) || r.Gw == nil && want.Gw == nil {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(routes, func(r netlink.Route) bool { return r.Gw.Equal(want.Gw) || r.Gw == nil && want.Gw == nil })
 }
 
 // verifyHost checks the gateway addresses and the host routes on the host veth.
@@ -117,10 +106,7 @@ func verifyHost(host *link.NS, hl netlink.Link, ips []result.IPConfig) error {
 		return fmt.Errorf("host veth %s: list addresses: %w", hl.Attrs().Name, err)
 	}
 	for _, ip := range ips {
-		found := false
-		for _, a := range addrs {
-			found = found || a.IP.Equal(net.IP(ip.Gateway.AsSlice()))
-		}
+		found := slices.ContainsFunc(addrs, func(a netlink.Addr) bool { return a.IP.Equal(net.IP(ip.Gateway.AsSlice())) })
 		if ip.Gateway.IsValid() && !found {
 			return fmt.Errorf("host veth %s: gateway address %s missing", hl.Attrs().Name, ip.Gateway)
 		}

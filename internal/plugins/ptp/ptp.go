@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -24,6 +25,7 @@ import (
 	"github.com/cnikit/cni/internal/host/masq"
 	"github.com/cnikit/cni/internal/host/sysctl"
 	"github.com/cnikit/cni/internal/ipam"
+	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -58,81 +60,58 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, cont, err := link.OpenPair(req.Context(), req.Args.Netns)
+	// IPAM comes first of all ADD makes: nothing to refuse its section before.
+	ns, err := attachment.Open(req, false)
 	if err != nil {
 		return nil, err
 	}
-	defer host.Close()
-	defer cont.Close()
+	defer ns.Close()
 
 	var undo rollback.Stack
 	defer undo.OnError(&err)
 
-	res, err := ipam.Add(req)
+	addrs, err := reserve(req, &undo)
 	if err != nil {
 		return nil, err
 	}
-	undo.Push("ipam", ipam.Release(req))
-	if err := checkIPAMResult(res); err != nil {
+	veth, err := ns.AddVeth(link.VethOptions{IfName: req.Args.IfName, MTU: conf.MTU}, "veth", &undo)
+	if err != nil {
 		return nil, err
+	}
+	hostEnd, contEnd := attachment.VethEnds(req, veth)
+	res := attachment.Report(req, addrs, hostEnd, contEnd)
+	// Masquerade needs only the addresses; set up before the interfaces so that a
+	// later failure also proves its undo.
+	if conf.Masquerading() {
+		if err := attachment.Masquerade(req, conf.Name, res.IPs, masqOpts, &undo); err != nil {
+			return nil, err
+		}
+	}
+	if err := configureContainer(ns.Cont, req.Args.IfName, res); err != nil {
+		return nil, err
+	}
+	if err := configureHost(ns.Host, veth.Host, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// reserve asks IPAM for the addresses, insists on what ptp builds its routes from (a
+// gateway of its family for each) and turns on forwarding for their families.
+func reserve(req *skel.Request, undo *rollback.Stack) (*result.Result, error) {
+	res, err := attachment.AddIPAM(req, undo)
+	if err != nil {
+		return nil, err
+	}
+	for _, ip := range res.IPs {
+		if !ip.Gateway.IsValid() || ip.Gateway.Is4() != ip.Address.Addr().Is4() {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam: address %s has no gateway of its family; ptp routes through it", ip.Address)
+		}
 	}
 	if err := sysctl.EnableForwarding(hasFamily(res, false), hasFamily(res, true)); err != nil {
 		return nil, fmt.Errorf("enable forwarding: %w", err)
 	}
-
-	veth, err := link.CreateVeth(host, cont, link.VethOptions{IfName: req.Args.IfName, MTU: conf.MTU})
-	if err != nil {
-		if errors.Is(err, link.ErrExists) {
-			return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_IFNAME: %v", err)
-		}
-		return nil, err
-	}
-	undo.Push("veth", func() error { return cont.Delete(req.Args.IfName) })
-
-	out := &result.Result{CNIVersion: req.Net.CNIVersion, Routes: res.Routes, DNS: res.DNS}
-	out.AddInterface(result.Interface{Name: veth.Host.Attrs().Name, Mac: veth.Host.Attrs().HardwareAddr.String(),
-		MTU: veth.Host.Attrs().MTU})
-	ci := out.AddInterface(result.Interface{Name: req.Args.IfName, Mac: veth.Container.Attrs().HardwareAddr.String(),
-		MTU: veth.Container.Attrs().MTU, Sandbox: req.Args.Netns})
-	for _, ip := range res.IPs {
-		ip.Interface = &ci
-		out.IPs = append(out.IPs, ip)
-	}
-	if req.Net.DNS != nil && !req.Net.DNS.Result().IsEmpty() {
-		out.DNS = req.Net.DNS.Result()
-	}
-
-	// Masquerade needs only the addresses; set up before the interfaces so that a
-	// later failure also proves its undo.
-	if conf.Masquerading() {
-		if err := masq.Setup(req.Context(), masq.NewAttachment(conf.Name, req.Args.ContainerID, req.Args.IfName, out.IPs), masqOpts); err != nil {
-			return nil, fmt.Errorf("ipMasq: %w", err)
-		}
-		undo.Push("ipMasq", func() error {
-			return masq.Teardown(req.UndoContext(), conf.Name, req.Args.ContainerID, req.Args.IfName)
-		})
-	}
-	if err := configureContainer(cont, req.Args.IfName, out); err != nil {
-		return nil, err
-	}
-	if err := configureHost(host, veth.Host, out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// checkIPAMResult insists on what ptp builds its routes from: at least one address,
-// each with a gateway of its own family.
-func checkIPAMResult(res *result.Result) error {
-	if len(res.IPs) == 0 {
-		return cnierror.New(cnierror.CodeInvalidConfig, "ipam: returned no IP configuration")
-	}
-	for _, ip := range res.IPs {
-		if !ip.Gateway.IsValid() || ip.Gateway.Is4() != ip.Address.Addr().Is4() {
-			return cnierror.Newf(cnierror.CodeInvalidConfig, "ipam: address %s has no gateway of its family; ptp routes through it", ip.Address)
-		}
-	}
-	return nil
+	return res, nil
 }
 
 // configureContainer puts the addresses and routes on the container interface, then
@@ -204,19 +183,11 @@ func configureHost(host *link.NS, hl netlink.Link, res *result.Result) error {
 
 // del undoes what ADD did. It reads no more of the config than the masquerade keys
 // (see loadForDel), so a config ADD refused, or one changed since, does not keep the
-// runtime's DEL of the chain from finishing.
+// runtime's DEL of the chain from finishing. Without an IPAM type ADD refused the
+// config: nothing to release.
 func del(req *skel.Request) error {
 	conf := loadForDel(req)
-	// IPAM first (dhcp releases through the interface); the rules go while the kernel
-	// deletes the veth. Without an IPAM type ADD refused the config: nothing to release.
-	var errs []error
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.Del(req))
-	}
-	// The process waits for the veth's deletion before answering (see
-	// link.NS.DeleteInBackground); the kernel's wait overlaps the rule teardown here and the
-	// other plugins' DEL.
-	errs = append(errs, link.DeleteVeth(req.Context(), req.Args.Netns, req.Args.IfName, req.PrevResult, routesToPrevAddresses))
+	errs := attachment.DelVeth(req, routesToPrevAddresses)
 	// Found by network and container, not by the addresses in the netns: the rules go
 	// even when the netns is already gone.
 	errs = append(errs, conf.Unmasquerade(req.Context(), req.Net.Name, req.Args.ContainerID, req.Args.IfName))
@@ -238,10 +209,8 @@ func routesToPrevAddresses(host *link.NS, l netlink.Link, prev *result.Result) b
 		if !ok || !dst.IsSingleIP() {
 			continue
 		}
-		for _, ip := range prev.IPs {
-			if ip.Address.Addr() == dst.Addr() {
-				return true
-			}
+		if slices.ContainsFunc(prev.IPs, func(ip result.IPConfig) bool { return ip.Address.Addr() == dst.Addr() }) {
+			return true
 		}
 	}
 	return false
@@ -249,11 +218,7 @@ func routesToPrevAddresses(host *link.NS, l netlink.Link, prev *result.Result) b
 
 // gc needs nothing from the config beyond the network's name and IPAM type.
 func gc(req *skel.Request) error {
-	errs := []error{masq.GC(req.Context(), req.Net.Name, req.Valid())}
-	if req.Net.IPAM.Type != "" {
-		errs = append(errs, ipam.GC(req))
-	}
-	return errors.Join(errs...)
+	return errors.Join(masq.GC(req.Context(), req.Net.Name, req.Valid()), attachment.GC(req))
 }
 
 func status(req *skel.Request) error {
@@ -264,10 +229,5 @@ func status(req *skel.Request) error {
 }
 
 func hasFamily(res *result.Result, v6 bool) bool {
-	for _, ip := range res.IPs {
-		if ip.Address.Addr().Is6() == v6 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(res.IPs, func(ip result.IPConfig) bool { return ip.Address.Addr().Is6() == v6 })
 }

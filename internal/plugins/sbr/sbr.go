@@ -31,6 +31,7 @@ import (
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/nlconn"
+	"github.com/cnikit/cni/internal/plugins/lockedns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -84,20 +85,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	if len(ips) == 0 {
 		return req.PrevResult.Clone(), nil
 	}
-	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
-	if err != nil {
-		return nil, err
-	}
-	defer cont.Close()
-	unlock, err := cont.Lock()
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := configure(req.Context(), cont, req.Args.IfName, ips, p); err != nil {
-		return nil, fmt.Errorf("sbr %s: %w", req.Args.IfName, err)
-	}
-	return req.PrevResult.Clone(), nil
+	return lockedns.Add(req, func(cont *link.NS) error {
+		return wrap(req, configure(req.Context(), cont, req.Args.IfName, ips, p))
+	})
 }
 
 // configure does ADD's work inside the locked namespace; a failure undoes every step.
@@ -182,15 +172,9 @@ func isDefault(r netlink.Route) bool {
 // prevRoutesByDefault reports whether prev (nil: unknown, so yes) has a default route of
 // the family.
 func prevRoutesByDefault(prev *result.Result, fam int) bool {
-	if prev == nil {
-		return true
-	}
-	for _, r := range prev.Routes {
-		if r.Dst.Bits() == 0 && familyOf(r.Dst.Addr()) == fam {
-			return true
-		}
-	}
-	return false
+	return prev == nil || slices.ContainsFunc(prev.Routes, func(r result.Route) bool {
+		return r.Dst.Bits() == 0 && familyOf(r.Dst.Addr()) == fam
+	})
 }
 
 // protoSBR marks the routes the plugin adds itself (a table's default route that main
@@ -203,12 +187,9 @@ const protoSBR netlink.RouteProtocol = 83
 // movesDefault reports whether main already routes ip's family by default via gw through
 // the interface: that route moves into ip's table as it is, and serves as its default.
 func movesDefault(mainRoutes []netlink.Route, ip result.IPConfig, gw netip.Addr) bool {
-	for _, r := range mainRoutes {
-		if isDefault(r) && addrOf(r.Gw) == gw && belongsTo(r, ip.Address) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(mainRoutes, func(r netlink.Route) bool {
+		return isDefault(r) && addrOf(r.Gw) == gw && belongsTo(r, ip.Address)
+	})
 }
 
 // belongsTo says whether a main-table route of the interface serves the address: its
@@ -228,11 +209,8 @@ func belongsTo(r netlink.Route, ip netip.Prefix) bool {
 func servingAny(routes []netlink.Route, ips []result.IPConfig) []netlink.Route {
 	var out []netlink.Route
 	for _, r := range routes {
-		for _, ip := range ips {
-			if belongsTo(r, ip.Address) {
-				out = append(out, r)
-				break
-			}
+		if slices.ContainsFunc(ips, func(ip result.IPConfig) bool { return belongsTo(r, ip.Address) }) {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -288,22 +266,12 @@ func replaceRoute(h *nlconn.Handle, undo *rollback.Stack, r *netlink.Route) erro
 // those it still has) and, for tables the plugin chose, the interface's routes in them,
 // which go back into main (see putBack). There is nothing to do without the namespace.
 func del(req *skel.Request) error {
-	table, err := tableForDel(req)
+	return lockedns.Del(req, "sbr", tableForDel, func(cont *link.NS, table int) error { return wrap(req, tidy(cont, req, table)) })
+}
+
+// wrap names the interface in an error of the work inside the namespace.
+func wrap(req *skel.Request, err error) error {
 	if err != nil {
-		fmt.Fprintf(req.Stderr, "sbr: nothing to delete, ADD refuses this config: %v\n", err)
-		return nil
-	}
-	cont, err := link.OpenIfPresent(req.Args.Netns)
-	if cont == nil {
-		return err
-	}
-	defer cont.Close()
-	unlock, err := cont.Lock()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if err := tidy(cont, req, table); err != nil {
 		return fmt.Errorf("sbr %s: %w", req.Args.IfName, err)
 	}
 	return nil
@@ -375,6 +343,20 @@ func putBack(h *nlconn.Handle, l netlink.Link, tables map[int]bool, prev *result
 			}
 		}
 	}
+	moved := toMove(h, l, tables, prev, note)
+	// Routes through a gateway need the subnet route that reaches it first.
+	slices.SortStableFunc(moved, func(a, b netlink.Route) int { return cmp.Compare(len(a.Gw), len(b.Gw)) })
+	for _, r := range moved {
+		r.Table, r.Flags = unix.RT_TABLE_MAIN, 0
+		if err := h.RouteAdd(&r); err != nil && !errors.Is(err, unix.EEXIST) {
+			note(fmt.Errorf("put route %s back into main: %w", describe(r), err))
+		}
+	}
+}
+
+// toMove are the interface's routes in tables that go back into main: not ours, and a
+// default route only as putBack says.
+func toMove(h *nlconn.Handle, l netlink.Link, tables map[int]bool, prev *result.Result, note func(error)) []netlink.Route {
 	var moved []netlink.Route
 	for t := range tables {
 		routes, err := tableRoutes(h, l, t, netlink.FAMILY_ALL)
@@ -387,14 +369,7 @@ func putBack(h *nlconn.Handle, l netlink.Link, tables map[int]bool, prev *result
 			}
 		}
 	}
-	// Routes through a gateway need the subnet route that reaches it first.
-	slices.SortStableFunc(moved, func(a, b netlink.Route) int { return cmp.Compare(len(a.Gw), len(b.Gw)) })
-	for _, r := range moved {
-		r.Table, r.Flags = unix.RT_TABLE_MAIN, 0
-		if err := h.RouteAdd(&r); err != nil && !errors.Is(err, unix.EEXIST) {
-			note(fmt.Errorf("put route %s back into main: %w", describe(r), err))
-		}
-	}
+	return moved
 }
 
 // ours says whether rule r is one this plugin made for one of addrs: from a single

@@ -14,6 +14,7 @@ package vrf
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -24,6 +25,7 @@ import (
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/nlconn"
+	"github.com/cnikit/cni/internal/plugins/lockedns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -51,20 +53,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	if req.PrevResult == nil {
 		return nil, errNotChained
 	}
-	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
-	if err != nil {
-		return nil, err
-	}
-	defer cont.Close()
-	unlock, err := cont.Lock()
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := join(cont, req.Args.IfName, p); err != nil {
-		return nil, fmt.Errorf("vrf %q: %w", p.Name, err)
-	}
-	return req.PrevResult.Clone(), nil
+	return lockedns.Add(req, func(cont *link.NS) error {
+		return wrap(p.Name, join(cont, req.Args.IfName, p))
+	})
 }
 
 // join does ADD's work inside the locked namespace. A failure undoes the VRF it made
@@ -233,33 +224,20 @@ func restoreAddrs(h *nlconn.Handle, l netlink.Link, before []netlink.Addr) error
 }
 
 func hasAddr(addrs []netlink.Addr, a netlink.Addr) bool {
-	for _, b := range addrs {
-		if b.IPNet.String() == a.IPNet.String() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(addrs, func(b netlink.Addr) bool { return b.IPNet.String() == a.IPNet.String() })
 }
 
 // del takes the interface out of the VRF and deletes the VRF when that left it empty.
 // A namespace, VRF or interface that is gone is nothing left to do.
 func del(req *skel.Request) error {
-	name, err := nameForDel(req)
+	return lockedns.Del(req, "vrf", nameForDel, func(cont *link.NS, name string) error {
+		return wrap(name, leave(cont, req.Args.IfName, name))
+	})
+}
+
+// wrap names the VRF in an error of the work inside the namespace.
+func wrap(name string, err error) error {
 	if err != nil {
-		fmt.Fprintf(req.Stderr, "vrf: nothing to delete, ADD refuses this config: %v\n", err)
-		return nil
-	}
-	cont, err := link.OpenIfPresent(req.Args.Netns)
-	if cont == nil {
-		return err
-	}
-	defer cont.Close()
-	unlock, err := cont.Lock()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if err := leave(cont, req.Args.IfName, name); err != nil {
 		return fmt.Errorf("vrf %q: %w", name, err)
 	}
 	return nil

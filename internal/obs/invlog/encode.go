@@ -221,52 +221,58 @@ const hexDigits = "0123456789abcdef"
 
 // appendString quotes s as encoding/json does by default: ", \ and control characters
 // escaped (\n, \r, \t, \b, \f by their short forms), <, > and & as \u003c and the like,
-// U+2028 and U+2029 escaped, invalid UTF-8 replaced by U+FFFD.
+// U+2028 and U+2029 escaped, invalid UTF-8 replaced by U+FFFD. It copies the runs of
+// characters kept as they are in one append each.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
+		if s[i] < utf8.RuneSelf && keptASCII(s[i]) { // most of a log line's text
 			i++
-			start = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
+		if !kept(r, size) {
+			b = appendEscape(append(b, s[start:i]...), r)
+			start = i + size
 		}
 		i += size
 	}
 	return append(append(b, s[start:]...), '"')
+}
+
+// kept reports whether encoding/json writes the character r, size bytes of a string,
+// as itself; an invalid byte decodes as utf8.RuneError of size 1.
+func kept(r rune, size int) bool {
+	if r < utf8.RuneSelf {
+		return keptASCII(byte(r))
+	}
+	return r != '\u2028' && r != '\u2029' && (r != utf8.RuneError || size > 1)
+}
+
+// keptASCII is kept for one ASCII byte: appendString's loop tests it first, without
+// decoding, since nearly every byte it meets is one.
+func keptASCII(c byte) bool {
+	return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+}
+
+// appendEscape writes the escape of a character that is not kept (utf8.RuneError
+// standing for an invalid byte, which becomes U+FFFD): a short form where JSON has one,
+// else \u and four hex digits.
+func appendEscape(b []byte, r rune) []byte {
+	switch r {
+	case '"', '\\':
+		return append(b, '\\', byte(r))
+	case '\b':
+		return append(b, '\\', 'b')
+	case '\f':
+		return append(b, '\\', 'f')
+	case '\n':
+		return append(b, '\\', 'n')
+	case '\r':
+		return append(b, '\\', 'r')
+	case '\t':
+		return append(b, '\\', 't')
+	}
+	return append(b, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
 }

@@ -88,3 +88,20 @@ func FuzzLine(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkAppendString: the quoting of the log's strings, plain ASCII (most of them:
+// names, ids, paths) and text with every kind of escape.
+func BenchmarkAppendString(b *testing.B) {
+	for name, s := range map[string]string{
+		"plain":   "/var/run/netns/cni-1234abcd-5678-90ef-aaaa-bbbbccccdddd",
+		"escaped": "a \"quoted\" <tag> & line\nbreak\ttab\x01 é\u2028 \xff end",
+	} {
+		b.Run(name, func(b *testing.B) {
+			buf := make([]byte, 0, 256)
+			for b.Loop() {
+				buf = appendString(buf[:0], s)
+			}
+		})
+	}
+}
+

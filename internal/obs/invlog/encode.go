@@ -87,49 +87,41 @@ func appendSteps(b []byte, steps []Step) []byte {
 func appendResult(b []byte, r *Result) []byte {
 	b = append(b, '{')
 	start := len(b)
-	if len(r.Interfaces) > 0 {
-		b = append(b, `"interfaces":[`...)
-		for i, f := range r.Interfaces {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(append(b, `{"name":`...), f.Name)
-			b = optional(b, "mac", f.Mac)
-			b = optional(b, "sandbox", f.Sandbox)
-			b = append(b, '}')
+	b = appendArray(b, start, "interfaces", r.Interfaces, func(b []byte, f Interface) []byte {
+		b = appendString(append(b, `{"name":`...), f.Name)
+		b = optional(b, "mac", f.Mac)
+		return append(optional(b, "sandbox", f.Sandbox), '}')
+	})
+	b = appendArray(b, start, "ips", r.IPs, func(b []byte, ip IP) []byte {
+		b = appendString(append(b, `{"address":`...), ip.Address)
+		b = optional(b, "gateway", ip.Gateway)
+		if ip.Interface != nil {
+			b = strconv.AppendInt(append(b, `,"interface":`...), int64(*ip.Interface), 10)
 		}
-		b = append(b, ']')
-	}
-	if len(r.IPs) > 0 {
-		b = comma(b, start)
-		b = append(b, `"ips":[`...)
-		for i, ip := range r.IPs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(append(b, `{"address":`...), ip.Address)
-			b = optional(b, "gateway", ip.Gateway)
-			if ip.Interface != nil {
-				b = strconv.AppendInt(append(b, `,"interface":`...), int64(*ip.Interface), 10)
-			}
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
-	if len(r.Routes) > 0 {
-		b = comma(b, start)
-		b = append(b, `"routes":[`...)
-		for i, rt := range r.Routes {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(append(b, `{"dst":`...), rt.Dst)
-			b = optional(b, "gw", rt.GW)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
+		return append(b, '}')
+	})
+	b = appendArray(b, start, "routes", r.Routes, func(b []byte, rt Route) []byte {
+		b = appendString(append(b, `{"dst":`...), rt.Dst)
+		return append(optional(b, "gw", rt.GW), '}')
+	})
 	return append(b, '}')
+}
+
+// appendArray writes "name":[...] with each element written by elem, after a comma
+// unless it is the first member of the object begun at start; an empty list is left
+// out (omitempty).
+func appendArray[T any](b []byte, start int, name string, list []T, elem func([]byte, T) []byte) []byte {
+	if len(list) == 0 {
+		return b
+	}
+	b = append(append(append(comma(b, start), '"'), name...), `":[`...)
+	for i, v := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = elem(b, v)
+	}
+	return append(b, ']')
 }
 
 // comma separates a member from the ones before it in the object begun at start.
@@ -151,18 +143,10 @@ func appendMap(b []byte, m map[string]string) []byte {
 	return append(b, '}')
 }
 
+// appendList writes ,"name":[...] of a non-empty list of strings; it follows other
+// members of the entry, so the object began before b's end.
 func appendList(b []byte, name string, list []string) []byte {
-	if len(list) == 0 {
-		return b
-	}
-	b = append(append(append(b, `,"`...), name...), `":[`...)
-	for i, s := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	return append(b, ']')
+	return appendArray(b, 0, name, list, appendString)
 }
 
 // appendRaw writes a raw JSON value compacted and HTML-escaped, as json.Marshal does

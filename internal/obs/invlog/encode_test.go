@@ -2,6 +2,7 @@ package invlog
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -105,3 +106,11 @@ func BenchmarkAppendString(b *testing.B) {
 	}
 }
 
+// TestAppendArray: an empty list is left out, the first member of an object has no
+// comma before it and a later one has, elements are comma-separated.
+func TestAppendArray(t *testing.T) {
+	elem := func(b []byte, n int) []byte { return strconv.AppendInt(b, int64(n), 10) }
+	assert.Equal(t, "{", string(appendArray([]byte("{"), 1, "a", []int{}, elem)))
+	assert.Equal(t, `{"a":[1]`, string(appendArray([]byte("{"), 1, "a", []int{1}, elem)))
+	assert.Equal(t, `{"x":0,"a":[1,2,3]`, string(appendArray([]byte(`{"x":0`), 1, "a", []int{1, 2, 3}, elem)))
+}

@@ -248,42 +248,61 @@ func ownerOf(name, module, proto string) string {
 // canonicalOption rewrites o's value (and for --set-mark its name) to the canonical
 // form; keep is false for an option that matches everything.
 func canonicalOption(o option) (option, bool) {
+	o = canonicalValue(o)
+	return o, o.neg || !matchesAll(o)
+}
+
+// canonicalValue rewrites o's value (and for --set-mark its name) to the form iptables
+// lists it in.
+func canonicalValue(o option) option {
 	switch o.name {
 	case "-s", "-d":
 		if p, ok := parseNet(o.value); ok {
-			if p.Bits() == 0 && !o.neg {
-				return o, false
-			}
 			o.value = p.String()
 		}
 	case "-p":
 		o.value = canonicalProto(o.value)
-		if o.value == "all" && !o.neg {
-			return o, false
-		}
 	case "--dport", "--sport":
 		o.value = canonicalPort(o.owner, o.value)
 	case "--dports", "--sports", "--ports":
 		o.value = sortedList(o.value, func(p string) string { return canonicalPort("", p) })
 	case "--ctstate", "--state", "--dst-type", "--src-type":
 		o.value = sortedList(o.value, strings.ToUpper)
-	case "--mark":
+	case "--mark", "--set-xmark":
 		o.value = canonicalMark(o.value)
 	case "--set-mark":
 		// --set-mark V/M zeroes M and sets V: the same as --set-xmark V/(M|V).
 		if v, m, ok := parseMark(o.value); ok {
 			o.name, o.value = "--set-xmark", formatMark(v, m|v)
 		}
-	case "--set-xmark":
-		o.value = canonicalMark(o.value)
 	case "--to-destination", "--to-source":
-		if ap, err := netip.ParseAddrPort(o.value); err == nil {
-			o.value = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
-		} else if a, err := netip.ParseAddr(o.value); err == nil {
-			o.value = a.Unmap().String()
-		}
+		o.value = canonicalEndpoint(o.value)
 	}
-	return o, true
+	return o
+}
+
+// matchesAll reports whether an option in canonical form matches every packet: an
+// address without prefix bits, or every protocol.
+func matchesAll(o option) bool {
+	switch o.name {
+	case "-s", "-d":
+		return o.value == "0.0.0.0/0" || o.value == "::/0"
+	case "-p":
+		return o.value == "all"
+	}
+	return false
+}
+
+// canonicalEndpoint unmaps the address of a NAT target's "address[:port]"; a range or
+// anything else unparsed is kept as written.
+func canonicalEndpoint(s string) string {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().String()
+	}
+	return s
 }
 
 // parseNet reads an address as iptables takes it: "10.1.0.5", "10.1.0.0/24",

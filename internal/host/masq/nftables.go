@@ -255,22 +255,33 @@ func nftDropOwnStale(c *nftables.Conn, att Attachment, ips []netip.Prefix) error
 
 // nftDropClaims queues the deletion of map elements for ips that jump elsewhere.
 func nftDropClaims(c *nftables.Conn, ips []netip.Prefix, chain string) error {
+	err := nftDropElements(c, func(e nftables.SetElement) bool {
+		mine := slices.ContainsFunc(ips, func(p netip.Prefix) bool { return bytes.Equal(p.Addr().AsSlice(), e.Key) })
+		return mine && netfilter.VerdictChain(e.Val) != chain
+	})
+	if err != nil {
+		return fmt.Errorf("masquerade: %w", err)
+	}
+	return nil
+}
+
+// nftDropElements queues the deletion of the elements of both maps that drop picks.
+func nftDropElements(c *nftables.Conn, drop func(nftables.SetElement) bool) error {
 	t := nftTable()
 	for _, v6 := range []bool{false, true} {
 		m := nftMap(t, v6)
 		elems, err := c.GetSetElements(m)
 		if err != nil {
-			return fmt.Errorf("masquerade: nftables map %s: %w", m.Name, err)
+			return fmt.Errorf("nftables map %s: %w", m.Name, err)
 		}
-		var drop []nftables.SetElement
+		var gone []nftables.SetElement
 		for _, e := range elems {
-			mine := slices.ContainsFunc(ips, func(p netip.Prefix) bool { return bytes.Equal(p.Addr().AsSlice(), e.Key) })
-			if mine && netfilter.VerdictChain(e.Val) != chain {
-				drop = append(drop, nftables.SetElement{Key: e.Key})
+			if drop(e) {
+				gone = append(gone, nftables.SetElement{Key: e.Key})
 			}
 		}
-		if len(drop) > 0 {
-			if err := c.SetDeleteElements(m, drop); err != nil {
+		if len(gone) > 0 {
+			if err := c.SetDeleteElements(m, gone); err != nil {
 				return err
 			}
 		}
@@ -351,7 +362,8 @@ func nftTeardownTx(c *nftables.Conn, name, instance string, thorough bool) error
 	switch {
 	case len(rules) == 0:
 	case thorough:
-		if err := nftDropPointing(c, name); err != nil {
+		err := nftDropElements(c, func(e nftables.SetElement) bool { return netfilter.VerdictChain(e.Val) == name })
+		if err != nil {
 			return err
 		}
 		c.DelChain(&nftables.Chain{Name: name, Table: nftTable()})
@@ -370,30 +382,6 @@ func nftTeardownTx(c *nftables.Conn, name, instance string, thorough bool) error
 		return nil
 	}
 	return c.Flush()
-}
-
-// nftDropPointing queues the deletion of every map element that jumps to chain.
-func nftDropPointing(c *nftables.Conn, chain string) error {
-	t := nftTable()
-	for _, v6 := range []bool{false, true} {
-		m := nftMap(t, v6)
-		elems, err := c.GetSetElements(m)
-		if err != nil {
-			return fmt.Errorf("nftables map %s: %w", m.Name, err)
-		}
-		var drop []nftables.SetElement
-		for _, e := range elems {
-			if netfilter.VerdictChain(e.Val) == chain {
-				drop = append(drop, nftables.SetElement{Key: e.Key})
-			}
-		}
-		if len(drop) > 0 {
-			if err := c.SetDeleteElements(m, drop); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 func nftCheck(att Attachment, ips []netip.Prefix) error {

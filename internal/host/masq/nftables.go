@@ -434,40 +434,11 @@ func nftGC(network string, valid iter.Seq2[string, string], opts ...nftables.Con
 		return nil
 	}
 	defer c.CloseLasting()
-	keep := map[string]bool{}
-	for cid, ifName := range valid {
-		keep[nftChainName(network, cid, ifName)] = true
-	}
-	chains, err := netfilter.ChainsWithRules(nftables.TableFamilyINet, nftTableName)
+	queued, err := nftGCChains(c, network, valid)
 	if err != nil {
 		return fmt.Errorf("masquerade gc: %w", err)
 	}
-	prefix, queued := nftChainPrefix(network), 0
-	for _, name := range chains {
-		if !strings.HasPrefix(name, prefix) || keep[name] {
-			continue
-		}
-		rules, err := nftRules(c, name)
-		if err != nil {
-			return fmt.Errorf("masquerade gc: nftables chain %s: %w", name, err)
-		}
-		if net := commentField(rules, "net"); net != "" && !strings.HasPrefix(network, net) {
-			continue // a hash prefix shared with another network
-		}
-		if err := nftRemove(c, name, rules); err != nil {
-			return fmt.Errorf("masquerade gc: %w", err)
-		}
-		queued++
-	}
-	keepRef := map[string]bool{}
-	for cid, ifName := range valid {
-		keepRef[refInstanceHash(network, ifName, cid)] = true
-	}
-	netHash := refNetworkHash(network) + "-"
-	n, err := refRemove(c, func(comment string) bool {
-		inst, _, _ := strings.Cut(comment, ",")
-		return strings.HasPrefix(inst, netHash) && !keepRef[inst]
-	})
+	n, err := refGC(c, network, valid)
 	if err != nil {
 		return fmt.Errorf("masquerade gc: %w", err)
 	}
@@ -478,6 +449,37 @@ func nftGC(network string, valid iter.Seq2[string, string], opts ...nftables.Con
 		return fmt.Errorf("masquerade gc: nftables: %w", err)
 	}
 	return nil
+}
+
+// nftGCChains queues the removal of network's chains (with their map elements) of
+// attachments not in valid, and returns how many it queued.
+func nftGCChains(c *nftables.Conn, network string, valid iter.Seq2[string, string]) (int, error) {
+	keep := map[string]bool{}
+	for cid, ifName := range valid {
+		keep[nftChainName(network, cid, ifName)] = true
+	}
+	chains, err := netfilter.ChainsWithRules(nftables.TableFamilyINet, nftTableName)
+	if err != nil {
+		return 0, err
+	}
+	prefix, queued := nftChainPrefix(network), 0
+	for _, name := range chains {
+		if !strings.HasPrefix(name, prefix) || keep[name] {
+			continue
+		}
+		rules, err := nftRules(c, name)
+		if err != nil {
+			return 0, fmt.Errorf("nftables chain %s: %w", name, err)
+		}
+		if net := commentField(rules, "net"); net != "" && !strings.HasPrefix(network, net) {
+			continue // a hash prefix shared with another network
+		}
+		if err := nftRemove(c, name, rules); err != nil {
+			return 0, err
+		}
+		queued++
+	}
+	return queued, nil
 }
 
 // The reference plugins' nftables layout (v1.6+): table inet cni_plugins_masquerade,
@@ -522,4 +524,18 @@ func refRemove(c *nftables.Conn, match func(comment string) bool) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// refGC queues the removal of the reference plugins' rules of network's attachments
+// not in valid, and returns how many it queued.
+func refGC(c *nftables.Conn, network string, valid iter.Seq2[string, string]) (int, error) {
+	keep := map[string]bool{}
+	for cid, ifName := range valid {
+		keep[refInstanceHash(network, ifName, cid)] = true
+	}
+	netHash := refNetworkHash(network) + "-"
+	return refRemove(c, func(comment string) bool {
+		inst, _, _ := strings.Cut(comment, ",")
+		return strings.HasPrefix(inst, netHash) && !keep[inst]
+	})
 }

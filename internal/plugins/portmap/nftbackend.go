@@ -3,6 +3,7 @@ package portmap
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -285,7 +286,7 @@ func (b nftBackend) check(ctx context.Context, o attachment, s *settings, fams [
 		target := fa.addr.Addr()
 		for _, m := range fa.mappings {
 			want := nftMapping{mapping: m, target: target}
-			if !containsMapping(st.maps, want) {
+			if !slices.ContainsFunc(st.maps, func(h nftMapping) bool { return h.record() == want.record() }) {
 				return fmt.Errorf("nftables: no rule for port mapping %s", want.record())
 			}
 			if err := f.requireClaim(c, f.mapOf(want), want.key(), dn, o); err != nil {
@@ -299,15 +300,6 @@ func (b nftBackend) check(ctx context.Context, o attachment, s *settings, fams [
 		}
 	}
 	return nil
-}
-
-func containsMapping(have []nftMapping, want nftMapping) bool {
-	for _, h := range have {
-		if h.record() == want.record() {
-			return true
-		}
-	}
-	return false
 }
 
 // installed lists the attachments that claim keys in the family's maps, from the owner

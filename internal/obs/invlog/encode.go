@@ -211,12 +211,18 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if s[i] < utf8.RuneSelf && keptASCII(s[i]) { // most of a log line's text
+		// Most of a log line's text is ASCII: tested without decoding, and escaped
+		// without a second test.
+		if c := s[i]; c < utf8.RuneSelf {
+			if !keptASCII(c) {
+				b = appendEscape(append(b, s[start:i]...), rune(c))
+				start = i + 1
+			}
 			i++
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if !kept(r, size) {
+		if !keptRune(r, size) {
 			b = appendEscape(append(b, s[start:i]...), r)
 			start = i + size
 		}
@@ -225,22 +231,18 @@ func appendString(b []byte, s string) []byte {
 	return append(append(b, s[start:]...), '"')
 }
 
-// kept reports whether encoding/json writes the character r, size bytes of a string,
-// as itself; an invalid byte decodes as utf8.RuneError of size 1.
-func kept(r rune, size int) bool {
-	if r < utf8.RuneSelf {
-		return keptASCII(byte(r))
-	}
-	return r != '\u2028' && r != '\u2029' && (r != utf8.RuneError || size > 1)
-}
-
-// keptASCII is kept for one ASCII byte: appendString's loop tests it first, without
-// decoding, since nearly every byte it meets is one.
+// keptASCII reports whether encoding/json writes the ASCII character c as itself.
 func keptASCII(c byte) bool {
 	return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
 }
 
-// appendEscape writes the escape of a character that is not kept (utf8.RuneError
+// keptRune is keptASCII for the other characters, size bytes of a string; an invalid
+// byte decodes as utf8.RuneError of size 1.
+func keptRune(r rune, size int) bool {
+	return r != '\u2028' && r != '\u2029' && (r != utf8.RuneError || size > 1)
+}
+
+// appendEscape writes the escape of a character not kept as itself (utf8.RuneError
 // standing for an invalid byte, which becomes U+FFFD): a short form where JSON has one,
 // else \u and four hex digits.
 func appendEscape(b []byte, r rune) []byte {

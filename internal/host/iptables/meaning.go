@@ -245,11 +245,17 @@ func ownerOf(name, module, proto string) string {
 	return module
 }
 
-// canonicalOption rewrites o's value (and for --set-mark its name) to the canonical
-// form; keep is false for an option that matches everything.
-func canonicalOption(o option) (option, bool) {
+// canonicalOption rewrites o to the canonical form (canonicalValue); keep is false for
+// an option that matches everything: an address without prefix bits, or every protocol.
+func canonicalOption(o option) (_ option, keep bool) {
 	o = canonicalValue(o)
-	return o, o.neg || !matchesAll(o)
+	switch {
+	case o.neg:
+		return o, true
+	case o.name == "-s" || o.name == "-d":
+		return o, o.value != "0.0.0.0/0" && o.value != "::/0"
+	}
+	return o, o.name != "-p" || o.value != "all"
 }
 
 // canonicalValue rewrites o's value (and for --set-mark its name) to the form iptables
@@ -279,18 +285,6 @@ func canonicalValue(o option) option {
 		o.value = canonicalEndpoint(o.value)
 	}
 	return o
-}
-
-// matchesAll reports whether an option in canonical form matches every packet: an
-// address without prefix bits, or every protocol.
-func matchesAll(o option) bool {
-	switch o.name {
-	case "-s", "-d":
-		return o.value == "0.0.0.0/0" || o.value == "::/0"
-	case "-p":
-		return o.value == "all"
-	}
-	return false
 }
 
 // canonicalEndpoint unmaps the address of a NAT target's "address[:port]"; a range or

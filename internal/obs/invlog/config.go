@@ -9,6 +9,7 @@ package invlog
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"math"
 	"strings"
@@ -164,18 +165,10 @@ func Resolve(conf, inherited *Config) *Config {
 	}
 	out := *conf
 	if inherited != nil {
-		if out.File == "" {
-			out.File = inherited.File
-		}
-		if out.Level == "" {
-			out.Level = inherited.Level
-		}
-		if out.MaxSizeMB == 0 {
-			out.MaxSizeMB = inherited.MaxSizeMB
-		}
-		if out.MaxFiles == 0 {
-			out.MaxFiles = inherited.MaxFiles
-		}
+		out.File = cmp.Or(out.File, inherited.File)
+		out.Level = cmp.Or(out.Level, inherited.Level)
+		out.MaxSizeMB = cmp.Or(out.MaxSizeMB, inherited.MaxSizeMB)
+		out.MaxFiles = cmp.Or(out.MaxFiles, inherited.MaxFiles)
 	}
 	if !out.On() {
 		return nil

@@ -282,21 +282,13 @@ func canonicalValue(o option) option {
 			o.name, o.value = "--set-xmark", formatMark(v, m|v)
 		}
 	case "--to-destination", "--to-source":
-		o.value = canonicalEndpoint(o.value)
+		if ap, err := netip.ParseAddrPort(o.value); err == nil {
+			o.value = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+		} else if a, err := netip.ParseAddr(o.value); err == nil {
+			o.value = a.Unmap().String()
+		}
 	}
 	return o
-}
-
-// canonicalEndpoint unmaps the address of a NAT target's "address[:port]"; a range or
-// anything else unparsed is kept as written.
-func canonicalEndpoint(s string) string {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
-	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap().String()
-	}
-	return s
 }
 
 // parseNet reads an address as iptables takes it: "10.1.0.5", "10.1.0.0/24",

@@ -52,9 +52,9 @@ func (e *Entry) Line() ([]byte, error) {
 	if len(e.CNIArgs) > 0 {
 		b = appendMap(append(b, `,"cniArgs":`...), e.CNIArgs)
 	}
-	b = appendList(b, "argsKeys", e.ArgsKeys)
-	b = appendList(b, "runtimeConfigKeys", e.RuntimeConfigKeys)
-	b = appendList(b, "warnings", e.Warnings)
+	b = appendArray(b, 0, "argsKeys", e.ArgsKeys, appendString) // the object began at 0
+	b = appendArray(b, 0, "runtimeConfigKeys", e.RuntimeConfigKeys, appendString)
+	b = appendArray(b, 0, "warnings", e.Warnings, appendString)
 	var err error
 	if b, err = appendRaw(b, "args", e.Args); err != nil {
 		return nil, err
@@ -141,12 +141,6 @@ func appendMap(b []byte, m map[string]string) []byte {
 		b = appendString(append(appendString(b, k), ':'), m[k])
 	}
 	return append(b, '}')
-}
-
-// appendList writes ,"name":[...] of a non-empty list of strings; it follows other
-// members of the entry, so the object began before b's end.
-func appendList(b []byte, name string, list []string) []byte {
-	return appendArray(b, 0, name, list, appendString)
 }
 
 // appendRaw writes a raw JSON value compacted and HTML-escaped, as json.Marshal does

@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -82,12 +83,7 @@ const keysText = `"file","level","maxSizeMB","maxFiles"`
 // knownKey reports whether k is a key of a "log" object, matched as encoding/json
 // matches Config's tags: case-insensitively.
 func knownKey(k string) bool {
-	for _, name := range [...]string{"file", "level", "maxSizeMB", "maxFiles"} {
-		if strings.EqualFold(name, k) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"file", "level", "maxSizeMB", "maxFiles"}, func(name string) bool { return strings.EqualFold(name, k) })
 }
 
 // ParseConfig reads a config's "log" object; absent or null gives nil. A value of the

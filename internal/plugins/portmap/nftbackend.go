@@ -252,16 +252,11 @@ func queueRemoveAll(c *nftables.Conn, hash string, fams []*nftFamily) ([]flow, e
 				return flows, err
 			}
 		}
-		flows = appendFlows(flows, st.maps)
+		for _, m := range st.maps {
+			flows = append(flows, flow{proto: m.proto, hostPort: m.hostPort, target: m.target})
+		}
 	}
 	return flows, nil
-}
-
-func appendFlows(flows []flow, maps []nftMapping) []flow {
-	for _, m := range maps {
-		flows = append(flows, flow{proto: m.proto, hostPort: m.hostPort, target: m.target})
-	}
-	return flows
 }
 
 // check verifies that every mapping has its rule and its claim of its key, that the

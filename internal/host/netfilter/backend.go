@@ -41,9 +41,9 @@ import (
 	"syscall"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/host/nftexpr"
 )
 
 // Backend is a rule engine.
@@ -218,11 +218,21 @@ func hostRulesIn(conn *nftables.Conn, t *nftables.Table, name string) bool {
 		return true
 	}
 	for _, r := range rules {
-		if !strings.HasPrefix(nftexpr.VerdictChain(r.Exprs), ownChainPrefix) {
+		if !strings.HasPrefix(jumpTarget(r.Exprs), ownChainPrefix) {
 			return true
 		}
 	}
 	return false
+}
+
+// jumpTarget is the chain a rule jumps or goes to, "" for none.
+func jumpTarget(exprs []expr.Any) string {
+	for _, e := range exprs {
+		if v, ok := e.(*expr.Verdict); ok && (v.Kind == expr.VerdictJump || v.Kind == expr.VerdictGoto) {
+			return v.Chain
+		}
+	}
+	return ""
 }
 
 // IsNotExist reports a "no such table, chain, set or element" answer of nf_tables.

@@ -245,37 +245,42 @@ func ownerOf(name, module, proto string) string {
 	return module
 }
 
-// canonicalOption rewrites o's value (and for --set-mark its name) to the canonical
-// form; keep is false for an option that matches everything.
-func canonicalOption(o option) (option, bool) {
+// canonicalOption rewrites o to the canonical form (canonicalValue); keep is false for
+// an option that matches everything: an address without prefix bits, or every protocol.
+func canonicalOption(o option) (_ option, keep bool) {
+	o = canonicalValue(o)
+	switch {
+	case o.neg:
+		return o, true
+	case o.name == "-s" || o.name == "-d":
+		return o, o.value != "0.0.0.0/0" && o.value != "::/0"
+	}
+	return o, o.name != "-p" || o.value != "all"
+}
+
+// canonicalValue rewrites o's value (and for --set-mark its name) to the form iptables
+// lists it in.
+func canonicalValue(o option) option {
 	switch o.name {
 	case "-s", "-d":
 		if p, ok := parseNet(o.value); ok {
-			if p.Bits() == 0 && !o.neg {
-				return o, false
-			}
 			o.value = p.String()
 		}
 	case "-p":
 		o.value = canonicalProto(o.value)
-		if o.value == "all" && !o.neg {
-			return o, false
-		}
 	case "--dport", "--sport":
 		o.value = canonicalPort(o.owner, o.value)
 	case "--dports", "--sports", "--ports":
 		o.value = sortedList(o.value, func(p string) string { return canonicalPort("", p) })
 	case "--ctstate", "--state", "--dst-type", "--src-type":
 		o.value = sortedList(o.value, strings.ToUpper)
-	case "--mark":
+	case "--mark", "--set-xmark":
 		o.value = canonicalMark(o.value)
 	case "--set-mark":
 		// --set-mark V/M zeroes M and sets V: the same as --set-xmark V/(M|V).
 		if v, m, ok := parseMark(o.value); ok {
 			o.name, o.value = "--set-xmark", formatMark(v, m|v)
 		}
-	case "--set-xmark":
-		o.value = canonicalMark(o.value)
 	case "--to-destination", "--to-source":
 		if ap, err := netip.ParseAddrPort(o.value); err == nil {
 			o.value = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
@@ -283,7 +288,7 @@ func canonicalOption(o option) (option, bool) {
 			o.value = a.Unmap().String()
 		}
 	}
-	return o, true
+	return o
 }
 
 // parseNet reads an address as iptables takes it: "10.1.0.5", "10.1.0.0/24",

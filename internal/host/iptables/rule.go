@@ -30,7 +30,7 @@ func (r Rule) Value(name string) (value string, ok bool) {
 		if o.name != name {
 			return true
 		}
-		o, _ = canonicalOption(o)
+		o = canonicalValue(o)
 		value, ok = o.value, true
 		return false
 	})

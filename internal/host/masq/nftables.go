@@ -255,22 +255,33 @@ func nftDropOwnStale(c *nftables.Conn, att Attachment, ips []netip.Prefix) error
 
 // nftDropClaims queues the deletion of map elements for ips that jump elsewhere.
 func nftDropClaims(c *nftables.Conn, ips []netip.Prefix, chain string) error {
+	err := nftDropElements(c, func(e nftables.SetElement) bool {
+		mine := slices.ContainsFunc(ips, func(p netip.Prefix) bool { return bytes.Equal(p.Addr().AsSlice(), e.Key) })
+		return mine && netfilter.VerdictChain(e.Val) != chain
+	})
+	if err != nil {
+		return fmt.Errorf("masquerade: %w", err)
+	}
+	return nil
+}
+
+// nftDropElements queues the deletion of the elements of both maps that drop picks.
+func nftDropElements(c *nftables.Conn, drop func(nftables.SetElement) bool) error {
 	t := nftTable()
 	for _, v6 := range []bool{false, true} {
 		m := nftMap(t, v6)
 		elems, err := c.GetSetElements(m)
 		if err != nil {
-			return fmt.Errorf("masquerade: nftables map %s: %w", m.Name, err)
+			return fmt.Errorf("nftables map %s: %w", m.Name, err)
 		}
-		var drop []nftables.SetElement
+		var gone []nftables.SetElement
 		for _, e := range elems {
-			mine := slices.ContainsFunc(ips, func(p netip.Prefix) bool { return bytes.Equal(p.Addr().AsSlice(), e.Key) })
-			if mine && netfilter.VerdictChain(e.Val) != chain {
-				drop = append(drop, nftables.SetElement{Key: e.Key})
+			if drop(e) {
+				gone = append(gone, nftables.SetElement{Key: e.Key})
 			}
 		}
-		if len(drop) > 0 {
-			if err := c.SetDeleteElements(m, drop); err != nil {
+		if len(gone) > 0 {
+			if err := c.SetDeleteElements(m, gone); err != nil {
 				return err
 			}
 		}
@@ -351,7 +362,8 @@ func nftTeardownTx(c *nftables.Conn, name, instance string, thorough bool) error
 	switch {
 	case len(rules) == 0:
 	case thorough:
-		if err := nftDropPointing(c, name); err != nil {
+		err := nftDropElements(c, func(e nftables.SetElement) bool { return netfilter.VerdictChain(e.Val) == name })
+		if err != nil {
 			return err
 		}
 		c.DelChain(&nftables.Chain{Name: name, Table: nftTable()})
@@ -370,30 +382,6 @@ func nftTeardownTx(c *nftables.Conn, name, instance string, thorough bool) error
 		return nil
 	}
 	return c.Flush()
-}
-
-// nftDropPointing queues the deletion of every map element that jumps to chain.
-func nftDropPointing(c *nftables.Conn, chain string) error {
-	t := nftTable()
-	for _, v6 := range []bool{false, true} {
-		m := nftMap(t, v6)
-		elems, err := c.GetSetElements(m)
-		if err != nil {
-			return fmt.Errorf("nftables map %s: %w", m.Name, err)
-		}
-		var drop []nftables.SetElement
-		for _, e := range elems {
-			if netfilter.VerdictChain(e.Val) == chain {
-				drop = append(drop, nftables.SetElement{Key: e.Key})
-			}
-		}
-		if len(drop) > 0 {
-			if err := c.SetDeleteElements(m, drop); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 func nftCheck(att Attachment, ips []netip.Prefix) error {
@@ -446,40 +434,11 @@ func nftGC(network string, valid iter.Seq2[string, string], opts ...nftables.Con
 		return nil
 	}
 	defer c.CloseLasting()
-	keep := map[string]bool{}
-	for cid, ifName := range valid {
-		keep[nftChainName(network, cid, ifName)] = true
-	}
-	chains, err := netfilter.ChainsWithRules(nftables.TableFamilyINet, nftTableName)
+	queued, err := nftGCChains(c, network, valid)
 	if err != nil {
 		return fmt.Errorf("masquerade gc: %w", err)
 	}
-	prefix, queued := nftChainPrefix(network), 0
-	for _, name := range chains {
-		if !strings.HasPrefix(name, prefix) || keep[name] {
-			continue
-		}
-		rules, err := nftRules(c, name)
-		if err != nil {
-			return fmt.Errorf("masquerade gc: nftables chain %s: %w", name, err)
-		}
-		if net := commentField(rules, "net"); net != "" && !strings.HasPrefix(network, net) {
-			continue // a hash prefix shared with another network
-		}
-		if err := nftRemove(c, name, rules); err != nil {
-			return fmt.Errorf("masquerade gc: %w", err)
-		}
-		queued++
-	}
-	keepRef := map[string]bool{}
-	for cid, ifName := range valid {
-		keepRef[refInstanceHash(network, ifName, cid)] = true
-	}
-	netHash := refNetworkHash(network) + "-"
-	n, err := refRemove(c, func(comment string) bool {
-		inst, _, _ := strings.Cut(comment, ",")
-		return strings.HasPrefix(inst, netHash) && !keepRef[inst]
-	})
+	n, err := refGC(c, network, valid)
 	if err != nil {
 		return fmt.Errorf("masquerade gc: %w", err)
 	}
@@ -490,6 +449,37 @@ func nftGC(network string, valid iter.Seq2[string, string], opts ...nftables.Con
 		return fmt.Errorf("masquerade gc: nftables: %w", err)
 	}
 	return nil
+}
+
+// nftGCChains queues the removal of network's chains (with their map elements) of
+// attachments not in valid, and returns how many it queued.
+func nftGCChains(c *nftables.Conn, network string, valid iter.Seq2[string, string]) (int, error) {
+	keep := map[string]bool{}
+	for cid, ifName := range valid {
+		keep[nftChainName(network, cid, ifName)] = true
+	}
+	chains, err := netfilter.ChainsWithRules(nftables.TableFamilyINet, nftTableName)
+	if err != nil {
+		return 0, err
+	}
+	prefix, queued := nftChainPrefix(network), 0
+	for _, name := range chains {
+		if !strings.HasPrefix(name, prefix) || keep[name] {
+			continue
+		}
+		rules, err := nftRules(c, name)
+		if err != nil {
+			return 0, fmt.Errorf("nftables chain %s: %w", name, err)
+		}
+		if net := commentField(rules, "net"); net != "" && !strings.HasPrefix(network, net) {
+			continue // a hash prefix shared with another network
+		}
+		if err := nftRemove(c, name, rules); err != nil {
+			return 0, err
+		}
+		queued++
+	}
+	return queued, nil
 }
 
 // The reference plugins' nftables layout (v1.6+): table inet cni_plugins_masquerade,
@@ -534,4 +524,18 @@ func refRemove(c *nftables.Conn, match func(comment string) bool) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// refGC queues the removal of the reference plugins' rules of network's attachments
+// not in valid, and returns how many it queued.
+func refGC(c *nftables.Conn, network string, valid iter.Seq2[string, string]) (int, error) {
+	keep := map[string]bool{}
+	for cid, ifName := range valid {
+		keep[refInstanceHash(network, ifName, cid)] = true
+	}
+	netHash := refNetworkHash(network) + "-"
+	return refRemove(c, func(comment string) bool {
+		inst, _, _ := strings.Cut(comment, ",")
+		return strings.HasPrefix(inst, netHash) && !keep[inst]
+	})
 }

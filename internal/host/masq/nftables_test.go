@@ -104,3 +104,30 @@ func TestNFTablesTeardownOfAStaleAttachmentLeavesTheAddressItLost(t *testing.T) 
 	assert.NotContains(t, nfttest.Ruleset(t, host), nftChainName("net1", "stale", "eth0"))
 	host.Run(t, func() error { return Check(context.Background(), taker, nftOnly) })
 }
+
+// TestNFTablesDropElementsDeletesExactlyThePickedElements: the one map walk of
+// teardown and of an address taken over deletes, in both maps, the elements its
+// predicate picks and no other.
+func TestNFTablesDropElementsDeletesExactlyThePickedElements(t *testing.T) {
+	testns.RequireRoot(t)
+	host := testns.NewWithLoopback(t)
+	a, b := attachment("c1", "10.1.0.5/24"), attachment("c2", "fd01::6/64")
+	setUp(t, host, a, b, attachment("c3", "10.1.0.7/24"))
+	host.Run(t, func() error {
+		c, err := conn()
+		if err != nil {
+			return err
+		}
+		defer c.CloseLasting()
+		picked := map[string]bool{nftChainName("net1", "c1", "eth0"): true, nftChainName("net1", "c2", "eth0"): true}
+		if err := nftDropElements(c, func(e nftables.SetElement) bool { return picked[netfilter.VerdictChain(e.Val)] }); err != nil {
+			return err
+		}
+		return c.Flush()
+	})
+	out, err := host.Exec(t, "nft", "list", "ruleset")
+	require.NoError(t, err, out)
+	assert.NotContains(t, out, "10.1.0.5 :")
+	assert.NotContains(t, out, "fd01::6 :")
+	assert.Contains(t, out, "10.1.0.7 : goto "+nftChainName("net1", "c3", "eth0"))
+}

@@ -31,41 +31,31 @@ func Same(family byte, got, want []expr.Any) bool {
 func withoutRegisters(e expr.Any) expr.Any {
 	switch e := e.(type) {
 	case *expr.Meta:
-		c := *e
-		c.Register = 0
-		return &c
+		return copyWith(e, func(c *expr.Meta) { c.Register = 0 })
 	case *expr.Payload:
-		c := *e
-		c.DestRegister, c.SourceRegister = 0, 0
-		return &c
+		return copyWith(e, func(c *expr.Payload) { c.DestRegister, c.SourceRegister = 0, 0 })
 	case *expr.Cmp:
-		c := *e
-		c.Register = 0
-		return &c
+		return copyWith(e, func(c *expr.Cmp) { c.Register = 0 })
 	case *expr.Bitwise:
-		c := *e
-		c.SourceRegister, c.DestRegister = 0, 0
-		return &c
+		return copyWith(e, func(c *expr.Bitwise) { c.SourceRegister, c.DestRegister = 0, 0 })
 	case *expr.Lookup:
-		c := *e
-		c.SourceRegister, c.DestRegister, c.SetID = 0, 0, 0
-		return &c
+		return copyWith(e, func(c *expr.Lookup) { c.SourceRegister, c.DestRegister, c.SetID = 0, 0, 0 })
 	case *expr.Immediate:
-		c := *e
-		c.Register = 0
-		return &c
+		return copyWith(e, func(c *expr.Immediate) { c.Register = 0 })
 	case *expr.Ct:
-		c := *e
-		c.Register = 0
-		return &c
+		return copyWith(e, func(c *expr.Ct) { c.Register = 0 })
 	case *expr.Fib:
-		c := *e
-		c.Register = 0
-		return &c
+		return copyWith(e, func(c *expr.Fib) { c.Register = 0 })
 	case *expr.NAT:
-		c := *e
-		c.RegAddrMin, c.RegAddrMax, c.RegProtoMin, c.RegProtoMax = 0, 0, 0, 0
-		return &c
+		return copyWith(e, func(c *expr.NAT) { c.RegAddrMin, c.RegAddrMax, c.RegProtoMin, c.RegProtoMax = 0, 0, 0, 0 })
 	}
 	return e
+}
+
+// copyWith is a copy of *e changed by change; e itself stays as it is, since it is the
+// caller's rule.
+func copyWith[T any](e *T, change func(*T)) *T {
+	c := *e
+	change(&c)
+	return &c
 }

@@ -64,3 +64,17 @@ func TestSameMatchesEveryBuilderAsTheKernelListsIt(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutRegistersLeavesTheRuleAlone: the registers are zeroed in a copy (copyWith),
+// never in the caller's expression, and the other fields are kept.
+func TestWithoutRegistersLeavesTheRuleAlone(t *testing.T) {
+	lookup := &expr.Lookup{SourceRegister: 1, DestRegister: 2, SetID: 7, SetName: "ports", IsDestRegSet: true}
+	got := withoutRegisters(lookup)
+	assert.Equal(t, &expr.Lookup{SetName: "ports", IsDestRegSet: true}, got)
+	assert.Equal(t, &expr.Lookup{SourceRegister: 1, DestRegister: 2, SetID: 7, SetName: "ports", IsDestRegSet: true}, lookup)
+	nat := &expr.NAT{Type: expr.NATTypeDestNAT, RegAddrMin: 1, RegAddrMax: 2, RegProtoMin: 3, RegProtoMax: 4}
+	assert.Equal(t, &expr.NAT{Type: expr.NATTypeDestNAT}, withoutRegisters(nat))
+	assert.Equal(t, uint32(3), nat.RegProtoMin)
+	other := &expr.Counter{Packets: 1}
+	assert.Same(t, other, withoutRegisters(other), "an expression without registers is itself")
+}

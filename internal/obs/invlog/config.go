@@ -9,8 +9,10 @@ package invlog
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -81,12 +83,7 @@ const keysText = `"file","level","maxSizeMB","maxFiles"`
 // knownKey reports whether k is a key of a "log" object, matched as encoding/json
 // matches Config's tags: case-insensitively.
 func knownKey(k string) bool {
-	for _, name := range [...]string{"file", "level", "maxSizeMB", "maxFiles"} {
-		if strings.EqualFold(name, k) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"file", "level", "maxSizeMB", "maxFiles"}, func(name string) bool { return strings.EqualFold(name, k) })
 }
 
 // ParseConfig reads a config's "log" object; absent or null gives nil. A value of the
@@ -164,18 +161,10 @@ func Resolve(conf, inherited *Config) *Config {
 	}
 	out := *conf
 	if inherited != nil {
-		if out.File == "" {
-			out.File = inherited.File
-		}
-		if out.Level == "" {
-			out.Level = inherited.Level
-		}
-		if out.MaxSizeMB == 0 {
-			out.MaxSizeMB = inherited.MaxSizeMB
-		}
-		if out.MaxFiles == 0 {
-			out.MaxFiles = inherited.MaxFiles
-		}
+		out.File = cmp.Or(out.File, inherited.File)
+		out.Level = cmp.Or(out.Level, inherited.Level)
+		out.MaxSizeMB = cmp.Or(out.MaxSizeMB, inherited.MaxSizeMB)
+		out.MaxFiles = cmp.Or(out.MaxFiles, inherited.MaxFiles)
 	}
 	if !out.On() {
 		return nil

@@ -52,9 +52,9 @@ func (e *Entry) Line() ([]byte, error) {
 	if len(e.CNIArgs) > 0 {
 		b = appendMap(append(b, `,"cniArgs":`...), e.CNIArgs)
 	}
-	b = appendList(b, "argsKeys", e.ArgsKeys)
-	b = appendList(b, "runtimeConfigKeys", e.RuntimeConfigKeys)
-	b = appendList(b, "warnings", e.Warnings)
+	b = appendArray(b, 0, "argsKeys", e.ArgsKeys, appendString) // the object began at 0
+	b = appendArray(b, 0, "runtimeConfigKeys", e.RuntimeConfigKeys, appendString)
+	b = appendArray(b, 0, "warnings", e.Warnings, appendString)
 	var err error
 	if b, err = appendRaw(b, "args", e.Args); err != nil {
 		return nil, err
@@ -87,49 +87,41 @@ func appendSteps(b []byte, steps []Step) []byte {
 func appendResult(b []byte, r *Result) []byte {
 	b = append(b, '{')
 	start := len(b)
-	if len(r.Interfaces) > 0 {
-		b = append(b, `"interfaces":[`...)
-		for i, f := range r.Interfaces {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(append(b, `{"name":`...), f.Name)
-			b = optional(b, "mac", f.Mac)
-			b = optional(b, "sandbox", f.Sandbox)
-			b = append(b, '}')
+	b = appendArray(b, start, "interfaces", r.Interfaces, func(b []byte, f Interface) []byte {
+		b = appendString(append(b, `{"name":`...), f.Name)
+		b = optional(b, "mac", f.Mac)
+		return append(optional(b, "sandbox", f.Sandbox), '}')
+	})
+	b = appendArray(b, start, "ips", r.IPs, func(b []byte, ip IP) []byte {
+		b = appendString(append(b, `{"address":`...), ip.Address)
+		b = optional(b, "gateway", ip.Gateway)
+		if ip.Interface != nil {
+			b = strconv.AppendInt(append(b, `,"interface":`...), int64(*ip.Interface), 10)
 		}
-		b = append(b, ']')
-	}
-	if len(r.IPs) > 0 {
-		b = comma(b, start)
-		b = append(b, `"ips":[`...)
-		for i, ip := range r.IPs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(append(b, `{"address":`...), ip.Address)
-			b = optional(b, "gateway", ip.Gateway)
-			if ip.Interface != nil {
-				b = strconv.AppendInt(append(b, `,"interface":`...), int64(*ip.Interface), 10)
-			}
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
-	if len(r.Routes) > 0 {
-		b = comma(b, start)
-		b = append(b, `"routes":[`...)
-		for i, rt := range r.Routes {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(append(b, `{"dst":`...), rt.Dst)
-			b = optional(b, "gw", rt.GW)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
+		return append(b, '}')
+	})
+	b = appendArray(b, start, "routes", r.Routes, func(b []byte, rt Route) []byte {
+		b = appendString(append(b, `{"dst":`...), rt.Dst)
+		return append(optional(b, "gw", rt.GW), '}')
+	})
 	return append(b, '}')
+}
+
+// appendArray writes "name":[...] with each element written by elem, after a comma
+// unless it is the first member of the object begun at start; an empty list is left
+// out (omitempty).
+func appendArray[T any](b []byte, start int, name string, list []T, elem func([]byte, T) []byte) []byte {
+	if len(list) == 0 {
+		return b
+	}
+	b = append(append(append(comma(b, start), '"'), name...), `":[`...)
+	for i, v := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = elem(b, v)
+	}
+	return append(b, ']')
 }
 
 // comma separates a member from the ones before it in the object begun at start.
@@ -149,20 +141,6 @@ func appendMap(b []byte, m map[string]string) []byte {
 		b = appendString(append(appendString(b, k), ':'), m[k])
 	}
 	return append(b, '}')
-}
-
-func appendList(b []byte, name string, list []string) []byte {
-	if len(list) == 0 {
-		return b
-	}
-	b = append(append(append(b, `,"`...), name...), `":[`...)
-	for i, s := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	return append(b, ']')
 }
 
 // appendRaw writes a raw JSON value compacted and HTML-escaped, as json.Marshal does
@@ -221,52 +199,60 @@ const hexDigits = "0123456789abcdef"
 
 // appendString quotes s as encoding/json does by default: ", \ and control characters
 // escaped (\n, \r, \t, \b, \f by their short forms), <, > and & as \u003c and the like,
-// U+2028 and U+2029 escaped, invalid UTF-8 replaced by U+FFFD.
+// U+2028 and U+2029 escaped, invalid UTF-8 replaced by U+FFFD. It copies the runs of
+// characters kept as they are in one append each.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		// Most of a log line's text is ASCII: tested without decoding, and escaped
+		// without a second test.
+		if c := s[i]; c < utf8.RuneSelf {
+			if !keptASCII(c) {
+				b = appendEscape(append(b, s[start:i]...), rune(c))
+				start = i + 1
 			}
 			i++
-			start = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
+		if !keptRune(r, size) {
+			b = appendEscape(append(b, s[start:i]...), r)
+			start = i + size
 		}
 		i += size
 	}
 	return append(append(b, s[start:]...), '"')
+}
+
+// keptASCII reports whether encoding/json writes the ASCII character c as itself.
+func keptASCII(c byte) bool {
+	return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+}
+
+// keptRune is keptASCII for the other characters, size bytes of a string; an invalid
+// byte decodes as utf8.RuneError of size 1.
+func keptRune(r rune, size int) bool {
+	return r != '\u2028' && r != '\u2029' && (r != utf8.RuneError || size > 1)
+}
+
+// appendEscape writes the escape of a character not kept as itself (utf8.RuneError
+// standing for an invalid byte, which becomes U+FFFD): a short form where JSON has one,
+// else \u and four hex digits.
+func appendEscape(b []byte, r rune) []byte {
+	switch r {
+	case '"', '\\':
+		return append(b, '\\', byte(r))
+	case '\b':
+		return append(b, '\\', 'b')
+	case '\f':
+		return append(b, '\\', 'f')
+	case '\n':
+		return append(b, '\\', 'n')
+	case '\r':
+		return append(b, '\\', 'r')
+	case '\t':
+		return append(b, '\\', 't')
+	}
+	return append(b, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
 }

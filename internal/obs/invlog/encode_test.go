@@ -2,6 +2,7 @@ package invlog
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -89,4 +90,29 @@ func FuzzLine(f *testing.F) {
 			t.Fatalf("Line: %q, %v\nencoding/json: %q", got, gerr, want)
 		}
 	})
+}
+
+// BenchmarkAppendString: the quoting of the log's strings, plain ASCII (most of them:
+// names, ids, paths) and text with every kind of escape.
+func BenchmarkAppendString(b *testing.B) {
+	for name, s := range map[string]string{
+		"plain":   "/var/run/netns/cni-1234abcd-5678-90ef-aaaa-bbbbccccdddd",
+		"escaped": "a \"quoted\" <tag> & line\nbreak\ttab\x01 é\u2028 \xff end",
+	} {
+		b.Run(name, func(b *testing.B) {
+			buf := make([]byte, 0, 256)
+			for b.Loop() {
+				buf = appendString(buf[:0], s)
+			}
+		})
+	}
+}
+
+// TestAppendArray: an empty list is left out, the first member of an object has no
+// comma before it and a later one has, elements are comma-separated.
+func TestAppendArray(t *testing.T) {
+	elem := func(b []byte, n int) []byte { return strconv.AppendInt(b, int64(n), 10) }
+	assert.Equal(t, "{", string(appendArray([]byte("{"), 1, "a", []int{}, elem)))
+	assert.Equal(t, `{"a":[1]`, string(appendArray([]byte("{"), 1, "a", []int{1}, elem)))
+	assert.Equal(t, `{"x":0,"a":[1,2,3]`, string(appendArray([]byte(`{"x":0`), 1, "a", []int{1, 2, 3}, elem)))
 }

@@ -169,43 +169,52 @@ func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo,
 	if unlock, lerr := lock(lockName(r.Path), unix.LOCK_SH); lerr == nil {
 		defer unlock()
 	}
-	defer func() {
-		if err != nil {
-			if live != nil {
-				live.Close()
-			}
-			for _, o := range rotated {
-				o.f.Close()
-			}
-			live, liveInfo, rotated = nil, nil, nil
-		}
-	}()
-	if live, err = openRead(r.Path); err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, nil, err
-		}
-		live, err = nil, nil
-	}
-	if live != nil {
-		if liveInfo, err = live.Stat(); err != nil {
-			return
-		}
+	if live, liveInfo, err = openLive(r.Path); err != nil {
+		return nil, nil, nil, err
 	}
 	names, err := Rotated(r.Path)
 	if err != nil {
-		return
+		if live != nil {
+			live.Close()
+		}
+		return nil, nil, nil, err
 	}
+	return live, liveInfo, r.openRotated(names, liveInfo, done), nil
+}
+
+// openLive opens the live file and reads its info; a missing one is nil, no error.
+func openLive(path string) (*os.File, fs.FileInfo, error) {
+	f, err := openRead(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// openRotated opens the rotated files named (oldest first) but the live one and done
+// and those older. A file it cannot open or stat is left out: rotated out meanwhile (by
+// an unlocked reader) or, noted in r.Foreign once per reason, not this user's.
+func (r *Reader) openRotated(names []string, liveInfo, done fs.FileInfo) []openFile {
+	var rotated []openFile
 	for _, name := range names {
-		f, oerr := openRead(name)
-		if errors.Is(oerr, ErrForeign) && !slices.ContainsFunc(r.Foreign, func(e error) bool { return e.Error() == oerr.Error() }) {
-			r.Foreign = append(r.Foreign, oerr)
+		f, err := openRead(name)
+		if errors.Is(err, ErrForeign) && !slices.ContainsFunc(r.Foreign, func(e error) bool { return e.Error() == err.Error() }) {
+			r.Foreign = append(r.Foreign, err)
 		}
-		if oerr != nil {
-			continue // rotated out meanwhile (an unlocked reader), or not this user's
+		if err != nil {
+			continue
 		}
-		fi, serr := f.Stat()
+		fi, err := f.Stat()
 		switch {
-		case serr != nil, liveInfo != nil && os.SameFile(fi, liveInfo):
+		case err != nil, liveInfo != nil && os.SameFile(fi, liveInfo):
 			f.Close()
 		case done != nil && os.SameFile(fi, done):
 			// Read already, with all that is older.
@@ -218,7 +227,7 @@ func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo,
 			rotated = append(rotated, openFile{f, fi})
 		}
 	}
-	return
+	return rotated
 }
 
 // lines reads whole lines from f's current offset to its end, calling fn for each, and

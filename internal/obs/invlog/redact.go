@@ -172,22 +172,32 @@ var secretNames = []string{"pass", "pw", "pwd", "cred", "creds", "key", "keys", 
 func keyWords(k string) []string {
 	var words []string
 	start := -1
-	isLower := func(c byte) bool { return c >= 'a' && c <= 'z' }
-	isUpper := func(c byte) bool { return c >= 'A' && c <= 'Z' }
 	for i := 0; i <= len(k); i++ {
-		letter := i < len(k) && (isLower(k[i]) || isUpper(k[i]))
-		boundary := !letter || start >= 0 && isUpper(k[i]) &&
-			(isLower(k[i-1]) || i+1 < len(k) && isLower(k[i+1]) && isUpper(k[i-1]))
-		if boundary && start >= 0 {
+		if start >= 0 && wordEnds(k, i) {
 			words = append(words, strings.ToLower(k[start:i]))
 			start = -1
 		}
-		if letter && start < 0 {
+		if start < 0 && i < len(k) && isLetter(k[i]) {
 			start = i
 		}
 	}
 	return words
 }
+
+// wordEnds reports whether a word of k that began before i ends at i: at k's end, at a
+// character that is not a letter, at a capital after a lower-case letter, or at the
+// last capital of a run of them that a lower-case letter follows.
+func wordEnds(k string, i int) bool {
+	if i == len(k) || !isLetter(k[i]) {
+		return true
+	}
+	return isUpper(k[i]) && (isLower(k[i-1]) || i+1 < len(k) && isLower(k[i+1]) && isUpper(k[i-1]))
+}
+
+func isLower(c byte) bool  { return c >= 'a' && c <= 'z' }
+func isUpper(c byte) bool  { return c >= 'A' && c <= 'Z' }
+func isLetter(c byte) bool { return isLower(c) || isUpper(c) }
+func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
 
 // tokenLike reports whether s looks like a credential: a JSON Web Token, or 20 or more
 // characters of the base64/hex alphabets with letters and digits mixed and the
@@ -201,20 +211,25 @@ func tokenLike(s string) bool {
 	if len(s) < 20 || isUUID(s) {
 		return false
 	}
-	var letters, digits int
+	letters, digits, ok := tokenChars(s)
+	return ok && letters > 0 && digits > 0 && entropy(s) > 3
+}
+
+// tokenChars counts the letters and digits of s; ok is false when s holds a character
+// outside the base64 and hex alphabets, their URL-safe and padding marks and the dot
+// of a JWT.
+func tokenChars(s string) (letters, digits int, ok bool) {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		switch c := s[i]; {
+		case isLetter(c):
 			letters++
-		case c >= '0' && c <= '9':
+		case isDigit(c):
 			digits++
-		case c == '+' || c == '/' || c == '=' || c == '_' || c == '-' || c == '.' || c == '~':
-		default:
-			return false
+		case strings.IndexByte("+/=_-.~", c) < 0:
+			return 0, 0, false
 		}
 	}
-	return letters > 0 && digits > 0 && entropy(s) > 3
+	return letters, digits, true
 }
 
 // entropy is the Shannon entropy of s's bytes, in bits per byte.

@@ -3,6 +3,7 @@ package portmap
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -251,16 +252,11 @@ func queueRemoveAll(c *nftables.Conn, hash string, fams []*nftFamily) ([]flow, e
 				return flows, err
 			}
 		}
-		flows = appendFlows(flows, st.maps)
+		for _, m := range st.maps {
+			flows = append(flows, flow{proto: m.proto, hostPort: m.hostPort, target: m.target})
+		}
 	}
 	return flows, nil
-}
-
-func appendFlows(flows []flow, maps []nftMapping) []flow {
-	for _, m := range maps {
-		flows = append(flows, flow{proto: m.proto, hostPort: m.hostPort, target: m.target})
-	}
-	return flows
 }
 
 // check verifies that every mapping has its rule and its claim of its key, that the
@@ -285,7 +281,7 @@ func (b nftBackend) check(ctx context.Context, o attachment, s *settings, fams [
 		target := fa.addr.Addr()
 		for _, m := range fa.mappings {
 			want := nftMapping{mapping: m, target: target}
-			if !containsMapping(st.maps, want) {
+			if !slices.ContainsFunc(st.maps, func(h nftMapping) bool { return h.record() == want.record() }) {
 				return fmt.Errorf("nftables: no rule for port mapping %s", want.record())
 			}
 			if err := f.requireClaim(c, f.mapOf(want), want.key(), dn, o); err != nil {
@@ -299,15 +295,6 @@ func (b nftBackend) check(ctx context.Context, o attachment, s *settings, fams [
 		}
 	}
 	return nil
-}
-
-func containsMapping(have []nftMapping, want nftMapping) bool {
-	for _, h := range have {
-		if h.record() == want.record() {
-			return true
-		}
-	}
-	return false
 }
 
 // installed lists the attachments that claim keys in the family's maps, from the owner

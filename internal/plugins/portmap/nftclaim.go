@@ -3,6 +3,7 @@ package portmap
 import (
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -70,6 +71,15 @@ func ruleComment(r *nftables.Rule) string {
 	return c
 }
 
+// jumpsTo reports whether the shared chain has a jump to chain.
+func (f *nftFamily) jumpsTo(c *nftables.Conn, shared *nftables.Chain, chain string) (bool, error) {
+	rules, err := c.GetRules(f.table, shared)
+	if err != nil {
+		return false, fmt.Errorf("nftables: chain %s: %w", shared.Name, err)
+	}
+	return slices.ContainsFunc(rules, func(r *nftables.Rule) bool { return nftexpr.VerdictChain(r.Exprs) == chain }), nil
+}
+
 // queueClaim queues what gives cl's chain its way in through the element of cl.key:
 // the element itself when the key is free, a jump in the key's shared chain when
 // another attachment holds it.
@@ -84,17 +94,11 @@ func (f *nftFamily) queueClaim(c *nftables.Conn, cl claim) error {
 		return nil
 	case strings.HasPrefix(e.VerdictChain, nftSharedPrefix):
 		shared := f.chain(e.VerdictChain)
-		rules, err := c.GetRules(f.table, shared)
-		if err != nil {
-			return fmt.Errorf("nftables: chain %s: %w", shared.Name, err)
+		has, err := f.jumpsTo(c, shared, cl.chain)
+		if err == nil && !has {
+			c.AddRule(f.claimRule(shared, cl.chain, cl.comment))
 		}
-		for _, r := range rules {
-			if nftexpr.VerdictChain(r.Exprs) == cl.chain {
-				return nil
-			}
-		}
-		c.AddRule(f.claimRule(shared, cl.chain, cl.comment))
-		return nil
+		return err
 	}
 	// Held by another attachment: both now go through a shared chain, the holder first.
 	shared := c.AddChain(f.chain(sharedChainName(cl.set.Name, cl.key)))
@@ -174,14 +178,8 @@ func (f *nftFamily) requireClaim(c *nftables.Conn, s *nftables.Set, key []byte, 
 	case e.VerdictChain == chain && (e.Comment == o.nftComment() || e.Comment == o.nftCommentBefore()):
 		return nil
 	case strings.HasPrefix(e.VerdictChain, nftSharedPrefix):
-		rules, err := c.GetRules(f.table, f.chain(e.VerdictChain))
-		if err != nil {
-			return fmt.Errorf("nftables: chain %s: %w", e.VerdictChain, err)
-		}
-		for _, r := range rules {
-			if nftexpr.VerdictChain(r.Exprs) == chain {
-				return nil
-			}
+		if has, err := f.jumpsTo(c, f.chain(e.VerdictChain), chain); err != nil || has {
+			return err
 		}
 		return fmt.Errorf("map %s sends it to the shared chain %s, which has no jump to %s", s.Name, e.VerdictChain, chain)
 	}

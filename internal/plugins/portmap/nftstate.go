@@ -153,59 +153,23 @@ func (f *nftFamily) queueRemove(c *nftables.Conn, hash string, st nftState) erro
 // which jumps nowhere, stays until an ADD that shares its key reuses it.
 func (f *nftFamily) sweep(c *nftables.Conn, hash string) error {
 	mine := map[string]bool{nftDNPrefix + hash: true, nftDMPrefix + hash: true, nftMasqPrefix + hash: true}
-	type element struct {
-		set *nftables.Set
-		key []byte
-	}
-	toShared := map[string][]element{}
-	for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {
-		elems, err := c.GetSetElements(s)
-		if netfilter.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("nftables: list map %s: %w", s.Name, err)
-		}
-		for _, e := range elems {
-			switch chain := netfilter.VerdictChain(e.Val); {
-			case mine[chain]:
-				if err := c.SetDeleteElements(s, []nftables.SetElement{{Key: e.Key}}); err != nil {
-					return err
-				}
-			case strings.HasPrefix(chain, nftSharedPrefix):
-				toShared[chain] = append(toShared[chain], element{s, e.Key})
-			}
-		}
+	toShared, err := f.dropElements(c, mine)
+	if err != nil {
+		return err
 	}
 	chains, err := netfilter.ChainsWithRules(f.table.Family, nftTableName)
 	if err != nil {
 		return err
 	}
-	shared := map[string]bool{}
-	for name := range toShared {
-		shared[name] = true
-	}
+	shared := maps.Clone(toShared)
 	for _, name := range chains {
-		if strings.HasPrefix(name, nftSharedPrefix) {
-			shared[name] = true
+		if _, ok := shared[name]; !ok && strings.HasPrefix(name, nftSharedPrefix) {
+			shared[name] = nil
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(shared)) {
-		if len(toShared[name]) == 0 {
-			f.queueDelChain(c, name) // no element reaches it any more
-			continue
-		}
-		onlyMine, err := f.dropJumps(c, name, mine)
-		if err != nil {
+		if err := f.sweepShared(c, name, shared[name], mine); err != nil {
 			return err
-		}
-		if onlyMine {
-			for _, e := range toShared[name] {
-				if err := c.SetDeleteElements(e.set, []nftables.SetElement{{Key: e.key}}); err != nil {
-					return err
-				}
-			}
-			f.queueDelChain(c, name)
 		}
 	}
 	for name := range mine {
@@ -217,6 +181,57 @@ func (f *nftFamily) sweep(c *nftables.Conn, hash string) error {
 			f.queueDelChain(c, name)
 		}
 	}
+	return nil
+}
+
+// mapElement is one element of a map, named by its map and its key.
+type mapElement struct {
+	set *nftables.Set
+	key []byte
+}
+
+// dropElements queues the deletion of the elements of the family's maps that reach a
+// chain in mine, and returns those reaching shared chains, by chain.
+func (f *nftFamily) dropElements(c *nftables.Conn, mine map[string]bool) (map[string][]mapElement, error) {
+	toShared := map[string][]mapElement{}
+	for _, s := range []*nftables.Set{f.hostIPPorts, f.ports, f.masq} {
+		elems, err := c.GetSetElements(s)
+		if netfilter.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("nftables: list map %s: %w", s.Name, err)
+		}
+		for _, e := range elems {
+			switch chain := netfilter.VerdictChain(e.Val); {
+			case mine[chain]:
+				if err := c.SetDeleteElements(s, []nftables.SetElement{{Key: e.Key}}); err != nil {
+					return nil, err
+				}
+			case strings.HasPrefix(chain, nftSharedPrefix):
+				toShared[chain] = append(toShared[chain], mapElement{s, e.Key})
+			}
+		}
+	}
+	return toShared, nil
+}
+
+// sweepShared queues the deletion of the shared chain when no element reaches it (elems
+// empty) or it jumps only to chains in mine (with the elements reaching it then), and
+// else of its jumps to mine.
+func (f *nftFamily) sweepShared(c *nftables.Conn, name string, elems []mapElement, mine map[string]bool) error {
+	if len(elems) > 0 {
+		onlyMine, err := f.dropJumps(c, name, mine)
+		if err != nil || !onlyMine {
+			return err
+		}
+		for _, e := range elems {
+			if err := c.SetDeleteElements(e.set, []nftables.SetElement{{Key: e.key}}); err != nil {
+				return err
+			}
+		}
+	}
+	f.queueDelChain(c, name)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/spec/skel"
+	"github.com/cnikit/cni/internal/testbed/testns"
 )
 
 // TestTwoAttachmentsMappingOneHostPort: a runtime that re-creates a sandbox before the
@@ -176,4 +177,35 @@ func TestDelReleasesAKeyMappedTwiceByOneAttachmentInOneTransaction(t *testing.T)
 	assert.NotContains(t, rules, c.ip6)
 	_, err = dialTCP(e.client, "10.77.0.1:8080")
 	assert.Error(t, err, "the host port is closed")
+}
+
+// TestJumpsToFindsAClaimantInASharedChain: the one reading of a shared chain that a
+// claim (ADD) and its check (CHECK) make tells a claimant's jump from another's.
+func TestJumpsToFindsAClaimantInASharedChain(t *testing.T) {
+	testns.RequireRoot(t)
+	host := testns.New(t)
+	for _, cmd := range [][]string{
+		{"add", "table", "ip", nftTableName},
+		{"add", "chain", "ip", nftTableName, "dn-a"},
+		{"add", "chain", "ip", nftTableName, "dn-b"},
+		{"add", "chain", "ip", nftTableName, "sh-x"},
+		{"add", "rule", "ip", nftTableName, "sh-x", "jump", "dn-a"},
+	} {
+		out, err := host.Exec(t, "nft", cmd...)
+		require.NoError(t, err, out)
+	}
+	host.Run(t, func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		f := newNFTFamily(false)
+		has, err := f.jumpsTo(c, f.chain("sh-x"), "dn-a")
+		require.NoError(t, err)
+		assert.True(t, has, "dn-a claims through sh-x")
+		has, err = f.jumpsTo(c, f.chain("sh-x"), "dn-b")
+		require.NoError(t, err)
+		assert.False(t, has, "dn-b does not")
+		return nil
+	})
 }

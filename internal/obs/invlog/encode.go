@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cnikit/cni/internal/result"
 )
 
 // Line encodes e as one log line, newline included: byte for byte what json.Marshal
@@ -100,7 +102,7 @@ func appendResult(b []byte, r *Result) []byte {
 		}
 		return append(b, '}')
 	})
-	b = appendArray(b, start, "routes", r.Routes, func(b []byte, rt Route) []byte {
+	b = appendArray(b, start, "routes", r.Routes, func(b []byte, rt result.WireRoute) []byte {
 		b = appendString(append(b, `{"dst":`...), rt.Dst)
 		return append(optional(b, "gw", rt.GW), '}')
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -181,7 +182,9 @@ func (r *run) recordBoth(plan []confAction) (record, error) {
 	if err != nil {
 		return nil, err
 	}
-	final := rec.clone()
+	// A shallow copy is enough: every planned name gets a new slice in final (set)
+	// before rec's own slice for it grows (add).
+	final := maps.Clone(rec)
 	for _, a := range plan {
 		rec.add(a.name, a.data)
 		final.set(a.name, a.data)
@@ -198,14 +201,12 @@ func (r *run) writeConf(a confAction) error {
 		r.note("unchanged %s", a.target)
 		return nil
 	}
-	r.say("write %s (from %s)", a.target, a.src)
-	if r.DryRun {
+	return r.act(func() error {
+		if err := writeFile(a.target, bytes.NewReader(a.data), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", a.target, err)
+		}
 		return nil
-	}
-	if err := writeFile(a.target, bytes.NewReader(a.data), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", a.target, err)
-	}
-	return nil
+	}, "write %s (from %s)", a.target, a.src)
 }
 
 // uninstallConfs removes the configs recorded as ours (only those named by Confs, when

@@ -63,12 +63,17 @@ func ReadPath(path string, limit int64) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
 	}
+	return readAll(f, limit)
+}
+
+// readAll reads f to its end, at most limit bytes: a longer file is ErrTooLarge.
+func readAll(f *os.File, limit int64) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = &fs.PathError{Op: "read", Path: f.Name(), Err: ErrTooLarge}
+	}
 	if err != nil {
 		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: ErrTooLarge}
 	}
 	return data, nil
 }
@@ -163,14 +168,7 @@ func (d *Dir) ReadFile(name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, d.err("read", name, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, d.err("read", name, ErrTooLarge)
-	}
-	return data, nil
+	return readAll(f, limit)
 }
 
 // CreateTemp creates a new regular file named prefix plus 16 random hex digits, mode

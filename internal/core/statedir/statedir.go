@@ -121,6 +121,14 @@ func (d *Dir) err(op, name string, err error) error {
 	return &fs.PathError{Op: op, Path: d.path + "/" + name, Err: err}
 }
 
+// check is d.err for a failed call, nil for one that succeeded.
+func (d *Dir) check(op, name string, err error) error {
+	if err != nil {
+		return d.err(op, name, err)
+	}
+	return nil
+}
+
 // Sub opens the directory name inside d, creating it with perm when create is set. A
 // symbolic link or any other non-directory under that name is an error IsForeign
 // recognises.
@@ -249,10 +257,7 @@ func (d *Dir) Link(from, to string) error {
 
 // Symlink creates the symbolic link name holding target.
 func (d *Dir) Symlink(target, name string) error {
-	if err := unix.Symlinkat(target, d.fd(), name); err != nil {
-		return d.err("symlink", name, err)
-	}
-	return nil
+	return d.check("symlink", name, unix.Symlinkat(target, d.fd(), name))
 }
 
 // Readlink returns the target text of the symbolic link name; anything else under that
@@ -278,28 +283,19 @@ func (d *Dir) Remove(name string) error {
 	if errors.Is(err, unix.EISDIR) {
 		err = unix.Unlinkat(d.fd(), name, unix.AT_REMOVEDIR)
 	}
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return d.err("remove", name, err)
-	}
-	return nil
+	return d.check("remove", name, ignoreMissing(err))
 }
 
 // Unlink removes the entry name itself when it is not a directory (a directory gives
 // EISDIR). A missing entry is no error.
 func (d *Dir) Unlink(name string) error {
-	if err := unix.Unlinkat(d.fd(), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return d.err("unlink", name, err)
-	}
-	return nil
+	return d.check("unlink", name, ignoreMissing(unix.Unlinkat(d.fd(), name, 0)))
 }
 
 // RemoveAll removes name and, when it is a directory, everything below it, without
 // following any symbolic link. A missing entry is no error.
 func (d *Dir) RemoveAll(name string) error {
-	if err := removeAllAt(d.fd(), name, maxRemoveDepth); err != nil {
-		return d.err("remove", name, err)
-	}
-	return nil
+	return d.check("remove", name, removeAllAt(d.fd(), name, maxRemoveDepth))
 }
 
 func removeAllAt(dirfd int, name string, depth int) error {
@@ -389,10 +385,7 @@ func (d *Dir) ModTime() (time.Time, error) {
 // SetModTime sets the directory's own modification time, leaving its access time.
 func (d *Dir) SetModTime(t time.Time) error {
 	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(t.UnixNano())}
-	if err := unix.UtimesNanoAt(d.fd(), ".", ts, 0); err != nil {
-		return d.err("utimes", ".", err)
-	}
-	return nil
+	return d.check("utimes", ".", unix.UtimesNanoAt(d.fd(), ".", ts, 0))
 }
 
 // Lock takes an exclusive flock on the directory itself; Unlock or Close releases it.

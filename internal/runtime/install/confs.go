@@ -222,12 +222,9 @@ func (r *run) uninstallConfs() error {
 	if err != nil || len(rec) == 0 {
 		return err
 	}
-	only := map[string]bool{}
-	for _, p := range slices.Concat(r.Confs, r.OneExec) {
-		only[filepath.Base(p)] = true
-	}
+	only := slices.Concat(r.Confs, r.OneExec)
 	for _, name := range rec.names() {
-		if len(only) > 0 && !only[name] {
+		if len(only) > 0 && !slices.ContainsFunc(only, func(p string) bool { return filepath.Base(p) == name }) {
 			continue
 		}
 		if err := r.uninstallConf(rec, name); err != nil {

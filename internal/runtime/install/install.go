@@ -303,7 +303,7 @@ func (r *run) checkForeign() error {
 }
 
 func describe(p string, fi fs.FileInfo) string {
-	if fi.Mode()&fs.ModeSymlink != 0 {
+	if isSymlink(fi) {
 		target, _ := os.Readlink(p)
 		return "symlink to " + target
 	}
@@ -401,7 +401,7 @@ func (r *run) upToDate(p string, binaryChanged bool) (bool, error) {
 	}
 	switch r.Mode {
 	case Symlink:
-		if fi.Mode()&fs.ModeSymlink == 0 {
+		if !isSymlink(fi) {
 			return false, nil
 		}
 		target, err := os.Readlink(p)

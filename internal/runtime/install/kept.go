@@ -77,11 +77,11 @@ func (r *run) keepOriginal(n string) error {
 	if err != nil {
 		return err
 	}
+	older := ""
 	if old != nil && !same {
-		r.say("replace %s (kept as %s for --uninstall, in place of the older file kept there)", p, k)
-	} else {
-		r.say("replace %s (kept as %s for --uninstall)", p, k)
+		older = ", in place of the older file kept there"
 	}
+	r.say("replace %s (kept as %s for --uninstall%s)", p, k, older)
 	if r.DryRun || same {
 		// Kept already by a run interrupted before it replaced the entry.
 		return nil

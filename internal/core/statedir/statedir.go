@@ -11,6 +11,7 @@
 package statedir
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -220,10 +221,7 @@ func (d *Dir) WriteTemp(prefix string, data []byte) (string, error) {
 		return "", err
 	}
 	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err = cmp.Or(err, f.Close()); err != nil {
 		unix.Unlinkat(d.fd(), name, 0)
 		return "", d.err("write", name, err)
 	}

@@ -290,7 +290,7 @@ func (r *run) checkForeign() error {
 		}
 		switch {
 		case ours:
-		case r.Force || isReferenceName(n):
+		case r.Force || slices.Contains(ReferenceNames(), n):
 			r.keep[n] = true
 		default:
 			errs = append(errs, fmt.Errorf("refusing to replace %s: %s not installed by cni (use --force)", p, describe(p, fi)))

@@ -201,12 +201,8 @@ func (r *run) writeConf(a confAction) error {
 		r.note("unchanged %s", a.target)
 		return nil
 	}
-	return r.act(func() error {
-		if err := writeFile(a.target, bytes.NewReader(a.data), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", a.target, err)
-		}
-		return nil
-	}, "write %s (from %s)", a.target, a.src)
+	return r.act(func() error { return wrap("write "+a.target, writeFile(a.target, bytes.NewReader(a.data), 0o644)) },
+		"write %s (from %s)", a.target, a.src)
 }
 
 // uninstallConfs removes the configs recorded as ours (only those named by Confs, when

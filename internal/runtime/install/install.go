@@ -114,6 +114,15 @@ func (r *run) act(do func() error, format string, a ...any) error {
 	return do()
 }
 
+// wrap puts what was being done in front of err, as fmt.Errorf("%s: %w") does; no error
+// stays none.
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 func (r *run) note(format string, a ...any) {
 	fmt.Fprintf(r.Out, format+"\n", a...)
 }
@@ -355,12 +364,8 @@ func (r *run) installBinary() (changed bool, err error) {
 			return false, nil
 		}
 	}
-	return true, r.act(func() error {
-		if err := copyFile(r.Source, r.target(), 0o755); err != nil {
-			return fmt.Errorf("install %s: %w", r.target(), err)
-		}
-		return nil
-	}, "install %s (from %s)", r.target(), r.Source)
+	return true, r.act(func() error { return wrap("install "+r.target(), copyFile(r.Source, r.target(), 0o755)) },
+		"install %s (from %s)", r.target(), r.Source)
 }
 
 // installEntry gives the binary one plugin name.
@@ -387,10 +392,7 @@ func (r *run) installEntry(n string, binaryChanged bool) error {
 	case Copy:
 		err = r.act(func() error { return copyFile(r.target(), p, 0o755) }, "copy %s to %s", r.target(), p)
 	}
-	if err != nil {
-		return fmt.Errorf("install %s: %w", p, err)
-	}
-	return nil
+	return wrap("install "+p, err)
 }
 
 // upToDate tells whether p already is what the mode would create.

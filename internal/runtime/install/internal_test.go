@@ -148,3 +148,10 @@ func TestHoldsFindsTheNeedleAcrossChunks(t *testing.T) {
 		assert.False(t, got, "a needle cut short at %d", at)
 	}
 }
+
+func TestWrapNamesTheActionOfAFailureOnly(t *testing.T) {
+	assert.NoError(t, wrap("install /x", nil))
+	err := wrap("install /x", fs.ErrPermission)
+	assert.EqualError(t, err, "install /x: "+fs.ErrPermission.Error())
+	assert.ErrorIs(t, err, fs.ErrPermission)
+}

@@ -175,12 +175,7 @@ func (r *run) restoreOriginal(n string) error {
 		}
 	}
 	r.given[n] = true
-	return r.act(func() error {
-		if err := os.Rename(k, p); err != nil {
-			return fmt.Errorf("restore %s: %w", p, err)
-		}
-		return nil
-	}, "restore %s (from %s)", p, k)
+	return r.act(func() error { return wrap("restore "+p, os.Rename(k, p)) }, "restore %s (from %s)", p, k)
 }
 
 // removeKeptDir removes KeptDir once it holds no kept entry but those this run gave

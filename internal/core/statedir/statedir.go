@@ -334,32 +334,21 @@ func ignoreMissing(err error) error {
 
 // Entries lists the directory; each entry's type is that of the entry itself, as
 // lstat(2) sees it.
-func (d *Dir) Entries() ([]fs.DirEntry, error) {
-	f, err := d.again()
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.ReadDir(-1)
-}
+func (d *Dir) Entries() ([]fs.DirEntry, error) { return list(d, (*os.File).ReadDir) }
 
 // Names lists the directory's entry names.
-func (d *Dir) Names() ([]string, error) {
-	f, err := d.again()
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
+func (d *Dir) Names() ([]string, error) { return list(d, (*os.File).Readdirnames) }
 
-// again opens the directory anew, so that listing it starts from its first entry.
-func (d *Dir) again() (*os.File, error) {
+// list reads every entry of d with read, through d opened anew, so that the listing
+// starts from its first entry.
+func list[T any](d *Dir, read func(*os.File, int) ([]T, error)) ([]T, error) {
 	fd, err := unix.Openat(d.fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, d.err("open", ".", err)
 	}
-	return os.NewFile(uintptr(fd), d.path), nil
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	return read(f, -1)
 }
 
 // Lstat returns the entry name's own status, without following a symbolic link.

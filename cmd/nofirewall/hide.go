@@ -15,12 +15,10 @@ var firewallPatterns = []string{"iptables*", "ip6tables*", "ebtables*", "arptabl
 
 // isFirewallName reports whether a file name is one of the firewall tools.
 func isFirewallName(name string) bool {
-	for _, p := range firewallPatterns {
-		if ok, _ := filepath.Match(p, name); ok {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(firewallPatterns, func(p string) bool {
+		ok, _ := filepath.Match(p, name)
+		return ok
+	})
 }
 
 // searchDirs are the directories whose firewall tools are hidden: PATH's and the usual
@@ -35,15 +33,6 @@ func searchDirs() []string {
 		}
 	}
 	return out
-}
-
-// privateMounts makes every mount of this namespace private, so that the bind mounts
-// made here never reach the namespace it was copied from.
-func privateMounts() error {
-	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make mounts private: %w", err)
-	}
-	return nil
 }
 
 // hideFirewallBinaries bind-mounts an empty file of mode 0644 over the file behind every

@@ -64,16 +64,16 @@ func reexec() int {
 	if err != nil {
 		return fail(err)
 	}
-	cmd := exec.Command(self, os.Args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), stageEnv+"=1")
+	cmd := passOn(self, os.Args[1:], stageEnv)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	return exitCode(cmd.Run())
 }
 
 func run(tracePath string, argv []string) int {
-	if err := privateMounts(); err != nil {
-		return fail(err)
+	// Every mount of this namespace private: the bind mounts made here must never reach
+	// the namespace it was copied from.
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		return fail(fmt.Errorf("make mounts private: %w", err))
 	}
 	hidden, err := hideFirewallBinaries(searchDirs())
 	if err != nil {
@@ -84,10 +84,7 @@ func run(tracePath string, argv []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), testns.NoFirewallBinariesEnv+"=1")
-	status := exitCode(cmd.Run())
+	status := exitCode(passOn(argv[0], argv[1:], testns.NoFirewallBinariesEnv).Run())
 	execs, err := tr.stop()
 	if err != nil {
 		return fail(err)
@@ -105,6 +102,15 @@ func run(tracePath string, argv []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "nofirewall: %d execs traced, none of a firewall binary\n", len(execs))
 	return status
+}
+
+// passOn is a command that runs with this process's stdio and environment, and flag set
+// to 1 in it.
+func passOn(name string, args []string, flag string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), flag+"=1")
+	return cmd
 }
 
 func exitCode(err error) int {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -71,13 +69,12 @@ func mountPoints() ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) > 4 {
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) > 4 {
 			out = append(out, unescapeMountPath(f[4]))
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // unescapeMountPath undoes mountinfo's octal escapes (\040 for a blank).

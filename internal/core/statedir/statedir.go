@@ -11,6 +11,7 @@
 package statedir
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -63,12 +64,17 @@ func ReadPath(path string, limit int64) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
 	}
+	return readAll(f, limit)
+}
+
+// readAll reads f to its end, at most limit bytes: a longer file is ErrTooLarge.
+func readAll(f *os.File, limit int64) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = &fs.PathError{Op: "read", Path: f.Name(), Err: ErrTooLarge}
+	}
 	if err != nil {
 		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: ErrTooLarge}
 	}
 	return data, nil
 }
@@ -114,6 +120,14 @@ func (d *Dir) fd() int { return int(d.f.Fd()) }
 
 func (d *Dir) err(op, name string, err error) error {
 	return &fs.PathError{Op: op, Path: d.path + "/" + name, Err: err}
+}
+
+// check is d.err for a failed call, nil for one that succeeded.
+func (d *Dir) check(op, name string, err error) error {
+	if err != nil {
+		return d.err(op, name, err)
+	}
+	return nil
 }
 
 // Sub opens the directory name inside d, creating it with perm when create is set. A
@@ -163,14 +177,7 @@ func (d *Dir) ReadFile(name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, d.err("read", name, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, d.err("read", name, ErrTooLarge)
-	}
-	return data, nil
+	return readAll(f, limit)
 }
 
 // CreateTemp creates a new regular file named prefix plus 16 random hex digits, mode
@@ -214,10 +221,7 @@ func (d *Dir) WriteTemp(prefix string, data []byte) (string, error) {
 		return "", err
 	}
 	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err = cmp.Or(err, f.Close()); err != nil {
 		unix.Unlinkat(d.fd(), name, 0)
 		return "", d.err("write", name, err)
 	}
@@ -251,10 +255,7 @@ func (d *Dir) Link(from, to string) error {
 
 // Symlink creates the symbolic link name holding target.
 func (d *Dir) Symlink(target, name string) error {
-	if err := unix.Symlinkat(target, d.fd(), name); err != nil {
-		return d.err("symlink", name, err)
-	}
-	return nil
+	return d.check("symlink", name, unix.Symlinkat(target, d.fd(), name))
 }
 
 // Readlink returns the target text of the symbolic link name; anything else under that
@@ -280,28 +281,19 @@ func (d *Dir) Remove(name string) error {
 	if errors.Is(err, unix.EISDIR) {
 		err = unix.Unlinkat(d.fd(), name, unix.AT_REMOVEDIR)
 	}
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return d.err("remove", name, err)
-	}
-	return nil
+	return d.check("remove", name, ignoreMissing(err))
 }
 
 // Unlink removes the entry name itself when it is not a directory (a directory gives
 // EISDIR). A missing entry is no error.
 func (d *Dir) Unlink(name string) error {
-	if err := unix.Unlinkat(d.fd(), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return d.err("unlink", name, err)
-	}
-	return nil
+	return d.check("unlink", name, ignoreMissing(unix.Unlinkat(d.fd(), name, 0)))
 }
 
 // RemoveAll removes name and, when it is a directory, everything below it, without
 // following any symbolic link. A missing entry is no error.
 func (d *Dir) RemoveAll(name string) error {
-	if err := removeAllAt(d.fd(), name, maxRemoveDepth); err != nil {
-		return d.err("remove", name, err)
-	}
-	return nil
+	return d.check("remove", name, removeAllAt(d.fd(), name, maxRemoveDepth))
 }
 
 func removeAllAt(dirfd int, name string, depth int) error {
@@ -342,32 +334,21 @@ func ignoreMissing(err error) error {
 
 // Entries lists the directory; each entry's type is that of the entry itself, as
 // lstat(2) sees it.
-func (d *Dir) Entries() ([]fs.DirEntry, error) {
-	f, err := d.again()
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.ReadDir(-1)
-}
+func (d *Dir) Entries() ([]fs.DirEntry, error) { return list(d, (*os.File).ReadDir) }
 
 // Names lists the directory's entry names.
-func (d *Dir) Names() ([]string, error) {
-	f, err := d.again()
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
+func (d *Dir) Names() ([]string, error) { return list(d, (*os.File).Readdirnames) }
 
-// again opens the directory anew, so that listing it starts from its first entry.
-func (d *Dir) again() (*os.File, error) {
+// list reads every entry of d with read, through d opened anew, so that the listing
+// starts from its first entry.
+func list[T any](d *Dir, read func(*os.File, int) ([]T, error)) ([]T, error) {
 	fd, err := unix.Openat(d.fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, d.err("open", ".", err)
 	}
-	return os.NewFile(uintptr(fd), d.path), nil
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	return read(f, -1)
 }
 
 // Lstat returns the entry name's own status, without following a symbolic link.
@@ -391,10 +372,7 @@ func (d *Dir) ModTime() (time.Time, error) {
 // SetModTime sets the directory's own modification time, leaving its access time.
 func (d *Dir) SetModTime(t time.Time) error {
 	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(t.UnixNano())}
-	if err := unix.UtimesNanoAt(d.fd(), ".", ts, 0); err != nil {
-		return d.err("utimes", ".", err)
-	}
-	return nil
+	return d.check("utimes", ".", unix.UtimesNanoAt(d.fd(), ".", ts, 0))
 }
 
 // Lock takes an exclusive flock on the directory itself; Unlock or Close releases it.

@@ -112,8 +112,7 @@ func (r *Recorder) Begin(name string) *Timer {
 	}
 	t := &Timer{r: r, name: name, start: time.Now()}
 	if r.span.Valid() {
-		t.span = r.span
-		t.span.SpanID = tracectx.NewSpanID()
+		t.span = r.span.Child()
 	}
 	return t
 }
@@ -129,9 +128,6 @@ type Timer struct {
 // End finishes the step with the error *errp points at (nil for none), for use in a
 // defer: defer steps.Begin(ctx, steps.IPAM).End(&err).
 func (t *Timer) End(errp *error) {
-	if t == nil {
-		return
-	}
 	var err error
 	if errp != nil {
 		err = *errp

@@ -8,6 +8,7 @@ package tracectx
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
 	"strings"
@@ -117,8 +118,8 @@ func (s Span) Env(env []string) []string {
 func New() Span {
 	var s Span
 	for s.TraceID.IsZero() {
-		putUint64(s.TraceID[:8], rand.Uint64())
-		putUint64(s.TraceID[8:], rand.Uint64())
+		binary.BigEndian.PutUint64(s.TraceID[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(s.TraceID[8:], rand.Uint64())
 	}
 	s.SpanID = NewSpanID()
 	s.Flags = FlagSampled
@@ -129,15 +130,9 @@ func New() Span {
 func NewSpanID() SpanID {
 	var id SpanID
 	for id.IsZero() {
-		putUint64(id[:], rand.Uint64())
+		binary.BigEndian.PutUint64(id[:], rand.Uint64())
 	}
 	return id
-}
-
-func putUint64(b []byte, v uint64) {
-	for i := range 8 {
-		b[i] = byte(v >> (56 - 8*i))
-	}
 }
 
 // Parse reads the three carriers tolerantly: a traceparent that is not valid W3C gives
@@ -163,15 +158,15 @@ func parseTraceparent(tp string) (s Span, ok bool) {
 	if len(tp) < 55 || (len(tp) > 55 && tp[55] != '-') || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
 		return Span{}, false
 	}
-	ver, ok := hexByte(tp[0:2])
-	if !ok || ver == 0xff || (ver == 0 && len(tp) != 55) {
+	var ver, flags [1]byte
+	if !decodeLowerHex(ver[:], tp[0:2]) || ver[0] == 0xff || (ver[0] == 0 && len(tp) != 55) {
 		return Span{}, false
 	}
-	if !decodeLowerHex(s.TraceID[:], tp[3:35]) || !decodeLowerHex(s.SpanID[:], tp[36:52]) {
+	if !decodeLowerHex(s.TraceID[:], tp[3:35]) || !decodeLowerHex(s.SpanID[:], tp[36:52]) || !decodeLowerHex(flags[:], tp[53:55]) {
 		return Span{}, false
 	}
-	s.Flags, ok = hexByte(tp[53:55])
-	return s, ok && s.Valid()
+	s.Flags = flags[0]
+	return s, s.Valid()
 }
 
 // FromEnv parses the carriers found in env (the last of each name wins, as a process
@@ -195,41 +190,19 @@ func FromEnv(env []string) (Span, bool) {
 	return Parse(tp, ts, bg)
 }
 
-// decodeLowerHex decodes exactly len(dst)*2 lowercase hex digits, as W3C requires.
+// decodeLowerHex decodes exactly len(dst)*2 lowercase hex digits, as W3C requires
+// (hex.Decode alone would take upper case too). s is at most 32 bytes, so its []byte
+// copy stays on the stack.
 func decodeLowerHex(dst []byte, s string) bool {
-	for i := range dst {
-		b, ok := hexByte(s[2*i : 2*i+2])
-		if !ok {
-			return false
-		}
-		dst[i] = b
+	if strings.Trim(s, "0123456789abcdef") != "" {
+		return false
 	}
-	return true
-}
-
-func hexByte(s string) (byte, bool) {
-	hi, ok1 := nibble(s[0])
-	lo, ok2 := nibble(s[1])
-	return hi<<4 | lo, ok1 && ok2
-}
-
-func nibble(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
+	_, err := hex.Decode(dst, []byte(s))
+	return err == nil
 }
 
 func printable(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsFunc(s, func(c rune) bool { return c < 0x20 || c == 0x7f })
 }
 
 type spanKey struct{}

@@ -137,3 +137,12 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestParseAllocatesOnlyTheStateAndBaggageItKeeps(t *testing.T) {
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := Parse(exampleParent, "", ""); !ok {
+			t.Fatal("example not parsed")
+		}
+	})
+	assert.Zero(t, allocs, "reading a traceparent is on every plugin's start-up")
+}

@@ -3,7 +3,9 @@
 package version
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -26,14 +28,12 @@ func OrDefault(v string) string {
 	return v
 }
 
-func All() []string { return append([]string(nil), all[:]...) }
+func All() []string { return slices.Clone(all[:]) }
 
 // From returns v and every later version, for plugins that need a minimum version.
 func From(v string) []string {
-	for i, s := range all {
-		if s == v {
-			return append([]string(nil), all[i:]...)
-		}
+	if i := slices.Index(all[:], v); i >= 0 {
+		return slices.Clone(all[i:])
 	}
 	return nil
 }
@@ -72,15 +72,7 @@ func Compare(a, b string) int {
 	case berr != nil:
 		return 1
 	}
-	for _, d := range [3]int{a1 - b1, a2 - b2, a3 - b3} {
-		if d < 0 {
-			return -1
-		}
-		if d > 0 {
-			return 1
-		}
-	}
-	return 0
+	return cmp.Or(cmp.Compare(a1, b1), cmp.Compare(a2, b2), cmp.Compare(a3, b3))
 }
 
 // AtLeast reports whether v is min or newer.

@@ -1,6 +1,7 @@
 package install
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -21,12 +22,13 @@ const maxTempTries = 100
 // characters it is far below NAME_MAX whatever the final name is.
 const tempPrefix = ".cni-tmp-"
 
-// isTempName tells whether n is a name createTemp makes.
+// isTempName tells whether n is a name place makes.
 func isTempName(n string) bool { return statedir.IsTempName(tempPrefix, n) }
 
-// createTemp makes a new entry beside final with create, retrying on a taken name, and
-// returns its path.
-func createTemp(final string, create func(tmp string) error) (string, error) {
+// place puts an entry at final atomically: create makes it under a new temporary name
+// beside final (retried on a taken name), then one rename puts it over final. A create
+// or rename that fails leaves nothing behind.
+func place(final string, create func(tmp string) error) error {
 	dir := filepath.Dir(final)
 	for range maxTempTries {
 		tmp := filepath.Join(dir, statedir.TempName(tempPrefix))
@@ -34,58 +36,35 @@ func createTemp(final string, create func(tmp string) error) (string, error) {
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
-		if err != nil {
-			return "", err
+		if err == nil {
+			err = os.Rename(tmp, final)
 		}
-		return tmp, nil
-	}
-	return "", fmt.Errorf("no free temporary name for %s after %d tries", final, maxTempTries)
-}
-
-// replace renames a fully written tmp over final in one step; tmp is removed when the
-// rename fails, so nothing is left behind.
-func replace(tmp, final string) error {
-	if err := os.Rename(tmp, final); err != nil {
-		os.Remove(tmp)
+		if err != nil {
+			os.Remove(tmp)
+		}
 		return err
 	}
-	return nil
+	return fmt.Errorf("no free temporary name for %s after %d tries", final, maxTempTries)
 }
 
 // writeFile writes the content of src to final atomically: a temporary file in final's
 // directory, flushed to disk, then renamed over final. Readers see the old file or the
 // new one, never a half-written one; a process still running the old file keeps it.
 func writeFile(final string, src io.Reader, perm os.FileMode) error {
-	var f *os.File
-	tmp, err := createTemp(final, func(tmp string) error {
-		var err error
-		f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-		return err
+	return place(final, func(tmp string) error {
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, src)
+		if err == nil {
+			err = f.Chmod(perm) // not masked by the umask, as OpenFile's perm is
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		return cmp.Or(err, f.Close())
 	})
-	if err != nil {
-		return err
-	}
-	if err := fill(f, src, perm); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return replace(tmp, final)
-}
-
-// fill copies src into f, sets perm (not masked by the umask) and flushes the data.
-func fill(f *os.File, src io.Reader, perm os.FileMode) error {
-	if _, err := io.Copy(f, src); err != nil {
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	return f.Sync()
 }
 
 // copyFile copies the file at src to final atomically.
@@ -100,20 +79,12 @@ func copyFile(src, final string, perm os.FileMode) error {
 
 // symlink makes final a symlink to target atomically.
 func symlink(target, final string) error {
-	tmp, err := createTemp(final, func(tmp string) error { return os.Symlink(target, tmp) })
-	if err != nil {
-		return err
-	}
-	return replace(tmp, final)
+	return place(final, func(tmp string) error { return os.Symlink(target, tmp) })
 }
 
 // hardlink makes final another name of existing atomically.
 func hardlink(existing, final string) error {
-	tmp, err := createTemp(final, func(tmp string) error { return os.Link(existing, tmp) })
-	if err != nil {
-		return err
-	}
-	return replace(tmp, final)
+	return place(final, func(tmp string) error { return os.Link(existing, tmp) })
 }
 
 // syncDir makes the renames in dir durable, not only the file contents.
@@ -123,8 +94,5 @@ func syncDir(dir string) error {
 		return err
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return wrap("sync "+dir, d.Sync())
 }

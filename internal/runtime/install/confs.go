@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -181,7 +182,9 @@ func (r *run) recordBoth(plan []confAction) (record, error) {
 	if err != nil {
 		return nil, err
 	}
-	final := rec.clone()
+	// A shallow copy is enough: every planned name gets a new slice in final (set)
+	// before rec's own slice for it grows (add).
+	final := maps.Clone(rec)
 	for _, a := range plan {
 		rec.add(a.name, a.data)
 		final.set(a.name, a.data)
@@ -198,14 +201,8 @@ func (r *run) writeConf(a confAction) error {
 		r.note("unchanged %s", a.target)
 		return nil
 	}
-	r.say("write %s (from %s)", a.target, a.src)
-	if r.DryRun {
-		return nil
-	}
-	if err := writeFile(a.target, bytes.NewReader(a.data), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", a.target, err)
-	}
-	return nil
+	return r.act(func() error { return wrap("write "+a.target, writeFile(a.target, bytes.NewReader(a.data), 0o644)) },
+		"write %s (from %s)", a.target, a.src)
 }
 
 // uninstallConfs removes the configs recorded as ours (only those named by Confs, when
@@ -221,12 +218,9 @@ func (r *run) uninstallConfs() error {
 	if err != nil || len(rec) == 0 {
 		return err
 	}
-	only := map[string]bool{}
-	for _, p := range slices.Concat(r.Confs, r.OneExec) {
-		only[filepath.Base(p)] = true
-	}
+	only := slices.Concat(r.Confs, r.OneExec)
 	for _, name := range rec.names() {
-		if len(only) > 0 && !only[name] {
+		if len(only) > 0 && !slices.ContainsFunc(only, func(p string) bool { return filepath.Base(p) == name }) {
 			continue
 		}
 		if err := r.uninstallConf(rec, name); err != nil {

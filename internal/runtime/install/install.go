@@ -105,6 +105,24 @@ func (r *run) say(format string, a ...any) {
 	r.changes++
 }
 
+// act says one action and, unless DryRun, does it.
+func (r *run) act(do func() error, format string, a ...any) error {
+	r.say(format, a...)
+	if r.DryRun {
+		return nil
+	}
+	return do()
+}
+
+// wrap puts what was being done in front of err, as fmt.Errorf("%s: %w") does; no error
+// stays none.
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 func (r *run) note(format string, a ...any) {
 	fmt.Fprintf(r.Out, format+"\n", a...)
 }
@@ -116,20 +134,12 @@ func (r *run) makeDir(dir string) error {
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	r.say("create directory %s", dir)
-	if r.DryRun {
-		return nil
-	}
-	return os.MkdirAll(dir, 0o755)
+	return r.act(func() error { return os.MkdirAll(dir, 0o755) }, "create directory %s", dir)
 }
 
 // remove removes the file at p.
 func (r *run) remove(p string) error {
-	r.say("remove %s", p)
-	if r.DryRun {
-		return nil
-	}
-	return os.Remove(p)
+	return r.act(func() error { return os.Remove(p) }, "remove %s", p)
 }
 
 // Install puts Source at Dir/cni, one entry per name beside it, verifies that each
@@ -289,7 +299,7 @@ func (r *run) checkForeign() error {
 		}
 		switch {
 		case ours:
-		case r.Force || isReferenceName(n):
+		case r.Force || slices.Contains(ReferenceNames(), n):
 			r.keep[n] = true
 		default:
 			errs = append(errs, fmt.Errorf("refusing to replace %s: %s not installed by cni (use --force)", p, describe(p, fi)))
@@ -302,7 +312,7 @@ func (r *run) checkForeign() error {
 }
 
 func describe(p string, fi fs.FileInfo) string {
-	if fi.Mode()&fs.ModeSymlink != 0 {
+	if isSymlink(fi) {
 		target, _ := os.Readlink(p)
 		return "symlink to " + target
 	}
@@ -354,14 +364,8 @@ func (r *run) installBinary() (changed bool, err error) {
 			return false, nil
 		}
 	}
-	r.say("install %s (from %s)", r.target(), r.Source)
-	if r.DryRun {
-		return true, nil
-	}
-	if err := copyFile(r.Source, r.target(), 0o755); err != nil {
-		return true, fmt.Errorf("install %s: %w", r.target(), err)
-	}
-	return true, nil
+	return true, r.act(func() error { return wrap("install "+r.target(), copyFile(r.Source, r.target(), 0o755)) },
+		"install %s (from %s)", r.target(), r.Source)
 }
 
 // installEntry gives the binary one plugin name.
@@ -382,25 +386,13 @@ func (r *run) installEntry(n string, binaryChanged bool) error {
 	}
 	switch r.Mode {
 	case Symlink:
-		r.say("link %s -> %s", p, Binary)
-		if !r.DryRun {
-			err = symlink(Binary, p)
-		}
+		err = r.act(func() error { return symlink(Binary, p) }, "link %s -> %s", p, Binary)
 	case Hardlink:
-		r.say("hardlink %s => %s", p, r.target())
-		if !r.DryRun {
-			err = hardlink(r.target(), p)
-		}
+		err = r.act(func() error { return hardlink(r.target(), p) }, "hardlink %s => %s", p, r.target())
 	case Copy:
-		r.say("copy %s to %s", r.target(), p)
-		if !r.DryRun {
-			err = copyFile(r.target(), p, 0o755)
-		}
+		err = r.act(func() error { return copyFile(r.target(), p, 0o755) }, "copy %s to %s", r.target(), p)
 	}
-	if err != nil {
-		return fmt.Errorf("install %s: %w", p, err)
-	}
-	return nil
+	return wrap("install "+p, err)
 }
 
 // upToDate tells whether p already is what the mode would create.
@@ -411,7 +403,7 @@ func (r *run) upToDate(p string, binaryChanged bool) (bool, error) {
 	}
 	switch r.Mode {
 	case Symlink:
-		if fi.Mode()&fs.ModeSymlink == 0 {
+		if !isSymlink(fi) {
 			return false, nil
 		}
 		target, err := os.Readlink(p)

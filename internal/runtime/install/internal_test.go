@@ -19,8 +19,14 @@ import (
 func TestTempNamesAreHiddenAndRecognised(t *testing.T) {
 	dir := t.TempDir()
 	for _, final := range []string{"ab", "ptp", "cni", strings.Repeat("x", 255)} {
-		tmp, err := createTemp(filepath.Join(dir, final), func(string) error { return nil })
+		var tmp string
+		err := place(filepath.Join(dir, final), func(p string) error {
+			tmp = p
+			return os.WriteFile(p, nil, 0o600)
+		})
 		require.NoError(t, err)
+		assert.FileExists(t, filepath.Join(dir, final))
+		assert.NoFileExists(t, tmp, "renamed over the final name")
 		assert.Equal(t, dir, filepath.Dir(tmp))
 		assert.True(t, isTempName(filepath.Base(tmp)), tmp)
 		assert.Less(t, len(filepath.Base(tmp)), 64, "far below NAME_MAX whatever the final name")
@@ -31,21 +37,35 @@ func TestTempNamesAreHiddenAndRecognised(t *testing.T) {
 	}
 }
 
-func TestCreateTempRetriesTakenNames(t *testing.T) {
+func TestPlaceRetriesTakenNames(t *testing.T) {
 	final := filepath.Join(t.TempDir(), "ab")
 	var tried []string
-	tmp, err := createTemp(final, func(tmp string) error {
+	err := place(final, func(tmp string) error {
 		tried = append(tried, tmp)
 		if len(tried) < 3 {
 			return fs.ErrExist
 		}
-		return nil
+		return os.WriteFile(tmp, []byte("third"), 0o600)
 	})
 	require.NoError(t, err)
 	assert.Len(t, tried, 3)
-	assert.Equal(t, tried[2], tmp)
-	_, err = createTemp(final, func(string) error { return fs.ErrExist })
+	data, err := os.ReadFile(final)
+	require.NoError(t, err)
+	assert.Equal(t, "third", string(data), "the third name's entry is put at final")
+	err = place(final, func(string) error { return fs.ErrExist })
 	assert.ErrorContains(t, err, "no free temporary name")
+}
+
+func TestPlaceLeavesNothingWhenCreateFails(t *testing.T) {
+	dir := t.TempDir()
+	err := place(filepath.Join(dir, "ab"), func(tmp string) error {
+		require.NoError(t, os.WriteFile(tmp, []byte("half"), 0o600))
+		return io.ErrShortWrite
+	})
+	require.ErrorIs(t, err, io.ErrShortWrite)
+	des, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, des)
 }
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -127,4 +147,11 @@ func TestHoldsFindsTheNeedleAcrossChunks(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, got, "a needle cut short at %d", at)
 	}
+}
+
+func TestWrapNamesTheActionOfAFailureOnly(t *testing.T) {
+	assert.NoError(t, wrap("install /x", nil))
+	err := wrap("install /x", fs.ErrPermission)
+	assert.EqualError(t, err, "install /x: "+fs.ErrPermission.Error())
+	assert.ErrorIs(t, err, fs.ErrPermission)
 }

@@ -77,11 +77,11 @@ func (r *run) keepOriginal(n string) error {
 	if err != nil {
 		return err
 	}
+	older := ""
 	if old != nil && !same {
-		r.say("replace %s (kept as %s for --uninstall, in place of the older file kept there)", p, k)
-	} else {
-		r.say("replace %s (kept as %s for --uninstall)", p, k)
+		older = ", in place of the older file kept there"
 	}
+	r.say("replace %s (kept as %s for --uninstall%s)", p, k, older)
 	if r.DryRun || same {
 		// Kept already by a run interrupted before it replaced the entry.
 		return nil
@@ -157,12 +157,8 @@ func (r *run) restoreOriginal(n string) error {
 		return err
 	}
 	if same {
-		r.say("remove %s (the same file is at %s)", k, p)
 		r.given[n] = true
-		if r.DryRun {
-			return nil
-		}
-		return os.Remove(k)
+		return r.act(func() error { return os.Remove(k) }, "remove %s (the same file is at %s)", k, p)
 	}
 	fi, err := lstat(p)
 	if err != nil {
@@ -178,15 +174,8 @@ func (r *run) restoreOriginal(n string) error {
 			return nil
 		}
 	}
-	r.say("restore %s (from %s)", p, k)
 	r.given[n] = true
-	if r.DryRun {
-		return nil
-	}
-	if err := os.Rename(k, p); err != nil {
-		return fmt.Errorf("restore %s: %w", p, err)
-	}
-	return nil
+	return r.act(func() error { return wrap("restore "+p, os.Rename(k, p)) }, "restore %s (from %s)", p, k)
 }
 
 // removeKeptDir removes KeptDir once it holds no kept entry but those this run gave
@@ -214,14 +203,12 @@ func (r *run) removeKeptDir() error {
 		r.note("keep %s (still holds: %v)", r.keptDir(), left)
 		return nil
 	}
-	r.say("remove directory %s", r.keptDir())
-	if r.DryRun {
-		return nil
-	}
-	for _, t := range temps {
-		if err := os.Remove(filepath.Join(r.keptDir(), t)); err != nil {
-			return err
+	return r.act(func() error {
+		for _, t := range temps {
+			if err := os.Remove(filepath.Join(r.keptDir(), t)); err != nil {
+				return err
+			}
 		}
-	}
-	return os.Remove(r.keptDir())
+		return os.Remove(r.keptDir())
+	}, "remove directory %s", r.keptDir())
 }

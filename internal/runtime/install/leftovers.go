@@ -111,11 +111,9 @@ func (r *run) removeLeftovers(d *statedir.Dir) error {
 		if !isTempName(de.Name()) || de.IsDir() {
 			continue
 		}
-		r.say("remove %s (left by an interrupted cni install)", filepath.Join(d.Path(), de.Name()))
-		if r.DryRun {
-			continue
-		}
-		if err := d.Unlink(de.Name()); err != nil {
+		err := r.act(func() error { return d.Unlink(de.Name()) },
+			"remove %s (left by an interrupted cni install)", filepath.Join(d.Path(), de.Name()))
+		if err != nil {
 			return fmt.Errorf("remove leftover: %w", err)
 		}
 	}

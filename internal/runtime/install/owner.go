@@ -20,7 +20,7 @@ func (r *run) isOurs(p string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
+	if isSymlink(fi) {
 		return r.pointsAtBinary(p), nil
 	}
 	if !fi.Mode().IsRegular() {
@@ -48,7 +48,7 @@ const buildLine = "path\tgithub.com/cnikit/cni/cmd/cni\n"
 // sections, but it links five object-file readers (half a megabyte) into every plugin
 // exec for a line that is found as it is.
 func isBuildOfCni(p string) (bool, error) {
-	f, err := openRegular(p)
+	f, _, err := openRegular(p)
 	if f == nil {
 		return false, err
 	}
@@ -101,46 +101,38 @@ func sameInode(fi fs.FileInfo, ref string) bool {
 // sameContent tells whether two regular files hold the same bytes; a missing file or
 // one that is not regular is never the same.
 func sameContent(a, b string) (bool, error) {
-	fa, err := openRegular(a)
+	fa, sa, err := openRegular(a)
 	if fa == nil {
 		return false, err
 	}
 	defer fa.Close()
-	fb, err := openRegular(b)
+	fb, sb, err := openRegular(b)
 	if fb == nil {
 		return false, err
 	}
 	defer fb.Close()
-	sa, err := fa.Stat()
-	if err != nil {
-		return false, err
-	}
-	sb, err := fb.Stat()
-	if err != nil {
-		return false, err
-	}
 	if sa.Size() != sb.Size() {
 		return false, nil
 	}
 	return sameBytes(fa, fb)
 }
 
-// openRegular opens p when it is a regular file; (nil, nil) when it is missing or is
-// something else.
-func openRegular(p string) (*os.File, error) {
+// openRegular opens p, and gives its status, when it is a regular file; a nil file and
+// no error when it is missing or is something else.
+func openRegular(p string) (*os.File, fs.FileInfo, error) {
 	f, err := os.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return f, nil
+	return f, fi, nil
 }
 
 func sameBytes(a, b io.Reader) (bool, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,10 +90,7 @@ func parseRecord(data []byte) record {
 	rec := record{}
 	for line := range strings.Lines(string(data)) {
 		sum, name, ok := strings.Cut(strings.TrimRight(line, "\n"), "  ")
-		if !ok || len(sum) != 64 || checkConfName(name) != nil {
-			continue
-		}
-		if _, err := hex.DecodeString(sum); err != nil || strings.ToLower(sum) != sum {
+		if !ok || len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" || checkConfName(name) != nil {
 			continue
 		}
 		rec[name] = append(rec[name], sum)
@@ -114,22 +112,7 @@ func (rec record) set(name string, data []byte) {
 	rec[name] = []string{digest(data)}
 }
 
-func (rec record) clone() record {
-	out := record{}
-	for k, v := range rec {
-		out[k] = slices.Clone(v)
-	}
-	return out
-}
-
-func (rec record) names() []string {
-	var out []string
-	for k := range rec {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func (rec record) names() []string { return slices.Sorted(maps.Keys(rec)) }
 
 func (rec record) format() []byte {
 	var b bytes.Buffer

@@ -1,7 +1,5 @@
 package install
 
-import "slices"
-
 // ReferenceNames are the names other installers put into a plugin directory for the
 // plugins cni replaces: every Linux plugin of containernetworking/plugins v1.9.x (what
 // the kubernetes-cni package and most node images ship in /opt/cni/bin), and flannel,
@@ -20,9 +18,4 @@ func ReferenceNames() []string {
 		// flannel-io/cni-plugin
 		"flannel",
 	}
-}
-
-// isReferenceName tells whether n is one of ReferenceNames.
-func isReferenceName(n string) bool {
-	return slices.Contains(ReferenceNames(), n)
 }

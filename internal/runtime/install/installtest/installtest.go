@@ -90,15 +90,10 @@ func PlantReferencePlugins(t testing.TB, dir string) []string {
 		if n == "host-local" {
 			mode = 0o750
 		}
-		require.NoError(t, os.WriteFile(p, []byte(stand(n)), mode))
+		// A stand-in script that says which reference plugin it is.
+		require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\necho 'reference "+n+" v1.9.1'\n"), mode))
 		// WriteFile's mode is masked by the umask.
 		require.NoError(t, os.Chmod(p, mode))
 	}
 	return names
-}
-
-// stand is the content of the stand-in PlantReferencePlugins writes for the reference
-// plugin n: a script that says which one it is.
-func stand(n string) string {
-	return "#!/bin/sh\necho 'reference " + n + " v1.9.1'\n"
 }

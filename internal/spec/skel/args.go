@@ -3,6 +3,7 @@ package skel
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -233,19 +234,10 @@ func ParseCNIArgs(raw string, known ...string) (map[string]string, error) {
 		return out, nil
 	}
 	for k := range out {
-		if k == "IgnoreUnknown" || contains(known, k) {
+		if k == "IgnoreUnknown" || slices.Contains(known, k) {
 			continue
 		}
 		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_ARGS: unknown key %q", k)
 	}
 	return out, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -1,6 +1,9 @@
 package skel
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // members calls fn with each key and raw value of the JSON object data, in order,
 // without decoding or allocating (but for a key with escapes). data was decoded already,
@@ -12,7 +15,7 @@ func members(data []byte, fn func(key, value []byte)) {
 		}
 		end := endOfString(data, i)
 		key := data[i+1 : end-1]
-		if hasEscape(key) {
+		if bytes.IndexByte(key, '\\') >= 0 {
 			var s string
 			if json.Unmarshal(data[i:end], &s) == nil {
 				key = []byte(s)
@@ -115,13 +118,4 @@ func endOfValue(data []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-func hasEscape(b []byte) bool {
-	for _, c := range b {
-		if c == '\\' {
-			return true
-		}
-	}
-	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/version"
@@ -124,7 +125,7 @@ func parseNetConf(p *Plugin, command string, data []byte) (NetConf, *result.Resu
 	if _, _, _, err := version.Parse(v); err != nil {
 		return conf, nil, cnierror.Newf(cnierror.CodeDecode, "decoding version from network config: %v", err)
 	}
-	if !contains(p.Versions, v) {
+	if !slices.Contains(p.Versions, v) {
 		// Marked: no ADD with this config can have run the plugin (invoke).
 		return conf, nil, cnierror.CannotRun(cnierror.New(cnierror.CodeIncompatibleVersion, "incompatible CNI versions").
 			WithDetails(fmt.Sprintf("config is %q, plugin supports %q", v, p.Versions)))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/build"
@@ -146,12 +147,10 @@ func names() []string {
 }
 
 func hasCNICommand(env []string) bool {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "CNI_COMMAND="); ok && v != "" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(env, func(kv string) bool {
+		v, ok := strings.CutPrefix(kv, "CNI_COMMAND=")
+		return ok && v != ""
+	})
 }
 
 func writeVersion(w io.Writer) {

@@ -180,9 +180,6 @@ func parsePrevResult(raw json.RawMessage, confVersion string) (*result.Result, e
 	if err != nil {
 		return nil, fmt.Errorf("parsing prevResult: %w", err)
 	}
-	if prev == nil {
-		return nil, nil
-	}
 	if versionFamily(prev.CNIVersion) != versionFamily(confVersion) {
 		return nil, cnierror.Newf(cnierror.CodeIncompatibleVersion,
 			"prevResult version %q does not match config version %q", prev.CNIVersion, confVersion)

@@ -48,9 +48,3 @@ func InvokeRepair(ctx context.Context, p *Plugin, args Args, config []byte, stde
 	}
 	return rep.Missing, nil
 }
-
-// repairOf is the Repair InvokeRepair put into ctx, nil if none.
-func repairOf(ctx context.Context) *Repair {
-	rep, _ := ctx.Value(repairKey{}).(*Repair)
-	return rep
-}

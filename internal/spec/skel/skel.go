@@ -185,7 +185,7 @@ func (in *invocation) call(lg *logged) (*result.Result, error) {
 		ValidAttachments: in.conf.ValidAttachments, Stderr: in.stderr, plugin: in.p.Name,
 	}
 	if in.args.Command == CmdRepair {
-		req.repair = repairOf(ctx)
+		req.repair, _ = ctx.Value(repairKey{}).(*Repair) // InvokeRepair's
 	}
 	res, err := callback(in.p, req)
 	return res, lg.waitWork(in, ctx, owned, wait, res, err)

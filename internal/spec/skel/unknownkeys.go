@@ -50,7 +50,8 @@ func walkObject(data []byte, t reflect.Type, path string, checkOwn bool, unknown
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct || decodesItself(t) {
+	// A type that reads its own JSON reads keys unknown to its fields too.
+	if t.Kind() != reflect.Struct || t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
 		return
 	}
 	var buf [64]field
@@ -127,12 +128,6 @@ func walkValue(value []byte, t reflect.Type, path string, unknown func(path stri
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-
-// decodesItself reports whether t reads its own JSON, keys unknown to its fields
-// included.
-func decodesItself(t reflect.Type) bool {
-	return t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)
-}
 
 // jsonName is the key encoding/json uses for f, and whether a tag gave it.
 func jsonName(f reflect.StructField) (string, bool) {

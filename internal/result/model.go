@@ -39,6 +39,5 @@ func cloneInt(p *int) *int {
 	if p == nil {
 		return nil
 	}
-	v := *p
-	return &v
+	return new(*p)
 }

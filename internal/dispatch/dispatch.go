@@ -34,10 +34,7 @@ func Main(p Process) int {
 	if len(p.Args) > 0 {
 		name = strings.TrimSuffix(filepath.Base(p.Args[0]), ".exe")
 	}
-	var args []string
-	if len(p.Args) > 1 {
-		args = p.Args[1:]
-	}
+	args := p.Args[min(1, len(p.Args)):]
 	if plugin := lookupApplet(name); plugin != nil {
 		return runPlugin(p, plugin, args)
 	}
@@ -104,9 +101,7 @@ func runCommand(p Process, args []string) int {
 	}
 	switch args[0] {
 	case "--list", "list":
-		for _, n := range names() {
-			fmt.Fprintln(p.Stdout, n)
-		}
+		fmt.Fprintln(p.Stdout, strings.Join(names(), "\n"))
 		return 0
 	case "version", "--version", "-v":
 		writeVersion(p.Stdout)

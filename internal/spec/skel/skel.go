@@ -262,17 +262,12 @@ func optional(fn func(*Request) error, req *Request) error {
 // plugin itself runs in: acting there would rename or delete the host's own interfaces.
 // The reference checks this only after the callback ran; checking first is safer.
 func checkNetnsIsNotOwn(args Args) error {
-	if args.NetnsOverride || args.Netns == "" {
-		return nil
-	}
-	switch args.Command {
-	case CmdAdd, CmdDel, CmdCheck:
-	default:
-		return nil
-	}
+	switch {
+	case args.NetnsOverride || args.Netns == "":
+	case args.Command != CmdAdd && args.Command != CmdDel && args.Command != CmdCheck:
 	// A vanished netns is not the plugin's own: it is the plugin's to handle (DEL must
 	// succeed).
-	if ns.IsCurrent(args.Netns) {
+	case ns.IsCurrent(args.Netns):
 		return cnierror.Newf(cnierror.CodeInvalidNetNS,
 			"netns %q is the plugin's own network namespace; refusing to act on it", args.Netns)
 	}

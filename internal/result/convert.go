@@ -1,6 +1,8 @@
 package result
 
 import (
+	"slices"
+
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/version"
 )
@@ -99,8 +101,5 @@ func (s split02) apply(r *Result) {
 			r.IPs = append(r.IPs, *ip)
 		}
 	}
-	r.Routes = append(append([]Route(nil), s.routes4...), s.routes6...)
-	if len(r.Routes) == 0 {
-		r.Routes = nil
-	}
+	r.Routes = slices.Concat(s.routes4, s.routes6) // nil when both are empty
 }

@@ -105,9 +105,7 @@ func run(ctx context.Context, path string, env []string, stdin []byte) (stdout, 
 	files := make([]*os.File, 3)
 	defer func() {
 		for _, f := range files {
-			if f != nil {
-				f.Close()
-			}
+			f.Close() // nil for a file never made: ErrInvalid, no panic
 		}
 	}()
 	for i, name := range [...]string{"cni-plugin-stdin", "cni-plugin-stdout", "cni-plugin-stderr"} {

@@ -63,11 +63,9 @@ func entries(data []byte, open byte, entry func(i int) int) {
 	}
 }
 
+// skipSpace is the index of the first non-space byte at or after i (i <= len(data)).
 func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
+	return len(data) - len(bytes.TrimLeft(data[i:], " \t\n\r"))
 }
 
 // endOfString is the index after the closing quote of the string starting at data[i].
@@ -110,12 +108,9 @@ func endOfValue(data []byte, i int) int {
 		}
 		return i
 	}
-	for i < len(data) {
-		switch data[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
+	// A number, true, false or null ends where the enclosing object or list goes on.
+	if n := bytes.IndexAny(data[i:], ",}] \t\n\r"); n >= 0 {
+		return i + n
 	}
-	return i
+	return len(data)
 }

@@ -101,18 +101,6 @@ func jsonKind(t reflect.Type) string {
 	return "of type " + t.String()
 }
 
-// versionFamily groups the versions whose results share one wire shape, so a prevResult
-// can be checked against the config the way the reference library does.
-func versionFamily(v string) int {
-	switch {
-	case version.Compare(v, "0.3.0") < 0:
-		return 0
-	case version.Compare(v, "1.0.0") < 0:
-		return 1
-	}
-	return 2
-}
-
 // parseNetConf decodes the common keys and checks them against the plugin and command.
 func parseNetConf(p *Plugin, command string, data []byte) (NetConf, *result.Result, error) {
 	var conf NetConf
@@ -180,7 +168,7 @@ func parsePrevResult(raw json.RawMessage, confVersion string) (*result.Result, e
 	if err != nil {
 		return nil, fmt.Errorf("parsing prevResult: %w", err)
 	}
-	if versionFamily(prev.CNIVersion) != versionFamily(confVersion) {
+	if !result.SameShape(prev.CNIVersion, confVersion) {
 		return nil, cnierror.Newf(cnierror.CodeIncompatibleVersion,
 			"prevResult version %q does not match config version %q", prev.CNIVersion, confVersion)
 	}

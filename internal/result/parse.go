@@ -88,15 +88,11 @@ func fromWire02(w *wireResult02) (*Result, error) {
 		if f.ip == nil {
 			continue
 		}
-		addr, err := parsePrefix(f.ip.IP)
+		ip, err := fromWireIP("ip", nil, f.ip.IP, f.ip.Gateway)
 		if err != nil {
-			return nil, fmt.Errorf("%s: ip: %w", f.name, err)
+			return nil, fmt.Errorf("%s: %w", f.name, err)
 		}
-		gw, err := parseAddr(f.ip.Gateway)
-		if err != nil {
-			return nil, fmt.Errorf("%s: gateway: %w", f.name, err)
-		}
-		r.IPs = append(r.IPs, IPConfig{Address: addr, Gateway: gw})
+		r.IPs = append(r.IPs, ip)
 		routes, err := each("routes", f.ip.Routes, fromWireRoute)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.name, err)
@@ -114,7 +110,7 @@ func fromWire04(w *wireResult04) (r *Result, err error) {
 		r.Interfaces = append(r.Interfaces, Interface{Name: wi.Name, Mac: wi.Mac, Sandbox: wi.Sandbox})
 	}
 	if r.IPs, err = each("ips", w.IPs, func(ip wireIP04) (IPConfig, error) {
-		return fromWireIP(ip.Interface, ip.Address, ip.Gateway)
+		return fromWireIP("address", ip.Interface, ip.Address, ip.Gateway)
 	}); err != nil {
 		return nil, err
 	}
@@ -133,7 +129,7 @@ func fromWire1(w *wireResult1) (r *Result, err error) {
 		})
 	}
 	if r.IPs, err = each("ips", w.IPs, func(ip wireIP1) (IPConfig, error) {
-		return fromWireIP(ip.Interface, ip.Address, ip.Gateway)
+		return fromWireIP("address", ip.Interface, ip.Address, ip.Gateway)
 	}); err != nil {
 		return nil, err
 	}
@@ -155,10 +151,11 @@ func each[In, Out any](field string, in []In, conv func(In) (Out, error)) ([]Out
 	return out, nil
 }
 
-func fromWireIP(iface *int, address, gateway string) (IPConfig, error) {
+// fromWireIP reads one address entry, whose address is under the key field.
+func fromWireIP(field string, iface *int, address, gateway string) (IPConfig, error) {
 	addr, err := parsePrefix(address)
 	if err != nil {
-		return IPConfig{}, fmt.Errorf("address: %w", err)
+		return IPConfig{}, fmt.Errorf("%s: %w", field, err)
 	}
 	gw, err := parseAddr(gateway)
 	if err != nil {

@@ -1,6 +1,7 @@
 package skel
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -23,10 +24,7 @@ import (
 // the plugin is the config's type: a delegate (an IPAM type, handed its main plugin's
 // config) owns only what its type declares below it ("ipam").
 func warnUnknownKeys(req *Request, t reflect.Type) {
-	owner := req.plugin
-	if owner == "" {
-		owner = req.Net.Type
-	}
+	owner := cmp.Or(req.plugin, req.Net.Type)
 	topLevel := req.plugin == "" || req.plugin == req.Net.Type
 	walkObject(req.Config, t, "", topLevel, func(path string, key []byte, fields func() []string) {
 		msg := unknownKeyWarning(owner, path, string(key), fields())

@@ -182,15 +182,13 @@ type Decided[C, D any] struct {
 // Then is a loader that runs load, then next on the config, as the plugin's ADD does,
 // so that a fuzz target covers both.
 func Then[C, D any](load func(*skel.Request) (C, error), next func(C) (D, error)) func(*skel.Request) (Decided[C, D], error) {
-	return func(req *skel.Request) (Decided[C, D], error) {
-		c, err := load(req)
-		if err != nil {
+	return func(req *skel.Request) (out Decided[C, D], err error) {
+		if out.Conf, err = load(req); err != nil {
 			return Decided[C, D]{}, err
 		}
-		d, err := next(c)
-		if err != nil {
+		if out.Next, err = next(out.Conf); err != nil {
 			return Decided[C, D]{}, err
 		}
-		return Decided[C, D]{Conf: c, Next: d}, nil
+		return out, nil
 	}
 }

@@ -49,10 +49,10 @@ func (r *Result) toWire02() (*wireResult02, error) {
 	s := split(r, false)
 	w := &wireResult02{CNIVersion: r.CNIVersion, DNS: WireDNS(r.DNS)}
 	var err error
-	if w.IP4, err = toWireIP02(s.ip4, s.routes4); err != nil {
+	if w.IP4, err = toWireIP02(s.ip[0], s.routes[0]); err != nil {
 		return nil, fmt.Errorf("ip4: %w", err)
 	}
-	if w.IP6, err = toWireIP02(s.ip6, s.routes6); err != nil {
+	if w.IP6, err = toWireIP02(s.ip[1], s.routes[1]); err != nil {
 		return nil, fmt.Errorf("ip6: %w", err)
 	}
 	return w, nil

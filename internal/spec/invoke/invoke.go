@@ -6,6 +6,7 @@ package invoke
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,9 +74,7 @@ func FindInPath(pluginType string, paths []string) (string, error) {
 // pipes (see scratchFile), so a child it left running with them open delays nothing.
 // libcni reads pipes to their end and so waits for such a child to exit.
 func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
-	if stderr == nil {
-		stderr = io.Discard
-	}
+	stderr = cmp.Or(stderr, io.Discard)
 	if span, ok := tracectx.From(ctx); ok {
 		env = span.Env(env)
 	}

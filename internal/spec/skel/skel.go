@@ -31,7 +31,11 @@ func RunContext(ctx context.Context, p *Plugin, env []string, stdin io.Reader, s
 	args := ArgsFromEnv(env)
 	switch args.Command {
 	case "":
-		fmt.Fprintf(stderr, "%s\nCNI protocol versions supported: %s\n", p.about(), strings.Join(p.Versions, ", "))
+		about := p.Name
+		if p.About != "" {
+			about += ": " + p.About
+		}
+		fmt.Fprintf(stderr, "%s\nCNI protocol versions supported: %s\n", about, strings.Join(p.Versions, ", "))
 		return 0
 	case CmdVersion:
 		return writeJSON(stdout, stderr, p.VersionInfo())
@@ -79,13 +83,6 @@ type VersionInfo struct {
 // VersionInfo returns what VERSION prints for p.
 func (p *Plugin) VersionInfo() VersionInfo {
 	return VersionInfo{CNIVersion: version.Current, SupportedVersions: p.Versions}
-}
-
-func (p *Plugin) about() string {
-	if p.About == "" {
-		return p.Name
-	}
-	return p.Name + ": " + p.About
 }
 
 // invocation is one command on its way through invoke: what prepare read and checked.

@@ -115,7 +115,10 @@ func runCommand(p Process, args []string) int {
 	}
 	for _, c := range cli.Commands() {
 		if c.Name == args[0] {
-			return c.Run(p.cli(), args[1:])
+			// With this binary's registry, so that built-in plugin types run in-process.
+			return c.Run(cli.Process{
+				Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup, Plugins: names(),
+			}, args[1:])
 		}
 	}
 	if hasCNICommand(p.Env) {
@@ -124,12 +127,6 @@ func runCommand(p Process, args []string) int {
 	fmt.Fprintf(p.Stderr, "cni: unknown command or plugin %q\n\n", args[0])
 	writeHelp(p.Stderr)
 	return 2
-}
-
-// cli is p for the runtime-side subcommands (internal/runtime/cli), with this binary's
-// registry so that built-in plugin types run in-process.
-func (p Process) cli() cli.Process {
-	return cli.Process{Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup, Plugins: names()}
 }
 
 func names() []string {

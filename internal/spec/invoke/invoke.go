@@ -122,10 +122,7 @@ func run(ctx context.Context, path string, env []string, stdin []byte) (stdout, 
 	// A child the plugin left running may still be writing: read what is there now.
 	stdout, outErr := readAll(files[1])
 	stderr, errErr := readAll(files[2])
-	if err == nil {
-		err = errors.Join(outErr, errErr)
-	}
-	return stdout, stderr, err
+	return stdout, stderr, cmp.Or(err, errors.Join(outErr, errErr))
 }
 
 // scratchFile returns an anonymous read-write file that disappears once closed by us

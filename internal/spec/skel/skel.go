@@ -165,10 +165,7 @@ func (in *invocation) readConfig() (done bool, err error) {
 		fmt.Fprintf(in.stderr, "%s: %s: nothing to do, no ADD with this config can have run: %v\n", in.p.Name, in.args.Command, err)
 		return true, nil
 	}
-	if err == nil {
-		err = logErr
-	}
-	return false, err
+	return false, cmp.Or(err, logErr)
 }
 
 // call runs the callback under a Pending of its own (unless the context brought its

@@ -85,10 +85,12 @@ func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr i
 			return out, nil
 		}
 		if attempt < busyRetries && errors.Is(err, syscall.ETXTBSY) {
-			if werr := sleep(ctx, busyBackoff<<(attempt-1)); werr != nil {
+			select {
+			case <-time.After(busyBackoff << (attempt - 1)):
+				continue
+			case <-ctx.Done():
 				return nil, failure(ctx, err, nil, nil)
 			}
-			continue
 		}
 		ce := failure(ctx, err, out, errOut[:min(len(errOut), maxStderr)])
 		if ce.Code == cnierror.CodeIncompatibleVersion {
@@ -156,15 +158,6 @@ func readAll(f *os.File) ([]byte, error) {
 		err = nil
 	}
 	return buf[:n], err
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // failure turns a failed run into the plugin's CNI error: the error JSON it printed on

@@ -223,16 +223,16 @@ func equalFold(key []byte, name string) bool {
 		return false
 	}
 	for i := range key {
-		a, b := key[i], name[i]
-		if 'A' <= a && a <= 'Z' {
-			a += 'a' - 'A'
-		}
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		if a != b {
+		if lowerASCII(key[i]) != lowerASCII(name[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/build"
@@ -33,10 +34,7 @@ func Main(p Process) int {
 	if len(p.Args) > 0 {
 		name = strings.TrimSuffix(filepath.Base(p.Args[0]), ".exe")
 	}
-	var args []string
-	if len(p.Args) > 1 {
-		args = p.Args[1:]
-	}
+	args := p.Args[min(1, len(p.Args)):]
 	if plugin := lookupApplet(name); plugin != nil {
 		return runPlugin(p, plugin, args)
 	}
@@ -103,9 +101,7 @@ func runCommand(p Process, args []string) int {
 	}
 	switch args[0] {
 	case "--list", "list":
-		for _, n := range names() {
-			fmt.Fprintln(p.Stdout, n)
-		}
+		fmt.Fprintln(p.Stdout, strings.Join(names(), "\n"))
 		return 0
 	case "version", "--version", "-v":
 		writeVersion(p.Stdout)
@@ -119,7 +115,10 @@ func runCommand(p Process, args []string) int {
 	}
 	for _, c := range cli.Commands() {
 		if c.Name == args[0] {
-			return c.Run(p.cli(), args[1:])
+			// With this binary's registry, so that built-in plugin types run in-process.
+			return c.Run(cli.Process{
+				Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup, Plugins: names(),
+			}, args[1:])
 		}
 	}
 	if hasCNICommand(p.Env) {
@@ -128,12 +127,6 @@ func runCommand(p Process, args []string) int {
 	fmt.Fprintf(p.Stderr, "cni: unknown command or plugin %q\n\n", args[0])
 	writeHelp(p.Stderr)
 	return 2
-}
-
-// cli is p for the runtime-side subcommands (internal/runtime/cli), with this binary's
-// registry so that built-in plugin types run in-process.
-func (p Process) cli() cli.Process {
-	return cli.Process{Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup, Plugins: names()}
 }
 
 func names() []string {
@@ -146,12 +139,10 @@ func names() []string {
 }
 
 func hasCNICommand(env []string) bool {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "CNI_COMMAND="); ok && v != "" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(env, func(kv string) bool {
+		v, ok := strings.CutPrefix(kv, "CNI_COMMAND=")
+		return ok && v != ""
+	})
 }
 
 func writeVersion(w io.Writer) {

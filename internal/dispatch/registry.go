@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"slices"
+
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/plugins/bandwidth"
@@ -72,10 +74,9 @@ func Registry() []*skel.Plugin {
 
 // Lookup returns the built-in plugin called name, or nil.
 func Lookup(name string) *skel.Plugin {
-	for _, b := range builtins() {
-		if b.name == name {
-			return b.plugin()
-		}
+	table := builtins()
+	if i := slices.IndexFunc(table, func(b builtin) bool { return b.name == name }); i >= 0 {
+		return table[i].plugin()
 	}
 	return nil
 }

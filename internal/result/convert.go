@@ -1,6 +1,9 @@
 package result
 
 import (
+	"net/netip"
+	"slices"
+
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/version"
 )
@@ -30,7 +33,7 @@ func (r *Result) Convert(to string) (*Result, error) {
 	out.fit(from)
 	if target == shape02 && from != shape02 {
 		s := split(out, true)
-		if s.ip4 == nil && s.ip6 == nil {
+		if s.ip == [2]*IPConfig{} {
 			return nil, cnierror.New(cnierror.CodeIncompatibleVersion, "cannot convert: no valid IP addresses")
 		}
 		s.apply(out)
@@ -56,35 +59,36 @@ func (r *Result) fit(sh shape) {
 // split02 is a result placed in the 0.1.0/0.2.0 shape: one address per family, each
 // with the routes of its family.
 type split02 struct {
-	ip4, ip6         *IPConfig
-	routes4, routes6 []Route
+	ip     [2]*IPConfig // by family: IPv4, IPv6
+	routes [2][]Route
+}
+
+// family indexes split02's fields by a's family. Like the reference, anything that is
+// not IPv4 counts as IPv6.
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return 0
+	}
+	return 1
 }
 
 // split keeps the first address of each family and the routes that can hang under one
-// of them. Like the reference, anything that is not IPv4 counts as IPv6. With dstGWOnly
+// of them. With dstGWOnly
 // the routes lose their extended fields, as the reference's down-converter does.
 func split(r *Result, dstGWOnly bool) split02 {
 	var s split02
 	for _, ip := range r.IPs {
 		ip.Interface = nil
-		if ip.Address.Addr().Is4() {
-			if s.ip4 == nil {
-				s.ip4 = &ip
-			}
-		} else if s.ip6 == nil {
-			s.ip6 = &ip
+		if f := family(ip.Address.Addr()); s.ip[f] == nil {
+			s.ip[f] = &ip
 		}
 	}
 	for _, rt := range r.Routes {
 		if dstGWOnly {
 			rt = Route{Dst: rt.Dst, GW: rt.GW}
 		}
-		if rt.Dst.Addr().Is4() {
-			if s.ip4 != nil {
-				s.routes4 = append(s.routes4, rt)
-			}
-		} else if s.ip6 != nil {
-			s.routes6 = append(s.routes6, rt)
+		if f := family(rt.Dst.Addr()); s.ip[f] != nil {
+			s.routes[f] = append(s.routes[f], rt)
 		}
 	}
 	return s
@@ -94,13 +98,10 @@ func split(r *Result, dstGWOnly bool) split02 {
 func (s split02) apply(r *Result) {
 	r.Interfaces = nil
 	r.IPs = nil
-	for _, ip := range []*IPConfig{s.ip4, s.ip6} {
+	for _, ip := range s.ip {
 		if ip != nil {
 			r.IPs = append(r.IPs, *ip)
 		}
 	}
-	r.Routes = append(append([]Route(nil), s.routes4...), s.routes6...)
-	if len(r.Routes) == 0 {
-		r.Routes = nil
-	}
+	r.Routes = slices.Concat(s.routes[0], s.routes[1]) // nil when both are empty
 }

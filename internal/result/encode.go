@@ -49,10 +49,10 @@ func (r *Result) toWire02() (*wireResult02, error) {
 	s := split(r, false)
 	w := &wireResult02{CNIVersion: r.CNIVersion, DNS: WireDNS(r.DNS)}
 	var err error
-	if w.IP4, err = toWireIP02(s.ip4, s.routes4); err != nil {
+	if w.IP4, err = toWireIP02(s.ip[0], s.routes[0]); err != nil {
 		return nil, fmt.Errorf("ip4: %w", err)
 	}
-	if w.IP6, err = toWireIP02(s.ip6, s.routes6); err != nil {
+	if w.IP6, err = toWireIP02(s.ip[1], s.routes[1]); err != nil {
 		return nil, fmt.Errorf("ip6: %w", err)
 	}
 	return w, nil
@@ -67,10 +67,8 @@ func toWireIP02(ip *IPConfig, routes []Route) (w *wireIP02, err error) {
 		return nil, err
 	}
 	w = &wireIP02{IP: addr, Gateway: formatAddr(ip.Gateway)}
-	if w.Routes, err = each("routes", routes, toWireRoute); err != nil {
-		return nil, err
-	}
-	return w, nil
+	w.Routes, err = each("routes", routes, toWireRoute)
+	return w, err
 }
 
 func (r *Result) toWire04() (w *wireResult04, err error) {
@@ -89,10 +87,8 @@ func (r *Result) toWire04() (w *wireResult04, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if w.Routes, err = each("routes", r.Routes, toWireRoute); err != nil {
-		return nil, err
-	}
-	return w, nil
+	w.Routes, err = each("routes", r.Routes, toWireRoute)
+	return w, err
 }
 
 func (r *Result) toWire1() (w *wireResult1, err error) {
@@ -111,13 +107,11 @@ func (r *Result) toWire1() (w *wireResult1, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if w.Routes, err = each("routes", r.Routes, func(rt Route) (wireRoute1, error) {
+	w.Routes, err = each("routes", r.Routes, func(rt Route) (wireRoute1, error) {
 		wr, err := toWireRoute(rt)
 		return wr.sorted(), err
-	}); err != nil {
-		return nil, err
-	}
-	return w, nil
+	})
+	return w, err
 }
 
 func toWireRoute(rt Route) (WireRoute, error) {

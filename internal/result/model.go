@@ -1,5 +1,7 @@
 package result
 
+import "slices"
+
 // AddInterface appends i to r.Interfaces and returns its index, the value an IPConfig's
 // Interface points at.
 func (r *Result) AddInterface(i Interface) int {
@@ -14,43 +16,28 @@ func (r *Result) Clone() *Result {
 	}
 	c := &Result{
 		CNIVersion: r.CNIVersion,
-		Interfaces: cloneSlice(r.Interfaces),
+		Interfaces: slices.Clone(r.Interfaces),
 		DNS: DNS{
-			Nameservers: cloneSlice(r.DNS.Nameservers),
+			Nameservers: slices.Clone(r.DNS.Nameservers),
 			Domain:      r.DNS.Domain,
-			Search:      cloneSlice(r.DNS.Search),
-			Options:     cloneSlice(r.DNS.Options),
+			Search:      slices.Clone(r.DNS.Search),
+			Options:     slices.Clone(r.DNS.Options),
 		},
 	}
-	if r.IPs != nil {
-		c.IPs = make([]IPConfig, len(r.IPs))
-		for i, ip := range r.IPs {
-			ip.Interface = cloneInt(ip.Interface)
-			c.IPs[i] = ip
-		}
+	c.IPs = slices.Clone(r.IPs)
+	for i := range c.IPs {
+		c.IPs[i].Interface = cloneInt(c.IPs[i].Interface)
 	}
-	if r.Routes != nil {
-		c.Routes = make([]Route, len(r.Routes))
-		for i, rt := range r.Routes {
-			rt.Table, rt.Scope = cloneInt(rt.Table), cloneInt(rt.Scope)
-			c.Routes[i] = rt
-		}
+	c.Routes = slices.Clone(r.Routes)
+	for i := range c.Routes {
+		c.Routes[i].Table, c.Routes[i].Scope = cloneInt(c.Routes[i].Table), cloneInt(c.Routes[i].Scope)
 	}
 	return c
-}
-
-// cloneSlice copies s, keeping nil as nil.
-func cloneSlice[T any](s []T) []T {
-	if s == nil {
-		return nil
-	}
-	return append(make([]T, 0, len(s)), s...)
 }
 
 func cloneInt(p *int) *int {
 	if p == nil {
 		return nil
 	}
-	v := *p
-	return &v
+	return new(*p)
 }

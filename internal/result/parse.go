@@ -61,24 +61,20 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 func decodeShape(sh shape, data []byte) (*Result, error) {
 	switch sh {
 	case shape02:
-		var w wireResult02
-		if err := json.Unmarshal(data, &w); err != nil {
-			return nil, err
-		}
-		return fromWire02(&w)
+		return decodeWire(data, fromWire02)
 	case shape04:
-		var w wireResult04
-		if err := json.Unmarshal(data, &w); err != nil {
-			return nil, err
-		}
-		return fromWire04(&w)
-	default:
-		var w wireResult1
-		if err := json.Unmarshal(data, &w); err != nil {
-			return nil, err
-		}
-		return fromWire1(&w)
+		return decodeWire(data, fromWire04)
 	}
+	return decodeWire(data, fromWire1)
+}
+
+// decodeWire reads data as the wire type W, then converts that to the model with from.
+func decodeWire[W any](data []byte, from func(*W) (*Result, error)) (*Result, error) {
+	var w W
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, err
+	}
+	return from(&w)
 }
 
 // fromWire02 lists ip4 before ip6 and their routes in the same order, as the reference
@@ -92,22 +88,16 @@ func fromWire02(w *wireResult02) (*Result, error) {
 		if f.ip == nil {
 			continue
 		}
-		addr, err := parsePrefix(f.ip.IP)
+		ip, err := fromWireIP("ip", nil, f.ip.IP, f.ip.Gateway)
 		if err != nil {
-			return nil, fmt.Errorf("%s: ip: %w", f.name, err)
+			return nil, fmt.Errorf("%s: %w", f.name, err)
 		}
-		gw, err := parseAddr(f.ip.Gateway)
+		r.IPs = append(r.IPs, ip)
+		routes, err := each("routes", f.ip.Routes, fromWireRoute)
 		if err != nil {
-			return nil, fmt.Errorf("%s: gateway: %w", f.name, err)
+			return nil, fmt.Errorf("%s: %w", f.name, err)
 		}
-		r.IPs = append(r.IPs, IPConfig{Address: addr, Gateway: gw})
-		for i, wr := range f.ip.Routes {
-			rt, err := fromWireRoute(wr)
-			if err != nil {
-				return nil, fmt.Errorf("%s: routes[%d]: %w", f.name, i, err)
-			}
-			r.Routes = append(r.Routes, rt)
-		}
+		r.Routes = append(r.Routes, routes...)
 	}
 	return r, nil
 }
@@ -120,14 +110,12 @@ func fromWire04(w *wireResult04) (r *Result, err error) {
 		r.Interfaces = append(r.Interfaces, Interface{Name: wi.Name, Mac: wi.Mac, Sandbox: wi.Sandbox})
 	}
 	if r.IPs, err = each("ips", w.IPs, func(ip wireIP04) (IPConfig, error) {
-		return fromWireIP(ip.Interface, ip.Address, ip.Gateway)
+		return fromWireIP("address", ip.Interface, ip.Address, ip.Gateway)
 	}); err != nil {
 		return nil, err
 	}
-	if r.Routes, err = each("routes", w.Routes, fromWireRoute); err != nil {
-		return nil, err
-	}
-	return r, nil
+	r.Routes, err = each("routes", w.Routes, fromWireRoute)
+	return r, err
 }
 
 func fromWire1(w *wireResult1) (r *Result, err error) {
@@ -141,14 +129,12 @@ func fromWire1(w *wireResult1) (r *Result, err error) {
 		})
 	}
 	if r.IPs, err = each("ips", w.IPs, func(ip wireIP1) (IPConfig, error) {
-		return fromWireIP(ip.Interface, ip.Address, ip.Gateway)
+		return fromWireIP("address", ip.Interface, ip.Address, ip.Gateway)
 	}); err != nil {
 		return nil, err
 	}
-	if r.Routes, err = each("routes", w.Routes, func(rt wireRoute1) (Route, error) { return fromWireRoute(rt.unsorted()) }); err != nil {
-		return nil, err
-	}
-	return r, nil
+	r.Routes, err = each("routes", w.Routes, func(rt wireRoute1) (Route, error) { return fromWireRoute(rt.unsorted()) })
+	return r, err
 }
 
 // each converts every element of in with conv; a failure names the element as
@@ -165,10 +151,11 @@ func each[In, Out any](field string, in []In, conv func(In) (Out, error)) ([]Out
 	return out, nil
 }
 
-func fromWireIP(iface *int, address, gateway string) (IPConfig, error) {
+// fromWireIP reads one address entry, whose address is under the key field.
+func fromWireIP(field string, iface *int, address, gateway string) (IPConfig, error) {
 	addr, err := parsePrefix(address)
 	if err != nil {
-		return IPConfig{}, fmt.Errorf("address: %w", err)
+		return IPConfig{}, fmt.Errorf("%s: %w", field, err)
 	}
 	gw, err := parseAddr(gateway)
 	if err != nil {

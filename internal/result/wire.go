@@ -27,6 +27,14 @@ func shapeOf(v string) (shape, bool) {
 	return 0, false
 }
 
+// SameShape reports whether versions a and b, both known, share one wire shape: a
+// prevResult must share its config's, as the reference library checks.
+func SameShape(a, b string) bool {
+	sa, okA := shapeOf(a)
+	sb, okB := shapeOf(b)
+	return okA && okB && sa == sb
+}
+
 type wireResult02 struct {
 	CNIVersion string    `json:"cniVersion"`
 	IP4        *wireIP02 `json:"ip4,omitempty"`

@@ -53,3 +53,20 @@ func TestWireRouteSortedAndUnsortedKeepEveryField(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `{"advmss":8960,"dst":"10.1.0.0/16","gw":"10.0.0.1","mtu":9000,"priority":3,"scope":0,"table":7}`, string(b))
 }
+
+// A prevResult is accepted only in its config's wire family, as the reference checks:
+// 0.1.0-0.2.0, 0.3.0-0.4.0, 1.x; an unknown version shares no family.
+func TestSameShapeGroupsTheVersionsOfOneWireFamily(t *testing.T) {
+	families := [][]string{{"0.1.0", "0.2.0"}, {"0.3.0", "0.3.1", "0.4.0"}, {"1.0.0", "1.1.0"}}
+	for i, fa := range families {
+		for j, fb := range families {
+			for _, a := range fa {
+				for _, b := range fb {
+					assert.Equal(t, i == j, SameShape(a, b), "%s and %s", a, b)
+				}
+			}
+		}
+	}
+	assert.False(t, SameShape("1.2.0", "1.1.0"))
+	assert.False(t, SameShape("", ""))
+}

@@ -6,6 +6,7 @@ package invoke
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,9 +74,7 @@ func FindInPath(pluginType string, paths []string) (string, error) {
 // pipes (see scratchFile), so a child it left running with them open delays nothing.
 // libcni reads pipes to their end and so waits for such a child to exit.
 func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr io.Writer) ([]byte, error) {
-	if stderr == nil {
-		stderr = io.Discard
-	}
+	stderr = cmp.Or(stderr, io.Discard)
 	if span, ok := tracectx.From(ctx); ok {
 		env = span.Env(env)
 	}
@@ -86,10 +85,12 @@ func Exec(ctx context.Context, path string, env []string, stdin []byte, stderr i
 			return out, nil
 		}
 		if attempt < busyRetries && errors.Is(err, syscall.ETXTBSY) {
-			if werr := sleep(ctx, busyBackoff<<(attempt-1)); werr != nil {
+			select {
+			case <-time.After(busyBackoff << (attempt - 1)):
+				continue
+			case <-ctx.Done():
 				return nil, failure(ctx, err, nil, nil)
 			}
-			continue
 		}
 		ce := failure(ctx, err, out, errOut[:min(len(errOut), maxStderr)])
 		if ce.Code == cnierror.CodeIncompatibleVersion {
@@ -105,9 +106,7 @@ func run(ctx context.Context, path string, env []string, stdin []byte) (stdout, 
 	files := make([]*os.File, 3)
 	defer func() {
 		for _, f := range files {
-			if f != nil {
-				f.Close()
-			}
+			f.Close() // nil for a file never made: ErrInvalid, no panic
 		}
 	}()
 	for i, name := range [...]string{"cni-plugin-stdin", "cni-plugin-stdout", "cni-plugin-stderr"} {
@@ -125,10 +124,7 @@ func run(ctx context.Context, path string, env []string, stdin []byte) (stdout, 
 	// A child the plugin left running may still be writing: read what is there now.
 	stdout, outErr := readAll(files[1])
 	stderr, errErr := readAll(files[2])
-	if err == nil {
-		err = errors.Join(outErr, errErr)
-	}
-	return stdout, stderr, err
+	return stdout, stderr, cmp.Or(err, errors.Join(outErr, errErr))
 }
 
 // scratchFile returns an anonymous read-write file that disappears once closed by us
@@ -162,17 +158,6 @@ func readAll(f *os.File) ([]byte, error) {
 		err = nil
 	}
 	return buf[:n], err
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // failure turns a failed run into the plugin's CNI error: the error JSON it printed on

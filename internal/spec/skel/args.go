@@ -3,6 +3,7 @@ package skel
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -64,25 +65,22 @@ func ArgsFromEnv(env []string) Args {
 // Environ returns the environment a delegate exec'd for command should see: the
 // invocation's own environment with the CNI_* variables set from a.
 func (a Args) Environ(command string) []string {
-	cni := map[string]string{
-		"CNI_COMMAND":     command,
-		"CNI_CONTAINERID": a.ContainerID,
-		"CNI_NETNS":       a.Netns,
-		"CNI_IFNAME":      a.IfName,
-		"CNI_ARGS":        a.CNIArgs,
-		"CNI_PATH":        strings.Join(a.Path, string(os.PathListSeparator)),
+	cni := []string{
+		"CNI_COMMAND=" + command,
+		"CNI_CONTAINERID=" + a.ContainerID,
+		"CNI_NETNS=" + a.Netns,
+		"CNI_IFNAME=" + a.IfName,
+		"CNI_ARGS=" + a.CNIArgs,
+		"CNI_PATH=" + strings.Join(a.Path, string(os.PathListSeparator)),
 	}
 	out := make([]string, 0, len(a.Env)+len(cni))
 	for _, kv := range a.Env {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, ours := cni[k]; !ours {
+		if !slices.ContainsFunc(cni, func(set string) bool { return strings.HasPrefix(set, k+"=") }) {
 			out = append(out, kv)
 		}
 	}
-	for _, k := range [...]string{"CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH"} {
-		out = append(out, k+"="+cni[k])
-	}
-	return out
+	return append(out, cni...)
 }
 
 // missing lists the variables the reference skeleton insists on that are empty:
@@ -125,12 +123,10 @@ func (a Args) validate() error {
 			return err
 		}
 	}
-	if a.IfName != "" {
-		if err := ValidateIfName(a.IfName); err != nil {
-			return err
-		}
+	if a.IfName == "" {
+		return nil
 	}
-	return nil
+	return ValidateIfName(a.IfName)
 }
 
 // nothingToDelete says why a DEL has nothing to delete: no ADD can have attached its
@@ -228,24 +224,13 @@ func ParseCNIArgs(raw string, known ...string) (map[string]string, error) {
 		}
 		out[kv[0]] = kv[1]
 	}
-	ignore := out["IgnoreUnknown"]
-	if ignore == "1" || strings.EqualFold(ignore, "true") {
+	if ignore := out["IgnoreUnknown"]; ignore == "1" || strings.EqualFold(ignore, "true") {
 		return out, nil
 	}
 	for k := range out {
-		if k == "IgnoreUnknown" || contains(known, k) {
-			continue
+		if k != "IgnoreUnknown" && !slices.Contains(known, k) {
+			return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_ARGS: unknown key %q", k)
 		}
-		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "CNI_ARGS: unknown key %q", k)
 	}
 	return out, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -1,6 +1,9 @@
 package skel
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // members calls fn with each key and raw value of the JSON object data, in order,
 // without decoding or allocating (but for a key with escapes). data was decoded already,
@@ -12,7 +15,7 @@ func members(data []byte, fn func(key, value []byte)) {
 		}
 		end := endOfString(data, i)
 		key := data[i+1 : end-1]
-		if hasEscape(key) {
+		if bytes.IndexByte(key, '\\') >= 0 {
 			var s string
 			if json.Unmarshal(data[i:end], &s) == nil {
 				key = []byte(s)
@@ -60,11 +63,9 @@ func entries(data []byte, open byte, entry func(i int) int) {
 	}
 }
 
+// skipSpace is the index of the first non-space byte at or after i (i <= len(data)).
 func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
+	return len(data) - len(bytes.TrimLeft(data[i:], " \t\n\r"))
 }
 
 // endOfString is the index after the closing quote of the string starting at data[i].
@@ -107,21 +108,9 @@ func endOfValue(data []byte, i int) int {
 		}
 		return i
 	}
-	for i < len(data) {
-		switch data[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
+	// A number, true, false or null ends where the enclosing object or list goes on.
+	if n := bytes.IndexAny(data[i:], ",}] \t\n\r"); n >= 0 {
+		return i + n
 	}
-	return i
-}
-
-func hasEscape(b []byte) bool {
-	for _, c := range b {
-		if c == '\\' {
-			return true
-		}
-	}
-	return false
+	return len(data)
 }

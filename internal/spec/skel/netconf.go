@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/core/version"
@@ -100,18 +101,6 @@ func jsonKind(t reflect.Type) string {
 	return "of type " + t.String()
 }
 
-// versionFamily groups the versions whose results share one wire shape, so a prevResult
-// can be checked against the config the way the reference library does.
-func versionFamily(v string) int {
-	switch {
-	case version.Compare(v, "0.3.0") < 0:
-		return 0
-	case version.Compare(v, "1.0.0") < 0:
-		return 1
-	}
-	return 2
-}
-
 // parseNetConf decodes the common keys and checks them against the plugin and command.
 func parseNetConf(p *Plugin, command string, data []byte) (NetConf, *result.Result, error) {
 	var conf NetConf
@@ -124,7 +113,7 @@ func parseNetConf(p *Plugin, command string, data []byte) (NetConf, *result.Resu
 	if _, _, _, err := version.Parse(v); err != nil {
 		return conf, nil, cnierror.Newf(cnierror.CodeDecode, "decoding version from network config: %v", err)
 	}
-	if !contains(p.Versions, v) {
+	if !slices.Contains(p.Versions, v) {
 		// Marked: no ADD with this config can have run the plugin (invoke).
 		return conf, nil, cnierror.CannotRun(cnierror.New(cnierror.CodeIncompatibleVersion, "incompatible CNI versions").
 			WithDetails(fmt.Sprintf("config is %q, plugin supports %q", v, p.Versions)))
@@ -179,10 +168,7 @@ func parsePrevResult(raw json.RawMessage, confVersion string) (*result.Result, e
 	if err != nil {
 		return nil, fmt.Errorf("parsing prevResult: %w", err)
 	}
-	if prev == nil {
-		return nil, nil
-	}
-	if versionFamily(prev.CNIVersion) != versionFamily(confVersion) {
+	if !result.SameShape(prev.CNIVersion, confVersion) {
 		return nil, cnierror.Newf(cnierror.CodeIncompatibleVersion,
 			"prevResult version %q does not match config version %q", prev.CNIVersion, confVersion)
 	}

@@ -6,6 +6,7 @@
 package skel
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"iter"
@@ -114,10 +115,7 @@ func GCAttachments(valid, legacy []Attachment) []Attachment {
 // work handed to Start with it runs concurrently and is waited for before the process
 // answers.
 func (r *Request) Context() context.Context {
-	if r.ctx == nil {
-		return context.Background()
-	}
-	return r.ctx
+	return cmp.Or(r.ctx, context.Background())
 }
 
 // WithContext returns a copy of r with its context replaced (nil means Background).

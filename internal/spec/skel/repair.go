@@ -1,6 +1,7 @@
 package skel
 
 import (
+	"cmp"
 	"context"
 	"io"
 )
@@ -38,19 +39,8 @@ func InvokeRepair(ctx context.Context, p *Plugin, args Args, config []byte, stde
 	if p.Repair == nil {
 		return nil, nil
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	rep := &Repair{DryRun: dryRun}
 	args.Command = CmdRepair
-	if _, err := Invoke(context.WithValue(ctx, repairKey{}, rep), p, args, config, stderr); err != nil {
-		return rep.Missing, err
-	}
-	return rep.Missing, nil
-}
-
-// repairOf is the Repair InvokeRepair put into ctx, nil if none.
-func repairOf(ctx context.Context) *Repair {
-	rep, _ := ctx.Value(repairKey{}).(*Repair)
-	return rep
+	_, err := Invoke(context.WithValue(cmp.Or(ctx, context.Background()), repairKey{}, rep), p, args, config, stderr)
+	return rep.Missing, err
 }

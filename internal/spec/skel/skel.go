@@ -31,7 +31,11 @@ func RunContext(ctx context.Context, p *Plugin, env []string, stdin io.Reader, s
 	args := ArgsFromEnv(env)
 	switch args.Command {
 	case "":
-		fmt.Fprintf(stderr, "%s\nCNI protocol versions supported: %s\n", p.about(), strings.Join(p.Versions, ", "))
+		about := p.Name
+		if p.About != "" {
+			about += ": " + p.About
+		}
+		fmt.Fprintf(stderr, "%s\nCNI protocol versions supported: %s\n", about, strings.Join(p.Versions, ", "))
 		return 0
 	case CmdVersion:
 		return writeJSON(stdout, stderr, p.VersionInfo())
@@ -79,13 +83,6 @@ type VersionInfo struct {
 // VersionInfo returns what VERSION prints for p.
 func (p *Plugin) VersionInfo() VersionInfo {
 	return VersionInfo{CNIVersion: version.Current, SupportedVersions: p.Versions}
-}
-
-func (p *Plugin) about() string {
-	if p.About == "" {
-		return p.Name
-	}
-	return p.Name + ": " + p.About
 }
 
 // invocation is one command on its way through invoke: what prepare read and checked.
@@ -168,10 +165,7 @@ func (in *invocation) readConfig() (done bool, err error) {
 		fmt.Fprintf(in.stderr, "%s: %s: nothing to do, no ADD with this config can have run: %v\n", in.p.Name, in.args.Command, err)
 		return true, nil
 	}
-	if err == nil {
-		err = logErr
-	}
-	return false, err
+	return false, cmp.Or(err, logErr)
 }
 
 // call runs the callback under a Pending of its own (unless the context brought its
@@ -185,7 +179,7 @@ func (in *invocation) call(lg *logged) (*result.Result, error) {
 		ValidAttachments: in.conf.ValidAttachments, Stderr: in.stderr, plugin: in.p.Name,
 	}
 	if in.args.Command == CmdRepair {
-		req.repair = repairOf(ctx)
+		req.repair, _ = ctx.Value(repairKey{}).(*Repair) // InvokeRepair's
 	}
 	res, err := callback(in.p, req)
 	return res, lg.waitWork(in, ctx, owned, wait, res, err)
@@ -262,17 +256,12 @@ func optional(fn func(*Request) error, req *Request) error {
 // plugin itself runs in: acting there would rename or delete the host's own interfaces.
 // The reference checks this only after the callback ran; checking first is safer.
 func checkNetnsIsNotOwn(args Args) error {
-	if args.NetnsOverride || args.Netns == "" {
-		return nil
-	}
-	switch args.Command {
-	case CmdAdd, CmdDel, CmdCheck:
-	default:
-		return nil
-	}
+	switch {
+	case args.NetnsOverride || args.Netns == "":
+	case args.Command != CmdAdd && args.Command != CmdDel && args.Command != CmdCheck:
 	// A vanished netns is not the plugin's own: it is the plugin's to handle (DEL must
 	// succeed).
-	if ns.IsCurrent(args.Netns) {
+	case ns.IsCurrent(args.Netns):
 		return cnierror.Newf(cnierror.CodeInvalidNetNS,
 			"netns %q is the plugin's own network namespace; refusing to act on it", args.Netns)
 	}

@@ -1,6 +1,7 @@
 package skel
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -23,10 +24,7 @@ import (
 // the plugin is the config's type: a delegate (an IPAM type, handed its main plugin's
 // config) owns only what its type declares below it ("ipam").
 func warnUnknownKeys(req *Request, t reflect.Type) {
-	owner := req.plugin
-	if owner == "" {
-		owner = req.Net.Type
-	}
+	owner := cmp.Or(req.plugin, req.Net.Type)
 	topLevel := req.plugin == "" || req.plugin == req.Net.Type
 	walkObject(req.Config, t, "", topLevel, func(path string, key []byte, fields func() []string) {
 		msg := unknownKeyWarning(owner, path, string(key), fields())
@@ -50,7 +48,8 @@ func walkObject(data []byte, t reflect.Type, path string, checkOwn bool, unknown
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct || decodesItself(t) {
+	// A type that reads its own JSON reads keys unknown to its fields too.
+	if t.Kind() != reflect.Struct || t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
 		return
 	}
 	var buf [64]field
@@ -127,12 +126,6 @@ func walkValue(value []byte, t reflect.Type, path string, unknown func(path stri
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-
-// decodesItself reports whether t reads its own JSON, keys unknown to its fields
-// included.
-func decodesItself(t reflect.Type) bool {
-	return t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)
-}
 
 // jsonName is the key encoding/json uses for f, and whether a tag gave it.
 func jsonName(f reflect.StructField) (string, bool) {
@@ -230,16 +223,16 @@ func equalFold(key []byte, name string) bool {
 		return false
 	}
 	for i := range key {
-		a, b := key[i], name[i]
-		if 'A' <= a && a <= 'Z' {
-			a += 'a' - 'A'
-		}
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		if a != b {
+		if lowerASCII(key[i]) != lowerASCII(name[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }

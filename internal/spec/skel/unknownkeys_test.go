@@ -89,3 +89,23 @@ func TestUnknownKeyWarningNamesPluginKeyAndSuggestion(t *testing.T) {
 		unknownKeyWarning("host-local", "ipam.", "rangs", []string{"ranges"}))
 	assert.Equal(t, `bridge: unknown config key "zzz"; ignored`, unknownKeyWarning("bridge", "", "zzz", []string{"isGateway"}))
 }
+
+// A key matches its field whatever the letter case of its ASCII letters, as
+// encoding/json matches it; nothing else is folded.
+func TestEqualFoldIgnoresOnlyTheCaseOfASCIILetters(t *testing.T) {
+	for _, c := range []struct {
+		key, name string
+		want      bool
+	}{
+		{"isGateway", "isGateway", true},
+		{"ISGATEWAY", "isGateway", true},
+		{"isgateway", "IsGateway", true},
+		{"isGatewa", "isGateway", false},
+		{"isGatewaY2", "isGateway1", false},
+		{"a@", "a`", false}, // '@' and '`' differ by the case bit but are no letters
+		{"ä", "Ä", false},   // bytes outside ASCII are compared as they are
+		{"", "", true},
+	} {
+		assert.Equal(t, c.want, equalFold([]byte(c.key), c.name), "%q ~ %q", c.key, c.name)
+	}
+}

@@ -9,8 +9,8 @@ package skeltest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -113,9 +113,7 @@ func Remarshal(net skel.NetConf, conf any) ([]byte, error) {
 		if err := json.Unmarshal(b, &keys); err != nil {
 			return nil, err
 		}
-		for k, raw := range keys {
-			doc[k] = raw
-		}
+		maps.Copy(doc, keys)
 	}
 	return json.Marshal(doc)
 }
@@ -136,12 +134,10 @@ func RequireStable[T any](t testing.TB, p *skel.Plugin, l Loaded[T], conf any, l
 		t.Fatalf("accepted config refused after re-marshalling: %v\nconfig:  %s\nwritten: %s", l2.Err, l.Req.Config, again)
 	}
 	if !reflect.DeepEqual(l.Value, l2.Value) {
-		t.Fatalf("settings changed after re-marshalling\nconfig:  %s\nwritten: %s\nfirst:  %s\nsecond: %s",
-			l.Req.Config, again, dump(l.Value), dump(l2.Value))
+		t.Fatalf("settings changed after re-marshalling\nconfig:  %s\nwritten: %s\nfirst:  %+v\nsecond: %+v",
+			l.Req.Config, again, l.Value, l2.Value)
 	}
 }
-
-func dump(v any) string { return fmt.Sprintf("%+v", v) }
 
 // Request is what skel hands a plugin's callbacks for config and CNI_ARGS, for a test of
 // the plugin's loader alone: the spec keys decoded as far as they decode, the rest left
@@ -186,15 +182,13 @@ type Decided[C, D any] struct {
 // Then is a loader that runs load, then next on the config, as the plugin's ADD does,
 // so that a fuzz target covers both.
 func Then[C, D any](load func(*skel.Request) (C, error), next func(C) (D, error)) func(*skel.Request) (Decided[C, D], error) {
-	return func(req *skel.Request) (Decided[C, D], error) {
-		c, err := load(req)
-		if err != nil {
+	return func(req *skel.Request) (out Decided[C, D], err error) {
+		if out.Conf, err = load(req); err != nil {
 			return Decided[C, D]{}, err
 		}
-		d, err := next(c)
-		if err != nil {
+		if out.Next, err = next(out.Conf); err != nil {
 			return Decided[C, D]{}, err
 		}
-		return Decided[C, D]{Conf: c, Next: d}, nil
+		return out, nil
 	}
 }

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,29 +184,22 @@ func negotiateVersion(raw map[string]json.RawMessage) (string, error) {
 	if err := json.Unmarshal(listed, &vs); err != nil {
 		return "", fmt.Errorf("cniVersions: must be a list of strings, got %s", listed)
 	}
-	candidates := make([]string, 0, len(vs)+1)
+	best := ""
+	consider := func(c string) {
+		if version.Compare(c, version.Current) <= 0 && (best == "" || version.Compare(c, best) > 0) {
+			best = c
+		}
+	}
 	for i, c := range vs {
 		if _, _, _, err := version.Parse(c); err != nil {
 			return "", fmt.Errorf("cniVersions[%d]: %w", i, err)
 		}
-		candidates = append(candidates, c)
+		consider(c)
 	}
 	if v != "" {
-		candidates = append(candidates, v)
+		consider(v)
 	}
-	best := ""
-	for _, c := range candidates {
-		if version.Compare(c, version.Current) > 0 {
-			continue
-		}
-		if best == "" || version.Compare(c, best) > 0 {
-			best = c
-		}
-	}
-	if best == "" {
-		return v, nil
-	}
-	return best, nil
+	return cmp.Or(best, v), nil
 }
 
 // readBool accepts a JSON boolean or the strings "true"/"false" in any case.

@@ -283,20 +283,20 @@ func (r *results) sweep(ctx context.Context) error {
 	if r == nil {
 		return nil
 	}
-	errs := []error{r.sweepLegacy()}
+	legacy := r.sweepLegacy()
 	tmp, err := r.openTmpDir()
 	if errors.Is(err, unix.ENOENT) {
-		return errors.Join(errs...)
+		return legacy
 	}
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return errors.Join(legacy, err)
 	}
 	defer tmp.Close()
 	if err := lockExclusive(ctx, tmp); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("leftovers of interrupted cache writes in %s stay until the next GC: %w", r.tmpPath(), err))...)
+		return errors.Join(legacy, fmt.Errorf("leftovers of interrupted cache writes in %s stay until the next GC: %w", r.tmpPath(), err))
 	}
 	names, err := tmp.Readdirnames(-1)
-	errs = append(errs, err)
+	errs := []error{legacy, err}
 	for _, n := range names {
 		errs = append(errs, unlinkEntry(int(tmp.Fd()), n))
 	}

@@ -270,11 +270,8 @@ func ParseCNIArgs(s string) ([][2]string, error) {
 	return out, nil
 }
 
-// validFlag collects --valid CONTAINERID:IFNAME for gc.
-type validFlag struct {
-	list []skel.Attachment
-	set  bool
-}
+// validFlag collects --valid CONTAINERID:IFNAME for gc; nil when none was given.
+type validFlag []skel.Attachment
 
 func (v *validFlag) String() string { return "" }
 
@@ -283,8 +280,7 @@ func (v *validFlag) Set(s string) error {
 	if !ok || cid == "" || ifname == "" {
 		return errors.New("want CONTAINERID:IFNAME")
 	}
-	v.list = append(v.list, skel.Attachment{ContainerID: cid, IfName: ifname})
-	v.set = true
+	*v = append(*v, skel.Attachment{ContainerID: cid, IfName: ifname})
 	return nil
 }
 
@@ -334,8 +330,8 @@ func runChain(cmd string) func(Process, []string) int {
 		switch cmd {
 		case "gc":
 			var gc *chain.GCArgs
-			if valid.set {
-				gc = &chain.GCArgs{ValidAttachments: valid.list}
+			if valid != nil {
+				gc = &chain.GCArgs{ValidAttachments: valid}
 			}
 			err = r.GC(ctx, net, gc)
 		case "status":

@@ -29,9 +29,9 @@ func runExec(p Process, args []string) int {
 	}
 	plugin, command := pos[0], strings.ToUpper(pos[1])
 	r := c.runner(p)
-	ctx, cancel := context.WithCancel(c.traced(context.Background(), p, "exec"))
-	defer cancel()
+	ctx := c.traced(context.Background(), p, "exec")
 	if c.timeout > 0 {
+		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
@@ -41,7 +41,12 @@ func runExec(p Process, args []string) int {
 		if err != nil {
 			return p.fail("exec", fmt.Errorf("plugin %q failed (VERSION): %w", plugin, err))
 		}
-		return p.printJSON("exec", vi)
+		b, err := json.MarshalIndent(vi, "", "    ")
+		if err != nil {
+			return p.fail("exec", err)
+		}
+		fmt.Fprintln(p.Stdout, string(b))
+		return ExitOK
 	case skel.CmdAdd, skel.CmdDel, skel.CmdCheck, skel.CmdGC, skel.CmdStatus:
 	default:
 		return p.usageError(fs, "unknown command %q", pos[1])
@@ -83,13 +88,4 @@ func (p Process) readConf(name string) ([]byte, error) {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
 	return data, nil
-}
-
-func (p Process) printJSON(cmd string, v any) int {
-	b, err := json.MarshalIndent(v, "", "    ")
-	if err != nil {
-		return p.fail(cmd, err)
-	}
-	fmt.Fprintln(p.Stdout, string(b))
-	return ExitOK
 }

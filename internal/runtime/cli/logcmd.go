@@ -110,7 +110,7 @@ func runLog(p Process, args []string) int {
 	ctx, stop := p.untilStopped()
 	defer stop()
 	if !*asJSON && !*otlp {
-		if err := writeLogHeader(p.Stdout); err != nil {
+		if _, err := fmt.Fprintf(p.Stdout, logRowFormat, "TIME", "CMD", "PLUGIN", "NETWORK", "POD/CONTAINER", "MS", "RESULT"); err != nil {
 			return p.fail("log", err)
 		}
 	}
@@ -253,12 +253,6 @@ const (
 	resultColumn  = 18 + 1 + 6 + 1 + 11 + 1 + 15 + 1 + 17 + 1 + 6 + 2
 	logTimeFormat = "01-02 15:04:05.000"
 )
-
-// writeLogHeader prints the table's header.
-func writeLogHeader(w io.Writer) error {
-	_, err := fmt.Fprintf(w, logRowFormat, "TIME", "CMD", "PLUGIN", "NETWORK", "POD/CONTAINER", "MS", "RESULT")
-	return err
-}
 
 // writeLogRow prints one entry as a table row, and its steps under it when asked.
 func writeLogRow(w io.Writer, e *invlog.Entry, withSteps bool) error {

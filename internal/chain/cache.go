@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,12 +34,7 @@ type cacheEntry struct {
 	Result         json.RawMessage `json:"result,omitempty"`
 }
 
-func (r *Runner) cacheDir() string {
-	if r.CacheDir == "" {
-		return DefaultCacheDir
-	}
-	return r.CacheDir
-}
+func (r *Runner) cacheDir() string { return cmp.Or(r.CacheDir, DefaultCacheDir) }
 
 // cacheName is libcni's entry name in <cacheDir>/results: <network>-<containerID>-<ifname>.
 func cacheName(network string, att *Attachment) string {

@@ -233,32 +233,23 @@ func LoadFile(path string) (*Network, error) {
 	}
 	n.File = path
 	if !n.LoadOnlyInlinedPlugins {
-		dropins, err := loadDropins(filepath.Join(filepath.Dir(path), n.Name))
+		dir := filepath.Join(filepath.Dir(path), n.Name)
+		files, err := configFiles(dir, ".conf")
 		if err != nil {
-			return nil, err
+			return nil, &InvalidError{File: dir, Err: fmt.Errorf("reading plugin drop-ins: %w", err)}
 		}
-		n.Plugins = append(n.Plugins, dropins...)
+		for _, f := range files {
+			_, pc, err := readParsed(f, ParsePlugin)
+			if err != nil {
+				return nil, err
+			}
+			n.Plugins = append(n.Plugins, pc)
+		}
 	}
 	if len(n.Plugins) == 0 {
 		return nil, &InvalidError{File: path, Err: errors.New("no plugin configs found")}
 	}
 	return n, nil
-}
-
-func loadDropins(dir string) ([]PluginConf, error) {
-	files, err := configFiles(dir, ".conf")
-	if err != nil {
-		return nil, &InvalidError{File: dir, Err: fmt.Errorf("reading plugin drop-ins: %w", err)}
-	}
-	var out []PluginConf
-	for _, f := range files {
-		_, pc, err := readParsed(f, ParsePlugin)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pc)
-	}
-	return out, nil
 }
 
 // legacyFile reads a single-plugin .conf/.json file (deprecated, still loaded by libcni)

@@ -132,8 +132,7 @@ func (m *meta) del(req *skel.Request) error {
 		fmt.Fprintf(req.Stderr, "chain: nothing to delete, no child can have run with this config: %v\n", err)
 		return nil
 	}
-	del := step{command: skel.CmdDel, name: "delete", keepGoing: true}
-	return childError(c.runner.each(req.Context(), c.net, reversed(c.net.Plugins), del, req.PrevResult, &c.att, nil))
+	return childError(c.runner.each(req.Context(), c.net, reversed(c.net.Plugins), step{command: skel.CmdDel, name: "delete", keepGoing: true}, req.PrevResult, &c.att, nil))
 }
 
 // check runs CHECK through the children in order with the runtime's prevResult, unless
@@ -143,8 +142,7 @@ func (m *meta) check(req *skel.Request) error {
 	if err != nil || c.net.DisableCheck {
 		return err
 	}
-	chk := step{command: skel.CmdCheck, name: "check"}
-	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, chk, req.PrevResult, &c.att, nil))
+	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, step{command: skel.CmdCheck, name: "check"}, req.PrevResult, &c.att, nil))
 }
 
 // gc sends GC to every child, unless the chain sets disableGC, with the valid
@@ -159,8 +157,7 @@ func (m *meta) gc(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	gc := step{command: skel.CmdGC, name: "gc", keepGoing: true}
-	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, gc, nil, nil, extra))
+	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, step{command: skel.CmdGC, name: "gc", keepGoing: true}, nil, nil, extra))
 }
 
 // status asks every child in order; the first failure's code (50, 51) is the answer's.
@@ -169,8 +166,7 @@ func (m *meta) status(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	st := step{command: skel.CmdStatus, name: "status"}
-	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, st, nil, nil, nil))
+	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, step{command: skel.CmdStatus, name: "status"}, nil, nil, nil))
 }
 
 // repair asks the children to repair the attachment with the runtime's prevResult (the
@@ -237,8 +233,13 @@ func childError(err error) error {
 	if err == nil {
 		return nil
 	}
+	// The runner joins its plugins' errors in one flat list.
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
 	var out *cnierror.Error
-	for _, e := range flatten(err) {
+	for _, e := range errs {
 		ce := cnierror.From(e)
 		msg := ce.Msg
 		if pe := (*PluginError)(nil); errors.As(e, &pe) {
@@ -250,19 +251,6 @@ func childError(err error) error {
 			continue
 		}
 		out.Msg += "; " + msg
-	}
-	return out
-}
-
-// flatten lists the errors joined in err, in order.
-func flatten(err error) []error {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return []error{err}
-	}
-	var out []error
-	for _, e := range j.Unwrap() {
-		out = append(out, flatten(e)...)
 	}
 	return out
 }

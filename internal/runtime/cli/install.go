@@ -54,7 +54,7 @@ func runInstall(p Process, args []string) int {
 	fs.BoolVar(&o.Force, "force", false, "replace files not installed by cni at any plugin name, not only the reference plugins' "+
 		"(kept in DIR/"+install.KeptDir+" for --uninstall all the same), and configs cni install did not write")
 	fs.BoolVar(&o.NoVerify, "no-verify", false, "do not ask each installed name for CNI_COMMAND=VERSION")
-	if code, ok := parseNoArgs(p, fs, args); !ok {
+	if _, code, ok := parseArgs(p, fs, args, "", 0, 0); !ok {
 		return code
 	}
 	var err error

@@ -14,7 +14,7 @@ import (
 func runList(p Process, args []string) int {
 	fs := newFlagSet(p, "ls", "[flags]")
 	confDir := fs.String("conf-dir", p.envOr("NETCONFPATH", chain.DefaultConfDir), "network config dir (env NETCONFPATH)")
-	if code, ok := parseNoArgs(p, fs, args); !ok {
+	if _, code, ok := parseArgs(p, fs, args, "", 0, 0); !ok {
 		return code
 	}
 	entries, err := chain.List(*confDir)

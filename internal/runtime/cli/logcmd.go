@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -145,7 +146,7 @@ func runLog(p Process, args []string) int {
 // parseLogArgs parses flags of a command that takes no positional argument and reads
 // the log, and finds the log; ok false means return code.
 func parseLogArgs(p Process, fs *flag.FlagSet, f *logFilter, args []string) (code int, ok bool) {
-	if code, ok := parseNoArgs(p, fs, args); !ok {
+	if _, code, ok := parseArgs(p, fs, args, "", 0, 0); !ok {
 		return code, false
 	}
 	if err := f.findFile(fs); err != nil {
@@ -256,10 +257,7 @@ const (
 
 // writeLogRow prints one entry as a table row, and its steps under it when asked.
 func writeLogRow(w io.Writer, e *invlog.Entry, withSteps bool) error {
-	who := podColumn(e.CNIArgs["K8S_POD_NAMESPACE"], e.CNIArgs["K8S_POD_NAME"], 17)
-	if who == "" {
-		who = short(e.ContainerID, 17)
-	}
+	who := cmp.Or(podColumn(e.CNIArgs["K8S_POD_NAMESPACE"], e.CNIArgs["K8S_POD_NAME"], 17), short(e.ContainerID, 17))
 	var b strings.Builder
 	summary, rest := outcome(e)
 	first, more := wrapWords(summary, logWidth-resultColumn, logWidth-4)

@@ -316,11 +316,8 @@ func Load(dir, name string) (*Network, error) {
 	if err != nil {
 		return nil, &InvalidError{File: dir, Err: err}
 	}
-	if len(singles) == 0 {
-		if len(lists) == 0 {
-			return nil, &NoConfigsError{Dir: dir}
-		}
-		return nil, &NotFoundError{Dir: dir, Name: name}
+	if len(lists) == 0 && len(singles) == 0 {
+		return nil, &NoConfigsError{Dir: dir}
 	}
 	for i, f := range singles {
 		netName, pc, err := legacyFile(f)

@@ -191,19 +191,15 @@ func (m *meta) repair(req *skel.Request) error {
 // validAttachmentKeys returns the GC keys of the config as they were written, so that an
 // empty list (every attachment stale) stays distinct from no list.
 func validAttachmentKeys(config []byte) (map[string]any, error) {
-	var keys struct {
-		Valid  json.RawMessage `json:"cni.dev/valid-attachments"`
-		Legacy json.RawMessage `json:"cni.dev/attachments"`
-	}
+	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(config, &keys); err != nil {
 		return nil, cnierror.Newf(cnierror.CodeDecode, "chain: %v", err)
 	}
 	extra := map[string]any{}
-	if keys.Valid != nil {
-		extra["cni.dev/valid-attachments"] = keys.Valid
-	}
-	if keys.Legacy != nil {
-		extra["cni.dev/attachments"] = keys.Legacy
+	for _, k := range []string{"cni.dev/valid-attachments", "cni.dev/attachments"} {
+		if v, ok := keys[k]; ok {
+			extra[k] = v
+		}
 	}
 	return extra, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -439,9 +440,7 @@ func pluginConfig(n *Network, pc PluginConf, prev *result.Result, att *Attachmen
 			return canonical(obj)
 		}
 	}
-	for k, v := range extra {
-		obj[k] = v
-	}
+	maps.Copy(obj, extra)
 	return json.Marshal(obj)
 }
 

@@ -112,14 +112,9 @@ func selectNames(p Process, all []string, only, skip string) ([]string, error) {
 			fmt.Fprintf(p.Stderr, "cni install: warning: --skip %s: no such plugin name\n", n)
 		}
 	}
-	var out []string
-	for _, n := range all {
-		if len(onlyNames) > 0 && !slices.Contains(onlyNames, n) || slices.Contains(skipNames, n) {
-			continue
-		}
-		out = append(out, n)
-	}
-	return out, nil
+	return slices.DeleteFunc(slices.Clone(all), func(n string) bool {
+		return len(onlyNames) > 0 && !slices.Contains(onlyNames, n) || slices.Contains(skipNames, n)
+	}), nil
 }
 
 func splitNames(s string) []string {

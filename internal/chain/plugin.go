@@ -50,36 +50,25 @@ type call struct {
 // (for the capabilities the chain itself declares) becomes the capability args the
 // runner offers each child, filtered by the child's own capabilities, as libcni does.
 func (m *meta) load(req *skel.Request) (*call, error) {
-	list, err := parseNested(req.Config)
+	net, err := parseNested(req.Config)
 	if err != nil {
 		return nil, err
 	}
-	caps, err := capabilityArgs(req.Net.RuntimeConfig)
-	if err != nil {
-		return nil, err
+	net.Name, net.CNIVersion = req.Net.Name, req.Net.CNIVersion
+	var caps map[string]any
+	if raw := req.Net.RuntimeConfig; len(raw) > 0 && string(raw) != "null" {
+		if err := decodeNumbers(raw, &caps); err != nil {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "chain: runtimeConfig: must be an object: %v", err)
+		}
 	}
 	return &call{
 		runner: &Runner{Builtin: m.builtin, PluginPath: req.Args.Path, Env: req.Args.Env, Stderr: req.Stderr},
-		net: &Network{
-			Name: req.Net.Name, CNIVersion: req.Net.CNIVersion, Plugins: list.Plugins,
-			DisableCheck: list.DisableCheck, DisableGC: list.DisableGC, Bytes: req.Config,
-		},
+		net:    net,
 		att: Attachment{
 			ContainerID: req.Args.ContainerID, Netns: req.Args.Netns, IfName: req.Args.IfName,
 			CapabilityArgs: caps, rawArgs: req.Args.CNIArgs,
 		},
 	}, nil
-}
-
-func capabilityArgs(raw json.RawMessage) (map[string]any, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var caps map[string]any
-	if err := decodeNumbers(raw, &caps); err != nil {
-		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "chain: runtimeConfig: must be an object: %v", err)
-	}
-	return caps, nil
 }
 
 // add runs ADD through the children, the first one getting the chain's own prevResult

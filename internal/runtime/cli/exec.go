@@ -42,12 +42,7 @@ func runExec(p Process, args []string) int {
 		if err != nil {
 			return p.fail("exec", fmt.Errorf("plugin %q failed (VERSION): %w", plugin, err))
 		}
-		b, err := json.MarshalIndent(vi, "", "    ")
-		if err != nil {
-			return p.fail("exec", err)
-		}
-		fmt.Fprintln(p.Stdout, string(b))
-		return ExitOK
+		return p.printJSON("exec", vi)
 	case skel.CmdAdd, skel.CmdDel, skel.CmdCheck, skel.CmdGC, skel.CmdStatus:
 	default:
 		return p.usageError(fs, "unknown command %q", pos[1])
@@ -88,4 +83,13 @@ func (p Process) readConf(name string) ([]byte, error) {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
 	return data, nil
+}
+
+func (p Process) printJSON(cmd string, v any) int {
+	b, err := json.MarshalIndent(v, "", "    ")
+	if err != nil {
+		return p.fail(cmd, err)
+	}
+	fmt.Fprintln(p.Stdout, string(b))
+	return ExitOK
 }

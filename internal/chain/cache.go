@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,12 +34,7 @@ type cacheEntry struct {
 	Result         json.RawMessage `json:"result,omitempty"`
 }
 
-func (r *Runner) cacheDir() string {
-	if r.CacheDir == "" {
-		return DefaultCacheDir
-	}
-	return r.CacheDir
-}
+func (r *Runner) cacheDir() string { return cmp.Or(r.CacheDir, DefaultCacheDir) }
 
 // cacheName is libcni's entry name in <cacheDir>/results: <network>-<containerID>-<ifname>.
 func cacheName(network string, att *Attachment) string {
@@ -81,20 +77,7 @@ func (r *Runner) writeCache(n *Network, att *Attachment, res *result.Result) err
 	return dir.write(cacheName(n.Name, att), data, r.cacheWritten)
 }
 
-// cachedResult returns the cached ADD result converted to the config's version, or nil
-// when nothing is cached. Like libcni it also reads the legacy format, a bare result.
-// An entry that is there but cannot be used (a symlink, a FIFO, larger than
-// MaxFileSize, not a result) is an error.
-func (r *Runner) cachedResult(n *Network, att *Attachment) (*result.Result, error) {
-	dir, err := openResults(r.cacheDir(), false)
-	if err != nil {
-		return nil, err
-	}
-	defer dir.Close()
-	return dir.cachedResult(n, att)
-}
-
-// cachedResult is Runner.cachedResult in the open results directory.
+// cachedResult is Runner.CachedResult in the open results directory.
 func (dir *results) cachedResult(n *Network, att *Attachment) (*result.Result, error) {
 	data, err := dir.read(cacheName(n.Name, att))
 	if errors.Is(err, os.ErrNotExist) {
@@ -123,9 +106,16 @@ func (dir *results) cachedResult(n *Network, att *Attachment) (*result.Result, e
 }
 
 // CachedResult returns the result cached by the last ADD of the attachment, converted to
-// the network's version, or nil when none is cached.
+// the config's version, or nil when nothing is cached. Like libcni it also reads the
+// legacy format, a bare result. An entry that is there but cannot be used (a symlink, a
+// FIFO, larger than MaxFileSize, not a result) is an error.
 func (r *Runner) CachedResult(n *Network, att Attachment) (*result.Result, error) {
-	return r.cachedResult(n, &att)
+	dir, err := openResults(r.cacheDir(), false)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	return dir.cachedResult(n, &att)
 }
 
 // CachedAttachment is an attachment recorded in the result cache.

@@ -39,8 +39,9 @@
 // (link deletions, see background.Pending), so the kernel waits of a DEL overlap; each call
 // returns only when all of it is done, and that work's error is its plugin's.
 //
-// Deliberate differences from libcni: a network defined in two files of a directory is
-// an error instead of the first file silently winning; files above MaxFileSize are
+// Deliberate differences from libcni: of a network defined in two files of a directory,
+// the first wins as in libcni, but Load names the others (Network.Shadowed) rather than
+// ignore them silently; files above MaxFileSize are
 // refused; the cache entry is written atomically (under its own name in results.tmp,
 // then renamed), the next DEL or GC removes what a crash mid-write leaves, and cache
 // entries are read without following symlinks, MaxFileSize at most; an ADD whose cache

@@ -60,3 +60,24 @@ func TestDecodeNumbersKeepsLargeIntegersExact(t *testing.T) {
 	assert.Equal(t, map[string]any{"burst": json.Number("9223372036854775807"), "rate": json.Number("1.5")}, v)
 	assert.Error(t, decodeNumbers([]byte(`{"burst":`), &v))
 }
+
+// TestIsLegacyLeftoverTakesOnlyTheFormerWritersPattern holds what GC may remove from
+// results/ itself: ".<entry>.tmp-<digits>" with an entry name, nothing else.
+func TestIsLegacyLeftoverTakesOnlyTheFormerWritersPattern(t *testing.T) {
+	for name, want := range map[string]bool{
+		".net-c1-eth0.tmp-123":       true,
+		".a.tmp-0":                   true,
+		".net.tmp-1.tmp-42":          true,
+		"net-c1-eth0":                false,
+		"net-c1-eth0.tmp-123":        false, // no leading dot: an entry
+		"..tmp-123":                  false, // no entry name
+		".tmp-123":                   false,
+		".net-c1-eth0.tmp-":          false,
+		".net-c1-eth0.tmp-12a":       false,
+		".net-c1-eth0.tmp-123.extra": false,
+		".":                          false,
+		"":                           false,
+	} {
+		assert.Equal(t, want, isLegacyLeftover(name), name)
+	}
+}

@@ -13,19 +13,13 @@ import (
 // PluginName is the type of the chain plugin, whose config carries a nested list.
 const PluginName = "chain"
 
-// nested is the chain plugin's own part of its config: the list of plugins and the list
-// keys libcni reads from a conflist.
-type nested struct {
-	Plugins      []PluginConf
-	DisableCheck bool
-	DisableGC    bool
-}
-
-// parseNested reads a chain plugin's config. Every error is an invalid config (code 7)
+// parseNested reads a chain plugin's config: the list of plugins and the list keys
+// libcni reads from a conflist, as a Network without the name and version, which are
+// the runtime's (load). Every error is an invalid config (code 7)
 // naming the key, down to the child (`plugins[2].type`): a chain inside a chain, an
 // empty list and a child without a type are refused, as is anything Parse refuses in a
 // conflist's list.
-func parseNested(data []byte) (*nested, error) {
+func parseNested(data []byte) (*Network, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "chain: config must be a JSON object")
@@ -41,7 +35,7 @@ func parseNested(data []byte) (*nested, error) {
 	if len(children) == 0 {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "chain: plugins: the list is empty")
 	}
-	n := &nested{Plugins: make([]PluginConf, 0, len(children))}
+	n := &Network{Plugins: make([]PluginConf, 0, len(children)), Bytes: data}
 	for i, c := range children {
 		pc, err := parseChild(c)
 		if err != nil {

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,29 +184,22 @@ func negotiateVersion(raw map[string]json.RawMessage) (string, error) {
 	if err := json.Unmarshal(listed, &vs); err != nil {
 		return "", fmt.Errorf("cniVersions: must be a list of strings, got %s", listed)
 	}
-	candidates := make([]string, 0, len(vs)+1)
+	best := ""
+	consider := func(c string) {
+		if version.Compare(c, version.Current) <= 0 && (best == "" || version.Compare(c, best) > 0) {
+			best = c
+		}
+	}
 	for i, c := range vs {
 		if _, _, _, err := version.Parse(c); err != nil {
 			return "", fmt.Errorf("cniVersions[%d]: %w", i, err)
 		}
-		candidates = append(candidates, c)
+		consider(c)
 	}
 	if v != "" {
-		candidates = append(candidates, v)
+		consider(v)
 	}
-	best := ""
-	for _, c := range candidates {
-		if version.Compare(c, version.Current) > 0 {
-			continue
-		}
-		if best == "" || version.Compare(c, best) > 0 {
-			best = c
-		}
-	}
-	if best == "" {
-		return v, nil
-	}
-	return best, nil
+	return cmp.Or(best, v), nil
 }
 
 // readBool accepts a JSON boolean or the strings "true"/"false" in any case.
@@ -239,32 +233,23 @@ func LoadFile(path string) (*Network, error) {
 	}
 	n.File = path
 	if !n.LoadOnlyInlinedPlugins {
-		dropins, err := loadDropins(filepath.Join(filepath.Dir(path), n.Name))
+		dir := filepath.Join(filepath.Dir(path), n.Name)
+		files, err := configFiles(dir, ".conf")
 		if err != nil {
-			return nil, err
+			return nil, &InvalidError{File: dir, Err: fmt.Errorf("reading plugin drop-ins: %w", err)}
 		}
-		n.Plugins = append(n.Plugins, dropins...)
+		for _, f := range files {
+			_, pc, err := readParsed(f, ParsePlugin)
+			if err != nil {
+				return nil, err
+			}
+			n.Plugins = append(n.Plugins, pc)
+		}
 	}
 	if len(n.Plugins) == 0 {
 		return nil, &InvalidError{File: path, Err: errors.New("no plugin configs found")}
 	}
 	return n, nil
-}
-
-func loadDropins(dir string) ([]PluginConf, error) {
-	files, err := configFiles(dir, ".conf")
-	if err != nil {
-		return nil, &InvalidError{File: dir, Err: fmt.Errorf("reading plugin drop-ins: %w", err)}
-	}
-	var out []PluginConf
-	for _, f := range files {
-		_, pc, err := readParsed(f, ParsePlugin)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pc)
-	}
-	return out, nil
 }
 
 // legacyFile reads a single-plugin .conf/.json file (deprecated, still loaded by libcni)
@@ -331,11 +316,8 @@ func Load(dir, name string) (*Network, error) {
 	if err != nil {
 		return nil, &InvalidError{File: dir, Err: err}
 	}
-	if len(singles) == 0 {
-		if len(lists) == 0 {
-			return nil, &NoConfigsError{Dir: dir}
-		}
-		return nil, &NotFoundError{Dir: dir, Name: name}
+	if len(lists) == 0 && len(singles) == 0 {
+		return nil, &NoConfigsError{Dir: dir}
 	}
 	for i, f := range singles {
 		netName, pc, err := legacyFile(f)

@@ -50,36 +50,25 @@ type call struct {
 // (for the capabilities the chain itself declares) becomes the capability args the
 // runner offers each child, filtered by the child's own capabilities, as libcni does.
 func (m *meta) load(req *skel.Request) (*call, error) {
-	list, err := parseNested(req.Config)
+	net, err := parseNested(req.Config)
 	if err != nil {
 		return nil, err
 	}
-	caps, err := capabilityArgs(req.Net.RuntimeConfig)
-	if err != nil {
-		return nil, err
+	net.Name, net.CNIVersion = req.Net.Name, req.Net.CNIVersion
+	var caps map[string]any
+	if raw := req.Net.RuntimeConfig; len(raw) > 0 && string(raw) != "null" {
+		if err := decodeNumbers(raw, &caps); err != nil {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "chain: runtimeConfig: must be an object: %v", err)
+		}
 	}
 	return &call{
 		runner: &Runner{Builtin: m.builtin, PluginPath: req.Args.Path, Env: req.Args.Env, Stderr: req.Stderr},
-		net: &Network{
-			Name: req.Net.Name, CNIVersion: req.Net.CNIVersion, Plugins: list.Plugins,
-			DisableCheck: list.DisableCheck, DisableGC: list.DisableGC, Bytes: req.Config,
-		},
+		net:    net,
 		att: Attachment{
 			ContainerID: req.Args.ContainerID, Netns: req.Args.Netns, IfName: req.Args.IfName,
 			CapabilityArgs: caps, rawArgs: req.Args.CNIArgs,
 		},
 	}, nil
-}
-
-func capabilityArgs(raw json.RawMessage) (map[string]any, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var caps map[string]any
-	if err := decodeNumbers(raw, &caps); err != nil {
-		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "chain: runtimeConfig: must be an object: %v", err)
-	}
-	return caps, nil
 }
 
 // add runs ADD through the children, the first one getting the chain's own prevResult
@@ -132,8 +121,7 @@ func (m *meta) del(req *skel.Request) error {
 		fmt.Fprintf(req.Stderr, "chain: nothing to delete, no child can have run with this config: %v\n", err)
 		return nil
 	}
-	del := step{command: skel.CmdDel, name: "delete", keepGoing: true}
-	return childError(c.runner.each(req.Context(), c.net, reversed(c.net.Plugins), del, req.PrevResult, &c.att, nil))
+	return childError(c.runner.each(req.Context(), c.net, reversed(c.net.Plugins), step{command: skel.CmdDel, name: "delete", keepGoing: true}, req.PrevResult, &c.att, nil))
 }
 
 // check runs CHECK through the children in order with the runtime's prevResult, unless
@@ -143,8 +131,7 @@ func (m *meta) check(req *skel.Request) error {
 	if err != nil || c.net.DisableCheck {
 		return err
 	}
-	chk := step{command: skel.CmdCheck, name: "check"}
-	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, chk, req.PrevResult, &c.att, nil))
+	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, step{command: skel.CmdCheck, name: "check"}, req.PrevResult, &c.att, nil))
 }
 
 // gc sends GC to every child, unless the chain sets disableGC, with the valid
@@ -159,8 +146,7 @@ func (m *meta) gc(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	gc := step{command: skel.CmdGC, name: "gc", keepGoing: true}
-	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, gc, nil, nil, extra))
+	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, step{command: skel.CmdGC, name: "gc", keepGoing: true}, nil, nil, extra))
 }
 
 // status asks every child in order; the first failure's code (50, 51) is the answer's.
@@ -169,8 +155,7 @@ func (m *meta) status(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	st := step{command: skel.CmdStatus, name: "status"}
-	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, st, nil, nil, nil))
+	return childError(c.runner.each(req.Context(), c.net, c.net.Plugins, step{command: skel.CmdStatus, name: "status"}, nil, nil, nil))
 }
 
 // repair asks the children to repair the attachment with the runtime's prevResult (the
@@ -195,19 +180,15 @@ func (m *meta) repair(req *skel.Request) error {
 // validAttachmentKeys returns the GC keys of the config as they were written, so that an
 // empty list (every attachment stale) stays distinct from no list.
 func validAttachmentKeys(config []byte) (map[string]any, error) {
-	var keys struct {
-		Valid  json.RawMessage `json:"cni.dev/valid-attachments"`
-		Legacy json.RawMessage `json:"cni.dev/attachments"`
-	}
+	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(config, &keys); err != nil {
 		return nil, cnierror.Newf(cnierror.CodeDecode, "chain: %v", err)
 	}
 	extra := map[string]any{}
-	if keys.Valid != nil {
-		extra["cni.dev/valid-attachments"] = keys.Valid
-	}
-	if keys.Legacy != nil {
-		extra["cni.dev/attachments"] = keys.Legacy
+	for _, k := range []string{"cni.dev/valid-attachments", "cni.dev/attachments"} {
+		if v, ok := keys[k]; ok {
+			extra[k] = v
+		}
 	}
 	return extra, nil
 }
@@ -237,8 +218,13 @@ func childError(err error) error {
 	if err == nil {
 		return nil
 	}
+	// The runner joins its plugins' errors in one flat list.
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
 	var out *cnierror.Error
-	for _, e := range flatten(err) {
+	for _, e := range errs {
 		ce := cnierror.From(e)
 		msg := ce.Msg
 		if pe := (*PluginError)(nil); errors.As(e, &pe) {
@@ -250,19 +236,6 @@ func childError(err error) error {
 			continue
 		}
 		out.Msg += "; " + msg
-	}
-	return out
-}
-
-// flatten lists the errors joined in err, in order.
-func flatten(err error) []error {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return []error{err}
-	}
-	var out []error
-	for _, e := range j.Unwrap() {
-		out = append(out, flatten(e)...)
 	}
 	return out
 }

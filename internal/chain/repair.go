@@ -44,7 +44,7 @@ func (r *Runner) Repair(ctx context.Context, n *Network, att Attachment, dryRun 
 			return Repaired{Gone: true}, nil
 		}
 	}
-	prev, err := r.cachedResult(n, &att)
+	prev, err := r.CachedResult(n, att)
 	if err != nil {
 		return Repaired{}, fmt.Errorf("failed to get network %q cached result: %w", n.Name, err)
 	}
@@ -94,35 +94,25 @@ func (r *Runner) statusOfAttachments(ctx context.Context, n *Network) error {
 	if err != nil {
 		return nil // no cache, no attachments to speak of
 	}
-	var broken []string
-	var errs []error
+	var broken, failed []string
 	for _, c := range cached {
 		if c.Network != n.Name {
 			continue
 		}
 		rep, err := r.Repair(ctx, n, c.Attachment, true)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("container %s interface %s: %w", c.ContainerID, c.IfName, err))
+			failed = append(failed, fmt.Sprintf("container %s interface %s: %v", c.ContainerID, c.IfName, err))
 		}
 		if len(rep.Missing) > 0 {
 			broken = append(broken, fmt.Sprintf("container %s interface %s: %s", c.ContainerID, c.IfName, strings.Join(rep.Missing, "; ")))
 		}
 	}
-	if len(broken) == 0 && len(errs) == 0 {
+	if len(broken) == 0 && len(failed) == 0 {
 		return nil
 	}
 	msg := fmt.Sprintf("network %q: host objects of %d attachment(s) are missing (a host firewall reload?); `cni repair` puts them back", n.Name, len(broken))
 	if len(broken) == 0 {
 		msg = fmt.Sprintf("network %q: the host objects of its attachments could not be checked", n.Name)
 	}
-	details := append(broken, errStrings(errs)...)
-	return cnierror.New(cnierror.CodeLimitedConnectivity, msg).WithDetails(strings.Join(details, "\n"))
-}
-
-func errStrings(errs []error) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = e.Error()
-	}
-	return out
+	return cnierror.New(cnierror.CodeLimitedConnectivity, msg).WithDetails(strings.Join(append(broken, failed...), "\n"))
 }

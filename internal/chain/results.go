@@ -256,22 +256,15 @@ func unlinkEntry(dirfd int, name string) error {
 	return &os.PathError{Op: "remove", Path: name, Err: err}
 }
 
-// legacyLeftoverOf returns the entry name whose former temporary file n is
-// (".<entry>.tmp-<digits>", os.CreateTemp's pattern), or "".
-func legacyLeftoverOf(n string) string {
-	rest, ok := strings.CutPrefix(n, ".")
-	if !ok {
-		return ""
+// isLegacyLeftover reports whether n is a former temporary file of an entry:
+// ".<entry>.tmp-<digits>", os.CreateTemp's pattern, with a non-empty entry name.
+func isLegacyLeftover(n string) bool {
+	i := strings.LastIndex(n, ".tmp-")
+	if !strings.HasPrefix(n, ".") || i <= 1 {
+		return false
 	}
-	i := strings.LastIndex(rest, ".tmp-")
-	if i <= 0 {
-		return ""
-	}
-	digits := rest[i+len(".tmp-"):]
-	if digits == "" || strings.Trim(digits, "0123456789") != "" {
-		return ""
-	}
-	return rest[:i]
+	digits := n[i+len(".tmp-"):]
+	return digits != "" && strings.Trim(digits, "0123456789") == ""
 }
 
 // sweep removes the leftovers of interrupted writes: everything in the temporary
@@ -283,20 +276,20 @@ func (r *results) sweep(ctx context.Context) error {
 	if r == nil {
 		return nil
 	}
-	errs := []error{r.sweepLegacy()}
+	legacy := r.sweepLegacy()
 	tmp, err := r.openTmpDir()
 	if errors.Is(err, unix.ENOENT) {
-		return errors.Join(errs...)
+		return legacy
 	}
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return errors.Join(legacy, err)
 	}
 	defer tmp.Close()
 	if err := lockExclusive(ctx, tmp); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("leftovers of interrupted cache writes in %s stay until the next GC: %w", r.tmpPath(), err))...)
+		return errors.Join(legacy, fmt.Errorf("leftovers of interrupted cache writes in %s stay until the next GC: %w", r.tmpPath(), err))
 	}
 	names, err := tmp.Readdirnames(-1)
-	errs = append(errs, err)
+	errs := []error{legacy, err}
 	for _, n := range names {
 		errs = append(errs, unlinkEntry(int(tmp.Fd()), n))
 	}
@@ -307,7 +300,7 @@ func (r *results) sweepLegacy() error {
 	names, err := r.names()
 	errs := []error{err}
 	for _, n := range names {
-		if legacyLeftoverOf(n) == "" {
+		if !isLegacyLeftover(n) {
 			continue
 		}
 		var st unix.Stat_t

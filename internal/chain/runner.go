@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -142,7 +143,7 @@ func (r *Runner) Check(ctx context.Context, n *Network, att Attachment) error {
 	if err := att.validate(n.Name); err != nil {
 		return err
 	}
-	prev, err := r.cachedResult(n, &att)
+	prev, err := r.CachedResult(n, att)
 	if err != nil {
 		return fmt.Errorf("failed to get network %q cached result: %w", n.Name, err)
 	}
@@ -189,7 +190,8 @@ func (r *Runner) Del(ctx context.Context, n *Network, att Attachment) error {
 
 // del is Del with the results directory open (nil when there is none).
 func (r *Runner) del(ctx context.Context, dir *results, n *Network, att *Attachment) error {
-	if att.Netns != "" && r.isOwnNetns(att.Netns) {
+	// CNI_NETNS_OVERRIDE says to act in the runner's own netns anyway.
+	if att.Netns != "" && !r.procEnv().NetnsOverride && ns.IsCurrent(att.Netns) {
 		r.logf("netns %q of container %s is this runner's own network namespace, not a container's: deleting %s as for a netns that is gone (CNI_NETNS empty)",
 			att.Netns, att.ContainerID, att.IfName)
 		gone := *att
@@ -242,15 +244,9 @@ func (r *Runner) GC(ctx context.Context, n *Network, args *GCArgs) error {
 				"cni.dev/attachments":       args.ValidAttachments,
 			}
 		}
-		errs = append(errs, r.gcPlugins(ctx, n, extra))
+		errs = append(errs, r.each(ctx, n, n.Plugins, step{command: skel.CmdGC, name: "gc", keepGoing: true}, nil, nil, extra))
 	}
 	return errors.Join(errs...)
-}
-
-// gcPlugins sends GC to every plugin, extra holding the valid-attachment keys, and
-// keeps going after a failure.
-func (r *Runner) gcPlugins(ctx context.Context, n *Network, extra map[string]any) error {
-	return r.each(ctx, n, n.Plugins, step{command: skel.CmdGC, name: "gc", keepGoing: true}, nil, nil, extra)
 }
 
 // gcCache is GC's part on the result cache.
@@ -292,16 +288,6 @@ func (r *Runner) gcCache(ctx context.Context, n *Network, args *GCArgs) []error 
 		}
 	}
 	return errs
-}
-
-// isOwnNetns reports whether path is the network namespace of the calling thread, the
-// one plugins run in (exec'd ones inherit it), unless CNI_NETNS_OVERRIDE says to act
-// there anyway.
-func (r *Runner) isOwnNetns(path string) bool {
-	if r.procEnv().NetnsOverride {
-		return false
-	}
-	return ns.IsCurrent(path)
 }
 
 // Status sends STATUS to each plugin in order (configs of 1.1.0 or later; older ones
@@ -454,9 +440,7 @@ func pluginConfig(n *Network, pc PluginConf, prev *result.Result, att *Attachmen
 			return canonical(obj)
 		}
 	}
-	for k, v := range extra {
-		obj[k] = v
-	}
+	maps.Copy(obj, extra)
 	return json.Marshal(obj)
 }
 

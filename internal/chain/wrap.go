@@ -66,23 +66,19 @@ type field struct {
 }
 
 func object(fields []field) json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('{')
+	members := make([][]byte, len(fields))
 	for i, f := range fields {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(f.key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(f.value)
+		k, _ := json.Marshal(f.key) // a string always encodes
+		members[i] = append(append(k, ':'), f.value...)
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return enclose('{', members, '}')
 }
 
-func array(items [][]byte) json.RawMessage {
-	return append(append([]byte{'['}, bytes.Join(items, []byte{','})...), ']')
+func array(items [][]byte) json.RawMessage { return enclose('[', items, ']') }
+
+// enclose joins items with commas between open and close.
+func enclose(open byte, items [][]byte, close byte) json.RawMessage {
+	return append(append([]byte{open}, bytes.Join(items, []byte{','})...), close)
 }
 
 // writeList writes a list's keys as people write them: cniVersion and name first,

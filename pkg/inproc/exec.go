@@ -87,11 +87,14 @@ func (e *Exec) run(ctx context.Context, p *skel.Plugin, stdin []byte, environ []
 	return nil, exitError(stdout.Bytes())
 }
 
-func (e *Exec) builtin(pluginType string) *skel.Plugin {
-	if e.lookup != nil {
-		return e.lookup(pluginType)
+func (e *Exec) builtin(pluginType string) *skel.Plugin { return registryOr(e.lookup)(pluginType) }
+
+// registryOr is lookup, or the toolkit's registry when lookup is nil (outside tests).
+func registryOr(lookup func(string) *skel.Plugin) func(string) *skel.Plugin {
+	if lookup != nil {
+		return lookup
 	}
-	return dispatch.Lookup(pluginType)
+	return dispatch.Lookup
 }
 
 // exitError is what libcni's Exec makes of a plugin that exited non-zero with stdout:

@@ -7,7 +7,6 @@ import (
 
 	"github.com/cnikit/cni/internal/chain"
 	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/dispatch"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -77,11 +76,7 @@ type Runner struct {
 }
 
 func (r *Runner) chain() *chain.Runner {
-	lookup := r.lookup
-	if lookup == nil {
-		lookup = dispatch.Lookup
-	}
-	return &chain.Runner{Builtin: lookup, PluginPath: r.PluginPath, CacheDir: r.CacheDir, Env: r.Env,
+	return &chain.Runner{Builtin: registryOr(r.lookup), PluginPath: r.PluginPath, CacheDir: r.CacheDir, Env: r.Env,
 		Stderr: r.Stderr, Timeout: r.Timeout}
 }
 

@@ -75,11 +75,10 @@ func OTLP(e *invlog.Entry) (_ []byte, ok bool) {
 		str("cni.container_id", e.ContainerID), str("cni.ifname", e.IfName), str("cni.netns", e.Netns),
 		str("cni.version", e.CNIVersion),
 	}
-	if pod := e.CNIArgs["K8S_POD_NAME"]; pod != "" {
-		attrs = append(attrs, str("k8s.pod.name", pod))
-	}
-	if ns := e.CNIArgs["K8S_POD_NAMESPACE"]; ns != "" {
-		attrs = append(attrs, str("k8s.namespace.name", ns))
+	for _, k := range [][2]string{{"k8s.pod.name", "K8S_POD_NAME"}, {"k8s.namespace.name", "K8S_POD_NAMESPACE"}} {
+		if v := e.CNIArgs[k[1]]; v != "" {
+			attrs = append(attrs, str(k[0], v))
+		}
 	}
 	main := otlpSpan{
 		TraceID: e.TraceID, SpanID: e.SpanID, ParentSpanID: e.ParentSpanID, Name: e.Plugin + " " + e.Command,

@@ -104,20 +104,18 @@ func (s *Stats) WriteTable(w io.Writer) error {
 func (s *Stats) WritePrometheus(w io.Writer, unreadable int) error {
 	rows := s.Rows()
 	var b strings.Builder
-	b.WriteString("# HELP cni_invocations Plugin invocations in the invocation log, by plugin and command.\n")
-	b.WriteString("# TYPE cni_invocations gauge\n")
+	gauge := func(name, help string) { fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name) }
+	gauge("cni_invocations", "Plugin invocations in the invocation log, by plugin and command.")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "cni_invocations{%s} %d\n", labels(r.Key), r.Count)
 	}
-	b.WriteString("# HELP cni_invocation_errors Failed invocations in the invocation log, by plugin, command and CNI error code.\n")
-	b.WriteString("# TYPE cni_invocation_errors gauge\n")
+	gauge("cni_invocation_errors", "Failed invocations in the invocation log, by plugin, command and CNI error code.")
 	for _, r := range rows {
 		for _, c := range sortedCodes(r.Codes) {
 			fmt.Fprintf(&b, "cni_invocation_errors{%s,code=\"%d\"} %d\n", labels(r.Key), c, r.Codes[c])
 		}
 	}
-	b.WriteString("# HELP cni_invocation_duration_seconds Quantiles of the invocations' durations in the invocation log.\n")
-	b.WriteString("# TYPE cni_invocation_duration_seconds gauge\n")
+	gauge("cni_invocation_duration_seconds", "Quantiles of the invocations' durations in the invocation log.")
 	for _, r := range rows {
 		for _, q := range []struct {
 			name string
@@ -126,8 +124,7 @@ func (s *Stats) WritePrometheus(w io.Writer, unreadable int) error {
 			fmt.Fprintf(&b, "cni_invocation_duration_seconds{%s,quantile=%q} %s\n", labels(r.Key), q.name, seconds(q.d))
 		}
 	}
-	b.WriteString("# HELP cni_log_unreadable_lines Lines of the invocation log that are no entry (torn or foreign).\n")
-	b.WriteString("# TYPE cni_log_unreadable_lines gauge\n")
+	gauge("cni_log_unreadable_lines", "Lines of the invocation log that are no entry (torn or foreign).")
 	fmt.Fprintf(&b, "cni_log_unreadable_lines %d\n", unreadable)
 	_, err := io.WriteString(w, b.String())
 	return err

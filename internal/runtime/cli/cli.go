@@ -6,6 +6,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha512"
 	"encoding/hex"
@@ -90,19 +91,13 @@ func Commands() []Command {
 	}
 }
 
-// getenv reads one variable of the process environment.
-func (p Process) getenv(key string) (string, bool) {
+// envOr reads one variable of the process environment (the last setting wins, as for
+// getenv(3)); def when it is unset or empty.
+func (p Process) envOr(key, def string) string {
 	for i := len(p.Env) - 1; i >= 0; i-- {
 		if v, ok := strings.CutPrefix(p.Env[i], key+"="); ok {
-			return v, true
+			return cmp.Or(v, def)
 		}
-	}
-	return "", false
-}
-
-func (p Process) envOr(key, def string) string {
-	if v, ok := p.getenv(key); ok && v != "" {
-		return v
 	}
 	return def
 }
@@ -122,13 +117,6 @@ func (p Process) usageError(fs *flag.FlagSet, format string, a ...any) int {
 	fmt.Fprintf(p.Stderr, "cni %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
 	fs.Usage()
 	return ExitUsage
-}
-
-// parseNoArgs parses flags of a command that takes no positional argument; ok false
-// means return code (help shown, a bad flag, or an argument).
-func parseNoArgs(p Process, fs *flag.FlagSet, args []string) (code int, ok bool) {
-	_, code, ok = parseArgs(p, fs, args, "", 0, 0)
-	return code, ok
 }
 
 // parseArgs parses the flags and wants from min to max positional arguments, named by
@@ -223,7 +211,7 @@ func (a *attachmentFlags) register(fs *flag.FlagSet, p Process) {
 // and, unless given, the container id "cnitool-" + hex of the first 10 bytes of
 // SHA-512 of that path.
 func (a *attachmentFlags) attachment(netns string) (chain.Attachment, error) {
-	att := chain.Attachment{IfName: a.ifName, ContainerID: a.containerID}
+	att := chain.Attachment{IfName: a.ifName}
 	if netns != "" {
 		abs, err := filepath.Abs(netns)
 		if err != nil {
@@ -231,9 +219,7 @@ func (a *attachmentFlags) attachment(netns string) (chain.Attachment, error) {
 		}
 		att.Netns = abs
 	}
-	if att.ContainerID == "" {
-		att.ContainerID = ContainerID(att.Netns)
-	}
+	att.ContainerID = cmp.Or(a.containerID, ContainerID(att.Netns))
 	if a.capArgs != "" {
 		if err := json.Unmarshal([]byte(a.capArgs), &att.CapabilityArgs); err != nil {
 			return att, fmt.Errorf("capability args (CAP_ARGS): must be a JSON object: %w", err)
@@ -270,11 +256,8 @@ func ParseCNIArgs(s string) ([][2]string, error) {
 	return out, nil
 }
 
-// validFlag collects --valid CONTAINERID:IFNAME for gc.
-type validFlag struct {
-	list []skel.Attachment
-	set  bool
-}
+// validFlag collects --valid CONTAINERID:IFNAME for gc; nil when none was given.
+type validFlag []skel.Attachment
 
 func (v *validFlag) String() string { return "" }
 
@@ -283,8 +266,7 @@ func (v *validFlag) Set(s string) error {
 	if !ok || cid == "" || ifname == "" {
 		return errors.New("want CONTAINERID:IFNAME")
 	}
-	v.list = append(v.list, skel.Attachment{ContainerID: cid, IfName: ifname})
-	v.set = true
+	*v = append(*v, skel.Attachment{ContainerID: cid, IfName: ifname})
 	return nil
 }
 
@@ -334,8 +316,8 @@ func runChain(cmd string) func(Process, []string) int {
 		switch cmd {
 		case "gc":
 			var gc *chain.GCArgs
-			if valid.set {
-				gc = &chain.GCArgs{ValidAttachments: valid.list}
+			if valid != nil {
+				gc = &chain.GCArgs{ValidAttachments: valid}
 			}
 			err = r.GC(ctx, net, gc)
 		case "status":

@@ -18,10 +18,11 @@ func runExec(p Process, args []string) int {
 	fs := newFlagSet(p, "exec", usage)
 	var c common
 	c.register(fs, p)
+	var a attachmentFlags
 	netns := fs.String("netns", "", "container network namespace path (CNI_NETNS)")
-	ifName := fs.String("ifname", p.envOr("CNI_IFNAME", "eth0"), "interface name (CNI_IFNAME)")
-	containerID := fs.String("container-id", "", "container id (default: cnitool's, derived from --netns)")
-	cniArgs := fs.String("cni-args", p.envOr("CNI_ARGS", ""), "CNI_ARGS as K=V;K2=V2")
+	fs.StringVar(&a.ifName, "ifname", p.envOr("CNI_IFNAME", "eth0"), "interface name (CNI_IFNAME)")
+	fs.StringVar(&a.containerID, "container-id", "", "container id (default: cnitool's, derived from --netns)")
+	fs.StringVar(&a.cniArgs, "cni-args", p.envOr("CNI_ARGS", ""), "CNI_ARGS as K=V;K2=V2")
 	confFile := fs.String("conf", "-", "plugin config file, - for stdin (not read for VERSION)")
 	pos, code, ok := parseArgs(p, fs, args, usage, 2, 2)
 	if !ok {
@@ -29,9 +30,9 @@ func runExec(p Process, args []string) int {
 	}
 	plugin, command := pos[0], strings.ToUpper(pos[1])
 	r := c.runner(p)
-	ctx, cancel := context.WithCancel(c.traced(context.Background(), p, "exec"))
-	defer cancel()
+	ctx := c.traced(context.Background(), p, "exec")
 	if c.timeout > 0 {
+		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
@@ -50,7 +51,6 @@ func runExec(p Process, args []string) int {
 	if err != nil {
 		return p.fail("exec", err)
 	}
-	a := attachmentFlags{ifName: *ifName, containerID: *containerID, cniArgs: *cniArgs}
 	att, err := a.attachment(*netns)
 	if err != nil {
 		return p.fail("exec", err)

@@ -54,7 +54,7 @@ func runInstall(p Process, args []string) int {
 	fs.BoolVar(&o.Force, "force", false, "replace files not installed by cni at any plugin name, not only the reference plugins' "+
 		"(kept in DIR/"+install.KeptDir+" for --uninstall all the same), and configs cni install did not write")
 	fs.BoolVar(&o.NoVerify, "no-verify", false, "do not ask each installed name for CNI_COMMAND=VERSION")
-	if code, ok := parseNoArgs(p, fs, args); !ok {
+	if _, code, ok := parseArgs(p, fs, args, "", 0, 0); !ok {
 		return code
 	}
 	var err error
@@ -112,14 +112,9 @@ func selectNames(p Process, all []string, only, skip string) ([]string, error) {
 			fmt.Fprintf(p.Stderr, "cni install: warning: --skip %s: no such plugin name\n", n)
 		}
 	}
-	var out []string
-	for _, n := range all {
-		if len(onlyNames) > 0 && !slices.Contains(onlyNames, n) || slices.Contains(skipNames, n) {
-			continue
-		}
-		out = append(out, n)
-	}
-	return out, nil
+	return slices.DeleteFunc(slices.Clone(all), func(n string) bool {
+		return len(onlyNames) > 0 && !slices.Contains(onlyNames, n) || slices.Contains(skipNames, n)
+	}), nil
 }
 
 func splitNames(s string) []string {

@@ -14,7 +14,7 @@ import (
 func runList(p Process, args []string) int {
 	fs := newFlagSet(p, "ls", "[flags]")
 	confDir := fs.String("conf-dir", p.envOr("NETCONFPATH", chain.DefaultConfDir), "network config dir (env NETCONFPATH)")
-	if code, ok := parseNoArgs(p, fs, args); !ok {
+	if _, code, ok := parseArgs(p, fs, args, "", 0, 0); !ok {
 		return code
 	}
 	entries, err := chain.List(*confDir)
@@ -49,9 +49,8 @@ func runList(p Process, args []string) int {
 // pluginTypes lists the network's plugin types, comma-separated, with the children of
 // a chain plugin in parentheses after it; a chain whose list is unusable is an error.
 func pluginTypes(n *chain.Network) (string, error) {
-	types := make([]string, len(n.Plugins))
+	types := n.Types()
 	for i, pc := range n.Plugins {
-		types[i] = pc.Type
 		if pc.Type != chain.PluginName {
 			continue
 		}
@@ -59,11 +58,7 @@ func pluginTypes(n *chain.Network) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("plugins[%d]: %w", i, err)
 		}
-		kids := make([]string, len(children))
-		for j, c := range children {
-			kids[j] = c.Type
-		}
-		types[i] += "(" + strings.Join(kids, ",") + ")"
+		types[i] += "(" + strings.Join((&chain.Network{Plugins: children}).Types(), ",") + ")"
 	}
 	return strings.Join(types, ","), nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -110,7 +111,7 @@ func runLog(p Process, args []string) int {
 	ctx, stop := p.untilStopped()
 	defer stop()
 	if !*asJSON && !*otlp {
-		if err := writeLogHeader(p.Stdout); err != nil {
+		if _, err := fmt.Fprintf(p.Stdout, logRowFormat, "TIME", "CMD", "PLUGIN", "NETWORK", "POD/CONTAINER", "MS", "RESULT"); err != nil {
 			return p.fail("log", err)
 		}
 	}
@@ -145,7 +146,7 @@ func runLog(p Process, args []string) int {
 // parseLogArgs parses flags of a command that takes no positional argument and reads
 // the log, and finds the log; ok false means return code.
 func parseLogArgs(p Process, fs *flag.FlagSet, f *logFilter, args []string) (code int, ok bool) {
-	if code, ok := parseNoArgs(p, fs, args); !ok {
+	if _, code, ok := parseArgs(p, fs, args, "", 0, 0); !ok {
 		return code, false
 	}
 	if err := f.findFile(fs); err != nil {
@@ -254,18 +255,9 @@ const (
 	logTimeFormat = "01-02 15:04:05.000"
 )
 
-// writeLogHeader prints the table's header.
-func writeLogHeader(w io.Writer) error {
-	_, err := fmt.Fprintf(w, logRowFormat, "TIME", "CMD", "PLUGIN", "NETWORK", "POD/CONTAINER", "MS", "RESULT")
-	return err
-}
-
 // writeLogRow prints one entry as a table row, and its steps under it when asked.
 func writeLogRow(w io.Writer, e *invlog.Entry, withSteps bool) error {
-	who := podColumn(e.CNIArgs["K8S_POD_NAMESPACE"], e.CNIArgs["K8S_POD_NAME"], 17)
-	if who == "" {
-		who = short(e.ContainerID, 17)
-	}
+	who := cmp.Or(podColumn(e.CNIArgs["K8S_POD_NAMESPACE"], e.CNIArgs["K8S_POD_NAME"], 17), short(e.ContainerID, 17))
 	var b strings.Builder
 	summary, rest := outcome(e)
 	first, more := wrapWords(summary, logWidth-resultColumn, logWidth-4)

@@ -3,8 +3,8 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -39,12 +39,9 @@ func runRepair(p Process, args []string) int {
 	fs.DurationVar(&rf.poll, "poll", 30*time.Second, "with --watch: where legacy iptables tables exist (their changes raise no event), repair this often; 0 never")
 	fs.StringVar(&rf.systemBus, "system-bus", p.envOr("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/run/dbus/system_bus_socket"),
 		"with --watch: the bus firewalld's Reloaded signal comes on (env DBUS_SYSTEM_BUS_ADDRESS)")
-	pos, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
-	}
-	if err != nil {
-		return ExitUsage
+	pos, code, ok := parseArgs(p, fs, args, "[NETWORK...]", 0, math.MaxInt)
+	if !ok {
+		return code
 	}
 	if err := repairableHere(); err != nil {
 		if rf.watch {

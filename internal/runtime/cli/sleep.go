@@ -6,7 +6,7 @@ package cli
 // would otherwise ignore SIGTERM and wait out the grace period.
 func runSleep(p Process, args []string) int {
 	fs := newFlagSet(p, "sleep", "")
-	if code, ok := parseNoArgs(p, fs, args); !ok {
+	if _, code, ok := parseArgs(p, fs, args, "", 0, 0); !ok {
 		return code
 	}
 	ctx, stop := p.untilStopped()

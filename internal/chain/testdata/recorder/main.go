@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -82,11 +83,9 @@ func run() int {
 		fmt.Println(string(e))
 		return 1
 	}
-	for _, c := range conf.StderrOnly {
-		if c == cmd {
-			fmt.Fprintln(os.Stderr, "recorder: asked to fail without a message")
-			return 1
-		}
+	if slices.Contains(conf.StderrOnly, cmd) {
+		fmt.Fprintln(os.Stderr, "recorder: asked to fail without a message")
+		return 1
 	}
 	if cmd != "ADD" {
 		return 0

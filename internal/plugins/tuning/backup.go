@@ -1,6 +1,7 @@
 package tuning
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -228,12 +229,7 @@ func (b *Backup) keepOlder(older *Backup) {
 	if older == nil {
 		return
 	}
-	if older.Mac != "" {
-		b.Mac = older.Mac
-	}
-	if older.Mtu != 0 {
-		b.Mtu = older.Mtu
-	}
+	b.Mac, b.Mtu = cmp.Or(older.Mac, b.Mac), cmp.Or(older.Mtu, b.Mtu)
 	override(&b.Promisc, older.Promisc)
 	override(&b.Allmulti, older.Allmulti)
 	override(&b.TxQLen, older.TxQLen)

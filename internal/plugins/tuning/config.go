@@ -1,9 +1,10 @@
 package tuning
 
 import (
+	"cmp"
 	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -13,14 +14,6 @@ import (
 
 // DefaultDataDir is where the original values are kept between ADD and DEL.
 const DefaultDataDir = "/run/cni/tuning"
-
-// dataDir is where the backups are kept: the configured dataDir, else DefaultDataDir.
-func dataDir(configured string) string {
-	if configured == "" {
-		return DefaultDataDir
-	}
-	return configured
-}
 
 // Config is the plugin's part of the network config.
 type Config struct {
@@ -93,7 +86,7 @@ func plan(req *skel.Request) (*Plan, error) {
 		override(&s.Allmulti, a.Allmulti)
 		override(&s.TxQLen, a.TxQLen)
 	}
-	p := &Plan{DataDir: dataDir(conf.DataDir), Promisc: s.Promisc, Allmulti: s.Allmulti, TxQLen: s.TxQLen}
+	p := &Plan{DataDir: cmp.Or(conf.DataDir, DefaultDataDir), Promisc: s.Promisc, Allmulti: s.Allmulti, TxQLen: s.TxQLen}
 	if err := p.setLinkValues(s); err != nil {
 		return nil, err
 	}
@@ -159,6 +152,6 @@ func sysctls(keys map[string]string, ifName string) ([]Sysctl, error) {
 		}
 		out = append(out, Sysctl{Key: key, Name: name, Value: value})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b Sysctl) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
 }

@@ -7,10 +7,12 @@
 package tuning
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -177,7 +179,7 @@ func (t tuner) del(req *skel.Request) error {
 		fmt.Fprintf(req.Stderr, "tuning: nothing to restore: %v\n", err)
 		return nil
 	}
-	store, err := openBackups(dataDir(conf.DataDir), req.Stderr)
+	store, err := openBackups(cmp.Or(conf.DataDir, DefaultDataDir), req.Stderr)
 	if err != nil {
 		return err
 	}
@@ -238,17 +240,9 @@ func sameSysctl(a, b string) bool {
 // setResultMac updates the MAC of the container interface in the result: the entry
 // with that name inside a sandbox, or, if none has a sandbox, any entry with that name.
 func setResultMac(res *result.Result, ifName, mac string) {
-	found := false
+	sandboxed := slices.ContainsFunc(res.Interfaces, func(i result.Interface) bool { return i.Name == ifName && i.Sandbox != "" })
 	for i := range res.Interfaces {
-		if res.Interfaces[i].Name == ifName && res.Interfaces[i].Sandbox != "" {
-			res.Interfaces[i].Mac, found = mac, true
-		}
-	}
-	if found {
-		return
-	}
-	for i := range res.Interfaces {
-		if res.Interfaces[i].Name == ifName {
+		if res.Interfaces[i].Name == ifName && (res.Interfaces[i].Sandbox != "" || !sandboxed) {
 			res.Interfaces[i].Mac = mac
 		}
 	}

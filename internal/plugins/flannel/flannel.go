@@ -103,11 +103,9 @@ func (f *flannel) del(req *skel.Request) error {
 		// The cached result is the delegate's: with it the delegate finds what the
 		// netns no longer shows (bridge: the host veth of a namespace that lingers).
 		deleg["cniVersion"], deleg["prevResult"] = req.Net.CNIVersion, req.Net.RawPrevResult
-		if data, err = json.Marshal(deleg); err != nil {
-			return fmt.Errorf("flannel: delegate config: %w", err)
-		}
+		data = nil // run encodes it again, with them
 	}
-	if err := f.runBytes(req, skel.CmdDel, deleg, data); err != nil {
+	if err := f.run(req, skel.CmdDel, deleg, data); err != nil {
 		if !neverRuns(err) {
 			return err // kept: the runtime retries DEL
 		}
@@ -222,13 +220,16 @@ func (f *flannel) gc(req *skel.Request) error {
 	}
 	_, deleg, err := current(req)
 	if err != nil {
-		deleg = anyOf(stored)
+		for _, deleg = range stored {
+			break // any one of them
+		}
 		if deleg == nil {
 			return nil // no subnet file and nothing stored: nothing anywhere to collect
 		}
 	}
 	deleg["cniVersion"] = req.Net.CNIVersion
-	deleg["cni.dev/valid-attachments"] = validOrEmpty(req.ValidAttachments)
+	// A list, never null, even without valid attachments.
+	deleg["cni.dev/valid-attachments"] = append([]skel.Attachment{}, req.ValidAttachments...)
 	if err := f.run(req, skel.CmdGC, deleg, nil); err != nil {
 		return err
 	}
@@ -256,20 +257,6 @@ func current(req *skel.Request) (*Config, map[string]any, error) {
 	return c, deleg, err
 }
 
-func anyOf(stored map[string]map[string]any) map[string]any {
-	for _, conf := range stored {
-		return conf
-	}
-	return nil
-}
-
-func validOrEmpty(a []skel.Attachment) []skel.Attachment {
-	if a == nil {
-		return []skel.Attachment{}
-	}
-	return a
-}
-
 // runAdd runs the delegate's ADD with data (deleg encoded) and returns its result in
 // the request's version.
 func (f *flannel) runAdd(req *skel.Request, deleg map[string]any, data []byte) (*result.Result, error) {
@@ -292,19 +279,14 @@ func (f *flannel) runAdd(req *skel.Request, deleg map[string]any, data []byte) (
 // run runs a command other than ADD on the delegate with deleg (data when given, else
 // deleg encoded).
 func (f *flannel) run(req *skel.Request, cmd string, deleg map[string]any, data []byte) error {
-	if data == nil {
-		var err error
-		if data, err = json.Marshal(deleg); err != nil {
-			return fmt.Errorf("flannel: delegate config: %w", err)
-		}
-	}
-	return f.runBytes(req, cmd, deleg, data)
-}
-
-func (f *flannel) runBytes(req *skel.Request, cmd string, deleg map[string]any, data []byte) error {
 	typ, err := delegateType(deleg)
 	if err != nil {
 		return fmt.Errorf("flannel: %w", err)
+	}
+	if data == nil {
+		if data, err = json.Marshal(deleg); err != nil {
+			return fmt.Errorf("flannel: delegate config: %w", err)
+		}
 	}
 	if p := f.builtin(typ); p != nil {
 		_, err := skel.Invoke(ctxOf(req), p, f.args(req, cmd), data, req.Stderr)

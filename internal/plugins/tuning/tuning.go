@@ -108,7 +108,7 @@ func apply(cont *link.NS, ifName string, store *backups, names []string, p *Plan
 	saved := *before
 	saved.Sysctls = maps.Clone(before.Sysctls)
 	saved.keepOlder(older)
-	if len(saved.Sysctls) == 0 && !p.changesLink() && older == nil {
+	if len(saved.Sysctls) == 0 && !p.changes() && older == nil {
 		return nil // nothing to change, nothing to restore
 	}
 	if olderName != "" {
@@ -134,9 +134,9 @@ func apply(cont *link.NS, ifName string, store *backups, names []string, p *Plan
 			return fmt.Errorf("sysctl: key %q: %w", s.Key, err)
 		}
 	}
-	if p.changesLink() {
+	if p.changes() {
 		undo.Push("link attributes of "+ifName, func() error { return setLink(h, ifName, before.linkState()) })
-		if err := setLink(h, ifName, p.linkState()); err != nil {
+		if err := setLink(h, ifName, p.linkState); err != nil {
 			return err
 		}
 	}
@@ -145,7 +145,7 @@ func apply(cont *link.NS, ifName string, store *backups, names []string, p *Plan
 
 // snapshot records the current values of everything p is about to change.
 func snapshot(l linkAttrs, p *Plan) (*Backup, error) {
-	b := current(l, p.Mac != nil, p.Mtu != 0, p.Promisc != nil, p.Allmulti != nil, p.TxQLen != nil)
+	b := current(l, p.linkState)
 	for _, s := range p.Sysctls {
 		v, err := sysctl.Get(s.Name)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -227,7 +227,7 @@ func (t tuner) check(req *skel.Request) error {
 		if err != nil {
 			return fmt.Errorf("container interface: %w", err)
 		}
-		return verifyLink(l, p.linkState())
+		return verifyLink(l, p.linkState)
 	})
 }
 

@@ -203,8 +203,7 @@ func isLoopback(l netlink.Link) bool { return l.Attrs().Flags&net.FlagLoopback !
 
 // ByName returns the link called name in the namespace.
 func (n *NS) ByName(name string) (netlink.Link, error) {
-	h := n.Handle()
-	l, err := h.LinkByName(name)
+	l, err := n.h.LinkByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("link %q: %w", name, err)
 	}
@@ -227,8 +226,7 @@ func (n *NS) Delete(name string) (err error) {
 	if isLoopback(l) {
 		return nil
 	}
-	h := n.Handle()
-	if err := h.LinkDel(l); err != nil && !IsNotFound(err) {
+	if err := n.h.LinkDel(l); err != nil && !IsNotFound(err) {
 		return fmt.Errorf("link %q: delete: %w", name, err)
 	}
 	return nil

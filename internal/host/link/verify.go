@@ -15,10 +15,11 @@ import (
 // interface inside cont, and every route of res exists in the namespace with the
 // expected next hop (same-family default gateway filled in as ConfigureIface does).
 func VerifyIface(cont *NS, ifName string, res *result.Result) error {
-	ips, h, l, err := cont.iface(ifName, res)
+	ips, l, err := cont.iface(ifName, res)
 	if err != nil {
 		return err
 	}
+	h := cont.Handle()
 	if err := verifyAddrs(h, l, ips); err != nil {
 		return err
 	}

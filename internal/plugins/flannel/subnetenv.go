@@ -106,11 +106,9 @@ func (e *SubnetEnv) set(key, value string) error {
 		if perr != nil {
 			return fmt.Errorf("%s: %q is not an MTU (0-65535)", key, value)
 		}
-		m := uint32(mtu)
-		e.MTU = &m
+		e.MTU = new(uint32(mtu))
 	case "FLANNEL_IPMASQ":
-		masq := value == "true"
-		e.IPMasq = &masq
+		e.IPMasq = new(value == "true")
 	}
 	return err
 }

@@ -86,8 +86,7 @@ func add(req *skel.Request) (*result.Result, error) {
 		if !ok {
 			continue
 		}
-		i := idx
-		res.IPs = append(res.IPs, result.IPConfig{Interface: &i, Address: p})
+		res.IPs = append(res.IPs, result.IPConfig{Interface: new(idx), Address: p})
 	}
 	return res, nil
 }

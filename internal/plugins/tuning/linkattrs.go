@@ -46,16 +46,13 @@ func current(l linkAttrs, want linkState) *Backup {
 		b.Mtu = a.MTU
 	}
 	if want.Promisc != nil {
-		v := a.RawFlags&syscall.IFF_PROMISC != 0
-		b.Promisc = &v
+		b.Promisc = new(a.RawFlags&syscall.IFF_PROMISC != 0)
 	}
 	if want.Allmulti != nil {
-		v := a.RawFlags&syscall.IFF_ALLMULTI != 0
-		b.Allmulti = &v
+		b.Allmulti = new(a.RawFlags&syscall.IFF_ALLMULTI != 0)
 	}
 	if want.TxQLen != nil {
-		v := a.TxQLen
-		b.TxQLen = &v
+		b.TxQLen = new(a.TxQLen)
 	}
 	return b
 }

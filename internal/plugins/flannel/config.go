@@ -44,10 +44,7 @@ func load(req *skel.Request) (*Config, error) {
 	if err := checkPath("subnetFile", c.SubnetFile); err != nil {
 		return nil, err
 	}
-	if err := checkPath("dataDir", c.DataDir); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c, checkPath("dataDir", c.DataDir)
 }
 
 // loadDataDir reads only dataDir: DEL needs no more to find its state, so a config that

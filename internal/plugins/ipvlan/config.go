@@ -39,10 +39,7 @@ func load(req *skel.Request) (*Config, error) {
 	if c.mode, err = onelink.ParseMode(modeNames[:], c.Mode, netlink.IPVLAN_MODE_L2, "ipvlan", "l2, l3 or l3s"); err != nil {
 		return nil, err
 	}
-	if err := onelink.ValidateMaster(c.Master, c.MTU); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c, onelink.ValidateMaster(c.Master, c.MTU)
 }
 
 // masterName returns the master to use for ADD: the config's, else, when chained, the

@@ -60,10 +60,8 @@ func load(req *skel.Request) (*Config, error) {
 	if err := onelink.ValidateMaster(c.Master, c.MTU); err != nil {
 		return nil, err
 	}
-	if c.mac, err = onelink.ContainerMAC(req.Args.CNIArgs, c.MAC, c.RuntimeConfig.MAC, "MAC", "IP", "GATEWAY"); err != nil {
-		return nil, err
-	}
-	return c, nil
+	c.mac, err = onelink.ContainerMAC(req.Args.CNIArgs, c.MAC, c.RuntimeConfig.MAC, "MAC", "IP", "GATEWAY")
+	return c, err
 }
 
 // child is the macvlan to create on the master.

@@ -58,10 +58,7 @@ func (t tuner) prepare(req *skel.Request) (*Plan, error) {
 	if req.PrevResult == nil {
 		return nil, errNotChained
 	}
-	if err := checkAllowList(t.allowList, p.Sysctls); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return p, checkAllowList(t.allowList, p.Sysctls)
 }
 
 // add saves the current values, applies the new ones inside the container and returns

@@ -39,10 +39,7 @@ func load(req *skel.Request) (*Config, error) {
 	case req.Net.IPAM.Type == "":
 		return nil, cnierror.Invalid("ipam: type is required: vlan configures the addresses IPAM gives")
 	}
-	if err := onelink.ValidateMaster(c.Master, c.MTU); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c, onelink.ValidateMaster(c.Master, c.MTU)
 }
 
 // child is the 802.1Q link to create on the master; an id already taken on the master is

@@ -27,6 +27,7 @@ import (
 
 	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/statedir"
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/host/ns"
@@ -245,13 +246,7 @@ func (n *NS) Lock() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("netns %s: lock: %w", n.name(), err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := statedir.Flock(f, unix.LOCK_EX); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("netns %s: lock: %w", n.name(), err)
 	}

@@ -124,14 +124,11 @@ func (f *flannel) del(req *skel.Request) error {
 // first try. The stored config is this plugin's own state, written at ADD and never
 // changed, which is why a refusal of it counts here and not for a chain's child.
 func neverRuns(err error) bool {
-	if errors.Is(err, cnierror.ErrCannotRun) {
-		return true
-	}
 	switch cnierror.Code(err) {
 	case cnierror.CodeInvalidEnv, cnierror.CodeDecode, cnierror.CodeInvalidConfig:
 		return true
 	}
-	return false
+	return errors.Is(err, cnierror.ErrCannotRun)
 }
 
 // check runs the delegate's CHECK with the stored config and the request's prevResult.

@@ -82,11 +82,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	res := &result.Result{CNIVersion: req.Net.CNIVersion}
 	idx := res.AddInterface(result.Interface{Name: "lo", Mac: "00:00:00:00:00:00", Sandbox: req.Args.Netns})
 	for _, a := range addrs {
-		p, ok := link.Prefix(a.IPNet)
-		if !ok {
-			continue
+		if p, ok := link.Prefix(a.IPNet); ok {
+			res.IPs = append(res.IPs, result.IPConfig{Interface: new(idx), Address: p})
 		}
-		res.IPs = append(res.IPs, result.IPConfig{Interface: new(idx), Address: p})
 	}
 	return res, nil
 }

@@ -216,9 +216,7 @@ func nsFd(n *NS) *nl.RtAttr {
 func ifName(name string) *nl.RtAttr { return nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)) }
 
 // ifAlias sets the alias; an empty one clears it.
-func ifAlias(alias string) *nl.RtAttr {
-	return nl.NewRtAttr(unix.IFLA_IFALIAS, []byte(alias))
-}
+func ifAlias(alias string) *nl.RtAttr { return nl.NewRtAttr(unix.IFLA_IFALIAS, []byte(alias)) }
 
 // newTemp opens a fresh namespace that dies with Close.
 func newTemp() (*NS, error) {

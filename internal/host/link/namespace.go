@@ -14,6 +14,7 @@
 package link
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -186,12 +187,7 @@ func (n *NS) Close() {
 	}
 }
 
-func (n *NS) name() string {
-	if n.Path == "" {
-		return "(current)"
-	}
-	return n.Path
-}
+func (n *NS) name() string { return cmp.Or(n.Path, "(current)") }
 
 // IsNotFound reports whether err says a link does not exist.
 func IsNotFound(err error) bool {

@@ -79,10 +79,7 @@ func routeMatches(have netlink.Route, want *netlink.Route) bool {
 	if len(have.MultiPath) == 0 {
 		return have.LinkIndex == want.LinkIndex && have.Gw.Equal(want.Gw)
 	}
-	for _, nh := range have.MultiPath {
-		if nh.LinkIndex == want.LinkIndex && nh.Gw.Equal(want.Gw) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(have.MultiPath, func(nh *netlink.NexthopInfo) bool {
+		return nh.LinkIndex == want.LinkIndex && nh.Gw.Equal(want.Gw)
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"strings"
 	"time"
 
@@ -233,10 +234,8 @@ func (b *Backup) keepOlder(older *Backup) {
 	override(&b.Promisc, older.Promisc)
 	override(&b.Allmulti, older.Allmulti)
 	override(&b.TxQLen, older.TxQLen)
-	for k, v := range older.Sysctls {
-		if b.Sysctls == nil {
-			b.Sysctls = map[string]string{}
-		}
-		b.Sysctls[k] = v
+	if b.Sysctls == nil && len(older.Sysctls) > 0 {
+		b.Sysctls = map[string]string{}
 	}
+	maps.Copy(b.Sysctls, older.Sysctls)
 }

@@ -2,6 +2,7 @@ package flannel
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -51,13 +52,11 @@ func load(req *skel.Request) (*Config, error) {
 // is broken elsewhere cannot keep an attachment from being deleted.
 func loadDataDir(req *skel.Request) (string, error) {
 	var c struct {
-		DataDir *string `json:"dataDir"`
+		DataDir string `json:"dataDir"`
 	}
 	_ = json.Unmarshal(req.Config, &c) // the skel decoded it as an object already
-	if c.DataDir == nil || *c.DataDir == "" {
-		return DefaultDataDir, nil
-	}
-	return *c.DataDir, checkPath("dataDir", *c.DataDir)
+	dir := cmp.Or(c.DataDir, DefaultDataDir)
+	return dir, checkPath("dataDir", dir)
 }
 
 // checkPath insists on an absolute path: a relative one would resolve against whatever

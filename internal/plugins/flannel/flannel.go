@@ -69,12 +69,12 @@ func (f *flannel) add(req *skel.Request) (res *result.Result, err error) {
 	// The delegate's DEL comes first: a delegate that failed half-way (an exec'd one
 	// may not clean up after itself) is cleaned before its config is forgotten.
 	undo.Push("delegate "+deleg["type"].(string), func() error {
-		if err := f.run(req.WithContext(req.UndoContext()), skel.CmdDel, deleg, nil); err != nil && !neverRuns(err) {
+		if _, err := f.run(req.WithContext(req.UndoContext()), skel.CmdDel, deleg, nil); err != nil && !neverRuns(err) {
 			return err // kept for the runtime's DEL to try again
 		}
 		return removeStored(path)
 	})
-	return f.runAdd(req, deleg, data)
+	return f.run(req, skel.CmdAdd, deleg, data)
 }
 
 // del runs the delegate's DEL with the stored config (and the runtime's prevResult) and
@@ -105,7 +105,7 @@ func (f *flannel) del(req *skel.Request) error {
 		deleg["cniVersion"], deleg["prevResult"] = req.Net.CNIVersion, req.Net.RawPrevResult
 		data = nil // run encodes it again, with them
 	}
-	if err := f.run(req, skel.CmdDel, deleg, data); err != nil {
+	if _, err := f.run(req, skel.CmdDel, deleg, data); err != nil {
 		if !neverRuns(err) {
 			return err // kept: the runtime retries DEL
 		}
@@ -138,7 +138,8 @@ func (f *flannel) check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	return f.run(req, skel.CmdCheck, deleg, nil)
+	_, err = f.run(req, skel.CmdCheck, deleg, nil)
+	return err
 }
 
 // stored is the delegate config ADD ran, with the request's version and prevResult.
@@ -200,7 +201,8 @@ func (f *flannel) status(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	return f.run(req, skel.CmdStatus, deleg, nil)
+	_, err = f.run(req, skel.CmdStatus, deleg, nil)
+	return err
 }
 
 // gc passes GC on to the delegate (with the delegate config the subnet file gives now,
@@ -227,7 +229,7 @@ func (f *flannel) gc(req *skel.Request) error {
 	deleg["cniVersion"] = req.Net.CNIVersion
 	// A list, never null, even without valid attachments.
 	deleg["cni.dev/valid-attachments"] = append([]skel.Attachment{}, req.ValidAttachments...)
-	if err := f.run(req, skel.CmdGC, deleg, nil); err != nil {
+	if _, err := f.run(req, skel.CmdGC, deleg, nil); err != nil {
 		return err
 	}
 	var errs []error
@@ -254,15 +256,23 @@ func current(req *skel.Request) (*Config, map[string]any, error) {
 	return c, deleg, err
 }
 
-// runAdd runs the delegate's ADD with data (deleg encoded) and returns its result in
-// the request's version.
-func (f *flannel) runAdd(req *skel.Request, deleg map[string]any, data []byte) (*result.Result, error) {
-	typ, _ := delegateType(deleg)
-	if p := f.builtin(typ); p != nil {
-		return skel.Invoke(ctxOf(req), p, f.args(req, skel.CmdAdd), data, req.Stderr)
-	}
-	out, err := f.exec(req, skel.CmdAdd, typ, data)
+// run runs cmd on the delegate with deleg (data when given, else deleg encoded). For
+// ADD it returns the delegate's result in the request's version.
+func (f *flannel) run(req *skel.Request, cmd string, deleg map[string]any, data []byte) (*result.Result, error) {
+	typ, err := delegateType(deleg)
 	if err != nil {
+		return nil, fmt.Errorf("flannel: %w", err)
+	}
+	if data == nil {
+		if data, err = json.Marshal(deleg); err != nil {
+			return nil, fmt.Errorf("flannel: delegate config: %w", err)
+		}
+	}
+	if p := f.builtin(typ); p != nil {
+		return skel.Invoke(ctxOf(req), p, f.args(req, cmd), data, req.Stderr)
+	}
+	out, err := f.exec(req, cmd, typ, data)
+	if err != nil || cmd != skel.CmdAdd {
 		return nil, err
 	}
 	v := version.OrDefault(req.Net.CNIVersion)
@@ -271,26 +281,6 @@ func (f *flannel) runAdd(req *skel.Request, deleg map[string]any, data []byte) (
 		return nil, fmt.Errorf("flannel: delegate %s result: %w", typ, err)
 	}
 	return res.Convert(v)
-}
-
-// run runs a command other than ADD on the delegate with deleg (data when given, else
-// deleg encoded).
-func (f *flannel) run(req *skel.Request, cmd string, deleg map[string]any, data []byte) error {
-	typ, err := delegateType(deleg)
-	if err != nil {
-		return fmt.Errorf("flannel: %w", err)
-	}
-	if data == nil {
-		if data, err = json.Marshal(deleg); err != nil {
-			return fmt.Errorf("flannel: delegate config: %w", err)
-		}
-	}
-	if p := f.builtin(typ); p != nil {
-		_, err := skel.Invoke(ctxOf(req), p, f.args(req, cmd), data, req.Stderr)
-		return err
-	}
-	_, err = f.exec(req, cmd, typ, data)
-	return err
 }
 
 // exec runs a delegate that is not built in from CNI_PATH, as the reference does.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 
@@ -58,10 +59,8 @@ func add(req *skel.Request) (*result.Result, error) {
 		if addrs, err = addrsOf(h, lo); err != nil {
 			return err
 		}
-		for _, a := range addrs {
-			if !a.IP.IsLoopback() {
-				return cnierror.Newf(cnierror.CodeInvalidConfig, "loopback interface has a non-loopback address %s", a.IPNet)
-			}
+		if i := slices.IndexFunc(addrs, func(a netlink.Addr) bool { return !a.IP.IsLoopback() }); i >= 0 {
+			return cnierror.Newf(cnierror.CodeInvalidConfig, "loopback interface has a non-loopback address %s", addrs[i].IPNet)
 		}
 		if lo.Attrs().Flags&net.FlagUp != 0 {
 			return nil

@@ -64,10 +64,8 @@ func verifyRoute(h *nlconn.Handle, want *netlink.Route) error {
 	if err != nil {
 		return fmt.Errorf("list routes: %w", err)
 	}
-	for _, r := range routes {
-		if routeMatches(r, want) {
-			return nil
-		}
+	if slices.ContainsFunc(routes, func(r netlink.Route) bool { return routeMatches(r, want) }) {
+		return nil
 	}
 	return fmt.Errorf("route %s via %v dev index %d not found", want.Dst, want.Gw, want.LinkIndex)
 }

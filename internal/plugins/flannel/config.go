@@ -48,15 +48,16 @@ func load(req *skel.Request) (*Config, error) {
 	return c, checkPath("dataDir", c.DataDir)
 }
 
-// loadDataDir reads only dataDir: DEL needs no more to find its state, so a config that
-// is broken elsewhere cannot keep an attachment from being deleted.
-func loadDataDir(req *skel.Request) (string, error) {
+// storedPathOf is where the request's attachment keeps its delegate config. It reads
+// only dataDir: DEL needs no more to find its state, so a config that is broken
+// elsewhere cannot keep an attachment from being deleted.
+func storedPathOf(req *skel.Request) (string, error) {
 	var c struct {
 		DataDir string `json:"dataDir"`
 	}
 	_ = json.Unmarshal(req.Config, &c) // the skel decoded it as an object already
 	dir := cmp.Or(c.DataDir, DefaultDataDir)
-	return dir, checkPath("dataDir", dir)
+	return storedPath(dir, req.Args.ContainerID), checkPath("dataDir", dir)
 }
 
 // checkPath insists on an absolute path: a relative one would resolve against whatever

@@ -80,13 +80,12 @@ func (f *flannel) add(req *skel.Request) (res *result.Result, err error) {
 // del runs the delegate's DEL with the stored config (and the runtime's prevResult) and
 // then forgets it. Without a stored config there is nothing of this plugin's to delete.
 func (f *flannel) del(req *skel.Request) error {
-	dataDir, err := loadDataDir(req)
+	path, err := storedPathOf(req)
 	if err != nil {
 		// ADD refuses such a dataDir before it stores anything there.
 		fmt.Fprintf(req.Stderr, "flannel: nothing to delete: %v\n", err)
 		return nil
 	}
-	path := storedPath(dataDir, req.Args.ContainerID)
 	data, deleg, err := readStored(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return removeStored(path) // what an ADD killed while writing it may have left
@@ -144,11 +143,11 @@ func (f *flannel) check(req *skel.Request) error {
 
 // stored is the delegate config ADD ran, with the request's version and prevResult.
 func (f *flannel) stored(req *skel.Request) (map[string]any, error) {
-	dataDir, err := loadDataDir(req)
+	path, err := storedPathOf(req)
 	if err != nil {
 		return nil, err
 	}
-	_, deleg, err := readStored(storedPath(dataDir, req.Args.ContainerID))
+	_, deleg, err := readStored(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("flannel: no delegate config for container %q: was it added?", req.Args.ContainerID)
 	}

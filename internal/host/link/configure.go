@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"syscall"
 	"time"
 
@@ -42,19 +43,15 @@ func IfaceIPs(res *result.Result, ifName string) ([]result.IPConfig, error) {
 	return out, nil
 }
 
-// iface is what ConfigureIface and VerifyIface work on: res's IPs for ifName, the
-// namespace's handle and the link.
-func (n *NS) iface(ifName string, res *result.Result) ([]result.IPConfig, *nlconn.Handle, netlink.Link, error) {
+// iface is what ConfigureIface and VerifyIface work on: res's IPs for ifName and the
+// link.
+func (n *NS) iface(ifName string, res *result.Result) ([]result.IPConfig, netlink.Link, error) {
 	ips, err := IfaceIPs(res, ifName)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	l, err := n.ByName(ifName)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	h := n.Handle()
-	return ips, h, l, nil
+	return ips, l, err
 }
 
 // ConfigureIface puts res's addresses for ifName on that interface inside cont, sets it
@@ -65,11 +62,11 @@ func (n *NS) iface(ifName string, res *result.Result) ([]result.IPConfig, *nlcon
 // Its steps for the invocation log are the addresses (with setting the link up), the
 // wait for DAD, and the routes.
 func ConfigureIface(cont *NS, ifName string, res *result.Result) error {
-	ips, h, l, err := cont.iface(ifName, res)
+	ips, l, err := cont.iface(ifName, res)
 	if err != nil {
 		return err
 	}
-	return configure(cont, h, l, ifName, ips, res)
+	return configure(cont, l, ips, res)
 }
 
 // ConfigureLink is ConfigureIface for a link the caller holds, as made or looked up in
@@ -80,13 +77,14 @@ func ConfigureLink(cont *NS, l netlink.Link, res *result.Result) error {
 	if err != nil {
 		return err
 	}
-	return configure(cont, cont.Handle(), l, l.Attrs().Name, ips, res)
+	return configure(cont, l, ips, res)
 }
 
-// configure is ConfigureIface's work on the link l, called ifName, with its ips.
-func configure(cont *NS, h *nlconn.Handle, l netlink.Link, ifName string, ips []result.IPConfig, res *result.Result) error {
+// configure is ConfigureIface's work on the link l with its ips.
+func configure(cont *NS, l netlink.Link, ips []result.IPConfig, res *result.Result) error {
+	h := cont.Handle()
 	step := cont.steps.Begin(steps.Addresses)
-	if err := step.Done(addAddrs(cont, h, l, ifName, ips)); err != nil {
+	if err := step.Done(addAddrs(cont, l, ips)); err != nil {
 		return err
 	}
 	gw4, gw6 := gateways(ips)
@@ -102,25 +100,26 @@ func configure(cont *NS, h *nlconn.Handle, l netlink.Link, ifName string, ips []
 	step = cont.steps.Begin(steps.Routes)
 	for _, r := range res.Routes {
 		if err := addRoute(h, l, r, gw4, gw6); err != nil {
-			return step.Done(fmt.Errorf("%s: %w", ifName, err))
+			return step.Done(fmt.Errorf("%s: %w", l.Attrs().Name, err))
 		}
 	}
 	return step.Done(nil)
 }
 
 // addAddrs puts ips on l (enabling IPv6 first when one is IPv6) and sets l up.
-func addAddrs(cont *NS, h *nlconn.Handle, l netlink.Link, ifName string, ips []result.IPConfig) error {
+func addAddrs(cont *NS, l netlink.Link, ips []result.IPConfig) error {
+	ifName := l.Attrs().Name
 	if hasV6(ips) {
 		if err := cont.Do(func() error { return enableIPv6(ifName) }); err != nil {
 			return err
 		}
 	}
 	for _, ip := range ips {
-		if err := h.AddrAdd(l, &netlink.Addr{IPNet: IPNet(ip.Address)}); err != nil {
+		if err := cont.h.AddrAdd(l, &netlink.Addr{IPNet: IPNet(ip.Address)}); err != nil {
 			return fmt.Errorf("%s: add address %s: %w", ifName, ip.Address, err)
 		}
 	}
-	if err := h.LinkSetUp(l); err != nil {
+	if err := cont.h.LinkSetUp(l); err != nil {
 		return fmt.Errorf("%s: set up: %w", ifName, err)
 	}
 	return nil
@@ -230,21 +229,11 @@ func gateways(ips []result.IPConfig) (gw4, gw6 netip.Addr) {
 }
 
 func hasV6(ips []result.IPConfig) bool {
-	for _, ip := range ips {
-		if ip.Address.Addr().Is6() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ips, func(ip result.IPConfig) bool { return ip.Address.Addr().Is6() })
 }
 
 func routesNeedV6(routes []result.Route) bool {
-	for _, r := range routes {
-		if r.Dst.Addr().Is6() && r.GW.IsValid() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(routes, func(r result.Route) bool { return r.Dst.Addr().Is6() && r.GW.IsValid() })
 }
 
 // IPNet converts a prefix to the net.IPNet netlink wants, keeping host bits.

@@ -1,6 +1,7 @@
 package link
 
 import (
+	"bytes"
 	"net"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -31,18 +32,9 @@ func ContainerMAC(sources ...MACSource) (net.HardwareAddr, error) {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %q is not an Ethernet MAC address", chosen.Field, chosen.Value)
 	case hw[0]&1 != 0:
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %q is a multicast address", chosen.Field, chosen.Value)
-	case allZero(hw):
+	case bytes.Equal(hw, make(net.HardwareAddr, 6)):
 		// The kernel refuses it with a bare "cannot assign requested address".
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: %q is the all-zero address, which no interface may have", chosen.Field, chosen.Value)
 	}
 	return hw, nil
-}
-
-func allZero(hw net.HardwareAddr) bool {
-	for _, b := range hw {
-		if b != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -97,8 +97,7 @@ func (m *move) renameOnArrival() error {
 
 // stillIn reports whether the link is still in n under its old name and index.
 func (m *move) stillIn(n *NS) bool {
-	h := n.Handle()
-	l, err := h.LinkByIndex(m.index)
+	l, err := n.h.LinkByIndex(m.index)
 	return err == nil && l.Attrs().Name == m.Name
 }
 
@@ -165,8 +164,7 @@ func (m *move) setDown() error {
 	if !m.wasUp {
 		return nil
 	}
-	h := m.From.Handle()
-	if err := h.LinkSetDown(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: m.index}}); err != nil {
+	if err := m.From.h.LinkSetDown(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: m.index}}); err != nil {
 		return fmt.Errorf("link %q: set down: %w", m.Name, err)
 	}
 	return nil
@@ -188,8 +186,7 @@ func upByName(n *NS, name string, up bool) error {
 	if err != nil {
 		return err
 	}
-	h := n.Handle()
-	if err := h.LinkSetUp(l); err != nil {
+	if err := n.h.LinkSetUp(l); err != nil {
 		return fmt.Errorf("link %q: set up again: %w", name, err)
 	}
 	return nil
@@ -219,9 +216,7 @@ func nsFd(n *NS) *nl.RtAttr {
 func ifName(name string) *nl.RtAttr { return nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)) }
 
 // ifAlias sets the alias; an empty one clears it.
-func ifAlias(alias string) *nl.RtAttr {
-	return nl.NewRtAttr(unix.IFLA_IFALIAS, []byte(alias))
-}
+func ifAlias(alias string) *nl.RtAttr { return nl.NewRtAttr(unix.IFLA_IFALIAS, []byte(alias)) }
 
 // newTemp opens a fresh namespace that dies with Close.
 func newTemp() (*NS, error) {

@@ -14,6 +14,7 @@
 package link
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/cnikit/cni/internal/core/background"
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/core/statedir"
 	"github.com/cnikit/cni/internal/core/steps"
 	"github.com/cnikit/cni/internal/host/nlconn"
 	"github.com/cnikit/cni/internal/host/ns"
@@ -185,12 +187,7 @@ func (n *NS) Close() {
 	}
 }
 
-func (n *NS) name() string {
-	if n.Path == "" {
-		return "(current)"
-	}
-	return n.Path
-}
+func (n *NS) name() string { return cmp.Or(n.Path, "(current)") }
 
 // IsNotFound reports whether err says a link does not exist.
 func IsNotFound(err error) bool {
@@ -203,8 +200,7 @@ func isLoopback(l netlink.Link) bool { return l.Attrs().Flags&net.FlagLoopback !
 
 // ByName returns the link called name in the namespace.
 func (n *NS) ByName(name string) (netlink.Link, error) {
-	h := n.Handle()
-	l, err := h.LinkByName(name)
+	l, err := n.h.LinkByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("link %q: %w", name, err)
 	}
@@ -227,8 +223,7 @@ func (n *NS) Delete(name string) (err error) {
 	if isLoopback(l) {
 		return nil
 	}
-	h := n.Handle()
-	if err := h.LinkDel(l); err != nil && !IsNotFound(err) {
+	if err := n.h.LinkDel(l); err != nil && !IsNotFound(err) {
 		return fmt.Errorf("link %q: delete: %w", name, err)
 	}
 	return nil
@@ -247,13 +242,7 @@ func (n *NS) Lock() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("netns %s: lock: %w", n.name(), err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := statedir.Flock(f, unix.LOCK_EX); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("netns %s: lock: %w", n.name(), err)
 	}

@@ -98,8 +98,7 @@ func (n *NS) deleteHostEnds(ends []result.Interface, prev *result.Result, ours H
 		if !isPairEnd(l, e.Mac) || !ours(n, l, prev) {
 			continue
 		}
-		h := n.Handle()
-		if err := h.LinkDel(l); err != nil && !IsNotFound(err) {
+		if err := n.h.LinkDel(l); err != nil && !IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("host veth %q: delete: %w", e.Name, err))
 		}
 	}

@@ -29,8 +29,7 @@ func HostPeer(host, cont *NS, ifName string) (netlink.Link, error) {
 	if peer == 0 {
 		return nil, fmt.Errorf("container veth %q: kernel reported no peer index", ifName)
 	}
-	hh := host.Handle()
-	hl, err := hh.LinkByIndex(peer)
+	hl, err := host.h.LinkByIndex(peer)
 	if err != nil {
 		return nil, fmt.Errorf("container veth %q: host peer index %d: %w", ifName, peer, err)
 	}

@@ -15,10 +15,11 @@ import (
 // interface inside cont, and every route of res exists in the namespace with the
 // expected next hop (same-family default gateway filled in as ConfigureIface does).
 func VerifyIface(cont *NS, ifName string, res *result.Result) error {
-	ips, h, l, err := cont.iface(ifName, res)
+	ips, l, err := cont.iface(ifName, res)
 	if err != nil {
 		return err
 	}
+	h := cont.Handle()
 	if err := verifyAddrs(h, l, ips); err != nil {
 		return err
 	}
@@ -63,10 +64,8 @@ func verifyRoute(h *nlconn.Handle, want *netlink.Route) error {
 	if err != nil {
 		return fmt.Errorf("list routes: %w", err)
 	}
-	for _, r := range routes {
-		if routeMatches(r, want) {
-			return nil
-		}
+	if slices.ContainsFunc(routes, func(r netlink.Route) bool { return routeMatches(r, want) }) {
+		return nil
 	}
 	return fmt.Errorf("route %s via %v dev index %d not found", want.Dst, want.Gw, want.LinkIndex)
 }
@@ -78,10 +77,7 @@ func routeMatches(have netlink.Route, want *netlink.Route) bool {
 	if len(have.MultiPath) == 0 {
 		return have.LinkIndex == want.LinkIndex && have.Gw.Equal(want.Gw)
 	}
-	for _, nh := range have.MultiPath {
-		if nh.LinkIndex == want.LinkIndex && nh.Gw.Equal(want.Gw) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(have.MultiPath, func(nh *netlink.NexthopInfo) bool {
+		return nh.LinkIndex == want.LinkIndex && nh.Gw.Equal(want.Gw)
+	})
 }

@@ -146,13 +146,11 @@ func lookupVeth(host, cont *NS, hostName, ifName string) (*Veth, error) {
 // setUp sets the host end up, and the container end when contUp: the step LinkUp.
 func setUp(host *NS, hl netlink.Link, contUp bool, cont *NS, cl netlink.Link) (err error) {
 	defer cont.steps.Begin(steps.LinkUp).End(&err)
-	hh := host.Handle()
-	if err := hh.LinkSetUp(hl); err != nil {
+	if err := host.h.LinkSetUp(hl); err != nil {
 		return fmt.Errorf("host veth %q: set up: %w", hl.Attrs().Name, err)
 	}
 	if contUp {
-		ch := cont.Handle()
-		if err := ch.LinkSetUp(cl); err != nil {
+		if err := cont.h.LinkSetUp(cl); err != nil {
 			return fmt.Errorf("container veth %q: set up: %w", cl.Attrs().Name, err)
 		}
 	}

@@ -38,15 +38,11 @@ const Timeout = 10 * time.Second
 // Handle is a value (one pointer), so that wrapping the netlink handle costs no
 // allocation: keep it in a variable or a field and pass its address.
 func Open(ns netns.NsHandle, families ...int) (Handle, error) {
-	return open(ns, Timeout, families...)
-}
-
-func open(ns netns.NsHandle, timeout time.Duration, families ...int) (Handle, error) {
 	h, err := netlink.NewHandleAt(ns, families...)
 	if err != nil {
 		return Handle{}, err
 	}
-	if err := h.SetSocketTimeout(timeout); err != nil {
+	if err := h.SetSocketTimeout(Timeout); err != nil {
 		h.Close()
 		return Handle{}, fmt.Errorf("netlink handle: deadline: %w", err)
 	}

@@ -2,11 +2,13 @@ package flannel
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -43,23 +45,19 @@ func load(req *skel.Request) (*Config, error) {
 	if err := checkPath("subnetFile", c.SubnetFile); err != nil {
 		return nil, err
 	}
-	if err := checkPath("dataDir", c.DataDir); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c, checkPath("dataDir", c.DataDir)
 }
 
-// loadDataDir reads only dataDir: DEL needs no more to find its state, so a config that
-// is broken elsewhere cannot keep an attachment from being deleted.
-func loadDataDir(req *skel.Request) (string, error) {
+// storedPathOf is where the request's attachment keeps its delegate config. It reads
+// only dataDir: DEL needs no more to find its state, so a config that is broken
+// elsewhere cannot keep an attachment from being deleted.
+func storedPathOf(req *skel.Request) (string, error) {
 	var c struct {
-		DataDir *string `json:"dataDir"`
+		DataDir string `json:"dataDir"`
 	}
 	_ = json.Unmarshal(req.Config, &c) // the skel decoded it as an object already
-	if c.DataDir == nil || *c.DataDir == "" {
-		return DefaultDataDir, nil
-	}
-	return *c.DataDir, checkPath("dataDir", *c.DataDir)
+	dir := cmp.Or(c.DataDir, DefaultDataDir)
+	return storedPath(dir, req.Args.ContainerID), checkPath("dataDir", dir)
 }
 
 // checkPath insists on an absolute path: a relative one would resolve against whatever
@@ -91,14 +89,12 @@ func (c *Config) checkDelegate() error {
 // ipamRoutes returns the config's ipam.routes, validated, to be written into the
 // delegate's as the reference library writes its Route type.
 func (c *Config) ipamRoutes() ([]result.WireRoute, error) {
-	raw, ok := c.IPAM["routes"]
-	if !ok {
-		return []result.WireRoute{}, nil
-	}
-	b, _ := json.Marshal(raw)
 	var routes []result.WireRoute
-	if err := json.Unmarshal(b, &routes); err != nil {
-		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.routes: %v", err)
+	if raw, ok := c.IPAM["routes"]; ok {
+		b, _ := json.Marshal(raw)
+		if err := json.Unmarshal(b, &routes); err != nil {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.routes: %v", err)
+		}
 	}
 	for i, r := range routes {
 		dst, err := netip.ParsePrefix(r.Dst)
@@ -138,10 +134,8 @@ func delegateConfig(c *Config, net skel.NetConf, env *SubnetEnv) (map[string]any
 	if err != nil {
 		return nil, err
 	}
-	d := maps.Clone(c.Delegate)
-	if d == nil {
-		d = map[string]any{}
-	}
+	d := map[string]any{}
+	maps.Copy(d, c.Delegate)
 	if c.RuntimeConfig != nil {
 		d["runtimeConfig"] = c.RuntimeConfig
 	}
@@ -160,10 +154,8 @@ func delegateConfig(c *Config, net skel.NetConf, env *SubnetEnv) (map[string]any
 }
 
 func delegateIPAM(conf map[string]any, env *SubnetEnv, routes []result.WireRoute) map[string]any {
-	ipam := maps.Clone(conf)
-	if ipam == nil {
-		ipam = map[string]any{}
-	}
+	ipam := map[string]any{}
+	maps.Copy(ipam, conf)
 	setDefault(ipam, "type", "host-local")
 	var ranges [][]map[string]any
 	for _, sn := range []netip.Prefix{env.Subnet, env.IPv6Subnet} {
@@ -172,7 +164,7 @@ func delegateIPAM(conf map[string]any, env *SubnetEnv, routes []result.WireRoute
 		}
 	}
 	ipam["ranges"] = ranges
-	for _, nw := range append(append([]netip.Prefix{}, env.Networks...), env.IPv6Networks...) {
+	for _, nw := range slices.Concat(env.Networks, env.IPv6Networks) {
 		routes = append(routes, result.WireRoute{Dst: nw.String()})
 	}
 	ipam["routes"] = routes

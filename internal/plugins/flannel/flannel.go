@@ -69,24 +69,23 @@ func (f *flannel) add(req *skel.Request) (res *result.Result, err error) {
 	// The delegate's DEL comes first: a delegate that failed half-way (an exec'd one
 	// may not clean up after itself) is cleaned before its config is forgotten.
 	undo.Push("delegate "+deleg["type"].(string), func() error {
-		if err := f.run(req.WithContext(req.UndoContext()), skel.CmdDel, deleg, nil); err != nil && !neverRuns(err) {
+		if _, err := f.run(req.WithContext(req.UndoContext()), skel.CmdDel, deleg, nil); err != nil && !neverRuns(err) {
 			return err // kept for the runtime's DEL to try again
 		}
 		return removeStored(path)
 	})
-	return f.runAdd(req, deleg, data)
+	return f.run(req, skel.CmdAdd, deleg, data)
 }
 
 // del runs the delegate's DEL with the stored config (and the runtime's prevResult) and
 // then forgets it. Without a stored config there is nothing of this plugin's to delete.
 func (f *flannel) del(req *skel.Request) error {
-	dataDir, err := loadDataDir(req)
+	path, err := storedPathOf(req)
 	if err != nil {
 		// ADD refuses such a dataDir before it stores anything there.
 		fmt.Fprintf(req.Stderr, "flannel: nothing to delete: %v\n", err)
 		return nil
 	}
-	path := storedPath(dataDir, req.Args.ContainerID)
 	data, deleg, err := readStored(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return removeStored(path) // what an ADD killed while writing it may have left
@@ -103,11 +102,9 @@ func (f *flannel) del(req *skel.Request) error {
 		// The cached result is the delegate's: with it the delegate finds what the
 		// netns no longer shows (bridge: the host veth of a namespace that lingers).
 		deleg["cniVersion"], deleg["prevResult"] = req.Net.CNIVersion, req.Net.RawPrevResult
-		if data, err = json.Marshal(deleg); err != nil {
-			return fmt.Errorf("flannel: delegate config: %w", err)
-		}
+		data = nil // run encodes it again, with them
 	}
-	if err := f.runBytes(req, skel.CmdDel, deleg, data); err != nil {
+	if _, err := f.run(req, skel.CmdDel, deleg, data); err != nil {
 		if !neverRuns(err) {
 			return err // kept: the runtime retries DEL
 		}
@@ -126,14 +123,11 @@ func (f *flannel) del(req *skel.Request) error {
 // first try. The stored config is this plugin's own state, written at ADD and never
 // changed, which is why a refusal of it counts here and not for a chain's child.
 func neverRuns(err error) bool {
-	if errors.Is(err, cnierror.ErrCannotRun) {
-		return true
-	}
 	switch cnierror.Code(err) {
 	case cnierror.CodeInvalidEnv, cnierror.CodeDecode, cnierror.CodeInvalidConfig:
 		return true
 	}
-	return false
+	return errors.Is(err, cnierror.ErrCannotRun)
 }
 
 // check runs the delegate's CHECK with the stored config and the request's prevResult.
@@ -143,16 +137,17 @@ func (f *flannel) check(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	return f.run(req, skel.CmdCheck, deleg, nil)
+	_, err = f.run(req, skel.CmdCheck, deleg, nil)
+	return err
 }
 
 // stored is the delegate config ADD ran, with the request's version and prevResult.
 func (f *flannel) stored(req *skel.Request) (map[string]any, error) {
-	dataDir, err := loadDataDir(req)
+	path, err := storedPathOf(req)
 	if err != nil {
 		return nil, err
 	}
-	_, deleg, err := readStored(storedPath(dataDir, req.Args.ContainerID))
+	_, deleg, err := readStored(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("flannel: no delegate config for container %q: was it added?", req.Args.ContainerID)
 	}
@@ -205,7 +200,8 @@ func (f *flannel) status(req *skel.Request) error {
 	if err != nil {
 		return err
 	}
-	return f.run(req, skel.CmdStatus, deleg, nil)
+	_, err = f.run(req, skel.CmdStatus, deleg, nil)
+	return err
 }
 
 // gc passes GC on to the delegate (with the delegate config the subnet file gives now,
@@ -222,14 +218,17 @@ func (f *flannel) gc(req *skel.Request) error {
 	}
 	_, deleg, err := current(req)
 	if err != nil {
-		deleg = anyOf(stored)
+		for _, deleg = range stored {
+			break // any one of them
+		}
 		if deleg == nil {
 			return nil // no subnet file and nothing stored: nothing anywhere to collect
 		}
 	}
 	deleg["cniVersion"] = req.Net.CNIVersion
-	deleg["cni.dev/valid-attachments"] = validOrEmpty(req.ValidAttachments)
-	if err := f.run(req, skel.CmdGC, deleg, nil); err != nil {
+	// A list, never null, even without valid attachments.
+	deleg["cni.dev/valid-attachments"] = append([]skel.Attachment{}, req.ValidAttachments...)
+	if _, err := f.run(req, skel.CmdGC, deleg, nil); err != nil {
 		return err
 	}
 	var errs []error
@@ -256,29 +255,23 @@ func current(req *skel.Request) (*Config, map[string]any, error) {
 	return c, deleg, err
 }
 
-func anyOf(stored map[string]map[string]any) map[string]any {
-	for _, conf := range stored {
-		return conf
-	}
-	return nil
-}
-
-func validOrEmpty(a []skel.Attachment) []skel.Attachment {
-	if a == nil {
-		return []skel.Attachment{}
-	}
-	return a
-}
-
-// runAdd runs the delegate's ADD with data (deleg encoded) and returns its result in
-// the request's version.
-func (f *flannel) runAdd(req *skel.Request, deleg map[string]any, data []byte) (*result.Result, error) {
-	typ, _ := delegateType(deleg)
-	if p := f.builtin(typ); p != nil {
-		return skel.Invoke(ctxOf(req), p, f.args(req, skel.CmdAdd), data, req.Stderr)
-	}
-	out, err := f.exec(req, skel.CmdAdd, typ, data)
+// run runs cmd on the delegate with deleg (data when given, else deleg encoded). For
+// ADD it returns the delegate's result in the request's version.
+func (f *flannel) run(req *skel.Request, cmd string, deleg map[string]any, data []byte) (*result.Result, error) {
+	typ, err := delegateType(deleg)
 	if err != nil {
+		return nil, fmt.Errorf("flannel: %w", err)
+	}
+	if data == nil {
+		if data, err = json.Marshal(deleg); err != nil {
+			return nil, fmt.Errorf("flannel: delegate config: %w", err)
+		}
+	}
+	if p := f.builtin(typ); p != nil {
+		return skel.Invoke(ctxOf(req), p, f.args(req, cmd), data, req.Stderr)
+	}
+	out, err := f.exec(req, cmd, typ, data)
+	if err != nil || cmd != skel.CmdAdd {
 		return nil, err
 	}
 	v := version.OrDefault(req.Net.CNIVersion)
@@ -287,31 +280,6 @@ func (f *flannel) runAdd(req *skel.Request, deleg map[string]any, data []byte) (
 		return nil, fmt.Errorf("flannel: delegate %s result: %w", typ, err)
 	}
 	return res.Convert(v)
-}
-
-// run runs a command other than ADD on the delegate with deleg (data when given, else
-// deleg encoded).
-func (f *flannel) run(req *skel.Request, cmd string, deleg map[string]any, data []byte) error {
-	if data == nil {
-		var err error
-		if data, err = json.Marshal(deleg); err != nil {
-			return fmt.Errorf("flannel: delegate config: %w", err)
-		}
-	}
-	return f.runBytes(req, cmd, deleg, data)
-}
-
-func (f *flannel) runBytes(req *skel.Request, cmd string, deleg map[string]any, data []byte) error {
-	typ, err := delegateType(deleg)
-	if err != nil {
-		return fmt.Errorf("flannel: %w", err)
-	}
-	if p := f.builtin(typ); p != nil {
-		_, err := skel.Invoke(ctxOf(req), p, f.args(req, cmd), data, req.Stderr)
-		return err
-	}
-	_, err = f.exec(req, cmd, typ, data)
-	return err
 }
 
 // exec runs a delegate that is not built in from CNI_PATH, as the reference does.

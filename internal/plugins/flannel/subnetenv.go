@@ -106,11 +106,9 @@ func (e *SubnetEnv) set(key, value string) error {
 		if perr != nil {
 			return fmt.Errorf("%s: %q is not an MTU (0-65535)", key, value)
 		}
-		m := uint32(mtu)
-		e.MTU = &m
+		e.MTU = new(uint32(mtu))
 	case "FLANNEL_IPMASQ":
-		masq := value == "true"
-		e.IPMasq = &masq
+		e.IPMasq = new(value == "true")
 	}
 	return err
 }
@@ -153,23 +151,20 @@ func (e *SubnetEnv) missing() []string {
 	if !v4 && !v6 {
 		m = append(m, "FLANNEL_NETWORK or FLANNEL_IPV6_NETWORK", "FLANNEL_SUBNET or FLANNEL_IPV6_SUBNET")
 	}
-	if v4 && len(e.Networks) == 0 {
-		m = append(m, "FLANNEL_NETWORK")
-	}
-	if v4 && !e.Subnet.IsValid() {
-		m = append(m, "FLANNEL_SUBNET")
-	}
-	if v6 && len(e.IPv6Networks) == 0 {
-		m = append(m, "FLANNEL_IPV6_NETWORK")
-	}
-	if v6 && !e.IPv6Subnet.IsValid() {
-		m = append(m, "FLANNEL_IPV6_SUBNET")
-	}
-	if e.MTU == nil {
-		m = append(m, "FLANNEL_MTU")
-	}
-	if e.IPMasq == nil {
-		m = append(m, "FLANNEL_IPMASQ")
+	for _, k := range [...]struct {
+		lacking bool
+		key     string
+	}{
+		{v4 && len(e.Networks) == 0, "FLANNEL_NETWORK"},
+		{v4 && !e.Subnet.IsValid(), "FLANNEL_SUBNET"},
+		{v6 && len(e.IPv6Networks) == 0, "FLANNEL_IPV6_NETWORK"},
+		{v6 && !e.IPv6Subnet.IsValid(), "FLANNEL_IPV6_SUBNET"},
+		{e.MTU == nil, "FLANNEL_MTU"},
+		{e.IPMasq == nil, "FLANNEL_IPMASQ"},
+	} {
+		if k.lacking {
+			m = append(m, k.key)
+		}
 	}
 	return m
 }

@@ -27,11 +27,6 @@ type Config struct {
 // (IPVLAN_MODE_L2, L3, L3S); "" is the default, l2.
 var modeNames = [...]string{netlink.IPVLAN_MODE_L2: "l2", netlink.IPVLAN_MODE_L3: "l3", netlink.IPVLAN_MODE_L3S: "l3s"}
 
-// parseMode returns the kernel's mode for a config's mode name.
-func parseMode(name string) (netlink.IPVlanMode, bool) {
-	return onelink.ParseMode(modeNames[:], name, netlink.IPVLAN_MODE_L2)
-}
-
 func modeName(m netlink.IPVlanMode) string { return onelink.ModeName(modeNames[:], m) }
 
 // load parses and validates the config without looking at the system: the master and
@@ -41,18 +36,10 @@ func load(req *skel.Request) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, ok := parseMode(c.Mode)
-	if !ok {
-		return nil, cnierror.Invalid("mode: unknown ipvlan mode %q (l2, l3 or l3s)", c.Mode)
-	}
-	c.mode = mode
-	if err := attachment.ValidateMasterName(c.Master); err != nil {
+	if c.mode, err = onelink.ParseMode(modeNames[:], c.Mode, netlink.IPVLAN_MODE_L2, "ipvlan", "l2, l3 or l3s"); err != nil {
 		return nil, err
 	}
-	if err := attachment.ValidateMTU(c.MTU); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c, onelink.ValidateMaster(c.Master, c.MTU)
 }
 
 // masterName returns the master to use for ADD: the config's, else, when chained, the

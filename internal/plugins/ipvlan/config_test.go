@@ -5,8 +5,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 	"github.com/cnikit/cni/internal/spec/skel/skeltest"
@@ -64,7 +66,7 @@ func FuzzLoad(f *testing.F) {
 		if skeltest.Refused(t, config, err) {
 			return
 		}
-		if _, ok := parseMode(modeName(c.mode)); !ok {
+		if _, err := onelink.ParseMode(modeNames[:], modeName(c.mode), netlink.IPVLAN_MODE_L2, "ipvlan", ""); err != nil {
 			t.Fatalf("accepted mode %v", c.mode)
 		}
 		skeltest.RequireUsableMTU(t, c.MTU)

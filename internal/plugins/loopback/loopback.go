@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 
@@ -58,10 +59,8 @@ func add(req *skel.Request) (*result.Result, error) {
 		if addrs, err = addrsOf(h, lo); err != nil {
 			return err
 		}
-		for _, a := range addrs {
-			if !a.IP.IsLoopback() {
-				return cnierror.Newf(cnierror.CodeInvalidConfig, "loopback interface has a non-loopback address %s", a.IPNet)
-			}
+		if i := slices.IndexFunc(addrs, func(a netlink.Addr) bool { return !a.IP.IsLoopback() }); i >= 0 {
+			return cnierror.Newf(cnierror.CodeInvalidConfig, "loopback interface has a non-loopback address %s", addrs[i].IPNet)
 		}
 		if lo.Attrs().Flags&net.FlagUp != 0 {
 			return nil
@@ -82,12 +81,9 @@ func add(req *skel.Request) (*result.Result, error) {
 	res := &result.Result{CNIVersion: req.Net.CNIVersion}
 	idx := res.AddInterface(result.Interface{Name: "lo", Mac: "00:00:00:00:00:00", Sandbox: req.Args.Netns})
 	for _, a := range addrs {
-		p, ok := link.Prefix(a.IPNet)
-		if !ok {
-			continue
+		if p, ok := link.Prefix(a.IPNet); ok {
+			res.IPs = append(res.IPs, result.IPConfig{Interface: new(idx), Address: p})
 		}
-		i := idx
-		res.IPs = append(res.IPs, result.IPConfig{Interface: &i, Address: p})
 	}
 	return res, nil
 }

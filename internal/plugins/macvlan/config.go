@@ -43,11 +43,6 @@ var modeNames = [...]string{
 	netlink.MACVLAN_MODE_SOURCE:   "source",
 }
 
-// parseMode returns the kernel's mode for a config's mode name.
-func parseMode(name string) (netlink.MacvlanMode, bool) {
-	return onelink.ParseMode(modeNames[:], name, netlink.MACVLAN_MODE_BRIDGE)
-}
-
 func modeName(m netlink.MacvlanMode) string { return onelink.ModeName(modeNames[:], m) }
 
 // load parses and validates the config without looking at the system: the master and
@@ -58,21 +53,15 @@ func load(req *skel.Request) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, ok := parseMode(c.Mode)
-	if !ok {
-		return nil, cnierror.Invalid("mode: unknown macvlan mode %q (bridge, private, vepa, passthru or source)", c.Mode)
-	}
-	c.mode = mode
-	if err := attachment.ValidateMasterName(c.Master); err != nil {
+	c.mode, err = onelink.ParseMode(modeNames[:], c.Mode, netlink.MACVLAN_MODE_BRIDGE, "macvlan", "bridge, private, vepa, passthru or source")
+	if err != nil {
 		return nil, err
 	}
-	if err := attachment.ValidateMTU(c.MTU); err != nil {
+	if err := onelink.ValidateMaster(c.Master, c.MTU); err != nil {
 		return nil, err
 	}
-	if c.mac, err = onelink.ContainerMAC(req.Args.CNIArgs, c.MAC, c.RuntimeConfig.MAC, "MAC", "IP", "GATEWAY"); err != nil {
-		return nil, err
-	}
-	return c, nil
+	c.mac, err = onelink.ContainerMAC(req.Args.CNIArgs, c.MAC, c.RuntimeConfig.MAC, "MAC", "IP", "GATEWAY")
+	return c, err
 }
 
 // child is the macvlan to create on the master.

@@ -102,6 +102,15 @@ type OnMaster[C any] struct {
 	Verify func(C, netlink.Link) error
 }
 
+// ValidateMaster checks the keys every OnMaster member's load checks alike: the master's
+// name ("" passes: the skeleton finds one) and the MTU (0 is the master's).
+func ValidateMaster(master string, mtu int) error {
+	if err := attachment.ValidateMasterName(master); err != nil {
+		return err
+	}
+	return attachment.ValidateMTU(mtu)
+}
+
 func (o OnMaster[C]) add(req *skel.Request, conf C, _ string) (*result.Result, error) {
 	c := o.Child(conf)
 	if o.Chained != nil {

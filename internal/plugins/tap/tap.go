@@ -90,8 +90,8 @@ func findBridge(cont *link.NS, name string) (netlink.Link, error) {
 // taken, and a rename can.
 func createTap(req *skel.Request, c *Config, cont *link.NS) (string, error) {
 	labelled := c.SelinuxContext != "" && selinuxEnabled()
-	if c.SelinuxContext != "" && !labelled {
-		note(req, "SELinux is not enabled: selinuxContext %q not applied", c.SelinuxContext)
+	if c.SelinuxContext != "" && !labelled && req.Stderr != nil {
+		fmt.Fprintf(req.Stderr, "tap: SELinux is not enabled: selinuxContext %q not applied\n", c.SelinuxContext)
 	}
 	var err error
 	for try := range nameTries {
@@ -142,11 +142,4 @@ func setUp(cont *link.NS, c *Config, tmp, ifName string, br netlink.Link) (renam
 		return true, fmt.Errorf("tap %s: set up: %w", ifName, err)
 	}
 	return true, nil
-}
-
-// note writes a line for the runtime's log.
-func note(req *skel.Request, format string, a ...any) {
-	if req.Stderr != nil {
-		fmt.Fprintf(req.Stderr, "tap: "+format+"\n", a...)
-	}
 }

@@ -98,8 +98,7 @@ func parseSpec(args []string) (tapSpec, error) {
 		if err != nil {
 			return tapSpec{}, fmt.Errorf("owner/group %q: %w", f.v, err)
 		}
-		v := uint32(n)
-		*f.dst = &v
+		*f.dst = new(uint32(n))
 	}
 	return s, nil
 }

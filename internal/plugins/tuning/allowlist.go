@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -45,19 +46,10 @@ func checkAllowList(path string, want []Sysctl) error {
 		allowed = append(allowed, re)
 	}
 	for _, s := range want {
-		if !matchesAny(allowed, s.Key) {
+		if !slices.ContainsFunc(allowed, func(re *regexp.Regexp) bool { return re.MatchString(s.Key) }) {
 			return cnierror.Newf(cnierror.CodeInvalidConfig,
 				"sysctl: key %q is not in the node's allow-list %s", s.Key, path)
 		}
 	}
 	return nil
-}
-
-func matchesAny(res []*regexp.Regexp, s string) bool {
-	for _, re := range res {
-		if re.MatchString(s) {
-			return true
-		}
-	}
-	return false
 }

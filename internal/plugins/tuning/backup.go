@@ -1,6 +1,7 @@
 package tuning
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"strings"
 	"time"
 
@@ -228,19 +230,12 @@ func (b *Backup) keepOlder(older *Backup) {
 	if older == nil {
 		return
 	}
-	if older.Mac != "" {
-		b.Mac = older.Mac
-	}
-	if older.Mtu != 0 {
-		b.Mtu = older.Mtu
-	}
+	b.Mac, b.Mtu = cmp.Or(older.Mac, b.Mac), cmp.Or(older.Mtu, b.Mtu)
 	override(&b.Promisc, older.Promisc)
 	override(&b.Allmulti, older.Allmulti)
 	override(&b.TxQLen, older.TxQLen)
-	for k, v := range older.Sysctls {
-		if b.Sysctls == nil {
-			b.Sysctls = map[string]string{}
-		}
-		b.Sysctls[k] = v
+	if b.Sysctls == nil && len(older.Sysctls) > 0 {
+		b.Sysctls = map[string]string{}
 	}
+	maps.Copy(b.Sysctls, older.Sysctls)
 }

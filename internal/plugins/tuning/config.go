@@ -1,9 +1,10 @@
 package tuning
 
 import (
+	"cmp"
 	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -13,14 +14,6 @@ import (
 
 // DefaultDataDir is where the original values are kept between ADD and DEL.
 const DefaultDataDir = "/run/cni/tuning"
-
-// dataDir is where the backups are kept: the configured dataDir, else DefaultDataDir.
-func dataDir(configured string) string {
-	if configured == "" {
-		return DefaultDataDir
-	}
-	return configured
-}
 
 // Config is the plugin's part of the network config.
 type Config struct {
@@ -53,16 +46,12 @@ type Sysctl struct {
 	Value string
 }
 
-// Plan is what the plugin does to the container interface, validated. Nil pointers are
-// left alone; a false Promisc or Allmulti turns the flag off.
+// Plan is what the plugin does to the container interface, validated: its sysctls and
+// the link attributes to set (a false Promisc or Allmulti turns the flag off).
 type Plan struct {
-	DataDir  string
-	Sysctls  []Sysctl
-	Mac      net.HardwareAddr
-	Promisc  *bool
-	Mtu      int
-	Allmulti *bool
-	TxQLen   *int
+	DataDir string
+	Sysctls []Sysctl
+	linkState
 }
 
 // plan resolves the settings in the reference's order of precedence (static, then
@@ -93,7 +82,8 @@ func plan(req *skel.Request) (*Plan, error) {
 		override(&s.Allmulti, a.Allmulti)
 		override(&s.TxQLen, a.TxQLen)
 	}
-	p := &Plan{DataDir: dataDir(conf.DataDir), Promisc: s.Promisc, Allmulti: s.Allmulti, TxQLen: s.TxQLen}
+	p := &Plan{DataDir: cmp.Or(conf.DataDir, DefaultDataDir),
+		linkState: linkState{Promisc: s.Promisc, Allmulti: s.Allmulti, TxQLen: s.TxQLen}}
 	if err := p.setLinkValues(s); err != nil {
 		return nil, err
 	}
@@ -132,10 +122,9 @@ func (p *Plan) setLinkValues(s Settings) error {
 	return nil
 }
 
-// changesLink reports whether the plan touches link attributes (and so needs a backup
-// of them).
-func (p *Plan) changesLink() bool {
-	return p.Mac != nil || p.Mtu != 0 || p.Promisc != nil || p.Allmulti != nil || p.TxQLen != nil
+// changes reports whether s touches any link attribute (and so needs a backup of them).
+func (s linkState) changes() bool {
+	return s.Mac != nil || s.Mtu != 0 || s.Promisc != nil || s.Allmulti != nil || s.TxQLen != nil
 }
 
 // sysctls turns the configured keys into validated names, sorted for a stable order.
@@ -159,6 +148,6 @@ func sysctls(keys map[string]string, ifName string) ([]Sysctl, error) {
 		}
 		out = append(out, Sysctl{Key: key, Name: name, Value: value})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b Sysctl) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
 }

@@ -25,10 +25,6 @@ type linkState struct {
 	TxQLen   *int
 }
 
-func (p *Plan) linkState() linkState {
-	return linkState{Mac: p.Mac, Mtu: p.Mtu, Promisc: p.Promisc, Allmulti: p.Allmulti, TxQLen: p.TxQLen}
-}
-
 func (b *Backup) linkState() linkState {
 	s := linkState{Mtu: b.Mtu, Promisc: b.Promisc, Allmulti: b.Allmulti, TxQLen: b.TxQLen}
 	if b.Mac != "" {
@@ -37,29 +33,26 @@ func (b *Backup) linkState() linkState {
 	return s
 }
 
-// current records the link's present values of the attributes asked for. Promisc and
+// current records the link's present values of the attributes want sets. Promisc and
 // allmulti come from the flags the user set (IFF_PROMISC, IFF_ALLMULTI in the reported
 // flags), not the kernel's counters, which bridges and sockets also raise.
-func current(l linkAttrs, mac, mtu, promisc, allmulti, txqlen bool) *Backup {
+func current(l linkAttrs, want linkState) *Backup {
 	a := l.Attrs()
 	b := &Backup{}
-	if mac {
+	if want.Mac != nil {
 		b.Mac = a.HardwareAddr.String()
 	}
-	if mtu {
+	if want.Mtu != 0 {
 		b.Mtu = a.MTU
 	}
-	if promisc {
-		v := a.RawFlags&syscall.IFF_PROMISC != 0
-		b.Promisc = &v
+	if want.Promisc != nil {
+		b.Promisc = new(a.RawFlags&syscall.IFF_PROMISC != 0)
 	}
-	if allmulti {
-		v := a.RawFlags&syscall.IFF_ALLMULTI != 0
-		b.Allmulti = &v
+	if want.Allmulti != nil {
+		b.Allmulti = new(a.RawFlags&syscall.IFF_ALLMULTI != 0)
 	}
-	if txqlen {
-		v := a.TxQLen
-		b.TxQLen = &v
+	if want.TxQLen != nil {
+		b.TxQLen = new(a.TxQLen)
 	}
 	return b
 }
@@ -129,7 +122,7 @@ func setMac(h *nlconn.Handle, l netlink.Link, mac net.HardwareAddr) error {
 // verifyLink compares the link with s, naming the first attribute that differs.
 func verifyLink(l linkAttrs, s linkState) error {
 	a := l.Attrs()
-	cur := current(l, true, true, true, true, true)
+	cur := current(l, s)
 	switch {
 	case s.Mac != nil && !bytes.Equal(a.HardwareAddr, s.Mac):
 		return fmt.Errorf("mac of %q is %s, configured %s", a.Name, a.HardwareAddr, s.Mac)

@@ -63,17 +63,10 @@ func (b *Backup) linkSteps(log io.Writer) []linkState {
 			out = append(out, linkState{Mac: mac})
 		}
 	}
-	if b.Promisc != nil {
-		out = append(out, linkState{Promisc: b.Promisc})
-	}
-	if b.Mtu != 0 {
-		out = append(out, linkState{Mtu: b.Mtu})
-	}
-	if b.Allmulti != nil {
-		out = append(out, linkState{Allmulti: b.Allmulti})
-	}
-	if b.TxQLen != nil {
-		out = append(out, linkState{TxQLen: b.TxQLen})
+	for _, s := range [...]linkState{{Promisc: b.Promisc}, {Mtu: b.Mtu}, {Allmulti: b.Allmulti}, {TxQLen: b.TxQLen}} {
+		if s.changes() {
+			out = append(out, s)
+		}
 	}
 	return out
 }

@@ -7,10 +7,12 @@
 package tuning
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -56,10 +58,7 @@ func (t tuner) prepare(req *skel.Request) (*Plan, error) {
 	if req.PrevResult == nil {
 		return nil, errNotChained
 	}
-	if err := checkAllowList(t.allowList, p.Sysctls); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return p, checkAllowList(t.allowList, p.Sysctls)
 }
 
 // add saves the current values, applies the new ones inside the container and returns
@@ -106,7 +105,7 @@ func apply(cont *link.NS, ifName string, store *backups, names []string, p *Plan
 	saved := *before
 	saved.Sysctls = maps.Clone(before.Sysctls)
 	saved.keepOlder(older)
-	if len(saved.Sysctls) == 0 && !p.changesLink() && older == nil {
+	if len(saved.Sysctls) == 0 && !p.changes() && older == nil {
 		return nil // nothing to change, nothing to restore
 	}
 	if olderName != "" {
@@ -132,9 +131,9 @@ func apply(cont *link.NS, ifName string, store *backups, names []string, p *Plan
 			return fmt.Errorf("sysctl: key %q: %w", s.Key, err)
 		}
 	}
-	if p.changesLink() {
+	if p.changes() {
 		undo.Push("link attributes of "+ifName, func() error { return setLink(h, ifName, before.linkState()) })
-		if err := setLink(h, ifName, p.linkState()); err != nil {
+		if err := setLink(h, ifName, p.linkState); err != nil {
 			return err
 		}
 	}
@@ -143,7 +142,7 @@ func apply(cont *link.NS, ifName string, store *backups, names []string, p *Plan
 
 // snapshot records the current values of everything p is about to change.
 func snapshot(l linkAttrs, p *Plan) (*Backup, error) {
-	b := current(l, p.Mac != nil, p.Mtu != 0, p.Promisc != nil, p.Allmulti != nil, p.TxQLen != nil)
+	b := current(l, p.linkState)
 	for _, s := range p.Sysctls {
 		v, err := sysctl.Get(s.Name)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -177,7 +176,7 @@ func (t tuner) del(req *skel.Request) error {
 		fmt.Fprintf(req.Stderr, "tuning: nothing to restore: %v\n", err)
 		return nil
 	}
-	store, err := openBackups(dataDir(conf.DataDir), req.Stderr)
+	store, err := openBackups(cmp.Or(conf.DataDir, DefaultDataDir), req.Stderr)
 	if err != nil {
 		return err
 	}
@@ -225,7 +224,7 @@ func (t tuner) check(req *skel.Request) error {
 		if err != nil {
 			return fmt.Errorf("container interface: %w", err)
 		}
-		return verifyLink(l, p.linkState())
+		return verifyLink(l, p.linkState)
 	})
 }
 
@@ -238,17 +237,9 @@ func sameSysctl(a, b string) bool {
 // setResultMac updates the MAC of the container interface in the result: the entry
 // with that name inside a sandbox, or, if none has a sandbox, any entry with that name.
 func setResultMac(res *result.Result, ifName, mac string) {
-	found := false
+	sandboxed := slices.ContainsFunc(res.Interfaces, func(i result.Interface) bool { return i.Name == ifName && i.Sandbox != "" })
 	for i := range res.Interfaces {
-		if res.Interfaces[i].Name == ifName && res.Interfaces[i].Sandbox != "" {
-			res.Interfaces[i].Mac, found = mac, true
-		}
-	}
-	if found {
-		return
-	}
-	for i := range res.Interfaces {
-		if res.Interfaces[i].Name == ifName {
+		if res.Interfaces[i].Name == ifName && (res.Interfaces[i].Sandbox != "" || !sandboxed) {
 			res.Interfaces[i].Mac = mac
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnikit/cni/internal/core/cnierror"
 	"github.com/cnikit/cni/internal/plugins/attachment"
+	"github.com/cnikit/cni/internal/plugins/onelink"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -38,13 +39,7 @@ func load(req *skel.Request) (*Config, error) {
 	case req.Net.IPAM.Type == "":
 		return nil, cnierror.Invalid("ipam: type is required: vlan configures the addresses IPAM gives")
 	}
-	if err := attachment.ValidateMasterName(c.Master); err != nil {
-		return nil, err
-	}
-	if err := attachment.ValidateMTU(c.MTU); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c, onelink.ValidateMaster(c.Master, c.MTU)
 }
 
 // child is the 802.1Q link to create on the master; an id already taken on the master is

@@ -21,31 +21,17 @@ func main() {
 		fail(errors.New("usage: tapattach NAME UID GID single|multi"))
 	}
 	uid, err := strconv.Atoi(os.Args[2])
-	if err != nil {
-		fail(err)
-	}
+	must(err)
 	gid, err := strconv.Atoi(os.Args[3])
-	if err != nil {
-		fail(err)
-	}
+	must(err)
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		fail(err)
-	}
+	must(err)
 	// Dropping from root to another uid also drops every capability.
-	if err := syscall.Setgroups(nil); err != nil {
-		fail(err)
-	}
-	if err := syscall.Setresgid(gid, gid, gid); err != nil {
-		fail(err)
-	}
-	if err := syscall.Setresuid(uid, uid, uid); err != nil {
-		fail(err)
-	}
+	must(syscall.Setgroups(nil))
+	must(syscall.Setresgid(gid, gid, gid))
+	must(syscall.Setresuid(uid, uid, uid))
 	ifr, err := unix.NewIfreq(os.Args[1])
-	if err != nil {
-		fail(err)
-	}
+	must(err)
 	flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI)
 	if os.Args[4] == "multi" {
 		flags |= unix.IFF_MULTI_QUEUE
@@ -55,6 +41,11 @@ func main() {
 	if errors.Is(err, unix.EPERM) {
 		os.Exit(3)
 	}
+	must(err)
+}
+
+// must ends the helper with status 1 on any failure but the kernel's refusal.
+func must(err error) {
 	if err != nil {
 		fail(err)
 	}

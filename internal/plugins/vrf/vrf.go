@@ -141,36 +141,20 @@ func find(h *nlconn.Handle, name string) (*netlink.Vrf, error) {
 // freeTable picks the first table from 1 up that no VRF, rule or route uses. (The
 // reference looks at VRFs only, and could hand out a table sbr filled.)
 func freeTable(h *nlconn.Handle) (uint32, error) {
-	used := map[uint32]bool{}
+	used, err := lockedns.UsedTables(h)
+	if err != nil {
+		return 0, err
+	}
 	links, err := h.LinkList()
 	if err != nil {
 		return 0, fmt.Errorf("list links: %w", err)
 	}
 	for _, l := range links {
 		if v, ok := l.(*netlink.Vrf); ok {
-			used[v.Table] = true
+			used[int(v.Table)] = true
 		}
 	}
-	rules, err := h.RuleList(netlink.FAMILY_ALL)
-	if err != nil {
-		return 0, fmt.Errorf("list rules: %w", err)
-	}
-	for _, r := range rules {
-		used[uint32(r.Table)] = true
-	}
-	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return 0, fmt.Errorf("list routes: %w", err)
-	}
-	for _, r := range routes {
-		used[uint32(r.Table)] = true
-	}
-	for t := uint32(1); t != 0; t++ {
-		if !used[t] && !reservedTable(t) {
-			return t, nil
-		}
-	}
-	return 0, errors.New("no free routing table")
+	return uint32(lockedns.FreeTable(used, 1)), nil
 }
 
 // enslave makes l a member of vrf and puts back what the kernel drops on the way: the

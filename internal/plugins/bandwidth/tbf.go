@@ -233,21 +233,13 @@ func delIngress(h *nlconn.Handle, veth netlink.Link) error {
 // the namespace's qdiscs.
 func redirects(h *nlconn.Handle, veth netlink.Link) bool {
 	filters, err := h.FilterList(veth, netlink.MakeHandle(0xffff, 0))
-	if err != nil {
-		return false
-	}
-	for _, f := range filters {
+	return err == nil && slices.ContainsFunc(filters, func(f netlink.Filter) bool {
 		u, ok := f.(*netlink.U32)
-		if !ok {
-			continue
-		}
-		for _, a := range u.Actions {
-			if _, ok := a.(*netlink.MirredAction); ok {
-				return true
-			}
-		}
-	}
-	return false
+		return ok && slices.ContainsFunc(u.Actions, func(a netlink.Action) bool {
+			_, mirred := a.(*netlink.MirredAction)
+			return mirred
+		})
+	})
 }
 
 // checkRedirect verifies that the host veth's ingress qdisc redirects to the ifb.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
@@ -36,19 +37,13 @@ func familyOf(a netip.Addr) int {
 
 // family is a route's address family, read from whichever address it carries.
 func family(r netlink.Route) int {
-	for _, ip := range []net.IP{ipOf(r.Dst), r.Gw, r.Src} {
-		if a := addrOf(ip); a.IsValid() {
+	dst, _ := link.Prefix(r.Dst)
+	for _, a := range []netip.Addr{dst.Addr(), addrOf(r.Gw), addrOf(r.Src)} {
+		if a.IsValid() {
 			return familyOf(a)
 		}
 	}
 	return r.Family
-}
-
-func ipOf(n *net.IPNet) net.IP {
-	if n == nil {
-		return nil
-	}
-	return n.IP
 }
 
 // addrOf converts a netlink address; nil gives the zero Addr.

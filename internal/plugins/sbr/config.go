@@ -1,6 +1,7 @@
 package sbr
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/netip"
 
@@ -87,8 +88,5 @@ func (p *Plan) gateway(ip result.IPConfig) netip.Addr {
 	if ip.Address.Addr().Is4() {
 		gw = p.GW4
 	}
-	if gw.IsValid() {
-		return gw
-	}
-	return ip.Gateway
+	return cmp.Or(gw, ip.Gateway)
 }

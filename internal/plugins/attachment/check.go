@@ -31,7 +31,7 @@ func Check(req *skel.Request, cont *link.NS, kind func(netlink.Link) error) erro
 // prevResult inside a sandbox, present in cont, passing kind and with the reported MAC.
 func ContainerLink(req *skel.Request, cont *link.NS, kind func(netlink.Link) error) (netlink.Link, error) {
 	ifName := req.Args.IfName
-	want, ok := sandboxInterface(req.PrevResult, ifName)
+	want, ok := PrevInterface(req.PrevResult, ifName, true)
 	if !ok {
 		return nil, fmt.Errorf("prevResult: no container interface %q", ifName)
 	}
@@ -76,10 +76,11 @@ func RequirePrev(req *skel.Request, cmd string) error {
 	return nil
 }
 
-// sandboxInterface returns the prevResult interface called name inside a sandbox.
-func sandboxInterface(prev *result.Result, name string) (result.Interface, bool) {
+// PrevInterface returns prev's interface called name: inside a sandbox (the container's
+// side) with inSandbox, else outside any (the host's side, a bridge or a host veth).
+func PrevInterface(prev *result.Result, name string, inSandbox bool) (result.Interface, bool) {
 	for _, i := range prev.Interfaces {
-		if i.Name == name && i.Sandbox != "" {
+		if i.Name == name && (i.Sandbox != "") == inSandbox {
 			return i, true
 		}
 	}

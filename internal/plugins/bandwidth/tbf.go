@@ -174,9 +174,7 @@ func checkRootTBF(n *link.NS, l netlink.Link, wants ...tbfParams) error {
 // filters are read only when the kernel refuses (EEXIST), so a veth without an
 // ingress qdisc, every first ADD's, costs no dump.
 func redirectToIfb(h *nlconn.Handle, veth, ifb netlink.Link) error {
-	ingress := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: veth.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_INGRESS,
-	}}
+	ingress := ingressQdisc(veth)
 	err := h.QdiscAdd(ingress)
 	if errors.Is(err, syscall.EEXIST) && redirects(h, veth) {
 		if err := delIngress(h, veth); err != nil {
@@ -219,12 +217,16 @@ func ingressHolder(h *nlconn.Handle, l netlink.Link) string {
 	return ""
 }
 
-// delIngress removes the ingress qdisc and with it the redirect filter.
-func delIngress(h *nlconn.Handle, veth netlink.Link) error {
-	q := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
+// ingressQdisc is the host veth's ingress qdisc (ffff:), which holds the redirect.
+func ingressQdisc(veth netlink.Link) *netlink.Ingress {
+	return &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
 		LinkIndex: veth.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_INGRESS,
 	}}
-	return ignoreGone(h.QdiscDel(q))
+}
+
+// delIngress removes the ingress qdisc and with it the redirect filter.
+func delIngress(h *nlconn.Handle, veth netlink.Link) error {
+	return ignoreGone(h.QdiscDel(ingressQdisc(veth)))
 }
 
 // redirects reports whether the host veth's ingress qdisc holds a u32 filter with a
@@ -233,21 +235,13 @@ func delIngress(h *nlconn.Handle, veth netlink.Link) error {
 // the namespace's qdiscs.
 func redirects(h *nlconn.Handle, veth netlink.Link) bool {
 	filters, err := h.FilterList(veth, netlink.MakeHandle(0xffff, 0))
-	if err != nil {
-		return false
-	}
-	for _, f := range filters {
+	return err == nil && slices.ContainsFunc(filters, func(f netlink.Filter) bool {
 		u, ok := f.(*netlink.U32)
-		if !ok {
-			continue
-		}
-		for _, a := range u.Actions {
-			if _, ok := a.(*netlink.MirredAction); ok {
-				return true
-			}
-		}
-	}
-	return false
+		return ok && slices.ContainsFunc(u.Actions, func(a netlink.Action) bool {
+			_, mirred := a.(*netlink.MirredAction)
+			return mirred
+		})
+	})
 }
 
 // checkRedirect verifies that the host veth's ingress qdisc redirects to the ifb.

@@ -196,7 +196,7 @@ func isPortOfPrevBridge(host *link.NS, l netlink.Link, prev *result.Result) bool
 	if err != nil || br.Type() != "bridge" {
 		return false
 	}
-	_, ok := hostInterface(prev, br.Attrs().Name)
+	_, ok := attachment.PrevInterface(prev, br.Attrs().Name, false)
 	return ok
 }
 

@@ -64,16 +64,6 @@ func checkRules(req *skel.Request, conf *Config) error {
 	return attachment.CheckMasquerade(req, conf.Name, ips, opts)
 }
 
-// hostInterface returns the prevResult interface called name outside any sandbox.
-func hostInterface(prev *result.Result, name string) (result.Interface, bool) {
-	for _, i := range prev.Interfaces {
-		if i.Name == name && i.Sandbox == "" {
-			return i, true
-		}
-	}
-	return result.Interface{}, false
-}
-
 func checkBridge(host *link.NS, conf *Config, prev *result.Result) (netlink.Link, error) {
 	l, err := host.ByName(conf.Bridge)
 	if err != nil {
@@ -82,7 +72,7 @@ func checkBridge(host *link.NS, conf *Config, prev *result.Result) (netlink.Link
 	if _, ok := l.(*netlink.Bridge); !ok {
 		return nil, fmt.Errorf("bridge %q: is a %s, not a bridge", conf.Bridge, l.Type())
 	}
-	if want, ok := hostInterface(prev, conf.Bridge); ok && want.Mac != "" &&
+	if want, ok := attachment.PrevInterface(prev, conf.Bridge, false); ok && want.Mac != "" &&
 		!attachment.SameMAC(want.Mac, l.Attrs().HardwareAddr) {
 		return nil, fmt.Errorf("bridge %q: MAC %s, prevResult says %s", conf.Bridge, l.Attrs().HardwareAddr, want.Mac)
 	}
@@ -103,7 +93,7 @@ func checkVeth(ns attachment.Pair, req *skel.Request, br netlink.Link, prev *res
 	if peer.Attrs().MasterIndex != br.Attrs().Index {
 		return fmt.Errorf("host veth %q: not a port of bridge %q", peer.Attrs().Name, br.Attrs().Name)
 	}
-	if _, ok := hostInterface(prev, peer.Attrs().Name); !ok {
+	if _, ok := attachment.PrevInterface(prev, peer.Attrs().Name, false); !ok {
 		return errors.New("host veth " + peer.Attrs().Name + ": not in prevResult")
 	}
 	return nil

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 
@@ -65,16 +66,12 @@ func load(req *skel.Request) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Bridge == "" {
-		c.Bridge = defaultBridge
-	}
+	c.Bridge = cmp.Or(c.Bridge, defaultBridge)
 	if err := skel.ValidateIfNameField("bridge", c.Bridge); err != nil {
 		return nil, err
 	}
 	c.hasIPAM = req.Net.IPAM.Type != ""
-	if c.IsDefaultGateway {
-		c.IsGateway = true
-	}
+	c.IsGateway = c.IsGateway || c.IsDefaultGateway
 	if err := c.validate(); err != nil {
 		return nil, err
 	}

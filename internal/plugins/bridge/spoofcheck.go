@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 
 	"github.com/cnikit/cni/internal/host/netfilter"
@@ -110,27 +109,19 @@ func setupSpoofCheck(k spoofKey, hostVeth string, mac net.HardwareAddr) error {
 		Hooknum: nftables.ChainHookPrerouting, Priority: &prio, Policy: &policy,
 	})
 	per := conn.AddChain(&nftables.Chain{Name: k.chain(), Table: table})
-	conn.AddRule(&nftables.Rule{Table: table, Chain: per, Exprs: ownMACReturns(mac)})
+	// `ether saddr 02:42:ac:11:00:02 return`: frames with the container's own source
+	// MAC go on; the next rule, `drop`, takes the rest.
+	conn.AddRule(&nftables.Rule{Table: table, Chain: per, Exprs: nftexpr.Rule(nftexpr.EtherSaddrIs(mac), nftexpr.Return())})
 	conn.AddRule(&nftables.Rule{Table: table, Chain: per, Exprs: nftexpr.Drop()})
+	// `iifname "veth1234" jump cni-sc-<hash>`: frames the container sends.
 	conn.AddRule(&nftables.Rule{
-		Table: table, Chain: base, Exprs: fromVethJump(hostVeth, per.Name),
+		Table: table, Chain: base, Exprs: nftexpr.Rule(nftexpr.IIFNameIs(hostVeth), nftexpr.Jump(per.Name)),
 		UserData: userdata.AppendString(nil, userdata.TypeComment, k.comment()),
 	})
 	if err := conn.Flush(); err != nil {
 		return fmt.Errorf("macspoofchk: install rules for %s: %w", hostVeth, err)
 	}
 	return nil
-}
-
-// ownMACReturns is `ether saddr 02:42:ac:11:00:02 return`: frames with the container's
-// own source MAC go on; the chain's next rule, `drop`, takes the rest.
-func ownMACReturns(mac net.HardwareAddr) []expr.Any {
-	return nftexpr.Rule(nftexpr.EtherSaddrIs(mac), nftexpr.Return())
-}
-
-// fromVethJump is `iifname "veth1234" jump cni-sc-<hash>`: frames the container sends.
-func fromVethJump(hostVeth, chain string) []expr.Any {
-	return nftexpr.Rule(nftexpr.IIFNameIs(hostVeth), nftexpr.Jump(chain))
 }
 
 // teardownSpoofCheck removes the attachment's rules and chain; missing ones are fine.

@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -43,15 +44,9 @@ func loadConfig(req *skel.Request) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if conf.AdminChain == "" {
-		conf.AdminChain = DefaultAdminChain
-	}
-	if conf.Zone == "" {
-		conf.Zone = DefaultZone
-	}
-	if conf.IngressPolicy == "" {
-		conf.IngressPolicy = PolicyOpen
-	}
+	conf.AdminChain = cmp.Or(conf.AdminChain, DefaultAdminChain)
+	conf.Zone = cmp.Or(conf.Zone, DefaultZone)
+	conf.IngressPolicy = cmp.Or(conf.IngressPolicy, PolicyOpen)
 	return conf, conf.validate()
 }
 

@@ -209,20 +209,7 @@ func iptCheck(ctx context.Context, conf *Config, att attachment, ips []netip.Add
 // the attachment's rules is not found as written, FORWARD never, and of the admin chain
 // only its existence is asked.
 func checkTable(t *iptables.Table, conf *Config, att attachment, fam iptables.Family, ips []netip.Addr, bridge string) error {
-	var probes []iptables.Probe
-	for chain, rs := range sharedRules(conf, bridge) {
-		for _, r := range rs {
-			probes = append(probes, iptables.Probe{Chain: chain, Rule: r})
-		}
-	}
-	for _, ip := range ips {
-		if familyOf(ip) == fam {
-			for _, r := range append(ipRules(att, fam, []netip.Addr{ip}), referenceRules(ip)...) {
-				probes = append(probes, iptables.Probe{Chain: privChain, Rule: r})
-			}
-		}
-	}
-	t.Prefetch(probes...)
+	t.Prefetch(append(chainProbes(sharedRules(conf, bridge)), addressProbes(att, fam, ips)...)...)
 	var readErr error
 	has := func(r iptables.Rule) bool {
 		ok, err := t.Has(privChain, r)
@@ -237,6 +224,31 @@ func checkTable(t *iptables.Table, conf *Config, att attachment, fam iptables.Fa
 		err = markAbsent(err)
 	}
 	return cmp.Or(readErr, err)
+}
+
+// chainProbes are the lookups of rules, per chain, for Prefetch.
+func chainProbes(rules map[string][]iptables.Rule) []iptables.Probe {
+	var probes []iptables.Probe
+	for chain, rs := range rules {
+		for _, r := range rs {
+			probes = append(probes, iptables.Probe{Chain: chain, Rule: r})
+		}
+	}
+	return probes
+}
+
+// addressProbes are the lookups of the rules, ours and the reference's, of the
+// attachment's addresses of family fam in CNI-FORWARD, for Prefetch.
+func addressProbes(att attachment, fam iptables.Family, ips []netip.Addr) []iptables.Probe {
+	var probes []iptables.Probe
+	for _, ip := range ips {
+		if familyOf(ip) == fam {
+			for _, r := range append(ipRules(att, fam, []netip.Addr{ip}), referenceRules(ip)...) {
+				probes = append(probes, iptables.Probe{Chain: privChain, Rule: r})
+			}
+		}
+	}
+	return probes
 }
 
 // checkShared verifies the admin chain and the jumps every attachment shares, with the

@@ -67,13 +67,7 @@ func planIsolation(b *iptables.Batch, policy, bridge string) {
 	}
 	b.EnsureChain(stage1Chain)
 	b.EnsureChain(stage2Chain)
-	var probes []iptables.Probe
-	for chain, rs := range rules {
-		for _, r := range rs {
-			probes = append(probes, iptables.Probe{Chain: chain, Rule: r})
-		}
-	}
-	b.Prefetch(probes...) // where the chains exist, one exec asks about every rule
+	b.Prefetch(chainProbes(rules)...) // where the chains exist, one exec asks about every rule
 	for _, chain := range []string{stage1Chain, stage2Chain} {
 		rs := rules[chain]
 		ret := rs[len(rs)-1]

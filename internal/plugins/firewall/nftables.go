@@ -164,10 +164,10 @@ func (l *nftLayout) isolationRules() []*nftables.Rule {
 // baseState is what the base chain holds: whether it has the layout's shape, the admin
 // chains it jumps to, in order, and the handle of the last jump before the accepts.
 type baseState struct {
-	table, chain, intact bool
-	rules                []*nftables.Rule
-	admins               []string
-	lastJump             uint64
+	table, intact bool
+	rules         []*nftables.Rule
+	admins        []string
+	lastJump      uint64
 }
 
 // readBase reads the base chain: one dump when it exists, as on every ADD but a node's
@@ -178,7 +178,7 @@ func (l *nftLayout) readBase(c *nftables.Conn) (baseState, error) {
 	if err != nil && !netfilter.IsNotExist(err) {
 		return baseState{}, fmt.Errorf("firewall: nftables chain %s: %w", nftForwardChain, err)
 	}
-	st := baseState{table: true, chain: true, rules: rules}
+	st := baseState{table: true, rules: rules}
 	if len(rules) == 0 {
 		// The kernel lists no rules for a chain or table that does not exist.
 		if _, err := c.ListTableOfFamily(l.table.Name, l.table.Family); err != nil {

@@ -43,17 +43,9 @@ func iptHolds(ctx context.Context, att attachment, ips []netip.Addr) bool {
 		if !iptables.ChainsMayExist(fam, filterTable, privChain) {
 			return false
 		}
-		var probes []iptables.Probe
-		for _, ip := range ips {
-			if familyOf(ip) == fam {
-				for _, r := range append(ipRules(att, fam, []netip.Addr{ip}), referenceRules(ip)...) {
-					probes = append(probes, iptables.Probe{Chain: privChain, Rule: r})
-				}
-			}
-		}
 		held := false
 		_ = iptables.Inspect(ctx, fam, filterTable, func(t *iptables.Table) error {
-			t.Prefetch(probes...) // one exec for them all
+			t.Prefetch(addressProbes(att, fam, ips)...) // one exec for them all
 			held = holdsAny(func(r iptables.Rule) bool { ok, _ := t.Has(privChain, r); return ok }, att, fam, ips)
 			return nil
 		})

@@ -76,7 +76,8 @@ func load(req *skel.Request, sys sysfs) (*conf, error) {
 	}
 	out := &conf{sel: sel, dataDir: dataDir}
 	if sel.kind == byPCI {
-		out.dpdk, err = sys.isDPDK(sel.value)
+		drv, err := sys.pciDriver(sel.value)
+		out.dpdk = isDPDKDriver(drv)
 		if errors.Is(err, errNoDevice) {
 			return nil, cnierror.Invalid("%s: no PCI device %s", sel.field, sel.value)
 		}

@@ -97,7 +97,7 @@ func sysNetdevs(sys sysfs, sel selector) ([]string, error) {
 	)
 	switch sel.kind {
 	case byKernelPath:
-		names, err = sys.kernelPathNetdevs(sel.value)
+		names, err = deviceNetdevs(sys.kernelPath(sel.value))
 	case byPCI:
 		what = "PCI device"
 		names, err = sys.pciNetdevs(sel.value)
@@ -108,7 +108,7 @@ func sysNetdevs(sys sysfs, sel selector) ([]string, error) {
 		}
 	case byAux:
 		what = "auxiliary device"
-		names, err = sys.auxNetdevs(sel.value)
+		names, err = deviceNetdevs(sys.auxDevice(sel.value))
 	}
 	switch {
 	case errors.Is(err, errNoDevice):

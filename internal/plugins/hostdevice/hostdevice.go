@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 
@@ -273,10 +274,6 @@ func (p plugin) gcStates(req *skel.Request, dataDir string) error {
 	if err != nil || len(states) == 0 {
 		return err
 	}
-	valid := map[skel.Attachment]bool{}
-	for _, a := range req.ValidAttachments {
-		valid[a] = true
-	}
 	host, err := link.Current()
 	if err != nil {
 		return err
@@ -284,7 +281,7 @@ func (p plugin) gcStates(req *skel.Request, dataDir string) error {
 	defer host.Close()
 	var errs []error
 	for name, st := range states {
-		if valid[skel.Attachment{ContainerID: st.ContainerID, IfName: st.IfName}] {
+		if slices.Contains(req.ValidAttachments, skel.Attachment{ContainerID: st.ContainerID, IfName: st.IfName}) {
 			continue
 		}
 		keep, err := p.recoverDevice(req, host, st, false)

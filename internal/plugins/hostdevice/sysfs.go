@@ -64,23 +64,11 @@ func (s sysfs) pciDriver(addr string) (string, error) {
 	return filepath.Base(target), nil
 }
 
-// isDPDK reports whether the PCI function is bound to a userspace I/O driver.
-func (s sysfs) isDPDK(addr string) (bool, error) {
-	drv, err := s.pciDriver(addr)
-	if err != nil {
-		return false, err
-	}
-	return isDPDKDriver(drv), nil
-}
-
 // pciNetdevs lists the network interfaces of a PCI function. A virtio function has
 // them one level down, under its virtioN child.
 func (s sysfs) pciNetdevs(addr string) ([]string, error) {
 	dev := s.pciDevice(addr)
-	if _, err := os.Stat(dev); err != nil {
-		return nil, errNoDevice
-	}
-	names, err := netdevs(dev)
+	names, err := deviceNetdevs(dev)
 	if len(names) > 0 || !errors.Is(err, errNoNetdev) {
 		return names, err
 	}
@@ -93,18 +81,9 @@ func (s sysfs) pciNetdevs(addr string) ([]string, error) {
 	return nil, errNoNetdev
 }
 
-// auxNetdevs lists the network interfaces of an auxiliary-bus device.
-func (s sysfs) auxNetdevs(name string) ([]string, error) {
-	dev := s.auxDevice(name)
-	if _, err := os.Stat(dev); err != nil {
-		return nil, errNoDevice
-	}
-	return netdevs(dev)
-}
-
-// kernelPathNetdevs lists the network interfaces under a /sys/devices/... path.
-func (s sysfs) kernelPathNetdevs(p string) ([]string, error) {
-	dev := s.kernelPath(p)
+// deviceNetdevs lists the network interfaces of the device at dev, a path in the tree:
+// errNoDevice when there is no such device.
+func deviceNetdevs(dev string) ([]string, error) {
 	if _, err := os.Stat(dev); err != nil {
 		return nil, errNoDevice
 	}

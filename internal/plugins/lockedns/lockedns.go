@@ -1,8 +1,9 @@
 // Package lockedns runs a chained plugin's change of the container's namespace (sbr's
 // routing tables, vrf's VRFs) with the namespace's lock held (link.NS.Lock), so that two
 // ADDs or DELs into one namespace cannot interleave: an id chosen as free stays free
-// until it is in use. A new plugin of that kind writes its ADD's and DEL's work as
-// functions of the open namespace and hands them to Add and Del.
+// until it is in use; tables.go is the routing-table search sbr and vrf share. A new
+// plugin of that kind writes its ADD's and DEL's work as functions of the open namespace
+// and hands them to Add and Del.
 package lockedns
 
 import (

@@ -201,19 +201,11 @@ func del(req *skel.Request) error {
 func routesToPrevAddresses(host *link.NS, l netlink.Link, prev *result.Result) bool {
 	h := host.Handle()
 	routes, err := h.RouteList(l, netlink.FAMILY_ALL)
-	if err != nil {
-		return false
-	}
-	for _, r := range routes {
+	return err == nil && slices.ContainsFunc(routes, func(r netlink.Route) bool {
 		dst, ok := link.Prefix(r.Dst)
-		if !ok || !dst.IsSingleIP() {
-			continue
-		}
-		if slices.ContainsFunc(prev.IPs, func(ip result.IPConfig) bool { return ip.Address.Addr() == dst.Addr() }) {
-			return true
-		}
-	}
-	return false
+		return ok && dst.IsSingleIP() &&
+			slices.ContainsFunc(prev.IPs, func(ip result.IPConfig) bool { return ip.Address.Addr() == dst.Addr() })
+	})
 }
 
 // gc needs nothing from the config beyond the network's name and IPAM type.

@@ -1,10 +1,12 @@
 package sbr
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/netip"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/plugins/lockedns"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
@@ -30,10 +32,6 @@ type Plan struct {
 	AddSourceHints bool
 }
 
-// Tables the kernel reserves (unspec, default, main, local): a rule of ours pointing at
-// one would reroute every packet of the namespace, and DEL would delete the rule by it.
-func reservedTable(t int64) bool { return t == 0 || t >= 253 && t <= 255 }
-
 func plan(req *skel.Request) (*Plan, error) {
 	conf, err := skel.LoadConfig[Config](req)
 	if err != nil {
@@ -41,7 +39,7 @@ func plan(req *skel.Request) (*Plan, error) {
 	}
 	p := &Plan{AddSourceHints: conf.AddSourceHints}
 	if t := conf.Table; t != nil {
-		if err := checkTable(*t); err != nil {
+		if err := lockedns.CheckTable(*t); err != nil {
 			return nil, err
 		}
 		p.Table = int(*t)
@@ -64,14 +62,6 @@ func plan(req *skel.Request) (*Plan, error) {
 	return p, nil
 }
 
-func checkTable(t int64) error {
-	if t < 0 || t > 1<<32-1 || reservedTable(t) {
-		return cnierror.Newf(cnierror.CodeInvalidConfig,
-			"table: %d is not a usable routing table (1-4294967295, not 253-255)", t)
-	}
-	return nil
-}
-
 // tableForDel reads the one key DEL needs, table: 0 when none is set (each address got
 // a table of the plugin's choice). A table ADD refuses (not a number, reserved, out of
 // range) holds no rule of this plugin's: DEL deletes nothing, where it used to fail for
@@ -88,7 +78,7 @@ func tableForDel(req *skel.Request) (int, error) {
 	if err := json.Unmarshal(c.Table, &t); err != nil {
 		return 0, cnierror.Newf(cnierror.CodeInvalidConfig, "table: %s is not a routing table number", c.Table)
 	}
-	return int(t), checkTable(t)
+	return int(t), lockedns.CheckTable(t)
 }
 
 // gateway is the default gateway for ip's table: the configured one of its family,
@@ -98,8 +88,5 @@ func (p *Plan) gateway(ip result.IPConfig) netip.Addr {
 	if ip.Address.Addr().Is4() {
 		gw = p.GW4
 	}
-	if gw.IsValid() {
-		return gw
-	}
-	return ip.Gateway
+	return cmp.Or(gw, ip.Gateway)
 }

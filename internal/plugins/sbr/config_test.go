@@ -3,6 +3,7 @@ package sbr
 import (
 	"testing"
 
+	"github.com/cnikit/cni/internal/plugins/lockedns"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -20,7 +21,7 @@ func FuzzPlan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req := &skel.Request{Config: data}
-		if table, err := tableForDel(req); err == nil && reservedTable(int64(table)) && table != 0 {
+		if table, err := tableForDel(req); err == nil && lockedns.ReservedTable(int64(table)) && table != 0 {
 			t.Fatalf("DEL takes reserved table %d", table)
 		}
 		p, err := plan(req)
@@ -30,7 +31,7 @@ func FuzzPlan(f *testing.F) {
 		if table, err := tableForDel(req); err != nil || table != p.Table {
 			t.Fatalf("DEL reads table %d (%v) where ADD reads %d", table, err, p.Table)
 		}
-		if p.Table != 0 && reservedTable(int64(p.Table)) {
+		if p.Table != 0 && lockedns.ReservedTable(int64(p.Table)) {
 			t.Fatalf("accepted reserved table %d", p.Table)
 		}
 		if p.GW4.IsValid() && !p.GW4.Is4() || p.GW6.IsValid() && !p.GW6.Is6() {

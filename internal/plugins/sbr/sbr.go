@@ -109,7 +109,7 @@ func configure(ctx context.Context, cont *link.NS, ifName string, ips []result.I
 		}
 		return nil
 	}
-	used, err := usedTables(h)
+	used, err := lockedns.UsedTables(h)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func configure(ctx context.Context, cont *link.NS, ifName string, ips []result.I
 	}
 	table := firstTable
 	for _, ip := range ips {
-		table = nextFreeTable(used, table)
+		table = lockedns.FreeTable(used, table)
 		used[table] = true
 		if err := steps.Begin(ctx, steps.Routes).Done(routeAddress(h, &undo, l, ip, p.gateway(ip), table, mainRoutes)); err != nil {
 			return err
@@ -382,7 +382,7 @@ func ours(r netlink.Rule, addrs map[netip.Addr]bool, table int) bool {
 	if table != 0 {
 		return r.Table == table
 	}
-	return !reservedTable(int64(r.Table))
+	return !lockedns.ReservedTable(int64(r.Table))
 }
 
 func addAddrs(h *nlconn.Handle, l netlink.Link, into map[netip.Addr]bool) error {

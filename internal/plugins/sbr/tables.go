@@ -7,8 +7,8 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
+	"github.com/cnikit/cni/internal/host/link"
 	"github.com/cnikit/cni/internal/host/nlconn"
 )
 
@@ -17,35 +17,6 @@ const firstTable = 100
 
 // errNoSuchRoute is the kernel's answer to deleting a route that is already gone.
 const errNoSuchRoute = syscall.ESRCH
-
-// usedTables returns every table a rule points at or a route is in.
-func usedTables(h *nlconn.Handle) (map[int]bool, error) {
-	rules, err := h.RuleList(netlink.FAMILY_ALL)
-	if err != nil {
-		return nil, fmt.Errorf("list rules: %w", err)
-	}
-	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return nil, fmt.Errorf("list routes: %w", err)
-	}
-	used := make(map[int]bool, len(rules)+len(routes))
-	for _, r := range rules {
-		used[r.Table] = true
-	}
-	for _, r := range routes {
-		used[r.Table] = true
-	}
-	return used, nil
-}
-
-// nextFreeTable returns the first table from `from` up that is not used nor reserved.
-func nextFreeTable(used map[int]bool, from int) int {
-	t := from
-	for used[t] || reservedTable(int64(t)) {
-		t++
-	}
-	return t
-}
 
 // tableRoutes lists l's routes of family in table.
 func tableRoutes(h *nlconn.Handle, l netlink.Link, table, family int) ([]netlink.Route, error) {
@@ -66,19 +37,13 @@ func familyOf(a netip.Addr) int {
 
 // family is a route's address family, read from whichever address it carries.
 func family(r netlink.Route) int {
-	for _, ip := range []net.IP{ipOf(r.Dst), r.Gw, r.Src} {
-		if a := addrOf(ip); a.IsValid() {
+	dst, _ := link.Prefix(r.Dst)
+	for _, a := range []netip.Addr{dst.Addr(), addrOf(r.Gw), addrOf(r.Src)} {
+		if a.IsValid() {
 			return familyOf(a)
 		}
 	}
 	return r.Family
-}
-
-func ipOf(n *net.IPNet) net.IP {
-	if n == nil {
-		return nil
-	}
-	return n.IP
 }
 
 // addrOf converts a netlink address; nil gives the zero Addr.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/plugins/lockedns"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -54,14 +55,10 @@ func load(req *skel.Request) (*Plan, error) {
 	}
 	p := &Plan{Name: conf.VRFName}
 	if t := conf.Table; t != nil && *t != 0 {
-		if *t < 0 || *t > 1<<32-1 || reservedTable(uint32(*t)) {
-			return nil, cnierror.Newf(cnierror.CodeInvalidConfig,
-				"table: %d is not a usable routing table (1-4294967295, not 253-255)", *t)
+		if err := lockedns.CheckTable(*t); err != nil {
+			return nil, err
 		}
 		p.Table = uint32(*t)
 	}
 	return p, nil
 }
-
-// reservedTable reports the kernel's own tables (default, main, local).
-func reservedTable(t uint32) bool { return t >= 253 && t <= 255 }

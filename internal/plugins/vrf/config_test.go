@@ -3,6 +3,7 @@ package vrf
 import (
 	"testing"
 
+	"github.com/cnikit/cni/internal/plugins/lockedns"
 	"github.com/cnikit/cni/internal/spec/skel"
 )
 
@@ -32,7 +33,7 @@ func FuzzLoad(f *testing.F) {
 		if skel.ValidateIfName(p.Name) != nil {
 			t.Fatalf("accepted VRF name %q", p.Name)
 		}
-		if reservedTable(p.Table) {
+		if p.Table != 0 && lockedns.ReservedTable(int64(p.Table)) {
 			t.Fatalf("accepted reserved table %d", p.Table)
 		}
 	})

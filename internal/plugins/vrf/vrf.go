@@ -141,36 +141,20 @@ func find(h *nlconn.Handle, name string) (*netlink.Vrf, error) {
 // freeTable picks the first table from 1 up that no VRF, rule or route uses. (The
 // reference looks at VRFs only, and could hand out a table sbr filled.)
 func freeTable(h *nlconn.Handle) (uint32, error) {
-	used := map[uint32]bool{}
+	used, err := lockedns.UsedTables(h)
+	if err != nil {
+		return 0, err
+	}
 	links, err := h.LinkList()
 	if err != nil {
 		return 0, fmt.Errorf("list links: %w", err)
 	}
 	for _, l := range links {
 		if v, ok := l.(*netlink.Vrf); ok {
-			used[v.Table] = true
+			used[int(v.Table)] = true
 		}
 	}
-	rules, err := h.RuleList(netlink.FAMILY_ALL)
-	if err != nil {
-		return 0, fmt.Errorf("list rules: %w", err)
-	}
-	for _, r := range rules {
-		used[uint32(r.Table)] = true
-	}
-	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return 0, fmt.Errorf("list routes: %w", err)
-	}
-	for _, r := range routes {
-		used[uint32(r.Table)] = true
-	}
-	for t := uint32(1); t != 0; t++ {
-		if !used[t] && !reservedTable(t) {
-			return t, nil
-		}
-	}
-	return 0, errors.New("no free routing table")
+	return uint32(lockedns.FreeTable(used, 1)), nil
 }
 
 // enslave makes l a member of vrf and puts back what the kernel drops on the way: the
@@ -212,7 +196,7 @@ func restoreAddrs(h *nlconn.Handle, l netlink.Link, before []netlink.Addr) error
 		return fmt.Errorf("%s: list addresses: %w", l.Attrs().Name, err)
 	}
 	for _, a := range before {
-		if hasAddr(after, a) {
+		if slices.ContainsFunc(after, func(b netlink.Addr) bool { return b.IPNet.String() == a.IPNet.String() }) {
 			continue
 		}
 		re := &netlink.Addr{IPNet: a.IPNet, Scope: a.Scope, Flags: unix.IFA_F_NODAD}
@@ -221,10 +205,6 @@ func restoreAddrs(h *nlconn.Handle, l netlink.Link, before []netlink.Addr) error
 		}
 	}
 	return nil
-}
-
-func hasAddr(addrs []netlink.Addr, a netlink.Addr) bool {
-	return slices.ContainsFunc(addrs, func(b netlink.Addr) bool { return b.IPNet.String() == a.IPNet.String() })
 }
 
 // del takes the interface out of the VRF and deletes the VRF when that left it empty.
@@ -267,29 +247,15 @@ func leave(cont *link.NS, ifName, name string) error {
 			errs = append(errs, fmt.Errorf("%s: leave: %w", ifName, err))
 		}
 	}
-	members, err := membersOf(h, vrf)
+	links, err := h.LinkList()
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return errors.Join(append(errs, fmt.Errorf("list links: %w", err))...)
 	}
-	if len(members) == 0 {
+	if !slices.ContainsFunc(links, func(l netlink.Link) bool { return l.Attrs().MasterIndex == vrf.Index }) {
 		// A VRF already gone is fine (the reference lets ENODEV fail the DEL, its PR #1282).
 		errs = append(errs, cont.Delete(name))
 	}
 	return errors.Join(errs...)
-}
-
-func membersOf(h *nlconn.Handle, vrf *netlink.Vrf) ([]string, error) {
-	links, err := h.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
-	}
-	var out []string
-	for _, l := range links {
-		if l.Attrs().MasterIndex == vrf.Index {
-			out = append(out, l.Attrs().Name)
-		}
-	}
-	return out, nil
 }
 
 // check verifies that the VRF exists (with the configured table) and that the

@@ -21,8 +21,6 @@ import (
 // family is one protocol's client of one attachment, as the upkeep drives it: DHCPv4
 // (package lease) or DHCPv6 (package lease6).
 type family interface {
-	// name is the protocol's, for logs and messages.
-	name() string
 	target() linkid.Target
 	acquire(ctx context.Context) (binding, error)
 	// confirm checks a kept lease after a restart and extends it: DHCPv4's INIT-REBOOT,
@@ -104,7 +102,6 @@ func parseACK(b []byte) (*dhcpv4.DHCPv4, error) {
 // v4 is the DHCPv4 family.
 type v4 struct{ c *lease.Client }
 
-func (f *v4) name() string          { return "DHCPv4" }
 func (f *v4) target() linkid.Target { return f.c.Target }
 
 func (f *v4) acquire(ctx context.Context) (binding, error) { return wrap4(f.c.Acquire(ctx)) }
@@ -161,7 +158,6 @@ func (b bound4) addr() string {
 // v6 is the DHCPv6 family.
 type v6 struct{ c *lease6.Client }
 
-func (f *v6) name() string          { return "DHCPv6" }
 func (f *v6) target() linkid.Target { return f.c.Target }
 
 func (f *v6) acquire(ctx context.Context) (binding, error) { return wrap6(f.c.Acquire(ctx)) }

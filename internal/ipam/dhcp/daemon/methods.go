@@ -97,15 +97,15 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f
 	d.reach.note(conf.Network, f, err, false)
 	if err != nil {
 		d.counts.allocationFailures.Add(1)
-		return nil, acquireError(id, fam.name(), args.IfName, d.opts.ResendTimeout, err)
+		return nil, acquireError(id, f, args.IfName, d.opts.ResendTimeout, err)
 	}
 	if _, err := b.result(conf.Priority); err != nil {
 		// The server's answer is no lease a pod can use (lease.ErrUnusable: ff02::1,
 		// ::1, 127.0.0.1, ...): it is refused, said in the log, and given back.
 		d.counts.allocationFailures.Add(1)
-		d.log.Printf("%s: %s lease of %s refused: %v", id, fam.name(), b.addr(), err)
+		d.log.Printf("%s: %s lease of %s refused: %v", id, f, b.addr(), err)
 		_ = fam.release(b)
-		return nil, cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: the %s server's lease on %s is refused: %v", id, fam.name(), args.IfName, err)
+		return nil, cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: the %s server's lease on %s is refused: %v", id, f, args.IfName, err)
 	}
 	h, err := d.keep(args, conf, netns, f, fam, opts, b)
 	if err != nil {
@@ -253,21 +253,14 @@ func (d *Daemon) Check(args *wire.CmdArgs) (*wire.Empty, error) {
 	for _, f := range families(conf) {
 		h := d.lookupOrAdopt(args, id, f)
 		if h == nil {
-			return nil, fmt.Errorf("dhcp: the daemon holds no %s lease for %s", name(f), id)
+			return nil, fmt.Errorf("dhcp: the daemon holds no %s lease for %s", f, id)
 		}
 		b, expired := h.snapshot()
 		if expired || !time.Now().Before(b.Times().Expire) {
-			return nil, fmt.Errorf("dhcp: the %s lease of %s for %s has expired", name(f), b.addr(), id)
+			return nil, fmt.Errorf("dhcp: the %s lease of %s for %s has expired", f, b.addr(), id)
 		}
 	}
 	return &wire.Empty{}, nil
-}
-
-func name(f leasefile.Family) string {
-	if f == leasefile.DHCPv6 {
-		return "DHCPv6"
-	}
-	return "DHCPv4"
 }
 
 func (d *Daemon) lookupOrAdopt(args *wire.CmdArgs, id string, f leasefile.Family) *held {
@@ -326,7 +319,7 @@ func (d *Daemon) Status(args *wire.CmdArgs) (*wire.Empty, error) {
 	var errs []error
 	for _, f := range families(conf) {
 		if c, ok := d.reach.unanswered(conf.Network, f); ok {
-			errs = append(errs, fmt.Errorf("no %s server answered on network %q at %s: %s", name(f), conf.Network, c.at.Format(time.RFC3339), c.err))
+			errs = append(errs, fmt.Errorf("no %s server answered on network %q at %s: %s", f, conf.Network, c.at.Format(time.RFC3339), c.err))
 		}
 	}
 	if len(errs) > 0 {
@@ -394,7 +387,7 @@ func validAttachment(args *wire.CmdArgs) error {
 	return nil
 }
 
-func acquireError(id, fam, ifName string, limit time.Duration, err error) error {
+func acquireError(id string, fam leasefile.Family, ifName string, limit time.Duration, err error) error {
 	if errors.Is(err, linkid.ErrOwnNetns) {
 		return cnierror.Newf(cnierror.CodeInvalidNetNS, "dhcp %s: %v; refusing to act on it", id, err)
 	}

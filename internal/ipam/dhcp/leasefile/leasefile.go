@@ -42,6 +42,14 @@ const (
 	DHCPv6 Family = "dhcpv6"
 )
 
+// String is the protocol's name, for logs and messages.
+func (f Family) String() string {
+	if f == DHCPv6 {
+		return "DHCPv6"
+	}
+	return "DHCPv4"
+}
+
 // Key is what names a lease in the daemon's table and on disk: the client id for
 // DHCPv4 (so the files of earlier versions keep their names), the client id under a
 // prefix no client id has for DHCPv6.
@@ -229,7 +237,7 @@ func Decode(data []byte, name string) (*Record, error) {
 		return nil, errors.New("bad client id")
 	}
 	if r.Family != DHCPv4 && r.Family != DHCPv6 {
-		return nil, fmt.Errorf("unknown family %q", r.Family)
+		return nil, fmt.Errorf("unknown family %q", string(r.Family))
 	}
 	if name != "" && FileName(r.Key()) != name {
 		return nil, errors.New("client id does not match the file name")

@@ -32,12 +32,10 @@ type held struct {
 	done chan struct{}
 }
 
-// newHeld makes the held lease for a fresh binding.
-func newHeld(fam family, rec *leasefile.Record, b binding) *held {
-	rec.ID = b.link()
-	rec.ACK = b.message()
-	rec.Bound = b.at()
-	return &held{fam: fam, rec: rec, bound: b}
+// stamp writes the answer of b into the record: the interface it was bound on (a
+// record of an earlier version gets its identity here), the message and its time.
+func stamp(rec *leasefile.Record, b binding) {
+	rec.ID, rec.ACK, rec.Bound = b.link(), b.message(), b.at()
 }
 
 // heldFromRecord rebuilds a kept lease.
@@ -214,9 +212,7 @@ func (d *Daemon) rebound(h *held, b binding) {
 	h.expired = false
 	h.mu.Unlock()
 	rec := *h.rec
-	rec.ID = b.link() // a record of an earlier version gets its identity here
-	rec.ACK = b.message()
-	rec.Bound = b.at()
+	stamp(&rec, b)
 	if err := d.store.Save(&rec); err != nil {
 		d.log.Printf("%s: %v", h.who(), err)
 	}

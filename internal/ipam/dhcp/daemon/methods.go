@@ -125,7 +125,8 @@ func (d *Daemon) keep(args *wire.CmdArgs, conf *dhcpconf.Config, netns string, f
 	rec := &leasefile.Record{Family: f, ClientID: dhcpconf.ClientID(args.ContainerID, conf.Network, args.IfName),
 		ContainerID: args.ContainerID, Network: conf.Network, IfName: args.IfName, Netns: netns, Priority: conf.Priority}
 	recordOptions(rec, opts)
-	h := newHeld(fam, rec, b)
+	stamp(rec, b)
+	h := &held{fam: fam, rec: rec, bound: b}
 	if err := d.store.Save(h.rec); err != nil {
 		return nil, cnierror.Newf(cnierror.CodeIO, "dhcp: keeping the lease: %v", err)
 	}

@@ -79,25 +79,17 @@ func kept(r *leasefile.Record) (binding, error) {
 		}
 		return b, nil
 	}
-	ack, err := parseACK(r.ACK)
-	if err != nil {
-		return nil, err
-	}
-	return bound4{&lease.Bound{ACK: ack, At: r.Bound, Link: r.ID}}, nil
-}
-
-var errNoACK = errors.New("kept lease has no valid DHCPACK or REPLY")
-
-func parseACK(b []byte) (*dhcpv4.DHCPv4, error) {
-	ack, err := dhcpv4.FromBytes(b)
+	ack, err := dhcpv4.FromBytes(r.ACK)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errNoACK, err)
 	}
 	if ack.MessageType() != dhcpv4.MessageTypeAck {
 		return nil, errNoACK
 	}
-	return ack, nil
+	return bound4{&lease.Bound{ACK: ack, At: r.Bound, Link: r.ID}}, nil
 }
+
+var errNoACK = errors.New("kept lease has no valid DHCPACK or REPLY")
 
 // v4 is the DHCPv4 family.
 type v4 struct{ c *lease.Client }
@@ -147,12 +139,14 @@ func (b bound4) result(priority int) (*result.Result, error) { return b.Result(p
 func (b bound4) link() linkid.ID                             { return b.Link }
 func (b bound4) message() []byte                             { return b.ACK.ToBytes() }
 func (b bound4) at() time.Time                               { return b.At }
+func (b bound4) addr() string                                { return addrText(b.Addr()) }
 
-func (b bound4) addr() string {
-	if p, err := b.Addr(); err == nil {
-		return p.String()
+// addrText is a lease's address for the log: "?" when its answer names none.
+func addrText[A fmt.Stringer](a A, err error) string {
+	if err != nil {
+		return "?"
 	}
-	return "?"
+	return a.String()
 }
 
 // v6 is the DHCPv6 family.
@@ -204,10 +198,4 @@ func (b bound6) result(int) (*result.Result, error) { return b.Result() }
 func (b bound6) link() linkid.ID                    { return b.Link }
 func (b bound6) message() []byte                    { return b.Reply.ToBytes() }
 func (b bound6) at() time.Time                      { return b.At }
-
-func (b bound6) addr() string {
-	if a, err := b.Addr(); err == nil {
-		return a.String()
-	}
-	return "?"
-}
+func (b bound6) addr() string                       { return addrText(b.Addr()) }

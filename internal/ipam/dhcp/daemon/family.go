@@ -55,15 +55,21 @@ func (d *Daemon) target(netns, ifName string) linkid.Target {
 	return linkid.Target{Netns: d.opts.HostPrefix + filepath.Clean(netns), IfName: ifName, Host: d.host}
 }
 
-// newFamily makes the client of one family for an attachment (netns as the runtime gave
-// it, made absolute).
-func (d *Daemon) newFamily(f leasefile.Family, id, netns, ifName string, o clientOptions) family {
-	t := d.target(netns, ifName)
-	if f == leasefile.DHCPv6 {
-		return &v6{c: &lease6.Client{ClientID: id, Target: t, Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}}
+// newFamily makes the client of a lease's family for its attachment, sending the
+// record's options.
+func (d *Daemon) newFamily(r *leasefile.Record) family {
+	t := d.target(r.Netns, r.IfName)
+	if r.Family == leasefile.DHCPv6 {
+		return &v6{c: &lease6.Client{ClientID: r.ClientID, Target: t, Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}}
 	}
-	return &v4{c: &lease.Client{ID: id, Target: t, Provide: o.provide, Request: o.request, Broadcast: d.opts.Broadcast,
-		Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}}
+	c := &lease.Client{ID: r.ClientID, Target: t, Broadcast: d.opts.Broadcast, Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}
+	for _, p := range r.Provide {
+		c.Provide = append(c.Provide, dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(uint8(p.Code)), p.Value))
+	}
+	for _, code := range r.Request {
+		c.Request = append(c.Request, dhcpv4.GenericOptionCode(uint8(code)))
+	}
+	return &v4{c: c}
 }
 
 // kept rebuilds the binding of a record.

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
-
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
@@ -44,7 +42,7 @@ func (d *Daemon) heldFromRecord(r *leasefile.Record) (*held, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &held{fam: d.newFamily(r.Family, r.ClientID, r.Netns, r.IfName, optionsOf(r)), rec: r, bound: b}, nil
+	return &held{fam: d.newFamily(r), rec: r, bound: b}, nil
 }
 
 // who names the lease in the log: its client id, and the family when it is DHCPv6.
@@ -262,33 +260,5 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
-	}
-}
-
-// clientOptions are the options a DHCPv4 lease's requests carry.
-type clientOptions struct {
-	provide []dhcpv4.Option
-	request []dhcpv4.OptionCode
-}
-
-// optionsOf reads a kept lease's options back.
-func optionsOf(r *leasefile.Record) clientOptions {
-	var o clientOptions
-	for _, p := range r.Provide {
-		o.provide = append(o.provide, dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(uint8(p.Code)), p.Value))
-	}
-	for _, c := range r.Request {
-		o.request = append(o.request, dhcpv4.GenericOptionCode(uint8(c)))
-	}
-	return o
-}
-
-// recordOptions is optionsOf's inverse.
-func recordOptions(r *leasefile.Record, o clientOptions) {
-	for _, p := range o.provide {
-		r.Provide = append(r.Provide, leasefile.Option{Code: int(p.Code.Code()), Value: p.Value.ToBytes()})
-	}
-	for _, c := range o.request {
-		r.Request = append(r.Request, int(c.Code()))
 	}
 }

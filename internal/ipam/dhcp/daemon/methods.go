@@ -85,12 +85,11 @@ func (d *Daemon) allocate(args *wire.CmdArgs, conf *dhcpconf.Config, id string, 
 
 // acquire gets a new lease of one family and keeps it on disk.
 func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f leasefile.Family) (*held, error) {
-	netns, err := filepath.Abs(args.Netns)
+	rec, err := newRecord(args, conf, f)
 	if err != nil {
-		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "netns %q: %v", args.Netns, err)
+		return nil, err
 	}
-	opts := clientOptions{provide: conf.Provide, request: conf.Request}
-	fam := d.newFamily(f, id, netns, args.IfName, opts)
+	fam := d.newFamily(rec)
 	ctx, cancel := context.WithTimeout(d.ctx, d.opts.ResendTimeout)
 	defer cancel()
 	b, err := fam.acquire(ctx)
@@ -107,7 +106,7 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f
 		_ = fam.release(b)
 		return nil, cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: the %s server's lease on %s is refused: %v", id, f, args.IfName, err)
 	}
-	h, err := d.keep(args, conf, netns, f, fam, opts, b)
+	h, err := d.keep(rec, fam, b)
 	if err != nil {
 		_ = fam.release(b)
 		return nil, err
@@ -119,15 +118,30 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f
 	return h, nil
 }
 
-// keep records a new binding on disk and in the table. The caller holds the client id's
-// lock and starts the upkeep.
-func (d *Daemon) keep(args *wire.CmdArgs, conf *dhcpconf.Config, netns string, f leasefile.Family, fam family, opts clientOptions, b binding) (*held, error) {
+// newRecord is the record of a new lease of family f for the call's attachment: its
+// netns made absolute, and the options its requests carry.
+func newRecord(args *wire.CmdArgs, conf *dhcpconf.Config, f leasefile.Family) (*leasefile.Record, error) {
+	netns, err := filepath.Abs(args.Netns)
+	if err != nil {
+		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "netns %q: %v", args.Netns, err)
+	}
 	rec := &leasefile.Record{Family: f, ClientID: dhcpconf.ClientID(args.ContainerID, conf.Network, args.IfName),
 		ContainerID: args.ContainerID, Network: conf.Network, IfName: args.IfName, Netns: netns, Priority: conf.Priority}
-	recordOptions(rec, opts)
+	for _, p := range conf.Provide {
+		rec.Provide = append(rec.Provide, leasefile.Option{Code: int(p.Code.Code()), Value: p.Value.ToBytes()})
+	}
+	for _, c := range conf.Request {
+		rec.Request = append(rec.Request, int(c.Code()))
+	}
+	return rec, nil
+}
+
+// keep records a new binding on disk and in the table. The caller holds the client id's
+// lock and starts the upkeep.
+func (d *Daemon) keep(rec *leasefile.Record, fam family, b binding) (*held, error) {
 	stamp(rec, b)
 	h := &held{fam: fam, rec: rec, bound: b}
-	if err := d.store.Save(h.rec); err != nil {
+	if err := d.store.Save(rec); err != nil {
 		return nil, cnierror.Newf(cnierror.CodeIO, "dhcp: keeping the lease: %v", err)
 	}
 	d.mu.Lock()
@@ -194,12 +208,11 @@ func (d *Daemon) adopt(args *wire.CmdArgs, id string) *held {
 		network, _ := dhcpconf.NetworkName(args.StdinData)
 		conf = &dhcpconf.Config{Network: network}
 	}
-	netns, err := filepath.Abs(args.Netns)
+	rec, err := newRecord(args, conf, leasefile.DHCPv4)
 	if err != nil {
 		return nil
 	}
-	opts := clientOptions{provide: conf.Provide, request: conf.Request}
-	fam := d.newFamily(leasefile.DHCPv4, id, netns, args.IfName, opts)
+	fam := d.newFamily(rec)
 	ctx, cancel := context.WithTimeout(d.ctx, d.opts.Timeout)
 	defer cancel()
 	b, err := fam.(*v4).adopt(ctx, addr.AsSlice())
@@ -207,7 +220,7 @@ func (d *Daemon) adopt(args *wire.CmdArgs, id string) *held {
 		d.log.Printf("%s: no lease of ours; taking over %s (prevResult) failed: %v", id, addr, err)
 		return nil
 	}
-	h, err := d.keep(args, conf, netns, leasefile.DHCPv4, fam, opts, b)
+	h, err := d.keep(rec, fam, b)
 	if err != nil {
 		d.log.Printf("%s: %v", id, err)
 		_ = fam.release(b)

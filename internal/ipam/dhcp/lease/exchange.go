@@ -54,14 +54,17 @@ type Bound struct {
 var ErrNak = errors.New("server answered DHCPNAK")
 
 // Acquire runs DISCOVER/OFFER/REQUEST/ACK until a lease is bound or ctx ends, resending
-// with a growing pause as the reference does.
+// with a growing pause as the reference does (Retry). The namespace and interface are
+// looked up afresh each time, so a vanished one ends the retries at once.
 func (c *Client) Acquire(ctx context.Context) (*Bound, error) {
-	return c.withRetry(ctx, nil, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
-		l, err := nc.Request(ctx, c.modifiers()...)
-		if err != nil {
-			return nil, err
-		}
-		return l.ACK, nil
+	return Retry(ctx, c.ResendMax, c.Logf, c.ID, func() (*Bound, error) {
+		return c.once(ctx, nil, func(nc *nclient4.Client, _ net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
+			l, err := nc.Request(ctx, c.modifiers()...)
+			if err != nil {
+				return nil, err
+			}
+			return l.ACK, nil
+		})
 	})
 }
 
@@ -169,17 +172,10 @@ func (c *Client) once(ctx context.Context, want *linkid.ID, fn func(*nclient4.Cl
 	return &Bound{ACK: ack, At: time.Now(), Link: id}, nil
 }
 
-// withRetry repeats an exchange (see Retry) until it succeeds or ctx ends. The namespace
-// and interface are looked up afresh each time, so a vanished one ends the retries at
-// once.
-func (c *Client) withRetry(ctx context.Context, want *linkid.ID, fn func(*nclient4.Client, net.HardwareAddr) (*dhcpv4.DHCPv4, error)) (*Bound, error) {
-	return Retry(ctx, c.ResendMax, c.logf(), func() (*Bound, error) { return c.once(ctx, want, fn) })
-}
-
 // Retry repeats try with a pause of 4 s doubling up to resendMax (plus up to a second
 // of jitter), as the reference does, until it succeeds, fails for good (Final) or ctx
-// ends; logf hears of each failed attempt.
-func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format string, a ...any), try func() (T, error)) (T, error) {
+// ends; logf, when set, hears of each failed attempt, under who (the lease's name).
+func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format string, a ...any), who string, try func() (T, error)) (T, error) {
 	pause := 4 * time.Second
 	for {
 		v, err := try()
@@ -187,7 +183,9 @@ func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format
 			return v, err
 		}
 		wait := pause + jitter()
-		logf("attempt failed: %v; retrying in %s", err, wait.Round(time.Millisecond))
+		if logf != nil {
+			logf("%s: attempt failed: %v; retrying in %s", who, err, wait.Round(time.Millisecond))
+		}
 		if rest, ok := ctx.Deadline(); ok && time.Until(rest) < wait {
 			wait = time.Until(rest)
 		}
@@ -199,15 +197,6 @@ func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format
 		}
 		if pause *= 2; pause > resendMax && resendMax > 0 {
 			pause = resendMax
-		}
-	}
-}
-
-// logf logs through Logf, each line under the client id.
-func (c *Client) logf() func(format string, a ...any) {
-	return func(format string, a ...any) {
-		if c.Logf != nil {
-			c.Logf("%s: "+format, append([]any{c.ID}, a...)...)
 		}
 	}
 }
@@ -292,7 +281,7 @@ func waitRunning(name string) {
 
 // modifiers are what every request of this client carries.
 func (c *Client) modifiers() []dhcpv4.Modifier {
-	mods := []dhcpv4.Modifier{c.clientIDModifier()}
+	mods := []dhcpv4.Modifier{withClientID(c.ID)}
 	if len(c.Request) > 0 {
 		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptParameterRequestList(c.Request...)))
 	}
@@ -304,8 +293,6 @@ func (c *Client) modifiers() []dhcpv4.Modifier {
 	}
 	return mods
 }
-
-func (c *Client) clientIDModifier() dhcpv4.Modifier { return withClientID(c.ID) }
 
 // withClientID sets option 61 as the reference does: type 0 (not a hardware address)
 // followed by the text.

@@ -75,8 +75,7 @@ func add(req *skel.Request) (*result.Result, error) {
 // its disk, and the daemon releases it when it finds the namespace gone or on GC.
 func del(req *skel.Request) error {
 	err := call(req, socketPath(req.Config), "DHCP.Release", &wire.Empty{})
-	var unreachable *wire.UnreachableError
-	if errors.As(err, &unreachable) {
+	if _, unreachable := errors.AsType[*wire.UnreachableError](err); unreachable {
 		fmt.Fprintf(req.Stderr, "dhcp: DEL: %v; nothing released now\n", err)
 		return nil
 	}
@@ -112,11 +111,11 @@ func gc(req *skel.Request) error {
 // reference daemon's "no such method", means it is up.
 func status(req *skel.Request) error {
 	err := call(req, socketPath(req.Config), "DHCP.Status", &wire.Empty{})
-	var unreachable *wire.UnreachableError
+	_, unreachable := errors.AsType[*wire.UnreachableError](err)
 	switch {
 	case err == nil || wire.IsUnknownMethod(err):
 		return nil
-	case errors.As(err, &unreachable):
+	case unreachable:
 		return cnierror.Newf(cnierror.CodeNotAvailable, "dhcp: %v", err)
 	}
 	return cniError(err)
@@ -146,14 +145,14 @@ func call(req *skel.Request, socket, method string, reply any) error {
 // a daemon that refuses the caller is an internal error; a daemon that is not there or
 // did not answer in time is "try again later" (11).
 func cniError(err error) error {
-	var se wire.ServerError
-	var unreachable *wire.UnreachableError
+	se, served := errors.AsType[wire.ServerError](err)
+	_, unreachable := errors.AsType[*wire.UnreachableError](err)
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &se):
+	case served:
 		return se.Err()
-	case errors.As(err, &unreachable) && errors.Is(err, wire.ErrNotSocket):
+	case unreachable && errors.Is(err, wire.ErrNotSocket):
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.daemonSocketPath: %v", err)
 	case errors.Is(err, wire.ErrRefused):
 		return cnierror.Newf(cnierror.CodeInternal, "dhcp: %v", err) // no later try fares better

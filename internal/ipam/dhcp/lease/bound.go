@@ -187,10 +187,7 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 	return netip.PrefixFrom(a, ones).Masked(), true
 }
 
-func v4(ip net.IP) (netip.Addr, bool) {
-	a, ok := netip.AddrFromSlice(ip.To4())
-	return a, ok && ip.To4() != nil
-}
+func v4(ip net.IP) (netip.Addr, bool) { return netip.AddrFromSlice(ip.To4()) }
 
 func firstV4(ips []net.IP) (netip.Addr, bool) {
 	for _, ip := range ips {

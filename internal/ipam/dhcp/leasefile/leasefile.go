@@ -208,7 +208,11 @@ func (s *Store) Load() ([]*Record, []error) {
 		if !strings.HasSuffix(name, suffix) {
 			continue
 		}
-		r, err := s.read(name)
+		data, err := s.dir.ReadFile(name, maxSize)
+		var r *Record
+		if err == nil {
+			r, err = Decode(data, name)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("lease file %s: %w", name, err))
 			continue
@@ -216,14 +220,6 @@ func (s *Store) Load() ([]*Record, []error) {
 		recs = append(recs, r)
 	}
 	return recs, errs
-}
-
-func (s *Store) read(name string) (*Record, error) {
-	data, err := s.dir.ReadFile(name, maxSize)
-	if err != nil {
-		return nil, err
-	}
-	return Decode(data, name)
 }
 
 // Decode parses a lease file's content and checks that it belongs under name (or any

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +53,7 @@ func (d *Daemon) Allocate(args *wire.CmdArgs) (*wire.Result, error) {
 		wg.Go(func() { hs[i], fresh[i], errs[i] = d.allocate(args, conf, id, f) })
 	}
 	wg.Wait()
-	if err := firstError(errs); err != nil {
+	if err := cmp.Or(errs...); err != nil { // the first family's failure
 		for i, h := range hs {
 			if fresh[i] && h != nil {
 				d.log.Printf("%s: the other family failed (%v); releasing %s", h.who(), err, h.addrText())
@@ -179,15 +180,6 @@ func results(hs []*held, conf *dhcpconf.Config) (*wire.Result, error) {
 		out.Routes = append(out.Routes, rt)
 	}
 	return wire.FromResult(out), nil
-}
-
-func firstError(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // adopt takes over the DHCPv4 lease of an attachment this daemon holds nothing for but

@@ -233,10 +233,7 @@ func (c *Client) open(want *linkid.ID) (*nclient4.Client, net.HardwareAddr, link
 		nc, err = nclient4.New(l.Attrs().Name, nclient4.WithTimeout(first), nclient4.WithRetry(tries), nclient4.WithHWAddr(hw))
 		return err
 	})
-	if err != nil {
-		return nil, nil, id, err
-	}
-	return nc, hw, id, nil
+	return nc, hw, id, err // with err, the callers use only id
 }
 
 // SetUp sets a link that is still down up and waits (a little) for its carrier, inside

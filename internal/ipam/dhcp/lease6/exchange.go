@@ -221,10 +221,7 @@ func (c *Client) open(want *linkid.ID, timeout time.Duration) (*nclient6.Client,
 		}
 		return err
 	})
-	if err != nil {
-		return nil, id, err
-	}
-	return nc, id, nil
+	return nc, id, err // with err, the callers use only id
 }
 
 // ready enables IPv6 on the link and sets it up, and returns its MAC.

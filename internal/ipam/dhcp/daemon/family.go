@@ -21,7 +21,6 @@ import (
 // family is one protocol's client of one attachment, as the upkeep drives it: DHCPv4
 // (package lease) or DHCPv6 (package lease6).
 type family interface {
-	target() linkid.Target
 	acquire(ctx context.Context) (binding, error)
 	// confirm checks a kept lease after a restart and extends it: DHCPv4's INIT-REBOOT,
 	// DHCPv6's REBIND.
@@ -100,8 +99,6 @@ var errNoACK = errors.New("kept lease has no valid DHCPACK or REPLY")
 // v4 is the DHCPv4 family.
 type v4 struct{ c *lease.Client }
 
-func (f *v4) target() linkid.Target { return f.c.Target }
-
 func (f *v4) acquire(ctx context.Context) (binding, error) { return wrap4(f.c.Acquire(ctx)) }
 
 func (f *v4) confirm(ctx context.Context, b binding) (binding, error) {
@@ -157,8 +154,6 @@ func addrText[A fmt.Stringer](a A, err error) string {
 
 // v6 is the DHCPv6 family.
 type v6 struct{ c *lease6.Client }
-
-func (f *v6) target() linkid.Target { return f.c.Target }
 
 func (f *v6) acquire(ctx context.Context) (binding, error) { return wrap6(f.c.Acquire(ctx)) }
 

@@ -246,7 +246,7 @@ func (d *Daemon) lose(h *held) error {
 	b, _ := h.snapshot()
 	err := h.fam.lose(b)
 	if err != nil {
-		d.log.Printf("%s: withdrawing %s from %s: %v", h.who(), b.addr(), h.fam.target().IfName, err)
+		d.log.Printf("%s: withdrawing %s from %s: %v", h.who(), b.addr(), h.rec.IfName, err)
 	}
 	return err
 }

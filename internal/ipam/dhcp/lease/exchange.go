@@ -104,8 +104,7 @@ func (c *Client) initReboot(ctx context.Context, want *linkid.ID, addr net.IP) (
 func (c *Client) Renew(ctx context.Context, b *Bound) (*Bound, error) {
 	return c.once(ctx, &b.Link, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
 		l, err := nc.Renew(ctx, &nclient4.Lease{Offer: b.ACK, ACK: b.ACK}, c.modifiers()...)
-		var nak *nclient4.ErrNak
-		if errors.As(err, &nak) {
+		if nak, ok := errors.AsType[*nclient4.ErrNak](err); ok {
 			return nil, fmt.Errorf("%w: %s", ErrNak, nak.Nak.Message())
 		}
 		if err != nil {

@@ -109,22 +109,33 @@ func (d *Daemon) reboot(ctx context.Context, h *held) bool {
 	}
 	nb, err := h.fam.confirm(ctx, b)
 	d.heard(h, err)
-	switch {
-	case err == nil:
-		d.rebound(h, nb)
-		return true
-	case d.ended(h, err):
-		return false
-	case h.fam.refused(err):
+	if done, goOn := d.settled(ctx, h, nb, err, func() {
 		d.log.Printf("%s: server refused the kept address %s: %v; withdrawing it", h.who(), b.addr(), err)
 		d.lose(h)
 		d.forget(h)
-		return false
-	case ctx.Err() != nil:
-		return false
+	}); done {
+		return goOn
 	}
 	d.log.Printf("%s: no answer confirming the kept lease (%v); renewing at T1", h.who(), err)
 	return true
+}
+
+// settled acts on an exchange's outcome where it decides the upkeep, and says whether it
+// did (done) and then whether the upkeep goes on: an answer extends the lease; an
+// attachment that is gone (ended), a refusal (after refuse) or the daemon's stop ends
+// it. No answer is the caller's to handle.
+func (d *Daemon) settled(ctx context.Context, h *held, nb binding, err error, refuse func()) (done, goOn bool) {
+	switch {
+	case err == nil:
+		d.rebound(h, nb)
+		return true, true
+	case d.ended(h, err):
+	case h.fam.refused(err):
+		refuse()
+	case ctx.Err() == nil:
+		return false, false
+	}
+	return true, false
 }
 
 // ended handles the errors that end a lease's upkeep because its attachment is gone
@@ -180,18 +191,11 @@ func (d *Daemon) renewOnce(ctx context.Context, h *held, b binding, rebind bool)
 	if ctx.Err() == nil && !lease.Final(err) {
 		d.renewed(h, phase, start, err)
 	}
-	switch {
-	case err == nil:
-		d.rebound(h, nb)
-		return true
-	case d.ended(h, err):
-		return false
-	case h.fam.refused(err):
+	if done, goOn := d.settled(ctx, h, nb, err, func() {
 		d.log.Printf("%s: %s refused: %v", h.who(), phase, err)
 		d.expire(h)
-		return false
-	case ctx.Err() != nil:
-		return false
+	}); done {
+		return goOn
 	}
 	wait := min(max(time.Until(next)/2, time.Second), time.Minute)
 	d.log.Printf("%s: %s failed: %v; next try in %s", h.who(), phase, err, wait.Round(time.Second))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv6"
@@ -43,21 +42,16 @@ type binding interface {
 	Times() lease.Times
 	result(priority int) (*result.Result, error)
 	addr() string
-	link() linkid.ID
-	// message is the server's answer as it came on the wire, for the lease file.
-	message() []byte
-	at() time.Time
+	// stamp writes the answer into the lease's record: the interface it was bound on (a
+	// record of an earlier version gets its identity here), the message as it came on
+	// the wire, and its time.
+	stamp(rec *leasefile.Record)
 }
 
-// target is the attachment's interface as this daemon finds it.
-func (d *Daemon) target(netns, ifName string) linkid.Target {
-	return linkid.Target{Netns: d.opts.HostPrefix + filepath.Clean(netns), IfName: ifName, Host: d.host}
-}
-
-// newFamily makes the client of a lease's family for its attachment, sending the
-// record's options.
+// newFamily makes the client of a lease's family for its attachment, found as this
+// daemon sees it (its host prefix before the netns), sending the record's options.
 func (d *Daemon) newFamily(r *leasefile.Record) family {
-	t := d.target(r.Netns, r.IfName)
+	t := linkid.Target{Netns: d.opts.HostPrefix + filepath.Clean(r.Netns), IfName: r.IfName, Host: d.host}
 	if r.Family == leasefile.DHCPv6 {
 		return &v6{c: &lease6.Client{ClientID: r.ClientID, Target: t, Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}}
 	}
@@ -139,10 +133,8 @@ func wrap4(b *lease.Bound, err error) (binding, error) {
 type bound4 struct{ *lease.Bound }
 
 func (b bound4) result(priority int) (*result.Result, error) { return b.Result(priority) }
-func (b bound4) link() linkid.ID                             { return b.Link }
-func (b bound4) message() []byte                             { return b.ACK.ToBytes() }
-func (b bound4) at() time.Time                               { return b.At }
 func (b bound4) addr() string                                { return addrText(b.Addr()) }
+func (b bound4) stamp(r *leasefile.Record)                   { r.ID, r.ACK, r.Bound = b.Link, b.ACK.ToBytes(), b.At }
 
 // addrText is a lease's address for the log: "?" when its answer names none.
 func addrText[A fmt.Stringer](a A, err error) string {
@@ -196,7 +188,5 @@ type bound6 struct{ *lease6.Bound }
 
 // result is the lease's address and DNS; priority has no routes to apply to.
 func (b bound6) result(int) (*result.Result, error) { return b.Result() }
-func (b bound6) link() linkid.ID                    { return b.Link }
-func (b bound6) message() []byte                    { return b.Reply.ToBytes() }
-func (b bound6) at() time.Time                      { return b.At }
 func (b bound6) addr() string                       { return addrText(b.Addr()) }
+func (b bound6) stamp(r *leasefile.Record)          { r.ID, r.ACK, r.Bound = b.Link, b.Reply.ToBytes(), b.At }

@@ -30,12 +30,6 @@ type held struct {
 	done chan struct{}
 }
 
-// stamp writes the answer of b into the record: the interface it was bound on (a
-// record of an earlier version gets its identity here), the message and its time.
-func stamp(rec *leasefile.Record, b binding) {
-	rec.ID, rec.ACK, rec.Bound = b.link(), b.message(), b.at()
-}
-
 // heldFromRecord rebuilds a kept lease.
 func (d *Daemon) heldFromRecord(r *leasefile.Record) (*held, error) {
 	b, err := kept(r)
@@ -214,7 +208,7 @@ func (d *Daemon) rebound(h *held, b binding) {
 	h.expired = false
 	h.mu.Unlock()
 	rec := *h.rec
-	stamp(&rec, b)
+	b.stamp(&rec)
 	if err := d.store.Save(&rec); err != nil {
 		d.log.Printf("%s: %v", h.who(), err)
 	}

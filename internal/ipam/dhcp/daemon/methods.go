@@ -140,7 +140,7 @@ func newRecord(args *wire.CmdArgs, conf *dhcpconf.Config, f leasefile.Family) (*
 // keep records a new binding on disk and in the table. The caller holds the client id's
 // lock and starts the upkeep.
 func (d *Daemon) keep(rec *leasefile.Record, fam family, b binding) (*held, error) {
-	stamp(rec, b)
+	b.stamp(rec)
 	h := &held{fam: fam, rec: rec, bound: b}
 	if err := d.store.Save(rec); err != nil {
 		return nil, cnierror.Newf(cnierror.CodeIO, "dhcp: keeping the lease: %v", err)

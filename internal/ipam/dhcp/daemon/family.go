@@ -149,9 +149,8 @@ type v6 struct{ c *lease6.Client }
 
 func (f *v6) acquire(ctx context.Context) (binding, error) { return wrap6(f.c.Acquire(ctx)) }
 
-func (f *v6) confirm(ctx context.Context, b binding) (binding, error) {
-	return wrap6(f.c.Rebind(ctx, b.(bound6).Bound))
-}
+// confirm is a REBIND, which any server answers (see lease6.Client.Rebind).
+func (f *v6) confirm(ctx context.Context, b binding) (binding, error) { return f.renew(ctx, b, true) }
 
 func (f *v6) renew(ctx context.Context, b binding, rebind bool) (binding, error) {
 	if rebind {

@@ -30,15 +30,6 @@ type held struct {
 	done chan struct{}
 }
 
-// heldFromRecord rebuilds a kept lease.
-func (d *Daemon) heldFromRecord(r *leasefile.Record) (*held, error) {
-	b, err := kept(r)
-	if err != nil {
-		return nil, err
-	}
-	return &held{fam: d.newFamily(r), rec: r, bound: b}, nil
-}
-
 // who names the lease in the log: its client id, and the family when it is DHCPv6.
 func (h *held) who() string {
 	if h.rec.Family == leasefile.DHCPv6 {

@@ -93,8 +93,14 @@ func (c *Client) initReboot(ctx context.Context, want *linkid.ID, addr net.IP) (
 		if err != nil {
 			return nil, err
 		}
-		return c.ackOrNak(nc.SendAndRead(ctx, nclient4.DefaultServers, req,
-			nclient4.IsMessageType(dhcpv4.MessageTypeAck, dhcpv4.MessageTypeNak)))
+		p, err := nc.SendAndRead(ctx, nclient4.DefaultServers, req, nclient4.IsMessageType(dhcpv4.MessageTypeAck, dhcpv4.MessageTypeNak))
+		if err != nil {
+			return nil, err
+		}
+		if p.MessageType() == dhcpv4.MessageTypeNak {
+			return nil, fmt.Errorf("%w: %s", ErrNak, p.Message())
+		}
+		return p, nil
 	})
 }
 
@@ -198,16 +204,6 @@ func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format
 			pause = resendMax
 		}
 	}
-}
-
-func (c *Client) ackOrNak(p *dhcpv4.DHCPv4, err error) (*dhcpv4.DHCPv4, error) {
-	if err != nil {
-		return nil, err
-	}
-	if p.MessageType() == dhcpv4.MessageTypeNak {
-		return nil, fmt.Errorf("%w: %s", ErrNak, p.Message())
-	}
-	return p, nil
 }
 
 // Final says whether err ends the attempts at once: the attachment is gone (or never was

@@ -96,10 +96,7 @@ func (b *Bound) Result(priority int) (*result.Result, error) {
 		return nil, err
 	}
 	res := &result.Result{CNIVersion: "1.1.0"}
-	ipc := result.IPConfig{Address: addr}
-	if gw, ok := firstV4(b.ACK.Router()); ok {
-		ipc.Gateway = gw
-	}
+	ipc := result.IPConfig{Address: addr, Gateway: firstV4(b.ACK.Router())}
 	res.IPs = []result.IPConfig{ipc}
 	res.Routes = routes(b.ACK, ipc.Gateway)
 	for i := range res.Routes {
@@ -189,13 +186,14 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 
 func v4(ip net.IP) (netip.Addr, bool) { return netip.AddrFromSlice(ip.To4()) }
 
-func firstV4(ips []net.IP) (netip.Addr, bool) {
+// firstV4 is the first IPv4 address of ips that is not 0.0.0.0, or none.
+func firstV4(ips []net.IP) netip.Addr {
 	for _, ip := range ips {
 		if a, ok := v4(ip); ok && !a.IsUnspecified() {
-			return a, true
+			return a
 		}
 	}
-	return netip.Addr{}, false
+	return netip.Addr{}
 }
 
 // jitter is up to a second, so that leases acquired together do not resend together.

@@ -11,6 +11,7 @@
 package dhcp
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,10 +65,10 @@ func add(req *skel.Request) (*result.Result, error) {
 	if len(res.IPs) == 0 {
 		return nil, cnierror.New(cnierror.CodeInternal, "dhcp: the daemon returned a lease without an address")
 	}
-	if res.CNIVersion == "" {
-		res.CNIVersion = "1.0.0" // what the reference daemon's result type is
-	}
-	return res, nil // skel converts it to the config's version
+	// A version left out is 1.0.0, the reference daemon's result type; skel converts the
+	// result to the config's version.
+	res.CNIVersion = cmp.Or(res.CNIVersion, "1.0.0")
+	return res, nil
 }
 
 // del releases the lease. It reads only the socket path: a DEL must not fail on config

@@ -6,6 +6,7 @@
 package dhcpconf
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -135,11 +136,8 @@ func Parse(data []byte, cniArgs string) (*Config, error) {
 	if raw.IPAM == nil {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam: IPAM config missing 'ipam' key")
 	}
-	c := &Config{Network: raw.Name, SocketPath: raw.IPAM.DaemonSocketPath, Priority: raw.IPAM.Priority,
+	c := &Config{Network: raw.Name, SocketPath: cmp.Or(raw.IPAM.DaemonSocketPath, DefaultSocketPath), Priority: raw.IPAM.Priority,
 		Valid: skel.GCAttachments(raw.Valid, raw.Legacy)}
-	if c.SocketPath == "" {
-		c.SocketPath = DefaultSocketPath
-	}
 	if c.Priority < 0 {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.priority: %d is negative", c.Priority)
 	}

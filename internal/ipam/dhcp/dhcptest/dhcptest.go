@@ -18,6 +18,7 @@ package dhcptest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -133,10 +134,7 @@ func (l *Lab) RestartServer(o Options) {
 func (l *Lab) startDnsmasq(o Options) {
 	dir := l.t.TempDir()
 	l.LeaseFile = filepath.Join(dir, "dnsmasq.leases")
-	lt := o.LeaseTime
-	if lt == 0 {
-		lt = time.Hour
-	}
+	lt := cmp.Or(o.LeaseTime, time.Hour)
 	pool := o.Pool
 	if pool[0] == "" {
 		pool = [2]string{"10.99.0.50", "10.99.0.150"}

@@ -164,9 +164,7 @@ func results(hs []*held, conf *dhcpconf.Config) (*wire.Result, error) {
 		out.IPs = append(out.IPs, r.IPs...)
 		out.Routes = append(out.Routes, r.Routes...)
 		out.DNS.Nameservers = append(out.DNS.Nameservers, r.DNS.Nameservers...)
-		if out.DNS.Domain == "" {
-			out.DNS.Domain = r.DNS.Domain
-		}
+		out.DNS.Domain = cmp.Or(out.DNS.Domain, r.DNS.Domain)
 		for _, s := range r.DNS.Search {
 			if !slices.Contains(out.DNS.Search, s) {
 				out.DNS.Search = append(out.DNS.Search, s)
@@ -174,9 +172,7 @@ func results(hs []*held, conf *dhcpconf.Config) (*wire.Result, error) {
 		}
 	}
 	for _, rt := range conf.Routes {
-		if rt.Priority == 0 {
-			rt.Priority = conf.Priority
-		}
+		rt.Priority = cmp.Or(rt.Priority, conf.Priority)
 		out.Routes = append(out.Routes, rt)
 	}
 	return wire.FromResult(out), nil

@@ -84,26 +84,27 @@ func del(req *skel.Request) error {
 }
 
 func check(req *skel.Request) error {
-	conf, err := dhcpconf.Parse(req.Config, req.Args.CNIArgs)
-	if err != nil {
-		return err
-	}
-	err = call(req, conf.SocketPath, "DHCP.Check", &wire.Empty{})
-	if wire.IsUnknownMethod(err) {
-		err = call(req, conf.SocketPath, "DHCP.Allocate", &wire.Result{})
-	}
-	return cniError(err)
+	return callOurs(req, "DHCP.Check", func(socket string) error {
+		return call(req, socket, "DHCP.Allocate", &wire.Result{})
+	})
 }
 
 func gc(req *skel.Request) error {
+	return callOurs(req, "DHCP.GC", func(socket string) error {
+		fmt.Fprintf(req.Stderr, "dhcp: GC: the daemon at %s cannot list its leases (a reference daemon?); nothing collected\n", socket)
+		return nil
+	})
+}
+
+// callOurs calls one of our daemon's own methods at the config's socket; against a
+// daemon that lacks it (the reference's), fallback runs instead.
+func callOurs(req *skel.Request, method string, fallback func(socket string) error) error {
 	conf, err := dhcpconf.Parse(req.Config, req.Args.CNIArgs)
 	if err != nil {
 		return err
 	}
-	err = call(req, conf.SocketPath, "DHCP.GC", &wire.Empty{})
-	if wire.IsUnknownMethod(err) {
-		fmt.Fprintf(req.Stderr, "dhcp: GC: the daemon at %s cannot list its leases (a reference daemon?); nothing collected\n", conf.SocketPath)
-		return nil
+	if err = call(req, conf.SocketPath, method, &wire.Empty{}); wire.IsUnknownMethod(err) {
+		err = fallback(conf.SocketPath)
 	}
 	return cniError(err)
 }

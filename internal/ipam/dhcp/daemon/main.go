@@ -134,10 +134,7 @@ func listener(path string, env []string) (l net.Listener, owned bool, err error)
 		return nil, false, err
 	}
 	l, err = listenPrivate(path)
-	if err != nil {
-		return nil, false, err
-	}
-	return l, true, nil
+	return l, err == nil, err
 }
 
 // socketMode is the daemon socket's: only its own user (root) may connect, whatever the

@@ -11,6 +11,7 @@
 package dhcp
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,10 +65,10 @@ func add(req *skel.Request) (*result.Result, error) {
 	if len(res.IPs) == 0 {
 		return nil, cnierror.New(cnierror.CodeInternal, "dhcp: the daemon returned a lease without an address")
 	}
-	if res.CNIVersion == "" {
-		res.CNIVersion = "1.0.0" // what the reference daemon's result type is
-	}
-	return res, nil // skel converts it to the config's version
+	// A version left out is 1.0.0, the reference daemon's result type; skel converts the
+	// result to the config's version.
+	res.CNIVersion = cmp.Or(res.CNIVersion, "1.0.0")
+	return res, nil
 }
 
 // del releases the lease. It reads only the socket path: a DEL must not fail on config
@@ -75,8 +76,7 @@ func add(req *skel.Request) (*result.Result, error) {
 // its disk, and the daemon releases it when it finds the namespace gone or on GC.
 func del(req *skel.Request) error {
 	err := call(req, socketPath(req.Config), "DHCP.Release", &wire.Empty{})
-	var unreachable *wire.UnreachableError
-	if errors.As(err, &unreachable) {
+	if _, unreachable := errors.AsType[*wire.UnreachableError](err); unreachable {
 		fmt.Fprintf(req.Stderr, "dhcp: DEL: %v; nothing released now\n", err)
 		return nil
 	}
@@ -84,26 +84,27 @@ func del(req *skel.Request) error {
 }
 
 func check(req *skel.Request) error {
-	conf, err := dhcpconf.Parse(req.Config, req.Args.CNIArgs)
-	if err != nil {
-		return err
-	}
-	err = call(req, conf.SocketPath, "DHCP.Check", &wire.Empty{})
-	if wire.IsUnknownMethod(err) {
-		err = call(req, conf.SocketPath, "DHCP.Allocate", &wire.Result{})
-	}
-	return cniError(err)
+	return callOurs(req, "DHCP.Check", func(socket string) error {
+		return call(req, socket, "DHCP.Allocate", &wire.Result{})
+	})
 }
 
 func gc(req *skel.Request) error {
+	return callOurs(req, "DHCP.GC", func(socket string) error {
+		fmt.Fprintf(req.Stderr, "dhcp: GC: the daemon at %s cannot list its leases (a reference daemon?); nothing collected\n", socket)
+		return nil
+	})
+}
+
+// callOurs calls one of our daemon's own methods at the config's socket; against a
+// daemon that lacks it (the reference's), fallback runs instead.
+func callOurs(req *skel.Request, method string, fallback func(socket string) error) error {
 	conf, err := dhcpconf.Parse(req.Config, req.Args.CNIArgs)
 	if err != nil {
 		return err
 	}
-	err = call(req, conf.SocketPath, "DHCP.GC", &wire.Empty{})
-	if wire.IsUnknownMethod(err) {
-		fmt.Fprintf(req.Stderr, "dhcp: GC: the daemon at %s cannot list its leases (a reference daemon?); nothing collected\n", conf.SocketPath)
-		return nil
+	if err = call(req, conf.SocketPath, method, &wire.Empty{}); wire.IsUnknownMethod(err) {
+		err = fallback(conf.SocketPath)
 	}
 	return cniError(err)
 }
@@ -112,11 +113,11 @@ func gc(req *skel.Request) error {
 // reference daemon's "no such method", means it is up.
 func status(req *skel.Request) error {
 	err := call(req, socketPath(req.Config), "DHCP.Status", &wire.Empty{})
-	var unreachable *wire.UnreachableError
+	_, unreachable := errors.AsType[*wire.UnreachableError](err)
 	switch {
 	case err == nil || wire.IsUnknownMethod(err):
 		return nil
-	case errors.As(err, &unreachable):
+	case unreachable:
 		return cnierror.Newf(cnierror.CodeNotAvailable, "dhcp: %v", err)
 	}
 	return cniError(err)
@@ -146,14 +147,14 @@ func call(req *skel.Request, socket, method string, reply any) error {
 // a daemon that refuses the caller is an internal error; a daemon that is not there or
 // did not answer in time is "try again later" (11).
 func cniError(err error) error {
-	var se wire.ServerError
-	var unreachable *wire.UnreachableError
+	se, served := errors.AsType[wire.ServerError](err)
+	_, unreachable := errors.AsType[*wire.UnreachableError](err)
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &se):
+	case served:
 		return se.Err()
-	case errors.As(err, &unreachable) && errors.Is(err, wire.ErrNotSocket):
+	case unreachable && errors.Is(err, wire.ErrNotSocket):
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.daemonSocketPath: %v", err)
 	case errors.Is(err, wire.ErrRefused):
 		return cnierror.Newf(cnierror.CodeInternal, "dhcp: %v", err) // no later try fares better

@@ -27,17 +27,15 @@ type Args struct {
 func Routes(field string, in []Route) ([]result.Route, error) {
 	var out []result.Route
 	for i, r := range in {
-		dst, err := netip.ParsePrefix(r.Dst)
+		dst, err := ParseCIDR(Field(field, i)+".dst", r.Dst)
 		if err != nil {
-			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s[%d].dst: invalid CIDR %q", field, i, r.Dst)
+			return nil, err
 		}
-		rt := result.Route{Dst: result.Unmap(dst), MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope}
+		rt := result.Route{Dst: dst, MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope}
 		if r.GW != "" {
-			gw, err := ParseAddr(fmt.Sprintf("%s[%d].gw", field, i), r.GW)
-			if err != nil {
+			if rt.GW, err = ParseAddr(Field(field, i)+".gw", r.GW); err != nil {
 				return nil, err
 			}
-			rt.GW = gw
 		}
 		out = append(out, rt)
 	}

@@ -5,6 +5,7 @@ package static
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -70,20 +71,13 @@ func check(req *skel.Request) error {
 		return err
 	}
 	for _, want := range c.IPs {
-		if !hasIP(req.PrevResult.IPs, want) {
+		if !slices.ContainsFunc(req.PrevResult.IPs, func(ip result.IPConfig) bool {
+			return ip.Address == want.Address && (!want.Gateway.IsValid() || ip.Gateway == want.Gateway)
+		}) {
 			return fmt.Errorf("static: failed to find address %s added", want.Address)
 		}
 	}
 	return nil
-}
-
-func hasIP(ips []result.IPConfig, want result.IPConfig) bool {
-	for _, ip := range ips {
-		if ip.Address == want.Address && (!want.Gateway.IsValid() || ip.Gateway == want.Gateway) {
-			return true
-		}
-	}
-	return false
 }
 
 // Validate checks an ADD's config as ADD reads it: for a main plugin to call before it

@@ -102,12 +102,13 @@ func (d *Daemon) Resume() {
 		d.log.Printf("skipping a lease file: %v", err)
 	}
 	for _, r := range recs {
-		h, err := d.heldFromRecord(r)
+		b, err := kept(r)
 		if err != nil {
 			d.log.Printf("%s: dropping a kept lease that cannot be read: %v", r.ClientID, err)
 			_ = d.store.Remove(r.Key())
 			continue
 		}
+		h := &held{fam: d.newFamily(r), rec: r, bound: b}
 		d.mu.Lock()
 		d.leases[r.Key()] = h
 		d.mu.Unlock()

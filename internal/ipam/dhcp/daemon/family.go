@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv6"
@@ -21,9 +20,6 @@ import (
 // family is one protocol's client of one attachment, as the upkeep drives it: DHCPv4
 // (package lease) or DHCPv6 (package lease6).
 type family interface {
-	// name is the protocol's, for logs and messages.
-	name() string
-	target() linkid.Target
 	acquire(ctx context.Context) (binding, error)
 	// confirm checks a kept lease after a restart and extends it: DHCPv4's INIT-REBOOT,
 	// DHCPv6's REBIND.
@@ -46,26 +42,27 @@ type binding interface {
 	Times() lease.Times
 	result(priority int) (*result.Result, error)
 	addr() string
-	link() linkid.ID
-	// message is the server's answer as it came on the wire, for the lease file.
-	message() []byte
-	at() time.Time
+	// stamp writes the answer into the lease's record: the interface it was bound on (a
+	// record of an earlier version gets its identity here), the message as it came on
+	// the wire, and its time.
+	stamp(rec *leasefile.Record)
 }
 
-// target is the attachment's interface as this daemon finds it.
-func (d *Daemon) target(netns, ifName string) linkid.Target {
-	return linkid.Target{Netns: d.opts.HostPrefix + filepath.Clean(netns), IfName: ifName, Host: d.host}
-}
-
-// newFamily makes the client of one family for an attachment (netns as the runtime gave
-// it, made absolute).
-func (d *Daemon) newFamily(f leasefile.Family, id, netns, ifName string, o clientOptions) family {
-	t := d.target(netns, ifName)
-	if f == leasefile.DHCPv6 {
-		return &v6{c: &lease6.Client{ClientID: id, Target: t, Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}}
+// newFamily makes the client of a lease's family for its attachment, found as this
+// daemon sees it (its host prefix before the netns), sending the record's options.
+func (d *Daemon) newFamily(r *leasefile.Record) family {
+	t := linkid.Target{Netns: d.opts.HostPrefix + filepath.Clean(r.Netns), IfName: r.IfName, Host: d.host}
+	if r.Family == leasefile.DHCPv6 {
+		return &v6{c: &lease6.Client{ClientID: r.ClientID, Target: t, Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}}
 	}
-	return &v4{c: &lease.Client{ID: id, Target: t, Provide: o.provide, Request: o.request, Broadcast: d.opts.Broadcast,
-		Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}}
+	c := &lease.Client{ID: r.ClientID, Target: t, Broadcast: d.opts.Broadcast, Timeout: d.opts.Timeout, ResendMax: d.opts.ResendMax, Logf: d.log.Printf}
+	for _, p := range r.Provide {
+		c.Provide = append(c.Provide, dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(uint8(p.Code)), p.Value))
+	}
+	for _, code := range r.Request {
+		c.Request = append(c.Request, dhcpv4.GenericOptionCode(uint8(code)))
+	}
+	return &v4{c: c}
 }
 
 // kept rebuilds the binding of a record.
@@ -81,31 +78,20 @@ func kept(r *leasefile.Record) (binding, error) {
 		}
 		return b, nil
 	}
-	ack, err := parseACK(r.ACK)
-	if err != nil {
-		return nil, err
-	}
-	return bound4{&lease.Bound{ACK: ack, At: r.Bound, Link: r.ID}}, nil
-}
-
-var errNoACK = errors.New("kept lease has no valid DHCPACK or REPLY")
-
-func parseACK(b []byte) (*dhcpv4.DHCPv4, error) {
-	ack, err := dhcpv4.FromBytes(b)
+	ack, err := dhcpv4.FromBytes(r.ACK)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errNoACK, err)
 	}
 	if ack.MessageType() != dhcpv4.MessageTypeAck {
 		return nil, errNoACK
 	}
-	return ack, nil
+	return bound4{&lease.Bound{ACK: ack, At: r.Bound, Link: r.ID}}, nil
 }
+
+var errNoACK = errors.New("kept lease has no valid DHCPACK or REPLY")
 
 // v4 is the DHCPv4 family.
 type v4 struct{ c *lease.Client }
-
-func (f *v4) name() string          { return "DHCPv4" }
-func (f *v4) target() linkid.Target { return f.c.Target }
 
 func (f *v4) acquire(ctx context.Context) (binding, error) { return wrap4(f.c.Acquire(ctx)) }
 
@@ -147,28 +133,24 @@ func wrap4(b *lease.Bound, err error) (binding, error) {
 type bound4 struct{ *lease.Bound }
 
 func (b bound4) result(priority int) (*result.Result, error) { return b.Result(priority) }
-func (b bound4) link() linkid.ID                             { return b.Link }
-func (b bound4) message() []byte                             { return b.ACK.ToBytes() }
-func (b bound4) at() time.Time                               { return b.At }
+func (b bound4) addr() string                                { return addrText(b.Addr()) }
+func (b bound4) stamp(r *leasefile.Record)                   { r.ID, r.ACK, r.Bound = b.Link, b.ACK.ToBytes(), b.At }
 
-func (b bound4) addr() string {
-	if p, err := b.Addr(); err == nil {
-		return p.String()
+// addrText is a lease's address for the log: "?" when its answer names none.
+func addrText[A fmt.Stringer](a A, err error) string {
+	if err != nil {
+		return "?"
 	}
-	return "?"
+	return a.String()
 }
 
 // v6 is the DHCPv6 family.
 type v6 struct{ c *lease6.Client }
 
-func (f *v6) name() string          { return "DHCPv6" }
-func (f *v6) target() linkid.Target { return f.c.Target }
-
 func (f *v6) acquire(ctx context.Context) (binding, error) { return wrap6(f.c.Acquire(ctx)) }
 
-func (f *v6) confirm(ctx context.Context, b binding) (binding, error) {
-	return wrap6(f.c.Rebind(ctx, b.(bound6).Bound))
-}
+// confirm is a REBIND, which any server answers (see lease6.Client.Rebind).
+func (f *v6) confirm(ctx context.Context, b binding) (binding, error) { return f.renew(ctx, b, true) }
 
 func (f *v6) renew(ctx context.Context, b binding, rebind bool) (binding, error) {
 	if rebind {
@@ -205,13 +187,5 @@ type bound6 struct{ *lease6.Bound }
 
 // result is the lease's address and DNS; priority has no routes to apply to.
 func (b bound6) result(int) (*result.Result, error) { return b.Result() }
-func (b bound6) link() linkid.ID                    { return b.Link }
-func (b bound6) message() []byte                    { return b.Reply.ToBytes() }
-func (b bound6) at() time.Time                      { return b.At }
-
-func (b bound6) addr() string {
-	if a, err := b.Addr(); err == nil {
-		return a.String()
-	}
-	return "?"
-}
+func (b bound6) addr() string                       { return addrText(b.Addr()) }
+func (b bound6) stamp(r *leasefile.Record)          { r.ID, r.ACK, r.Bound = b.Link, b.Reply.ToBytes(), b.At }

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
-
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
 	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
@@ -30,23 +28,6 @@ type held struct {
 
 	stop context.CancelFunc
 	done chan struct{}
-}
-
-// newHeld makes the held lease for a fresh binding.
-func newHeld(fam family, rec *leasefile.Record, b binding) *held {
-	rec.ID = b.link()
-	rec.ACK = b.message()
-	rec.Bound = b.at()
-	return &held{fam: fam, rec: rec, bound: b}
-}
-
-// heldFromRecord rebuilds a kept lease.
-func (d *Daemon) heldFromRecord(r *leasefile.Record) (*held, error) {
-	b, err := kept(r)
-	if err != nil {
-		return nil, err
-	}
-	return &held{fam: d.newFamily(r.Family, r.ClientID, r.Netns, r.IfName, optionsOf(r)), rec: r, bound: b}, nil
 }
 
 // who names the lease in the log: its client id, and the family when it is DHCPv6.
@@ -113,22 +94,33 @@ func (d *Daemon) reboot(ctx context.Context, h *held) bool {
 	}
 	nb, err := h.fam.confirm(ctx, b)
 	d.heard(h, err)
-	switch {
-	case err == nil:
-		d.rebound(h, nb)
-		return true
-	case d.ended(h, err):
-		return false
-	case h.fam.refused(err):
+	if done, goOn := d.settled(ctx, h, nb, err, func() {
 		d.log.Printf("%s: server refused the kept address %s: %v; withdrawing it", h.who(), b.addr(), err)
 		d.lose(h)
 		d.forget(h)
-		return false
-	case ctx.Err() != nil:
-		return false
+	}); done {
+		return goOn
 	}
 	d.log.Printf("%s: no answer confirming the kept lease (%v); renewing at T1", h.who(), err)
 	return true
+}
+
+// settled acts on an exchange's outcome where it decides the upkeep, and says whether it
+// did (done) and then whether the upkeep goes on: an answer extends the lease; an
+// attachment that is gone (ended), a refusal (after refuse) or the daemon's stop ends
+// it. No answer is the caller's to handle.
+func (d *Daemon) settled(ctx context.Context, h *held, nb binding, err error, refuse func()) (done, goOn bool) {
+	switch {
+	case err == nil:
+		d.rebound(h, nb)
+		return true, true
+	case d.ended(h, err):
+	case h.fam.refused(err):
+		refuse()
+	case ctx.Err() == nil:
+		return false, false
+	}
+	return true, false
 }
 
 // ended handles the errors that end a lease's upkeep because its attachment is gone
@@ -184,18 +176,11 @@ func (d *Daemon) renewOnce(ctx context.Context, h *held, b binding, rebind bool)
 	if ctx.Err() == nil && !lease.Final(err) {
 		d.renewed(h, phase, start, err)
 	}
-	switch {
-	case err == nil:
-		d.rebound(h, nb)
-		return true
-	case d.ended(h, err):
-		return false
-	case h.fam.refused(err):
+	if done, goOn := d.settled(ctx, h, nb, err, func() {
 		d.log.Printf("%s: %s refused: %v", h.who(), phase, err)
 		d.expire(h)
-		return false
-	case ctx.Err() != nil:
-		return false
+	}); done {
+		return goOn
 	}
 	wait := min(max(time.Until(next)/2, time.Second), time.Minute)
 	d.log.Printf("%s: %s failed: %v; next try in %s", h.who(), phase, err, wait.Round(time.Second))
@@ -214,9 +199,7 @@ func (d *Daemon) rebound(h *held, b binding) {
 	h.expired = false
 	h.mu.Unlock()
 	rec := *h.rec
-	rec.ID = b.link() // a record of an earlier version gets its identity here
-	rec.ACK = b.message()
-	rec.Bound = b.at()
+	b.stamp(&rec)
 	if err := d.store.Save(&rec); err != nil {
 		d.log.Printf("%s: %v", h.who(), err)
 	}
@@ -252,7 +235,7 @@ func (d *Daemon) lose(h *held) error {
 	b, _ := h.snapshot()
 	err := h.fam.lose(b)
 	if err != nil {
-		d.log.Printf("%s: withdrawing %s from %s: %v", h.who(), b.addr(), h.fam.target().IfName, err)
+		d.log.Printf("%s: withdrawing %s from %s: %v", h.who(), b.addr(), h.rec.IfName, err)
 	}
 	return err
 }
@@ -266,33 +249,5 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
-	}
-}
-
-// clientOptions are the options a DHCPv4 lease's requests carry.
-type clientOptions struct {
-	provide []dhcpv4.Option
-	request []dhcpv4.OptionCode
-}
-
-// optionsOf reads a kept lease's options back.
-func optionsOf(r *leasefile.Record) clientOptions {
-	var o clientOptions
-	for _, p := range r.Provide {
-		o.provide = append(o.provide, dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(uint8(p.Code)), p.Value))
-	}
-	for _, c := range r.Request {
-		o.request = append(o.request, dhcpv4.GenericOptionCode(uint8(c)))
-	}
-	return o
-}
-
-// recordOptions is optionsOf's inverse.
-func recordOptions(r *leasefile.Record, o clientOptions) {
-	for _, p := range o.provide {
-		r.Provide = append(r.Provide, leasefile.Option{Code: int(p.Code.Code()), Value: p.Value.ToBytes()})
-	}
-	for _, c := range o.request {
-		r.Request = append(r.Request, int(c.Code()))
 	}
 }

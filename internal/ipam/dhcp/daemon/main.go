@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -68,14 +69,11 @@ func parseFlags(args, env []string, stderr io.Writer) (opts Options, socketPath,
 		fmt.Fprintf(stderr, "dhcp daemon: unexpected arguments %q\n", fs.Args())
 		return opts, "", "", errors.New("usage")
 	}
-	if socketPath == "" {
-		socketPath = dhcpconf.DefaultSocketPath
-	}
 	if opts.Timeout <= 0 || opts.ResendTimeout <= 0 {
 		fmt.Fprintln(stderr, "dhcp daemon: -timeout and -resendtimeout must be positive")
 		return opts, "", "", errors.New("usage")
 	}
-	return opts, socketPath, pidFile, nil
+	return opts, cmp.Or(socketPath, dhcpconf.DefaultSocketPath), pidFile, nil
 }
 
 func run(opts Options, socketPath, pidFile string, env []string, logger *log.Logger) error {
@@ -136,10 +134,7 @@ func listener(path string, env []string) (l net.Listener, owned bool, err error)
 		return nil, false, err
 	}
 	l, err = listenPrivate(path)
-	if err != nil {
-		return nil, false, err
-	}
-	return l, true, nil
+	return l, err == nil, err
 }
 
 // socketMode is the daemon socket's: only its own user (root) may connect, whatever the

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +53,7 @@ func (d *Daemon) Allocate(args *wire.CmdArgs) (*wire.Result, error) {
 		wg.Go(func() { hs[i], fresh[i], errs[i] = d.allocate(args, conf, id, f) })
 	}
 	wg.Wait()
-	if err := firstError(errs); err != nil {
+	if err := cmp.Or(errs...); err != nil { // the first family's failure
 		for i, h := range hs {
 			if fresh[i] && h != nil {
 				d.log.Printf("%s: the other family failed (%v); releasing %s", h.who(), err, h.addrText())
@@ -85,29 +86,28 @@ func (d *Daemon) allocate(args *wire.CmdArgs, conf *dhcpconf.Config, id string, 
 
 // acquire gets a new lease of one family and keeps it on disk.
 func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f leasefile.Family) (*held, error) {
-	netns, err := filepath.Abs(args.Netns)
+	rec, err := newRecord(args, conf, f)
 	if err != nil {
-		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "netns %q: %v", args.Netns, err)
+		return nil, err
 	}
-	opts := clientOptions{provide: conf.Provide, request: conf.Request}
-	fam := d.newFamily(f, id, netns, args.IfName, opts)
+	fam := d.newFamily(rec)
 	ctx, cancel := context.WithTimeout(d.ctx, d.opts.ResendTimeout)
 	defer cancel()
 	b, err := fam.acquire(ctx)
 	d.reach.note(conf.Network, f, err, false)
 	if err != nil {
 		d.counts.allocationFailures.Add(1)
-		return nil, acquireError(id, fam.name(), args.IfName, d.opts.ResendTimeout, err)
+		return nil, acquireError(id, f, args.IfName, d.opts.ResendTimeout, err)
 	}
 	if _, err := b.result(conf.Priority); err != nil {
 		// The server's answer is no lease a pod can use (lease.ErrUnusable: ff02::1,
 		// ::1, 127.0.0.1, ...): it is refused, said in the log, and given back.
 		d.counts.allocationFailures.Add(1)
-		d.log.Printf("%s: %s lease of %s refused: %v", id, fam.name(), b.addr(), err)
+		d.log.Printf("%s: %s lease of %s refused: %v", id, f, b.addr(), err)
 		_ = fam.release(b)
-		return nil, cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: the %s server's lease on %s is refused: %v", id, fam.name(), args.IfName, err)
+		return nil, cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: the %s server's lease on %s is refused: %v", id, f, args.IfName, err)
 	}
-	h, err := d.keep(args, conf, netns, f, fam, opts, b)
+	h, err := d.keep(rec, fam, b)
 	if err != nil {
 		_ = fam.release(b)
 		return nil, err
@@ -119,14 +119,30 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f
 	return h, nil
 }
 
-// keep records a new binding on disk and in the table. The caller holds the client id's
-// lock and starts the upkeep.
-func (d *Daemon) keep(args *wire.CmdArgs, conf *dhcpconf.Config, netns string, f leasefile.Family, fam family, opts clientOptions, b binding) (*held, error) {
+// newRecord is the record of a new lease of family f for the call's attachment: its
+// netns made absolute, and the options its requests carry.
+func newRecord(args *wire.CmdArgs, conf *dhcpconf.Config, f leasefile.Family) (*leasefile.Record, error) {
+	netns, err := filepath.Abs(args.Netns)
+	if err != nil {
+		return nil, cnierror.Newf(cnierror.CodeInvalidEnv, "netns %q: %v", args.Netns, err)
+	}
 	rec := &leasefile.Record{Family: f, ClientID: dhcpconf.ClientID(args.ContainerID, conf.Network, args.IfName),
 		ContainerID: args.ContainerID, Network: conf.Network, IfName: args.IfName, Netns: netns, Priority: conf.Priority}
-	recordOptions(rec, opts)
-	h := newHeld(fam, rec, b)
-	if err := d.store.Save(h.rec); err != nil {
+	for _, p := range conf.Provide {
+		rec.Provide = append(rec.Provide, leasefile.Option{Code: int(p.Code.Code()), Value: p.Value.ToBytes()})
+	}
+	for _, c := range conf.Request {
+		rec.Request = append(rec.Request, int(c.Code()))
+	}
+	return rec, nil
+}
+
+// keep records a new binding on disk and in the table. The caller holds the client id's
+// lock and starts the upkeep.
+func (d *Daemon) keep(rec *leasefile.Record, fam family, b binding) (*held, error) {
+	b.stamp(rec)
+	h := &held{fam: fam, rec: rec, bound: b}
+	if err := d.store.Save(rec); err != nil {
 		return nil, cnierror.Newf(cnierror.CodeIO, "dhcp: keeping the lease: %v", err)
 	}
 	d.mu.Lock()
@@ -148,9 +164,7 @@ func results(hs []*held, conf *dhcpconf.Config) (*wire.Result, error) {
 		out.IPs = append(out.IPs, r.IPs...)
 		out.Routes = append(out.Routes, r.Routes...)
 		out.DNS.Nameservers = append(out.DNS.Nameservers, r.DNS.Nameservers...)
-		if out.DNS.Domain == "" {
-			out.DNS.Domain = r.DNS.Domain
-		}
+		out.DNS.Domain = cmp.Or(out.DNS.Domain, r.DNS.Domain)
 		for _, s := range r.DNS.Search {
 			if !slices.Contains(out.DNS.Search, s) {
 				out.DNS.Search = append(out.DNS.Search, s)
@@ -158,21 +172,10 @@ func results(hs []*held, conf *dhcpconf.Config) (*wire.Result, error) {
 		}
 	}
 	for _, rt := range conf.Routes {
-		if rt.Priority == 0 {
-			rt.Priority = conf.Priority
-		}
+		rt.Priority = cmp.Or(rt.Priority, conf.Priority)
 		out.Routes = append(out.Routes, rt)
 	}
 	return wire.FromResult(out), nil
-}
-
-func firstError(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // adopt takes over the DHCPv4 lease of an attachment this daemon holds nothing for but
@@ -193,12 +196,11 @@ func (d *Daemon) adopt(args *wire.CmdArgs, id string) *held {
 		network, _ := dhcpconf.NetworkName(args.StdinData)
 		conf = &dhcpconf.Config{Network: network}
 	}
-	netns, err := filepath.Abs(args.Netns)
+	rec, err := newRecord(args, conf, leasefile.DHCPv4)
 	if err != nil {
 		return nil
 	}
-	opts := clientOptions{provide: conf.Provide, request: conf.Request}
-	fam := d.newFamily(leasefile.DHCPv4, id, netns, args.IfName, opts)
+	fam := d.newFamily(rec)
 	ctx, cancel := context.WithTimeout(d.ctx, d.opts.Timeout)
 	defer cancel()
 	b, err := fam.(*v4).adopt(ctx, addr.AsSlice())
@@ -206,7 +208,7 @@ func (d *Daemon) adopt(args *wire.CmdArgs, id string) *held {
 		d.log.Printf("%s: no lease of ours; taking over %s (prevResult) failed: %v", id, addr, err)
 		return nil
 	}
-	h, err := d.keep(args, conf, netns, leasefile.DHCPv4, fam, opts, b)
+	h, err := d.keep(rec, fam, b)
 	if err != nil {
 		d.log.Printf("%s: %v", id, err)
 		_ = fam.release(b)
@@ -253,21 +255,14 @@ func (d *Daemon) Check(args *wire.CmdArgs) (*wire.Empty, error) {
 	for _, f := range families(conf) {
 		h := d.lookupOrAdopt(args, id, f)
 		if h == nil {
-			return nil, fmt.Errorf("dhcp: the daemon holds no %s lease for %s", name(f), id)
+			return nil, fmt.Errorf("dhcp: the daemon holds no %s lease for %s", f, id)
 		}
 		b, expired := h.snapshot()
 		if expired || !time.Now().Before(b.Times().Expire) {
-			return nil, fmt.Errorf("dhcp: the %s lease of %s for %s has expired", name(f), b.addr(), id)
+			return nil, fmt.Errorf("dhcp: the %s lease of %s for %s has expired", f, b.addr(), id)
 		}
 	}
 	return &wire.Empty{}, nil
-}
-
-func name(f leasefile.Family) string {
-	if f == leasefile.DHCPv6 {
-		return "DHCPv6"
-	}
-	return "DHCPv4"
 }
 
 func (d *Daemon) lookupOrAdopt(args *wire.CmdArgs, id string, f leasefile.Family) *held {
@@ -326,7 +321,7 @@ func (d *Daemon) Status(args *wire.CmdArgs) (*wire.Empty, error) {
 	var errs []error
 	for _, f := range families(conf) {
 		if c, ok := d.reach.unanswered(conf.Network, f); ok {
-			errs = append(errs, fmt.Errorf("no %s server answered on network %q at %s: %s", name(f), conf.Network, c.at.Format(time.RFC3339), c.err))
+			errs = append(errs, fmt.Errorf("no %s server answered on network %q at %s: %s", f, conf.Network, c.at.Format(time.RFC3339), c.err))
 		}
 	}
 	if len(errs) > 0 {
@@ -394,7 +389,7 @@ func validAttachment(args *wire.CmdArgs) error {
 	return nil
 }
 
-func acquireError(id, fam, ifName string, limit time.Duration, err error) error {
+func acquireError(id string, fam leasefile.Family, ifName string, limit time.Duration, err error) error {
 	if errors.Is(err, linkid.ErrOwnNetns) {
 		return cnierror.Newf(cnierror.CodeInvalidNetNS, "dhcp %s: %v; refusing to act on it", id, err)
 	}

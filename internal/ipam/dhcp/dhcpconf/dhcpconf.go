@@ -6,6 +6,7 @@
 package dhcpconf
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -37,39 +38,26 @@ var defaultRequest = []dhcpv4.OptionCode{
 	dhcpv4.OptionClasslessStaticRoute,
 }
 
-// optionNumber is the option of a dhcp-options(5) name the config may use instead of a
-// number: the reference's six, and the ones a result reads. A switch, not a map: a
+// optionNames are the dhcp-options(5) names the config may use instead of a number:
+// the reference's six, and the ones a result reads. An array of constants, not a map: a
 // package-level map is built at the start of every exec of the binary.
-func optionNumber(name string) (uint8, bool) {
-	switch name {
-	case "subnet-mask":
-		return 1, true
-	case "routers":
-		return 3, true
-	case "domain-name-servers":
-		return 6, true
-	case "host-name":
-		return 12, true
-	case "domain-name":
-		return 15, true
-	case "interface-mtu":
-		return 26, true
-	case "static-routes":
-		return 33, true
-	case "ntp-servers":
-		return 42, true
-	case "vendor-class-identifier":
-		return 60, true
-	case "dhcp-client-identifier":
-		return 61, true
-	case "user-class":
-		return 77, true
-	case "domain-search":
-		return 119, true
-	case "classless-static-routes":
-		return 121, true
-	}
-	return 0, false
+var optionNames = [...]struct {
+	name string
+	code uint8
+}{
+	{"subnet-mask", 1},
+	{"routers", 3},
+	{"domain-name-servers", 6},
+	{"host-name", 12},
+	{"domain-name", 15},
+	{"interface-mtu", 26},
+	{"static-routes", 33},
+	{"ntp-servers", 42},
+	{"vendor-class-identifier", 60},
+	{"dhcp-client-identifier", 61},
+	{"user-class", 77},
+	{"domain-search", 119},
+	{"classless-static-routes", 121},
 }
 
 // Config is the validated configuration of one request.
@@ -148,11 +136,8 @@ func Parse(data []byte, cniArgs string) (*Config, error) {
 	if raw.IPAM == nil {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "ipam: IPAM config missing 'ipam' key")
 	}
-	c := &Config{Network: raw.Name, SocketPath: raw.IPAM.DaemonSocketPath, Priority: raw.IPAM.Priority,
+	c := &Config{Network: raw.Name, SocketPath: cmp.Or(raw.IPAM.DaemonSocketPath, DefaultSocketPath), Priority: raw.IPAM.Priority,
 		Valid: skel.GCAttachments(raw.Valid, raw.Legacy)}
-	if c.SocketPath == "" {
-		c.SocketPath = DefaultSocketPath
-	}
 	if c.Priority < 0 {
 		return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.priority: %d is negative", c.Priority)
 	}
@@ -221,8 +206,10 @@ func request(list []requestJSON) ([]dhcpv4.OptionCode, error) {
 
 // ParseOption reads an option name or number (1-254: 0 is padding, 255 the end mark).
 func ParseOption(s string) (dhcpv4.OptionCode, error) {
-	if n, ok := optionNumber(s); ok {
-		return dhcpv4.GenericOptionCode(n), nil
+	for _, o := range optionNames {
+		if o.name == s {
+			return dhcpv4.GenericOptionCode(o.code), nil
+		}
 	}
 	n, err := strconv.ParseUint(s, 10, 8)
 	if err != nil || n == 0 || n == 255 {

@@ -18,12 +18,14 @@ package dhcptest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,25 +100,27 @@ func New(t testing.TB, o Options) *Lab {
 // wire builds the server veth and the host bridge.
 func (l *Lab) wire() {
 	testns.Veth(l.t, l.Server, "srv0", []string{ServerIP + "/24", ServerIP6 + "/64"}, l.Host, "uplink0", nil)
-	h := l.Host.Handle(l.t)
-	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: Bridge}}
-	if err := h.LinkAdd(br); err != nil {
+	if err := l.Host.Handle(l.t).LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: Bridge}}); err != nil {
 		l.t.Fatalf("bridge: %v", err)
 	}
-	up, err := h.LinkByName("uplink0")
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	if err := h.LinkSetMaster(up, br); err != nil {
-		l.t.Fatal(err)
-	}
+	l.enslave("uplink0")
 	testns.Up(l.t, l.Host, Bridge, HostIP+"/24")
 }
 
-func (l *Lab) startDnsmasq(o Options) {
-	dir := l.t.TempDir()
-	l.LeaseFile = filepath.Join(dir, "dnsmasq.leases")
-	l.startDnsmasqIn(dir, o)
+// enslave makes the host namespace's link called name a port of the bridge.
+func (l *Lab) enslave(name string) {
+	h := l.Host.Handle(l.t)
+	port, err := h.LinkByName(name)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	br, err := h.LinkByName(Bridge)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := h.LinkSetMaster(port, br); err != nil {
+		l.t.Fatal(err)
+	}
 }
 
 // RestartServer replaces dnsmasq with one configured by o, with an empty lease file: a
@@ -126,11 +130,11 @@ func (l *Lab) RestartServer(o Options) {
 	l.startDnsmasq(o)
 }
 
-func (l *Lab) startDnsmasqIn(dir string, o Options) {
-	lt := o.LeaseTime
-	if lt == 0 {
-		lt = time.Hour
-	}
+// startDnsmasq starts dnsmasq with its lease file and log in a new temp dir.
+func (l *Lab) startDnsmasq(o Options) {
+	dir := l.t.TempDir()
+	l.LeaseFile = filepath.Join(dir, "dnsmasq.leases")
+	lt := cmp.Or(o.LeaseTime, time.Hour)
 	pool := o.Pool
 	if pool[0] == "" {
 		pool = [2]string{"10.99.0.50", "10.99.0.150"}
@@ -262,22 +266,17 @@ func leasesOf[T any](l *Lab, ipv6 bool, parse func(fields []string) T) []T {
 
 // Lease6Of returns the server's DHCPv6 lease for a DUID, if it has one.
 func (l *Lab) Lease6Of(duid []byte) (Lease6, bool) {
-	text := duidText(duid)
-	for _, le := range l.Leases6() {
-		if le.DUID == text {
-			return le, true
-		}
-	}
-	return Lease6{}, false
+	text := strings.ReplaceAll(fmt.Sprintf("% x", duid), " ", ":") // as dnsmasq writes it
+	return find(l.Leases6(), func(le Lease6) bool { return le.DUID == text })
 }
 
-// duidText is a DUID as dnsmasq writes it: hex bytes joined by colons.
-func duidText(duid []byte) string {
-	parts := make([]string, len(duid))
-	for i := range duid {
-		parts[i] = hex.EncodeToString(duid[i : i+1])
+// find returns the first lease that is, if any.
+func find[T any](leases []T, is func(T) bool) (T, bool) {
+	if i := slices.IndexFunc(leases, is); i >= 0 {
+		return leases[i], true
 	}
-	return strings.Join(parts, ":")
+	var none T
+	return none, false
 }
 
 // WaitLease6 is WaitLease for a DHCPv6 lease.
@@ -336,12 +335,7 @@ func (l *Lab) readLeaseFile() []byte {
 
 // LeaseOf returns the server's lease for a client id, if it has one.
 func (l *Lab) LeaseOf(clientID string) (Lease, bool) {
-	for _, le := range l.Leases() {
-		if le.ClientID == clientID {
-			return le, true
-		}
-	}
-	return Lease{}, false
+	return find(l.Leases(), func(le Lease) bool { return le.ClientID == clientID })
 }
 
 // WaitLease waits until cond holds for the client id's lease state (found, lease)
@@ -401,18 +395,7 @@ func clientIDText(hexID string) string {
 func (l *Lab) Plug(n *testns.NS, ifName, hostName string) {
 	l.t.Helper()
 	testns.Veth(l.t, n, ifName, nil, l.Host, hostName, nil)
-	h := l.Host.Handle(l.t)
-	port, err := h.LinkByName(hostName)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	br, err := h.LinkByName(Bridge)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	if err := h.LinkSetMaster(port, br); err != nil {
-		l.t.Fatal(err)
-	}
+	l.enslave(hostName)
 }
 
 // Daemon is a `cni dhcp daemon` process running in the lab's host namespace.

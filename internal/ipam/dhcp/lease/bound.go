@@ -18,8 +18,8 @@ const DefaultLeaseTime = time.Hour
 // scopeLink is RT_SCOPE_LINK, for a classless route without a router.
 const scopeLink = 253
 
-// InfiniteLeaseTime is RFC 2131's lease time 0xffffffff: the address is the client's
-// for good (dnsmasq's "infinite").
+// InfiniteLeaseTime is RFC 2131's lease time 0xffffffff, and RFC 8415's infinite
+// lifetime: the address is the client's for good (dnsmasq's "infinite").
 const InfiniteLeaseTime = time.Duration(0xffffffff) * time.Second
 
 // Times are the moments that drive a lease: renew at T1, rebind at T2, give up at
@@ -30,9 +30,12 @@ type Times struct {
 	Infinite              bool
 }
 
-// Never is where an infinite lease's times lie: later than any lease could run, and
-// still a time that time.Until and Format handle.
-func Never() time.Time { return time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC) }
+// Forever are an infinite lease's Times: each lies later than any lease could run, and
+// still at a time that time.Until and Format handle.
+func Forever() Times {
+	never := time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC)
+	return Times{Renew: never, Rebind: never, Expire: never, Infinite: true}
+}
 
 // Times returns b's renewal, rebinding and expiry moments. The fractions are taken
 // as lt/2 and lt/8*7, since lt*7 overflows a Duration for leases over ~41 years, and
@@ -40,8 +43,7 @@ func Never() time.Time { return time.Date(9999, time.December, 31, 23, 59, 59, 0
 func (b *Bound) Times() Times {
 	lt := b.ACK.IPAddressLeaseTime(DefaultLeaseTime)
 	if lt >= InfiniteLeaseTime {
-		never := Never()
-		return Times{Renew: never, Rebind: never, Expire: never, Infinite: true}
+		return Forever()
 	}
 	t1 := b.ACK.IPAddressRenewalTime(lt / 2)
 	t2 := b.ACK.IPAddressRebindingTime(lt / 8 * 7)
@@ -94,10 +96,7 @@ func (b *Bound) Result(priority int) (*result.Result, error) {
 		return nil, err
 	}
 	res := &result.Result{CNIVersion: "1.1.0"}
-	ipc := result.IPConfig{Address: addr}
-	if gw, ok := firstV4(b.ACK.Router()); ok {
-		ipc.Gateway = gw
-	}
+	ipc := result.IPConfig{Address: addr, Gateway: firstV4(b.ACK.Router())}
 	res.IPs = []result.IPConfig{ipc}
 	res.Routes = routes(b.ACK, ipc.Gateway)
 	for i := range res.Routes {
@@ -185,18 +184,16 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 	return netip.PrefixFrom(a, ones).Masked(), true
 }
 
-func v4(ip net.IP) (netip.Addr, bool) {
-	a, ok := netip.AddrFromSlice(ip.To4())
-	return a, ok && ip.To4() != nil
-}
+func v4(ip net.IP) (netip.Addr, bool) { return netip.AddrFromSlice(ip.To4()) }
 
-func firstV4(ips []net.IP) (netip.Addr, bool) {
+// firstV4 is the first IPv4 address of ips that is not 0.0.0.0, or none.
+func firstV4(ips []net.IP) netip.Addr {
 	for _, ip := range ips {
 		if a, ok := v4(ip); ok && !a.IsUnspecified() {
-			return a, true
+			return a
 		}
 	}
-	return netip.Addr{}, false
+	return netip.Addr{}
 }
 
 // jitter is up to a second, so that leases acquired together do not resend together.

@@ -54,14 +54,17 @@ type Bound struct {
 var ErrNak = errors.New("server answered DHCPNAK")
 
 // Acquire runs DISCOVER/OFFER/REQUEST/ACK until a lease is bound or ctx ends, resending
-// with a growing pause as the reference does.
+// with a growing pause as the reference does (Retry). The namespace and interface are
+// looked up afresh each time, so a vanished one ends the retries at once.
 func (c *Client) Acquire(ctx context.Context) (*Bound, error) {
-	return c.withRetry(ctx, nil, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
-		l, err := nc.Request(ctx, c.modifiers()...)
-		if err != nil {
-			return nil, err
-		}
-		return l.ACK, nil
+	return Retry(ctx, c.ResendMax, c.Logf, c.ID, func() (*Bound, error) {
+		return c.once(ctx, nil, func(nc *nclient4.Client, _ net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
+			l, err := nc.Request(ctx, c.modifiers()...)
+			if err != nil {
+				return nil, err
+			}
+			return l.ACK, nil
+		})
 	})
 }
 
@@ -90,8 +93,14 @@ func (c *Client) initReboot(ctx context.Context, want *linkid.ID, addr net.IP) (
 		if err != nil {
 			return nil, err
 		}
-		return c.ackOrNak(nc.SendAndRead(ctx, nclient4.DefaultServers, req,
-			nclient4.IsMessageType(dhcpv4.MessageTypeAck, dhcpv4.MessageTypeNak)))
+		p, err := nc.SendAndRead(ctx, nclient4.DefaultServers, req, nclient4.IsMessageType(dhcpv4.MessageTypeAck, dhcpv4.MessageTypeNak))
+		if err != nil {
+			return nil, err
+		}
+		if p.MessageType() == dhcpv4.MessageTypeNak {
+			return nil, fmt.Errorf("%w: %s", ErrNak, p.Message())
+		}
+		return p, nil
 	})
 }
 
@@ -101,8 +110,7 @@ func (c *Client) initReboot(ctx context.Context, want *linkid.ID, addr net.IP) (
 func (c *Client) Renew(ctx context.Context, b *Bound) (*Bound, error) {
 	return c.once(ctx, &b.Link, func(nc *nclient4.Client, hw net.HardwareAddr) (*dhcpv4.DHCPv4, error) {
 		l, err := nc.Renew(ctx, &nclient4.Lease{Offer: b.ACK, ACK: b.ACK}, c.modifiers()...)
-		var nak *nclient4.ErrNak
-		if errors.As(err, &nak) {
+		if nak, ok := errors.AsType[*nclient4.ErrNak](err); ok {
 			return nil, fmt.Errorf("%w: %s", ErrNak, nak.Nak.Message())
 		}
 		if err != nil {
@@ -169,17 +177,10 @@ func (c *Client) once(ctx context.Context, want *linkid.ID, fn func(*nclient4.Cl
 	return &Bound{ACK: ack, At: time.Now(), Link: id}, nil
 }
 
-// withRetry repeats an exchange (see Retry) until it succeeds or ctx ends. The namespace
-// and interface are looked up afresh each time, so a vanished one ends the retries at
-// once.
-func (c *Client) withRetry(ctx context.Context, want *linkid.ID, fn func(*nclient4.Client, net.HardwareAddr) (*dhcpv4.DHCPv4, error)) (*Bound, error) {
-	return Retry(ctx, c.ResendMax, c.logf(), func() (*Bound, error) { return c.once(ctx, want, fn) })
-}
-
 // Retry repeats try with a pause of 4 s doubling up to resendMax (plus up to a second
 // of jitter), as the reference does, until it succeeds, fails for good (Final) or ctx
-// ends; logf hears of each failed attempt.
-func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format string, a ...any), try func() (T, error)) (T, error) {
+// ends; logf, when set, hears of each failed attempt, under who (the lease's name).
+func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format string, a ...any), who string, try func() (T, error)) (T, error) {
 	pause := 4 * time.Second
 	for {
 		v, err := try()
@@ -187,7 +188,9 @@ func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format
 			return v, err
 		}
 		wait := pause + jitter()
-		logf("attempt failed: %v; retrying in %s", err, wait.Round(time.Millisecond))
+		if logf != nil {
+			logf("%s: attempt failed: %v; retrying in %s", who, err, wait.Round(time.Millisecond))
+		}
 		if rest, ok := ctx.Deadline(); ok && time.Until(rest) < wait {
 			wait = time.Until(rest)
 		}
@@ -201,25 +204,6 @@ func Retry[T any](ctx context.Context, resendMax time.Duration, logf func(format
 			pause = resendMax
 		}
 	}
-}
-
-// logf logs through Logf, each line under the client id.
-func (c *Client) logf() func(format string, a ...any) {
-	return func(format string, a ...any) {
-		if c.Logf != nil {
-			c.Logf("%s: "+format, append([]any{c.ID}, a...)...)
-		}
-	}
-}
-
-func (c *Client) ackOrNak(p *dhcpv4.DHCPv4, err error) (*dhcpv4.DHCPv4, error) {
-	if err != nil {
-		return nil, err
-	}
-	if p.MessageType() == dhcpv4.MessageTypeNak {
-		return nil, fmt.Errorf("%w: %s", ErrNak, p.Message())
-	}
-	return p, nil
 }
 
 // Final says whether err ends the attempts at once: the attachment is gone (or never was
@@ -244,10 +228,7 @@ func (c *Client) open(want *linkid.ID) (*nclient4.Client, net.HardwareAddr, link
 		nc, err = nclient4.New(l.Attrs().Name, nclient4.WithTimeout(first), nclient4.WithRetry(tries), nclient4.WithHWAddr(hw))
 		return err
 	})
-	if err != nil {
-		return nil, nil, id, err
-	}
-	return nc, hw, id, nil
+	return nc, hw, id, err // with err, the callers use only id
 }
 
 // SetUp sets a link that is still down up and waits (a little) for its carrier, inside
@@ -292,7 +273,7 @@ func waitRunning(name string) {
 
 // modifiers are what every request of this client carries.
 func (c *Client) modifiers() []dhcpv4.Modifier {
-	mods := []dhcpv4.Modifier{c.clientIDModifier()}
+	mods := []dhcpv4.Modifier{withClientID(c.ID)}
 	if len(c.Request) > 0 {
 		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptParameterRequestList(c.Request...)))
 	}
@@ -304,8 +285,6 @@ func (c *Client) modifiers() []dhcpv4.Modifier {
 	}
 	return mods
 }
-
-func (c *Client) clientIDModifier() dhcpv4.Modifier { return withClientID(c.ID) }
 
 // withClientID sets option 61 as the reference does: type 0 (not a hardware address)
 // followed by the text.

@@ -88,9 +88,6 @@ func (b *Bound) Addr() (netip.Addr, error) {
 	return addr, nil
 }
 
-// infinite is RFC 8415's lifetime 0xffffffff.
-const infinite = time.Duration(0xffffffff) * time.Second
-
 // Times are the lease's moments: renew at T1, rebind at T2, expire at the address's
 // valid lifetime. A T1 or T2 of 0 leaves them to the client (RFC 8415 §21.4): 0.5 and
 // 0.8 of the preferred lifetime. An infinite valid lifetime is never renewed or expired.
@@ -100,9 +97,8 @@ func (b *Bound) Times() lease.Times {
 		return lease.Times{Renew: b.At, Rebind: b.At, Expire: b.At}
 	}
 	valid, preferred := a.ValidLifetime, a.PreferredLifetime
-	if valid >= infinite {
-		never := lease.Never()
-		return lease.Times{Renew: never, Rebind: never, Expire: never, Infinite: true}
+	if valid >= lease.InfiniteLeaseTime {
+		return lease.Forever()
 	}
 	if preferred <= 0 || preferred > valid {
 		preferred = valid

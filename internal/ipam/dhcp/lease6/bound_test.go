@@ -56,7 +56,7 @@ func TestTimesFollowTheIAOrTheRFCsDefaults(t *testing.T) {
 	tm = reply(t, IAID, 500*time.Second, 400*time.Second, 200*time.Second, 300*time.Second).Times()
 	assert.False(t, tm.Renew.After(tm.Rebind) || tm.Rebind.After(tm.Expire), "nonsense T1/T2 are put in order: %+v", tm)
 
-	tm = reply(t, IAID, 0, 0, infinite, infinite).Times()
+	tm = reply(t, IAID, 0, 0, 0xffffffff*time.Second, 0xffffffff*time.Second).Times()
 	assert.True(t, tm.Infinite)
 }
 
@@ -109,7 +109,7 @@ func TestDUIDIsStablePerAttachmentAndAUUID(t *testing.T) {
 // never panics, and a lease it gives has its moments in order.
 func FuzzKeptReply(f *testing.F) {
 	f.Add(reply(f, IAID, time.Minute, 2*time.Minute, 3*time.Minute, 4*time.Minute).Reply.ToBytes())
-	f.Add(reply(f, IAID, 0, 0, infinite, infinite, dhcpv6.OptDNS(net.ParseIP("fd00::53"))).Reply.ToBytes())
+	f.Add(reply(f, IAID, 0, 0, 0xffffffff*time.Second, 0xffffffff*time.Second, dhcpv6.OptDNS(net.ParseIP("fd00::53"))).Reply.ToBytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := dhcpv6.MessageFromBytes(data)
 		if err != nil {

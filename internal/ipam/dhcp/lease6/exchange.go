@@ -60,7 +60,7 @@ var ErrRefused = errors.New("server refused the address")
 // Acquire gets an address, resending and retrying until ctx ends (lease.Retry), with
 // rapid commit offered: a server that does it answers the SOLICIT with the REPLY.
 func (c *Client) Acquire(ctx context.Context) (*Bound, error) {
-	return lease.Retry(ctx, c.ResendMax, c.logf(), func() (*Bound, error) {
+	return lease.Retry(ctx, c.ResendMax, c.Logf, c.ClientID+" (DHCPv6)", func() (*Bound, error) {
 		return bound(c.once(ctx, nil, c.Timeout, func(nc *nclient6.Client) (*dhcpv6.Message, error) {
 			if c.noRapidCommit {
 				adv, err := nc.Solicit(ctx, c.modifiers()...)
@@ -221,10 +221,7 @@ func (c *Client) open(want *linkid.ID, timeout time.Duration) (*nclient6.Client,
 		}
 		return err
 	})
-	if err != nil {
-		return nil, id, err
-	}
-	return nc, id, nil
+	return nc, id, err // with err, the callers use only id
 }
 
 // ready enables IPv6 on the link and sets it up, and returns its MAC.
@@ -299,14 +296,6 @@ func waitLinkLocal(l netlink.Link) (net.IP, error) {
 			return nil, fmt.Errorf("%s: no usable IPv6 link-local address after %s (is IPv6 disabled in the container?)", name, linkLocalWait)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (c *Client) logf() func(format string, a ...any) {
-	return func(format string, a ...any) {
-		if c.Logf != nil {
-			c.Logf("%s (DHCPv6): "+format, append([]any{c.ClientID}, a...)...)
-		}
 	}
 }
 

@@ -42,6 +42,14 @@ const (
 	DHCPv6 Family = "dhcpv6"
 )
 
+// String is the protocol's name, for logs and messages.
+func (f Family) String() string {
+	if f == DHCPv6 {
+		return "DHCPv6"
+	}
+	return "DHCPv4"
+}
+
 // Key is what names a lease in the daemon's table and on disk: the client id for
 // DHCPv4 (so the files of earlier versions keep their names), the client id under a
 // prefix no client id has for DHCPv6.
@@ -200,7 +208,11 @@ func (s *Store) Load() ([]*Record, []error) {
 		if !strings.HasSuffix(name, suffix) {
 			continue
 		}
-		r, err := s.read(name)
+		data, err := s.dir.ReadFile(name, maxSize)
+		var r *Record
+		if err == nil {
+			r, err = Decode(data, name)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("lease file %s: %w", name, err))
 			continue
@@ -208,14 +220,6 @@ func (s *Store) Load() ([]*Record, []error) {
 		recs = append(recs, r)
 	}
 	return recs, errs
-}
-
-func (s *Store) read(name string) (*Record, error) {
-	data, err := s.dir.ReadFile(name, maxSize)
-	if err != nil {
-		return nil, err
-	}
-	return Decode(data, name)
 }
 
 // Decode parses a lease file's content and checks that it belongs under name (or any
@@ -229,7 +233,7 @@ func Decode(data []byte, name string) (*Record, error) {
 		return nil, errors.New("bad client id")
 	}
 	if r.Family != DHCPv4 && r.Family != DHCPv6 {
-		return nil, fmt.Errorf("unknown family %q", r.Family)
+		return nil, fmt.Errorf("unknown family %q", string(r.Family))
 	}
 	if name != "" && FileName(r.Key()) != name {
 		return nil, errors.New("client id does not match the file name")

@@ -1,6 +1,8 @@
 package leasefile_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -167,5 +169,14 @@ func TestBothFamiliesOfAnAttachmentAreKeptApart(t *testing.T) {
 	assert.Equal(t, leasefile.DHCPv4, got[0].Family)
 
 	_, err = leasefile.Decode([]byte(`{"family":"ipx","clientID":"c/n/eth0","ack":"AQ=="}`), "")
-	assert.ErrorContains(t, err, "unknown family")
+	assert.ErrorContains(t, err, `unknown family "ipx"`, "the message names the family as the file spells it")
+}
+
+func TestFamilyStringIsTheProtocolsName(t *testing.T) {
+	assert.Equal(t, "DHCPv4", leasefile.DHCPv4.String())
+	assert.Equal(t, "DHCPv6", leasefile.DHCPv6.String())
+	assert.Equal(t, "no DHCPv6 lease", fmt.Sprintf("no %s lease", leasefile.DHCPv6))
+	b, err := json.Marshal(leasefile.DHCPv6)
+	require.NoError(t, err)
+	assert.JSONEq(t, `"dhcpv6"`, string(b), "the file keeps the family's own value")
 }

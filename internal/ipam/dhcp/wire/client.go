@@ -42,8 +42,8 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // IsUnknownMethod reports whether err is the daemon's answer to a method it does not
 // have: the reference daemon has only Allocate and Release.
 func IsUnknownMethod(err error) bool {
-	var se ServerError
-	return errors.As(err, &se) && strings.HasPrefix(string(se), "rpc: can't find ")
+	se, ok := errors.AsType[ServerError](err)
+	return ok && strings.HasPrefix(string(se), "rpc: can't find ")
 }
 
 // Call makes one call on the daemon listening at socket and decodes its reply into

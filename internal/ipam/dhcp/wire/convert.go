@@ -11,10 +11,10 @@ import (
 func FromResult(r *result.Result) *Result {
 	out := &Result{CNIVersion: r.CNIVersion, DNS: r.DNS}
 	for _, ip := range r.IPs {
-		out.IPs = append(out.IPs, IPConfig{Interface: ip.Interface, Address: ipNet(ip.Address), Gateway: netIP(ip.Gateway)})
+		out.IPs = append(out.IPs, IPConfig{Interface: ip.Interface, Address: ipNet(ip.Address), Gateway: ip.Gateway.AsSlice()})
 	}
 	for _, rt := range r.Routes {
-		out.Routes = append(out.Routes, Route{Dst: ipNet(rt.Dst), GW: netIP(rt.GW), MTU: rt.MTU, AdvMSS: rt.AdvMSS,
+		out.Routes = append(out.Routes, Route{Dst: ipNet(rt.Dst), GW: rt.GW.AsSlice(), MTU: rt.MTU, AdvMSS: rt.AdvMSS,
 			Priority: rt.Priority, Table: rt.Table, Scope: rt.Scope})
 	}
 	return out
@@ -48,20 +48,7 @@ func ipNet(p netip.Prefix) net.IPNet {
 	if !p.IsValid() {
 		return net.IPNet{}
 	}
-	bits := p.Addr().BitLen()
-	return net.IPNet{IP: netIP(p.Addr()), Mask: net.CIDRMask(p.Bits(), bits)}
-}
-
-func netIP(a netip.Addr) net.IP {
-	if !a.IsValid() {
-		return nil
-	}
-	if a.Is4() {
-		b := a.As4()
-		return net.IP(b[:])
-	}
-	b := a.As16()
-	return net.IP(b[:])
+	return net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 func addr(ip net.IP) (netip.Addr, bool) {

@@ -9,6 +9,7 @@
 package wire
 
 import (
+	"cmp"
 	"net"
 	"strconv"
 	"strings"
@@ -126,10 +127,7 @@ func errorText(err error) string {
 		}
 		msg += codeMark + strconv.FormatUint(uint64(code), 10) + ")"
 	}
-	if msg == "" {
-		msg = "unknown error"
-	}
-	return msg
+	return cmp.Or(msg, "unknown error")
 }
 
 // Err returns e as a typed CNI error when the daemon gave it a code.

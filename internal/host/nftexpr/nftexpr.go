@@ -13,6 +13,7 @@ package nftexpr
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -117,13 +118,7 @@ func Daddr(v6 bool) Field {
 }
 
 // Rule joins a rule's parts (its matches, then its statement) into one expression list.
-func Rule(parts ...[]expr.Any) []expr.Any {
-	var out []expr.Any
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
+func Rule(parts ...[]expr.Any) []expr.Any { return slices.Concat(parts...) }
 
 // Is is `<field> <value>`, the field equal to value (in the field's own byte order).
 func Is(f Field, value []byte) []expr.Any { return compare(f, expr.CmpOpEq, value) }

@@ -62,12 +62,11 @@ func boolCompare(a, b bool) int {
 // same question.
 func (r Rule) matches() int {
 	seen := map[string]bool{}
-	r.walk(func(o option) bool {
+	for o := range r.walk {
 		if o.owner != "" && !strings.HasPrefix(o.owner, "=> ") {
 			seen[o.owner] = true
 		}
-		return true
-	})
+	}
 	return len(seen)
 }
 
@@ -84,17 +83,15 @@ func (r Rule) matches() int {
 // Anything else is compared as written.
 func (r Rule) options() []option {
 	out := make([]option, 0, len(r)/2)
-	r.walk(func(o option) bool {
+	for o := range r.walk {
 		if o, keep := canonicalOption(o); keep {
 			out = append(out, o)
 		}
-		return true
-	})
+	}
 	return out
 }
 
-// walk calls fn with each option of r as written (name canonical, value not yet), in
-// order, until fn returns false.
+// walk yields each option of r as written (name canonical, value not yet), in order.
 func (r Rule) walk(fn func(option) bool) {
 	var (
 		module, proto string

@@ -72,13 +72,19 @@ func load(req *skel.Request) (*settings, error) {
 	return parseSettings(conf)
 }
 
-// add installs the attachment's mappings. Without mappings it passes the previous
-// result through and touches nothing.
-func add(req *skel.Request) (_ *result.Result, err error) {
+// loadChained is load for ADD, CHECK and REPAIR, which need prevResult: portmap is a
+// chained plugin.
+func loadChained(req *skel.Request) (*settings, error) {
 	if req.PrevResult == nil {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "prevResult: portmap must be called as a chained plugin")
 	}
-	s, err := load(req)
+	return load(req)
+}
+
+// add installs the attachment's mappings. Without mappings it passes the previous
+// result through and touches nothing.
+func add(req *skel.Request) (_ *result.Result, err error) {
+	s, err := loadChained(req)
 	if err != nil {
 		return nil, err
 	}
@@ -240,10 +246,7 @@ func forgetFlows(ctx context.Context, flows []flow) error {
 
 // check verifies the attachment's rules against the mappings it was given.
 func check(req *skel.Request) error {
-	if req.PrevResult == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: portmap must be called as a chained plugin")
-	}
-	s, err := load(req)
+	s, err := loadChained(req)
 	if err != nil {
 		return err
 	}

@@ -35,24 +35,20 @@ func Rotated(path string) ([]string, error) {
 		}
 		return nil, err
 	}
-	type numbered struct {
-		name string
-		n    int
-	}
-	var found []numbered
+	var found []int
 	for _, e := range ents {
 		suffix, ok := strings.CutPrefix(e.Name(), base+".")
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
 		if n, err := strconv.Atoi(suffix); err == nil && n > 0 && strconv.Itoa(n) == suffix {
-			found = append(found, numbered{filepath.Join(dir, e.Name()), n})
+			found = append(found, n)
 		}
 	}
-	slices.SortFunc(found, func(a, b numbered) int { return b.n - a.n })
+	slices.SortFunc(found, func(a, b int) int { return b - a })
 	out := make([]string, len(found))
-	for i, f := range found {
-		out[i] = f.name
+	for i, n := range found {
+		out[i] = filepath.Join(dir, base+"."+strconv.Itoa(n))
 	}
 	return out, nil
 }

@@ -173,11 +173,8 @@ func (s *execSource) checkFirst(probes []Probe) (int, error) {
 	var script strings.Builder
 	script.WriteString("*" + s.table + "\n")
 	for _, p := range probes {
-		if err := CheckChainName(p.Chain); err != nil {
+		if err := checkLine(p.Chain, p.Rule); err != nil {
 			return -1, err
-		}
-		if err := p.Rule.check(); err != nil {
-			return -1, fmt.Errorf("chain %s: %w", p.Chain, err)
 		}
 		fmt.Fprintf(&script, "-C %s %s\n", p.Chain, p.Rule)
 	}

@@ -64,11 +64,15 @@ func (r Rule) String() string {
 	return b.String()
 }
 
-// check refuses a rule that iptables-restore could read as something else.
-func (r Rule) check() error {
+// checkLine refuses a chain name, or an argument of r (nil for none), that
+// iptables-restore could read as something else.
+func checkLine(chain string, r Rule) error {
+	if err := CheckChainName(chain); err != nil {
+		return err
+	}
 	for _, a := range r {
 		if err := CheckArg(a); err != nil {
-			return err
+			return fmt.Errorf("chain %s: %w", chain, err)
 		}
 	}
 	return nil

@@ -41,6 +41,14 @@ const (
 	IPv6 Family = 6
 )
 
+// FamilyOf is IPv6 for v6, else IPv4.
+func FamilyOf(v6 bool) Family {
+	if v6 {
+		return IPv6
+	}
+	return IPv4
+}
+
 func (f Family) String() string {
 	if f == IPv6 {
 		return "ip6tables"

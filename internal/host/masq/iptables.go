@@ -19,13 +19,6 @@ const natTable = "nat"
 
 var families = [...]iptables.Family{iptables.IPv4, iptables.IPv6}
 
-func familyOf(a netip.Addr) iptables.Family {
-	if a.Is4() {
-		return iptables.IPv4
-	}
-	return iptables.IPv6
-}
-
 // iptRules is the reference layout for an attachment's addresses of one family: the
 // attachment chain's rules and the POSTROUTING jumps into it.
 func iptRules(att Attachment, fam iptables.Family, ips []netip.Prefix) (chain, jumps []iptables.Rule) {
@@ -36,7 +29,7 @@ func iptRules(att Attachment, fam iptables.Family, ips []netip.Prefix) (chain, j
 		multicast = "ff00::/8"
 	}
 	for _, p := range ips {
-		if familyOf(p.Addr()) != fam {
+		if iptables.FamilyOf(p.Addr().Is6()) != fam {
 			continue
 		}
 		chain = append(chain, iptables.Rule{"-d", p.Masked().String(), "-m", "comment", "--comment", comment, "-j", "ACCEPT"})

@@ -252,7 +252,7 @@ func (b nftBackend) holds(hash string) (bool, error) {
 // iptHolds tells whether either family may have the attachment's CNI-DN chain.
 func iptHolds(hash string) bool {
 	for _, v6 := range []bool{false, true} {
-		if iptables.ChainsMayExist(iptFamily(v6), "nat", iptDNPrefix+hash) {
+		if iptables.ChainsMayExist(iptables.FamilyOf(v6), "nat", iptDNPrefix+hash) {
 			return true
 		}
 	}

@@ -244,7 +244,7 @@ func (b *Batch) FlushChain(name string) {
 	if c == nil || len(c.Rules) == 0 {
 		return
 	}
-	c.clear()
+	c.Rules, c.meanings = nil, nil
 	b.add("-F %s", name)
 }
 

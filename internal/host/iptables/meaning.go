@@ -272,7 +272,9 @@ func canonicalValue(o option) option {
 	case "--ctstate", "--state", "--dst-type", "--src-type":
 		o.value = sortedList(o.value, strings.ToUpper)
 	case "--mark", "--set-xmark":
-		o.value = canonicalMark(o.value)
+		if v, m, ok := parseMark(o.value); ok {
+			o.value = formatMark(v, m)
+		}
 	case "--set-mark":
 		// --set-mark V/M zeroes M and sets V: the same as --set-xmark V/(M|V).
 		if v, m, ok := parseMark(o.value); ok {
@@ -384,10 +386,3 @@ func parseMark(s string) (v, m uint32, ok bool) {
 }
 
 func formatMark(v, m uint32) string { return fmt.Sprintf("%#x/%#x", v, m) }
-
-func canonicalMark(s string) string {
-	if v, m, ok := parseMark(s); ok {
-		return formatMark(v, m)
-	}
-	return s
-}

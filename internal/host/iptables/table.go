@@ -142,8 +142,6 @@ func (c *Chain) remove(i int) {
 	c.meanings = slices.Delete(c.meanings, i, i+1)
 }
 
-func (c *Chain) clear() { c.Rules, c.meanings = nil, nil }
-
 // source answers a Table's reads: the iptables tools of the node (execSource), or a
 // listing that is the whole table (ParseRules).
 type source interface {

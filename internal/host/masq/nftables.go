@@ -177,11 +177,6 @@ func addrsOf(ips []netip.Prefix) []netip.Addr {
 	return out
 }
 
-func tableExists(c *nftables.Conn) bool {
-	_, err := c.ListTableOfFamily(nftTableName, nftables.TableFamilyINet)
-	return err == nil
-}
-
 func nftSetup(att Attachment, ips []netip.Prefix) error {
 	c, err := conn()
 	if err != nil {
@@ -189,8 +184,7 @@ func nftSetup(att Attachment, ips []netip.Prefix) error {
 	}
 	defer c.CloseLasting()
 	for try := 1; ; try++ {
-		fresh := !tableExists(c)
-		if fresh {
+		if _, err := c.ListTableOfFamily(nftTableName, nftables.TableFamilyINet); err != nil { // no table yet
 			if err := nftBase(c); err != nil {
 				return err
 			}

@@ -107,12 +107,7 @@ func (c *Chain) Holds(want []Rule) bool {
 		return false
 	}
 	c.cacheMeanings()
-	for i, r := range want {
-		if c.meanings[i] != r.meaning() {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(c.meanings, want, func(m string, r Rule) bool { return m == r.meaning() })
 }
 
 func (c *Chain) index(r Rule) int {

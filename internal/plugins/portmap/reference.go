@@ -246,12 +246,8 @@ func (b nftBackend) holds(hash string) (bool, error) {
 
 // iptHolds tells whether either family may have the attachment's CNI-DN chain.
 func iptHolds(hash string) bool {
-	for _, v6 := range []bool{false, true} {
-		if iptables.ChainsMayExist(iptables.FamilyOf(v6), "nat", iptDNPrefix+hash) {
-			return true
-		}
-	}
-	return false
+	dn := iptDNPrefix + hash
+	return iptables.ChainsMayExist(iptables.IPv4, "nat", dn) || iptables.ChainsMayExist(iptables.IPv6, "nat", dn)
 }
 
 // checkReference verifies the reference's nftables rules of the container cid: per

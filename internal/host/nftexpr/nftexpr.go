@@ -123,11 +123,8 @@ func Rule(parts ...[]expr.Any) []expr.Any { return slices.Concat(parts...) }
 // Is is `<field> <value>`, the field equal to value (in the field's own byte order).
 func Is(f Field, value []byte) []expr.Any { return Compare(f, expr.CmpOpEq, value) }
 
-// IsNot is `<field> != <value>`.
-func IsNot(f Field, value []byte) []expr.Any { return Compare(f, expr.CmpOpNeq, value) }
-
-// Compare is Is for expr.CmpOpEq and IsNot for expr.CmpOpNeq, for a caller that reads
-// the operator from nft syntax.
+// Compare is Is for expr.CmpOpEq and `<field> != <value>` for expr.CmpOpNeq, for a
+// caller that reads the operator from nft syntax.
 func Compare(f Field, op expr.CmpOp, value []byte) []expr.Any {
 	return []expr.Any{f.load(regMatch), &expr.Cmp{Op: op, Register: regMatch, Data: value}}
 }

@@ -183,6 +183,9 @@ func TestRulesReadAsNftListsThem(t *testing.T) {
 // DaddrIn is `ip daddr 10.1.0.0/24` (`ip6 daddr` for an IPv6 prefix).
 func DaddrIn(p netip.Prefix) []expr.Any { return In(Daddr(p.Addr().Is6()), p) }
 
+// IsNot is `<field> != <value>`.
+func IsNot(f Field, value []byte) []expr.Any { return Compare(f, expr.CmpOpNeq, value) }
+
 // MarkIs is `meta mark 0x00000001`.
 func MarkIs(v uint32) []expr.Any { return Is(Mark, HostOrder(v)) }
 

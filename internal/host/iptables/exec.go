@@ -75,11 +75,8 @@ func planned(ctx context.Context, fam Family, table string, plan func(*Batch) er
 	src := newExecSource(ctx, fam, table)
 	defer src.close()
 	b := NewBatch(newTable(fam, table, src))
-	if err := plan(b); err != nil {
+	if err := cmp.Or(plan(b), b.Err()); err != nil {
 		return "", err
-	}
-	if b.Err() != nil {
-		return "", b.Err()
 	}
 	return b.Script(), nil
 }

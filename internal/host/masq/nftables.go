@@ -380,20 +380,18 @@ func nftCheck(att Attachment, ips []netip.Prefix) error {
 	if len(rules) != len(ips)+1 {
 		return fmt.Errorf("masquerade check: nftables chain %s incomplete", name)
 	}
-	for _, v6 := range []bool{false, true} {
-		want := nftElements(addrsOf(ips), v6, name)
-		if len(want) == 0 {
-			continue
-		}
+	for _, v6 := range []bool{false, true} { // the IPv4 addresses first
 		m := nftMap(nftTable(), v6)
-		for _, w := range want {
+		for _, a := range addrsOf(ips) {
+			if a.Is6() != v6 {
+				continue
+			}
 			// One lookup per address: CHECK costs the same with 300 attachments as with 10.
-			e, err := netfilter.GetElement(m.Table.Family, m.Table.Name, m.Name, w.Key)
+			e, err := netfilter.GetElement(m.Table.Family, m.Table.Name, m.Name, a.AsSlice())
 			if err != nil && !netfilter.IsNotExist(err) {
 				return fmt.Errorf("masquerade check: nftables map: %w", err)
 			}
 			if err != nil || e.VerdictChain != name {
-				a, _ := netip.AddrFromSlice(w.Key)
 				return fmt.Errorf("masquerade check: %s not in nftables map", a)
 			}
 		}

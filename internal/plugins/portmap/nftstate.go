@@ -46,9 +46,7 @@ func (f *nftFamily) stateOf(c *nftables.Conn, hash string) (nftState, error) {
 	}
 	st.exists = rules != nil
 	st.maps = records(rules)
-	for _, r := range rules {
-		st.gated = st.gated || nftexpr.VerdictChain(r.Exprs) == nftDMPrefix+hash
-	}
+	st.gated = slices.ContainsFunc(rules, func(r *nftables.Rule) bool { return nftexpr.VerdictChain(r.Exprs) == nftDMPrefix+hash })
 	if st.gated {
 		gated, err := f.rules(c, nftDMPrefix+hash)
 		if err != nil {

@@ -197,17 +197,9 @@ func del(req *skel.Request) error {
 func removeAttachment(ctx context.Context, hash string) error {
 	// Best effort, as DEL must be: a failing backend does not keep the other backend's
 	// rules or the conntrack entries alive.
-	var flows []flow
-	var errs []error
-	for _, b := range []backend{nftBackend{}, iptBackend{}} {
-		f, err := b.del(ctx, hash)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		flows = append(flows, f...)
-	}
-	errs = append(errs, forgetFlows(ctx, flows))
-	return errors.Join(errs...)
+	nftFlows, nftErr := nftBackend{}.del(ctx, hash)
+	iptFlows, iptErr := iptBackend{}.del(ctx, hash)
+	return errors.Join(nftErr, iptErr, forgetFlows(ctx, append(nftFlows, iptFlows...)))
 }
 
 // forgetFlows deletes the conntrack entries of the removed mappings in the background

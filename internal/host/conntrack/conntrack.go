@@ -40,14 +40,7 @@ func (m Match) MatchConntrackFlow(f *netlink.ConntrackFlow) bool {
 // matches selects, in the family v6 says, and returns how many went. The kernel walks
 // its whole table for it (a dump, filtered here), however few entries match.
 func Delete(v6 bool, matches []Match) (uint, error) {
-	if len(matches) == 0 {
-		return 0, nil
-	}
-	n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, family(v6), filters(matches)...)
-	if err != nil {
-		return n, fmt.Errorf("conntrack: delete entries: %w", err)
-	}
-	return n, nil
+	return deleteWith(netlink.ConntrackDeleteFilters, v6, matches)
 }
 
 // Table is the conntrack table of one network namespace, held open so that deletions
@@ -73,30 +66,29 @@ func OpenCurrent() (*Table, error) {
 
 // Delete is the package's Delete on the table's namespace.
 func (t *Table) Delete(v6 bool, matches []Match) (uint, error) {
-	if len(matches) == 0 {
-		return 0, nil
-	}
-	n, err := t.h.ConntrackDeleteFilters(netlink.ConntrackTable, family(v6), filters(matches)...)
-	if err != nil {
-		return n, fmt.Errorf("conntrack: delete entries: %w", err)
-	}
-	return n, nil
+	return deleteWith(t.h.ConntrackDeleteFilters, v6, matches)
 }
 
 // Close releases the table's socket.
 func (t *Table) Close() { t.h.Close() }
 
-func family(v6 bool) netlink.InetFamily {
+// deleteWith is Delete through del: the package's netlink handle, or a table's.
+func deleteWith(del func(netlink.ConntrackTableType, netlink.InetFamily, ...netlink.CustomConntrackFilter) (uint, error),
+	v6 bool, matches []Match) (uint, error) {
+	if len(matches) == 0 {
+		return 0, nil
+	}
+	family := netlink.InetFamily(syscall.AF_INET)
 	if v6 {
-		return netlink.InetFamily(syscall.AF_INET6)
+		family = netlink.InetFamily(syscall.AF_INET6)
 	}
-	return netlink.InetFamily(syscall.AF_INET)
-}
-
-func filters(matches []Match) []netlink.CustomConntrackFilter {
-	out := make([]netlink.CustomConntrackFilter, len(matches))
+	filters := make([]netlink.CustomConntrackFilter, len(matches))
 	for i, m := range matches {
-		out[i] = m
+		filters[i] = m
 	}
-	return out
+	n, err := del(netlink.ConntrackTable, family, filters...)
+	if err != nil {
+		return n, fmt.Errorf("conntrack: delete entries: %w", err)
+	}
+	return n, nil
 }

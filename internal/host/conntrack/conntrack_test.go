@@ -1,8 +1,10 @@
 package conntrack
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,4 +38,26 @@ func TestDeleteWithoutMatchesDoesNothing(t *testing.T) {
 	n, err := Delete(false, nil)
 	assert.NoError(t, err)
 	assert.Zero(t, n)
+}
+
+func TestDeleteHandsTheFamilyAndEveryMatchToTheTable(t *testing.T) {
+	matches := []Match{{Proto: 17, OrigDstPort: 53}, {Proto: 6, OrigDstPort: 80, ReplySrc: netip.MustParseAddr("fd00::5")}}
+	for _, v6 := range []bool{false, true} {
+		var gotFamily netlink.InetFamily
+		var got []netlink.CustomConntrackFilter
+		del := func(table netlink.ConntrackTableType, family netlink.InetFamily, filters ...netlink.CustomConntrackFilter) (uint, error) {
+			assert.Equal(t, netlink.ConntrackTableType(netlink.ConntrackTable), table)
+			gotFamily, got = family, filters
+			return 2, errors.New("refused")
+		}
+		n, err := deleteWith(del, v6, matches)
+		assert.Equal(t, uint(2), n, "the count stands beside the error")
+		assert.EqualError(t, err, "conntrack: delete entries: refused")
+		want := netlink.InetFamily(syscall.AF_INET)
+		if v6 {
+			want = netlink.InetFamily(syscall.AF_INET6)
+		}
+		assert.Equal(t, want, gotFamily)
+		assert.Equal(t, []netlink.CustomConntrackFilter{matches[0], matches[1]}, got)
+	}
 }

@@ -44,18 +44,12 @@ func (b *Batch) fail(err error) {
 // safe reports whether chain and rule (nil for none) may be written into the script; a
 // batch that failed once writes nothing more.
 func (b *Batch) safe(chain string, r Rule) bool {
-	if b.err != nil {
-		return false
+	if b.err == nil {
+		if err := checkLine(chain, r); err != nil {
+			b.fail(err)
+		}
 	}
-	if err := CheckChainName(chain); err != nil {
-		b.fail(err)
-		return false
-	}
-	if err := r.check(); err != nil {
-		b.fail(fmt.Errorf("chain %s: %w", chain, err))
-		return false
-	}
-	return true
+	return b.err == nil
 }
 
 // Script is the iptables-restore input of the batch; empty when nothing is to be done
@@ -250,7 +244,7 @@ func (b *Batch) FlushChain(name string) {
 	if c == nil || len(c.Rules) == 0 {
 		return
 	}
-	c.clear()
+	c.Rules, c.meanings = nil, nil
 	b.add("-F %s", name)
 }
 

@@ -75,11 +75,8 @@ func planned(ctx context.Context, fam Family, table string, plan func(*Batch) er
 	src := newExecSource(ctx, fam, table)
 	defer src.close()
 	b := NewBatch(newTable(fam, table, src))
-	if err := plan(b); err != nil {
+	if err := cmp.Or(plan(b), b.Err()); err != nil {
 		return "", err
-	}
-	if b.Err() != nil {
-		return "", b.Err()
 	}
 	return b.Script(), nil
 }
@@ -173,11 +170,8 @@ func (s *execSource) checkFirst(probes []Probe) (int, error) {
 	var script strings.Builder
 	script.WriteString("*" + s.table + "\n")
 	for _, p := range probes {
-		if err := CheckChainName(p.Chain); err != nil {
+		if err := checkLine(p.Chain, p.Rule); err != nil {
 			return -1, err
-		}
-		if err := p.Rule.check(); err != nil {
-			return -1, fmt.Errorf("chain %s: %w", p.Chain, err)
 		}
 		fmt.Fprintf(&script, "-C %s %s\n", p.Chain, p.Rule)
 	}

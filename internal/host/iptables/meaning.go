@@ -62,12 +62,11 @@ func boolCompare(a, b bool) int {
 // same question.
 func (r Rule) matches() int {
 	seen := map[string]bool{}
-	r.walk(func(o option) bool {
+	for o := range r.walk {
 		if o.owner != "" && !strings.HasPrefix(o.owner, "=> ") {
 			seen[o.owner] = true
 		}
-		return true
-	})
+	}
 	return len(seen)
 }
 
@@ -84,17 +83,15 @@ func (r Rule) matches() int {
 // Anything else is compared as written.
 func (r Rule) options() []option {
 	out := make([]option, 0, len(r)/2)
-	r.walk(func(o option) bool {
+	for o := range r.walk {
 		if o, keep := canonicalOption(o); keep {
 			out = append(out, o)
 		}
-		return true
-	})
+	}
 	return out
 }
 
-// walk calls fn with each option of r as written (name canonical, value not yet), in
-// order, until fn returns false.
+// walk yields each option of r as written (name canonical, value not yet), in order.
 func (r Rule) walk(fn func(option) bool) {
 	var (
 		module, proto string
@@ -275,7 +272,9 @@ func canonicalValue(o option) option {
 	case "--ctstate", "--state", "--dst-type", "--src-type":
 		o.value = sortedList(o.value, strings.ToUpper)
 	case "--mark", "--set-xmark":
-		o.value = canonicalMark(o.value)
+		if v, m, ok := parseMark(o.value); ok {
+			o.value = formatMark(v, m)
+		}
 	case "--set-mark":
 		// --set-mark V/M zeroes M and sets V: the same as --set-xmark V/(M|V).
 		if v, m, ok := parseMark(o.value); ok {
@@ -387,10 +386,3 @@ func parseMark(s string) (v, m uint32, ok bool) {
 }
 
 func formatMark(v, m uint32) string { return fmt.Sprintf("%#x/%#x", v, m) }
-
-func canonicalMark(s string) string {
-	if v, m, ok := parseMark(s); ok {
-		return formatMark(v, m)
-	}
-	return s
-}

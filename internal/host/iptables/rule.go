@@ -26,27 +26,22 @@ func (r Rule) Same(o Rule) bool { return r.meaning() == o.meaning() }
 // when the rule does not have the option.
 func (r Rule) Value(name string) (value string, ok bool) {
 	name, _ = canonicalName(name)
-	r.walk(func(o option) bool {
-		if o.name != name {
-			return true
+	for o := range r.walk {
+		if o.name == name {
+			return canonicalValue(o).value, true
 		}
-		o = canonicalValue(o)
-		value, ok = o.value, true
-		return false
-	})
-	return value, ok
+	}
+	return "", false
 }
 
 // Target returns the target of -j (or the chain of -g), or "".
-func (r Rule) Target() (target string) {
-	r.walk(func(o option) bool {
+func (r Rule) Target() string {
+	for o := range r.walk {
 		if o.name == "-j" || o.name == "-g" {
-			target = o.value
-			return false
+			return o.value
 		}
-		return true
-	})
-	return target
+	}
+	return ""
 }
 
 // Comment returns the text of the comment match, or "".
@@ -69,11 +64,15 @@ func (r Rule) String() string {
 	return b.String()
 }
 
-// check refuses a rule that iptables-restore could read as something else.
-func (r Rule) check() error {
+// checkLine refuses a chain name, or an argument of r (nil for none), that
+// iptables-restore could read as something else.
+func checkLine(chain string, r Rule) error {
+	if err := CheckChainName(chain); err != nil {
+		return err
+	}
 	for _, a := range r {
 		if err := CheckArg(a); err != nil {
-			return err
+			return fmt.Errorf("chain %s: %w", chain, err)
 		}
 	}
 	return nil
@@ -91,10 +90,8 @@ func quote(a string) string {
 // the rest be read as commands, or a NUL, which would cut it short). Blanks, quotes and
 // backslashes are quoted by String.
 func CheckArg(a string) error {
-	if i := strings.IndexFunc(a, isControl); i >= 0 {
+	if i := strings.IndexFunc(a, unicode.IsControl); i >= 0 {
 		return fmt.Errorf("%q contains the control character %q", a, a[i])
 	}
 	return nil
 }
-
-func isControl(r rune) bool { return unicode.IsControl(r) }

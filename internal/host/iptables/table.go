@@ -41,6 +41,14 @@ const (
 	IPv6 Family = 6
 )
 
+// FamilyOf is IPv6 for v6, else IPv4.
+func FamilyOf(v6 bool) Family {
+	if v6 {
+		return IPv6
+	}
+	return IPv4
+}
+
 func (f Family) String() string {
 	if f == IPv6 {
 		return "ip6tables"
@@ -99,12 +107,7 @@ func (c *Chain) Holds(want []Rule) bool {
 		return false
 	}
 	c.cacheMeanings()
-	for i, r := range want {
-		if c.meanings[i] != r.meaning() {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(c.meanings, want, func(m string, r Rule) bool { return m == r.meaning() })
 }
 
 func (c *Chain) index(r Rule) int {
@@ -133,8 +136,6 @@ func (c *Chain) remove(i int) {
 	c.Rules = slices.Delete(c.Rules, i, i+1)
 	c.meanings = slices.Delete(c.meanings, i, i+1)
 }
-
-func (c *Chain) clear() { c.Rules, c.meanings = nil, nil }
 
 // source answers a Table's reads: the iptables tools of the node (execSource), or a
 // listing that is the whole table (ParseRules).

@@ -177,3 +177,10 @@ func TestParseRulesKeepsNonASCIIBlanksOfTheLastArgument(t *testing.T) {
 	require.Len(t, mustChain(t, tab, "X").Rules, 1)
 	assert.Equal(t, r, mustChain(t, tab, "X").Rules[0])
 }
+
+func TestFamilyOfNamesTheToolsOfEachFamily(t *testing.T) {
+	assert.Equal(t, IPv4, FamilyOf(false))
+	assert.Equal(t, IPv6, FamilyOf(true))
+	assert.Equal(t, "iptables", FamilyOf(false).String())
+	assert.Equal(t, "ip6tables", FamilyOf(true).String())
+}

@@ -48,11 +48,10 @@ func (c *Config) MasqOptions() (Options, error) {
 	if !c.Masquerading() && c.IPMasqBackend == "" {
 		return opts, nil
 	}
-	b, err := netfilter.Choose("ipMasqBackend", c.IPMasqBackend)
-	if err != nil {
+	var err error
+	if opts.Backend, err = netfilter.Choose("ipMasqBackend", c.IPMasqBackend); err != nil {
 		return Options{}, err
 	}
-	opts.Backend = b
 	return opts, nil
 }
 

@@ -19,13 +19,6 @@ const natTable = "nat"
 
 var families = [...]iptables.Family{iptables.IPv4, iptables.IPv6}
 
-func familyOf(a netip.Addr) iptables.Family {
-	if a.Is4() {
-		return iptables.IPv4
-	}
-	return iptables.IPv6
-}
-
 // iptRules is the reference layout for an attachment's addresses of one family: the
 // attachment chain's rules and the POSTROUTING jumps into it.
 func iptRules(att Attachment, fam iptables.Family, ips []netip.Prefix) (chain, jumps []iptables.Rule) {
@@ -36,7 +29,7 @@ func iptRules(att Attachment, fam iptables.Family, ips []netip.Prefix) (chain, j
 		multicast = "ff00::/8"
 	}
 	for _, p := range ips {
-		if familyOf(p.Addr()) != fam {
+		if iptables.FamilyOf(p.Addr().Is6()) != fam {
 			continue
 		}
 		chain = append(chain, iptables.Rule{"-d", p.Masked().String(), "-m", "comment", "--comment", comment, "-j", "ACCEPT"})
@@ -110,21 +103,30 @@ func iptRemove(b *iptables.Batch, names map[string]bool) {
 }
 
 func iptTeardown(ctx context.Context, network, containerID string) error {
-	names := map[string]bool{iptChainName(network, containerID): true}
+	name := iptChainName(network, containerID)
+	names := map[string]bool{name: true}
+	// No chain, so no jump to it either, and no exec spent finding that out.
+	mayExist := func(fam iptables.Family) bool { return iptables.ChainsMayExist(fam, natTable, name) }
+	return iptEachFamily(ctx, "teardown", mayExist, func(b *iptables.Batch) { iptRemove(b, names) })
+}
+
+// iptEachFamily applies plan to the nat table of each family that may hold something
+// of ours, and joins the failures; a family without iptables tools is skipped.
+func iptEachFamily(ctx context.Context, what string, mayHold func(iptables.Family) bool, plan func(*iptables.Batch)) error {
 	var errs []error
 	for _, fam := range families {
-		if !iptables.ChainsMayExist(fam, natTable, iptChainName(network, containerID)) {
-			continue // no chain, so no jump to it either, and no exec spent finding that out
+		if !mayHold(fam) {
+			continue
 		}
 		err := iptables.Update(ctx, fam, natTable, func(b *iptables.Batch) error {
-			iptRemove(b, names)
+			plan(b)
 			return nil
 		})
 		if errors.Is(err, exec.ErrNotFound) {
 			continue // a nat table made by nft itself, and no iptables tools to have used it
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("masquerade teardown %s: %w", fam, err))
+			errs = append(errs, fmt.Errorf("masquerade %s %s: %w", what, fam, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -204,33 +206,18 @@ func iptGC(ctx context.Context, network string, valid iter.Seq2[string, string])
 		ids = append(ids, cid)
 	}
 	keep := owner.NewSet(ids...)
-	var errs []error
-	for _, fam := range families {
-		if !iptables.TableInUse(fam, natTable) {
-			continue
-		}
-		err := iptables.Update(ctx, fam, natTable, func(b *iptables.Batch) error {
-			post := b.Chain("POSTROUTING")
-			if post == nil {
-				return nil
-			}
-			stale := map[string]bool{}
+	inUse := func(fam iptables.Family) bool { return iptables.TableInUse(fam, natTable) }
+	return iptEachFamily(ctx, "gc", inUse, func(b *iptables.Batch) {
+		stale := map[string]bool{}
+		if post := b.Chain("POSTROUTING"); post != nil {
 			for _, r := range post.Rules {
 				if id, ok := iptOwnedBy(network, r.Target(), r.Comment()); ok && !keep.Has(id) {
 					stale[r.Target()] = true
 				}
 			}
-			iptRemove(b, stale)
-			return nil
-		})
-		if errors.Is(err, exec.ErrNotFound) {
-			continue
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("masquerade gc %s: %w", fam, err))
-		}
-	}
-	return errors.Join(errs...)
+		iptRemove(b, stale)
+	})
 }
 
 // iptOwnedBy returns the container field of the comment of a rule in chain when the

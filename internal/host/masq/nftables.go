@@ -52,31 +52,17 @@ func conn(opts ...nftables.ConnOption) (*nftables.Conn, error) {
 	return c, nil
 }
 
-// multicastReturn is `ip daddr 224.0.0.0/4 return` (`ip6 daddr ff00::/8 return`).
-func multicastReturn(v6 bool) []expr.Any {
-	multicast := netip.MustParsePrefix("224.0.0.0/4")
-	if v6 {
-		multicast = netip.MustParsePrefix("ff00::/8")
-	}
-	return nftexpr.Rule(inSubnet(multicast), nftexpr.Return())
-}
-
 // sourceDispatch is `ip saddr vmap @masq4` (`ip6 saddr vmap @masq6`).
 func sourceDispatch(m *nftables.Set, v6 bool) []expr.Any {
 	return nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.VMap(m, nftexpr.Saddr(v6)))
 }
 
-// subnetReturn is `ip daddr 10.1.0.0/24 return`: the attachment's own subnet is not
-// masqueraded.
-func subnetReturn(p netip.Prefix) []expr.Any {
-	return nftexpr.Rule(inSubnet(p), nftexpr.Return())
-}
-
-// inSubnet is `ip daddr 10.1.0.0/24`, in an inet table, where nft also matches the
-// family (`meta nfproto ipv4`) but does not list it.
-func inSubnet(p netip.Prefix) []expr.Any {
+// daddrReturn is `ip daddr 10.1.0.0/24 return` (multicast, and an attachment's own
+// subnet, are not masqueraded), in an inet table, where nft also matches the family
+// (`meta nfproto ipv4`) but does not list it.
+func daddrReturn(p netip.Prefix) []expr.Any {
 	v6 := p.Addr().Is6()
-	return nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.In(nftexpr.Daddr(v6), p))
+	return nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.In(nftexpr.Daddr(v6), p), nftexpr.Return())
 }
 
 // nftBase adds the table, the maps and the base chain with its rules: multicast is never
@@ -87,12 +73,13 @@ func nftBase(c *nftables.Conn) error {
 		Name: nftBaseChain, Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
 	})
-	for _, v6 := range []bool{false, true} {
+	for _, multicast := range []netip.Prefix{netip.MustParsePrefix("224.0.0.0/4"), netip.MustParsePrefix("ff00::/8")} {
+		v6 := multicast.Addr().Is6()
 		m := nftMap(t, v6)
 		if err := c.AddSet(m, nil); err != nil {
 			return fmt.Errorf("masquerade: nftables map %s: %w", m.Name, err)
 		}
-		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: multicastReturn(v6)})
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: daddrReturn(multicast)})
 		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: sourceDispatch(m, v6)})
 	}
 	return nil
@@ -151,7 +138,7 @@ func nftAttachment(c *nftables.Conn, att Attachment, ips []netip.Prefix) error {
 	chain := c.AddChain(&nftables.Chain{Name: nftChainName(att.Network, att.ContainerID, att.IfName), Table: t})
 	c.FlushChain(chain)
 	for _, p := range ips {
-		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: subnetReturn(p)})
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: daddrReturn(p)})
 	}
 	c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: nftexpr.Masquerade(),
 		UserData: userdata.AppendString(nil, userdata.TypeComment, nftComment(att, ips))})
@@ -190,11 +177,6 @@ func addrsOf(ips []netip.Prefix) []netip.Addr {
 	return out
 }
 
-func tableExists(c *nftables.Conn) bool {
-	_, err := c.ListTableOfFamily(nftTableName, nftables.TableFamilyINet)
-	return err == nil
-}
-
 func nftSetup(att Attachment, ips []netip.Prefix) error {
 	c, err := conn()
 	if err != nil {
@@ -202,8 +184,7 @@ func nftSetup(att Attachment, ips []netip.Prefix) error {
 	}
 	defer c.CloseLasting()
 	for try := 1; ; try++ {
-		fresh := !tableExists(c)
-		if fresh {
+		if _, err := c.ListTableOfFamily(nftTableName, nftables.TableFamilyINet); err != nil { // no table yet
 			if err := nftBase(c); err != nil {
 				return err
 			}
@@ -218,12 +199,10 @@ func nftSetup(att Attachment, ips []netip.Prefix) error {
 		if err := nftAttachment(c, att, ips); err != nil {
 			return err
 		}
-		err := c.Flush()
-		if err == nil || try == 3 {
-			if err != nil {
-				return fmt.Errorf("masquerade: nftables: %w", err)
-			}
+		if err := c.Flush(); err == nil {
 			return nil
+		} else if try == 3 {
+			return fmt.Errorf("masquerade: nftables: %w", err)
 		}
 	}
 }
@@ -242,10 +221,14 @@ func nftDropOwnStale(c *nftables.Conn, att Attachment, ips []netip.Prefix) error
 			stale = append(stale, a)
 		}
 	}
-	t := nftTable()
+	return nftDeleteKeys(c, stale)
+}
+
+// nftDeleteKeys queues the deletion of the map elements of ips, in both maps.
+func nftDeleteKeys(c *nftables.Conn, ips []netip.Addr) error {
 	for _, v6 := range []bool{false, true} {
-		if elems := nftElements(stale, v6, ""); len(elems) > 0 {
-			if err := c.SetDeleteElements(nftMap(t, v6), elems); err != nil {
+		if elems := nftElements(ips, v6, ""); len(elems) > 0 {
+			if err := c.SetDeleteElements(nftMap(nftTable(), v6), elems); err != nil {
 				return err
 			}
 		}
@@ -319,12 +302,8 @@ func nftRemove(c *nftables.Conn, name string, rules []*nftables.Rule) error {
 			ours = append(ours, a)
 		}
 	}
-	for _, v6 := range []bool{false, true} {
-		if elems := nftElements(ours, v6, ""); len(elems) > 0 {
-			if err := c.SetDeleteElements(nftMap(t, v6), elems); err != nil {
-				return err
-			}
-		}
+	if err := nftDeleteKeys(c, ours); err != nil {
+		return err
 	}
 	c.DelChain(&nftables.Chain{Name: name, Table: t})
 	return nil
@@ -401,20 +380,18 @@ func nftCheck(att Attachment, ips []netip.Prefix) error {
 	if len(rules) != len(ips)+1 {
 		return fmt.Errorf("masquerade check: nftables chain %s incomplete", name)
 	}
-	for _, v6 := range []bool{false, true} {
-		want := nftElements(addrsOf(ips), v6, name)
-		if len(want) == 0 {
-			continue
-		}
+	for _, v6 := range []bool{false, true} { // the IPv4 addresses first
 		m := nftMap(nftTable(), v6)
-		for _, w := range want {
+		for _, a := range addrsOf(ips) {
+			if a.Is6() != v6 {
+				continue
+			}
 			// One lookup per address: CHECK costs the same with 300 attachments as with 10.
-			e, err := netfilter.GetElement(m.Table.Family, m.Table.Name, m.Name, w.Key)
+			e, err := netfilter.GetElement(m.Table.Family, m.Table.Name, m.Name, a.AsSlice())
 			if err != nil && !netfilter.IsNotExist(err) {
 				return fmt.Errorf("masquerade check: nftables map: %w", err)
 			}
 			if err != nil || e.VerdictChain != name {
-				a, _ := netip.AddrFromSlice(w.Key)
 				return fmt.Errorf("masquerade check: %s not in nftables map", a)
 			}
 		}

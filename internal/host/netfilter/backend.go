@@ -214,15 +214,9 @@ func hostRulesIn(conn *nftables.Conn, t *nftables.Table, name string) bool {
 		return true
 	}
 	rules, err := conn.GetRules(t, c)
-	if err != nil {
-		return true
-	}
-	for _, r := range rules {
-		if !strings.HasPrefix(jumpTarget(r.Exprs), ownChainPrefix) {
-			return true
-		}
-	}
-	return false
+	return err != nil || slices.ContainsFunc(rules, func(r *nftables.Rule) bool {
+		return !strings.HasPrefix(jumpTarget(r.Exprs), ownChainPrefix)
+	})
 }
 
 // jumpTarget is the chain a rule jumps or goes to, "" for none.

@@ -79,19 +79,15 @@ func forwardChainName(t *nftables.Table, v4, v6 bool, own Backend) (string, bool
 // FamilyName is a table family as nft names it ("ip", "ip6", "inet", "bridge", "arp",
 // "netdev"), for messages and listings.
 func FamilyName(f nftables.TableFamily) string {
-	switch f {
-	case nftables.TableFamilyIPv4:
-		return "ip"
-	case nftables.TableFamilyIPv6:
-		return "ip6"
-	case nftables.TableFamilyINet:
-		return "inet"
-	case nftables.TableFamilyBridge:
-		return "bridge"
-	case nftables.TableFamilyARP:
-		return "arp"
-	case nftables.TableFamilyNetdev:
-		return "netdev"
+	if int(f) < len(familyNames) && familyNames[f] != "" {
+		return familyNames[f]
 	}
 	return fmt.Sprint(int(f))
+}
+
+// familyNames are nft's names of the table families, by number: an array, which the
+// linker lays out as data.
+var familyNames = [...]string{
+	nftables.TableFamilyIPv4: "ip", nftables.TableFamilyIPv6: "ip6", nftables.TableFamilyINet: "inet",
+	nftables.TableFamilyBridge: "bridge", nftables.TableFamilyARP: "arp", nftables.TableFamilyNetdev: "netdev",
 }

@@ -49,3 +49,13 @@ func TestForwardDropNamesTheHostsDroppingForwardChains(t *testing.T) {
 	forwardChain(t, host, nftables.TableFamilyINet, "host", "forward", nftables.ChainPolicyDrop)
 	require.Equal(t, "chain forward of table inet host (hook forward) drops by policy", forwardDropIn(t, host, true, false, IPTables))
 }
+
+func TestFamilyNameIsNftsNameOfEachFamily(t *testing.T) {
+	for f, want := range map[nftables.TableFamily]string{
+		nftables.TableFamilyIPv4: "ip", nftables.TableFamilyIPv6: "ip6", nftables.TableFamilyINet: "inet",
+		nftables.TableFamilyBridge: "bridge", nftables.TableFamilyARP: "arp", nftables.TableFamilyNetdev: "netdev",
+		nftables.TableFamilyUnspecified: "0", 4: "4", 200: "200",
+	} {
+		assert.Equal(t, want, FamilyName(f), "family %d", f)
+	}
+}

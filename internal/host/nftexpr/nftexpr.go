@@ -13,6 +13,7 @@ package nftexpr
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -117,32 +118,27 @@ func Daddr(v6 bool) Field {
 }
 
 // Rule joins a rule's parts (its matches, then its statement) into one expression list.
-func Rule(parts ...[]expr.Any) []expr.Any {
-	var out []expr.Any
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
+func Rule(parts ...[]expr.Any) []expr.Any { return slices.Concat(parts...) }
 
 // Is is `<field> <value>`, the field equal to value (in the field's own byte order).
-func Is(f Field, value []byte) []expr.Any { return compare(f, expr.CmpOpEq, value) }
+func Is(f Field, value []byte) []expr.Any { return Compare(f, expr.CmpOpEq, value) }
 
-// IsNot is `<field> != <value>`.
-func IsNot(f Field, value []byte) []expr.Any { return compare(f, expr.CmpOpNeq, value) }
-
-func compare(f Field, op expr.CmpOp, value []byte) []expr.Any {
+// Compare is Is for expr.CmpOpEq and `<field> != <value>` for expr.CmpOpNeq, for a
+// caller that reads the operator from nft syntax.
+func Compare(f Field, op expr.CmpOp, value []byte) []expr.Any {
 	return []expr.Any{f.load(regMatch), &expr.Cmp{Op: op, Register: regMatch, Data: value}}
 }
 
 // In is `ip saddr 10.1.0.0/24` for Saddr(false) and that prefix: an address field inside
 // p. A full-length prefix is `ip saddr 10.1.0.5`.
-func In(f Field, p netip.Prefix) []expr.Any { return inPrefix(f, p, expr.CmpOpEq) }
+func In(f Field, p netip.Prefix) []expr.Any { return InPrefix(f, p, expr.CmpOpEq) }
 
 // NotIn is `ip daddr != 224.0.0.0/4`: an address field outside p.
-func NotIn(f Field, p netip.Prefix) []expr.Any { return inPrefix(f, p, expr.CmpOpNeq) }
+func NotIn(f Field, p netip.Prefix) []expr.Any { return InPrefix(f, p, expr.CmpOpNeq) }
 
-func inPrefix(f Field, p netip.Prefix, op expr.CmpOp) []expr.Any {
+// InPrefix is In for expr.CmpOpEq and NotIn for expr.CmpOpNeq, for a caller that reads
+// the operator from nft syntax.
+func InPrefix(f Field, p netip.Prefix, op expr.CmpOp) []expr.Any {
 	p = p.Masked()
 	out := []expr.Any{f.load(regMatch)}
 	if n := p.Addr().BitLen(); p.Bits() < n {

@@ -43,6 +43,10 @@ func rulesByFamily(sets map[string]*nftables.Set) map[nftables.TableFamily][]lis
 			{Is(IIFName, IfName("veth*")), `iifname "veth*"`},
 			{IsNot(OIFName, IfName("eth0")), `oifname != "eth0"`},
 			{MarkIs(0x2000), "meta mark 0x00002000"},
+			{Compare(Mark, expr.CmpOpNeq, HostOrder(0x10)), "meta mark != 0x00000010"},
+			{Compare(IIFName, expr.CmpOpEq, IfName("eth1")), `iifname "eth1"`},
+			{InPrefix(Saddr(false), pfx("10.2.0.0/16"), expr.CmpOpNeq), "ip saddr != 10.2.0.0/16"},
+			{InPrefix(Daddr(false), pfx("10.3.0.0/16"), expr.CmpOpEq), "ip daddr 10.3.0.0/16"},
 			{CtStatusDNAT(), "ct status dnat"},
 			{Rule(L4ProtoIs(6), CtOriginalProtoDstIs(8080), Masquerade()), "meta l4proto tcp ct original proto-dst 8080 masquerade"},
 			{Rule(FibDaddrTypeLocal(), Jump("target")), "fib daddr type local jump target"},
@@ -178,6 +182,9 @@ func TestRulesReadAsNftListsThem(t *testing.T) {
 
 // DaddrIn is `ip daddr 10.1.0.0/24` (`ip6 daddr` for an IPv6 prefix).
 func DaddrIn(p netip.Prefix) []expr.Any { return In(Daddr(p.Addr().Is6()), p) }
+
+// IsNot is `<field> != <value>`.
+func IsNot(f Field, value []byte) []expr.Any { return Compare(f, expr.CmpOpNeq, value) }
 
 // MarkIs is `meta mark 0x00000001`.
 func MarkIs(v uint32) []expr.Any { return Is(Mark, HostOrder(v)) }

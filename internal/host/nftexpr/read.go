@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables/expr"
 )
@@ -75,12 +76,9 @@ func sameField(load expr.Any, f Field) bool {
 // Has reports whether the rule compares field f with value as Is (expr.CmpOpEq) or
 // IsNot (expr.CmpOpNeq) make it: `tcp dport 8080` has L4Proto 6 and THDport 8080.
 func Has(exprs []expr.Any, f Field, op expr.CmpOp, value []byte) bool {
-	for _, c := range conditions(exprs) {
-		if c.op == op && c.mask == nil && sameField(c.load, f) && bytes.Equal(c.data, value) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(conditions(exprs), func(c condition) bool {
+		return c.op == op && c.mask == nil && sameField(c.load, f) && bytes.Equal(c.data, value)
+	})
 }
 
 // Value returns what the rule requires field f to equal, compared whole (`tcp dport
@@ -147,10 +145,8 @@ func DNATTo(exprs []expr.Any) (netip.AddrPort, bool) {
 
 // Masquerades reports whether the rule's statement is `masquerade`.
 func Masquerades(exprs []expr.Any) bool {
-	for _, e := range exprs {
-		if _, ok := e.(*expr.Masq); ok {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(exprs, func(e expr.Any) bool {
+		_, ok := e.(*expr.Masq)
+		return ok
+	})
 }

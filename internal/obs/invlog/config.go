@@ -135,10 +135,8 @@ func (c *Config) validate(prefix string, code uint) error {
 	default:
 		return cnierror.Newf(code, "%s: unknown level %q (want %q or %q)", field("level"), c.Level, LevelInfo, LevelDebug)
 	}
-	for i := 0; i < len(c.File); i++ {
-		if c.File[i] < 0x20 || c.File[i] == 0x7f {
-			return cnierror.Newf(code, "%s: control character in the path", field("file"))
-		}
+	if strings.ContainsFunc(c.File, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return cnierror.Newf(code, "%s: control character in the path", field("file"))
 	}
 	if c.MaxSizeMB < 0 || math.IsInf(c.MaxSizeMB, 0) || math.IsNaN(c.MaxSizeMB) || c.MaxSizeMB > 1<<20 {
 		return cnierror.Newf(code, "%s: must be a positive number of megabytes, got %v", field("maxSizeMB"), c.MaxSizeMB)

@@ -35,24 +35,20 @@ func Rotated(path string) ([]string, error) {
 		}
 		return nil, err
 	}
-	type numbered struct {
-		name string
-		n    int
-	}
-	var found []numbered
+	var found []int
 	for _, e := range ents {
 		suffix, ok := strings.CutPrefix(e.Name(), base+".")
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
 		if n, err := strconv.Atoi(suffix); err == nil && n > 0 && strconv.Itoa(n) == suffix {
-			found = append(found, numbered{filepath.Join(dir, e.Name()), n})
+			found = append(found, n)
 		}
 	}
-	slices.SortFunc(found, func(a, b numbered) int { return b.n - a.n })
+	slices.SortFunc(found, func(a, b int) int { return b - a })
 	out := make([]string, len(found))
-	for i, f := range found {
-		out[i] = f.name
+	for i, n := range found {
+		out[i] = filepath.Join(dir, base+"."+strconv.Itoa(n))
 	}
 	return out, nil
 }
@@ -184,19 +180,11 @@ func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo,
 
 // openLive opens the live file and reads its info; a missing one is nil, no error.
 func openLive(path string) (*os.File, fs.FileInfo, error) {
-	f, err := openRead(path)
+	f, fi, err := openRead(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return f, fi, nil
+	return f, fi, err
 }
 
 // openRotated opens the rotated files named (oldest first) but the live one and done
@@ -205,16 +193,13 @@ func openLive(path string) (*os.File, fs.FileInfo, error) {
 func (r *Reader) openRotated(names []string, liveInfo, done fs.FileInfo) []openFile {
 	var rotated []openFile
 	for _, name := range names {
-		f, err := openRead(name)
+		f, fi, err := openRead(name)
 		if errors.Is(err, ErrForeign) && !slices.ContainsFunc(r.Foreign, func(e error) bool { return e.Error() == err.Error() }) {
 			r.Foreign = append(r.Foreign, err)
 		}
-		if err != nil {
-			continue
-		}
-		fi, err := f.Stat()
 		switch {
-		case err != nil, liveInfo != nil && os.SameFile(fi, liveInfo):
+		case err != nil:
+		case liveInfo != nil && os.SameFile(fi, liveInfo):
 			f.Close()
 		case done != nil && os.SameFile(fi, done):
 			// Read already, with all that is older.
@@ -284,17 +269,19 @@ func (r *Reader) sleep(ctx context.Context) error {
 
 // openRead opens a log file for reading without following a symlink in its last
 // element, as the writer does, and only a regular file of one name owned by this user
-// or root: a FIFO at the path would otherwise hold cni log until a writer came.
-func openRead(path string) (*os.File, error) {
+// or root: a FIFO at the path would otherwise hold cni log until a writer came. It
+// returns what the file is.
+func openRead(path string) (*os.File, fs.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// A log file another user made is not this node's log (it may be forged to mislead
 	// whoever reads it); root's own log is, to a reader allowed to read it.
-	if _, err := ownFile(f, true); err != nil {
+	fi, err := ownFile(f, true)
+	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return f, nil
+	return f, fi, nil
 }

@@ -146,17 +146,8 @@ func redactValue(v any, secret bool) any {
 // so that "MONKEY" or "BYPASS" are not.
 func secretKey(k string) bool {
 	lower := strings.ToLower(k)
-	for _, w := range secretWords {
-		if strings.Contains(lower, w) {
-			return true
-		}
-	}
-	for _, w := range keyWords(k) {
-		if slices.Contains(secretNames, w) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(lower, w) }) ||
+		slices.ContainsFunc(keyWords(k), func(w string) bool { return slices.Contains(secretNames, w) })
 }
 
 // secretWords name a credential wherever they appear in a key.
@@ -254,14 +245,9 @@ func isUUID(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			if c != '-' {
-				return false
-			}
-			continue
-		}
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+		// Dashes at 8, 13, 18 and 23, hex digits of either case everywhere else.
+		dash := i == 8 || i == 13 || i == 18 || i == 23
+		if dash != (s[i] == '-') || !dash && strings.IndexByte("0123456789abcdefABCDEF", s[i]) < 0 {
 			return false
 		}
 	}

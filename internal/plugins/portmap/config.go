@@ -121,11 +121,9 @@ func parseSettings(conf *Config) (*settings, error) {
 	if s.cond6, err = conditions("conditionsV6", conf.ConditionsV6); err != nil {
 		return nil, err
 	}
-	backend, err := chooseBackend(conf)
-	if err != nil {
+	if s.backend, err = chooseBackend(conf); err != nil {
 		return nil, err
 	}
-	s.backend = backend
 	return s, s.checkBackendOptions(conf)
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/google/nftables/expr"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/iptables"
 	"github.com/cnikit/cni/internal/host/iptables/iptablestest"
 	"github.com/cnikit/cni/internal/host/netfilter"
 	"github.com/cnikit/cni/internal/host/owner"
@@ -123,13 +124,13 @@ func requireMappingsReadBack(t *testing.T, s *settings, o attachment, fam family
 	}
 	var flows []flow
 	for _, r := range dnRules(s, fam, markChain) {
-		iptablestest.RequireReadsBack(t, iptFamily(fam.v6), "nat", r)
+		iptablestest.RequireReadsBack(t, iptables.FamilyOf(fam.v6), "nat", r)
 		if f, ok := flowOfDNAT(r); ok {
 			flows = append(flows, f)
 		}
 	}
 	for _, r := range entryRules(o, fam, iptDNPrefix+o.hash()) {
-		iptablestest.RequireReadsBack(t, iptFamily(fam.v6), "nat", r)
+		iptablestest.RequireReadsBack(t, iptables.FamilyOf(fam.v6), "nat", r)
 	}
 	if len(flows) != len(fam.mappings) {
 		t.Fatalf("%d DNAT rules read back for %d mappings", len(flows), len(fam.mappings))

@@ -47,13 +47,6 @@ const (
 // iptBackend installs port mappings with iptables-restore batches.
 type iptBackend struct{}
 
-func iptFamily(v6 bool) iptables.Family {
-	if v6 {
-		return iptables.IPv6
-	}
-	return iptables.IPv4
-}
-
 func markDef(bit int) string {
 	v := uint32(1) << bit
 	return fmt.Sprintf("%#x/%#x", v, v)
@@ -170,7 +163,7 @@ func dnRules(s *settings, f family, markChain string) []iptables.Rule {
 func (iptBackend) add(ctx context.Context, o attachment, s *settings, fams []family) error {
 	dn := iptDNPrefix + o.hash()
 	for _, f := range fams {
-		err := iptables.Update(ctx, iptFamily(f.v6), "nat", func(b *iptables.Batch) error {
+		err := iptables.Update(ctx, iptables.FamilyOf(f.v6), "nat", func(b *iptables.Batch) error {
 			markChain := planShared(b, s)
 			entries := entryRules(o, f, dn)
 			// An earlier ADD's entries that are no longer wanted go. A CNI-DN chain that
@@ -201,7 +194,7 @@ func (iptBackend) del(ctx context.Context, hash string) ([]flow, error) {
 	dn, sn := iptDNPrefix+hash, iptSNPrefix+hash
 	var flows []flow
 	for _, v6 := range []bool{false, true} {
-		fam := iptFamily(v6)
+		fam := iptables.FamilyOf(v6)
 		if !iptables.ChainsMayExist(fam, "nat", dn, sn) {
 			continue
 		}
@@ -299,7 +292,7 @@ func flowOfDNAT(r iptables.Rule) (flow, bool) {
 func (iptBackend) check(ctx context.Context, o attachment, s *settings, fams []family) error {
 	dn := iptDNPrefix + o.hash()
 	for _, f := range fams {
-		fam := iptFamily(f.v6)
+		fam := iptables.FamilyOf(f.v6)
 		err := iptables.Inspect(ctx, fam, "nat", func(t *iptables.Table) error {
 			// Every rule looked for is asked about at once, first: where all are there,
 			// that one exec also tells that the chains exist (legacy tables have no
@@ -399,7 +392,7 @@ func (iptBackend) installed(ctx context.Context) ([]installed, error) {
 	seen := map[string]bool{}
 	var out []installed
 	for _, v6 := range []bool{false, true} {
-		fam := iptFamily(v6)
+		fam := iptables.FamilyOf(v6)
 		if !iptables.ChainsMayExist(fam, "nat", iptDNAT) {
 			continue
 		}

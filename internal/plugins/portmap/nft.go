@@ -65,15 +65,11 @@ type nftFamily struct {
 }
 
 func newNFTFamily(v6 bool) *nftFamily {
-	fam, addr := nftables.TableFamilyIPv4, nftables.TypeIPAddr
+	fam, addr, id := nftables.TableFamilyIPv4, nftables.TypeIPAddr, uint32(1)
 	if v6 {
-		fam, addr = nftables.TableFamilyIPv6, nftables.TypeIP6Addr
+		fam, addr, id = nftables.TableFamilyIPv6, nftables.TypeIP6Addr, 11
 	}
 	t := &nftables.Table{Name: nftTableName, Family: fam}
-	id := uint32(1)
-	if v6 {
-		id = 11
-	}
 	return &nftFamily{
 		v6:    v6,
 		table: t,

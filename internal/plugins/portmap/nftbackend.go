@@ -151,24 +151,27 @@ func (f *nftFamily) install(c *nftables.Conn, o attachment, s *settings, fa fami
 // queueClaims releases the keys the attachment held and no longer maps and claims the
 // ones it maps, each key once.
 func (f *nftFamily) queueClaims(c *nftables.Conn, o attachment, dn string, old, maps []nftMapping) error {
-	id := f.keyID
-	done := map[string]bool{}
+	mapped := map[string]bool{}
 	for _, m := range maps {
-		done[id(m)] = true
+		mapped[f.keyID(m)] = true
 	}
-	for _, m := range old {
-		if !done[id(m)] {
-			done[id(m)] = true
-			if err := f.queueRelease(c, f.mapOf(m), m.key(), dn); err != nil {
-				return err
-			}
-		}
+	err := f.eachKey(old, mapped, func(m nftMapping) error { return f.queueRelease(c, f.mapOf(m), m.key(), dn) })
+	if err != nil {
+		return err
 	}
-	claimed := map[string]bool{}
-	for _, m := range maps {
-		if !claimed[id(m)] {
-			claimed[id(m)] = true
-			if err := f.queueClaim(c, claim{set: f.mapOf(m), key: m.key(), chain: dn, comment: o.nftComment()}); err != nil {
+	return f.eachKey(maps, map[string]bool{}, func(m nftMapping) error {
+		return f.queueClaim(c, claim{set: f.mapOf(m), key: m.key(), chain: dn, comment: o.nftComment()})
+	})
+}
+
+// eachKey calls fn with the mappings of ms whose key is not in done, one per key (two
+// mappings may share one, and a second change of one element fails the whole
+// transaction), and adds their keys to done.
+func (f *nftFamily) eachKey(ms []nftMapping, done map[string]bool, fn func(nftMapping) error) error {
+	for _, m := range ms {
+		if id := f.keyID(m); !done[id] {
+			done[id] = true
+			if err := fn(m); err != nil {
 				return err
 			}
 		}

@@ -120,18 +120,7 @@ func addrMatch(src bool, pfx netip.Prefix, op expr.CmpOp) []expr.Any {
 	if src {
 		field = nftexpr.Saddr(pfx.Addr().Is6())
 	}
-	if op == expr.CmpOpNeq {
-		return nftexpr.NotIn(field, pfx)
-	}
-	return nftexpr.In(field, pfx)
-}
-
-// match is `<field> <value>` or, for !=, `<field> != <value>`.
-func match(field nftexpr.Field, op expr.CmpOp, value []byte) []expr.Any {
-	if op == expr.CmpOpNeq {
-		return nftexpr.IsNot(field, value)
-	}
-	return nftexpr.Is(field, value)
+	return nftexpr.InPrefix(field, pfx, op)
 }
 
 func parseIfnameMatch(field string, toks []string) ([]expr.Any, int, error) {
@@ -150,7 +139,7 @@ func parseIfnameMatch(field string, toks []string) ([]expr.Any, int, error) {
 	if name == "" || name == "*" || len(name) > 15 {
 		return nil, 0, cnierror.Invalid("%s: invalid interface name %q", field, name)
 	}
-	return match(iface, op, nftexpr.IfName(name)), i + 1, nil
+	return nftexpr.Compare(iface, op, nftexpr.IfName(name)), i + 1, nil
 }
 
 func parseMarkMatch(field string, toks []string) ([]expr.Any, int, error) {
@@ -162,5 +151,5 @@ func parseMarkMatch(field string, toks []string) ([]expr.Any, int, error) {
 	if err != nil {
 		return nil, 0, cnierror.Invalid("%s: invalid mark %q", field, toks[i])
 	}
-	return match(nftexpr.Mark, op, nftexpr.HostOrder(uint32(v))), i + 1, nil
+	return nftexpr.Compare(nftexpr.Mark, op, nftexpr.HostOrder(uint32(v))), i + 1, nil
 }

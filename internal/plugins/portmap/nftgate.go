@@ -11,6 +11,7 @@ import (
 	"github.com/google/nftables/expr"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
+	"github.com/cnikit/cni/internal/host/netfilter"
 )
 
 // The reference hands conditionsV4/V6 to nft as written, so any condition nft reads
@@ -58,11 +59,7 @@ func planConditions(field string, conds []string, v6 bool) condPlan {
 // gateScript is the nft input of the attachment's gate rule. The text passed
 // checkNFTConditions: it cannot end the command or start another.
 func (f *nftFamily) gateScript(hash, text string) string {
-	fam := "ip"
-	if f.v6 {
-		fam = "ip6"
-	}
-	return fmt.Sprintf("add rule %s %s %s%s %s goto %s%s\n", fam, nftTableName, nftDNPrefix, hash, text, nftDMPrefix, hash)
+	return fmt.Sprintf("add rule %s %s %s%s %s goto %s%s\n", netfilter.FamilyName(f.table.Family), nftTableName, nftDNPrefix, hash, text, nftDMPrefix, hash)
 }
 
 // writeGate runs `nft -f -` with script, in the calling thread's network namespace.

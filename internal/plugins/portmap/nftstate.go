@@ -46,9 +46,7 @@ func (f *nftFamily) stateOf(c *nftables.Conn, hash string) (nftState, error) {
 	}
 	st.exists = rules != nil
 	st.maps = records(rules)
-	for _, r := range rules {
-		st.gated = st.gated || nftexpr.VerdictChain(r.Exprs) == nftDMPrefix+hash
-	}
+	st.gated = slices.ContainsFunc(rules, func(r *nftables.Rule) bool { return nftexpr.VerdictChain(r.Exprs) == nftDMPrefix+hash })
 	if st.gated {
 		gated, err := f.rules(c, nftDMPrefix+hash)
 		if err != nil {
@@ -114,15 +112,9 @@ func (f *nftFamily) queueDelChain(c *nftables.Conn, name string) {
 // deletion of one element fails the whole transaction), then its chains.
 func (f *nftFamily) queueRemove(c *nftables.Conn, hash string, st nftState) error {
 	dn, mq := nftDNPrefix+hash, nftMasqPrefix+hash
-	done := map[string]bool{}
-	for _, m := range st.maps {
-		if done[f.keyID(m)] {
-			continue
-		}
-		done[f.keyID(m)] = true
-		if err := f.queueRelease(c, f.mapOf(m), m.key(), dn); err != nil {
-			return err
-		}
+	err := f.eachKey(st.maps, map[string]bool{}, func(m nftMapping) error { return f.queueRelease(c, f.mapOf(m), m.key(), dn) })
+	if err != nil {
+		return err
 	}
 	if st.masq {
 		for t := range st.targets() {

@@ -72,13 +72,19 @@ func load(req *skel.Request) (*settings, error) {
 	return parseSettings(conf)
 }
 
-// add installs the attachment's mappings. Without mappings it passes the previous
-// result through and touches nothing.
-func add(req *skel.Request) (_ *result.Result, err error) {
+// loadChained is load for ADD, CHECK and REPAIR, which need prevResult: portmap is a
+// chained plugin.
+func loadChained(req *skel.Request) (*settings, error) {
 	if req.PrevResult == nil {
 		return nil, cnierror.New(cnierror.CodeInvalidConfig, "prevResult: portmap must be called as a chained plugin")
 	}
-	s, err := load(req)
+	return load(req)
+}
+
+// add installs the attachment's mappings. Without mappings it passes the previous
+// result through and touches nothing.
+func add(req *skel.Request) (_ *result.Result, err error) {
+	s, err := loadChained(req)
 	if err != nil {
 		return nil, err
 	}
@@ -191,17 +197,9 @@ func del(req *skel.Request) error {
 func removeAttachment(ctx context.Context, hash string) error {
 	// Best effort, as DEL must be: a failing backend does not keep the other backend's
 	// rules or the conntrack entries alive.
-	var flows []flow
-	var errs []error
-	for _, b := range []backend{nftBackend{}, iptBackend{}} {
-		f, err := b.del(ctx, hash)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		flows = append(flows, f...)
-	}
-	errs = append(errs, forgetFlows(ctx, flows))
-	return errors.Join(errs...)
+	nftFlows, nftErr := nftBackend{}.del(ctx, hash)
+	iptFlows, iptErr := iptBackend{}.del(ctx, hash)
+	return errors.Join(nftErr, iptErr, forgetFlows(ctx, append(nftFlows, iptFlows...)))
 }
 
 // forgetFlows deletes the conntrack entries of the removed mappings in the background
@@ -240,10 +238,7 @@ func forgetFlows(ctx context.Context, flows []flow) error {
 
 // check verifies the attachment's rules against the mappings it was given.
 func check(req *skel.Request) error {
-	if req.PrevResult == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: portmap must be called as a chained plugin")
-	}
-	s, err := load(req)
+	s, err := loadChained(req)
 	if err != nil {
 		return err
 	}

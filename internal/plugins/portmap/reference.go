@@ -75,11 +75,6 @@ func refRules(c *nftables.Conn, t *nftables.Table, match func(*nftables.Rule) bo
 	return out, nil
 }
 
-// ofContainer matches the rules of the container cid.
-func ofContainer(cid string) func(*nftables.Rule) bool {
-	return func(r *nftables.Rule) bool { return ruleComment(r) == cid }
-}
-
 // refTarget is the container address a reference rule reaches: the dnat target of a
 // hostports rule, the destination a masquerading rule matches.
 func refTarget(r *nftables.Rule, v6 bool) (netip.Addr, bool) {
@@ -251,12 +246,8 @@ func (b nftBackend) holds(hash string) (bool, error) {
 
 // iptHolds tells whether either family may have the attachment's CNI-DN chain.
 func iptHolds(hash string) bool {
-	for _, v6 := range []bool{false, true} {
-		if iptables.ChainsMayExist(iptFamily(v6), "nat", iptDNPrefix+hash) {
-			return true
-		}
-	}
-	return false
+	dn := iptDNPrefix + hash
+	return iptables.ChainsMayExist(iptables.IPv4, "nat", dn) || iptables.ChainsMayExist(iptables.IPv6, "nat", dn)
 }
 
 // checkReference verifies the reference's nftables rules of the container cid: per
@@ -283,7 +274,7 @@ func (b nftBackend) checkReference(ctx context.Context, cid string, s *settings,
 		i := slices.IndexFunc(tables, func(t *nftables.Table) bool { return t.Family == fam })
 		var rules []*nftables.Rule
 		if i >= 0 {
-			if rules, err = refRules(c, tables[i], ofContainer(cid)); err != nil {
+			if rules, err = refRules(c, tables[i], func(r *nftables.Rule) bool { return ruleComment(r) == cid }); err != nil {
 				return err
 			}
 		}

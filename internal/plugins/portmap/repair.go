@@ -1,9 +1,6 @@
 package portmap
 
-import (
-	"github.com/cnikit/cni/internal/core/cnierror"
-	"github.com/cnikit/cni/internal/spec/skel"
-)
+import "github.com/cnikit/cni/internal/spec/skel"
 
 // repair puts back the attachment's mappings when CHECK finds them missing (a host
 // firewall reload removed them), in the backend the attachment is in (or, all of it gone, the one ADD chooses). Both backends'
@@ -11,10 +8,7 @@ import (
 // again, so nothing is sent for an intact attachment and a half-removed one is left
 // with exactly ADD's rules.
 func repair(req *skel.Request) error {
-	if req.PrevResult == nil {
-		return cnierror.New(cnierror.CodeInvalidConfig, "prevResult: portmap must be called as a chained plugin")
-	}
-	s, err := load(req)
+	s, err := loadChained(req)
 	if err != nil || len(s.mappings) == 0 {
 		return err
 	}

@@ -1,6 +1,8 @@
 package portmap
 
 import (
+	"errors"
+	"net/netip"
 	"testing"
 
 	"github.com/google/nftables"
@@ -208,4 +210,28 @@ func TestJumpsToFindsAClaimantInASharedChain(t *testing.T) {
 		assert.False(t, has, "dn-b does not")
 		return nil
 	})
+}
+
+// TestEachKeyVisitsEveryKeyOnce: two mappings of one host port share a map element, so
+// a release or a claim must touch it once; a key already done is left out, and the
+// first failure ends the walk.
+func TestEachKeyVisitsEveryKeyOnce(t *testing.T) {
+	f := newNFTFamily(false)
+	target := netip.MustParseAddr("10.1.0.5")
+	tcp8080 := nftMapping{mapping: mapping{proto: "tcp", hostPort: 8080, containerPort: 80}, target: target}
+	tcp8080b := nftMapping{mapping: mapping{proto: "tcp", hostPort: 8080, containerPort: 81}, target: target}
+	udp53 := nftMapping{mapping: mapping{proto: "udp", hostPort: 53, containerPort: 53}, target: target}
+	onHostIP := nftMapping{mapping: mapping{proto: "tcp", hostPort: 8080, containerPort: 80, hostIP: netip.MustParseAddr("10.0.0.1")}, target: target}
+	all := []nftMapping{tcp8080, tcp8080b, udp53, onHostIP}
+
+	var seen []nftMapping
+	done := map[string]bool{f.keyID(udp53): true}
+	require.NoError(t, f.eachKey(all, done, func(m nftMapping) error { seen = append(seen, m); return nil }))
+	assert.Equal(t, []nftMapping{tcp8080, onHostIP}, seen, "one call per key, none for a key already done")
+	assert.Len(t, done, 3, "the keys visited are done now")
+
+	calls := 0
+	err := f.eachKey(all, map[string]bool{}, func(nftMapping) error { calls++; return errors.New("refused") })
+	assert.EqualError(t, err, "refused")
+	assert.Equal(t, 1, calls)
 }

@@ -185,6 +185,7 @@ func TestDelReleasesAKeyMappedTwiceByOneAttachmentInOneTransaction(t *testing.T)
 // claim (ADD) and its check (CHECK) make tells a claimant's jump from another's.
 func TestJumpsToFindsAClaimantInASharedChain(t *testing.T) {
 	testns.RequireRoot(t)
+	testns.RequireFirewallBinaries(t, "builds the shared chain with nft")
 	host := testns.New(t)
 	for _, cmd := range [][]string{
 		{"add", "table", "ip", nftTableName},

@@ -13,10 +13,9 @@ import (
 // Current is the newest spec version this toolkit implements; VERSION reports it.
 const Current = "1.1.0"
 
-// All lists every spec version, oldest first.
+// all lists every spec version, oldest first.
 var all = [...]string{"0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
-// All returns every spec version, oldest first.
 // Default is the version of a config or result that names none, as the spec says.
 const Default = "0.1.0"
 
@@ -28,6 +27,7 @@ func OrDefault(v string) string {
 	return v
 }
 
+// All returns every spec version, oldest first.
 func All() []string { return slices.Clone(all[:]) }
 
 // From returns v and every later version, for plugins that need a minimum version.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -37,16 +38,6 @@ func entryName(att attachment) string {
 	}
 	sum := sha256.Sum256([]byte(name))
 	return "h-" + hex.EncodeToString(sum[:])
-}
-
-// entryAttachment is the attachment an entry's name stands for; ok is false for a
-// hashed name, which only its record tells.
-func entryAttachment(name string) (attachment, bool) {
-	id, ifname, ok := strings.Cut(name, ":")
-	if !ok {
-		return attachment{}, false
-	}
-	return attachment{ID: id, IfName: ifname}, true
 }
 
 // entryRecord is "cni-index-v1|<addr>,<addr>|<id>|<ifname>"; ifname goes last as the
@@ -196,8 +187,11 @@ func (s *store) lookup(att attachment) (held []netip.Addr, entry bool) {
 		return nil, true
 	}
 	for _, a := range addrs {
-		if owner, ok := s.owner(a); ok && owner == att {
-			held = append(held, a)
+		// Only a readable file naming att confirms the index; anything else holds nothing of att's.
+		if data, err := s.dir.ReadFile(a.String(), maxReservation); err == nil {
+			if owner, ok := parseReservation(data); ok && owner == att {
+				held = append(held, a)
+			}
 		}
 	}
 	return held, true
@@ -310,10 +304,7 @@ func (s *store) updateEntries(touched map[attachment]bool, kept []record) error 
 			left[r.Owner] = append(left[r.Owner], r.Addr)
 		}
 	}
-	atts := make([]attachment, 0, len(touched))
-	for att := range touched {
-		atts = append(atts, att)
-	}
+	atts := slices.Collect(maps.Keys(touched))
 	errs := make([]error, len(atts))
 	inParallel(len(atts), func(i int) {
 		addrs := left[atts[i]]
@@ -365,8 +356,9 @@ func (s *store) readIndex(keep func(attachment) bool) (indexed map[netip.Addr]at
 		if e.Type() != fs.ModeSymlink {
 			continue
 		}
-		if att, ok := entryAttachment(e.Name()); ok && !keep(att) {
-			dropped = append(dropped, att)
+		// A hashed name (no ':') says nothing of its attachment: only its record tells.
+		if id, ifname, ok := strings.Cut(e.Name(), ":"); ok && !keep(attachment{ID: id, IfName: ifname}) {
+			dropped = append(dropped, attachment{ID: id, IfName: ifname})
 			continue
 		}
 		toRead = append(toRead, i)

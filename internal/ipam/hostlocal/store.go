@@ -211,7 +211,6 @@ func (s *store) reserve(a netip.Addr, att attachment) (bool, error) {
 // reserveExclusive is the reference's way: O_EXCL create, then write. A crash between
 // the two leaves an empty file, which counts as taken until GC reclaims it.
 func (s *store) reserveExclusive(a netip.Addr, att attachment) (bool, error) {
-	s.current = false
 	f, err := s.dir.OpenFile(a.String(), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil
@@ -247,16 +246,6 @@ func (s *store) recordOf(a netip.Addr, data []byte, err error) (record, bool) {
 			s.path(a), data)
 	}
 	return record{Addr: a, Owner: owner, Valid: ok}, true
-}
-
-// owner reads who holds address a; ok is false when the file is missing, foreign or
-// garbage.
-func (s *store) owner(a netip.Addr) (attachment, bool) {
-	data, err := s.dir.ReadFile(a.String(), maxReservation)
-	if err != nil {
-		return attachment{}, false
-	}
-	return parseReservation(data)
 }
 
 // lastReserved returns the address last handed out from range set n, if readable.
@@ -402,7 +391,12 @@ func (s *store) release(addrs []netip.Addr, ch indexChange) (n int, err, indexEr
 		}
 		indexErr = s.follow(ch)
 	} else {
-		indexErr = s.removeMany(addrs, removed, ch)
+		// Two directories change at once; a crash at any point leaves both unsealed (every
+		// change moves a directory's mtime off the stamp), so the next operation rebuilds.
+		followed := make(chan error, 1)
+		go func() { followed <- s.follow(ch) }()
+		inParallel(len(addrs), func(i int) { removed[i] = s.dir.Remove(addrs[i].String()) })
+		indexErr = <-followed
 	}
 	var errs []error
 	for i, err := range removed {
@@ -419,16 +413,6 @@ func (s *store) release(addrs []netip.Addr, ch indexChange) (n int, err, indexEr
 		s.unsealed = true
 	}
 	return n, errors.Join(errs...), indexErr
-}
-
-// removeMany removes the files a few at a time while the index follows. They are two
-// directories, and a crash at any point leaves both unsealed (every change moves a
-// directory's mtime off the stamp), so the next operation rebuilds from the files.
-func (s *store) removeMany(addrs []netip.Addr, removed []error, ch indexChange) error {
-	followed := make(chan error, 1)
-	go func() { followed <- s.follow(ch) }()
-	inParallel(len(addrs), func(i int) { removed[i] = s.dir.Remove(addrs[i].String()) })
-	return <-followed
 }
 
 func (s *store) follow(ch indexChange) error {

@@ -133,7 +133,8 @@ func allocate(st *store, conf *config, att attachment, held []netip.Addr) (ips [
 		ips = append(ips, ip)
 	}
 	if len(requested) > 0 {
-		return ips, cnierror.Newf(cnierror.CodeInvalidConfig, "failed to allocate all requested IPs: %s", joinAddrs(requested))
+		return ips, cnierror.Newf(cnierror.CodeInvalidConfig, "failed to allocate all requested IPs: %s",
+			strings.Trim(fmt.Sprint(requested), "[]")) // "a b", as the reference lists them
 	}
 	return ips, nil
 }
@@ -191,14 +192,6 @@ func addrsOf(ips []result.IPConfig) []netip.Addr {
 		out[i] = ip.Address.Addr()
 	}
 	return out
-}
-
-func joinAddrs(addrs []netip.Addr) string {
-	s := make([]string, len(addrs))
-	for i, a := range addrs {
-		s[i] = a.String()
-	}
-	return strings.Join(s, " ")
 }
 
 // openExisting opens the network's store for DEL, CHECK and GC, which never create

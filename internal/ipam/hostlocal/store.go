@@ -257,10 +257,7 @@ func (s *store) lastReserved(n int) netip.Addr {
 		}
 		return netip.Addr{}
 	}
-	a, err := netip.ParseAddr(strings.TrimSpace(string(data)))
-	if err != nil {
-		return netip.Addr{}
-	}
+	a, _ := netip.ParseAddr(strings.TrimSpace(string(data))) // garbage parses to no address
 	return a.Unmap()
 }
 
@@ -329,16 +326,11 @@ func (s *store) scan(tidy bool) ([]netip.Addr, error) {
 	return out, nil
 }
 
-// addrName recognises a reservation file name: an address in its canonical text form.
+// addrName recognises a reservation file name: an address in its canonical text form
+// (which lock, last_reserved_ip.<n> and our dot-names never are).
 func addrName(name string) (netip.Addr, bool) {
-	if name == "" || name[0] == '.' || strings.HasPrefix(name, lastReservedName) || name == lockName {
-		return netip.Addr{}, false
-	}
 	a, err := netip.ParseAddr(name)
-	if err != nil || a.String() != name {
-		return netip.Addr{}, false
-	}
-	return a, true
+	return a, err == nil && a.String() == name
 }
 
 // walk reads every reservation file, as the reference does on each call. An entry

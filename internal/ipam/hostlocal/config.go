@@ -233,13 +233,8 @@ func parseRange(field string, p rangeJSON) (ipRange, error) {
 func lastAddr(p netip.Prefix) netip.Addr {
 	b := p.Addr().AsSlice()
 	for i := range b {
-		keep := p.Bits() - i*8
-		switch {
-		case keep >= 8:
-		case keep <= 0:
-			b[i] = 0xff
-		default:
-			b[i] |= 0xff >> keep
+		if keep := p.Bits() - i*8; keep < 8 { // the byte holds host bits: set them all
+			b[i] |= 0xff >> max(keep, 0)
 		}
 	}
 	a, _ := netip.AddrFromSlice(b)

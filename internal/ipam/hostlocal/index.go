@@ -67,7 +67,7 @@ func parseEntry(rec string) (attachment, []netip.Addr, bool) {
 		return attachment{}, nil, false
 	}
 	var addrs []netip.Addr
-	for _, t := range strings.Split(list, ",") {
+	for t := range strings.SplitSeq(list, ",") {
 		a, err := netip.ParseAddr(t)
 		if err != nil {
 			return attachment{}, nil, false
@@ -380,19 +380,15 @@ func (s *store) readIndex(keep func(attachment) bool) (indexed map[netip.Addr]at
 }
 
 // readOwners makes the records of addrs: the owner the index lists where keep accepts
-// it, else what the reservation file says, the files read a few at a time.
+// it, else what the reservation file says, the files read a few at a time (so keep is
+// called concurrently: it only reads).
 func (s *store) readOwners(addrs []netip.Addr, indexed map[netip.Addr]attachment, keep func(attachment) bool) []record {
 	data := make([][]byte, len(addrs))
 	errs := make([]error, len(addrs))
-	var unread []int
-	for i, a := range addrs {
-		if att, ok := indexed[a]; !ok || !keep(att) {
-			unread = append(unread, i)
+	inParallel(len(addrs), func(i int) {
+		if att, ok := indexed[addrs[i]]; !ok || !keep(att) {
+			data[i], errs[i] = s.dir.ReadFile(addrs[i].String(), maxReservation)
 		}
-	}
-	inParallel(len(unread), func(j int) {
-		i := unread[j]
-		data[i], errs[i] = s.dir.ReadFile(addrs[i].String(), maxReservation)
 	})
 	recs := make([]record, 0, len(addrs))
 	for i, a := range addrs {

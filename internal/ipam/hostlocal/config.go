@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -173,10 +174,8 @@ func parseRangeSet(l labelled) (rangeSet, error) {
 		if i > 0 && r.Start.Is4() != set[0].Start.Is4() {
 			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: mixed address families in one range set", field)
 		}
-		for j := 0; j < i; j++ {
-			if set[j].overlaps(r) {
-				return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: subnets %s and %s overlap", field, set[j].Subnet, r.Subnet)
-			}
+		if j := slices.IndexFunc(set[:i], r.overlaps); j >= 0 {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: subnets %s and %s overlap", field, set[j].Subnet, r.Subnet)
 		}
 		set[i] = r
 	}
@@ -234,13 +233,8 @@ func parseRange(field string, p rangeJSON) (ipRange, error) {
 func lastAddr(p netip.Prefix) netip.Addr {
 	b := p.Addr().AsSlice()
 	for i := range b {
-		keep := p.Bits() - i*8
-		switch {
-		case keep >= 8:
-		case keep <= 0:
-			b[i] = 0xff
-		default:
-			b[i] |= 0xff >> keep
+		if keep := p.Bits() - i*8; keep < 8 { // the byte holds host bits: set them all
+			b[i] |= 0xff >> max(keep, 0)
 		}
 	}
 	a, _ := netip.AddrFromSlice(b)
@@ -257,31 +251,25 @@ func requestedIPs(req *skel.Request, raw *netJSON) ([]netip.Addr, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []netip.Addr
-	add := func(field, text string) error {
-		a, err := parseIPArg(text)
-		if err != nil {
-			return cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid IP address %q", field, text)
-		}
-		out = append(out, a)
-		return nil
-	}
+	var fields, texts []string
 	if ip := cniArgs["IP"]; ip != "" {
-		if err := add("CNI_ARGS IP", ip); err != nil {
-			return nil, err
-		}
+		fields, texts = append(fields, "CNI_ARGS IP"), append(texts, ip)
 	}
 	if raw.Args != nil && raw.Args.CNI != nil {
 		for i, ip := range raw.Args.CNI.IPs {
-			if err := add(fmt.Sprintf("args.cni.ips[%d]", i), ip); err != nil {
-				return nil, err
-			}
+			fields, texts = append(fields, fmt.Sprintf("args.cni.ips[%d]", i)), append(texts, ip)
 		}
 	}
 	for i, ip := range raw.RuntimeConfig.IPs {
-		if err := add(fmt.Sprintf("runtimeConfig.ips[%d]", i), ip); err != nil {
-			return nil, err
+		fields, texts = append(fields, fmt.Sprintf("runtimeConfig.ips[%d]", i)), append(texts, ip)
+	}
+	var out []netip.Addr
+	for i, text := range texts {
+		a, err := parseIPArg(text)
+		if err != nil {
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid IP address %q", fields[i], text)
 		}
+		out = append(out, a)
 	}
 	return out, nil
 }

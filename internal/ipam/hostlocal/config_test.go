@@ -179,3 +179,17 @@ func TestIteratorStartsAfterTheLastReservedAddress(t *testing.T) {
 	assert.Equal(t, []string{"10.1.0.10", "10.1.0.11", "10.1.0.12", "10.2.0.2"}, walk("10.2.0.2"))
 	assert.Equal(t, []string{"10.1.0.10", "10.1.0.11", "10.1.0.12", "10.2.0.2"}, walk("10.9.9.9"), "outside the set: start over")
 }
+
+func TestLastAddrIsTheReferencesDefaultRangeEnd(t *testing.T) {
+	for prefix, want := range map[string]string{
+		"10.1.0.0/24":  "10.1.0.254", // IPv4 stops before broadcast
+		"10.2.0.0/22":  "10.2.3.254", // host bits start inside a byte
+		"10.3.0.4/30":  "10.3.0.6",
+		"10.0.0.0/8":   "10.255.255.254",
+		"fd00::/120":   "fd00::ff", // IPv6 has no broadcast
+		"fd00::80/121": "fd00::ff",
+		"fd00::/64":    "fd00::ffff:ffff:ffff:ffff",
+	} {
+		assert.Equal(t, want, lastAddr(netip.MustParsePrefix(prefix)).String(), prefix)
+	}
+}

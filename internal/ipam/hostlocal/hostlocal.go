@@ -122,12 +122,9 @@ func allocate(st *store, conf *config, att attachment, held []netip.Addr) (ips [
 	requested := slices.Clone(conf.Requested)
 	for n, set := range conf.Sets {
 		var want netip.Addr
-		for i, a := range requested {
-			if set.contains(a) {
-				want = a
-				requested = slices.Delete(requested, i, i+1)
-				break
-			}
+		if i := slices.IndexFunc(requested, set.contains); i >= 0 {
+			want = requested[i]
+			requested = slices.Delete(requested, i, i+1)
 		}
 		ip, err := allocateFrom(st, n, set, att, want, held)
 		if err != nil {
@@ -136,7 +133,8 @@ func allocate(st *store, conf *config, att attachment, held []netip.Addr) (ips [
 		ips = append(ips, ip)
 	}
 	if len(requested) > 0 {
-		return ips, cnierror.Newf(cnierror.CodeInvalidConfig, "failed to allocate all requested IPs: %s", joinAddrs(requested))
+		return ips, cnierror.Newf(cnierror.CodeInvalidConfig, "failed to allocate all requested IPs: %s",
+			strings.Trim(fmt.Sprint(requested), "[]")) // "a b", as the reference lists them
 	}
 	return ips, nil
 }
@@ -160,11 +158,9 @@ func allocateFrom(st *store, n int, set rangeSet, att attachment, want netip.Add
 		}
 		got = want
 	} else {
-		for _, a := range held {
-			if set.contains(a) {
-				return result.IPConfig{}, cnierror.Newf(cnierror.CodeInvalidConfig,
-					"%s has been allocated to %s, duplicate allocation is not allowed", a, att.ID)
-			}
+		if i := slices.IndexFunc(held, set.contains); i >= 0 {
+			return result.IPConfig{}, cnierror.Newf(cnierror.CodeInvalidConfig,
+				"%s has been allocated to %s, duplicate allocation is not allowed", held[i], att.ID)
 		}
 		it := newIterator(set, st.lastReserved(n))
 		for {
@@ -196,14 +192,6 @@ func addrsOf(ips []result.IPConfig) []netip.Addr {
 		out[i] = ip.Address.Addr()
 	}
 	return out
-}
-
-func joinAddrs(addrs []netip.Addr) string {
-	s := make([]string, len(addrs))
-	for i, a := range addrs {
-		s[i] = a.String()
-	}
-	return strings.Join(s, " ")
 }
 
 // openExisting opens the network's store for DEL, CHECK and GC, which never create

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -39,16 +40,6 @@ func entryName(att attachment) string {
 	return "h-" + hex.EncodeToString(sum[:])
 }
 
-// entryAttachment is the attachment an entry's name stands for; ok is false for a
-// hashed name, which only its record tells.
-func entryAttachment(name string) (attachment, bool) {
-	id, ifname, ok := strings.Cut(name, ":")
-	if !ok {
-		return attachment{}, false
-	}
-	return attachment{ID: id, IfName: ifname}, true
-}
-
 // entryRecord is "cni-index-v1|<addr>,<addr>|<id>|<ifname>"; ifname goes last as the
 // only part that may contain '|'.
 func entryRecord(att attachment, addrs []netip.Addr) string {
@@ -76,7 +67,7 @@ func parseEntry(rec string) (attachment, []netip.Addr, bool) {
 		return attachment{}, nil, false
 	}
 	var addrs []netip.Addr
-	for _, t := range strings.Split(list, ",") {
+	for t := range strings.SplitSeq(list, ",") {
 		a, err := netip.ParseAddr(t)
 		if err != nil {
 			return attachment{}, nil, false
@@ -196,8 +187,11 @@ func (s *store) lookup(att attachment) (held []netip.Addr, entry bool) {
 		return nil, true
 	}
 	for _, a := range addrs {
-		if owner, ok := s.owner(a); ok && owner == att {
-			held = append(held, a)
+		// Only a readable file naming att confirms the index; anything else holds nothing of att's.
+		if data, err := s.dir.ReadFile(a.String(), maxReservation); err == nil {
+			if owner, ok := parseReservation(data); ok && owner == att {
+				held = append(held, a)
+			}
 		}
 	}
 	return held, true
@@ -310,10 +304,7 @@ func (s *store) updateEntries(touched map[attachment]bool, kept []record) error 
 			left[r.Owner] = append(left[r.Owner], r.Addr)
 		}
 	}
-	atts := make([]attachment, 0, len(touched))
-	for att := range touched {
-		atts = append(atts, att)
-	}
+	atts := slices.Collect(maps.Keys(touched))
 	errs := make([]error, len(atts))
 	inParallel(len(atts), func(i int) {
 		addrs := left[atts[i]]
@@ -365,8 +356,9 @@ func (s *store) readIndex(keep func(attachment) bool) (indexed map[netip.Addr]at
 		if e.Type() != fs.ModeSymlink {
 			continue
 		}
-		if att, ok := entryAttachment(e.Name()); ok && !keep(att) {
-			dropped = append(dropped, att)
+		// A hashed name (no ':') says nothing of its attachment: only its record tells.
+		if id, ifname, ok := strings.Cut(e.Name(), ":"); ok && !keep(attachment{ID: id, IfName: ifname}) {
+			dropped = append(dropped, attachment{ID: id, IfName: ifname})
 			continue
 		}
 		toRead = append(toRead, i)
@@ -388,19 +380,15 @@ func (s *store) readIndex(keep func(attachment) bool) (indexed map[netip.Addr]at
 }
 
 // readOwners makes the records of addrs: the owner the index lists where keep accepts
-// it, else what the reservation file says, the files read a few at a time.
+// it, else what the reservation file says, the files read a few at a time (so keep is
+// called concurrently: it only reads).
 func (s *store) readOwners(addrs []netip.Addr, indexed map[netip.Addr]attachment, keep func(attachment) bool) []record {
 	data := make([][]byte, len(addrs))
 	errs := make([]error, len(addrs))
-	var unread []int
-	for i, a := range addrs {
-		if att, ok := indexed[a]; !ok || !keep(att) {
-			unread = append(unread, i)
+	inParallel(len(addrs), func(i int) {
+		if att, ok := indexed[addrs[i]]; !ok || !keep(att) {
+			data[i], errs[i] = s.dir.ReadFile(addrs[i].String(), maxReservation)
 		}
-	}
-	inParallel(len(unread), func(j int) {
-		i := unread[j]
-		data[i], errs[i] = s.dir.ReadFile(addrs[i].String(), maxReservation)
 	})
 	recs := make([]record, 0, len(addrs))
 	for i, a := range addrs {

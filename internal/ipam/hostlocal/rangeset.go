@@ -1,7 +1,9 @@
 package hostlocal
 
 import (
+	"encoding/binary"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -31,15 +33,10 @@ func (r ipRange) String() string { return r.Start.String() + "-" + r.End.String(
 // size returns the number of addresses Start..End, saturated at maxUint64.
 func (r ipRange) size() uint64 {
 	s, e := r.Start.As16(), r.End.As16()
-	var hiS, hiE, loS, loE uint64
-	for i := 0; i < 8; i++ {
-		hiS, hiE = hiS<<8|uint64(s[i]), hiE<<8|uint64(e[i])
-		loS, loE = loS<<8|uint64(s[8+i]), loE<<8|uint64(e[8+i])
-	}
-	if hiE != hiS {
-		if hiE-hiS > 1 || loE >= loS {
-			return ^uint64(0)
-		}
+	hiS, loS := binary.BigEndian.Uint64(s[:8]), binary.BigEndian.Uint64(s[8:])
+	hiE, loE := binary.BigEndian.Uint64(e[:8]), binary.BigEndian.Uint64(e[8:])
+	if hiE != hiS && (hiE-hiS > 1 || loE >= loS) {
+		return ^uint64(0)
 	}
 	n := loE - loS // wraps correctly when hiE == hiS+1 and loE < loS
 	if n == ^uint64(0) {
@@ -51,30 +48,23 @@ func (r ipRange) size() uint64 {
 // rangeSet is a list of pools of one family from which one address is allocated.
 type rangeSet []ipRange
 
-func (s rangeSet) contains(a netip.Addr) bool {
-	_, ok := s.rangeFor(a)
-	return ok
+func (s rangeSet) contains(a netip.Addr) bool { return s.index(a) >= 0 }
+
+// index is the position of the pool that holds a, -1 when none does.
+func (s rangeSet) index(a netip.Addr) int {
+	return slices.IndexFunc(s, func(r ipRange) bool { return r.contains(a) })
 }
 
 // rangeFor returns the pool that holds a.
 func (s rangeSet) rangeFor(a netip.Addr) (ipRange, bool) {
-	for _, r := range s {
-		if r.contains(a) {
-			return r, true
-		}
+	if i := s.index(a); i >= 0 {
+		return s[i], true
 	}
 	return ipRange{}, false
 }
 
 func (s rangeSet) overlaps(o rangeSet) bool {
-	for _, r := range s {
-		for _, q := range o {
-			if r.overlaps(q) {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(s, func(r ipRange) bool { return slices.ContainsFunc(o, r.overlaps) })
 }
 
 func (s rangeSet) String() string {
@@ -97,40 +87,30 @@ type iterator struct {
 
 // newIterator starts after last when last lies in the set, else at the first pool's start.
 func newIterator(set rangeSet, last netip.Addr) *iterator {
-	it := &iterator{set: set}
-	if last.IsValid() {
-		for i, r := range set {
-			if r.contains(last) {
-				it.idx, it.cur = i, last
-				return it
-			}
-		}
+	if i := set.index(last); i >= 0 {
+		return &iterator{set: set, idx: i, cur: last}
 	}
-	it.start = set[0].Start
-	return it
+	return &iterator{set: set, start: set[0].Start}
 }
 
 // next returns the next candidate and its pool, or false after a full lap.
 func (it *iterator) next() (netip.Addr, ipRange, bool) {
 	for {
 		r := it.set[it.idx]
+		first := !it.cur.IsValid()
 		switch {
-		case !it.cur.IsValid():
-			// First call without a last reserved address: Start itself is a candidate.
+		case first:
+			// No last reserved address: Start itself is the first candidate (and start).
 			it.cur = r.Start
-			it.start = it.cur
 		case it.cur == r.End:
 			it.idx = (it.idx + 1) % len(it.set)
 			r = it.set[it.idx]
 			it.cur = r.Start
-			if it.start.IsValid() && it.cur == it.start {
-				return netip.Addr{}, ipRange{}, false
-			}
 		default:
 			it.cur = it.cur.Next()
-			if it.start.IsValid() && it.cur == it.start {
-				return netip.Addr{}, ipRange{}, false
-			}
+		}
+		if !first && it.cur == it.start {
+			return netip.Addr{}, ipRange{}, false
 		}
 		if !it.start.IsValid() {
 			it.start = it.cur

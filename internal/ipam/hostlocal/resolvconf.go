@@ -22,13 +22,9 @@ func readResolvConf(path string) (result.DNS, error) {
 	if err != nil {
 		return dns, cnierror.Newf(cnierror.CodeInvalidConfig, "ipam.resolvConf: %v", err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
+	for line := range strings.Lines(string(data)) {
 		fields := strings.Fields(line)
-		if len(fields) < 2 {
+		if len(fields) < 2 || fields[0][0] == '#' || fields[0][0] == ';' {
 			continue
 		}
 		switch fields[0] {

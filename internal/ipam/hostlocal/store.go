@@ -211,7 +211,6 @@ func (s *store) reserve(a netip.Addr, att attachment) (bool, error) {
 // reserveExclusive is the reference's way: O_EXCL create, then write. A crash between
 // the two leaves an empty file, which counts as taken until GC reclaims it.
 func (s *store) reserveExclusive(a netip.Addr, att attachment) (bool, error) {
-	s.current = false
 	f, err := s.dir.OpenFile(a.String(), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil
@@ -249,16 +248,6 @@ func (s *store) recordOf(a netip.Addr, data []byte, err error) (record, bool) {
 	return record{Addr: a, Owner: owner, Valid: ok}, true
 }
 
-// owner reads who holds address a; ok is false when the file is missing, foreign or
-// garbage.
-func (s *store) owner(a netip.Addr) (attachment, bool) {
-	data, err := s.dir.ReadFile(a.String(), maxReservation)
-	if err != nil {
-		return attachment{}, false
-	}
-	return parseReservation(data)
-}
-
 // lastReserved returns the address last handed out from range set n, if readable.
 func (s *store) lastReserved(n int) netip.Addr {
 	data, err := s.dir.ReadFile(lastReservedName+strconv.Itoa(n), 64)
@@ -268,10 +257,7 @@ func (s *store) lastReserved(n int) netip.Addr {
 		}
 		return netip.Addr{}
 	}
-	a, err := netip.ParseAddr(strings.TrimSpace(string(data)))
-	if err != nil {
-		return netip.Addr{}
-	}
+	a, _ := netip.ParseAddr(strings.TrimSpace(string(data))) // garbage parses to no address
 	return a.Unmap()
 }
 
@@ -340,16 +326,11 @@ func (s *store) scan(tidy bool) ([]netip.Addr, error) {
 	return out, nil
 }
 
-// addrName recognises a reservation file name: an address in its canonical text form.
+// addrName recognises a reservation file name: an address in its canonical text form
+// (which lock, last_reserved_ip.<n> and our dot-names never are).
 func addrName(name string) (netip.Addr, bool) {
-	if name == "" || name[0] == '.' || strings.HasPrefix(name, lastReservedName) || name == lockName {
-		return netip.Addr{}, false
-	}
 	a, err := netip.ParseAddr(name)
-	if err != nil || a.String() != name {
-		return netip.Addr{}, false
-	}
-	return a, true
+	return a, err == nil && a.String() == name
 }
 
 // walk reads every reservation file, as the reference does on each call. An entry
@@ -402,7 +383,12 @@ func (s *store) release(addrs []netip.Addr, ch indexChange) (n int, err, indexEr
 		}
 		indexErr = s.follow(ch)
 	} else {
-		indexErr = s.removeMany(addrs, removed, ch)
+		// Two directories change at once; a crash at any point leaves both unsealed (every
+		// change moves a directory's mtime off the stamp), so the next operation rebuilds.
+		followed := make(chan error, 1)
+		go func() { followed <- s.follow(ch) }()
+		inParallel(len(addrs), func(i int) { removed[i] = s.dir.Remove(addrs[i].String()) })
+		indexErr = <-followed
 	}
 	var errs []error
 	for i, err := range removed {
@@ -419,16 +405,6 @@ func (s *store) release(addrs []netip.Addr, ch indexChange) (n int, err, indexEr
 		s.unsealed = true
 	}
 	return n, errors.Join(errs...), indexErr
-}
-
-// removeMany removes the files a few at a time while the index follows. They are two
-// directories, and a crash at any point leaves both unsealed (every change moves a
-// directory's mtime off the stamp), so the next operation rebuilds from the files.
-func (s *store) removeMany(addrs []netip.Addr, removed []error, ch indexChange) error {
-	followed := make(chan error, 1)
-	go func() { followed <- s.follow(ch) }()
-	inParallel(len(addrs), func(i int) { removed[i] = s.dir.Remove(addrs[i].String()) })
-	return <-followed
 }
 
 func (s *store) follow(ch indexChange) error {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
+	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/result"
 )
 
@@ -80,6 +82,21 @@ func (b *Bound) Addr() (netip.Prefix, error) {
 	}
 	return netip.PrefixFrom(ip, ones), nil
 }
+
+// AddrText is the leased address for a log line.
+func (b *Bound) AddrText() string { return AddrText(b.Addr()) }
+
+// AddrText is a lease's address for a log line: "?" when its answer names none.
+func AddrText[A fmt.Stringer](a A, err error) string {
+	if err != nil {
+		return "?"
+	}
+	return a.String()
+}
+
+// Stamp writes the ACK into the lease's record: the interface it was bound on, the
+// message as it came on the wire, and its time.
+func (b *Bound) Stamp(r *leasefile.Record) { r.ID, r.ACK, r.Bound = b.Link, b.ACK.ToBytes(), b.At }
 
 // Result turns the lease into an IPAM result: the address, the first router as
 // gateway, routes (option 121 when present, which by RFC 3442 overrides both option 33

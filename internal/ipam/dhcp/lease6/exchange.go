@@ -86,13 +86,19 @@ func (c *Client) Rebind(ctx context.Context, b *Bound) (*Bound, error) {
 }
 
 func (c *Client) update(ctx context.Context, b *Bound, typ dhcpv6.MessageType) (*Bound, error) {
+	return bound(c.send(ctx, b, typ, c.Timeout))
+}
+
+// send sends a message of type typ about b's address (see about) on the interface it
+// was bound on, and waits for the REPLY.
+func (c *Client) send(ctx context.Context, b *Bound, typ dhcpv6.MessageType, timeout time.Duration) (*dhcpv6.Message, linkid.ID, error) {
 	msg, err := c.about(b, typ)
 	if err != nil {
-		return nil, err
+		return nil, linkid.ID{}, err
 	}
-	return bound(c.once(ctx, &b.Link, c.Timeout, func(nc *nclient6.Client) (*dhcpv6.Message, error) {
+	return c.once(ctx, &b.Link, timeout, func(nc *nclient6.Client) (*dhcpv6.Message, error) {
 		return nc.SendAndRead(ctx, nclient6.AllDHCPRelayAgentsAndServers, msg, nclient6.IsMessageType(dhcpv6.MessageTypeReply))
-	}))
+	})
 }
 
 // releaseTimeout bounds the wait for a RELEASE's REPLY: DEL waits for it, and a server
@@ -104,13 +110,7 @@ const releaseTimeout = 3 * time.Second
 // linkid.ErrGone: a DHCPv6 message needs the interface's link-local address and link,
 // so nothing can be sent from the host instead.
 func (c *Client) Release(ctx context.Context, b *Bound) error {
-	msg, err := c.about(b, dhcpv6.MessageTypeRelease)
-	if err != nil {
-		return err
-	}
-	reply, _, err := c.once(ctx, &b.Link, min(c.Timeout, releaseTimeout), func(nc *nclient6.Client) (*dhcpv6.Message, error) {
-		return nc.SendAndRead(ctx, nclient6.AllDHCPRelayAgentsAndServers, msg, nclient6.IsMessageType(dhcpv6.MessageTypeReply))
-	})
+	reply, _, err := c.send(ctx, b, dhcpv6.MessageTypeRelease, min(c.Timeout, releaseTimeout))
 	if err != nil {
 		return err
 	}

@@ -58,20 +58,20 @@ func parseFlags(args, env []string, stderr io.Writer) (opts Options, socketPath,
 	if err = fs.Parse(args); err != nil {
 		return
 	}
-	if opts.Log, err = invlog.FromEnv(logFile, logLevel); err != nil {
+	opts.Log, err = invlog.FromEnv(logFile, logLevel)
+	switch {
+	case err != nil:
+	case fs.NArg() > 0:
+		err = fmt.Errorf("unexpected arguments %q", fs.Args())
+	case opts.Timeout <= 0 || opts.ResendTimeout <= 0:
+		err = errors.New("-timeout and -resendtimeout must be positive")
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "dhcp daemon: %v\n", err)
 		return opts, "", "", errors.New("usage")
 	}
 	if !opts.Log.On() {
 		opts.Log = nil
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "dhcp daemon: unexpected arguments %q\n", fs.Args())
-		return opts, "", "", errors.New("usage")
-	}
-	if opts.Timeout <= 0 || opts.ResendTimeout <= 0 {
-		fmt.Fprintln(stderr, "dhcp daemon: -timeout and -resendtimeout must be positive")
-		return opts, "", "", errors.New("usage")
 	}
 	return opts, cmp.Or(socketPath, dhcpconf.DefaultSocketPath), pidFile, nil
 }
@@ -220,10 +220,11 @@ func lookup(env []string, key string) string {
 
 func writePidFile(path string) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-		return fmt.Errorf("pidfile: %w", err)
+	err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	if err == nil {
+		err = os.Rename(tmp, path)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("pidfile: %w", err)
 	}

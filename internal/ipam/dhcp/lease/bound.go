@@ -112,25 +112,19 @@ func (b *Bound) Result(priority int) (*result.Result, error) {
 	if err := usableInSubnet(addr); err != nil {
 		return nil, err
 	}
-	res := &result.Result{CNIVersion: "1.1.0"}
-	ipc := result.IPConfig{Address: addr, Gateway: firstV4(b.ACK.Router())}
-	res.IPs = []result.IPConfig{ipc}
-	res.Routes = routes(b.ACK, ipc.Gateway)
-	for i := range res.Routes {
-		res.Routes[i].Priority = priority
+	gw := firstV4(b.ACK.Router())
+	rts := routes(b.ACK, gw)
+	for i := range rts {
+		rts[i].Priority = priority
 	}
-	res.DNS = dns(b.ACK)
-	return res, nil
+	return &result.Result{CNIVersion: "1.1.0", IPs: []result.IPConfig{{Address: addr, Gateway: gw}}, Routes: rts, DNS: dns(b.ACK)}, nil
 }
 
 func routes(ack *dhcpv4.DHCPv4, gw netip.Addr) []result.Route {
 	var out []result.Route
 	if classless := ack.ClasslessStaticRoute(); len(classless) > 0 {
 		for _, r := range classless {
-			if r == nil || r.Dest == nil {
-				continue
-			}
-			dst, ok := prefixOf(r.Dest)
+			dst, ok := prefixOf(r)
 			if !ok {
 				continue
 			}
@@ -189,13 +183,14 @@ func dns(ack *dhcpv4.DHCPv4) result.DNS {
 	return d
 }
 
-func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
-	a, ok := v4(n.IP)
-	if !ok {
+// prefixOf is an option 121 route's destination; false for none, or one not IPv4.
+func prefixOf(r *dhcpv4.Route) (netip.Prefix, bool) {
+	if r == nil || r.Dest == nil {
 		return netip.Prefix{}, false
 	}
-	ones, bits := n.Mask.Size()
-	if bits != 32 {
+	a, ok := v4(r.Dest.IP)
+	ones, bits := r.Dest.Mask.Size()
+	if !ok || bits != 32 {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(a, ones).Masked(), true

@@ -76,17 +76,13 @@ func (c *Client) Acquire(ctx context.Context) (*Bound, error) {
 
 // Renew asks the server that gave the lease to extend it (RENEW, before T2).
 func (c *Client) Renew(ctx context.Context, b *Bound) (*Bound, error) {
-	return c.update(ctx, b, dhcpv6.MessageTypeRenew)
+	return bound(c.send(ctx, b, dhcpv6.MessageTypeRenew, c.Timeout))
 }
 
 // Rebind asks any server to extend the lease (REBIND): after T2, and to confirm a kept
 // lease after a daemon restart.
 func (c *Client) Rebind(ctx context.Context, b *Bound) (*Bound, error) {
-	return c.update(ctx, b, dhcpv6.MessageTypeRebind)
-}
-
-func (c *Client) update(ctx context.Context, b *Bound, typ dhcpv6.MessageType) (*Bound, error) {
-	return bound(c.send(ctx, b, typ, c.Timeout))
+	return bound(c.send(ctx, b, dhcpv6.MessageTypeRebind, c.Timeout))
 }
 
 // send sends a message of type typ about b's address (see about) on the interface it

@@ -169,13 +169,12 @@ func listenPrivate(path string) (net.Listener, error) {
 // daemon's socket nor a file that is not a socket.
 func clearStaleSocket(path string) error {
 	st, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil
-	}
-	if err != nil {
+	case err != nil:
 		return err
-	}
-	if st.Mode().Type() != fs.ModeSocket {
+	case st.Mode().Type() != fs.ModeSocket:
 		return fmt.Errorf("%s exists and is not a socket; not replacing it", path)
 	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {

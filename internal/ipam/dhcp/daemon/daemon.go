@@ -88,10 +88,8 @@ func New(opts Options, logger *log.Logger) (*Daemon, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &Daemon{opts: opts, host: host, store: store, log: logger, ctx: ctx, cancel: cancel, leases: map[string]*held{},
-		counts: counters{since: time.Now()}}
-	d.locks.init()
-	return d, nil
+	return &Daemon{opts: opts, host: host, store: store, log: logger, ctx: ctx, cancel: cancel, leases: map[string]*held{},
+		locks: keyedMutex{locks: map[string]*refMutex{}}, counts: counters{since: time.Now()}}, nil
 }
 
 // Resume loads every kept lease and starts its upkeep, beginning with an INIT-REBOOT.
@@ -182,8 +180,6 @@ type refMutex struct {
 	sync.Mutex
 	refs int
 }
-
-func (k *keyedMutex) init() { k.locks = map[string]*refMutex{} }
 
 func (k *keyedMutex) lock(key string) func() {
 	k.mu.Lock()

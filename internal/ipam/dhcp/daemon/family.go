@@ -37,15 +37,24 @@ type family interface {
 	refused(err error) bool
 }
 
-// binding is a lease as its last server answer gave it.
+// binding is a lease as its last server answer gave it: a *lease.Bound or a
+// *lease6.Bound.
 type binding interface {
 	Times() lease.Times
-	result(priority int) (*result.Result, error)
-	addr() string
-	// stamp writes the answer into the lease's record: the interface it was bound on (a
-	// record of an earlier version gets its identity here), the message as it came on
-	// the wire, and its time.
-	stamp(rec *leasefile.Record)
+	Result(priority int) (*result.Result, error)
+	AddrText() string
+	// Stamp writes the answer into the lease's record (a record of an earlier version
+	// gets its interface's identity here).
+	Stamp(rec *leasefile.Record)
+}
+
+// bound makes an exchange's outcome a binding, without the non-nil interface holding a
+// nil pointer that returning the call's results directly would give on an error.
+func bound[B binding](b B, err error) (binding, error) {
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // newFamily makes the client of a lease's family for its attachment, found as this
@@ -72,7 +81,7 @@ func kept(r *leasefile.Record) (binding, error) {
 		if err != nil || reply.MessageType != dhcpv6.MessageTypeReply {
 			return nil, fmt.Errorf("%w: %v", errNoACK, err)
 		}
-		b := bound6{&lease6.Bound{Reply: reply, At: r.Bound, Link: r.ID}}
+		b := &lease6.Bound{Reply: reply, At: r.Bound, Link: r.ID}
 		if _, err := b.Addr(); err != nil {
 			return nil, fmt.Errorf("%w: %v", errNoACK, err)
 		}
@@ -85,7 +94,7 @@ func kept(r *leasefile.Record) (binding, error) {
 	if ack.MessageType() != dhcpv4.MessageTypeAck {
 		return nil, errNoACK
 	}
-	return bound4{&lease.Bound{ACK: ack, At: r.Bound, Link: r.ID}}, nil
+	return &lease.Bound{ACK: ack, At: r.Bound, Link: r.ID}, nil
 }
 
 var errNoACK = errors.New("kept lease has no valid DHCPACK or REPLY")
@@ -93,25 +102,25 @@ var errNoACK = errors.New("kept lease has no valid DHCPACK or REPLY")
 // v4 is the DHCPv4 family.
 type v4 struct{ c *lease.Client }
 
-func (f *v4) acquire(ctx context.Context) (binding, error) { return wrap4(f.c.Acquire(ctx)) }
+func (f *v4) acquire(ctx context.Context) (binding, error) { return bound(f.c.Acquire(ctx)) }
 
 func (f *v4) confirm(ctx context.Context, b binding) (binding, error) {
-	return wrap4(f.c.Reboot(ctx, b.(bound4).Bound))
+	return bound(f.c.Reboot(ctx, b.(*lease.Bound)))
 }
 
 // renew sends the same broadcast REQUEST in both phases, as the reference does.
 func (f *v4) renew(ctx context.Context, b binding, _ bool) (binding, error) {
-	return wrap4(f.c.Renew(ctx, b.(bound4).Bound))
+	return bound(f.c.Renew(ctx, b.(*lease.Bound)))
 }
 
-func (f *v4) release(b binding) error { return f.c.Release(b.(bound4).Bound) }
+func (f *v4) release(b binding) error { return f.c.Release(b.(*lease.Bound)) }
 
 func (f *v4) releaseFromHost(b binding) error {
-	return lease.ReleaseFromHost(f.c.ID, b.(bound4).ACK)
+	return lease.ReleaseFromHost(f.c.ID, b.(*lease.Bound).ACK)
 }
 
 func (f *v4) lose(b binding) error {
-	_, err := f.c.Target.Enter(&b.(bound4).Link, func(l netlink.Link) error { return netlink.LinkSetDown(l) })
+	_, err := f.c.Target.Enter(&b.(*lease.Bound).Link, func(l netlink.Link) error { return netlink.LinkSetDown(l) })
 	return err
 }
 
@@ -120,49 +129,28 @@ func (f *v4) refused(err error) bool { return errors.Is(err, lease.ErrNak) }
 // adopt takes over an address another daemon got for the attachment (see
 // Daemon.adopt).
 func (f *v4) adopt(ctx context.Context, addr []byte) (binding, error) {
-	return wrap4(f.c.Adopt(ctx, addr))
-}
-
-func wrap4(b *lease.Bound, err error) (binding, error) {
-	if err != nil {
-		return nil, err
-	}
-	return bound4{b}, nil
-}
-
-type bound4 struct{ *lease.Bound }
-
-func (b bound4) result(priority int) (*result.Result, error) { return b.Result(priority) }
-func (b bound4) addr() string                                { return addrText(b.Addr()) }
-func (b bound4) stamp(r *leasefile.Record)                   { r.ID, r.ACK, r.Bound = b.Link, b.ACK.ToBytes(), b.At }
-
-// addrText is a lease's address for the log: "?" when its answer names none.
-func addrText[A fmt.Stringer](a A, err error) string {
-	if err != nil {
-		return "?"
-	}
-	return a.String()
+	return bound(f.c.Adopt(ctx, addr))
 }
 
 // v6 is the DHCPv6 family.
 type v6 struct{ c *lease6.Client }
 
-func (f *v6) acquire(ctx context.Context) (binding, error) { return wrap6(f.c.Acquire(ctx)) }
+func (f *v6) acquire(ctx context.Context) (binding, error) { return bound(f.c.Acquire(ctx)) }
 
 // confirm is a REBIND, which any server answers (see lease6.Client.Rebind).
 func (f *v6) confirm(ctx context.Context, b binding) (binding, error) { return f.renew(ctx, b, true) }
 
 func (f *v6) renew(ctx context.Context, b binding, rebind bool) (binding, error) {
 	if rebind {
-		return wrap6(f.c.Rebind(ctx, b.(bound6).Bound))
+		return bound(f.c.Rebind(ctx, b.(*lease6.Bound)))
 	}
-	return wrap6(f.c.Renew(ctx, b.(bound6).Bound))
+	return bound(f.c.Renew(ctx, b.(*lease6.Bound)))
 }
 
 func (f *v6) release(b binding) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.c.Timeout)
 	defer cancel()
-	return f.c.Release(ctx, b.(bound6).Bound)
+	return f.c.Release(ctx, b.(*lease6.Bound))
 }
 
 // errNoHostRelease says why a DHCPv6 lease whose interface is gone is not released: its
@@ -172,20 +160,6 @@ var errNoHostRelease = errors.New("a DHCPv6 lease cannot be released without its
 
 func (f *v6) releaseFromHost(binding) error { return errNoHostRelease }
 
-func (f *v6) lose(b binding) error { return f.c.RemoveAddress(b.(bound6).Bound) }
+func (f *v6) lose(b binding) error { return f.c.RemoveAddress(b.(*lease6.Bound)) }
 
 func (f *v6) refused(err error) bool { return errors.Is(err, lease6.ErrRefused) }
-
-func wrap6(b *lease6.Bound, err error) (binding, error) {
-	if err != nil {
-		return nil, err
-	}
-	return bound6{b}, nil
-}
-
-type bound6 struct{ *lease6.Bound }
-
-// result is the lease's address and DNS; priority has no routes to apply to.
-func (b bound6) result(int) (*result.Result, error) { return b.Result() }
-func (b bound6) addr() string                       { return addrText(b.Addr()) }
-func (b bound6) stamp(r *leasefile.Record)          { r.ID, r.ACK, r.Bound = b.Link, b.Reply.ToBytes(), b.At }

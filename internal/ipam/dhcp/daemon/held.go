@@ -46,7 +46,7 @@ func (h *held) snapshot() (binding, bool) {
 
 func (h *held) addrText() string {
 	b, _ := h.snapshot()
-	return b.addr()
+	return b.AddrText()
 }
 
 // start runs the upkeep goroutine; reboot first confirms the lease with the server.
@@ -95,7 +95,7 @@ func (d *Daemon) reboot(ctx context.Context, h *held) bool {
 	nb, err := h.fam.confirm(ctx, b)
 	d.heard(h, err)
 	if done, goOn := d.settled(ctx, h, nb, err, func() {
-		d.log.Printf("%s: server refused the kept address %s: %v; withdrawing it", h.who(), b.addr(), err)
+		d.log.Printf("%s: server refused the kept address %s: %v; withdrawing it", h.who(), b.AddrText(), err)
 		d.lose(h)
 		d.forget(h)
 	}); done {
@@ -199,11 +199,11 @@ func (d *Daemon) rebound(h *held, b binding) {
 	h.expired = false
 	h.mu.Unlock()
 	rec := *h.rec
-	b.stamp(&rec)
+	b.Stamp(&rec)
 	if err := d.store.Save(&rec); err != nil {
 		d.log.Printf("%s: %v", h.who(), err)
 	}
-	d.log.Printf("%s: lease of %s renewed, expires %s", h.who(), b.addr(), b.Times().ExpireText())
+	d.log.Printf("%s: lease of %s renewed, expires %s", h.who(), b.AddrText(), b.Times().ExpireText())
 }
 
 // expire withdraws the address (DHCPv4: the link goes down): it is no longer ours to
@@ -235,7 +235,7 @@ func (d *Daemon) lose(h *held) error {
 	b, _ := h.snapshot()
 	err := h.fam.lose(b)
 	if err != nil {
-		d.log.Printf("%s: withdrawing %s from %s: %v", h.who(), b.addr(), h.rec.IfName, err)
+		d.log.Printf("%s: withdrawing %s from %s: %v", h.who(), b.AddrText(), h.rec.IfName, err)
 	}
 	return err
 }

@@ -58,20 +58,20 @@ func parseFlags(args, env []string, stderr io.Writer) (opts Options, socketPath,
 	if err = fs.Parse(args); err != nil {
 		return
 	}
-	if opts.Log, err = invlog.FromEnv(logFile, logLevel); err != nil {
+	opts.Log, err = invlog.FromEnv(logFile, logLevel)
+	switch {
+	case err != nil:
+	case fs.NArg() > 0:
+		err = fmt.Errorf("unexpected arguments %q", fs.Args())
+	case opts.Timeout <= 0 || opts.ResendTimeout <= 0:
+		err = errors.New("-timeout and -resendtimeout must be positive")
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "dhcp daemon: %v\n", err)
 		return opts, "", "", errors.New("usage")
 	}
 	if !opts.Log.On() {
 		opts.Log = nil
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "dhcp daemon: unexpected arguments %q\n", fs.Args())
-		return opts, "", "", errors.New("usage")
-	}
-	if opts.Timeout <= 0 || opts.ResendTimeout <= 0 {
-		fmt.Fprintln(stderr, "dhcp daemon: -timeout and -resendtimeout must be positive")
-		return opts, "", "", errors.New("usage")
 	}
 	return opts, cmp.Or(socketPath, dhcpconf.DefaultSocketPath), pidFile, nil
 }
@@ -169,13 +169,12 @@ func listenPrivate(path string) (net.Listener, error) {
 // daemon's socket nor a file that is not a socket.
 func clearStaleSocket(path string) error {
 	st, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil
-	}
-	if err != nil {
+	case err != nil:
 		return err
-	}
-	if st.Mode().Type() != fs.ModeSocket {
+	case st.Mode().Type() != fs.ModeSocket:
 		return fmt.Errorf("%s exists and is not a socket; not replacing it", path)
 	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
@@ -220,10 +219,11 @@ func lookup(env []string, key string) string {
 
 func writePidFile(path string) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-		return fmt.Errorf("pidfile: %w", err)
+	err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	if err == nil {
+		err = os.Rename(tmp, path)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("pidfile: %w", err)
 	}

@@ -99,11 +99,11 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f
 		d.counts.allocationFailures.Add(1)
 		return nil, acquireError(id, f, args.IfName, d.opts.ResendTimeout, err)
 	}
-	if _, err := b.result(conf.Priority); err != nil {
+	if _, err := b.Result(conf.Priority); err != nil {
 		// The server's answer is no lease a pod can use (lease.ErrUnusable: ff02::1,
 		// ::1, 127.0.0.1, ...): it is refused, said in the log, and given back.
 		d.counts.allocationFailures.Add(1)
-		d.log.Printf("%s: %s lease of %s refused: %v", id, f, b.addr(), err)
+		d.log.Printf("%s: %s lease of %s refused: %v", id, f, b.AddrText(), err)
 		_ = fam.release(b)
 		return nil, cnierror.Newf(cnierror.CodeTryAgainLater, "dhcp %s: the %s server's lease on %s is refused: %v", id, f, args.IfName, err)
 	}
@@ -114,7 +114,7 @@ func (d *Daemon) acquire(args *wire.CmdArgs, conf *dhcpconf.Config, id string, f
 	}
 	d.counts.allocations.Add(1)
 	tm := b.Times()
-	d.log.Printf("%s: lease of %s acquired, renew at %s, expires %s", h.who(), b.addr(),
+	d.log.Printf("%s: lease of %s acquired, renew at %s, expires %s", h.who(), b.AddrText(),
 		tm.Renew.Format(time.RFC3339), tm.ExpireText())
 	return h, nil
 }
@@ -140,7 +140,7 @@ func newRecord(args *wire.CmdArgs, conf *dhcpconf.Config, f leasefile.Family) (*
 // keep records a new binding on disk and in the table. The caller holds the client id's
 // lock and starts the upkeep.
 func (d *Daemon) keep(rec *leasefile.Record, fam family, b binding) (*held, error) {
-	b.stamp(rec)
+	b.Stamp(rec)
 	h := &held{fam: fam, rec: rec, bound: b}
 	if err := d.store.Save(rec); err != nil {
 		return nil, cnierror.Newf(cnierror.CodeIO, "dhcp: keeping the lease: %v", err)
@@ -157,7 +157,7 @@ func results(hs []*held, conf *dhcpconf.Config) (*wire.Result, error) {
 	out := &result.Result{CNIVersion: "1.1.0"}
 	for _, h := range hs {
 		b, _ := h.snapshot()
-		r, err := b.result(conf.Priority)
+		r, err := b.Result(conf.Priority)
 		if err != nil {
 			return nil, err
 		}
@@ -214,7 +214,7 @@ func (d *Daemon) adopt(args *wire.CmdArgs, id string) *held {
 		_ = fam.release(b)
 		return nil
 	}
-	d.log.Printf("%s: took over the lease of %s that another daemon got (prevResult)", id, b.addr())
+	d.log.Printf("%s: took over the lease of %s that another daemon got (prevResult)", id, b.AddrText())
 	return h
 }
 
@@ -259,7 +259,7 @@ func (d *Daemon) Check(args *wire.CmdArgs) (*wire.Empty, error) {
 		}
 		b, expired := h.snapshot()
 		if expired || !time.Now().Before(b.Times().Expire) {
-			return nil, fmt.Errorf("dhcp: the %s lease of %s for %s has expired", f, b.addr(), id)
+			return nil, fmt.Errorf("dhcp: the %s lease of %s for %s has expired", f, b.AddrText(), id)
 		}
 	}
 	return &wire.Empty{}, nil
@@ -348,7 +348,7 @@ func (d *Daemon) drop(h *held) {
 	if err != nil {
 		d.log.Printf("%s: release: %v", h.who(), err)
 	} else {
-		d.log.Printf("%s: lease of %s released", h.who(), b.addr())
+		d.log.Printf("%s: lease of %s released", h.who(), b.AddrText())
 	}
 	d.counts.releases.Add(1)
 	d.forget(h)

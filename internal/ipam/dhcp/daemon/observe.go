@@ -104,7 +104,7 @@ func leaseIPs(h *held) *result.Result {
 	if b == nil {
 		return nil
 	}
-	r, err := b.result(h.rec.Priority)
+	r, err := b.Result(h.rec.Priority)
 	if err != nil {
 		return nil
 	}

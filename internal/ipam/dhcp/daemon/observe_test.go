@@ -64,7 +64,7 @@ func bound6At(t *testing.T, addr string) binding {
 	m.AddOption(&dhcpv6.OptIANA{IaId: lease6.IAID, Options: dhcpv6.IdentityOptions{Options: dhcpv6.Options{
 		&dhcpv6.OptIAAddress{IPv6Addr: net.ParseIP(addr), PreferredLifetime: time.Hour, ValidLifetime: time.Hour},
 	}}})
-	return bound6{&lease6.Bound{Reply: m, At: time.Now()}}
+	return &lease6.Bound{Reply: m, At: time.Now()}
 }
 
 // TestDHCPv6LeaseEventsNameTheirAddressAndFamily: a dual-stack attachment's two leases

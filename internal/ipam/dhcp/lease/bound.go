@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
+	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/result"
 )
 
@@ -81,6 +83,21 @@ func (b *Bound) Addr() (netip.Prefix, error) {
 	return netip.PrefixFrom(ip, ones), nil
 }
 
+// AddrText is the leased address for a log line.
+func (b *Bound) AddrText() string { return AddrText(b.Addr()) }
+
+// AddrText is a lease's address for a log line: "?" when its answer names none.
+func AddrText[A fmt.Stringer](a A, err error) string {
+	if err != nil {
+		return "?"
+	}
+	return a.String()
+}
+
+// Stamp writes the ACK into the lease's record: the interface it was bound on, the
+// message as it came on the wire, and its time.
+func (b *Bound) Stamp(r *leasefile.Record) { r.ID, r.ACK, r.Bound = b.Link, b.ACK.ToBytes(), b.At }
+
 // Result turns the lease into an IPAM result: the address, the first router as
 // gateway, routes (option 121 when present, which by RFC 3442 overrides both option 33
 // and the routers; otherwise option 33 and a default route via the router) each with
@@ -95,25 +112,19 @@ func (b *Bound) Result(priority int) (*result.Result, error) {
 	if err := usableInSubnet(addr); err != nil {
 		return nil, err
 	}
-	res := &result.Result{CNIVersion: "1.1.0"}
-	ipc := result.IPConfig{Address: addr, Gateway: firstV4(b.ACK.Router())}
-	res.IPs = []result.IPConfig{ipc}
-	res.Routes = routes(b.ACK, ipc.Gateway)
-	for i := range res.Routes {
-		res.Routes[i].Priority = priority
+	gw := firstV4(b.ACK.Router())
+	rts := routes(b.ACK, gw)
+	for i := range rts {
+		rts[i].Priority = priority
 	}
-	res.DNS = dns(b.ACK)
-	return res, nil
+	return &result.Result{CNIVersion: "1.1.0", IPs: []result.IPConfig{{Address: addr, Gateway: gw}}, Routes: rts, DNS: dns(b.ACK)}, nil
 }
 
 func routes(ack *dhcpv4.DHCPv4, gw netip.Addr) []result.Route {
 	var out []result.Route
 	if classless := ack.ClasslessStaticRoute(); len(classless) > 0 {
 		for _, r := range classless {
-			if r == nil || r.Dest == nil {
-				continue
-			}
-			dst, ok := prefixOf(r.Dest)
+			dst, ok := prefixOf(r)
 			if !ok {
 				continue
 			}
@@ -172,13 +183,14 @@ func dns(ack *dhcpv4.DHCPv4) result.DNS {
 	return d
 }
 
-func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
-	a, ok := v4(n.IP)
-	if !ok {
+// prefixOf is an option 121 route's destination; false for none, or one not IPv4.
+func prefixOf(r *dhcpv4.Route) (netip.Prefix, bool) {
+	if r == nil || r.Dest == nil {
 		return netip.Prefix{}, false
 	}
-	ones, bits := n.Mask.Size()
-	if bits != 32 {
+	a, ok := v4(r.Dest.IP)
+	ones, bits := r.Dest.Mask.Size()
+	if !ok || bits != 32 {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(a, ones).Masked(), true

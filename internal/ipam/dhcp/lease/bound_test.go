@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/result"
 )
 
@@ -152,4 +154,17 @@ func TestHugeFiniteLeaseTimesDoNotOverflow(t *testing.T) {
 	assert.Equal(t, b.At.Add(lt/8*7), tm.Rebind)
 	assert.Equal(t, b.At.Add(lt), tm.Expire)
 	assert.True(t, tm.Renew.After(b.At) && tm.Rebind.After(tm.Renew) && tm.Expire.After(tm.Rebind))
+}
+
+func TestAddrTextAndStampGiveTheLeaseAsTheDaemonKeepsIt(t *testing.T) {
+	b := ack(t)
+	b.Link = linkid.ID{IfIndex: 7, HWAddr: "02:00:00:00:00:07"}
+	assert.Equal(t, "10.0.0.5/24", b.AddrText())
+	assert.Equal(t, "?", ack(t, dhcpv4.WithYourIP(net.IPv4zero)).AddrText())
+
+	var rec leasefile.Record
+	b.Stamp(&rec)
+	assert.Equal(t, b.Link, rec.ID)
+	assert.Equal(t, b.ACK.ToBytes(), rec.ACK)
+	assert.Equal(t, b.At, rec.Bound)
 }

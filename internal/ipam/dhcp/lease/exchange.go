@@ -152,11 +152,11 @@ func sendRelease(clientID string, ack *dhcpv4.DHCPv4) error {
 		return err
 	}
 	conn, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: server, Port: nclient4.ServerPort})
-	if err != nil {
-		return fmt.Errorf("release to %s: %w", server, err)
+	if err == nil {
+		defer conn.Close()
+		_, err = conn.Write(msg.ToBytes())
 	}
-	defer conn.Close()
-	if _, err := conn.Write(msg.ToBytes()); err != nil {
+	if err != nil {
 		return fmt.Errorf("release to %s: %w", server, err)
 	}
 	return nil

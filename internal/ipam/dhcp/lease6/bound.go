@@ -10,6 +10,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv6"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
+	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
 	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 	"github.com/cnikit/cni/internal/result"
 )
@@ -88,6 +89,13 @@ func (b *Bound) Addr() (netip.Addr, error) {
 	return addr, nil
 }
 
+// AddrText is the leased address for a log line.
+func (b *Bound) AddrText() string { return lease.AddrText(b.Addr()) }
+
+// Stamp writes the REPLY into the lease's record: the interface it was bound on, the
+// message as it came on the wire, and its time.
+func (b *Bound) Stamp(r *leasefile.Record) { r.ID, r.ACK, r.Bound = b.Link, b.Reply.ToBytes(), b.At }
+
 // Times are the lease's moments: renew at T1, rebind at T2, expire at the address's
 // valid lifetime. A T1 or T2 of 0 leaves them to the client (RFC 8415 §21.4): 0.5 and
 // 0.8 of the preferred lifetime. An infinite valid lifetime is never renewed or expired.
@@ -122,8 +130,8 @@ func (b *Bound) Times() lease.Times {
 // an error wrapping lease.ErrUnusable): the address alone (/128: DHCPv6 carries no
 // prefix length, and no routes or router; the on-link prefix and the default route come
 // from router advertisements or the config's routes) and the DNS servers and search
-// list.
-func (b *Bound) Result() (*result.Result, error) {
+// list. priority is unused: there are no routes to give it to.
+func (b *Bound) Result(priority int) (*result.Result, error) {
 	a, err := b.Addr()
 	if err != nil {
 		return nil, err

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cnikit/cni/internal/ipam/dhcp/lease"
+	"github.com/cnikit/cni/internal/ipam/dhcp/leasefile"
+	"github.com/cnikit/cni/internal/ipam/dhcp/linkid"
 )
 
 // reply builds a REPLY with one IA_NA (IAID, t1, t2) holding addr, through the wire and
@@ -79,7 +81,7 @@ func TestResultRefusesAnAddressNoPodMayHold(t *testing.T) {
 		got, err := b.Addr()
 		require.NoError(t, err, "%s is still the lease, to be released", addr)
 		assert.Equal(t, netip.MustParseAddr(addr), got)
-		_, err = b.Result()
+		_, err = b.Result(0)
 		assert.ErrorIs(t, err, lease.ErrUnusable, addr)
 		assert.ErrorContains(t, err, addr+" is ", addr)
 		assert.ErrorContains(t, err, why, addr)
@@ -88,7 +90,7 @@ func TestResultRefusesAnAddressNoPodMayHold(t *testing.T) {
 
 func TestResultTakesTheFirstUsableAddressOfTheIA(t *testing.T) {
 	b := replyOf(t, IAID, 0, 0, time.Hour, time.Hour, []string{"ff02::1", "::1", "fd00::7"})
-	res, err := b.Result()
+	res, err := b.Result(0)
 	require.NoError(t, err)
 	require.Len(t, res.IPs, 1)
 	assert.Equal(t, "fd00::7/128", res.IPs[0].Address.String())
@@ -116,7 +118,7 @@ func FuzzKeptReply(f *testing.F) {
 			return
 		}
 		b := &Bound{Reply: m, At: time.Unix(1000, 0)}
-		if _, err := b.Result(); err != nil {
+		if _, err := b.Result(0); err != nil {
 			return
 		}
 		tm := b.Times()
@@ -124,4 +126,17 @@ func FuzzKeptReply(f *testing.F) {
 			t.Fatalf("moments out of order: %+v", tm)
 		}
 	})
+}
+
+func TestAddrTextAndStampGiveTheLeaseAsTheDaemonKeepsIt(t *testing.T) {
+	b := reply(t, IAID, 0, 0, time.Hour, time.Hour)
+	b.Link = linkid.ID{IfIndex: 7, HWAddr: "02:00:00:00:00:07"}
+	assert.Equal(t, "fd00::5", b.AddrText())
+	assert.Equal(t, "?", reply(t, [4]byte{9}, 0, 0, time.Hour, time.Hour).AddrText())
+
+	var rec leasefile.Record
+	b.Stamp(&rec)
+	assert.Equal(t, b.Link, rec.ID)
+	assert.Equal(t, b.Reply.ToBytes(), rec.ACK)
+	assert.Equal(t, b.At, rec.Bound)
 }

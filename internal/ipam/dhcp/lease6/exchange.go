@@ -76,23 +76,25 @@ func (c *Client) Acquire(ctx context.Context) (*Bound, error) {
 
 // Renew asks the server that gave the lease to extend it (RENEW, before T2).
 func (c *Client) Renew(ctx context.Context, b *Bound) (*Bound, error) {
-	return c.update(ctx, b, dhcpv6.MessageTypeRenew)
+	return bound(c.send(ctx, b, dhcpv6.MessageTypeRenew, c.Timeout))
 }
 
 // Rebind asks any server to extend the lease (REBIND): after T2, and to confirm a kept
 // lease after a daemon restart.
 func (c *Client) Rebind(ctx context.Context, b *Bound) (*Bound, error) {
-	return c.update(ctx, b, dhcpv6.MessageTypeRebind)
+	return bound(c.send(ctx, b, dhcpv6.MessageTypeRebind, c.Timeout))
 }
 
-func (c *Client) update(ctx context.Context, b *Bound, typ dhcpv6.MessageType) (*Bound, error) {
+// send sends a message of type typ about b's address (see about) on the interface it
+// was bound on, and waits for the REPLY.
+func (c *Client) send(ctx context.Context, b *Bound, typ dhcpv6.MessageType, timeout time.Duration) (*dhcpv6.Message, linkid.ID, error) {
 	msg, err := c.about(b, typ)
 	if err != nil {
-		return nil, err
+		return nil, linkid.ID{}, err
 	}
-	return bound(c.once(ctx, &b.Link, c.Timeout, func(nc *nclient6.Client) (*dhcpv6.Message, error) {
+	return c.once(ctx, &b.Link, timeout, func(nc *nclient6.Client) (*dhcpv6.Message, error) {
 		return nc.SendAndRead(ctx, nclient6.AllDHCPRelayAgentsAndServers, msg, nclient6.IsMessageType(dhcpv6.MessageTypeReply))
-	}))
+	})
 }
 
 // releaseTimeout bounds the wait for a RELEASE's REPLY: DEL waits for it, and a server
@@ -104,13 +106,7 @@ const releaseTimeout = 3 * time.Second
 // linkid.ErrGone: a DHCPv6 message needs the interface's link-local address and link,
 // so nothing can be sent from the host instead.
 func (c *Client) Release(ctx context.Context, b *Bound) error {
-	msg, err := c.about(b, dhcpv6.MessageTypeRelease)
-	if err != nil {
-		return err
-	}
-	reply, _, err := c.once(ctx, &b.Link, min(c.Timeout, releaseTimeout), func(nc *nclient6.Client) (*dhcpv6.Message, error) {
-		return nc.SendAndRead(ctx, nclient6.AllDHCPRelayAgentsAndServers, msg, nclient6.IsMessageType(dhcpv6.MessageTypeReply))
-	})
+	reply, _, err := c.send(ctx, b, dhcpv6.MessageTypeRelease, min(c.Timeout, releaseTimeout))
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func TestAcquireRenewRebindRelease(t *testing.T) {
 			require.True(t, ok, "dnsmasq holds a lease for the DUID: %v", lab.Leases6())
 			assert.Equal(t, addr.String(), le.IP)
 			assert.Equal(t, uint32(1), le.IAID)
-			res, err := b.Result()
+			res, err := b.Result(0)
 			require.NoError(t, err)
 			assert.Equal(t, addr.String()+"/128", res.IPs[0].Address.String())
 			assert.Equal(t, []string{dhcptest.DNSServer6}, res.DNS.Nameservers)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -242,19 +243,8 @@ func keptRune(r rune, size int) bool {
 // standing for an invalid byte, which becomes U+FFFD): a short form where JSON has one,
 // else \u and four hex digits.
 func appendEscape(b []byte, r rune) []byte {
-	switch r {
-	case '"', '\\':
-		return append(b, '\\', byte(r))
-	case '\b':
-		return append(b, '\\', 'b')
-	case '\f':
-		return append(b, '\\', 'f')
-	case '\n':
-		return append(b, '\\', 'n')
-	case '\r':
-		return append(b, '\\', 'r')
-	case '\t':
-		return append(b, '\\', 't')
+	if i := strings.IndexRune("\"\\\b\f\n\r\t", r); i >= 0 {
+		return append(b, '\\', "\"\\bfnrt"[i])
 	}
 	return append(b, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
 }

@@ -227,15 +227,9 @@ func lock(path string, how int) (func(), error) {
 	}
 	// A lock file another user made could be held by them for good, and rotation (or a
 	// reader) would wait on it for good.
-	if _, err := ownFile(f, how == unix.LOCK_SH); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("invocation log: lock: %w", err)
-	}
-	for {
+	_, err = ownFile(f, how == unix.LOCK_SH)
+	for retry := err == nil; retry; retry = errors.Is(err, unix.EINTR) {
 		err = unix.Flock(int(f.Fd()), how)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
 	}
 	if err != nil {
 		f.Close()

@@ -165,7 +165,8 @@ func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo,
 	if unlock, lerr := lock(lockName(r.Path), unix.LOCK_SH); lerr == nil {
 		defer unlock()
 	}
-	if live, liveInfo, err = openLive(r.Path); err != nil {
+	// A missing live file is none (openRead's nil file), no error.
+	if live, liveInfo, err = openRead(r.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil, err
 	}
 	names, err := Rotated(r.Path)
@@ -176,15 +177,6 @@ func (r *Reader) openAll(done fs.FileInfo) (live *os.File, liveInfo fs.FileInfo,
 		return nil, nil, nil, err
 	}
 	return live, liveInfo, r.openRotated(names, liveInfo, done), nil
-}
-
-// openLive opens the live file and reads its info; a missing one is nil, no error.
-func openLive(path string) (*os.File, fs.FileInfo, error) {
-	f, fi, err := openRead(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
-	}
-	return f, fi, err
 }
 
 // openRotated opens the rotated files named (oldest first) but the live one and done

@@ -16,12 +16,8 @@ const Redacted = "[redacted]"
 // knownArg reports whether k is a CNI_ARGS key that runtimes send with a name or an id,
 // never a secret, and which operators search by: its value is always kept.
 func knownArg(k string) bool {
-	switch k {
-	case "IgnoreUnknown", "K8S_POD_NAMESPACE", "K8S_POD_NAME", "K8S_POD_INFRA_CONTAINER_ID", "K8S_POD_UID",
-		"IP", "MAC", "GATEWAY":
-		return true
-	}
-	return false
+	return slices.Contains([]string{"IgnoreUnknown", "K8S_POD_NAMESPACE", "K8S_POD_NAME", "K8S_POD_INFRA_CONTAINER_ID",
+		"K8S_POD_UID", "IP", "MAC", "GATEWAY"}, k)
 }
 
 // RedactCNIArgs splits CNI_ARGS ("K=V;K2=V2") into a map with every value that could be

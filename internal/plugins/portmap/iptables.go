@@ -370,22 +370,15 @@ func coveredBy(have []iptables.Rule, want iptables.Rule) bool {
 		}
 		return r.Target() == want.Target()
 	}
-	ports := map[string]bool{}
+	var ports []string
 	for _, r := range have {
 		if same(r) {
 			p, _ := r.Value("--dports")
-			for _, port := range strings.Split(p, ",") {
-				ports[port] = true
-			}
+			ports = append(ports, strings.Split(p, ",")...)
 		}
 	}
 	w, _ := want.Value("--dports")
-	for _, port := range strings.Split(w, ",") {
-		if !ports[port] {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(strings.Split(w, ","), func(port string) bool { return !slices.Contains(ports, port) })
 }
 
 func (iptBackend) installed(ctx context.Context) ([]installed, error) {

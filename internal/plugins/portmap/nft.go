@@ -1,6 +1,7 @@
 package portmap
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -184,26 +185,21 @@ func (m nftMapping) record() string {
 
 func parseRecord(s string) (nftMapping, bool) {
 	f := strings.Fields(s)
-	if len(f) != 5 {
+	if len(f) != 5 || protoNumber(f[0]) == 0 {
 		return nftMapping{}, false
 	}
-	var m nftMapping
-	m.proto = f[0]
 	hp, err1 := strconv.ParseUint(f[1], 10, 16)
 	cp, err2 := strconv.ParseUint(f[4], 10, 16)
 	target, err3 := netip.ParseAddr(f[3])
-	if protoNumber(m.proto) == 0 || err1 != nil || err2 != nil || err3 != nil {
+	var host netip.Addr
+	var err4 error
+	if f[2] != "*" {
+		host, err4 = netip.ParseAddr(f[2])
+	}
+	if cmp.Or(err1, err2, err3, err4) != nil {
 		return nftMapping{}, false
 	}
-	if f[2] != "*" {
-		h, err := netip.ParseAddr(f[2])
-		if err != nil {
-			return nftMapping{}, false
-		}
-		m.hostIP = h
-	}
-	m.hostPort, m.containerPort, m.target = uint16(hp), uint16(cp), target
-	return m, true
+	return nftMapping{mapping{proto: f[0], hostPort: uint16(hp), containerPort: uint16(cp), hostIP: host}, target}, true
 }
 
 // key is the mapping's element key in hostip_ports (`tcp . 10.0.0.1 . 8080`) or ports

@@ -234,13 +234,9 @@ func (f *nftFamily) dropJumps(c *nftables.Conn, shared string, mine map[string]b
 	if err != nil {
 		return false, err
 	}
-	var drop []*nftables.Rule
-	for _, r := range rules {
-		if mine[nftexpr.VerdictChain(r.Exprs)] {
-			drop = append(drop, r)
-		}
-	}
-	if len(drop) == len(rules) {
+	n := len(rules)
+	drop := slices.DeleteFunc(rules, func(r *nftables.Rule) bool { return !mine[nftexpr.VerdictChain(r.Exprs)] })
+	if len(drop) == n {
 		return true, nil
 	}
 	for _, r := range drop {

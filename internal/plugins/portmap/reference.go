@@ -267,11 +267,8 @@ func (b nftBackend) checkReference(ctx context.Context, cid string, s *settings,
 	}
 	found := false
 	for _, fa := range fams {
-		fam := nftables.TableFamilyIPv4
-		if fa.v6 {
-			fam = nftables.TableFamilyIPv6
-		}
-		i := slices.IndexFunc(tables, func(t *nftables.Table) bool { return t.Family == fam })
+		// refTables holds only IPv4 and IPv6 tables.
+		i := slices.IndexFunc(tables, func(t *nftables.Table) bool { return (t.Family == nftables.TableFamilyIPv6) == fa.v6 })
 		var rules []*nftables.Rule
 		if i >= 0 {
 			if rules, err = refRules(c, tables[i], func(r *nftables.Rule) bool { return ruleComment(r) == cid }); err != nil {

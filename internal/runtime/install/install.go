@@ -160,10 +160,14 @@ func Install(o Options) error {
 	if err != nil {
 		return err
 	}
-	for _, check := range []func() error{r.checkChainPlugin, func() error { return r.enter(r.Dir) }, r.checkForeign} {
-		if err := check(); err != nil {
-			return err
-		}
+	if err := r.checkChainPlugin(); err != nil {
+		return err
+	}
+	if err := r.enter(r.Dir); err != nil {
+		return err
+	}
+	if err := r.checkForeign(); err != nil {
+		return err
 	}
 	plan, err := r.planConfs(confs)
 	if err != nil {

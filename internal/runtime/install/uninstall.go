@@ -22,10 +22,11 @@ func Uninstall(o Options) error {
 	defer r.release()
 	// The plugin directory is entered before the config directory, as Install does, so
 	// that an install and an uninstall never wait for each other's second lock.
-	for _, step := range []func() error{func() error { return r.enter(r.Dir) }, r.uninstallConfs} {
-		if err := step(); err != nil {
-			return err
-		}
+	if err := r.enter(r.Dir); err != nil {
+		return err
+	}
+	if err := r.uninstallConfs(); err != nil {
+		return err
 	}
 	if _, err := os.Stat(r.Dir); errors.Is(err, fs.ErrNotExist) {
 		r.note("nothing to do: %s does not exist", r.Dir)
@@ -36,10 +37,11 @@ func Uninstall(o Options) error {
 			return err
 		}
 	}
-	for _, step := range []func() error{r.removeKeptDir, r.removeBinary} {
-		if err := step(); err != nil {
-			return err
-		}
+	if err := r.removeKeptDir(); err != nil {
+		return err
+	}
+	if err := r.removeBinary(); err != nil {
+		return err
 	}
 	if !r.DryRun {
 		if err := syncDir(r.Dir); err != nil {

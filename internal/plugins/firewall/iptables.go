@@ -24,12 +24,7 @@ const (
 
 var families = [...]iptables.Family{iptables.IPv4, iptables.IPv6}
 
-func familyOf(a netip.Addr) iptables.Family {
-	if a.Unmap().Is4() {
-		return iptables.IPv4
-	}
-	return iptables.IPv6
-}
+func familyOf(a netip.Addr) iptables.Family { return iptables.FamilyOf(!a.Unmap().Is4()) }
 
 // hostPrefix is the address as a single-host prefix (/32, /128), the form iptables
 // prints for `-s`/`-d` and firewalld takes as a source.

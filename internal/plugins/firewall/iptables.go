@@ -275,12 +275,8 @@ func hasRules(t *iptables.Table, want map[string][]iptables.Rule) error {
 			return cmp.Or(err, fmt.Errorf("chain %s missing", chain))
 		}
 		for _, r := range rs {
-			has, err := t.Has(chain, r)
-			if err != nil {
-				return err
-			}
-			if !has {
-				return fmt.Errorf("chain %s lacks %q", chain, r.String())
+			if has, err := t.Has(chain, r); err != nil || !has {
+				return cmp.Or(err, fmt.Errorf("chain %s lacks %q", chain, r.String()))
 			}
 		}
 	}

@@ -131,11 +131,8 @@ func (l *nftLayout) adminJump(admin string) *nftables.Rule {
 // ip6 and @ctr6, each commented "CNI firewall plugin rules".
 func (l *nftLayout) accepts() []*nftables.Rule {
 	var out []*nftables.Rule
-	for _, v6 := range []bool{false, true} {
-		set := l.ctr4
-		if v6 {
-			set = l.ctr6
-		}
+	for i, set := range []*nftables.Set{l.ctr4, l.ctr6} {
+		v6 := i == 1
 		for _, exprs := range [][]expr.Any{
 			nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.InSet(set, nftexpr.Daddr(v6)), nftexpr.CtStateEstablishedRelated(), nftexpr.Accept()),
 			nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.InSet(set, nftexpr.Saddr(v6)), nftexpr.Accept()),

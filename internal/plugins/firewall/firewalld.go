@@ -66,8 +66,7 @@ func connect(ctx context.Context, addr string) (*dbus.Conn, error) {
 		err = conn.Hello()
 	}
 	if !stop() {
-		conn.Close()
-		return nil, fmt.Errorf("bus %s: %w", addr, ctx.Err())
+		err = ctx.Err()
 	}
 	if err != nil {
 		conn.Close()

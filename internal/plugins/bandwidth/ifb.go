@@ -49,20 +49,14 @@ type owner struct{ network, containerID, ifName string }
 // full id determines, and by the interface.
 func (o owner) alias() string {
 	prefix, suffix := ownerPrefix(o.network), " if="+o.ifName
-	id := o.containerID
-	if room := maxAlias - len(prefix) - len(suffix); len(id) > room {
-		id = id[:room]
-	}
+	id := o.containerID[:min(len(o.containerID), maxAlias-len(prefix)-len(suffix))]
 	return prefix + id + suffix
 }
 
 // legacyAlias is the alias our earlier versions gave an ifb, without the interface.
 func (o owner) legacyAlias() string {
 	a := ownerPrefix(o.network) + o.containerID
-	if len(a) > maxAlias {
-		a = a[:maxAlias]
-	}
-	return a
+	return a[:min(len(a), maxAlias)]
 }
 
 // aliasIfName returns the interface an owner alias names; ok is false for an alias in

@@ -56,8 +56,7 @@ func sharesMAC(linkType string) bool {
 // findByMAC finds the link with the MAC. When links that share a MAC match too, the
 // device itself is the one match that does not.
 func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
-	h := host.Handle()
-	links, err := h.LinkList()
+	links, err := host.Handle().LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list host links: %w", err)
 	}
@@ -258,15 +257,12 @@ func restore(host *link.NS, l netlink.Link, st *saved) error {
 // "devN" when that is taken), alias intact; one already called st.Name is home. Only a
 // link that proves to be the device counts (isDevice).
 func returned(host *link.NS, st *saved) (netlink.Link, error) {
-	h := host.Handle()
-	links, err := h.LinkList()
+	links, err := host.Handle().LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list host links: %w", err)
 	}
-	for _, l := range links {
-		if st.isDevice(l, true) {
-			return l, nil
-		}
+	if i := slices.IndexFunc(links, func(l netlink.Link) bool { return st.isDevice(l, true) }); i >= 0 {
+		return links[i], nil
 	}
 	return nil, nil
 }

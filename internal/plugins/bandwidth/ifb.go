@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -170,7 +171,7 @@ func deleteIfb(ctx context.Context, host *link.NS, name string, o owner) error {
 // staleIfbs lists the ifbs this network owns whose attachment is not in keep, which maps
 // an ifb name to the valid interfaces of its container. An ifb whose alias names no
 // interface (our earlier version's) is kept for any valid interface of its container.
-func staleIfbs(host *link.NS, network string, keep map[string]map[string]bool) ([]string, error) {
+func staleIfbs(host *link.NS, network string, keep map[string][]string) ([]string, error) {
 	h := host.Handle()
 	links, err := h.LinkList()
 	if err != nil {
@@ -184,7 +185,7 @@ func staleIfbs(host *link.NS, network string, keep map[string]map[string]bool) (
 			continue
 		}
 		ifNames, valid := keep[a.Name]
-		if ifName, named := aliasIfName(a.Alias); named && !ifNames[ifName] {
+		if ifName, named := aliasIfName(a.Alias); named && !slices.Contains(ifNames, ifName) {
 			valid = false
 		}
 		if !valid {

@@ -106,11 +106,6 @@ func (a attachment) nftComment() string {
 	return owner.Tag("", a.network, a.containerID, nftCommentMax)
 }
 
-func commentOf(r *nftables.Rule) string {
-	s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-	return s
-}
-
 func nftUserComment(comment string) []byte {
 	return userdata.AppendString(nil, userdata.TypeComment, comment)
 }
@@ -192,7 +187,7 @@ func (l *nftLayout) readBase(c *nftables.Conn) (baseState, error) {
 	}
 	var shape strings.Builder
 	for _, r := range rules {
-		switch commentOf(r) {
+		switch comment, _ := userdata.GetString(r.UserData, userdata.TypeComment); comment {
 		case isolationComment:
 			shape.WriteByte('i')
 			st.lastJump = r.Handle

@@ -129,14 +129,6 @@ func (f *firewalld) removeSource(ctx context.Context, zone, src string) error {
 	return nil
 }
 
-func (f *firewalld) removeSources(ctx context.Context, zone string, ips []netip.Addr) error {
-	var errs []error
-	for _, ip := range ips {
-		errs = append(errs, f.removeSource(ctx, zone, hostPrefix(ip)))
-	}
-	return errors.Join(errs...)
-}
-
 // checkSources verifies that each address is bound to zone.
 func (f *firewalld) checkSources(ctx context.Context, zone string, ips []netip.Addr) error {
 	for _, ip := range ips {

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -17,11 +18,7 @@ type sysfs struct {
 // isDPDKDriver reports whether a driver is a userspace I/O driver: a PCI function bound
 // to one has no kernel network interface to move, and the container drives it directly.
 func isDPDKDriver(name string) bool {
-	switch name {
-	case "vfio-pci", "uio_pci_generic", "igb_uio":
-		return true
-	}
-	return false
+	return slices.Contains([]string{"vfio-pci", "uio_pci_generic", "igb_uio"}, name)
 }
 
 var (

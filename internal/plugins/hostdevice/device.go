@@ -44,15 +44,6 @@ func find(host *link.NS, sys sysfs, sel selector) (netlink.Link, error) {
 	return nil, cnierror.Invalid("%s: %s's interfaces %q are not in the host netns", sel.field, sel.value, names)
 }
 
-// sharesMAC reports whether links of that type carry the MAC of a port or parent.
-func sharesMAC(linkType string) bool {
-	switch linkType {
-	case "bridge", "bond", "vlan", "ipvlan":
-		return true
-	}
-	return false
-}
-
 // findByMAC finds the link with the MAC. When links that share a MAC match too, the
 // device itself is the one match that does not.
 func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
@@ -66,7 +57,8 @@ func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
 			continue
 		}
 		all = append(all, l)
-		if !sharesMAC(l.Type()) {
+		// Links of these types carry the MAC of a port or parent.
+		if !slices.Contains([]string{"bridge", "bond", "vlan", "ipvlan"}, l.Type()) {
 			devices = append(devices, l)
 		}
 	}
@@ -129,7 +121,8 @@ func snapshot(l netlink.Link, device string) saved {
 	if len(a.HardwareAddr) > 0 {
 		s.MAC = a.HardwareAddr.String()
 	}
-	if hasAddr(a.PermHWAddr) {
+	// The kernel reports an all-zero permanent address for devices that have none.
+	if slices.ContainsFunc(a.PermHWAddr, func(b byte) bool { return b != 0 }) {
 		s.PermMAC = a.PermHWAddr.String()
 	}
 	return s
@@ -172,12 +165,6 @@ func parseMAC(s string) net.HardwareAddr {
 		return nil
 	}
 	return mac
-}
-
-// hasAddr reports whether mac is set: the kernel reports an all-zero permanent address
-// for devices that have none.
-func hasAddr(mac net.HardwareAddr) bool {
-	return slices.ContainsFunc(mac, func(b byte) bool { return b != 0 })
 }
 
 // moveIn takes the host device into the container as ifName, its host name in the

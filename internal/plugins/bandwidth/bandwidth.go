@@ -196,13 +196,10 @@ func gc(req *skel.Request) error {
 		return err
 	}
 	defer host.Close()
-	keep := make(map[string]map[string]bool, len(req.ValidAttachments))
+	keep := make(map[string][]string, len(req.ValidAttachments))
 	for _, a := range req.ValidAttachments {
 		name := ifbName(req.Net.Name, a.ContainerID)
-		if keep[name] == nil {
-			keep[name] = make(map[string]bool)
-		}
-		keep[name][a.IfName] = true
+		keep[name] = append(keep[name], a.IfName)
 	}
 	stale, err := staleIfbs(host, req.Net.Name, keep)
 	if err != nil {

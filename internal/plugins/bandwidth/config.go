@@ -1,6 +1,7 @@
 package bandwidth
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -82,10 +83,7 @@ func (c *Config) Shaping() (Shaping, []Clamp, error) {
 			}
 		}
 	}
-	if err := validate(s.Ingress, where+"ingress"); err != nil {
-		return Shaping{}, nil, err
-	}
-	if err := validate(s.Egress, where+"egress"); err != nil {
+	if err := cmp.Or(validate(s.Ingress, where+"ingress"), validate(s.Egress, where+"egress")); err != nil {
 		return Shaping{}, nil, err
 	}
 	return s, clamps, nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -49,20 +50,14 @@ type owner struct{ network, containerID, ifName string }
 // full id determines, and by the interface.
 func (o owner) alias() string {
 	prefix, suffix := ownerPrefix(o.network), " if="+o.ifName
-	id := o.containerID
-	if room := maxAlias - len(prefix) - len(suffix); len(id) > room {
-		id = id[:room]
-	}
+	id := o.containerID[:min(len(o.containerID), maxAlias-len(prefix)-len(suffix))]
 	return prefix + id + suffix
 }
 
 // legacyAlias is the alias our earlier versions gave an ifb, without the interface.
 func (o owner) legacyAlias() string {
 	a := ownerPrefix(o.network) + o.containerID
-	if len(a) > maxAlias {
-		a = a[:maxAlias]
-	}
-	return a
+	return a[:min(len(a), maxAlias)]
 }
 
 // aliasIfName returns the interface an owner alias names; ok is false for an alias in
@@ -176,7 +171,7 @@ func deleteIfb(ctx context.Context, host *link.NS, name string, o owner) error {
 // staleIfbs lists the ifbs this network owns whose attachment is not in keep, which maps
 // an ifb name to the valid interfaces of its container. An ifb whose alias names no
 // interface (our earlier version's) is kept for any valid interface of its container.
-func staleIfbs(host *link.NS, network string, keep map[string]map[string]bool) ([]string, error) {
+func staleIfbs(host *link.NS, network string, keep map[string][]string) ([]string, error) {
 	h := host.Handle()
 	links, err := h.LinkList()
 	if err != nil {
@@ -190,7 +185,7 @@ func staleIfbs(host *link.NS, network string, keep map[string]map[string]bool) (
 			continue
 		}
 		ifNames, valid := keep[a.Name]
-		if ifName, named := aliasIfName(a.Alias); named && !ifNames[ifName] {
+		if ifName, named := aliasIfName(a.Alias); named && !slices.Contains(ifNames, ifName) {
 			valid = false
 		}
 		if !valid {

@@ -104,11 +104,10 @@ func rootQdisc(n *link.NS, ifindex int) (kind string, opts []byte, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	switch len(msgs) {
-	case 0:
+	if len(msgs) == 0 {
 		return "noop", nil, nil
-	case 1:
-	default:
+	}
+	if len(msgs) > 1 {
 		return "", nil, fmt.Errorf("kernel answered %d messages", len(msgs))
 	}
 	tc := nl.DeserializeTcMsg(msgs[0])

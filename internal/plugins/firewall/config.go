@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/cnikit/cni/internal/core/cnierror"
@@ -51,18 +52,14 @@ func loadConfig(req *skel.Request) (*Config, error) {
 }
 
 func (c *Config) validate() error {
-	switch c.Backend {
-	case "", BackendIPTables, BackendNFTables, BackendFirewalld:
-	default:
+	if !slices.Contains([]string{"", BackendIPTables, BackendNFTables, BackendFirewalld}, c.Backend) {
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "backend: must be %q, %q or %q, got %q",
 			BackendIPTables, BackendNFTables, BackendFirewalld, c.Backend)
 	}
 	if err := validChainName(c.AdminChain); err != nil {
 		return err
 	}
-	switch c.IngressPolicy {
-	case PolicyOpen, PolicySameBridge, PolicyIsolated:
-	default:
+	if !slices.Contains([]string{PolicyOpen, PolicySameBridge, PolicyIsolated}, c.IngressPolicy) {
 		return cnierror.Newf(cnierror.CodeInvalidConfig, "ingressPolicy: must be %q, %q or %q, got %q",
 			PolicyOpen, PolicySameBridge, PolicyIsolated, c.IngressPolicy)
 	}

@@ -287,7 +287,9 @@ func del(req *skel.Request) error {
 			fmt.Fprintf(req.Stderr, "firewall: DEL: firewalld not reachable, no sources to remove: %v\n", err)
 		} else {
 			defer fw.Close()
-			errs = append(errs, fw.removeSources(req.Context(), conf.Zone, ips))
+			for _, ip := range ips {
+				errs = append(errs, fw.removeSource(req.Context(), conf.Zone, hostPrefix(ip)))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -66,8 +66,7 @@ func connect(ctx context.Context, addr string) (*dbus.Conn, error) {
 		err = conn.Hello()
 	}
 	if !stop() {
-		conn.Close()
-		return nil, fmt.Errorf("bus %s: %w", addr, ctx.Err())
+		err = ctx.Err()
 	}
 	if err != nil {
 		conn.Close()
@@ -128,14 +127,6 @@ func (f *firewalld) removeSource(ctx context.Context, zone, src string) error {
 		return fmt.Errorf("firewalld: remove source %s from zone %s: %w", src, zone, err)
 	}
 	return nil
-}
-
-func (f *firewalld) removeSources(ctx context.Context, zone string, ips []netip.Addr) error {
-	var errs []error
-	for _, ip := range ips {
-		errs = append(errs, f.removeSource(ctx, zone, hostPrefix(ip)))
-	}
-	return errors.Join(errs...)
 }
 
 // checkSources verifies that each address is bound to zone.

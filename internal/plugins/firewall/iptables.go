@@ -24,12 +24,7 @@ const (
 
 var families = [...]iptables.Family{iptables.IPv4, iptables.IPv6}
 
-func familyOf(a netip.Addr) iptables.Family {
-	if a.Unmap().Is4() {
-		return iptables.IPv4
-	}
-	return iptables.IPv6
-}
+func familyOf(a netip.Addr) iptables.Family { return iptables.FamilyOf(!a.Unmap().Is4()) }
 
 // hostPrefix is the address as a single-host prefix (/32, /128), the form iptables
 // prints for `-s`/`-d` and firewalld takes as a source.
@@ -144,35 +139,35 @@ func iptRemoveFamily(ctx context.Context, fam iptables.Family, att attachment, i
 // it). The shared chains, the admin chain and the isolation rules (other attachments'
 // too) stay.
 func iptDel(ctx context.Context, att attachment, ips []netip.Addr) error {
-	var errs []error
-	for _, fam := range families {
-		if !iptables.ChainsMayExist(fam, filterTable, privChain) {
-			continue // no rules, and no exec spent finding that out
-		}
+	return removeEach("firewall", func(fam iptables.Family) error {
 		err := iptRemoveFamily(ctx, fam, att, ips)
 		if errors.Is(err, exec.ErrNotFound) {
-			continue // a filter table made by nft itself, and no iptables tools to have used it
+			return nil // a filter table made by nft itself, and no iptables tools to have used it
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("firewall %s: %w", fam, err))
-		}
-	}
-	return errors.Join(errs...)
+		return err
+	})
 }
 
 // iptGC removes the rules of network's containers that are not in keep.
 func iptGC(ctx context.Context, network string, keep owner.Set) error {
+	return removeEach("firewall gc", func(fam iptables.Family) error {
+		return iptables.Update(ctx, fam, filterTable, func(b *iptables.Batch) error {
+			planRemove(b, network, func(id string) bool { return !keep.Has(id) })
+			return nil
+		})
+	})
+}
+
+// removeEach runs remove for each family whose CNI-FORWARD may exist: one without it
+// holds no rules, and no exec is spent finding that out. Every family is tried.
+func removeEach(what string, remove func(iptables.Family) error) error {
 	var errs []error
 	for _, fam := range families {
 		if !iptables.ChainsMayExist(fam, filterTable, privChain) {
 			continue
 		}
-		err := iptables.Update(ctx, fam, filterTable, func(b *iptables.Batch) error {
-			planRemove(b, network, func(id string) bool { return !keep.Has(id) })
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("firewall gc %s: %w", fam, err))
+		if err := remove(fam); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", what, fam, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -280,12 +275,8 @@ func hasRules(t *iptables.Table, want map[string][]iptables.Rule) error {
 			return cmp.Or(err, fmt.Errorf("chain %s missing", chain))
 		}
 		for _, r := range rs {
-			has, err := t.Has(chain, r)
-			if err != nil {
-				return err
-			}
-			if !has {
-				return fmt.Errorf("chain %s lacks %q", chain, r.String())
+			if has, err := t.Has(chain, r); err != nil || !has {
+				return cmp.Or(err, fmt.Errorf("chain %s lacks %q", chain, r.String()))
 			}
 		}
 	}

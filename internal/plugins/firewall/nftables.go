@@ -106,11 +106,6 @@ func (a attachment) nftComment() string {
 	return owner.Tag("", a.network, a.containerID, nftCommentMax)
 }
 
-func commentOf(r *nftables.Rule) string {
-	s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-	return s
-}
-
 func nftUserComment(comment string) []byte {
 	return userdata.AppendString(nil, userdata.TypeComment, comment)
 }
@@ -131,11 +126,8 @@ func (l *nftLayout) adminJump(admin string) *nftables.Rule {
 // ip6 and @ctr6, each commented "CNI firewall plugin rules".
 func (l *nftLayout) accepts() []*nftables.Rule {
 	var out []*nftables.Rule
-	for _, v6 := range []bool{false, true} {
-		set := l.ctr4
-		if v6 {
-			set = l.ctr6
-		}
+	for i, set := range []*nftables.Set{l.ctr4, l.ctr6} {
+		v6 := i == 1
 		for _, exprs := range [][]expr.Any{
 			nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.InSet(set, nftexpr.Daddr(v6)), nftexpr.CtStateEstablishedRelated(), nftexpr.Accept()),
 			nftexpr.Rule(nftexpr.NFProtoIs(v6), nftexpr.InSet(set, nftexpr.Saddr(v6)), nftexpr.Accept()),
@@ -195,7 +187,7 @@ func (l *nftLayout) readBase(c *nftables.Conn) (baseState, error) {
 	}
 	var shape strings.Builder
 	for _, r := range rules {
-		switch commentOf(r) {
+		switch comment, _ := userdata.GetString(r.UserData, userdata.TypeComment); comment {
 		case isolationComment:
 			shape.WriteByte('i')
 			st.lastJump = r.Handle

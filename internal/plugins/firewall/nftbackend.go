@@ -33,15 +33,7 @@ func nftAdd(conf *Config, att attachment, ips []netip.Addr, bridge string) error
 	if len(ips) == 0 {
 		return nil
 	}
-	return nftTransact(func(c *nftables.Conn, l *nftLayout) error {
-		if err := l.planBase(c, conf); err != nil {
-			return err
-		}
-		if err := l.planAttachment(c, att, ips); err != nil {
-			return err
-		}
-		return l.queuePolicy(c, conf.IngressPolicy, bridge)
-	})
+	return nftTransact(nftPlan(conf, att, ips, bridge))
 }
 
 // nftIsolation installs the shared layout and the ingress policy's elements for bridge
@@ -50,12 +42,21 @@ func nftIsolation(conf *Config, bridge string) error {
 	if len(policyElements(newNFTLayout(), conf.IngressPolicy, bridge)) == 0 {
 		return nil
 	}
-	return nftTransact(func(c *nftables.Conn, l *nftLayout) error {
+	return nftTransact(nftPlan(conf, attachment{}, nil, bridge))
+}
+
+// nftPlan is the plan of ADD's transaction: the shared layout, an element per address
+// (none for nftIsolation's), and the ingress policy's elements.
+func nftPlan(conf *Config, att attachment, ips []netip.Addr, bridge string) func(*nftables.Conn, *nftLayout) error {
+	return func(c *nftables.Conn, l *nftLayout) error {
 		if err := l.planBase(c, conf); err != nil {
 			return err
 		}
+		if err := l.planAttachment(c, att, ips); err != nil {
+			return err
+		}
 		return l.queuePolicy(c, conf.IngressPolicy, bridge)
-	})
+	}
 }
 
 // nftTransact plans on a fresh read and sends the plan as one transaction, again on a

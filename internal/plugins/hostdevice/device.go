@@ -44,20 +44,10 @@ func find(host *link.NS, sys sysfs, sel selector) (netlink.Link, error) {
 	return nil, cnierror.Invalid("%s: %s's interfaces %q are not in the host netns", sel.field, sel.value, names)
 }
 
-// sharesMAC reports whether links of that type carry the MAC of a port or parent.
-func sharesMAC(linkType string) bool {
-	switch linkType {
-	case "bridge", "bond", "vlan", "ipvlan":
-		return true
-	}
-	return false
-}
-
 // findByMAC finds the link with the MAC. When links that share a MAC match too, the
 // device itself is the one match that does not.
 func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
-	h := host.Handle()
-	links, err := h.LinkList()
+	links, err := host.Handle().LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list host links: %w", err)
 	}
@@ -67,7 +57,8 @@ func findByMAC(host *link.NS, sel selector) (netlink.Link, error) {
 			continue
 		}
 		all = append(all, l)
-		if !sharesMAC(l.Type()) {
+		// Links of these types carry the MAC of a port or parent.
+		if !slices.Contains([]string{"bridge", "bond", "vlan", "ipvlan"}, l.Type()) {
 			devices = append(devices, l)
 		}
 	}
@@ -130,7 +121,8 @@ func snapshot(l netlink.Link, device string) saved {
 	if len(a.HardwareAddr) > 0 {
 		s.MAC = a.HardwareAddr.String()
 	}
-	if hasAddr(a.PermHWAddr) {
+	// The kernel reports an all-zero permanent address for devices that have none.
+	if slices.ContainsFunc(a.PermHWAddr, func(b byte) bool { return b != 0 }) {
 		s.PermMAC = a.PermHWAddr.String()
 	}
 	return s
@@ -173,12 +165,6 @@ func parseMAC(s string) net.HardwareAddr {
 		return nil
 	}
 	return mac
-}
-
-// hasAddr reports whether mac is set: the kernel reports an all-zero permanent address
-// for devices that have none.
-func hasAddr(mac net.HardwareAddr) bool {
-	return slices.ContainsFunc(mac, func(b byte) bool { return b != 0 })
 }
 
 // moveIn takes the host device into the container as ifName, its host name in the
@@ -258,15 +244,12 @@ func restore(host *link.NS, l netlink.Link, st *saved) error {
 // "devN" when that is taken), alias intact; one already called st.Name is home. Only a
 // link that proves to be the device counts (isDevice).
 func returned(host *link.NS, st *saved) (netlink.Link, error) {
-	h := host.Handle()
-	links, err := h.LinkList()
+	links, err := host.Handle().LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list host links: %w", err)
 	}
-	for _, l := range links {
-		if st.isDevice(l, true) {
-			return l, nil
-		}
+	if i := slices.IndexFunc(links, func(l netlink.Link) bool { return st.isDevice(l, true) }); i >= 0 {
+		return links[i], nil
 	}
 	return nil, nil
 }

@@ -131,8 +131,7 @@ func (p plugin) attach(req *skel.Request, c *conf, s *store, host, cont *link.NS
 		}
 	}
 	// Up in the container, as the reference leaves it, addresses or not.
-	h := cont.Handle()
-	if err := h.LinkSetUp(cl); err != nil {
+	if err := cont.Handle().LinkSetUp(cl); err != nil {
 		return fmt.Errorf("container %s: set up: %w", ifName, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package hostdevice
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -202,10 +203,7 @@ func (s *store) writeNew(tmp string, data []byte) error {
 		return err
 	}
 	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err = cmp.Or(err, f.Close()); err != nil {
 		s.dir.Unlink(tmp)
 	}
 	return err

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -17,11 +18,7 @@ type sysfs struct {
 // isDPDKDriver reports whether a driver is a userspace I/O driver: a PCI function bound
 // to one has no kernel network interface to move, and the container drives it directly.
 func isDPDKDriver(name string) bool {
-	switch name {
-	case "vfio-pci", "uio_pci_generic", "igb_uio":
-		return true
-	}
-	return false
+	return slices.Contains([]string{"vfio-pci", "uio_pci_generic", "igb_uio"}, name)
 }
 
 var (
@@ -109,19 +106,9 @@ func netdevs(dev string) ([]string, error) {
 // isPCIAddress reports whether s is a full PCI address, domain:bus:device.function, as
 // sysfs names them: "0000:3b:00.1".
 func isPCIAddress(s string) bool {
-	if len(s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.' {
-		return false
-	}
-	for _, i := range []int{0, 1, 2, 3, 5, 6, 8, 9} {
-		if !isHex(s[i]) {
-			return false
-		}
-	}
-	return s[11] >= '0' && s[11] <= '7'
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+	const hex = "0123456789abcdefABCDEF"
+	return len(s) == 12 && s[4] == ':' && s[7] == ':' && s[10] == '.' && s[11] >= '0' && s[11] <= '7' &&
+		strings.Trim(s[:4], hex) == "" && strings.Trim(s[5:7], hex) == "" && strings.Trim(s[8:10], hex) == ""
 }
 
 // isAuxName reports whether s can name an auxiliary-bus device ("mlx5_core.sf.4"): a

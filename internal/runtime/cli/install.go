@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -68,6 +69,11 @@ func runInstall(p Process, args []string) int {
 		return p.usageError(fs, "%v", err)
 	}
 	o.NoVerify = o.NoVerify || *listFile != ""
+	// A staging root prefixes absolute paths only: a relative one would be glued to it
+	// ("/stage" + "bin") and name neither the staged nor the final directory.
+	if *destdir != "" && (!filepath.IsAbs(o.Dir) || o.ConfDir != "" && !filepath.IsAbs(o.ConfDir)) {
+		return p.usageError(fs, "--destdir needs an absolute --dir and --conf-dir")
+	}
 	o.Dir, o.FinalDir = install.Staged(*destdir, o.Dir)
 	if o.ConfDir != "" {
 		o.ConfDir, _ = install.Staged(*destdir, o.ConfDir)

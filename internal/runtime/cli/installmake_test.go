@@ -445,6 +445,19 @@ func TestInstallDestdirPrefixesDirOnce(t *testing.T) {
 	}
 }
 
+// A staging root prefixes absolute paths only: a relative --dir or --conf-dir under
+// --destdir is refused before anything is written (it once became "/stage" + "bin").
+func TestInstallDestdirRefusesARelativeDir(t *testing.T) {
+	for _, args := range [][]string{{"--dir", "bin"}, {"--dir", "/opt/cni/bin", "--conf-dir", "net.d"}} {
+		destdir := t.TempDir()
+		r := installRun(t, nil, append([]string{"--destdir", destdir, "--binary", testns.Binary(t)}, args...)...)
+		assert.Equal(t, 2, r.code, "%v: stderr:\n%s", args, r.stderr)
+		assert.Contains(t, r.stderr, "--destdir needs an absolute --dir and --conf-dir", args)
+		assert.Empty(t, entryNames(t, destdir), args)
+		assert.NoDirExists(t, destdir+"bin", args)
+	}
+}
+
 func TestInstallBinaryTakesOverTheReferencePluginsAndUninstallPutsThemBack(t *testing.T) {
 	names := pluginNames(t)
 	bin := testns.Binary(t)

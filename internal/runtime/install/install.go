@@ -152,8 +152,12 @@ func Install(o Options) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	if fi, err := os.Stat(r.Source); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := os.Stat(r.Source); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("binary %s not found", r.Source)
+	} else if err != nil {
+		return fmt.Errorf("binary: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return fmt.Errorf("binary %s is not a regular file", r.Source)
 	}
 	defer r.release()
 	confs, err := readConfs(r.Confs, r.OneExec, r.AllNames)

@@ -72,6 +72,15 @@ func TestMissingBinaryFailsBeforeChanging(t *testing.T) {
 	assert.NoDirExists(t, f.dir)
 }
 
+func TestABinaryThatIsNoRegularFileFailsBeforeChanging(t *testing.T) {
+	f := newFixture(t)
+	o, _ := f.options(install.Symlink)
+	o.Source = t.TempDir()
+
+	assert.EqualError(t, install.Install(o), "binary "+o.Source+" is not a regular file")
+	assert.NoDirExists(t, f.dir)
+}
+
 // In a staging root, a symlink to cni by the path the runtime will see is ours: an
 // uninstall removes it and then cni.
 func TestSymlinkByTheFinalPathIsOurs(t *testing.T) {

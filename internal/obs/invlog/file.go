@@ -227,9 +227,8 @@ func lock(path string, how int) (func(), error) {
 	}
 	// A lock file another user made could be held by them for good, and rotation (or a
 	// reader) would wait on it for good.
-	_, err = ownFile(f, how == unix.LOCK_SH)
-	for retry := err == nil; retry; retry = errors.Is(err, unix.EINTR) {
-		err = unix.Flock(int(f.Fd()), how)
+	if _, err = ownFile(f, how == unix.LOCK_SH); err == nil {
+		err = statedir.Flock(f, how)
 	}
 	if err != nil {
 		f.Close()

@@ -76,7 +76,11 @@ func add(req *skel.Request) (_ *result.Result, err error) {
 		return nil, err
 	}
 	hostEnd, contEnd := attachment.VethEnds(req, veth)
-	res := attachment.Report(req, nil, result.Interface{Name: br.Attrs().Name}, hostEnd, contEnd)
+	ipamRes, err := attachment.AddIPAM(req, &undo) // nil without an IPAM type
+	if err != nil {
+		return nil, err
+	}
+	res := attachment.Report(req, ipamRes, result.Interface{Name: br.Attrs().Name}, hostEnd, contEnd)
 
 	if conf.hasIPAM {
 		err = addIPs(req, conf, ns, br, veth.Container, res, &undo, masqOpts)
@@ -118,7 +122,7 @@ func plug(req *skel.Request, conf *Config, ns attachment.Pair, undo *rollback.St
 }
 
 // finish waits for the host veth to carry traffic and completes the result with the
-// bridge's MAC and the dns.
+// bridge's MAC.
 func finish(req *skel.Request, conf *Config, host *link.NS, hostVeth netlink.Link, brMAC net.HardwareAddr, res *result.Result) error {
 	if !conf.DisableContainerInterface {
 		if _, err := link.WaitOperUp(host, hostVeth.Attrs().Name, operUpWait); err != nil {
@@ -135,23 +139,17 @@ func finish(req *skel.Request, conf *Config, host *link.NS, hostVeth netlink.Lin
 		brMAC = br.Attrs().HardwareAddr
 	}
 	res.Interfaces[ifBridge].Mac = brMAC.String()
-	res.DNS = attachment.DNS(req, res.DNS)
 	return nil
 }
 
-// addIPs runs IPAM and puts its addresses on the container interface eth, the gateways
+// addIPs puts IPAM's addresses (in res) on the container interface eth, the gateways
 // on the bridge, and the masquerade rules in place.
 func addIPs(req *skel.Request, conf *Config, ns attachment.Pair, br, eth netlink.Link, res *result.Result,
 	undo *rollback.Stack, masqOpts masq.Options) error {
-	ipamRes, err := attachment.AddIPAM(req, undo)
+	gws, err := assignGateways(conf, res)
 	if err != nil {
 		return err
 	}
-	gws, err := assignGateways(conf, ipamRes)
-	if err != nil {
-		return err
-	}
-	res.IPs, res.Routes, res.DNS = ipamRes.IPs, ipamRes.Routes, ipamRes.DNS
 	if err := prepareContainer(ns.Cont, req.Args.IfName, conf.EnableDAD); err != nil {
 		return err
 	}

@@ -182,20 +182,18 @@ func prepareContainer(cont *link.NS, ifName string, dad bool) error {
 	})
 }
 
-// assignGateways points the IPAM IPs at the container interface, fills in the first
-// address of the subnet as gateway when isGateway is set and IPAM gave none, and adds
-// a default route per family for isDefaultGateway. It returns the gateway addresses
-// (with their subnet's prefix length) that belong on the bridge.
+// assignGateways, when isGateway is set, fills in the first address of the subnet as
+// gateway where IPAM gave none, and adds a default route per family for
+// isDefaultGateway. It returns the gateway addresses (with their subnet's prefix
+// length) that belong on the bridge.
 func assignGateways(conf *Config, res *result.Result) ([]netip.Prefix, error) {
+	if !conf.IsGateway {
+		return nil, nil
+	}
 	var gws []netip.Prefix
 	defaults := map[bool]bool{} // is4 -> default route added or present
 	for i := range res.IPs {
 		ip := &res.IPs[i]
-		idx := ifContainer
-		ip.Interface = &idx
-		if !conf.IsGateway {
-			continue
-		}
 		if !ip.Gateway.IsValid() {
 			ip.Gateway = ip.Address.Masked().Addr().Next()
 		}

@@ -26,7 +26,6 @@ import (
 	"github.com/cnikit/cni/internal/core/rollback"
 	"github.com/cnikit/cni/internal/core/version"
 	"github.com/cnikit/cni/internal/host/link"
-	"github.com/cnikit/cni/internal/ipam"
 	"github.com/cnikit/cni/internal/plugins/attachment"
 	"github.com/cnikit/cni/internal/result"
 	"github.com/cnikit/cni/internal/spec/skel"
@@ -230,11 +229,9 @@ func (p plugin) check(req *skel.Request) error {
 		return err
 	}
 	if c.dpdk {
-		// load found the function still bound to its userspace driver: only IPAM to ask.
-		if err := attachment.RequirePrev(req, "CHECK"); err != nil {
-			return err
-		}
-		return attachment.IfIPAM(req, ipam.Check)
+		// load found the function still bound to its userspace driver: only the head of
+		// every CHECK (IPAM, the prevResult) to ask.
+		return attachment.CheckHead(req)
 	}
 	cont, err := link.OpenContainer(req.Context(), req.Args.Netns)
 	if err != nil {

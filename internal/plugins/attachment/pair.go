@@ -17,7 +17,7 @@ import (
 // pair (bridge, ptp) or a host device moved in (host-device). A new member's ADD starts
 // from it as ptp's does, each step pushing its undo:
 //
-//	ns, err := attachment.Open(req, true) // true: a bad ipam section is refused first
+//	ns, err := attachment.Open(req, false) // true when something is made before IPAM runs
 //	...
 //	defer ns.Close()
 //	var undo rollback.Stack

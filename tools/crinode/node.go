@@ -144,7 +144,8 @@ func (n *Node) logPath() string {
 	return filepath.Join(n.o.Dir, "containerd.log")
 }
 
-// Socket is the path of containerd's socket (its CRI), as the machine and the node see it.
+// Socket is the path of the runtime's CRI socket (containerd's or CRI-O's), as the
+// machine and the node see it.
 func (n *Node) Socket() string { return n.socket() }
 
 // NetConfDir is the CRI's CNI conf_dir, as the node sees it.

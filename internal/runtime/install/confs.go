@@ -182,8 +182,8 @@ func (r *run) recordBoth(plan []confAction) (record, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A shallow copy is enough: every planned name gets a new slice in final (set)
-	// before rec's own slice for it grows (add).
+	// A shallow copy is enough: final gets a new slice for every planned name (set), and
+	// rec's growing its own (add) never writes over the elements final still shares.
 	final := maps.Clone(rec)
 	for _, a := range plan {
 		rec.add(a.name, a.data)

@@ -256,12 +256,13 @@ func optional(fn func(*Request) error, req *Request) error {
 // plugin itself runs in: acting there would rename or delete the host's own interfaces.
 // The reference checks this only after the callback ran; checking first is safer.
 func checkNetnsIsNotOwn(args Args) error {
-	switch {
-	case args.NetnsOverride || args.Netns == "":
-	case args.Command != CmdAdd && args.Command != CmdDel && args.Command != CmdCheck:
+	if args.NetnsOverride || args.Netns == "" ||
+		args.Command != CmdAdd && args.Command != CmdDel && args.Command != CmdCheck {
+		return nil
+	}
 	// A vanished netns is not the plugin's own: it is the plugin's to handle (DEL must
 	// succeed).
-	case ns.IsCurrent(args.Netns):
+	if ns.IsCurrent(args.Netns) {
 		return cnierror.Newf(cnierror.CodeInvalidNetNS,
 			"netns %q is the plugin's own network namespace; refusing to act on it", args.Netns)
 	}

@@ -6,7 +6,7 @@
 // process's score when it is lower, then runs runc with the same arguments. Nothing
 // about networking changes.
 //
-//	crio-runc -runc /usr/sbin/runc [runc's global flags] create --bundle DIR ...
+//	crio-runc [runc's global flags] create --bundle DIR ...
 //
 // The path of runc comes from the CRIO_RUNC environment variable (CRI-O passes its
 // environment to conmon, and conmon to the runtime).

@@ -268,7 +268,7 @@ func waitLinkLocal(l netlink.Link) (net.IP, error) {
 	name := l.Attrs().Name
 	h, err := nlconn.Open(netns.None(), unix.NETLINK_ROUTE) // in the namespace of the calling thread
 	if err != nil {
-		return nil, fmt.Errorf("%s: list addresses: %w", name, err)
+		return nil, fmt.Errorf("%s: netlink handle: %w", name, err)
 	}
 	defer h.Close()
 	deadline := time.Now().Add(linkLocalWait)

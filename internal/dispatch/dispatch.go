@@ -82,7 +82,7 @@ func lookupApplet(name string) *skel.Plugin {
 func unknownName(p Process, name string) int {
 	if hasCNICommand(p.Env) {
 		e := cnierror.Newf(cnierror.CodeInvalidEnv, "unknown plugin %q: this cni binary has no plugin of that name", name).
-			WithDetails("known plugins: " + strings.Join(names(), ", "))
+			WithDetails("known plugins: " + strings.Join(Names(), ", "))
 		fmt.Fprintln(p.Stdout, string(e.JSON()))
 		return 1
 	}
@@ -101,7 +101,7 @@ func runCommand(p Process, args []string) int {
 	}
 	switch args[0] {
 	case "--list", "list":
-		fmt.Fprintln(p.Stdout, strings.Join(names(), "\n"))
+		fmt.Fprintln(p.Stdout, strings.Join(Names(), "\n"))
 		return 0
 	case "version", "--version", "-v":
 		writeVersion(p.Stdout)
@@ -117,7 +117,7 @@ func runCommand(p Process, args []string) int {
 		if c.Name == args[0] {
 			// With this binary's registry, so that built-in plugin types run in-process.
 			return c.Run(cli.Process{
-				Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup, Plugins: names(),
+				Env: p.Env, Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr, Builtin: Lookup, Plugins: Names(),
 			}, args[1:])
 		}
 	}
@@ -129,7 +129,9 @@ func runCommand(p Process, args []string) int {
 	return 2
 }
 
-func names() []string {
+// Names are the registry's plugin names, in the order `cni --list` prints them, without
+// building a plugin.
+func Names() []string {
 	table := builtins()
 	out := make([]string, len(table))
 	for i, b := range table {

@@ -121,10 +121,4 @@ func libcniError(err error) error {
 
 // Builtins returns the plugin types that run in-process, in the order `cni --list`
 // prints them.
-func Builtins() []string {
-	var names []string
-	for _, p := range dispatch.Registry() {
-		names = append(names, p.Name)
-	}
-	return names
-}
+func Builtins() []string { return dispatch.Names() }

@@ -215,31 +215,30 @@ func confLogFiles(dir string) ([]confLog, error) {
 			continue
 		}
 		for _, pc := range e.Network.Plugins {
-			out = appendLogFiles(out, e.File, pc.Bytes)
+			out = appendLogFiles(out, e.File, pc)
 		}
 	}
 	return out, nil
 }
 
 // appendLogFiles appends the log file of the plugin object, and of its children when it
-// is a chain plugin, unless out has it already.
-func appendLogFiles(out []confLog, conf string, plugin []byte) []confLog {
+// is a chain plugin (chain.Children, as the runner reads them), unless out has it
+// already.
+func appendLogFiles(out []confLog, conf string, pc chain.PluginConf) []confLog {
 	var c struct {
-		Log     json.RawMessage   `json:"log"`
-		Plugins []json.RawMessage `json:"plugins"`
+		Log struct {
+			File string `json:"file"`
+		} `json:"log"`
 	}
-	if json.Unmarshal(plugin, &c) != nil {
-		return out
+	if json.Unmarshal(pc.Bytes, &c) == nil && c.Log.File != "" &&
+		!slices.ContainsFunc(out, func(l confLog) bool { return l.file == c.Log.File }) {
+		out = append(out, confLog{c.Log.File, conf})
 	}
-	var log struct {
-		File string `json:"file"`
-	}
-	if json.Unmarshal(c.Log, &log) == nil && log.File != "" &&
-		!slices.ContainsFunc(out, func(l confLog) bool { return l.file == log.File }) {
-		out = append(out, confLog{log.File, conf})
-	}
-	for _, child := range c.Plugins {
-		out = appendLogFiles(out, conf, child)
+	if pc.Type == chain.PluginName {
+		children, _ := chain.Children(pc) // an unusable list runs no child: none logs
+		for _, child := range children {
+			out = appendLogFiles(out, conf, child)
+		}
 	}
 	return out
 }

@@ -231,7 +231,13 @@ fuzz:
 # crio section the same with CRI-O (bin/crio and its helpers, as make test-crio); its
 # cluster section bin/cluster-bench (tools/cmd/cluster-bench: the lab of make
 # test-cluster) with bin/flanneld.
-bench: build bin/cri-bench bin/cluster-bench bin/pause bin/flanneld bin/crio bin/pinns bin/crio-load bin/crio-runc
+# Only the sections ONLY picks (all without it) get their tools built: CRI-O's build is
+# the largest of the tree and needs gcc for pinns.
+bench_section = $(if $(ONLY),$(filter $(1),$(subst $(comma), ,$(ONLY))),$(1))
+BENCH_TOOLS = $(if $(call bench_section,containerd),bin/cri-bench bin/pause) \
+	$(if $(call bench_section,crio),bin/cri-bench bin/pause bin/crio bin/pinns bin/crio-load bin/crio-runc) \
+	$(if $(call bench_section,cluster),bin/cluster-bench bin/pause bin/flanneld)
+bench: build $(sort $(BENCH_TOOLS))
 	$(GO) run ./cmd/cnibench -bin $(BIN) $(if $(REF),-ref $(REF)) $(if $(BASE),-base $(BASE)) $(if $(ONLY),-only $(ONLY)) $(if $(QUICK),-quick)
 
 .PHONY: bin/cri-bench bin/cluster-bench bin/pause

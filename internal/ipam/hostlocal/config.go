@@ -251,23 +251,24 @@ func requestedIPs(req *skel.Request, raw *netJSON) ([]netip.Addr, error) {
 	if err != nil {
 		return nil, err
 	}
-	var fields, texts []string
+	type requested struct{ field, text string }
+	var asked []requested
 	if ip := cniArgs["IP"]; ip != "" {
-		fields, texts = append(fields, "CNI_ARGS IP"), append(texts, ip)
+		asked = append(asked, requested{"CNI_ARGS IP", ip})
 	}
 	if raw.Args != nil && raw.Args.CNI != nil {
 		for i, ip := range raw.Args.CNI.IPs {
-			fields, texts = append(fields, fmt.Sprintf("args.cni.ips[%d]", i)), append(texts, ip)
+			asked = append(asked, requested{fmt.Sprintf("args.cni.ips[%d]", i), ip})
 		}
 	}
 	for i, ip := range raw.RuntimeConfig.IPs {
-		fields, texts = append(fields, fmt.Sprintf("runtimeConfig.ips[%d]", i)), append(texts, ip)
+		asked = append(asked, requested{fmt.Sprintf("runtimeConfig.ips[%d]", i), ip})
 	}
 	var out []netip.Addr
-	for i, text := range texts {
-		a, err := parseIPArg(text)
+	for _, r := range asked {
+		a, err := parseIPArg(r.text)
 		if err != nil {
-			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid IP address %q", fields[i], text)
+			return nil, cnierror.Newf(cnierror.CodeInvalidConfig, "%s: invalid IP address %q", r.field, r.text)
 		}
 		out = append(out, a)
 	}
